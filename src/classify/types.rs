@@ -1,0 +1,491 @@
+//! The vocabulary of classification: what a statement is, why it is not replica-safe, and what it
+//! does to session state. Results are small, cheap to clone, and hold no borrowed text: positions
+//! inside the classified string are [`Span`]s, so a cached result serves every identical string.
+
+use std::sync::Arc;
+
+/// A byte range of the classified SQL text (always on UTF-8 character boundaries).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub const EMPTY: Span = Span { start: 0, end: 0 };
+
+    pub fn new(start: usize, end: usize) -> Span {
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+
+    /// The text this span covers in `sql` (the string that was classified), or `""` when the span
+    /// does not fit it.
+    pub fn of<'a>(&self, sql: &'a str) -> &'a str {
+        sql.get(self.start as usize..self.end as usize)
+            .unwrap_or("")
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// Transaction isolation levels (SPEC S-3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    ReadUncommitted,
+    ReadCommitted,
+    RepeatableRead,
+    Serializable,
+}
+
+impl Isolation {
+    /// PostgreSQL runs READ UNCOMMITTED as READ COMMITTED.
+    pub fn effective(self) -> Isolation {
+        match self {
+            Isolation::ReadUncommitted => Isolation::ReadCommitted,
+            other => other,
+        }
+    }
+
+    /// Parses the words PostgreSQL accepts (`read committed`, `'repeatable read'`, any case and
+    /// spacing, with or without quotes).
+    pub fn parse(text: &str) -> Option<Isolation> {
+        let t = text.trim().trim_matches(|c| c == '\'' || c == '"');
+        let mut words = t.split_ascii_whitespace();
+        let a = words.next()?.to_ascii_lowercase();
+        let b = words.next().map(|w| w.to_ascii_lowercase());
+        if words.next().is_some() {
+            return None;
+        }
+        match (a.as_str(), b.as_deref()) {
+            ("read", Some("uncommitted")) => Some(Isolation::ReadUncommitted),
+            ("read", Some("committed")) => Some(Isolation::ReadCommitted),
+            ("repeatable", Some("read")) => Some(Isolation::RepeatableRead),
+            ("serializable", None) => Some(Isolation::Serializable),
+            _ => None,
+        }
+    }
+}
+
+/// Transaction access mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// Options of BEGIN / START TRANSACTION / SET TRANSACTION / SET SESSION CHARACTERISTICS.
+/// `None` means "not given" (the session or server default applies).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TxnOptions {
+    pub isolation: Option<Isolation>,
+    pub access: Option<Access>,
+    pub deferrable: Option<bool>,
+}
+
+/// Session settings the engine recognises and tracks (SPEC S-4). Anything else set at session
+/// level is [`Var::Other`], a session hazard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Var {
+    SearchPath,
+    TimeZone,
+    DateStyle,
+    IntervalStyle,
+    ClientEncoding,
+    ApplicationName,
+    StatementTimeout,
+    LockTimeout,
+    IdleInTransactionSessionTimeout,
+    ExtraFloatDigits,
+    ByteaOutput,
+    StandardConformingStrings,
+    Role,
+    SessionAuthorization,
+    /// `default_transaction_isolation` (feeds S-3's session default isolation).
+    DefaultTransactionIsolation,
+    DefaultTransactionReadOnly,
+    DefaultTransactionDeferrable,
+    /// `transaction_isolation` (as SET TRANSACTION ISOLATION LEVEL when inside a transaction).
+    TransactionIsolation,
+    TransactionReadOnly,
+    /// Any `polar_*` setting a client sets itself. Never replayed on readers; see SPEC P-5.
+    Polar,
+    /// Not recognised: a session hazard when set at session level.
+    Other,
+}
+
+impl Var {
+    /// Recognises a setting by its (case-insensitive, unquoted) name.
+    pub fn from_name(name: &str) -> Var {
+        let lower = name.to_ascii_lowercase();
+        match lower.as_str() {
+            "search_path" => Var::SearchPath,
+            "timezone" | "time zone" => Var::TimeZone,
+            "datestyle" => Var::DateStyle,
+            "intervalstyle" => Var::IntervalStyle,
+            "client_encoding" | "names" => Var::ClientEncoding,
+            "application_name" => Var::ApplicationName,
+            "statement_timeout" => Var::StatementTimeout,
+            "lock_timeout" => Var::LockTimeout,
+            "idle_in_transaction_session_timeout" => Var::IdleInTransactionSessionTimeout,
+            "extra_float_digits" => Var::ExtraFloatDigits,
+            "bytea_output" => Var::ByteaOutput,
+            "standard_conforming_strings" => Var::StandardConformingStrings,
+            "role" => Var::Role,
+            "session_authorization" | "session authorization" => Var::SessionAuthorization,
+            "default_transaction_isolation" => Var::DefaultTransactionIsolation,
+            "default_transaction_read_only" => Var::DefaultTransactionReadOnly,
+            "default_transaction_deferrable" => Var::DefaultTransactionDeferrable,
+            "transaction_isolation" => Var::TransactionIsolation,
+            "transaction_read_only" => Var::TransactionReadOnly,
+            l if l.starts_with("polar_") || l.starts_with("_polar_") => Var::Polar,
+            _ => Var::Other,
+        }
+    }
+
+    /// Whether a session-level SET of this variable is tracked (replayable on readers) rather
+    /// than a hazard.
+    pub fn is_tracked(self) -> bool {
+        !matches!(self, Var::Other | Var::Polar)
+    }
+}
+
+/// What `DISCARD` discards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DiscardWhat {
+    All,
+    Temp,
+    Plans,
+    Sequences,
+}
+
+/// What a statement is, as far as routing and session tracking care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// SELECT / VALUES / TABLE, or EXPLAIN without ANALYZE of one, containing nothing of SPEC §7's
+    /// list. Whether it is replica-safe also depends on `not_safe` being `None`.
+    Read,
+    /// A SELECT-like query that is **not** replica-safe (see `not_safe`: locking clause,
+    /// data-modifying CTE, SELECT INTO, write-list function, EXPLAIN ANALYZE …).
+    ReadNotSafe,
+    /// SHOW.
+    Show,
+    /// BEGIN / START TRANSACTION with its options.
+    Begin(TxnOptions),
+    /// COMMIT / END (also COMMIT AND CHAIN: `chain`).
+    Commit { chain: bool },
+    /// ROLLBACK / ABORT (not ROLLBACK TO SAVEPOINT).
+    Rollback { chain: bool },
+    Savepoint,
+    ReleaseSavepoint,
+    RollbackToSavepoint,
+    /// SET TRANSACTION … (inside a transaction).
+    SetTransaction(TxnOptions),
+    /// SET SESSION CHARACTERISTICS AS TRANSACTION …
+    SetSessionCharacteristics(TxnOptions),
+    /// SET [SESSION | LOCAL] name { = | TO } value, SET TIME ZONE, SET ROLE, SET SESSION
+    /// AUTHORIZATION, SET NAMES. `name` and `value` point into the text (value as written, quotes
+    /// included); `local` is true for SET LOCAL.
+    Set {
+        var: Var,
+        name: Span,
+        value: Span,
+        local: bool,
+    },
+    /// RESET name.
+    Reset { var: Var, name: Span },
+    /// RESET ALL.
+    ResetAll,
+    Discard(DiscardWhat),
+    Listen,
+    /// UNLISTEN channel / UNLISTEN * (`all`).
+    Unlisten { all: bool },
+    /// DECLARE … CURSOR [WITH HOLD].
+    DeclareCursor { with_hold: bool },
+    /// FETCH / MOVE.
+    Fetch,
+    /// CLOSE name / CLOSE ALL.
+    Close { all: bool },
+    /// SQL-level PREPARE.
+    Prepare,
+    /// SQL-level EXECUTE.
+    Execute,
+    /// DEALLOCATE name / DEALLOCATE ALL.
+    Deallocate { all: bool },
+    /// LOCK TABLE.
+    Lock,
+    /// COPY (either direction).
+    Copy,
+    /// DML, DDL, CALL, DO, VACUUM, NOTIFY, CHECKPOINT, PREPARE TRANSACTION … anything that may
+    /// write or changes state the engine does not model.
+    Write,
+    /// Only whitespace and comments.
+    Empty,
+    /// The classifier could not understand it. Never replica-safe.
+    Unknown,
+}
+
+/// Why a statement is not replica-safe. `None` only for a replica-safe read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NotSafe {
+    None,
+    /// Not a SELECT/VALUES/TABLE/EXPLAIN at all.
+    NotARead,
+    LockingClause,
+    DataModifyingCte,
+    SelectInto,
+    WriteFunction,
+    ExplainAnalyze,
+    /// Could not be parsed or lexed (unterminated quote, …).
+    Unparseable,
+    /// Exceeded a classifier limit (length, nesting, token count).
+    TooComplex,
+}
+
+/// Side effects on session state the engine tracks (SPEC S-3, S-4), as bit flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Effects(pub u32);
+
+impl Effects {
+    pub const NONE: Effects = Effects(0);
+    /// Calls `set_config(…)` (any third argument: the engine treats it as a SET inside a
+    /// transaction, S-3, and as a hazard outside one).
+    pub const CALLS_SET_CONFIG: Effects = Effects(1 << 0);
+    /// Takes a session-level advisory lock (`pg_advisory_lock`, `…_shared`, `pg_try_advisory_lock…`).
+    pub const ADVISORY_LOCK: Effects = Effects(1 << 1);
+    /// Takes a transaction-level advisory lock (`pg_advisory_xact_lock…`).
+    pub const ADVISORY_XACT_LOCK: Effects = Effects(1 << 2);
+    /// `pg_advisory_unlock_all()`.
+    pub const ADVISORY_UNLOCK_ALL: Effects = Effects(1 << 3);
+    /// Creates a temporary object (CREATE TEMP/TEMPORARY TABLE/VIEW/SEQUENCE, SELECT INTO TEMP,
+    /// CREATE TABLE pg_temp.…).
+    pub const CREATES_TEMP: Effects = Effects(1 << 4);
+
+    pub fn contains(self, other: Effects) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::ops::BitOr for Effects {
+    type Output = Effects;
+    fn bitor(self, rhs: Effects) -> Effects {
+        Effects(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Effects {
+    fn bitor_assign(&mut self, rhs: Effects) {
+        self.0 |= rhs.0;
+    }
+}
+
+/// One statement of a Query string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StatementInfo {
+    pub kind: Kind,
+    pub not_safe: NotSafe,
+    pub effects: Effects,
+    /// The statement's text inside the classified string (without the terminating `;`).
+    pub span: Span,
+}
+
+impl StatementInfo {
+    pub fn unknown(why: NotSafe) -> StatementInfo {
+        StatementInfo {
+            kind: Kind::Unknown,
+            not_safe: why,
+            effects: Effects::NONE,
+            span: Span::EMPTY,
+        }
+    }
+
+    /// A replica-safe read (SPEC §7) on its own.
+    pub fn is_replica_safe(&self) -> bool {
+        self.kind == Kind::Read && self.not_safe == NotSafe::None
+    }
+
+    /// SPEC P-6: a statement "may have written" unless it is proven not to. COMMIT/ROLLBACK are
+    /// reported here as possibly writing; the session knows whether the transaction wrote.
+    pub fn may_write(&self) -> bool {
+        match self.kind {
+            Kind::Read
+            | Kind::Show
+            | Kind::Set { .. }
+            | Kind::Reset { .. }
+            | Kind::ResetAll
+            | Kind::Begin(_)
+            | Kind::Savepoint
+            | Kind::ReleaseSavepoint
+            | Kind::SetTransaction(_)
+            | Kind::SetSessionCharacteristics(_)
+            | Kind::Discard(_)
+            | Kind::Deallocate { .. }
+            | Kind::Close { .. }
+            | Kind::Listen
+            | Kind::Unlisten { .. }
+            | Kind::Prepare
+            | Kind::Empty => false,
+            // A SELECT that is not replica-safe may still be a pure read (a locking clause, say),
+            // but it may call a writing function: count it as a possible write.
+            _ => true,
+        }
+    }
+}
+
+/// The statements of one Query string: almost always exactly one, kept inline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Statements {
+    One(StatementInfo),
+    Many(Arc<[StatementInfo]>),
+}
+
+/// The classification of a whole simple-protocol Query string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Classification {
+    pub statements: Statements,
+    /// A leading block comment whose trimmed text is `route=primary` (case-insensitive).
+    pub hint_primary: bool,
+}
+
+impl Classification {
+    pub fn single(info: StatementInfo) -> Classification {
+        Classification {
+            statements: Statements::One(info),
+            hint_primary: false,
+        }
+    }
+
+    /// All statements, in order. Empty statements (`;;`, trailing `;`) are not listed unless the
+    /// whole string is empty, which is one [`Kind::Empty`] statement.
+    pub fn statements(&self) -> &[StatementInfo] {
+        match &self.statements {
+            Statements::One(s) => std::slice::from_ref(s),
+            Statements::Many(v) => v,
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.statements().len()
+    }
+
+    /// The first statement (every classification has at least one).
+    pub fn first(&self) -> &StatementInfo {
+        match &self.statements {
+            Statements::One(s) => s,
+            Statements::Many(v) => &v[0],
+        }
+    }
+
+    /// SPEC §7: exactly one statement, a replica-safe read, and no primary hint.
+    pub fn is_replica_safe(&self) -> bool {
+        !self.hint_primary && self.count() == 1 && self.first().is_replica_safe()
+    }
+
+    /// SPEC P-6 over all statements.
+    pub fn may_write(&self) -> bool {
+        self.statements().iter().any(|s| s.may_write())
+    }
+
+    /// Union of every statement's effects.
+    pub fn effects(&self) -> Effects {
+        self.statements()
+            .iter()
+            .fold(Effects::NONE, |acc, s| acc | s.effects)
+    }
+}
+
+/// The functions whose call makes a statement not replica-safe (SPEC §7): exact names and name
+/// prefixes, lower-case, compared against the unqualified, case-folded function name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteFunctions {
+    exact: Vec<String>,
+    prefixes: Vec<String>,
+}
+
+impl WriteFunctions {
+    /// SPEC §7's default list.
+    pub fn defaults() -> WriteFunctions {
+        let exact = [
+            "nextval",
+            "setval",
+            "currval",
+            "lastval",
+            "set_config",
+            "setseed",
+            "txid_current",
+            "txid_current_if_assigned",
+            "pg_current_xact_id",
+            "pg_current_xact_id_if_assigned",
+            "pg_notify",
+            "pg_logical_emit_message",
+        ];
+        let prefixes = ["pg_advisory_", "pg_try_advisory_", "lo_", "dblink"];
+        let mut wf = WriteFunctions {
+            exact: exact.iter().map(|s| s.to_string()).collect(),
+            prefixes: prefixes.iter().map(|s| s.to_string()).collect(),
+        };
+        wf.exact.sort();
+        wf
+    }
+
+    /// Adds a configured name; a trailing `*` makes it a prefix. Names are case-folded.
+    /// Returns false (and adds nothing) for an empty or non-identifier name.
+    pub fn add(&mut self, name: &str) -> bool {
+        let name = name.trim().to_ascii_lowercase();
+        let (base, prefix) = match name.strip_suffix('*') {
+            Some(b) => (b.to_string(), true),
+            None => (name, false),
+        };
+        let valid = !base.is_empty()
+            && base
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80);
+        if !valid {
+            return false;
+        }
+        if prefix {
+            if !self.prefixes.contains(&base) {
+                self.prefixes.push(base);
+            }
+        } else if let Err(pos) = self.exact.binary_search(&base) {
+            self.exact.insert(pos, base);
+        }
+        true
+    }
+
+    /// Whether calling `name` (unqualified; compared case-insensitively) is on the list.
+    pub fn contains(&self, name: &str) -> bool {
+        let mut buf = [0u8; 64];
+        let lower: &str = if name.len() <= buf.len() && name.is_ascii() {
+            let b = &mut buf[..name.len()];
+            b.copy_from_slice(name.as_bytes());
+            b.make_ascii_lowercase();
+            std::str::from_utf8(b).unwrap_or("")
+        } else {
+            return self.contains_slow(&name.to_ascii_lowercase());
+        };
+        self.contains_slow(lower)
+    }
+
+    fn contains_slow(&self, lower: &str) -> bool {
+        self.exact.binary_search_by(|e| e.as_str().cmp(lower)).is_ok()
+            || self.prefixes.iter().any(|p| lower.starts_with(p.as_str()))
+    }
+}
+
+impl Default for WriteFunctions {
+    fn default() -> Self {
+        WriteFunctions::defaults()
+    }
+}
