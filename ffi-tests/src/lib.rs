@@ -1,1 +1,28 @@
+//! C tests of the polarsplit C ABI. The C sources in `c/` are compiled by `build.rs` against the
+//! committed header and linked with the library; `tests/` runs them.
+//!
+//! Each C test returns 0 on success, or the source line of the first failed check (and prints
+//! what failed to stderr).
 
+use std::ffi::c_int;
+
+// Keep the library's exported symbols linked into every test binary.
+pub use polarsplit::ffi as _link_polarsplit;
+
+extern "C" {
+    pub fn ctest_create_free() -> c_int;
+    pub fn ctest_null_arguments() -> c_int;
+    pub fn ctest_status_strings() -> c_int;
+    pub fn ctest_version_macros() -> c_int;
+    pub fn ctest_config_errors() -> c_int;
+    pub fn ctest_lifetimes() -> c_int;
+    pub fn ctest_header_c11() -> c_int;
+    pub fn ctest_header_cxx() -> c_int;
+}
+
+/// Runs one C test and panics with its failing line.
+pub fn run(name: &str, f: unsafe extern "C" fn() -> c_int) {
+    // SAFETY: the C tests take no arguments and only call the library's documented API.
+    let line = unsafe { f() };
+    assert_eq!(line, 0, "C test {name} failed at line {line} (see stderr)");
+}

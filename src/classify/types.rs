@@ -179,9 +179,13 @@ pub enum Kind {
     /// BEGIN / START TRANSACTION with its options.
     Begin(TxnOptions),
     /// COMMIT / END (also COMMIT AND CHAIN: `chain`).
-    Commit { chain: bool },
+    Commit {
+        chain: bool,
+    },
     /// ROLLBACK / ABORT (not ROLLBACK TO SAVEPOINT).
-    Rollback { chain: bool },
+    Rollback {
+        chain: bool,
+    },
     Savepoint,
     ReleaseSavepoint,
     RollbackToSavepoint,
@@ -199,25 +203,36 @@ pub enum Kind {
         local: bool,
     },
     /// RESET name.
-    Reset { var: Var, name: Span },
+    Reset {
+        var: Var,
+        name: Span,
+    },
     /// RESET ALL.
     ResetAll,
     Discard(DiscardWhat),
     Listen,
     /// UNLISTEN channel / UNLISTEN * (`all`).
-    Unlisten { all: bool },
+    Unlisten {
+        all: bool,
+    },
     /// DECLARE … CURSOR [WITH HOLD].
-    DeclareCursor { with_hold: bool },
+    DeclareCursor {
+        with_hold: bool,
+    },
     /// FETCH / MOVE.
     Fetch,
     /// CLOSE name / CLOSE ALL.
-    Close { all: bool },
+    Close {
+        all: bool,
+    },
     /// SQL-level PREPARE.
     Prepare,
     /// SQL-level EXECUTE.
     Execute,
     /// DEALLOCATE name / DEALLOCATE ALL.
-    Deallocate { all: bool },
+    Deallocate {
+        all: bool,
+    },
     /// LOCK TABLE.
     Lock,
     /// COPY (either direction).
@@ -479,7 +494,9 @@ impl WriteFunctions {
     }
 
     fn contains_slow(&self, lower: &str) -> bool {
-        self.exact.binary_search_by(|e| e.as_str().cmp(lower)).is_ok()
+        self.exact
+            .binary_search_by(|e| e.as_str().cmp(lower))
+            .is_ok()
             || self.prefixes.iter().any(|p| lower.starts_with(p.as_str()))
     }
 }

@@ -1,0 +1,32 @@
+//! Compiles the C tests against the committed header. Warnings are errors: a header that does not
+//! compile cleanly as C11 and as C++ fails the build, and with it the tests.
+
+fn main() {
+    let include = "../include";
+    println!("cargo:rerun-if-changed=c");
+    println!("cargo:rerun-if-changed=../include/polarsplit.h");
+
+    let mut c = cc::Build::new();
+    c.include(include)
+        .flag("-std=c11")
+        .flag("-Wall")
+        .flag("-Wextra")
+        .flag("-Wpedantic")
+        .warnings_into_errors(true);
+    for f in ["c/abi_basics.c", "c/header_c11.c"] {
+        c.file(f);
+        println!("cargo:rerun-if-changed={f}");
+    }
+    c.compile("polarsplit_ctests");
+
+    cc::Build::new()
+        .cpp(true)
+        .include(include)
+        .flag("-std=c++17")
+        .flag("-Wall")
+        .flag("-Wextra")
+        .flag("-Wpedantic")
+        .warnings_into_errors(true)
+        .file("c/header_cxx.cpp")
+        .compile("polarsplit_ctests_cxx");
+}

@@ -1,0 +1,39 @@
+//! Runs the C tests of the C ABI (compiled by build.rs against the committed header).
+
+use ffi_tests::*;
+
+#[test]
+fn c_create_free() {
+    run("create_free", ctest_create_free);
+}
+
+#[test]
+fn c_every_null_argument() {
+    run("null_arguments", ctest_null_arguments);
+}
+
+#[test]
+fn c_status_strings() {
+    run("status_strings", ctest_status_strings);
+}
+
+#[test]
+fn c_version_macros_equal_runtime_version() {
+    run("version_macros", ctest_version_macros);
+}
+
+#[test]
+fn c_config_errors_name_the_setting() {
+    run("config_errors", ctest_config_errors);
+}
+
+#[test]
+fn c_config_and_engine_outlive_their_handles() {
+    run("lifetimes", ctest_lifetimes);
+}
+
+#[test]
+fn header_compiles_as_c11_and_cxx() {
+    run("header_c11", ctest_header_c11);
+    run("header_cxx", ctest_header_cxx);
+}

@@ -1,0 +1,474 @@
+//! Configuration (SPEC §8): a mutable builder that validates each setting as it is given and the
+//! combination when built, yielding an immutable [`Config`] shared by the engine and its sessions.
+
+use std::fmt;
+
+use crate::classify::{Isolation, WriteFunctions};
+use crate::protocol::Limits;
+
+macro_rules! setting_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            /// All accepted spellings, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
+            pub fn parse(s: &str) -> Option<$name> {
+                let s = s.trim();
+                $(if s.eq_ignore_ascii_case($text) { return Some($name::$variant); })+
+                None
+            }
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+setting_enum!(
+    /// `consistency` (SPEC §8, P-3).
+    Consistency { Off = "off", Eventual = "eventual", Session = "session", Global = "global" }
+);
+setting_enum!(
+    /// `on_wait_timeout` (F-2).
+    OnWaitTimeout { Primary = "primary", Error = "error", Disconnect = "disconnect", Warning = "warning" }
+);
+setting_enum!(
+    /// `on_replica_loss` (F-2).
+    OnReplicaLoss {
+        ReplicaThenPrimary = "replica_then_primary",
+        ReplicaThenError = "replica_then_error",
+        Primary = "primary",
+        Error = "error",
+        Disconnect = "disconnect",
+    }
+);
+setting_enum!(
+    /// `on_replica_error` (F-2).
+    OnReplicaError { Primary = "primary", Error = "error", Disconnect = "disconnect" }
+);
+setting_enum!(
+    /// `on_missing_lsn` (P-3 step 7).
+    OnMissingLsn { Primary = "primary", Warning = "warning", Error = "error" }
+);
+setting_enum!(
+    /// `read_fallback`: what a read does when no reader can be had (P-3 step 1, P-4).
+    ReadFallback { Primary = "primary", Error = "error" }
+);
+setting_enum!(
+    /// `startup_profile` (W-1).
+    StartupProfile { V15 = "v15", Legacy = "legacy", Off = "off" }
+);
+setting_enum!(
+    /// `server_dialect` (W-7).
+    ServerDialect { Awide = "awide", PolarDb = "polardb", Stock = "stock" }
+);
+setting_enum!(
+    /// `identity_mode` (W-1): which address the identity startup keys advertise.
+    IdentityMode { Client = "client", Proxy = "proxy", Configured = "configured" }
+);
+setting_enum!(
+    /// `warmup`.
+    Warmup { Off = "off", Demand = "demand", Begin = "begin", Both = "both" }
+);
+
+impl StartupProfile {
+    /// Whether connections with this profile get LSNs on their RFQs.
+    pub fn reports_lsn(self) -> bool {
+        !matches!(self, StartupProfile::Off)
+    }
+}
+
+impl ServerDialect {
+    /// Whether the dialect has a one-shot, bounded wait (W-7): only `awide`.
+    pub fn has_bounded_wait(self) -> bool {
+        matches!(self, ServerDialect::Awide)
+    }
+
+    /// Whether the dialect can import XIDs (W-3/W-4).
+    pub fn can_import_xids(self) -> bool {
+        !matches!(self, ServerDialect::Stock)
+    }
+}
+
+/// A setting was refused: names the setting and says why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {message}")]
+pub struct ConfigError {
+    pub setting: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(setting: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            setting: setting.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The immutable engine configuration. Build it with [`ConfigBuilder`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub consistency: Consistency,
+    pub txn_split: bool,
+    pub wait_timeout_ms: u32,
+    pub split_wait_timeout_ms: u32,
+    pub on_wait_timeout: OnWaitTimeout,
+    pub on_replica_loss: OnReplicaLoss,
+    pub on_replica_error: OnReplicaError,
+    pub on_missing_lsn: OnMissingLsn,
+    pub read_fallback: ReadFallback,
+    pub reader_retry_limit: u32,
+    pub reader_lsn_max_age_ms: u64,
+    pub startup_profile: StartupProfile,
+    pub server_dialect: ServerDialect,
+    pub identity_mode: IdentityMode,
+    /// For `identity_mode = configured`.
+    pub identity_host: Option<String>,
+    pub identity_port: Option<u16>,
+    pub server_default_isolation: Isolation,
+    pub write_functions: WriteFunctions,
+    pub warmup: Warmup,
+    /// Bound of the warmup demand queue.
+    pub warmup_queue_capacity: usize,
+    /// Seed of every random choice the engine makes (reader tie-breaks), for determinism.
+    pub seed: u64,
+    /// Entries of the statement-classification cache (0 disables it).
+    pub classify_cache_capacity: usize,
+    /// Wire limits.
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            consistency: Consistency::Session,
+            txn_split: true,
+            wait_timeout_ms: 1000,
+            split_wait_timeout_ms: 5000,
+            on_wait_timeout: OnWaitTimeout::Primary,
+            on_replica_loss: OnReplicaLoss::ReplicaThenPrimary,
+            on_replica_error: OnReplicaError::Primary,
+            on_missing_lsn: OnMissingLsn::Primary,
+            read_fallback: ReadFallback::Primary,
+            reader_retry_limit: 1,
+            reader_lsn_max_age_ms: 5000,
+            startup_profile: StartupProfile::V15,
+            server_dialect: ServerDialect::Awide,
+            identity_mode: IdentityMode::Client,
+            identity_host: None,
+            identity_port: None,
+            server_default_isolation: Isolation::ReadCommitted,
+            write_functions: WriteFunctions::defaults(),
+            warmup: Warmup::Off,
+            warmup_queue_capacity: 256,
+            seed: 0x5eed_0f90_11a7,
+            classify_cache_capacity: 4096,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The names [`ConfigBuilder::set`] accepts.
+pub const SETTING_NAMES: &[&str] = &[
+    "consistency",
+    "txn_split",
+    "wait_timeout_ms",
+    "split_wait_timeout_ms",
+    "on_wait_timeout",
+    "on_replica_loss",
+    "on_replica_error",
+    "on_missing_lsn",
+    "read_fallback",
+    "reader_retry_limit",
+    "reader_lsn_max_age_ms",
+    "startup_profile",
+    "server_dialect",
+    "identity_mode",
+    "identity_host",
+    "identity_port",
+    "server_default_isolation",
+    "write_functions",
+    "warmup",
+    "warmup_queue_capacity",
+    "seed",
+    "classify_cache_capacity",
+    "max_inspected_message_bytes",
+];
+
+/// A mutable configuration under construction.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigBuilder {
+    config: Config,
+}
+
+fn parse_enum<T>(
+    setting: &str,
+    value: &str,
+    parse: fn(&str) -> Option<T>,
+    names: &[&str],
+) -> Result<T, ConfigError> {
+    parse(value).ok_or_else(|| {
+        ConfigError::new(
+            setting,
+            format!("'{value}' is not one of {}", names.join(", ")),
+        )
+    })
+}
+
+fn parse_num<T: std::str::FromStr>(setting: &str, value: &str, max: u64) -> Result<T, ConfigError> {
+    let v = value.trim();
+    let n: u64 = v.parse().map_err(|_| {
+        ConfigError::new(setting, format!("'{value}' is not a non-negative integer"))
+    })?;
+    if n > max {
+        return Err(ConfigError::new(
+            setting,
+            format!("{n} is above the maximum {max}"),
+        ));
+    }
+    v.parse::<T>()
+        .map_err(|_| ConfigError::new(setting, format!("'{value}' is out of range")))
+}
+
+fn parse_bool(setting: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "on" | "1" | "yes" => Ok(true),
+        "false" | "off" | "0" | "no" => Ok(false),
+        _ => Err(ConfigError::new(
+            setting,
+            format!("'{value}' is not a boolean"),
+        )),
+    }
+}
+
+impl ConfigBuilder {
+    pub fn new() -> ConfigBuilder {
+        ConfigBuilder::default()
+    }
+
+    /// Starts from an existing configuration (to change a few settings at runtime).
+    pub fn from_config(config: &Config) -> ConfigBuilder {
+        ConfigBuilder {
+            config: config.clone(),
+        }
+    }
+
+    /// Sets one setting from its text form (the C ABI and config files use this). Names are
+    /// those of [`SETTING_NAMES`]; the error names the setting and the accepted values.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<&mut ConfigBuilder, ConfigError> {
+        const MS_MAX: u64 = 24 * 3600 * 1000;
+        let c = &mut self.config;
+        match name.trim() {
+            "consistency" => {
+                c.consistency = parse_enum(name, value, Consistency::parse, Consistency::NAMES)?
+            }
+            "txn_split" => c.txn_split = parse_bool(name, value)?,
+            "wait_timeout_ms" => c.wait_timeout_ms = parse_num(name, value, MS_MAX)?,
+            "split_wait_timeout_ms" => c.split_wait_timeout_ms = parse_num(name, value, MS_MAX)?,
+            "on_wait_timeout" => {
+                c.on_wait_timeout =
+                    parse_enum(name, value, OnWaitTimeout::parse, OnWaitTimeout::NAMES)?
+            }
+            "on_replica_loss" => {
+                c.on_replica_loss =
+                    parse_enum(name, value, OnReplicaLoss::parse, OnReplicaLoss::NAMES)?
+            }
+            "on_replica_error" => {
+                c.on_replica_error =
+                    parse_enum(name, value, OnReplicaError::parse, OnReplicaError::NAMES)?
+            }
+            "on_missing_lsn" => {
+                c.on_missing_lsn =
+                    parse_enum(name, value, OnMissingLsn::parse, OnMissingLsn::NAMES)?
+            }
+            "read_fallback" => {
+                c.read_fallback = parse_enum(name, value, ReadFallback::parse, ReadFallback::NAMES)?
+            }
+            "reader_retry_limit" => c.reader_retry_limit = parse_num(name, value, 16)?,
+            "reader_lsn_max_age_ms" => c.reader_lsn_max_age_ms = parse_num(name, value, MS_MAX)?,
+            "startup_profile" => {
+                c.startup_profile =
+                    parse_enum(name, value, StartupProfile::parse, StartupProfile::NAMES)?
+            }
+            "server_dialect" => {
+                c.server_dialect =
+                    parse_enum(name, value, ServerDialect::parse, ServerDialect::NAMES)?
+            }
+            "identity_mode" => {
+                c.identity_mode = parse_enum(name, value, IdentityMode::parse, IdentityMode::NAMES)?
+            }
+            "identity_host" => {
+                let v = value.trim();
+                if v.is_empty()
+                    || v.len() > 255
+                    || v.bytes().any(|b| b == 0 || b.is_ascii_whitespace())
+                {
+                    return Err(ConfigError::new(
+                        name,
+                        "must be a host name or address without spaces",
+                    ));
+                }
+                c.identity_host = Some(v.to_string());
+            }
+            "identity_port" => c.identity_port = Some(parse_num(name, value, u64::from(u16::MAX))?),
+            "server_default_isolation" => {
+                c.server_default_isolation = Isolation::parse(value).ok_or_else(|| {
+                    ConfigError::new(
+                        name,
+                        "expected read committed, repeatable read or serializable",
+                    )
+                })?
+            }
+            "write_functions" => {
+                for f in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                    if !c.write_functions.add(f) {
+                        return Err(ConfigError::new(
+                            name,
+                            format!("'{f}' is not a function name"),
+                        ));
+                    }
+                }
+            }
+            "warmup" => c.warmup = parse_enum(name, value, Warmup::parse, Warmup::NAMES)?,
+            "warmup_queue_capacity" => c.warmup_queue_capacity = parse_num(name, value, 1 << 20)?,
+            "seed" => c.seed = parse_num(name, value, u64::MAX)?,
+            "classify_cache_capacity" => {
+                c.classify_cache_capacity = parse_num(name, value, 1 << 24)?
+            }
+            "max_inspected_message_bytes" => {
+                c.limits.max_inspected_len = parse_num(name, value, 1 << 30)?;
+                if c.limits.max_inspected_len < 1024 {
+                    return Err(ConfigError::new(name, "must be at least 1024"));
+                }
+            }
+            other => {
+                return Err(ConfigError::new(
+                    other,
+                    format!(
+                        "unknown setting; known settings are {}",
+                        SETTING_NAMES.join(", ")
+                    ),
+                ))
+            }
+        }
+        Ok(self)
+    }
+
+    /// Direct access for Rust hosts and tests.
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// Validates the combination and yields the immutable configuration.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let c = self.config;
+        if c.server_dialect == ServerDialect::Stock && c.startup_profile != StartupProfile::Off {
+            return Err(ConfigError::new(
+                "server_dialect",
+                format!(
+                    "'stock' servers refuse the _polar_* startup keys: it needs startup_profile = off, not {}",
+                    c.startup_profile
+                ),
+            ));
+        }
+        if c.identity_mode == IdentityMode::Configured
+            && (c.identity_host.is_none() || c.identity_port.is_none())
+        {
+            return Err(ConfigError::new(
+                "identity_mode",
+                "'configured' needs both identity_host and identity_port",
+            ));
+        }
+        if c.server_default_isolation == Isolation::ReadUncommitted {
+            // PostgreSQL runs it as READ COMMITTED; store what it means.
+            let mut c = c;
+            c.server_default_isolation = Isolation::ReadCommitted;
+            return Ok(c);
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_spec_section_8() {
+        let c = ConfigBuilder::new().build().unwrap();
+        assert_eq!(c.consistency, Consistency::Session);
+        assert!(c.txn_split);
+        assert_eq!(c.wait_timeout_ms, 1000);
+        assert_eq!(c.split_wait_timeout_ms, 5000);
+        assert_eq!(c.on_wait_timeout, OnWaitTimeout::Primary);
+        assert_eq!(c.on_replica_loss, OnReplicaLoss::ReplicaThenPrimary);
+        assert_eq!(c.on_replica_error, OnReplicaError::Primary);
+        assert_eq!(c.on_missing_lsn, OnMissingLsn::Primary);
+        assert_eq!(c.read_fallback, ReadFallback::Primary);
+        assert_eq!(c.reader_retry_limit, 1);
+        assert_eq!(c.reader_lsn_max_age_ms, 5000);
+        assert_eq!(c.startup_profile, StartupProfile::V15);
+        assert_eq!(c.server_default_isolation, Isolation::ReadCommitted);
+    }
+
+    #[test]
+    fn set_parses_and_names_the_bad_setting() {
+        let mut b = ConfigBuilder::new();
+        b.set("consistency", "GLOBAL").unwrap();
+        b.set("txn_split", "off").unwrap();
+        b.set("wait_timeout_ms", "250").unwrap();
+        b.set("write_functions", "audit_log, myschema_*").unwrap();
+        b.set("server_default_isolation", "repeatable read")
+            .unwrap();
+        let c = b.clone().build().unwrap();
+        assert_eq!(c.consistency, Consistency::Global);
+        assert!(!c.txn_split);
+        assert_eq!(c.wait_timeout_ms, 250);
+        assert!(c.write_functions.contains("audit_log"));
+        assert!(c.write_functions.contains("myschema_touch"));
+        assert_eq!(c.server_default_isolation, Isolation::RepeatableRead);
+
+        let e = b.set("consistency", "strong").unwrap_err();
+        assert_eq!(e.setting, "consistency");
+        assert!(e.message.contains("eventual"), "{e}");
+        let e = b.set("wait_timeout_ms", "-1").unwrap_err();
+        assert_eq!(e.setting, "wait_timeout_ms");
+        let e = b.set("nonsense", "1").unwrap_err();
+        assert_eq!(e.setting, "nonsense");
+        let e = b.set("write_functions", "bad name").unwrap_err();
+        assert_eq!(e.setting, "write_functions");
+    }
+
+    #[test]
+    fn w7_stock_with_polar_profile_is_refused() {
+        let mut b = ConfigBuilder::new();
+        b.set("server_dialect", "stock").unwrap();
+        let e = b.clone().build().unwrap_err();
+        assert_eq!(e.setting, "server_dialect");
+        b.set("startup_profile", "off").unwrap();
+        assert!(b.build().is_ok());
+    }
+
+    #[test]
+    fn configured_identity_needs_host_and_port() {
+        let mut b = ConfigBuilder::new();
+        b.set("identity_mode", "configured").unwrap();
+        assert_eq!(b.clone().build().unwrap_err().setting, "identity_mode");
+        b.set("identity_host", "10.0.0.1").unwrap();
+        b.set("identity_port", "5432").unwrap();
+        assert!(b.build().is_ok());
+    }
+}

@@ -1,0 +1,245 @@
+//! Frontend (client → server) messages after startup.
+
+use super::{tag, ProtocolError, Reader};
+
+/// A frontend message, borrowing its body. Bodies the engine never needs (Bind parameters,
+/// COPY data, passwords) are left opaque.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrontendMessage<'a> {
+    /// Simple Query; `sql` excludes the terminating NUL and is not checked for UTF-8 here.
+    Query {
+        sql: &'a [u8],
+    },
+    Parse {
+        statement: &'a [u8],
+        sql: &'a [u8],
+        param_types: u16,
+    },
+    /// Bind: names only; parameter values and formats stay opaque.
+    Bind {
+        portal: &'a [u8],
+        statement: &'a [u8],
+    },
+    Execute {
+        portal: &'a [u8],
+        max_rows: i32,
+    },
+    /// `kind` is `b'S'` (statement) or `b'P'` (portal).
+    Describe {
+        kind: u8,
+        name: &'a [u8],
+    },
+    Close {
+        kind: u8,
+        name: &'a [u8],
+    },
+    Sync,
+    Flush,
+    Terminate,
+    CopyData {
+        len: usize,
+    },
+    CopyDone,
+    CopyFail {
+        message: &'a [u8],
+    },
+    FunctionCall {
+        len: usize,
+    },
+    /// PasswordMessage / SASLInitialResponse / SASLResponse / GSSResponse: never inspected.
+    Password {
+        len: usize,
+    },
+}
+
+impl<'a> FrontendMessage<'a> {
+    /// Parses a tagged frontend message body.
+    pub fn parse(t: u8, body: &'a [u8]) -> Result<FrontendMessage<'a>, ProtocolError> {
+        let mut r = Reader::new(t, body);
+        let m = match t {
+            tag::QUERY => {
+                let sql = r.cstr("query string is not NUL-terminated")?;
+                r.expect_end("bytes after the query string")?;
+                FrontendMessage::Query { sql }
+            }
+            tag::PARSE => {
+                let statement = r.cstr("statement name")?;
+                let sql = r.cstr("query string")?;
+                let n = r.i16("parameter type count")?;
+                if n < 0 {
+                    return Err(ProtocolError::Malformed {
+                        tag: t,
+                        what: "negative parameter type count",
+                    });
+                }
+                r.bytes(n as usize * 4, "parameter type list")?;
+                r.expect_end("bytes after the parameter types")?;
+                FrontendMessage::Parse {
+                    statement,
+                    sql,
+                    param_types: n as u16,
+                }
+            }
+            tag::BIND => {
+                let portal = r.cstr("portal name")?;
+                let statement = r.cstr("statement name")?;
+                FrontendMessage::Bind { portal, statement }
+            }
+            tag::EXECUTE => {
+                let portal = r.cstr("portal name")?;
+                let max_rows = r.i32("row limit")?;
+                r.expect_end("bytes after the row limit")?;
+                FrontendMessage::Execute { portal, max_rows }
+            }
+            tag::DESCRIBE | tag::CLOSE => {
+                let kind = r.u8("target kind")?;
+                if kind != b'S' && kind != b'P' {
+                    return Err(ProtocolError::Malformed {
+                        tag: t,
+                        what: "target kind is neither 'S' nor 'P'",
+                    });
+                }
+                let name = r.cstr("name")?;
+                r.expect_end("bytes after the name")?;
+                if t == tag::DESCRIBE {
+                    FrontendMessage::Describe { kind, name }
+                } else {
+                    FrontendMessage::Close { kind, name }
+                }
+            }
+            tag::SYNC => FrontendMessage::Sync,
+            tag::FLUSH => FrontendMessage::Flush,
+            tag::TERMINATE => FrontendMessage::Terminate,
+            tag::COPY_DATA => FrontendMessage::CopyData { len: body.len() },
+            tag::COPY_DONE => FrontendMessage::CopyDone,
+            tag::COPY_FAIL => FrontendMessage::CopyFail {
+                message: r.cstr("error message")?,
+            },
+            tag::FUNCTION_CALL => FrontendMessage::FunctionCall { len: body.len() },
+            tag::PASSWORD => FrontendMessage::Password { len: body.len() },
+            _ => {
+                return Err(ProtocolError::UnexpectedTag {
+                    tag: t,
+                    side: "client",
+                })
+            }
+        };
+        Ok(m)
+    }
+
+    /// Whether `t` is a frontend message type of protocol 3.
+    pub fn is_known_tag(t: u8) -> bool {
+        matches!(
+            t,
+            tag::QUERY
+                | tag::PARSE
+                | tag::BIND
+                | tag::EXECUTE
+                | tag::DESCRIBE
+                | tag::CLOSE
+                | tag::SYNC
+                | tag::FLUSH
+                | tag::TERMINATE
+                | tag::COPY_DATA
+                | tag::COPY_DONE
+                | tag::COPY_FAIL
+                | tag::FUNCTION_CALL
+                | tag::PASSWORD
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_type() {
+        assert_eq!(
+            FrontendMessage::parse(b'Q', b"select 1\0").unwrap(),
+            FrontendMessage::Query { sql: b"select 1" }
+        );
+        let mut p = b"s1\0select $1\0".to_vec();
+        p.extend_from_slice(&1i16.to_be_bytes());
+        p.extend_from_slice(&23i32.to_be_bytes());
+        assert_eq!(
+            FrontendMessage::parse(b'P', &p).unwrap(),
+            FrontendMessage::Parse {
+                statement: b"s1",
+                sql: b"select $1",
+                param_types: 1
+            }
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'B', b"\0s1\0\0\0\0\0\0\0").unwrap(),
+            FrontendMessage::Bind {
+                portal: b"",
+                statement: b"s1"
+            }
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'E', b"\0\0\0\0\0").unwrap(),
+            FrontendMessage::Execute {
+                portal: b"",
+                max_rows: 0
+            }
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'D', b"Ss1\0").unwrap(),
+            FrontendMessage::Describe {
+                kind: b'S',
+                name: b"s1"
+            }
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'C', b"P\0").unwrap(),
+            FrontendMessage::Close {
+                kind: b'P',
+                name: b""
+            }
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'S', b"").unwrap(),
+            FrontendMessage::Sync
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'H', b"").unwrap(),
+            FrontendMessage::Flush
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'X', b"").unwrap(),
+            FrontendMessage::Terminate
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'd', b"abc").unwrap(),
+            FrontendMessage::CopyData { len: 3 }
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'c', b"").unwrap(),
+            FrontendMessage::CopyDone
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'f', b"oops\0").unwrap(),
+            FrontendMessage::CopyFail { message: b"oops" }
+        );
+        assert_eq!(
+            FrontendMessage::parse(b'p', b"secret\0").unwrap(),
+            FrontendMessage::Password { len: 7 }
+        );
+    }
+
+    #[test]
+    fn malformed_frontend_messages() {
+        assert!(FrontendMessage::parse(b'Q', b"select 1").is_err());
+        assert!(FrontendMessage::parse(b'Q', b"select 1\0x").is_err());
+        assert!(FrontendMessage::parse(b'P', b"s\0q\0\xff\xff").is_err());
+        assert!(FrontendMessage::parse(b'P', b"s\0q\0\0\x02\0\0\0\x17").is_err());
+        assert!(FrontendMessage::parse(b'D', b"Xname\0").is_err());
+        assert!(FrontendMessage::parse(b'E', b"\0\0\0").is_err());
+        assert!(matches!(
+            FrontendMessage::parse(b'?', b""),
+            Err(ProtocolError::UnexpectedTag { tag: b'?', .. })
+        ));
+    }
+}

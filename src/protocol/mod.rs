@@ -1,0 +1,241 @@
+//! PostgreSQL v3 wire protocol: framing, the untagged startup phase, frontend and backend
+//! messages, the PolarDB ReadyForQuery extension (SPEC W-2, W-3) and encoders for what the engine
+//! injects.
+//!
+//! Everything here is pure and borrows the caller's bytes: parsing never copies a message body,
+//! never reads past a message's end, and reports malformed input as a [`ProtocolError`]. This
+//! module depends on nothing else in the crate.
+
+pub mod backend;
+pub mod encode;
+pub mod framer;
+pub mod frontend;
+pub mod rfq;
+pub mod startup;
+
+use std::fmt;
+
+pub use backend::{AuthRequest, BackendMessage, ErrorFields};
+pub use framer::{frame, BodyMode, Frame, Framer, Step};
+pub use frontend::FrontendMessage;
+pub use rfq::{LsnField, Marker, Rfq, RfqExtensions, TxStatus, XactInfo, XidError, XidList};
+pub use startup::StartupPacket;
+
+/// A WAL position, compared as an unsigned integer (SPEC §1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Lsn(pub u64);
+
+impl Lsn {
+    pub const ZERO: Lsn = Lsn(0);
+
+    pub fn is_zero(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Parses PostgreSQL's `X/Y` text form (hexadecimal halves).
+    pub fn parse_text(s: &str) -> Option<Lsn> {
+        let (hi, lo) = s.trim().split_once('/')?;
+        if hi.is_empty() || lo.is_empty() || hi.len() > 8 || lo.len() > 8 {
+            return None;
+        }
+        let hi = u32::from_str_radix(hi, 16).ok()?;
+        let lo = u32::from_str_radix(lo, 16).ok()?;
+        Some(Lsn((u64::from(hi) << 32) | u64::from(lo)))
+    }
+}
+
+/// `X/Y`, as PostgreSQL prints it.
+impl fmt::Display for Lsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:X}/{:X}", self.0 >> 32, self.0 & 0xffff_ffff)
+    }
+}
+
+/// Message type bytes.
+pub mod tag {
+    // Frontend.
+    pub const QUERY: u8 = b'Q';
+    pub const PARSE: u8 = b'P';
+    pub const BIND: u8 = b'B';
+    pub const EXECUTE: u8 = b'E';
+    pub const DESCRIBE: u8 = b'D';
+    pub const CLOSE: u8 = b'C';
+    pub const SYNC: u8 = b'S';
+    pub const FLUSH: u8 = b'H';
+    pub const TERMINATE: u8 = b'X';
+    pub const FUNCTION_CALL: u8 = b'F';
+    /// PasswordMessage, GSSResponse, SASLInitialResponse and SASLResponse share this byte.
+    pub const PASSWORD: u8 = b'p';
+    // Both directions.
+    pub const COPY_DATA: u8 = b'd';
+    pub const COPY_DONE: u8 = b'c';
+    pub const COPY_FAIL: u8 = b'f';
+    // Backend.
+    pub const AUTHENTICATION: u8 = b'R';
+    pub const BACKEND_KEY_DATA: u8 = b'K';
+    pub const BIND_COMPLETE: u8 = b'2';
+    pub const CLOSE_COMPLETE: u8 = b'3';
+    pub const COMMAND_COMPLETE: u8 = b'C';
+    pub const COPY_IN_RESPONSE: u8 = b'G';
+    pub const COPY_OUT_RESPONSE: u8 = b'H';
+    pub const COPY_BOTH_RESPONSE: u8 = b'W';
+    pub const DATA_ROW: u8 = b'D';
+    pub const EMPTY_QUERY_RESPONSE: u8 = b'I';
+    pub const ERROR_RESPONSE: u8 = b'E';
+    pub const FUNCTION_CALL_RESPONSE: u8 = b'V';
+    pub const NEGOTIATE_PROTOCOL_VERSION: u8 = b'v';
+    pub const NO_DATA: u8 = b'n';
+    pub const NOTICE_RESPONSE: u8 = b'N';
+    pub const NOTIFICATION_RESPONSE: u8 = b'A';
+    pub const PARAMETER_DESCRIPTION: u8 = b't';
+    pub const PARAMETER_STATUS: u8 = b'S';
+    pub const PARSE_COMPLETE: u8 = b'1';
+    pub const PORTAL_SUSPENDED: u8 = b's';
+    pub const READY_FOR_QUERY: u8 = b'Z';
+    pub const ROW_DESCRIPTION: u8 = b'T';
+}
+
+/// Size limits for messages the engine must see whole. Bodies larger than these are either
+/// streamed through uninspected (the session decides) or refused with [`ProtocolError::TooLarge`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The startup-phase packet (PostgreSQL itself refuses more than 10,000 bytes).
+    pub max_startup_len: usize,
+    /// Any message whose body the engine buffers to parse it.
+    pub max_inspected_len: usize,
+    /// Absolute bound on a declared message length (PostgreSQL's own bound is 1 GiB - 1).
+    pub max_message_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_startup_len: 10_000,
+            max_inspected_len: 1 << 20,
+            max_message_len: (1 << 30) - 1,
+        }
+    }
+}
+
+/// Why bytes could not be understood. Every variant names what was wrong; none is a panic.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    #[error("message '{}' declares length {len}, less than the 4 bytes of the length itself", printable(*tag))]
+    LengthTooSmall { tag: u8, len: u32 },
+    #[error("message '{}' of {len} bytes exceeds the limit of {limit} bytes", printable(*tag))]
+    TooLarge { tag: u8, len: usize, limit: usize },
+    #[error("startup packet: {0}")]
+    Startup(&'static str),
+    #[error("unsupported protocol version {major}.{minor}")]
+    UnsupportedVersion { major: u16, minor: u16 },
+    #[error("message '{}' is malformed: {what}", printable(*tag))]
+    Malformed { tag: u8, what: &'static str },
+    #[error("unexpected message type '{}' from the {side}", printable(*tag))]
+    UnexpectedTag { tag: u8, side: &'static str },
+    #[error("ReadyForQuery extension: {0}")]
+    Rfq(&'static str),
+    #[error("transaction XID list: {0}")]
+    XidList(#[from] XidError),
+}
+
+fn printable(tag: u8) -> String {
+    if tag.is_ascii_graphic() {
+        (tag as char).to_string()
+    } else {
+        format!("\\x{tag:02x}")
+    }
+}
+
+/// A cursor over a message body: length-checked reads, never past the end.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    tag: u8,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(tag: u8, buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, tag }
+    }
+
+    fn err(&self, what: &'static str) -> ProtocolError {
+        ProtocolError::Malformed {
+            tag: self.tag,
+            what,
+        }
+    }
+
+    pub(crate) fn remaining(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, ProtocolError> {
+        let (&b, rest) = self.buf.split_first().ok_or_else(|| self.err(what))?;
+        self.buf = rest;
+        Ok(b)
+    }
+
+    pub(crate) fn i16(&mut self, what: &'static str) -> Result<i16, ProtocolError> {
+        let b = self.bytes(2, what)?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    pub(crate) fn i32(&mut self, what: &'static str) -> Result<i32, ProtocolError> {
+        let b = self.bytes(4, what)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(crate) fn bytes(
+        &mut self,
+        n: usize,
+        what: &'static str,
+    ) -> Result<&'a [u8], ProtocolError> {
+        if self.buf.len() < n {
+            return Err(self.err(what));
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    /// A NUL-terminated string (without its NUL).
+    pub(crate) fn cstr(&mut self, what: &'static str) -> Result<&'a [u8], ProtocolError> {
+        let nul = self
+            .buf
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| self.err(what))?;
+        let s = &self.buf[..nul];
+        self.buf = &self.buf[nul + 1..];
+        Ok(s)
+    }
+
+    pub(crate) fn expect_end(&self, what: &'static str) -> Result<(), ProtocolError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(self.err(what))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lsn_text_round_trip() {
+        let l = Lsn::parse_text("16/B374D848").unwrap();
+        assert_eq!(l.0, 97_500_059_720);
+        assert_eq!(l.to_string(), "16/B374D848");
+        assert_eq!(Lsn::parse_text("0/0"), Some(Lsn(0)));
+        assert_eq!(Lsn::parse_text("x/1"), None);
+        assert_eq!(Lsn::parse_text("1/"), None);
+        assert_eq!(Lsn::parse_text("123456789/1"), None);
+    }
+}

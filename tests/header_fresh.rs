@@ -1,0 +1,71 @@
+//! The committed header is exactly what cbindgen generates from the sources, and the built `.so`
+//! carries a SONAME and exports only `polarsplit_*`.
+
+#[path = "../build/abi.rs"]
+#[allow(dead_code)]
+mod abi;
+#[path = "../build/header.rs"]
+mod header;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[test]
+fn committed_header_is_fresh() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let abi = abi::abi_version_from_manifest(&manifest);
+    let fresh = header::generate(dir, env!("CARGO_PKG_VERSION"), abi).unwrap();
+    let committed = std::fs::read_to_string(dir.join("include/polarsplit.h")).unwrap();
+    assert!(
+        fresh == committed,
+        "include/polarsplit.h is stale: run `cargo build --features generate-header` and commit it"
+    );
+}
+
+/// `target/<profile>/` of the running test binary (`target/<profile>/deps/<test>`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn shared_library_has_soname_and_exports_only_polarsplit_symbols() {
+    let so = profile_dir().join("libpolarsplit.so");
+    assert!(so.exists(), "{} was not built", so.display());
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let abi = abi::abi_version_from_manifest(&manifest);
+
+    let dynamic = Command::new("readelf")
+        .arg("-d")
+        .arg(&so)
+        .output()
+        .expect("readelf");
+    let text = String::from_utf8_lossy(&dynamic.stdout);
+    assert!(
+        text.contains(&format!("Library soname: [libpolarsplit.so.{abi}]")),
+        "no SONAME libpolarsplit.so.{abi}:\n{text}"
+    );
+
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so)
+        .output()
+        .expect("nm");
+    let syms: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .collect();
+    assert!(syms.iter().any(|s| s == "polarsplit_version"), "{syms:?}");
+    let foreign: Vec<&String> = syms
+        .iter()
+        .filter(|s| !s.starts_with("polarsplit_"))
+        .collect();
+    assert!(foreign.is_empty(), "non-polarsplit exports: {foreign:?}");
+}
+
+#[test]
+fn static_library_is_built() {
+    assert!(profile_dir().join("libpolarsplit.a").exists());
+}
