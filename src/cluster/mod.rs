@@ -1,6 +1,8 @@
 //! Engine-wide state shared by every session of a host process: configuration, topology,
 //! generations, reader replay positions and counters.
 
+pub mod readers;
+
 use std::sync::Arc;
 
 use crate::config::Config;
