@@ -82,6 +82,12 @@ setting_enum!(
     Warmup { Off = "off", Demand = "demand", Begin = "begin", Both = "both" }
 );
 
+impl Default for StartupProfile {
+    fn default() -> Self {
+        StartupProfile::Off
+    }
+}
+
 impl StartupProfile {
     /// Whether connections with this profile get LSNs on their RFQs.
     pub fn reports_lsn(self) -> bool {
@@ -149,6 +155,10 @@ pub struct Config {
     pub classify_cache_capacity: usize,
     /// Wire limits.
     pub limits: Limits,
+    /// The writer hostgroup sessions use unless the host says otherwise.
+    pub writer_hostgroup: u32,
+    /// The reader hostgroup of `writer_hostgroup` (`None`: no readers, everything on the writer).
+    pub reader_hostgroup: Option<u32>,
 }
 
 impl Default for Config {
@@ -177,6 +187,8 @@ impl Default for Config {
             seed: 0x5eed_0f90_11a7,
             classify_cache_capacity: 4096,
             limits: Limits::default(),
+            writer_hostgroup: 0,
+            reader_hostgroup: Some(1),
         }
     }
 }
@@ -206,6 +218,8 @@ pub const SETTING_NAMES: &[&str] = &[
     "seed",
     "classify_cache_capacity",
     "max_inspected_message_bytes",
+    "writer_hostgroup",
+    "reader_hostgroup",
 ];
 
 /// A mutable configuration under construction.
@@ -354,6 +368,14 @@ impl ConfigBuilder {
                     return Err(ConfigError::new(name, "must be at least 1024"));
                 }
             }
+            "writer_hostgroup" => c.writer_hostgroup = parse_num(name, value, u64::from(u32::MAX - 1))?,
+            "reader_hostgroup" => {
+                c.reader_hostgroup = if value.trim().eq_ignore_ascii_case("none") {
+                    None
+                } else {
+                    Some(parse_num(name, value, u64::from(u32::MAX - 1))?)
+                }
+            }
             other => {
                 return Err(ConfigError::new(
                     other,
@@ -390,6 +412,12 @@ impl ConfigBuilder {
             return Err(ConfigError::new(
                 "identity_mode",
                 "'configured' needs both identity_host and identity_port",
+            ));
+        }
+        if c.reader_hostgroup == Some(c.writer_hostgroup) {
+            return Err(ConfigError::new(
+                "reader_hostgroup",
+                "must differ from writer_hostgroup",
             ));
         }
         if c.server_default_isolation == Isolation::ReadUncommitted {

@@ -1,26 +1,274 @@
-//! Engine-wide state shared by every session of a host process: configuration, topology,
-//! generations, reader replay positions and counters.
+//! Engine-wide state shared by every session of a host process (SPEC §0, §5, §9): configuration
+//! (replaceable at runtime), topology (writer hostgroups, their reader hostgroups, dialects and
+//! writer generations), reader replay positions, the classification cache and counters.
+//!
+//! Lock order (never take an earlier lock while holding a later one): `config` → `hostgroups` →
+//! `Readers`' map. Every critical section is short and none is held across a call into the host
+//! (the engine never calls the host).
 
 pub mod readers;
+pub mod stats;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use crate::config::Config;
+use parking_lot::RwLock;
+
+use crate::classify::{self, Classification};
+use crate::config::{Config, ServerDialect};
+use crate::protocol::Lsn;
+use readers::{Hostgroup, Readers, ServerId};
+use stats::{Counter, Stats};
+
+const NO_HOSTGROUP: u64 = u64::MAX;
+const DIALECT_DEFAULT: u8 = u8::MAX;
+
+fn dialect_code(d: ServerDialect) -> u8 {
+    match d {
+        ServerDialect::Awide => 0,
+        ServerDialect::PolarDb => 1,
+        ServerDialect::Stock => 2,
+    }
+}
+
+fn dialect_from(c: u8) -> Option<ServerDialect> {
+    match c {
+        0 => Some(ServerDialect::Awide),
+        1 => Some(ServerDialect::PolarDb),
+        2 => Some(ServerDialect::Stock),
+        _ => None,
+    }
+}
+
+/// A writer hostgroup: its writer generation, the writer's latest known LSN, its reader
+/// hostgroup and the server dialect of the pair.
+#[derive(Debug)]
+struct WriterGroup {
+    generation: AtomicU64,
+    writer_lsn: AtomicU64,
+    reader_hostgroup: AtomicU64,
+    dialect: AtomicU8,
+}
+
+impl WriterGroup {
+    fn new(reader_hostgroup: Option<Hostgroup>) -> WriterGroup {
+        WriterGroup {
+            generation: AtomicU64::new(1),
+            writer_lsn: AtomicU64::new(0),
+            reader_hostgroup: AtomicU64::new(reader_hostgroup.map_or(NO_HOSTGROUP, u64::from)),
+            dialect: AtomicU8::new(DIALECT_DEFAULT),
+        }
+    }
+}
+
+/// What a session needs to know about its writer hostgroup at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterView {
+    pub generation: u64,
+    pub writer_lsn: Lsn,
+    pub reader_hostgroup: Option<Hostgroup>,
+    pub dialect: ServerDialect,
+}
 
 /// The engine: one per host process, shared by all threads.
 #[derive(Debug)]
 pub struct Engine {
-    config: Arc<Config>,
+    config: RwLock<Arc<Config>>,
+    config_generation: AtomicU64,
+    profile_generation: AtomicU64,
+    hostgroups: RwLock<BTreeMap<Hostgroup, Arc<WriterGroup>>>,
+    readers: Readers,
+    /// Readers that refused the wait statements (F-1): they get no more waits.
+    no_wait: RwLock<BTreeSet<ServerId>>,
+    stats: Stats,
 }
 
 impl Engine {
+    /// An engine with the configured writer hostgroup mapped to the configured reader hostgroup.
     pub fn new(config: Config) -> Arc<Engine> {
+        let mut hostgroups = BTreeMap::new();
+        hostgroups.insert(
+            config.writer_hostgroup,
+            Arc::new(WriterGroup::new(config.reader_hostgroup)),
+        );
         Arc::new(Engine {
-            config: Arc::new(config),
+            config: RwLock::new(Arc::new(config)),
+            config_generation: AtomicU64::new(1),
+            profile_generation: AtomicU64::new(1),
+            hostgroups: RwLock::new(hostgroups),
+            readers: Readers::new(),
+            no_wait: RwLock::new(BTreeSet::new()),
+            stats: Stats::default(),
         })
     }
 
-    pub fn config(&self) -> &Arc<Config> {
-        &self.config
+    /// The current configuration.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.read().clone()
+    }
+
+    /// Bumped on every configuration replacement (sessions adopt the new one at their next
+    /// statement).
+    pub fn config_generation(&self) -> u64 {
+        self.config_generation.load(Ordering::Acquire)
+    }
+
+    /// Bumped when a replacement changes what reader connections are opened with (startup
+    /// profile, identity, dialect): pooled readers of an older profile become incompatible (P-9).
+    pub fn profile_generation(&self) -> u64 {
+        self.profile_generation.load(Ordering::Acquire)
+    }
+
+    /// Replaces the configuration at runtime.
+    pub fn replace_config(&self, new: Config) {
+        let mut cur = self.config.write();
+        let profile_changed = cur.startup_profile != new.startup_profile
+            || cur.identity_mode != new.identity_mode
+            || cur.identity_host != new.identity_host
+            || cur.identity_port != new.identity_port
+            || cur.server_dialect != new.server_dialect;
+        *cur = Arc::new(new);
+        if profile_changed {
+            self.profile_generation.fetch_add(1, Ordering::AcqRel);
+        }
+        self.config_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn readers(&self) -> &Readers {
+        &self.readers
+    }
+
+    /// Classifies a Query string with the current write-function list.
+    pub fn classify(&self, sql: &str) -> Classification {
+        let config = self.config.read().clone();
+        classify::classify(sql, &config.write_functions)
+    }
+
+    fn group(&self, hg: Hostgroup) -> Option<Arc<WriterGroup>> {
+        self.hostgroups.read().get(&hg).cloned()
+    }
+
+    fn group_or_create(&self, hg: Hostgroup) -> Arc<WriterGroup> {
+        if let Some(g) = self.group(hg) {
+            return g;
+        }
+        self.hostgroups
+            .write()
+            .entry(hg)
+            .or_insert_with(|| Arc::new(WriterGroup::new(None)))
+            .clone()
+    }
+
+    /// The state of a writer hostgroup (an unknown one has no readers).
+    pub fn writer_view(&self, writer_hostgroup: Hostgroup) -> WriterView {
+        let default_dialect = self.config.read().server_dialect;
+        match self.group(writer_hostgroup) {
+            Some(g) => WriterView {
+                generation: g.generation.load(Ordering::Acquire),
+                writer_lsn: Lsn(g.writer_lsn.load(Ordering::Acquire)),
+                reader_hostgroup: match g.reader_hostgroup.load(Ordering::Acquire) {
+                    NO_HOSTGROUP => None,
+                    v => Some(v as Hostgroup),
+                },
+                dialect: dialect_from(g.dialect.load(Ordering::Acquire)).unwrap_or(default_dialect),
+            },
+            None => WriterView {
+                generation: 0,
+                writer_lsn: Lsn::ZERO,
+                reader_hostgroup: None,
+                dialect: default_dialect,
+            },
+        }
+    }
+
+    /// Maps a writer hostgroup to its reader hostgroup (or none). A change releases sessions'
+    /// pinned readers at their next statement (P-7).
+    pub fn set_reader_hostgroup(&self, writer_hostgroup: Hostgroup, reader: Option<Hostgroup>) {
+        let g = self.group_or_create(writer_hostgroup);
+        g.reader_hostgroup
+            .store(reader.map_or(NO_HOSTGROUP, u64::from), Ordering::Release);
+    }
+
+    /// Sets the server dialect of a writer hostgroup's pair (W-7), e.g. as confirmed by the host
+    /// from `pg_settings`. `None` returns to the configured default.
+    pub fn set_dialect(&self, writer_hostgroup: Hostgroup, dialect: Option<ServerDialect>) {
+        let g = self.group_or_create(writer_hostgroup);
+        g.dialect
+            .store(dialect.map_or(DIALECT_DEFAULT, dialect_code), Ordering::Release);
+    }
+
+    /// The writer of `writer_hostgroup` changed identity (failover, switchover): bump its
+    /// generation. LSNs of different generations are never compared (S-2).
+    pub fn writer_changed(&self, writer_hostgroup: Hostgroup) -> u64 {
+        let g = self.group_or_create(writer_hostgroup);
+        g.writer_lsn.store(0, Ordering::Release);
+        g.generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// A writer LSN learned from a monitor sample or a writer RFQ of the given generation.
+    pub fn observe_writer_lsn(&self, writer_hostgroup: Hostgroup, generation: u64, lsn: Lsn) {
+        if let Some(g) = self.group(writer_hostgroup) {
+            if g.generation.load(Ordering::Acquire) == generation {
+                g.writer_lsn.fetch_max(lsn.0, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Registers (or moves) a reader server.
+    pub fn add_reader(&self, server: ServerId, hostgroup: Hostgroup) {
+        self.readers.upsert(server, hostgroup);
+    }
+
+    pub fn remove_reader(&self, server: ServerId) -> bool {
+        self.readers.remove(server)
+    }
+
+    pub fn set_reader_health(&self, server: ServerId, healthy: bool) -> bool {
+        self.readers.set_health(server, healthy)
+    }
+
+    /// The generation of the writer hostgroup whose reader hostgroup holds `server`.
+    fn generation_for_reader(&self, server: ServerId) -> Option<u64> {
+        let hg = self.readers.snapshot(server)?.hostgroup;
+        self.hostgroups
+            .read()
+            .values()
+            .find(|g| g.reader_hostgroup.load(Ordering::Acquire) == u64::from(hg))
+            .map(|g| g.generation.load(Ordering::Acquire))
+    }
+
+    /// A monitor sample of a reader's replay LSN taken at host time `at_ms`.
+    pub fn reader_sample(&self, server: ServerId, lsn: Lsn, at_ms: u64) -> bool {
+        let Some(generation) = self.generation_for_reader(server) else {
+            return false;
+        };
+        self.stats.inc(Counter::MonitorSamples);
+        self.readers.observe_replay(server, generation, lsn, at_ms)
+    }
+
+    /// Whether `server` refused the wait statements before.
+    pub fn waits_unsupported(&self, server: ServerId) -> bool {
+        self.no_wait.read().contains(&server)
+    }
+
+    /// Remembers that `server` refused a wait statement; returns whether this is news.
+    pub fn mark_waits_unsupported(&self, server: ServerId) -> bool {
+        self.no_wait.write().insert(server)
+    }
+
+    /// Forgets that (e.g. after the host upgraded or replaced the server).
+    pub fn clear_waits_unsupported(&self, server: ServerId) {
+        self.no_wait.write().remove(&server);
+    }
+
+    /// A replay position a reader reported on its own RFQ, under a known generation.
+    pub(crate) fn reader_rfq_lsn(&self, server: ServerId, generation: u64, lsn: Lsn, at_ms: u64) {
+        self.stats.inc(Counter::ReaderRfqLsns);
+        self.readers.observe_replay(server, generation, lsn, at_ms);
     }
 }

@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::{guard, write_text, PolarsplitEngine, PolarsplitStatus};
 use super::{POLARSPLIT_ERR_NULL, POLARSPLIT_ERR_PANIC, POLARSPLIT_ERR_POISONED, POLARSPLIT_OK};
-use crate::session::Session;
+use crate::session::{ClientInfo, Session};
 
 /// One client's session state machine. Not thread-safe: one thread at a time (it may move
 /// between threads between calls).
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn polarsplit_session_new(
         // SAFETY: a live engine handle (shared, thread-safe).
         let e = unsafe { &*engine };
         let s = PolarsplitSession {
-            inner: Session::new(e.inner.clone()),
+            inner: Session::new(e.inner.clone(), ClientInfo::default()),
             poisoned: false,
             last_error: String::new(),
         };

@@ -1,21 +1,455 @@
-//! The per-client session state machine.
+//! The per-client session state machine: collect → plan → execute → process_result (SPEC §4).
+//!
+//! Inputs: [`Session::recv_client`], [`Session::recv_backend`], [`Session::on_backend_event`].
+//! Output: [`Session::poll_action`] until `None` — drain every action before the next input
+//! (enforced). The session never blocks, never reads a clock (`now_ms` comes with each input)
+//! and never calls the host.
+//!
+//! Client statements are decided strictly in order; a pipelined statement waits (its bytes stay
+//! in the host's buffer) until the previous one has completed, because its routing may depend on
+//! the previous one's LSN.
 
+pub mod actions;
+mod backend;
+mod client;
+pub mod decision;
+pub mod plan;
+mod route;
+pub mod state;
+mod startup;
+mod wrapper;
+
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::cluster::Engine;
+use crate::classify::{Classification, Isolation, Kind, Var};
+use crate::cluster::readers::{ChoiceRequest, Hostgroup, ServerId};
+use crate::cluster::stats::Counter;
+use crate::cluster::{Engine, WriterView};
+use crate::config::{Config, Consistency, OnWaitTimeout, ReadFallback, ServerDialect};
+use crate::policy::{self, ErrorFacts, FailureClass, Progress, Recovery};
+use crate::protocol::backend::{BackendMessage, ErrorFields};
+use crate::protocol::encode;
+use crate::protocol::framer::{BodyMode, Framer, Step};
+use crate::protocol::frontend::FrontendMessage;
+use crate::protocol::startup::StartupPacket;
+use crate::protocol::{tag, Lsn, LsnField, Marker, Rfq, RfqExtensions, TxStatus, XidList};
+
+pub use actions::{Action, ConnId};
+pub use decision::{Decision, Outcome, Reason};
+pub use startup::{ClientInfo, Role, Startup};
+
+use actions::ActionQueue;
+use plan::{plan, PlanInput, Protocol, StatementView, TxnView};
+use state::{Hazards, LsnState, Settings, TxnState};
+
+/// Most client messages the session holds undecided (pipelining); beyond it `recv_client`
+/// consumes no more until earlier statements complete.
+const MAX_PENDING_MESSAGES: usize = 1024;
+/// Most bytes of undecided client messages the session copies.
+const MAX_PENDING_COPY: usize = 4 << 20;
+/// Most bytes of held backend messages (a reader attempt's notices before its result begins).
+const MAX_HELD: usize = 64 << 10;
+
+/// An input the host reports about a backend connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The writer connection asked for by `ConnectWriter` is open and its startup packet sent.
+    WriterConnected,
+    /// The writer connection could not be opened.
+    WriterConnectFailed,
+    /// A reader connection for `AcquireReader`. `fresh`: opened for this request (its settings
+    /// are the startup defaults); `needs_reset`: it still holds an XID import.
+    ReaderAttached {
+        server: ServerId,
+        fresh: bool,
+        needs_reset: bool,
+    },
+    /// No reader connection can be had now (`no_credentials`: this user cannot log in on the
+    /// readers at all).
+    ReaderUnavailable { no_credentials: bool },
+    /// The connection broke.
+    ConnectionLost,
+}
+
+/// Why an input was refused or failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    #[error("actions are pending: poll them all before the next input")]
+    ActionsPending,
+    #[error("the session is closed")]
+    Closed,
+    #[error("connection {0} is not used by this session")]
+    UnknownConnection(ConnId),
+    #[error("event not expected now: {0}")]
+    UnexpectedEvent(&'static str),
+    /// A peer violated the protocol. The queued actions say what to close: drain them.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    AwaitStartup,
+    AwaitWriter,
+    Auth,
+    Ready,
+    Closed,
+}
+
+/// What the session knows of one undecided client message.
+#[derive(Clone, Debug)]
+enum MsgInfo {
+    Query {
+        class: Option<Classification>,
+        why_not: Option<Reason>,
+    },
+    Parse {
+        unnamed: bool,
+        class: Option<Classification>,
+    },
+    Bind {
+        unnamed: bool,
+    },
+    Execute {
+        unnamed: bool,
+    },
+    Describe,
+    Close,
+    Sync,
+    Flush,
+    CopyData,
+    CopyDone,
+    CopyFail,
+    FunctionCall,
+    Password,
+    Terminate,
+}
+
+impl MsgInfo {
+    fn is_extended(&self) -> bool {
+        matches!(
+            self,
+            MsgInfo::Parse { .. }
+                | MsgInfo::Bind { .. }
+                | MsgInfo::Execute { .. }
+                | MsgInfo::Describe
+                | MsgInfo::Close
+                | MsgInfo::Sync
+                | MsgInfo::Flush
+        )
+    }
+}
+
+#[derive(Debug)]
+struct ClientMsg {
+    len: usize,
+    arrived: usize,
+    acted: usize,
+    info: MsgInfo,
+    /// The message's wire bytes, when it arrived whole and may be needed after the host's
+    /// buffer moved on (reader routing, retries).
+    copy: Option<Vec<u8>>,
+}
+
+/// Where a statement attempt runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    Writer,
+    /// Waiting for `Event::ReaderAttached` / `ReaderUnavailable`.
+    AwaitReader { server: ServerId },
+    Reader { conn: ConnId, server: ServerId },
+    /// Answered by the engine (REJECT / engine error) and waiting for the writer's abort.
+    Local,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnitKind {
+    Query,
+    Extended,
+    FunctionCall,
+}
+
+/// The statement in flight.
+#[derive(Debug)]
+struct Current {
+    kind: UnitKind,
+    decision: Decision,
+    class: Option<Classification>,
+    may_write: bool,
+    attempt: Attempt,
+    /// Reader retries so far, and readers that failed this statement.
+    reader_retries: u32,
+    excluded: Vec<ServerId>,
+    /// The writer said CopyInResponse: client COPY data flows to it.
+    copy_in: bool,
+    /// An extended batch was sent to the writer before its Sync: later extended messages follow.
+    extended_open: bool,
+    /// An error was forwarded to the client for this statement.
+    errored: bool,
+    /// The decision needed the LSN state of this generation (split retries are gated on it).
+    generation: u64,
+    /// Statement text of Set/Reset statements (needed after completion).
+    sql: Option<Vec<u8>>,
+    /// Hidden statements in front of the client's on the reader.
+    hidden: u16,
+    /// Whether the unit contained BEGIN (and its options).
+    begin: Option<Option<Isolation>>,
+}
+
+/// What a backend connection is expected to answer next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExpectKind {
+    /// The writer's startup and authentication, until the first RFQ.
+    Auth,
+    /// The client's statement (or a batch of extended messages).
+    Statement,
+    /// The hidden failing statement that aborts the writer's transaction (F-3).
+    Abort,
+}
+
+#[derive(Debug)]
+struct Expect {
+    kind: ExpectKind,
+    /// Hidden statement results (CommandComplete) still to swallow before the client's part.
+    hidden_cc: u16,
+    /// Hidden RFQs still to swallow (a hidden Query sent before an extended batch).
+    hidden_rfq: u8,
+    /// Everything is discarded until the RFQ (a failed attempt, or the hidden abort).
+    discard: bool,
+    /// Reader attempt: hold notices and parse/bind completions until the result begins.
+    hold: bool,
+    result_started: bool,
+    failure: Option<(FailureClass, Recovery)>,
+    /// Engine-built error detail for a failure that cannot be forwarded as is.
+    failure_text: Option<String>,
+}
+
+impl Expect {
+    fn new(kind: ExpectKind) -> Expect {
+        Expect {
+            kind,
+            hidden_cc: 0,
+            hidden_rfq: 0,
+            discard: kind == ExpectKind::Abort,
+            hold: false,
+            result_started: false,
+            failure: None,
+            failure_text: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Backend {
+    conn: ConnId,
+    server: Option<ServerId>,
+    ext: RfqExtensions,
+    framer: Framer,
+    expect: VecDeque<Expect>,
+    /// Disposition of the body of the streamed message in progress: forward (true) or discard.
+    streaming: Option<bool>,
+    /// Holds an XID import (awide keeps imports: P-7).
+    dirty: bool,
+}
+
+/// The transaction's pinned reader (P-7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pin {
+    conn: ConnId,
+    server: ServerId,
+    hostgroup: Hostgroup,
+    generation: u64,
+    profile_generation: u64,
+    config_generation: u64,
+    /// Last replay LSN the reader reported on its RFQ.
+    replay: Lsn,
+}
 
 /// One client's session. Used by one thread at a time; may move between threads.
 #[derive(Debug)]
 pub struct Session {
     engine: Arc<Engine>,
+    config: Arc<Config>,
+    config_generation: u64,
+    info: ClientInfo,
+    writer_hostgroup: Hostgroup,
+    now: u64,
+    phase: Phase,
+    client_framer: Framer,
+    queue: VecDeque<ClientMsg>,
+    queue_copied: usize,
+    /// Conn the client's streamed message in progress is forwarded to (None: discarded).
+    client_streaming: Option<Option<ConnId>>,
+    startup: Option<Startup>,
+    writer: Option<Backend>,
+    readers: Vec<Backend>,
+    current: Option<Current>,
+    lsn: LsnState,
+    txn: TxnState,
+    writer_status: TxStatus,
+    hazards: Hazards,
+    protocol_statements: bool,
+    pinned_writer: bool,
+    settings: Settings,
+    session_isolation: Option<Isolation>,
+    backend_key: Option<(i32, Vec<u8>)>,
+    /// The client's user cannot log in on the readers: never ask again.
+    readers_forbidden: bool,
+    pin: Option<Pin>,
+    held: Vec<u8>,
+    held_writer: Vec<u8>,
+    orig: Vec<u8>,
+    stmt: Vec<u8>,
+    out: ActionQueue,
+    last_error: String,
+    salt: u64,
+}
+
+fn wire(tag: u8, body: &[u8], out: &mut Vec<u8>) {
+    out.push(tag);
+    out.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+    out.extend_from_slice(body);
+}
+
+fn config_seed(engine: &Engine) -> u64 {
+    engine.config().seed
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 impl Session {
-    pub fn new(engine: Arc<Engine>) -> Session {
-        Session { engine }
+    /// A session for a new client connection.
+    pub fn new(engine: Arc<Engine>, info: ClientInfo) -> Session {
+        let config = engine.config();
+        let config_generation = engine.config_generation();
+        let writer_hostgroup = info.writer_hostgroup.unwrap_or(config.writer_hostgroup);
+        let limits = config.limits;
+        let generation = engine.writer_view(writer_hostgroup).generation;
+        Session {
+            config,
+            config_generation,
+            writer_hostgroup,
+            info,
+            now: 0,
+            phase: Phase::AwaitStartup,
+            client_framer: Framer::new_startup(limits),
+            queue: VecDeque::new(),
+            queue_copied: 0,
+            client_streaming: None,
+            startup: None,
+            writer: None,
+            readers: Vec::new(),
+            current: None,
+            lsn: LsnState {
+                generation,
+                ..LsnState::default()
+            },
+            txn: TxnState::default(),
+            writer_status: TxStatus::Idle,
+            hazards: Hazards::default(),
+            protocol_statements: false,
+            pinned_writer: false,
+            settings: Settings::default(),
+            session_isolation: None,
+            backend_key: None,
+            readers_forbidden: false,
+            pin: None,
+            held: Vec::new(),
+            held_writer: Vec::new(),
+            orig: Vec::new(),
+            stmt: Vec::new(),
+            out: ActionQueue::default(),
+            last_error: String::new(),
+            // Deterministic: the configured seed, mixed per statement.
+            salt: config_seed(&engine),
+            engine,
+        }
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// The next action, or `None` when everything is drained.
+    pub fn poll_action(&mut self) -> Option<Action<'_>> {
+        self.out.poll()
+    }
+
+    /// Whether actions are waiting to be polled.
+    pub fn has_actions(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// The backend connection executing the client's current statement (for CancelRequest).
+    pub fn executing_connection(&self) -> Option<ConnId> {
+        let cur = self.current.as_ref()?;
+        match cur.attempt {
+            Attempt::Writer | Attempt::Local => self.writer.as_ref().map(|w| w.conn),
+            Attempt::Reader { conn, .. } => Some(conn),
+            Attempt::AwaitReader { .. } => None,
+        }
+    }
+
+    /// The writer's BackendKeyData as forwarded to the client (to match CancelRequests).
+    pub fn backend_key(&self) -> Option<(i32, &[u8])> {
+        self.backend_key.as_ref().map(|(p, s)| (*p, s.as_slice()))
+    }
+
+    /// The client's startup, once received.
+    pub fn startup(&self) -> Option<&Startup> {
+        self.startup.as_ref()
+    }
+
+    /// A complete StartupMessage for a new backend connection of `role` (W-1).
+    pub fn startup_message(&self, role: Role) -> Option<Vec<u8>> {
+        let s = self.startup.as_ref()?;
+        let mut out = Vec::new();
+        s.encode_for(role, &mut out);
+        Some(out)
+    }
+
+    /// S-1 state, for hosts' logs and tests.
+    pub fn lsn_state(&self) -> LsnState {
+        self.lsn
+    }
+
+    /// Whether the client is inside an explicit transaction (writer status `T`/`E`).
+    pub fn in_transaction(&self) -> bool {
+        self.txn.active
+    }
+
+    /// The pinned reader connection of the current transaction, if any (P-7).
+    pub fn pinned_reader(&self) -> Option<ConnId> {
+        self.pin.map(|p| p.conn)
+    }
+
+    /// The last error text (protocol violations, refused inputs).
+    pub fn last_error(&self) -> &str {
+        &self.last_error
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.phase == Phase::Closed
+    }
+
+    fn check_input(&mut self, now: u64) -> Result<(), SessionError> {
+        if !self.out.is_empty() {
+            return Err(SessionError::ActionsPending);
+        }
+        if self.phase == Phase::Closed {
+            return Err(SessionError::Closed);
+        }
+        self.now = self.now.max(now);
+        Ok(())
+    }
+
+    fn fail(&mut self, e: SessionError) -> SessionError {
+        self.last_error = e.to_string();
+        e
     }
 }

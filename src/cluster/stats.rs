@@ -1,0 +1,156 @@
+//! Engine-wide counters (SPEC §9): lock-free, relaxed atomics, read as a snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::session::decision::{Outcome, Reason};
+
+macro_rules! counters {
+    ($($variant:ident = $name:literal, $doc:literal;)+) => {
+        /// Named counters. The order is the C ABI's counter index: only append.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u16)]
+        pub enum Counter { $(#[doc = $doc] $variant,)+ }
+
+        impl Counter {
+            pub const ALL: &'static [Counter] = &[$(Counter::$variant,)+];
+            pub fn name(self) -> &'static str { match self { $(Counter::$variant => $name,)+ } }
+        }
+    };
+}
+
+counters! {
+    Statements = "statements", "Statements decided.";
+    WaitsSent = "waits_sent", "Reads sent with LSN-wait statements.";
+    WaitsSkipped = "waits_skipped", "Reads that needed a target but went to a reader known caught up (no wait).";
+    WaitTimeouts = "wait_timeouts", "Strict wait timeouts (W-5).";
+    BestEffortWarnings = "best_effort_warnings", "Best-effort timeout warnings forwarded (W-5).";
+    SplitPlanned = "split_planned", "Reads inside transactions planned for a reader (pre-write or split).";
+    SplitServed = "split_served", "Reads inside transactions answered by a reader.";
+    SplitFellBack = "split_fell_back", "Reads inside transactions that fell back to the writer.";
+    SplitRetried = "split_retried", "Reads inside transactions retried after a reader failure.";
+    SplitImports = "split_imports", "Reads sent with an XID import.";
+    RetriesConnectionLost = "retries_connection_lost", "Retries after CONNECTION_LOST.";
+    RetriesWaitTimeout = "retries_wait_timeout", "Retries after WAIT_TIMEOUT.";
+    RetriesReusableError = "retries_reusable_error", "Retries after REUSABLE_ERROR.";
+    FailuresConnectionLost = "failures_connection_lost", "Reader CONNECTION_LOST failures.";
+    FailuresWaitTimeout = "failures_wait_timeout", "Reader WAIT_TIMEOUT failures.";
+    FailuresReusableError = "failures_reusable_error", "Reader REUSABLE_ERROR failures.";
+    FailuresForwarded = "failures_forwarded", "Reader failures answered with an error to the client.";
+    FailuresDisconnected = "failures_disconnected", "Reader failures that closed the client session.";
+    Cancels = "cancels", "Statements cancelled (57014 answering the client's own statement).";
+    GenerationResets = "generation_resets", "Sessions whose LSN state was cleared by a writer change (S-2).";
+    MissingLsn = "missing_lsn", "RFQs without an LSN where one was needed (P-6).";
+    PoolHits = "pool_hits", "Reader connections reused.";
+    PoolMisses = "pool_misses", "Reader connections the host had to open or could not provide.";
+    Warmups = "warmups", "Warmup connections requested.";
+    PinsReleased = "pins_released", "Pinned readers released (transaction end, invalidation, loss).";
+    XidResets = "xid_resets", "XID-import resets sent before a dirty reader served again.";
+    ProtocolErrors = "protocol_errors", "Sessions stopped by a peer's protocol violation.";
+    Rejects = "rejects", "Statements answered by an engine-built error.";
+    ReaderRfqLsns = "reader_rfq_lsns", "Replay positions learned from readers' RFQs.";
+    MonitorSamples = "monitor_samples", "Replay positions reported by the host's monitor.";
+    WaitsUnsupported = "waits_unsupported", "Readers found not to support the wait statements.";
+}
+
+const N_OUTCOMES: usize = 5;
+const N_REASONS: usize = 128;
+
+/// The counters.
+#[derive(Debug)]
+pub struct Stats {
+    counters: Box<[AtomicU64]>,
+    outcomes: [AtomicU64; N_OUTCOMES],
+    reasons: Box<[AtomicU64]>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            counters: (0..Counter::ALL.len()).map(|_| AtomicU64::new(0)).collect(),
+            outcomes: Default::default(),
+            reasons: (0..N_REASONS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl Stats {
+    pub fn add(&self, c: Counter, n: u64) {
+        self.counters[c as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn inc(&self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    pub fn get(&self, c: Counter) -> u64 {
+        self.counters[c as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn record_decision(&self, outcome: Outcome, reason: Reason) {
+        self.outcomes[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = self.reasons.get(reason as usize) {
+            r.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inc(Counter::Statements);
+    }
+
+    pub fn outcome(&self, o: Outcome) -> u64 {
+        self.outcomes[o as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn reason(&self, r: Reason) -> u64 {
+        self.reasons
+            .get(r as usize)
+            .map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    /// A consistent-enough copy for reports: every named counter, outcome and reason.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            counters: Counter::ALL.iter().map(|&c| (c, self.get(c))).collect(),
+            outcomes: Outcome::ALL.iter().map(|&o| (o, self.outcome(o))).collect(),
+            reasons: Reason::ALL.iter().map(|&r| (r, self.reason(r))).collect(),
+        }
+    }
+}
+
+/// A copy of the counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub counters: Vec<(Counter, u64)>,
+    pub outcomes: Vec<(Outcome, u64)>,
+    pub reasons: Vec<(Reason, u64)>,
+}
+
+impl StatsSnapshot {
+    pub fn counter(&self, c: Counter) -> u64 {
+        self.counters
+            .iter()
+            .find(|(k, _)| *k == c)
+            .map_or(0, |(_, v)| *v)
+    }
+
+    pub fn outcome(&self, o: Outcome) -> u64 {
+        self.outcomes
+            .iter()
+            .find(|(k, _)| *k == o)
+            .map_or(0, |(_, v)| *v)
+    }
+
+    pub fn reason(&self, r: Reason) -> u64 {
+        self.reasons
+            .iter()
+            .find(|(k, _)| *k == r)
+            .map_or(0, |(_, v)| *v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_fit_the_table() {
+        assert!(Reason::ALL.iter().all(|r| (*r as usize) < N_REASONS));
+    }
+}

@@ -1,0 +1,308 @@
+//! What the host must do, in order. Byte payloads live in one arena owned by the queue and are
+//! borrowed by the host until its next input (the lifetime rule); counts of forwarded and
+//! discarded bytes coalesce so a result set costs one action per input, not one per row.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use crate::cluster::readers::ServerId;
+use crate::pool::ReaderKey;
+
+use super::decision::Decision;
+
+/// The host's own id for a backend connection.
+pub type ConnId = u64;
+
+/// One thing for the host to do. Apply actions in the order they are polled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Action<'a> {
+    /// The client asked for encryption (SSLRequest, or GSSENCRequest when `gss`). Answer it with
+    /// one byte ('S'/'G' to accept and run the handshake, 'N' to refuse); the client then sends
+    /// a new startup packet (decrypted bytes if you accepted).
+    ClientEncryptionRequest { gss: bool },
+    /// The client sent a CancelRequest for the session whose writer reported this BackendKeyData.
+    /// Find that session, send the cancel to the backend connection it reports as executing
+    /// (`Session::executing_connection`), and close this client connection.
+    CancelRequest { pid: i32, secret: &'a [u8] },
+    /// Open a writer connection, send `startup` (a complete StartupMessage: the client's
+    /// parameters without `_polar_*` keys, plus the writer role's W-1 keys) and report
+    /// `Event::WriterConnected` or `Event::WriterConnectFailed`.
+    ConnectWriter { startup: &'a [u8] },
+    /// The routing decision of the next statement (or of a retry), for logs and stats.
+    Decision(Decision),
+    /// A reader connection to `server` whose key equals `key` is needed. Answer with
+    /// `Event::ReaderAttached` (a pooled one, or a new one opened with `startup`) or
+    /// `Event::ReaderUnavailable` — never block waiting for a handshake (P-4).
+    AcquireReader {
+        server: ServerId,
+        key: ReaderKey,
+        startup: &'a [u8],
+    },
+    /// Send the next `n` bytes of the client stream to backend connection `conn`.
+    ForwardClient { conn: ConnId, n: usize },
+    /// Drop the next `n` bytes of the client stream (the engine consumed or replaced them).
+    DiscardClient { n: usize },
+    /// Send these engine-built bytes to backend connection `conn`.
+    SendBackend { conn: ConnId, bytes: &'a [u8] },
+    /// Send the next `n` bytes received from `conn` to the client.
+    ForwardBackend { conn: ConnId, n: usize },
+    /// Drop the next `n` bytes received from `conn`.
+    DiscardBackend { conn: ConnId, n: usize },
+    /// Send these engine-built bytes to the client.
+    SendClient { bytes: &'a [u8] },
+    /// The session no longer needs reader connection `conn`: return it to the pool. When
+    /// `needs_reset`, it holds an XID import: whoever uses it next must clear it first (report it
+    /// with `needs_reset` in `Event::ReaderAttached`, or send `SET polar_xact_split_xids = ''`).
+    ReleaseReader { conn: ConnId, needs_reset: bool },
+    /// S-4: the writer connection holds session state (`pinned`), or no longer does. Hosts that
+    /// multiplex writer connections must keep a pinned one bound to this client.
+    PinWriter { pinned: bool },
+    /// Close backend connection `conn` and never reuse it.
+    CloseBackend { conn: ConnId },
+    /// Close the client connection (after sending everything before this action).
+    CloseClient,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Rec {
+    ClientEncryptionRequest { gss: bool },
+    CancelRequest { pid: i32, secret: Range<usize> },
+    ConnectWriter { startup: Range<usize> },
+    Decision(Decision),
+    AcquireReader {
+        server: ServerId,
+        key: ReaderKey,
+        startup: Range<usize>,
+    },
+    ForwardClient { conn: ConnId, n: usize },
+    DiscardClient { n: usize },
+    SendBackend { conn: ConnId, bytes: Range<usize> },
+    ForwardBackend { conn: ConnId, n: usize },
+    DiscardBackend { conn: ConnId, n: usize },
+    SendClient { bytes: Range<usize> },
+    ReleaseReader { conn: ConnId, needs_reset: bool },
+    PinWriter { pinned: bool },
+    CloseBackend { conn: ConnId },
+    CloseClient,
+}
+
+/// The pending actions of one session.
+#[derive(Debug, Default)]
+pub struct ActionQueue {
+    recs: VecDeque<Rec>,
+    arena: Vec<u8>,
+}
+
+impl ActionQueue {
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    fn stash(&mut self, bytes: &[u8]) -> Range<usize> {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(bytes);
+        start..self.arena.len()
+    }
+
+    /// Appends bytes built in place by `f` (no intermediate buffer).
+    fn stash_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) -> Range<usize> {
+        let start = self.arena.len();
+        f(&mut self.arena);
+        start..self.arena.len()
+    }
+
+    pub fn client_encryption_request(&mut self, gss: bool) {
+        self.recs.push_back(Rec::ClientEncryptionRequest { gss });
+    }
+
+    pub fn cancel_request(&mut self, pid: i32, secret: &[u8]) {
+        let secret = self.stash(secret);
+        self.recs.push_back(Rec::CancelRequest { pid, secret });
+    }
+
+    pub fn connect_writer_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
+        let startup = self.stash_with(f);
+        self.recs.push_back(Rec::ConnectWriter { startup });
+    }
+
+    pub fn decision(&mut self, d: Decision) {
+        self.recs.push_back(Rec::Decision(d));
+    }
+
+    pub fn acquire_reader_with(&mut self, server: ServerId, key: ReaderKey, f: impl FnOnce(&mut Vec<u8>)) {
+        let startup = self.stash_with(f);
+        self.recs.push_back(Rec::AcquireReader {
+            server,
+            key,
+            startup,
+        });
+    }
+
+    pub fn forward_client(&mut self, conn: ConnId, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if let Some(Rec::ForwardClient { conn: c, n: m }) = self.recs.back_mut() {
+            if *c == conn {
+                *m += n;
+                return;
+            }
+        }
+        self.recs.push_back(Rec::ForwardClient { conn, n });
+    }
+
+    pub fn discard_client(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if let Some(Rec::DiscardClient { n: m }) = self.recs.back_mut() {
+            *m += n;
+            return;
+        }
+        self.recs.push_back(Rec::DiscardClient { n });
+    }
+
+    pub fn send_backend(&mut self, conn: ConnId, bytes: &[u8]) {
+        let bytes = self.stash(bytes);
+        self.recs.push_back(Rec::SendBackend { conn, bytes });
+    }
+
+    pub fn send_backend_with(&mut self, conn: ConnId, f: impl FnOnce(&mut Vec<u8>)) {
+        let bytes = self.stash_with(f);
+        self.recs.push_back(Rec::SendBackend { conn, bytes });
+    }
+
+    pub fn forward_backend(&mut self, conn: ConnId, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if let Some(Rec::ForwardBackend { conn: c, n: m }) = self.recs.back_mut() {
+            if *c == conn {
+                *m += n;
+                return;
+            }
+        }
+        self.recs.push_back(Rec::ForwardBackend { conn, n });
+    }
+
+    pub fn discard_backend(&mut self, conn: ConnId, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if let Some(Rec::DiscardBackend { conn: c, n: m }) = self.recs.back_mut() {
+            if *c == conn {
+                *m += n;
+                return;
+            }
+        }
+        self.recs.push_back(Rec::DiscardBackend { conn, n });
+    }
+
+    /// Bytes for the client; consecutive sends merge into one.
+    pub fn send_client(&mut self, bytes: &[u8]) {
+        self.send_client_with(|a| a.extend_from_slice(bytes));
+    }
+
+    pub fn send_client_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
+        let r = self.stash_with(f);
+        if r.is_empty() {
+            return;
+        }
+        if let Some(Rec::SendClient { bytes }) = self.recs.back_mut() {
+            if bytes.end == r.start {
+                bytes.end = r.end;
+                return;
+            }
+        }
+        self.recs.push_back(Rec::SendClient { bytes: r });
+    }
+
+    pub fn release_reader(&mut self, conn: ConnId, needs_reset: bool) {
+        self.recs.push_back(Rec::ReleaseReader { conn, needs_reset });
+    }
+
+    pub fn pin_writer(&mut self, pinned: bool) {
+        self.recs.push_back(Rec::PinWriter { pinned });
+    }
+
+    pub fn close_backend(&mut self, conn: ConnId) {
+        self.recs.push_back(Rec::CloseBackend { conn });
+    }
+
+    pub fn close_client(&mut self) {
+        if !matches!(self.recs.back(), Some(Rec::CloseClient)) {
+            self.recs.push_back(Rec::CloseClient);
+        }
+    }
+
+    /// The next action, borrowing the arena until the next call. When the queue runs empty the
+    /// arena is reset for the next input (its capacity is kept: no allocation in steady state).
+    pub fn poll(&mut self) -> Option<Action<'_>> {
+        let Some(rec) = self.recs.pop_front() else {
+            self.arena.clear();
+            return None;
+        };
+        let a = &self.arena;
+        Some(match rec {
+            Rec::ClientEncryptionRequest { gss } => Action::ClientEncryptionRequest { gss },
+            Rec::CancelRequest { pid, secret } => Action::CancelRequest {
+                pid,
+                secret: &a[secret],
+            },
+            Rec::ConnectWriter { startup } => Action::ConnectWriter {
+                startup: &a[startup],
+            },
+            Rec::Decision(d) => Action::Decision(d),
+            Rec::AcquireReader {
+                server,
+                key,
+                startup,
+            } => Action::AcquireReader {
+                server,
+                key,
+                startup: &a[startup],
+            },
+            Rec::ForwardClient { conn, n } => Action::ForwardClient { conn, n },
+            Rec::DiscardClient { n } => Action::DiscardClient { n },
+            Rec::SendBackend { conn, bytes } => Action::SendBackend {
+                conn,
+                bytes: &a[bytes],
+            },
+            Rec::ForwardBackend { conn, n } => Action::ForwardBackend { conn, n },
+            Rec::DiscardBackend { conn, n } => Action::DiscardBackend { conn, n },
+            Rec::SendClient { bytes } => Action::SendClient { bytes: &a[bytes] },
+            Rec::ReleaseReader { conn, needs_reset } => Action::ReleaseReader { conn, needs_reset },
+            Rec::PinWriter { pinned } => Action::PinWriter { pinned },
+            Rec::CloseBackend { conn } => Action::CloseBackend { conn },
+            Rec::CloseClient => Action::CloseClient,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_coalesce_and_bytes_are_borrowed() {
+        let mut q = ActionQueue::default();
+        q.forward_backend(1, 10);
+        q.forward_backend(1, 5);
+        q.forward_backend(2, 1);
+        q.send_client(b"ab");
+        q.send_client(b"cd");
+        q.discard_client(3);
+        q.discard_client(4);
+        assert_eq!(q.poll(), Some(Action::ForwardBackend { conn: 1, n: 15 }));
+        assert_eq!(q.poll(), Some(Action::ForwardBackend { conn: 2, n: 1 }));
+        assert_eq!(q.poll(), Some(Action::SendClient { bytes: b"abcd" }));
+        assert_eq!(q.poll(), Some(Action::DiscardClient { n: 7 }));
+        assert_eq!(q.poll(), None);
+        assert!(q.arena.is_empty());
+    }
+}

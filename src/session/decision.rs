@@ -1,0 +1,240 @@
+//! Outcomes and reason codes (SPEC P-1): every decision says where a statement runs and why.
+//! Numbers are part of the C ABI: never reuse one.
+
+use crate::cluster::readers::ServerId;
+use crate::protocol::Lsn;
+
+/// SPEC P-1 outcomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Outcome {
+    /// The engine does not decide (mode `off`): the host routes as it normally would.
+    Passthrough = 0,
+    ForcePrimary = 1,
+    /// A reader; the wait statements are present only when needed (`Decision::wait`).
+    ReplicaWithWait = 2,
+    /// A reader inside an open transaction, with the transaction's XIDs imported.
+    ReplicaTxnSplit = 3,
+    /// The engine answers the client with an error; nothing runs.
+    Reject = 4,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Passthrough,
+        Outcome::ForcePrimary,
+        Outcome::ReplicaWithWait,
+        Outcome::ReplicaTxnSplit,
+        Outcome::Reject,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Passthrough => "PASSTHROUGH",
+            Outcome::ForcePrimary => "FORCE_PRIMARY",
+            Outcome::ReplicaWithWait => "REPLICA_WITH_WAIT",
+            Outcome::ReplicaTxnSplit => "REPLICA_TXN_SPLIT",
+            Outcome::Reject => "REJECT",
+        }
+    }
+
+    pub fn from_u8(v: u8) -> Option<Outcome> {
+        Outcome::ALL.get(v as usize).copied()
+    }
+
+    pub fn is_reader(self) -> bool {
+        matches!(self, Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit)
+    }
+}
+
+macro_rules! reasons {
+    ($($variant:ident = $num:literal, $name:literal, $doc:literal;)+) => {
+        /// Why a decision was taken. Stable numbers (C ABI) and names (logs).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u16)]
+        #[non_exhaustive]
+        pub enum Reason {
+            $(#[doc = $doc] $variant = $num,)+
+        }
+
+        impl Reason {
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant,)+];
+
+            pub fn name(self) -> &'static str {
+                match self { $(Reason::$variant => $name,)+ }
+            }
+
+            pub fn from_u16(v: u16) -> Option<Reason> {
+                match v { $($num => Some(Reason::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+reasons! {
+    // P-3 step 1
+    ModeOff = 1, "MODE_OFF", "Consistency mode `off`: the host routes.";
+    NoReaderHostgroup = 2, "NO_READER_HOSTGROUP", "The session's writer hostgroup has no reader hostgroup.";
+    // P-3 step 2
+    NotARead = 3, "NOT_A_READ", "The statement is not a SELECT/VALUES/TABLE (DML, DDL, utility…).";
+    LockingClause = 4, "LOCKING_CLAUSE", "FOR UPDATE / NO KEY UPDATE / SHARE / KEY SHARE.";
+    DataModifyingCte = 5, "DATA_MODIFYING_CTE", "INSERT/UPDATE/DELETE/MERGE inside WITH.";
+    SelectInto = 6, "SELECT_INTO", "SELECT INTO creates a table.";
+    WriteFunction = 7, "WRITE_FUNCTION", "Calls a function on the write list.";
+    ExplainAnalyze = 8, "EXPLAIN_ANALYZE", "EXPLAIN ANALYZE executes the statement.";
+    Unparseable = 9, "UNPARSEABLE", "The classifier could not understand the statement.";
+    TooComplex = 10, "TOO_COMPLEX", "The statement exceeded a classifier limit.";
+    MultiStatement = 11, "MULTI_STATEMENT", "More than one statement in one Query.";
+    HintPrimary = 12, "HINT_PRIMARY", "Leading `/* route=primary */` hint.";
+    SessionHazard = 13, "SESSION_HAZARD", "Session state lives only on the writer (S-4).";
+    // P-3 step 3
+    ReaderFailedInTxn = 14, "READER_FAILED_IN_TXN", "A reader failed earlier in this transaction.";
+    // P-3 step 4
+    EventualRead = 15, "EVENTUAL_READ", "Mode `eventual`: a reader, no wait.";
+    EventualInTxn = 16, "EVENTUAL_IN_TXN", "Mode `eventual` inside a transaction: the primary.";
+    // P-5 split checks, in order
+    SplitDisabled = 17, "SPLIT_DISABLED", "`txn_split` is off.";
+    SplitExtendedProtocol = 18, "SPLIT_EXTENDED_PROTOCOL", "Splits need the simple protocol.";
+    SplitLsnUnknown = 19, "SPLIT_LSN_UNKNOWN", "The session's LSN state is unknown.";
+    SplitIsolation = 20, "SPLIT_ISOLATION", "Not READ COMMITTED (or the level is unknown).";
+    SplitNoMarker = 21, "SPLIT_NO_MARKER", "No marker on the writer's RFQ and not a known read-only prefix.";
+    SplitWalPending = 22, "SPLIT_WAL_PENDING", "Marker `w` and no reader known to have replayed the transaction's LSN.";
+    SplitLsnZero = 23, "SPLIT_LSN_ZERO", "The transaction's reported LSN is zero.";
+    SplitSetInTxn = 24, "SPLIT_SET_IN_TXN", "A SET ran in the transaction before its first write.";
+    SplitInvalidXids = 25, "SPLIT_INVALID_XIDS", "The writer's XID list failed validation (W-3).";
+    SplitNoImport = 26, "SPLIT_NO_IMPORT", "The server dialect cannot import XIDs.";
+    SplitPreWrite = 27, "SPLIT_PRE_WRITE", "Read before the first write: a reader with an LSN wait, no import.";
+    SplitRead = 28, "SPLIT_READ", "Read after a write: a reader with the XIDs imported.";
+    TxnFailed = 29, "TXN_FAILED", "The transaction is in failed state: only the writer can answer.";
+    // P-3 step 6
+    ExtendedNotSelfContained = 30, "EXTENDED_NOT_SELF_CONTAINED", "Extended protocol other than one unnamed parse/bind/execute.";
+    ExtendedNeedsWait = 31, "EXTENDED_NEEDS_WAIT", "Extended-protocol read with a non-zero target.";
+    ExtendedRead = 32, "EXTENDED_READ", "Self-contained extended-protocol read with nothing to wait for.";
+    // P-3 step 7
+    MissingLsnPrimary = 33, "MISSING_LSN_PRIMARY", "The session's LSN is unknown: the primary.";
+    MissingLsnWarning = 34, "MISSING_LSN_WARNING", "The session's LSN is unknown: a reader with a warning.";
+    MissingLsnReject = 35, "MISSING_LSN_REJECT", "The session's LSN is unknown: rejected.";
+    // P-3 step 8 and P-4
+    ReadNoTarget = 36, "READ_NO_TARGET", "Nothing to wait for: a reader.";
+    ReadWait = 37, "READ_WAIT", "A reader with an LSN wait.";
+    ReadCaughtUp = 38, "READ_CAUGHT_UP", "A reader known to have replayed the target: no wait.";
+    ReadNoBoundedWait = 39, "READ_NO_BOUNDED_WAIT", "No reader known caught up and the dialect has no bounded wait.";
+    NoReaderAvailable = 40, "NO_READER_AVAILABLE", "No healthy reader in the hostgroup.";
+    NoReaderConnection = 41, "NO_READER_CONNECTION", "The host had no reader connection now.";
+    ReaderNoCredentials = 42, "READER_NO_CREDENTIALS", "The client's user cannot log in on the readers.";
+    // Failures and retries (§6)
+    RetryOtherReader = 43, "RETRY_OTHER_READER", "Retried on another reader after a failure.";
+    RetryPrimaryAfterLoss = 44, "RETRY_PRIMARY_AFTER_LOSS", "Re-run on the primary after a reader was lost.";
+    RetryPrimaryAfterTimeout = 45, "RETRY_PRIMARY_AFTER_TIMEOUT", "Re-run on the primary after a wait timeout.";
+    RetryPrimaryAfterError = 46, "RETRY_PRIMARY_AFTER_ERROR", "Re-run on the primary after a reader error.";
+    // Not statements / session-level
+    NotAStatement = 47, "NOT_A_STATEMENT", "Not a routable statement (function call, COPY data, sync…).";
+    ReplicationConnection = 48, "REPLICATION_CONNECTION", "A replication connection is never routed.";
+    ClientTerminated = 49, "CLIENT_TERMINATED", "The client sent Terminate.";
+    ExtendedInProgress = 50, "EXTENDED_IN_PROGRESS", "Continuation of an extended-protocol exchange on the writer.";
+    ReaderPinned = 51, "READER_PINNED", "The transaction's pinned reader, reused.";
+    TxnOnPrimary = 52, "TXN_ON_PRIMARY", "Transaction control or a statement that stays with the transaction.";
+    CopyInProgress = 53, "COPY_IN_PROGRESS", "COPY data for the writer.";
+    RejectNoReader = 54, "REJECT_NO_READER", "No reader could serve and `read_fallback = error`.";
+    ReplicaLossError = 55, "REPLICA_LOSS_ERROR", "A reader failure answered with an error by policy.";
+    SplitNoCaughtUpReader = 56, "SPLIT_NO_CAUGHT_UP_READER", "Dialect without a bounded wait and no reader known past the transaction's LSN.";
+    QueryTooLarge = 57, "QUERY_TOO_LARGE", "The query exceeded the inspection limit: streamed to the primary.";
+    InvalidUtf8 = 58, "INVALID_UTF8", "The query text is not valid UTF-8.";
+    EmptyQuery = 59, "EMPTY_QUERY", "Only whitespace or comments.";
+    IsolationUnknown = 60, "ISOLATION_UNKNOWN", "The transaction began in a way the engine could not see.";
+    WriterStatement = 61, "WRITER_STATEMENT", "Transaction control and session commands stay on the writer.";
+}
+
+impl Reason {
+    /// The reason a classification gives for not being replica-safe.
+    pub fn from_not_safe(n: crate::classify::NotSafe) -> Reason {
+        use crate::classify::NotSafe as N;
+        match n {
+            N::None | N::NotARead => Reason::NotARead,
+            N::LockingClause => Reason::LockingClause,
+            N::DataModifyingCte => Reason::DataModifyingCte,
+            N::SelectInto => Reason::SelectInto,
+            N::WriteFunction => Reason::WriteFunction,
+            N::ExplainAnalyze => Reason::ExplainAnalyze,
+            N::Unparseable => Reason::Unparseable,
+            N::TooComplex => Reason::TooComplex,
+            #[allow(unreachable_patterns)]
+            _ => Reason::NotARead,
+        }
+    }
+}
+
+/// A routing decision (the `Decision` action and the engine's counters carry it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub reason: Reason,
+    /// The LSN the read needs (0 when none).
+    pub target: Lsn,
+    /// The reader chosen (reader outcomes only).
+    pub server: Option<ServerId>,
+    /// Whether LSN-wait statements are sent.
+    pub wait: bool,
+    /// Whether XIDs are imported (REPLICA_TXN_SPLIT).
+    pub import: bool,
+    /// 0 for the first attempt; retries count up.
+    pub attempt: u8,
+}
+
+impl Decision {
+    pub fn primary(reason: Reason) -> Decision {
+        Decision {
+            outcome: Outcome::ForcePrimary,
+            reason,
+            target: Lsn::ZERO,
+            server: None,
+            wait: false,
+            import: false,
+            attempt: 0,
+        }
+    }
+
+    pub fn passthrough(reason: Reason) -> Decision {
+        Decision {
+            outcome: Outcome::Passthrough,
+            ..Decision::primary(reason)
+        }
+    }
+
+    pub fn reject(reason: Reason) -> Decision {
+        Decision {
+            outcome: Outcome::Reject,
+            ..Decision::primary(reason)
+        }
+    }
+
+    pub fn reader(outcome: Outcome, reason: Reason, target: Lsn) -> Decision {
+        Decision {
+            outcome,
+            reason,
+            target,
+            ..Decision::primary(reason)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_numbers_and_names_are_unique() {
+        let mut nums: Vec<u16> = Reason::ALL.iter().map(|r| *r as u16).collect();
+        nums.sort_unstable();
+        let before = nums.len();
+        nums.dedup();
+        assert_eq!(before, nums.len());
+        for r in Reason::ALL {
+            assert_eq!(Reason::from_u16(*r as u16), Some(*r));
+            assert!(r.name().chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+        }
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::from_u8(o as u8), Some(o));
+        }
+    }
+}

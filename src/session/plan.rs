@@ -1,0 +1,387 @@
+//! `plan` (SPEC P-3, P-5): a pure function from the collected inputs to a decision. The reader is
+//! bound later (`execute`, P-4); this only says which outcome and why.
+
+use crate::classify::{Classification, Isolation, Kind, NotSafe};
+use crate::config::{Consistency, OnMissingLsn, ReadFallback, ServerDialect};
+use crate::protocol::{Lsn, Marker};
+
+use super::decision::{Decision, Outcome, Reason};
+
+/// The statement, as planning sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatementView {
+    pub replica_safe: bool,
+    /// Why not (meaningful when `!replica_safe`).
+    pub not_safe: Reason,
+    pub multi: bool,
+    pub hint_primary: bool,
+}
+
+impl StatementView {
+    pub fn of(c: &Classification) -> StatementView {
+        let first = c.first();
+        let not_safe = match first.kind {
+            Kind::Empty => Reason::EmptyQuery,
+            Kind::Read if first.not_safe == NotSafe::None => Reason::NotARead,
+            _ => Reason::from_not_safe(first.not_safe),
+        };
+        StatementView {
+            replica_safe: c.is_replica_safe(),
+            not_safe,
+            multi: c.count() > 1,
+            hint_primary: c.hint_primary,
+        }
+    }
+
+    /// A statement that is not a replica-safe read, for the given reason.
+    pub fn not_safe(reason: Reason) -> StatementView {
+        StatementView {
+            replica_safe: false,
+            not_safe: reason,
+            multi: false,
+            hint_primary: false,
+        }
+    }
+}
+
+/// The transaction, as planning sees it (S-3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxnView {
+    pub active: bool,
+    pub failed: bool,
+    pub reader_failed: bool,
+    pub isolation: Option<Isolation>,
+    pub marker: Option<Marker>,
+    pub xids_empty: bool,
+    pub xids_valid: bool,
+    pub lsn: Lsn,
+    pub set_ran: bool,
+    pub read_only_prefix: bool,
+}
+
+/// Extended-protocol shape (P-3 step 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Simple,
+    /// `self_contained`: one unnamed statement parsed, bound and executed before its Sync.
+    Extended { self_contained: bool },
+}
+
+/// Everything `plan` looks at (P-2 collect).
+#[derive(Clone, Copy, Debug)]
+pub struct PlanInput {
+    pub consistency: Consistency,
+    pub has_reader_hostgroup: bool,
+    pub read_fallback: ReadFallback,
+    pub on_missing_lsn: OnMissingLsn,
+    pub txn_split: bool,
+    pub dialect: ServerDialect,
+    pub statement: StatementView,
+    pub hazard: bool,
+    pub protocol: Protocol,
+    pub lsn_unknown: bool,
+    /// max(write, observed), and in `global` mode the writer's latest known LSN.
+    pub target: Lsn,
+    pub txn: TxnView,
+    /// Whether some healthy reader of the group is known to have replayed `txn.lsn` (P-5's `'w'`
+    /// exception).
+    pub reader_past_txn_lsn: bool,
+}
+
+/// P-3: the checks in their fixed order; the first match wins.
+pub fn plan(i: &PlanInput) -> Decision {
+    // 1.
+    if i.consistency == Consistency::Off {
+        return Decision::passthrough(Reason::ModeOff);
+    }
+    if !i.has_reader_hostgroup {
+        if i.statement.replica_safe && i.read_fallback == ReadFallback::Error {
+            return Decision::reject(Reason::RejectNoReader);
+        }
+        return Decision::primary(Reason::NoReaderHostgroup);
+    }
+    // 2.
+    if i.statement.multi {
+        return Decision::primary(Reason::MultiStatement);
+    }
+    if i.statement.hint_primary {
+        return Decision::primary(Reason::HintPrimary);
+    }
+    if !i.statement.replica_safe {
+        return Decision::primary(i.statement.not_safe);
+    }
+    if i.hazard {
+        return Decision::primary(Reason::SessionHazard);
+    }
+    if i.txn.active && i.txn.failed {
+        return Decision::primary(Reason::TxnFailed);
+    }
+    // 3.
+    if i.txn.active && i.txn.reader_failed {
+        return Decision::primary(Reason::ReaderFailedInTxn);
+    }
+    // 4.
+    if i.consistency == Consistency::Eventual {
+        return if i.txn.active {
+            Decision::primary(Reason::EventualInTxn)
+        } else {
+            Decision::reader(Outcome::ReplicaWithWait, Reason::EventualRead, Lsn::ZERO)
+        };
+    }
+    // 5.
+    if i.txn.active {
+        return plan_split(i);
+    }
+    // 6.
+    if let Protocol::Extended { self_contained } = i.protocol {
+        if !self_contained {
+            return Decision::primary(Reason::ExtendedNotSelfContained);
+        }
+        // An unknown LSN is not "target 0": the read may need a wait it cannot get.
+        if i.lsn_unknown || !i.target.is_zero() {
+            return Decision::primary(Reason::ExtendedNeedsWait);
+        }
+        return Decision::reader(Outcome::ReplicaWithWait, Reason::ExtendedRead, Lsn::ZERO);
+    }
+    // 7.
+    if i.lsn_unknown {
+        return match i.on_missing_lsn {
+            OnMissingLsn::Primary => Decision::primary(Reason::MissingLsnPrimary),
+            OnMissingLsn::Warning => {
+                Decision::reader(Outcome::ReplicaWithWait, Reason::MissingLsnWarning, Lsn::ZERO)
+            }
+            OnMissingLsn::Error => Decision::reject(Reason::MissingLsnReject),
+        };
+    }
+    // 8.
+    if i.target.is_zero() {
+        Decision::reader(Outcome::ReplicaWithWait, Reason::ReadNoTarget, Lsn::ZERO)
+    } else {
+        Decision::reader(Outcome::ReplicaWithWait, Reason::ReadWait, i.target)
+    }
+}
+
+/// P-5: split eligibility, checked in order; the first failing check is the reason.
+fn plan_split(i: &PlanInput) -> Decision {
+    let t = &i.txn;
+    if !i.txn_split {
+        return Decision::primary(Reason::SplitDisabled);
+    }
+    if i.protocol != Protocol::Simple {
+        return Decision::primary(Reason::SplitExtendedProtocol);
+    }
+    if i.lsn_unknown {
+        return Decision::primary(Reason::SplitLsnUnknown);
+    }
+    match t.isolation.map(Isolation::effective) {
+        Some(Isolation::ReadCommitted) => {}
+        None => return Decision::primary(Reason::IsolationUnknown),
+        Some(_) => return Decision::primary(Reason::SplitIsolation),
+    }
+    // A marker, or — before the first write — the engine's own proof that every statement so far
+    // was a replica-safe read (servers that send no marker in the read-only prefix, W-7).
+    let prefix_by_classification = t.marker.is_none() && t.read_only_prefix;
+    if t.marker.is_none() && !prefix_by_classification {
+        return Decision::primary(Reason::SplitNoMarker);
+    }
+    if t.marker == Some(Marker::WalPending) && !i.reader_past_txn_lsn {
+        return Decision::primary(Reason::SplitWalPending);
+    }
+    let prefix = prefix_by_classification || t.xids_empty;
+    if !prefix && t.lsn.is_zero() {
+        return Decision::primary(Reason::SplitLsnZero);
+    }
+    if !t.xids_valid {
+        return Decision::primary(Reason::SplitInvalidXids);
+    }
+    if prefix {
+        if t.set_ran {
+            return Decision::primary(Reason::SplitSetInTxn);
+        }
+        return Decision::reader(Outcome::ReplicaWithWait, Reason::SplitPreWrite, i.target);
+    }
+    if !i.dialect.can_import_xids() {
+        return Decision::primary(Reason::SplitNoImport);
+    }
+    let mut d = Decision::reader(
+        Outcome::ReplicaTxnSplit,
+        Reason::SplitRead,
+        t.lsn.max(i.target),
+    );
+    d.import = true;
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> PlanInput {
+        PlanInput {
+            consistency: Consistency::Session,
+            has_reader_hostgroup: true,
+            read_fallback: ReadFallback::Primary,
+            on_missing_lsn: OnMissingLsn::Primary,
+            txn_split: true,
+            dialect: ServerDialect::Awide,
+            statement: StatementView {
+                replica_safe: true,
+                not_safe: Reason::NotARead,
+                multi: false,
+                hint_primary: false,
+            },
+            hazard: false,
+            protocol: Protocol::Simple,
+            lsn_unknown: false,
+            target: Lsn::ZERO,
+            txn: TxnView::default(),
+            reader_past_txn_lsn: false,
+        }
+    }
+
+    fn in_txn(mut i: PlanInput) -> PlanInput {
+        i.txn = TxnView {
+            active: true,
+            isolation: Some(Isolation::ReadCommitted),
+            marker: Some(Marker::Splittable),
+            xids_empty: false,
+            xids_valid: true,
+            lsn: Lsn(500),
+            read_only_prefix: false,
+            ..TxnView::default()
+        };
+        i
+    }
+
+    fn reason(i: &PlanInput) -> (Outcome, Reason) {
+        let d = plan(i);
+        (d.outcome, d.reason)
+    }
+
+    #[test]
+    fn p3_order_step_by_step() {
+        let mut i = base();
+        i.consistency = Consistency::Off;
+        assert_eq!(reason(&i), (Outcome::Passthrough, Reason::ModeOff));
+        let mut i = base();
+        i.has_reader_hostgroup = false;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::NoReaderHostgroup));
+        i.read_fallback = ReadFallback::Error;
+        assert_eq!(reason(&i), (Outcome::Reject, Reason::RejectNoReader));
+        let mut i = base();
+        i.statement.multi = true;
+        i.statement.hint_primary = true;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::MultiStatement));
+        i.statement.multi = false;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::HintPrimary));
+        let mut i = base();
+        i.statement = StatementView::not_safe(Reason::LockingClause);
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::LockingClause));
+        let mut i = base();
+        i.hazard = true;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::SessionHazard));
+        let mut i = in_txn(base());
+        i.txn.reader_failed = true;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::ReaderFailedInTxn));
+        let mut i = base();
+        i.consistency = Consistency::Eventual;
+        i.target = Lsn(9);
+        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::EventualRead));
+        assert_eq!(plan(&i).target, Lsn::ZERO);
+        let mut i = in_txn(base());
+        i.consistency = Consistency::Eventual;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::EventualInTxn));
+        let mut i = base();
+        i.protocol = Protocol::Extended {
+            self_contained: false,
+        };
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::ExtendedNotSelfContained));
+        i.protocol = Protocol::Extended {
+            self_contained: true,
+        };
+        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::ExtendedRead));
+        i.target = Lsn(1);
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::ExtendedNeedsWait));
+        let mut i = base();
+        i.lsn_unknown = true;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::MissingLsnPrimary));
+        i.on_missing_lsn = OnMissingLsn::Warning;
+        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::MissingLsnWarning));
+        i.on_missing_lsn = OnMissingLsn::Error;
+        assert_eq!(reason(&i), (Outcome::Reject, Reason::MissingLsnReject));
+        let mut i = base();
+        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::ReadNoTarget));
+        i.target = Lsn(77);
+        let d = plan(&i);
+        assert_eq!((d.outcome, d.reason, d.target), (Outcome::ReplicaWithWait, Reason::ReadWait, Lsn(77)));
+    }
+
+    #[test]
+    fn p5_checks_fail_one_at_a_time_in_order() {
+        let ok = in_txn(base());
+        let d = plan(&ok);
+        assert_eq!((d.outcome, d.reason, d.import), (Outcome::ReplicaTxnSplit, Reason::SplitRead, true));
+        let mut i = ok;
+        i.txn_split = false;
+        assert_eq!(reason(&i).1, Reason::SplitDisabled);
+        let mut i = ok;
+        i.protocol = Protocol::Extended {
+            self_contained: true,
+        };
+        assert_eq!(reason(&i).1, Reason::SplitExtendedProtocol);
+        let mut i = ok;
+        i.lsn_unknown = true;
+        assert_eq!(reason(&i).1, Reason::SplitLsnUnknown);
+        let mut i = ok;
+        i.txn.isolation = Some(Isolation::RepeatableRead);
+        assert_eq!(reason(&i).1, Reason::SplitIsolation);
+        i.txn.isolation = Some(Isolation::Serializable);
+        assert_eq!(reason(&i).1, Reason::SplitIsolation);
+        i.txn.isolation = Some(Isolation::ReadUncommitted);
+        assert_eq!(reason(&i).1, Reason::SplitRead);
+        let mut i = ok;
+        i.txn.marker = None;
+        assert_eq!(reason(&i).1, Reason::SplitNoMarker);
+        let mut i = ok;
+        i.txn.marker = Some(Marker::WalPending);
+        assert_eq!(reason(&i).1, Reason::SplitWalPending);
+        i.reader_past_txn_lsn = true;
+        assert_eq!(reason(&i).1, Reason::SplitRead);
+        let mut i = ok;
+        i.txn.lsn = Lsn::ZERO;
+        assert_eq!(reason(&i).1, Reason::SplitLsnZero);
+        let mut i = ok;
+        i.txn.xids_valid = false;
+        assert_eq!(reason(&i).1, Reason::SplitInvalidXids);
+        let mut i = ok;
+        i.dialect = ServerDialect::Stock;
+        assert_eq!(reason(&i).1, Reason::SplitNoImport);
+    }
+
+    #[test]
+    fn p5_split_target_is_max_of_txn_and_session() {
+        let mut i = in_txn(base());
+        i.target = Lsn(900);
+        assert_eq!(plan(&i).target, Lsn(900));
+        i.target = Lsn(100);
+        assert_eq!(plan(&i).target, Lsn(500));
+    }
+
+    #[test]
+    fn p5_pre_write_prefix() {
+        let mut i = in_txn(base());
+        i.txn.xids_empty = true;
+        i.txn.lsn = Lsn::ZERO;
+        i.target = Lsn(40);
+        let d = plan(&i);
+        assert_eq!((d.outcome, d.reason, d.target, d.import), (Outcome::ReplicaWithWait, Reason::SplitPreWrite, Lsn(40), false));
+        i.txn.set_ran = true;
+        assert_eq!(reason(&i).1, Reason::SplitSetInTxn);
+        // No marker (polardb) but the engine saw only reads: still the prefix.
+        let mut i = in_txn(base());
+        i.txn.marker = None;
+        i.txn.read_only_prefix = true;
+        i.txn.xids_empty = true;
+        assert_eq!(reason(&i).1, Reason::SplitPreWrite);
+    }
+}

@@ -1,0 +1,331 @@
+//! The client's startup (W-1): what it asked for, the startup messages for backend connections of
+//! each role, and the reader key (P-9).
+
+use crate::classify::Isolation;
+use crate::config::{Config, IdentityMode, StartupProfile};
+use crate::pool::{Fnv64, ReaderKey};
+use crate::protocol::encode;
+use crate::protocol::startup::StartupParams;
+use crate::protocol::RfqExtensions;
+
+use super::state::Settings;
+
+/// Addresses the host knows about a client connection (W-1 identity modes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientInfo {
+    /// The real client's address (identity mode `client`).
+    pub client_addr: Option<(String, u16)>,
+    /// The proxy's own listener address (identity mode `proxy`).
+    pub proxy_addr: Option<(String, u16)>,
+    /// The writer hostgroup for this client (default: the configured one).
+    pub writer_hostgroup: Option<u32>,
+}
+
+/// Backend connection roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    Writer,
+    Reader,
+}
+
+/// What the client's StartupMessage said.
+#[derive(Clone, Debug, Default)]
+pub struct Startup {
+    pub major: u16,
+    pub minor: u16,
+    /// Parameters in the client's order, without any `_polar_*` key.
+    pub params: Vec<(Vec<u8>, Vec<u8>)>,
+    pub user: Vec<u8>,
+    pub database: Vec<u8>,
+    /// `replication=` other than false/off/0/no: never routed.
+    pub replication: bool,
+    /// The client sent `_polar_send_lsn=1` / `_polar_proxy_send_lsn=1` itself (P-8).
+    pub client_wants_lsn: bool,
+    /// `default_transaction_isolation` from the parameters or `options`.
+    pub default_isolation: Option<Isolation>,
+    /// The profile actually used: the configured one, or `off` when the identity it needs is
+    /// unknown (the server would refuse LSN reporting without it).
+    pub profile: StartupProfile,
+    pub identity: Option<(String, u16)>,
+}
+
+fn truthy(v: &[u8]) -> bool {
+    !matches!(
+        v.to_ascii_lowercase().as_slice(),
+        b"" | b"0" | b"false" | b"off" | b"no"
+    )
+}
+
+/// Finds `default_transaction_isolation` in an `options` value (`-c name=value` or
+/// `--name=value`, with `\ ` escaping spaces).
+fn isolation_from_options(options: &[u8]) -> Option<Isolation> {
+    let text = String::from_utf8_lossy(options).replace("\\ ", "\u{0}");
+    let mut words = text.split_ascii_whitespace().peekable();
+    let mut found = None;
+    while let Some(w) = words.next() {
+        let assignment = if w == "-c" {
+            words.next().map(str::to_string)
+        } else if let Some(rest) = w.strip_prefix("--") {
+            Some(rest.to_string())
+        } else {
+            w.strip_prefix("-c").map(str::to_string)
+        };
+        if let Some(a) = assignment {
+            if let Some((name, value)) = a.split_once('=') {
+                if name.replace('-', "_").eq_ignore_ascii_case("default_transaction_isolation") {
+                    found = Isolation::parse(&value.replace('\u{0}', " "));
+                }
+            }
+        }
+    }
+    found
+}
+
+impl Startup {
+    pub fn from_params(
+        major: u16,
+        minor: u16,
+        params: &StartupParams<'_>,
+        config: &Config,
+        info: &ClientInfo,
+    ) -> Startup {
+        let mut s = Startup {
+            major,
+            minor,
+            ..Startup::default()
+        };
+        for (k, v) in params.iter() {
+            if k.starts_with(b"_polar_") {
+                if (k == b"_polar_send_lsn" || k == b"_polar_proxy_send_lsn") && truthy(v) {
+                    s.client_wants_lsn = true;
+                }
+                continue;
+            }
+            match k {
+                b"user" => s.user = v.to_vec(),
+                b"database" => s.database = v.to_vec(),
+                b"replication" => s.replication = truthy(v),
+                b"default_transaction_isolation" => {
+                    s.default_isolation = Isolation::parse(&String::from_utf8_lossy(v))
+                }
+                b"options" => {
+                    if let Some(i) = isolation_from_options(v) {
+                        s.default_isolation = Some(i);
+                    }
+                }
+                _ => {}
+            }
+            s.params.push((k.to_vec(), v.to_vec()));
+        }
+        if s.database.is_empty() {
+            s.database = s.user.clone();
+        }
+        s.identity = match config.identity_mode {
+            IdentityMode::Client => info.client_addr.clone(),
+            IdentityMode::Proxy => info.proxy_addr.clone(),
+            IdentityMode::Configured => config
+                .identity_host
+                .clone()
+                .zip(config.identity_port),
+        };
+        s.profile = match (config.startup_profile, &s.identity) {
+            (StartupProfile::Off, _) | (_, None) => StartupProfile::Off,
+            (p, Some(_)) => p,
+        };
+        s
+    }
+
+    /// The RFQ extensions a backend connection of `role` gets (W-1, W-2).
+    pub fn extensions(&self, role: Role) -> RfqExtensions {
+        let lsn = self.profile.reports_lsn();
+        RfqExtensions {
+            lsn,
+            xact: lsn && role == Role::Writer,
+        }
+    }
+
+    /// The W-1 keys for a backend connection of `role`.
+    pub fn role_keys(&self, role: Role) -> Vec<(&'static [u8], Vec<u8>)> {
+        let Some((host, port)) = &self.identity else {
+            return Vec::new();
+        };
+        let (lsn, xact, h, p): (&[u8], &[u8], &[u8], &[u8]) = match self.profile {
+            StartupProfile::Off => return Vec::new(),
+            StartupProfile::V15 => (
+                b"_polar_proxy_send_lsn",
+                b"_polar_proxy_send_xact",
+                b"_polar_proxy_client_host",
+                b"_polar_proxy_client_port",
+            ),
+            StartupProfile::Legacy => (
+                b"_polar_send_lsn",
+                b"_polar_send_xact",
+                b"_polar_origin_client_ip",
+                b"_polar_origin_client_port",
+            ),
+        };
+        let mut keys = vec![(lsn, b"1".to_vec())];
+        if role == Role::Writer {
+            keys.push((xact, b"1".to_vec()));
+        }
+        keys.push((h, host.as_bytes().to_vec()));
+        keys.push((p, port.to_string().into_bytes()));
+        keys
+    }
+
+    /// A complete StartupMessage for a backend connection of `role`: the client's parameters
+    /// (without `_polar_*` keys) and the role's W-1 keys.
+    pub fn encode_for(&self, role: Role, out: &mut Vec<u8>) {
+        let keys = self.role_keys(role);
+        let params = self
+            .params
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .chain(keys.iter().map(|(k, v)| (*k, v.as_slice())));
+        encode::startup_message(out, self.major, self.minor, params);
+    }
+
+    /// P-9: the key a reader connection for this session must have.
+    pub fn reader_key(&self, profile_generation: u64, settings: &Settings) -> ReaderKey {
+        let auth_hash = Fnv64::new()
+            .field(&self.user)
+            .field(&self.database)
+            .finish();
+        let startup_identity_hash = match (&self.identity, self.profile.reports_lsn()) {
+            (Some((h, p)), true) => Fnv64::new()
+                .field(self.profile.as_str().as_bytes())
+                .field(h.as_bytes())
+                .u64(u64::from(*p))
+                .finish(),
+            _ => 0,
+        };
+        let mut sorted: Vec<&(Vec<u8>, Vec<u8>)> = self.params.iter().collect();
+        sorted.sort();
+        let mut h = Fnv64::new();
+        for (k, v) in sorted {
+            h.field(k).field(v);
+        }
+        h.field(b"--settings--");
+        for (name, stmt) in settings.iter() {
+            h.field(name.as_bytes()).field(stmt.as_bytes());
+        }
+        ReaderKey {
+            profile_generation,
+            auth_hash,
+            startup_identity_hash,
+            startup_options_hash: h.finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::startup::{StartupPacket, PROTOCOL_3_0};
+
+    fn parse(params: &[u8]) -> Vec<u8> {
+        let mut v = PROTOCOL_3_0.to_be_bytes().to_vec();
+        v.extend_from_slice(params);
+        v
+    }
+
+    fn startup(params: &[u8], config: &Config, info: &ClientInfo) -> Startup {
+        let body = parse(params);
+        match StartupPacket::parse(&body).unwrap() {
+            StartupPacket::Startup { major, minor, params } => {
+                Startup::from_params(major, minor, &params, config, info)
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    fn info() -> ClientInfo {
+        ClientInfo {
+            client_addr: Some(("10.1.2.3".into(), 5555)),
+            proxy_addr: Some(("127.0.0.1".into(), 6432)),
+            writer_hostgroup: None,
+        }
+    }
+
+    #[test]
+    fn w1_client_polar_keys_are_stripped_and_remembered() {
+        let c = Config::default();
+        let s = startup(b"user\0u\0_polar_send_lsn\x001\0database\0d\0\0", &c, &info());
+        assert!(s.client_wants_lsn);
+        assert!(s.params.iter().all(|(k, _)| !k.starts_with(b"_polar_")));
+        assert_eq!(s.params.len(), 2);
+    }
+
+    #[test]
+    fn w1_v15_writer_and_reader_keys() {
+        let c = Config::default();
+        let s = startup(b"user\0u\0\0", &c, &info());
+        let mut out = Vec::new();
+        s.encode_for(Role::Writer, &mut out);
+        match StartupPacket::parse(&out[4..]).unwrap() {
+            StartupPacket::Startup { params, .. } => {
+                assert_eq!(params.get("_polar_proxy_send_lsn"), Some(&b"1"[..]));
+                assert_eq!(params.get("_polar_proxy_send_xact"), Some(&b"1"[..]));
+                assert_eq!(params.get("_polar_proxy_client_host"), Some(&b"10.1.2.3"[..]));
+                assert_eq!(params.get("_polar_proxy_client_port"), Some(&b"5555"[..]));
+            }
+            _ => unreachable!(),
+        }
+        let keys = s.role_keys(Role::Reader);
+        assert!(keys.iter().all(|(k, _)| *k != &b"_polar_proxy_send_xact"[..]));
+        assert_eq!(s.extensions(Role::Writer), RfqExtensions { lsn: true, xact: true });
+        assert_eq!(s.extensions(Role::Reader), RfqExtensions { lsn: true, xact: false });
+    }
+
+    #[test]
+    fn w1_legacy_and_proxy_identity() {
+        let mut c = Config::default();
+        c.startup_profile = StartupProfile::Legacy;
+        c.identity_mode = IdentityMode::Proxy;
+        let s = startup(b"user\0u\0\0", &c, &info());
+        let keys: Vec<_> = s.role_keys(Role::Writer).into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        assert!(keys.contains(&(b"_polar_send_lsn".to_vec(), b"1".to_vec())));
+        assert!(keys.contains(&(b"_polar_origin_client_ip".to_vec(), b"127.0.0.1".to_vec())));
+        assert!(keys.contains(&(b"_polar_origin_client_port".to_vec(), b"6432".to_vec())));
+    }
+
+    #[test]
+    fn w1_no_identity_means_no_keys() {
+        let c = Config::default();
+        let s = startup(b"user\0u\0\0", &c, &ClientInfo::default());
+        assert_eq!(s.profile, StartupProfile::Off);
+        assert!(s.role_keys(Role::Writer).is_empty());
+        assert_eq!(s.extensions(Role::Writer), RfqExtensions::default());
+    }
+
+    #[test]
+    fn s3_default_isolation_from_startup() {
+        let c = Config::default();
+        let s = startup(b"user\0u\0options\0-c default_transaction_isolation=repeatable\\ read\0\0", &c, &info());
+        assert_eq!(s.default_isolation, Some(Isolation::RepeatableRead));
+        let s = startup(b"user\0u\0default_transaction_isolation\0serializable\0\0", &c, &info());
+        assert_eq!(s.default_isolation, Some(Isolation::Serializable));
+        let s = startup(b"user\0u\0options\0--default-transaction-isolation=serializable\0\0", &c, &info());
+        assert_eq!(s.default_isolation, Some(Isolation::Serializable));
+    }
+
+    #[test]
+    fn p9_key_separates_users_databases_settings_and_profiles() {
+        let c = Config::default();
+        let a = startup(b"user\0u\0database\0d\0\0", &c, &info());
+        let b = startup(b"user\0v\0database\0d\0\0", &c, &info());
+        let d = startup(b"user\0u\0database\0e\0\0", &c, &info());
+        let none = Settings::default();
+        let ka = a.reader_key(1, &none);
+        assert_ne!(ka, b.reader_key(1, &none));
+        assert_ne!(ka, d.reader_key(1, &none));
+        assert_ne!(ka, a.reader_key(2, &none));
+        let mut set = Settings::default();
+        set.put("search_path", Some("SET search_path = x"));
+        assert_ne!(ka, a.reader_key(1, &set));
+        assert_eq!(ka, a.reader_key(1, &Settings::default()));
+        // Parameter order does not matter.
+        let swapped = startup(b"database\0d\0user\0u\0\0", &c, &info());
+        assert_eq!(ka, swapped.reader_key(1, &none));
+    }
+}
