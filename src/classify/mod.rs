@@ -4,17 +4,63 @@
 //! session engine uses the result to plan (P-3), to track transaction state (S-3), session hazards
 //! (S-4) and tracked settings, and to decide whether a statement "may have written" (P-6).
 //!
+//! How: a PostgreSQL-aware lexer (`lexer.rs`) feeds one linear pass that splits the Query string
+//! into statements and decides reads from the token stream alone; other statements get a small
+//! strict parse of their head. No AST is built and `sqlparser` is not used: it rejects valid
+//! PostgreSQL reads (`FOR NO KEY UPDATE`, `TABLE t`, `ROWS FROM`, …), costs ~8 µs per point
+//! select, and could only ever confirm facts the token scan already sees. Every rule errs towards
+//! "not replica-safe": a false "not safe" loses offload, a false "safe" is a correctness bug.
+//!
 //! This module depends on nothing else in the crate.
 
+mod cache;
+mod lexer;
+mod statement;
 mod types;
 
+pub use cache::Classifier;
 pub use types::*;
+
+/// Bounds that keep classification linear in time and bounded in memory whatever the input
+/// (a hostile 10 MB string, 100 000 nested parentheses, 100 000 statements). Exceeding any of
+/// them makes the whole string one [`Kind::Unknown`] statement with [`NotSafe::TooComplex`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest SQL text classified, in bytes.
+    pub max_sql_len: usize,
+    /// Deepest parenthesis nesting.
+    pub max_paren_depth: u32,
+    /// Most statements in one Query string.
+    pub max_statements: usize,
+}
+
+impl Limits {
+    pub const DEFAULT: Limits = Limits {
+        max_sql_len: 1 << 20,
+        max_paren_depth: 1_000,
+        max_statements: 10_000,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::DEFAULT
+    }
+}
 
 /// Classifies one simple-protocol Query string (which may hold several statements).
 ///
 /// Never panics, whatever the input; anything it cannot understand is [`Kind::Unknown`] and
 /// therefore not replica-safe.
 pub fn classify(sql: &str, write_functions: &WriteFunctions) -> Classification {
-    let _ = (sql, write_functions);
-    Classification::single(StatementInfo::unknown(NotSafe::Unparseable))
+    statement::classify_str(sql, write_functions, &Limits::DEFAULT)
+}
+
+/// [`classify`] with explicit [`Limits`].
+pub fn classify_with_limits(
+    sql: &str,
+    write_functions: &WriteFunctions,
+    limits: &Limits,
+) -> Classification {
+    statement::classify_str(sql, write_functions, limits)
 }

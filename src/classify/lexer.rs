@@ -1,0 +1,610 @@
+//! A PostgreSQL-aware lexer: just enough of the server's `scan.l` to know where quotes, comments,
+//! identifiers and statements begin and end, so that nothing inside a string, a comment or a quoted
+//! identifier can change a routing verdict (SPEC §7).
+//!
+//! It is a single forward loop over bytes: no recursion, no allocation, O(n) in the input length
+//! (dollar-quote terminators included), and it never panics. Unterminated quotes and comments
+//! become one [`Tok::Error`] token that runs to the end of the input — the server rejects such a
+//! Query as a whole, so the classifier calls it unparseable.
+//!
+//! Token boundaries are always UTF-8 character boundaries: every token starts and ends next to an
+//! ASCII byte (or the ends of the input), because identifiers swallow all bytes ≥ 0x80.
+
+/// Which kind of token was left unterminated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LexError {
+    String,
+    QuotedIdent,
+    DollarQuote,
+    Comment,
+}
+
+/// Token kinds. Keywords are plain [`Tok::Ident`]s: the classifier compares their text
+/// case-insensitively, which costs no allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tok {
+    /// Unquoted identifier or keyword (case-insensitive).
+    Ident,
+    /// `"…"` with `""` doubling; case preserved, never a keyword.
+    QuotedIdent,
+    /// `U&"…"`: its real name needs escape processing, so callers treat it as unknown.
+    UnicodeIdent,
+    /// `'…'`, `E'…'`, `N'…'`, `B'…'`, `X'…'`, `U&'…'`.
+    String,
+    /// `$$…$$` or `$tag$…$tag$`.
+    DollarString,
+    Number,
+    /// `$1`, `$2`, …
+    Param,
+    /// A run of operator characters (`=`, `<>`, `::`-free, `->>`, …).
+    Operator,
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    Comma,
+    Semicolon,
+    Colon,
+    Dot,
+    LineComment,
+    BlockComment,
+    /// A byte the server's lexer would hand to the grammar as a syntax error (`{`, `\`, NUL, …).
+    Other,
+    Error(LexError),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Token {
+    pub kind: Tok,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Token {
+    pub fn is_comment(&self) -> bool {
+        matches!(self.kind, Tok::LineComment | Tok::BlockComment)
+    }
+}
+
+/// Lexes `src[pos..end]`. `backslash_quotes` lexes plain `'…'` strings as the server does with
+/// `standard_conforming_strings = off` (a backslash escapes the next byte).
+#[derive(Clone, Debug)]
+pub(crate) struct Lexer<'a> {
+    src: &'a [u8],
+    pos: usize,
+    end: usize,
+    backslash_quotes: bool,
+    saw_plain_backslash: bool,
+}
+
+fn is_ident_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_' || b >= 0x80
+}
+
+fn is_ident_cont(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// `scan.l`'s `dolq_cont`: identifier characters without `$`.
+fn is_dolq_cont(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+fn is_op_char(b: u8) -> bool {
+    matches!(
+        b,
+        b'~' | b'!'
+            | b'@'
+            | b'#'
+            | b'^'
+            | b'&'
+            | b'|'
+            | b'`'
+            | b'?'
+            | b'+'
+            | b'-'
+            | b'*'
+            | b'/'
+            | b'%'
+            | b'<'
+            | b'>'
+            | b'='
+    )
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+impl<'a> Lexer<'a> {
+    #[cfg(test)]
+    pub fn new(sql: &'a str) -> Lexer<'a> {
+        Lexer::range(sql, 0, sql.len(), false)
+    }
+
+    /// A lexer over `sql[start..end]` (clamped to the text); `start` must be a token start.
+    pub fn range(sql: &'a str, start: usize, end: usize, backslash_quotes: bool) -> Lexer<'a> {
+        let src = sql.as_bytes();
+        let end = end.min(src.len());
+        Lexer {
+            src,
+            pos: start.min(end),
+            end,
+            backslash_quotes,
+            saw_plain_backslash: false,
+        }
+    }
+
+    /// Whether a plain (non-`E`) string literal contained a backslash: its extent then depends on
+    /// `standard_conforming_strings`, so the classifier double-checks with the other reading.
+    pub fn saw_plain_backslash(&self) -> bool {
+        self.saw_plain_backslash
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        if i < self.end {
+            self.src.get(i).copied().unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    fn has(&self, i: usize) -> bool {
+        i < self.end
+    }
+
+    fn tok(&mut self, kind: Tok, start: usize, end: usize) -> Token {
+        let end = end.min(self.end);
+        self.pos = end;
+        Token { kind, start, end }
+    }
+
+    /// A quoted run starting after the opening quote at `from`; `''`/`""` doubling always, and
+    /// a backslash escape when `backslash` is set. Returns the end (after the closing quote).
+    fn quoted(&mut self, from: usize, quote: u8, backslash: bool, note: bool) -> Option<usize> {
+        let mut i = from;
+        while i < self.end {
+            let b = self.at(i);
+            if b == quote {
+                if self.at(i + 1) == quote && self.has(i + 1) {
+                    i += 2;
+                    continue;
+                }
+                return Some(i + 1);
+            }
+            if b == b'\\' {
+                if note {
+                    self.saw_plain_backslash = true;
+                }
+                if backslash {
+                    i += 2;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        None
+    }
+
+    fn string(&mut self, start: usize, from: usize, backslash: bool, note: bool) -> Token {
+        match self.quoted(from, b'\'', backslash, note) {
+            Some(e) => self.tok(Tok::String, start, e),
+            None => self.tok(Tok::Error(LexError::String), start, self.end),
+        }
+    }
+
+    fn quoted_ident(&mut self, start: usize, from: usize, kind: Tok) -> Token {
+        match self.quoted(from, b'"', false, false) {
+            Some(e) => self.tok(kind, start, e),
+            None => self.tok(Tok::Error(LexError::QuotedIdent), start, self.end),
+        }
+    }
+
+    fn block_comment(&mut self, start: usize) -> Token {
+        let mut depth = 1usize;
+        let mut i = start + 2;
+        while i + 1 < self.end {
+            let (a, b) = (self.at(i), self.at(i + 1));
+            if a == b'/' && b == b'*' {
+                depth += 1;
+                i += 2;
+            } else if a == b'*' && b == b'/' {
+                depth -= 1;
+                i += 2;
+                if depth == 0 {
+                    return self.tok(Tok::BlockComment, start, i);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        self.tok(Tok::Error(LexError::Comment), start, self.end)
+    }
+
+    /// `$` at `start`: a parameter, a dollar quote, or (like the server) a lone `$`.
+    fn dollar(&mut self, start: usize) -> Token {
+        let mut i = start + 1;
+        if self.at(i).is_ascii_digit() && self.has(i) {
+            while self.has(i) && self.at(i).is_ascii_digit() {
+                i += 1;
+            }
+            return self.tok(Tok::Param, start, i);
+        }
+        if self.has(i) && self.at(i) != b'$' {
+            if !is_ident_start(self.at(i)) || self.at(i).is_ascii_digit() {
+                return self.tok(Tok::Other, start, start + 1);
+            }
+            while self.has(i) && is_dolq_cont(self.at(i)) {
+                i += 1;
+            }
+            if !(self.has(i) && self.at(i) == b'$') {
+                return self.tok(Tok::Other, start, start + 1);
+            }
+        } else if !self.has(i) {
+            return self.tok(Tok::Other, start, start + 1);
+        }
+        // The opening tag is src[start..=i]; its interior holds no `$`, so after a failed
+        // comparison the next candidate can only start at the mismatch position: linear time.
+        let tag_len = i + 1 - start;
+        let mut j = i + 1;
+        while j < self.end {
+            if self.at(j) != b'$' {
+                j += 1;
+                continue;
+            }
+            let mut k = 0;
+            while k < tag_len && self.has(j + k) && self.at(j + k) == self.at(start + k) {
+                k += 1;
+            }
+            if k == tag_len {
+                return self.tok(Tok::DollarString, start, j + k);
+            }
+            // Mismatch at j+k (or end of input). k ≥ 1 because src[j] == '$'.
+            if self.has(j + k) && self.at(j + k) == b'$' {
+                j += k;
+            } else {
+                j += k + 1;
+            }
+        }
+        self.tok(Tok::Error(LexError::DollarQuote), start, self.end)
+    }
+
+    fn number(&mut self, start: usize) -> Token {
+        let mut i = start;
+        let radix = if self.at(i) == b'0' {
+            match self.at(i + 1) {
+                b'x' | b'X' => Some(16),
+                b'o' | b'O' => Some(8),
+                b'b' | b'B' => Some(2),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        if let Some(r) = radix {
+            i += 2;
+            while self.has(i) && (self.at(i) == b'_' || (self.at(i) as char).is_digit(r)) {
+                i += 1;
+            }
+            return self.tok(Tok::Number, start, i);
+        }
+        let digits = |lx: &Lexer, mut i: usize| {
+            while lx.has(i) && (lx.at(i).is_ascii_digit() || lx.at(i) == b'_') {
+                i += 1;
+            }
+            i
+        };
+        i = digits(self, i);
+        if self.has(i) && self.at(i) == b'.' && self.at(i + 1) != b'.' {
+            i = digits(self, i + 1);
+        }
+        if self.has(i) && matches!(self.at(i), b'e' | b'E') {
+            let mut k = i + 1;
+            if matches!(self.at(k), b'+' | b'-') {
+                k += 1;
+            }
+            if self.has(k) && self.at(k).is_ascii_digit() {
+                i = digits(self, k);
+            }
+        }
+        self.tok(Tok::Number, start, i)
+    }
+
+    fn operator(&mut self, start: usize) -> Token {
+        let mut i = start;
+        while self.has(i) && is_op_char(self.at(i)) {
+            // `--` and `/*` start a comment even inside an operator (as in the server).
+            if i > start
+                && ((self.at(i) == b'-' && self.at(i + 1) == b'-')
+                    || (self.at(i) == b'/' && self.at(i + 1) == b'*'))
+            {
+                break;
+            }
+            i += 1;
+        }
+        // The server strips trailing `+`/`-` from a multi-char operator unless it contains one
+        // of `~!@#^&|`?%` (so `=-1` is `=` then `-1`).
+        let op = self.src.get(start..i).unwrap_or(&[]);
+        if op.len() > 1
+            && !op.iter().any(|b| {
+                matches!(
+                    b,
+                    b'~' | b'!' | b'@' | b'#' | b'^' | b'&' | b'|' | b'`' | b'?' | b'%'
+                )
+            })
+        {
+            while i > start + 1 && matches!(self.at(i - 1), b'+' | b'-') {
+                i -= 1;
+            }
+        }
+        self.tok(Tok::Operator, start, i)
+    }
+
+    /// The next token (comments included, whitespace skipped), or `None` at the end.
+    pub fn next_token(&mut self) -> Option<Token> {
+        while self.has(self.pos) && is_space(self.at(self.pos)) {
+            self.pos += 1;
+        }
+        if !self.has(self.pos) {
+            return None;
+        }
+        let s = self.pos;
+        let b = self.at(s);
+        let b1 = self.at(s + 1);
+        let has1 = self.has(s + 1);
+        let t = match b {
+            b'-' if b1 == b'-' && has1 => {
+                let mut i = s + 2;
+                while self.has(i) && !matches!(self.at(i), b'\n' | b'\r') {
+                    i += 1;
+                }
+                self.tok(Tok::LineComment, s, i)
+            }
+            b'/' if b1 == b'*' && has1 => self.block_comment(s),
+            b'\'' => {
+                let bq = self.backslash_quotes;
+                self.string(s, s + 1, bq, true)
+            }
+            b'"' => self.quoted_ident(s, s + 1, Tok::QuotedIdent),
+            b'e' | b'E' if b1 == b'\'' && has1 => self.string(s, s + 2, true, false),
+            b'n' | b'N' if b1 == b'\'' && has1 => {
+                let bq = self.backslash_quotes;
+                self.string(s, s + 2, bq, true)
+            }
+            b'b' | b'B' | b'x' | b'X' if b1 == b'\'' && has1 => self.string(s, s + 2, false, false),
+            b'u' | b'U' if b1 == b'&' && has1 && self.has(s + 2) && self.at(s + 2) == b'\'' => {
+                self.string(s, s + 3, false, false)
+            }
+            b'u' | b'U' if b1 == b'&' && has1 && self.has(s + 2) && self.at(s + 2) == b'"' => {
+                self.quoted_ident(s, s + 3, Tok::UnicodeIdent)
+            }
+            b'$' => self.dollar(s),
+            b'0'..=b'9' => self.number(s),
+            b'.' if b1.is_ascii_digit() && has1 => self.number(s),
+            b'(' => self.tok(Tok::LParen, s, s + 1),
+            b')' => self.tok(Tok::RParen, s, s + 1),
+            b'[' => self.tok(Tok::LBracket, s, s + 1),
+            b']' => self.tok(Tok::RBracket, s, s + 1),
+            b',' => self.tok(Tok::Comma, s, s + 1),
+            b';' => self.tok(Tok::Semicolon, s, s + 1),
+            b':' => self.tok(Tok::Colon, s, s + 1),
+            b'.' => self.tok(Tok::Dot, s, s + 1),
+            _ if is_ident_start(b) => {
+                let mut i = s + 1;
+                while self.has(i) && is_ident_cont(self.at(i)) {
+                    i += 1;
+                }
+                self.tok(Tok::Ident, s, i)
+            }
+            _ if is_op_char(b) => self.operator(s),
+            _ => self.tok(Tok::Other, s, s + 1),
+        };
+        Some(t)
+    }
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Token;
+    fn next(&mut self) -> Option<Token> {
+        self.next_token()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(sql: &str) -> Vec<(Tok, &str)> {
+        Lexer::new(sql)
+            .map(|t| (t.kind, sql.get(t.start..t.end).unwrap_or("<bad span>")))
+            .collect()
+    }
+
+    #[test]
+    fn simple_select() {
+        assert_eq!(
+            kinds("SELECT a, b FROM t WHERE x = $1;"),
+            vec![
+                (Tok::Ident, "SELECT"),
+                (Tok::Ident, "a"),
+                (Tok::Comma, ","),
+                (Tok::Ident, "b"),
+                (Tok::Ident, "FROM"),
+                (Tok::Ident, "t"),
+                (Tok::Ident, "WHERE"),
+                (Tok::Ident, "x"),
+                (Tok::Operator, "="),
+                (Tok::Param, "$1"),
+                (Tok::Semicolon, ";"),
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_nest_and_hide_everything() {
+        assert_eq!(
+            kinds("/* a /* b */ ; */ x -- ; y\nz"),
+            vec![
+                (Tok::BlockComment, "/* a /* b */ ; */"),
+                (Tok::Ident, "x"),
+                (Tok::LineComment, "-- ; y"),
+                (Tok::Ident, "z"),
+            ]
+        );
+        assert_eq!(
+            kinds("/* /* */ x"),
+            vec![(Tok::Error(LexError::Comment), "/* /* */ x")]
+        );
+    }
+
+    #[test]
+    fn strings_double_quotes_and_escapes() {
+        assert_eq!(kinds("'a''b'"), vec![(Tok::String, "'a''b'")]);
+        assert_eq!(
+            kinds(r"E'\';drop' x"),
+            vec![(Tok::String, r"E'\';drop'"), (Tok::Ident, "x")]
+        );
+        // Without E, a backslash is an ordinary character (standard_conforming_strings = on).
+        assert_eq!(
+            kinds(r"'\' x"),
+            vec![(Tok::String, r"'\'"), (Tok::Ident, "x")]
+        );
+        let mut lx = Lexer::new(r"'\' x");
+        while lx.next_token().is_some() {}
+        assert!(lx.saw_plain_backslash());
+        // ... and with standard_conforming_strings = off it escapes the quote.
+        let sql = r"'\' x";
+        let v: Vec<Tok> = Lexer::range(sql, 0, sql.len(), true)
+            .map(|t| t.kind)
+            .collect();
+        assert_eq!(v, vec![Tok::Error(LexError::String)]);
+        assert_eq!(
+            kinds("B'01' X'ff' N'n' U&'d\\0061t' u&\"x\""),
+            vec![
+                (Tok::String, "B'01'"),
+                (Tok::String, "X'ff'"),
+                (Tok::String, "N'n'"),
+                (Tok::String, "U&'d\\0061t'"),
+                (Tok::UnicodeIdent, "u&\"x\""),
+            ]
+        );
+        assert_eq!(kinds("'abc"), vec![(Tok::Error(LexError::String), "'abc")]);
+        assert_eq!(
+            kinds("E'abc\\'"),
+            vec![(Tok::Error(LexError::String), "E'abc\\'")]
+        );
+    }
+
+    #[test]
+    fn quoted_identifiers() {
+        assert_eq!(
+            kinds(r#""Ne""xt"(1)"#),
+            vec![
+                (Tok::QuotedIdent, r#""Ne""xt""#),
+                (Tok::LParen, "("),
+                (Tok::Number, "1"),
+                (Tok::RParen, ")"),
+            ]
+        );
+        assert_eq!(
+            kinds("\"abc"),
+            vec![(Tok::Error(LexError::QuotedIdent), "\"abc")]
+        );
+    }
+
+    #[test]
+    fn dollar_quotes_and_params() {
+        assert_eq!(kinds("$$;$$"), vec![(Tok::DollarString, "$$;$$")]);
+        assert_eq!(
+            kinds("$a$ $b$ ; $a$ x"),
+            vec![(Tok::DollarString, "$a$ $b$ ; $a$"), (Tok::Ident, "x")]
+        );
+        assert_eq!(
+            kinds("$1 $23x"),
+            vec![(Tok::Param, "$1"), (Tok::Param, "$23"), (Tok::Ident, "x")]
+        );
+        // `$` inside an identifier is part of it, not a quote.
+        assert_eq!(
+            kinds("a$b$ c"),
+            vec![(Tok::Ident, "a$b$"), (Tok::Ident, "c")]
+        );
+        assert_eq!(
+            kinds("$tag$abc$ta$tag$"),
+            vec![(Tok::DollarString, "$tag$abc$ta$tag$")]
+        );
+        assert_eq!(
+            kinds("$x$abc"),
+            vec![(Tok::Error(LexError::DollarQuote), "$x$abc")]
+        );
+        assert_eq!(kinds("$ 1"), vec![(Tok::Other, "$"), (Tok::Number, "1")]);
+        assert_eq!(kinds("$"), vec![(Tok::Other, "$")]);
+    }
+
+    #[test]
+    fn numbers_and_operators() {
+        assert_eq!(
+            kinds("1.5e-3 .5 0xFF 1for"),
+            vec![
+                (Tok::Number, "1.5e-3"),
+                (Tok::Number, ".5"),
+                (Tok::Number, "0xFF"),
+                (Tok::Number, "1"),
+                (Tok::Ident, "for"),
+            ]
+        );
+        assert_eq!(
+            kinds("x=-1 a->>'k' b::int c<>d"),
+            vec![
+                (Tok::Ident, "x"),
+                (Tok::Operator, "="),
+                (Tok::Operator, "-"),
+                (Tok::Number, "1"),
+                (Tok::Ident, "a"),
+                (Tok::Operator, "->>"),
+                (Tok::String, "'k'"),
+                (Tok::Ident, "b"),
+                (Tok::Colon, ":"),
+                (Tok::Colon, ":"),
+                (Tok::Ident, "int"),
+                (Tok::Ident, "c"),
+                (Tok::Operator, "<>"),
+                (Tok::Ident, "d"),
+            ]
+        );
+        assert_eq!(
+            kinds("1+--c\n2"),
+            vec![
+                (Tok::Number, "1"),
+                (Tok::Operator, "+"),
+                (Tok::LineComment, "--c"),
+                (Tok::Number, "2"),
+            ]
+        );
+    }
+
+    #[test]
+    fn odd_bytes_never_panic_and_spans_are_char_boundaries() {
+        let sql = "SELECT \0 ü€ 'é\0' \"ß\" {x} \\ $é$ ü $é$";
+        for t in Lexer::new(sql) {
+            assert!(sql.get(t.start..t.end).is_some(), "{t:?}");
+            assert!(t.end > t.start);
+        }
+        let v: Vec<Tok> = Lexer::new(sql).map(|t| t.kind).collect();
+        assert!(v.contains(&Tok::Other));
+        assert_eq!(v.last(), Some(&Tok::DollarString));
+    }
+
+    #[test]
+    fn adversarial_dollar_tags_are_linear() {
+        let tag = "a".repeat(50_000);
+        let mut sql = format!("${tag}$");
+        for _ in 0..20 {
+            sql.push('$');
+            sql.push_str(&tag[1..]);
+        }
+        let t0 = std::time::Instant::now();
+        let v: Vec<Tok> = Lexer::new(&sql).map(|t| t.kind).collect();
+        assert_eq!(v, vec![Tok::Error(LexError::DollarQuote)]);
+        assert!(t0.elapsed().as_secs() < 2);
+    }
+}
