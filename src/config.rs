@@ -82,12 +82,6 @@ setting_enum!(
     Warmup { Off = "off", Demand = "demand", Begin = "begin", Both = "both" }
 );
 
-impl Default for StartupProfile {
-    fn default() -> Self {
-        StartupProfile::Off
-    }
-}
-
 impl StartupProfile {
     /// Whether connections with this profile get LSNs on their RFQs.
     pub fn reports_lsn(self) -> bool {
@@ -368,7 +362,9 @@ impl ConfigBuilder {
                     return Err(ConfigError::new(name, "must be at least 1024"));
                 }
             }
-            "writer_hostgroup" => c.writer_hostgroup = parse_num(name, value, u64::from(u32::MAX - 1))?,
+            "writer_hostgroup" => {
+                c.writer_hostgroup = parse_num(name, value, u64::from(u32::MAX - 1))?
+            }
             "reader_hostgroup" => {
                 c.reader_hostgroup = if value.trim().eq_ignore_ascii_case("none") {
                     None

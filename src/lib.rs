@@ -8,6 +8,7 @@ pub mod classify;
 pub mod cluster;
 pub mod config;
 pub mod ffi;
+pub mod host;
 pub mod policy;
 pub mod pool;
 pub mod protocol;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::classify::{self, Classification};
+use crate::classify::{Classification, Classifier};
 use crate::config::{Config, ServerDialect};
 use crate::protocol::Lsn;
 use readers::{Hostgroup, Readers, ServerId};
@@ -75,6 +75,8 @@ pub struct WriterView {
 #[derive(Debug)]
 pub struct Engine {
     config: RwLock<Arc<Config>>,
+    /// Rebuilt with each configuration (the write-function list changes verdicts).
+    classifier: RwLock<Arc<Classifier>>,
     config_generation: AtomicU64,
     profile_generation: AtomicU64,
     hostgroups: RwLock<BTreeMap<Hostgroup, Arc<WriterGroup>>>,
@@ -92,7 +94,12 @@ impl Engine {
             config.writer_hostgroup,
             Arc::new(WriterGroup::new(config.reader_hostgroup)),
         );
+        let classifier = Classifier::new(
+            config.write_functions.clone(),
+            config.classify_cache_capacity,
+        );
         Arc::new(Engine {
+            classifier: RwLock::new(Arc::new(classifier)),
             config: RwLock::new(Arc::new(config)),
             config_generation: AtomicU64::new(1),
             profile_generation: AtomicU64::new(1),
@@ -128,6 +135,14 @@ impl Engine {
             || cur.identity_host != new.identity_host
             || cur.identity_port != new.identity_port
             || cur.server_dialect != new.server_dialect;
+        if cur.write_functions != new.write_functions
+            || cur.classify_cache_capacity != new.classify_cache_capacity
+        {
+            *self.classifier.write() = Arc::new(Classifier::new(
+                new.write_functions.clone(),
+                new.classify_cache_capacity,
+            ));
+        }
         *cur = Arc::new(new);
         if profile_changed {
             self.profile_generation.fetch_add(1, Ordering::AcqRel);
@@ -143,10 +158,14 @@ impl Engine {
         &self.readers
     }
 
-    /// Classifies a Query string with the current write-function list.
+    /// The statement classifier (with its shared decision cache) of the current configuration.
+    pub fn classifier(&self) -> Arc<Classifier> {
+        self.classifier.read().clone()
+    }
+
+    /// Classifies a Query string with the current configuration (cached).
     pub fn classify(&self, sql: &str) -> Classification {
-        let config = self.config.read().clone();
-        classify::classify(sql, &config.write_functions)
+        self.classifier.read().classify(sql)
     }
 
     fn group(&self, hg: Hostgroup) -> Option<Arc<WriterGroup>> {
@@ -198,8 +217,10 @@ impl Engine {
     /// from `pg_settings`. `None` returns to the configured default.
     pub fn set_dialect(&self, writer_hostgroup: Hostgroup, dialect: Option<ServerDialect>) {
         let g = self.group_or_create(writer_hostgroup);
-        g.dialect
-            .store(dialect.map_or(DIALECT_DEFAULT, dialect_code), Ordering::Release);
+        g.dialect.store(
+            dialect.map_or(DIALECT_DEFAULT, dialect_code),
+            Ordering::Release,
+        );
     }
 
     /// The writer of `writer_hostgroup` changed identity (failover, switchover): bump its

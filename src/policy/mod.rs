@@ -131,7 +131,9 @@ pub fn decide(class: FailureClass, p: &Progress, c: &Config) -> Recovery {
         FailureClass::WaitTimeout => match c.on_wait_timeout {
             // `warning` means best_effort was sent: a strict timeout can only come from a split
             // read (always strict), which falls back to the writer.
-            OnWaitTimeout::Primary | OnWaitTimeout::Warning if retry_allowed => Recovery::RetryWriter,
+            OnWaitTimeout::Primary | OnWaitTimeout::Warning if retry_allowed => {
+                Recovery::RetryWriter
+            }
             OnWaitTimeout::Primary | OnWaitTimeout::Warning | OnWaitTimeout::Error => {
                 Recovery::EngineError
             }
@@ -164,7 +166,11 @@ mod tests {
     #[test]
     fn f1_classes() {
         let mut t = facts(b"72000");
-        assert_eq!(classify_error(&t), FailureClass::ReusableError, "no marker, no timeout");
+        assert_eq!(
+            classify_error(&t),
+            FailureClass::ReusableError,
+            "no marker, no timeout"
+        );
         t.detail = Some(WAIT_TIMEOUT_DETAIL);
         assert_eq!(classify_error(&t), FailureClass::WaitTimeout);
         t.routine = Some(WAIT_TIMEOUT_ROUTINE);
@@ -178,7 +184,11 @@ mod tests {
         let mut h = facts(b"57014");
         h.in_hidden = true;
         h.hidden_wait_statement = true;
-        assert_eq!(classify_error(&h), FailureClass::WaitTimeout, "W-5: timeout by position");
+        assert_eq!(
+            classify_error(&h),
+            FailureClass::WaitTimeout,
+            "W-5: timeout by position"
+        );
         h.hidden_wait_statement = false;
         assert_eq!(classify_error(&h), FailureClass::ReusableError);
         let mut s = facts(b"42704");

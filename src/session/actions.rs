@@ -66,24 +66,54 @@ pub enum Action<'a> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Rec {
-    ClientEncryptionRequest { gss: bool },
-    CancelRequest { pid: i32, secret: Range<usize> },
-    ConnectWriter { startup: Range<usize> },
+    ClientEncryptionRequest {
+        gss: bool,
+    },
+    CancelRequest {
+        pid: i32,
+        secret: Range<usize>,
+    },
+    ConnectWriter {
+        startup: Range<usize>,
+    },
     Decision(Decision),
     AcquireReader {
         server: ServerId,
         key: ReaderKey,
         startup: Range<usize>,
     },
-    ForwardClient { conn: ConnId, n: usize },
-    DiscardClient { n: usize },
-    SendBackend { conn: ConnId, bytes: Range<usize> },
-    ForwardBackend { conn: ConnId, n: usize },
-    DiscardBackend { conn: ConnId, n: usize },
-    SendClient { bytes: Range<usize> },
-    ReleaseReader { conn: ConnId, needs_reset: bool },
-    PinWriter { pinned: bool },
-    CloseBackend { conn: ConnId },
+    ForwardClient {
+        conn: ConnId,
+        n: usize,
+    },
+    DiscardClient {
+        n: usize,
+    },
+    SendBackend {
+        conn: ConnId,
+        bytes: Range<usize>,
+    },
+    ForwardBackend {
+        conn: ConnId,
+        n: usize,
+    },
+    DiscardBackend {
+        conn: ConnId,
+        n: usize,
+    },
+    SendClient {
+        bytes: Range<usize>,
+    },
+    ReleaseReader {
+        conn: ConnId,
+        needs_reset: bool,
+    },
+    PinWriter {
+        pinned: bool,
+    },
+    CloseBackend {
+        conn: ConnId,
+    },
     CloseClient,
 }
 
@@ -134,7 +164,12 @@ impl ActionQueue {
         self.recs.push_back(Rec::Decision(d));
     }
 
-    pub fn acquire_reader_with(&mut self, server: ServerId, key: ReaderKey, f: impl FnOnce(&mut Vec<u8>)) {
+    pub fn acquire_reader_with(
+        &mut self,
+        server: ServerId,
+        key: ReaderKey,
+        f: impl FnOnce(&mut Vec<u8>),
+    ) {
         let startup = self.stash_with(f);
         self.recs.push_back(Rec::AcquireReader {
             server,
@@ -223,7 +258,8 @@ impl ActionQueue {
     }
 
     pub fn release_reader(&mut self, conn: ConnId, needs_reset: bool) {
-        self.recs.push_back(Rec::ReleaseReader { conn, needs_reset });
+        self.recs
+            .push_back(Rec::ReleaseReader { conn, needs_reset });
     }
 
     pub fn pin_writer(&mut self, pinned: bool) {

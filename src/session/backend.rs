@@ -6,7 +6,11 @@ use super::*;
 /// Which backend message bodies the engine reads; rows and descriptions pass by count.
 fn backend_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> BodyMode {
     let small = len <= limits.max_inspected_len;
-    if small && (BackendMessage::needs_body(t) || t == tag::PARAMETER_DESCRIPTION || t == tag::NOTIFICATION_RESPONSE) {
+    if small
+        && (BackendMessage::needs_body(t)
+            || t == tag::PARAMETER_DESCRIPTION
+            || t == tag::NOTIFICATION_RESPONSE)
+    {
         BodyMode::Inspect
     } else {
         BodyMode::Stream
@@ -29,7 +33,10 @@ impl Session {
         if self.writer.as_ref().is_some_and(|w| w.conn == conn) {
             return Some(0);
         }
-        self.readers.iter().position(|r| r.conn == conn).map(|i| i + 1)
+        self.readers
+            .iter()
+            .position(|r| r.conn == conn)
+            .map(|i| i + 1)
     }
 
     pub(super) fn backend(&self, i: usize) -> &Backend {
@@ -47,7 +54,12 @@ impl Session {
     }
 
     /// Feeds bytes received from backend connection `conn`.
-    pub fn recv_backend(&mut self, conn: ConnId, bytes: &[u8], now_ms: u64) -> Result<(), SessionError> {
+    pub fn recv_backend(
+        &mut self,
+        conn: ConnId,
+        bytes: &[u8],
+        now_ms: u64,
+    ) -> Result<(), SessionError> {
         self.check_input(now_ms)?;
         if self.backend_index(conn).is_none() {
             return Err(self.fail(SessionError::UnknownConnection(conn)));
@@ -61,7 +73,8 @@ impl Session {
                 self.out.discard_backend(conn, bytes.len() - pos);
                 break;
             };
-            let mut framer = std::mem::replace(&mut self.backend_mut(i).framer, Framer::new(limits));
+            let mut framer =
+                std::mem::replace(&mut self.backend_mut(i).framer, Framer::new(limits));
             let step = framer.step(&bytes[pos..], |t, len| backend_body_mode(t, len, &limits));
             let (step, n) = match step {
                 Ok(s) => s,
@@ -104,7 +117,14 @@ impl Session {
         if is_writer {
             let msg = format!("polarsplit: protocol violation by the primary: {what}");
             self.out.send_client_with(|o| {
-                encode::error_or_notice(o, false, encode::Severity::Fatal, b"08P01", msg.as_bytes(), None);
+                encode::error_or_notice(
+                    o,
+                    false,
+                    encode::Severity::Fatal,
+                    b"08P01",
+                    msg.as_bytes(),
+                    None,
+                );
             });
             self.close_all();
             return Err(self.fail(SessionError::Protocol(format!("writer: {what}"))));
@@ -116,12 +136,19 @@ impl Session {
     }
 
     /// Host events.
-    pub fn on_backend_event(&mut self, conn: ConnId, event: Event, now_ms: u64) -> Result<(), SessionError> {
+    pub fn on_backend_event(
+        &mut self,
+        conn: ConnId,
+        event: Event,
+        now_ms: u64,
+    ) -> Result<(), SessionError> {
         self.check_input(now_ms)?;
         let r = match event {
             Event::WriterConnected => {
                 if self.phase != Phase::AwaitWriter {
-                    Err(SessionError::UnexpectedEvent("WriterConnected without ConnectWriter"))
+                    Err(SessionError::UnexpectedEvent(
+                        "WriterConnected without ConnectWriter",
+                    ))
                 } else {
                     let ext = self
                         .startup
@@ -146,7 +173,9 @@ impl Session {
             }
             Event::WriterConnectFailed => {
                 if self.phase != Phase::AwaitWriter {
-                    Err(SessionError::UnexpectedEvent("WriterConnectFailed without ConnectWriter"))
+                    Err(SessionError::UnexpectedEvent(
+                        "WriterConnectFailed without ConnectWriter",
+                    ))
                 } else {
                     self.out.send_client_with(|o| {
                         encode::error_or_notice(
@@ -173,7 +202,14 @@ impl Session {
                 Some(0) => {
                     let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
                     self.out.send_client_with(|o| {
-                        encode::error_or_notice(o, false, encode::Severity::Fatal, b"08006", msg, None);
+                        encode::error_or_notice(
+                            o,
+                            false,
+                            encode::Severity::Fatal,
+                            b"08006",
+                            msg,
+                            None,
+                        );
                     });
                     self.writer = None;
                     self.close_all();
@@ -213,7 +249,11 @@ impl Session {
             _ => {
                 let progress = self.progress(e.result_started, false);
                 let rec = policy::decide(FailureClass::ConnectionLost, &progress, &self.config);
-                (FailureClass::ConnectionLost, rec, Some(format!("reader connection {conn} broke")))
+                (
+                    FailureClass::ConnectionLost,
+                    rec,
+                    Some(format!("reader connection {conn} broke")),
+                )
             }
         };
         let rec = if rec == Recovery::ForwardOriginal {
@@ -286,8 +326,18 @@ impl Session {
         )
     }
 
-    fn writer_message(&mut self, conn: ConnId, t: u8, body: &[u8], msg: BackendMessage<'_>) -> Result<(), SessionError> {
-        let front = self.writer.as_ref().and_then(|w| w.expect.front()).map(|e| e.kind);
+    fn writer_message(
+        &mut self,
+        conn: ConnId,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+    ) -> Result<(), SessionError> {
+        let front = self
+            .writer
+            .as_ref()
+            .and_then(|w| w.expect.front())
+            .map(|e| e.kind);
         match front {
             Some(ExpectKind::Auth) => {
                 match msg {
@@ -297,8 +347,14 @@ impl Session {
                         }
                         self.phase = Phase::Ready;
                         self.writer_status = rfq.status;
+                        // The session has observed nothing yet: the writer's position only
+                        // informs `global` mode.
                         if let LsnField::At(l) = rfq.lsn {
-                            self.lsn.writer_positioned(l, false);
+                            self.engine.observe_writer_lsn(
+                                self.writer_hostgroup,
+                                self.lsn.generation,
+                                l,
+                            );
                         }
                         self.writer_rfq_to_client(conn, body, rfq);
                         self.pump(None);
@@ -352,7 +408,8 @@ impl Session {
                         }
                         self.apply_disp(conn, t, body, Disp::Forward);
                     }
-                    BackendMessage::CopyInResponse { .. } | BackendMessage::CopyBothResponse { .. } => {
+                    BackendMessage::CopyInResponse { .. }
+                    | BackendMessage::CopyBothResponse { .. } => {
                         if let Some(c) = self.current.as_mut() {
                             c.copy_in = true;
                         }
@@ -383,7 +440,9 @@ impl Session {
                         self.close_all();
                         Ok(())
                     }
-                    _ => self.backend_protocol_error(conn, "unexpected message from an idle primary").map(|_| ()),
+                    _ => self
+                        .backend_protocol_error(conn, "unexpected message from an idle primary")
+                        .map(|_| ()),
                 }
             }
         }
@@ -477,10 +536,11 @@ impl Session {
         } else if self.txn.active || was_active {
             let committed = prev_status == TxStatus::InTransaction
                 && !cur.errored
-                && cur
-                    .class
-                    .as_ref()
-                    .is_some_and(|c| c.statements().iter().any(|s| matches!(s.kind, Kind::Commit { .. })));
+                && cur.class.as_ref().is_some_and(|c| {
+                    c.statements()
+                        .iter()
+                        .any(|s| matches!(s.kind, Kind::Commit { .. }))
+                });
             self.end_txn(committed);
         }
         self.writer_rfq_to_client(conn, body, rfq);
@@ -531,7 +591,13 @@ impl Session {
     }
 
     /// S-3/S-4 effects of a statement string that ran on the writer, statement by statement.
-    fn apply_effects(&mut self, class: &Classification, sql: Option<&[u8]>, success: bool, was_active: bool) {
+    fn apply_effects(
+        &mut self,
+        class: &Classification,
+        sql: Option<&[u8]>,
+        success: bool,
+        was_active: bool,
+    ) {
         use crate::classify::{DiscardWhat, Effects};
         let text = sql.and_then(|b| std::str::from_utf8(b).ok());
         let mut in_txn = was_active;
@@ -558,7 +624,12 @@ impl Session {
                 let keeps_prefix = s.is_replica_safe()
                     || matches!(
                         s.kind,
-                        Kind::Begin(_) | Kind::Savepoint | Kind::ReleaseSavepoint | Kind::SetTransaction(_) | Kind::Show | Kind::Empty
+                        Kind::Begin(_)
+                            | Kind::Savepoint
+                            | Kind::ReleaseSavepoint
+                            | Kind::SetTransaction(_)
+                            | Kind::Show
+                            | Kind::Empty
                     );
                 if !keeps_prefix {
                     self.txn.read_only_prefix = false;
@@ -637,7 +708,8 @@ impl Session {
                     } else {
                         self.settings.clear();
                         self.hazards.clear(Hazards::UNKNOWN_SET);
-                        self.session_isolation = self.startup.as_ref().and_then(|s| s.default_isolation);
+                        self.session_isolation =
+                            self.startup.as_ref().and_then(|s| s.default_isolation);
                     }
                 }
                 Kind::RollbackToSavepoint if in_txn && !self.txn.pending_settings.is_empty() => {
@@ -648,7 +720,8 @@ impl Session {
                         self.hazards = Hazards::default();
                         self.protocol_statements = false;
                         self.settings.clear();
-                        self.session_isolation = self.startup.as_ref().and_then(|s| s.default_isolation);
+                        self.session_isolation =
+                            self.startup.as_ref().and_then(|s| s.default_isolation);
                     }
                     DiscardWhat::Temp => self.hazards.clear(Hazards::TEMP),
                     _ => {}
@@ -667,7 +740,14 @@ impl Session {
         }
     }
 
-    fn reader_message(&mut self, conn: ConnId, i: usize, t: u8, body: &[u8], msg: BackendMessage<'_>) {
+    fn reader_message(
+        &mut self,
+        conn: ConnId,
+        i: usize,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+    ) {
         let has_expect = !self.backend(i).expect.is_empty();
         if !has_expect {
             // An idle (pinned) reader: nothing it says reaches the client.
@@ -679,7 +759,8 @@ impl Session {
             return;
         }
         match msg {
-            BackendMessage::ParameterStatus { .. } | BackendMessage::NotificationResponse { .. } => {
+            BackendMessage::ParameterStatus { .. }
+            | BackendMessage::NotificationResponse { .. } => {
                 // P-8: the client sees the writer's session, never a reader's.
                 self.apply_disp(conn, t, body, Disp::Discard);
             }
@@ -825,7 +906,10 @@ impl Session {
         if let Some(s) = server {
             self.engine.readers().end_use(s);
         }
-        let generation = self.current.as_ref().map_or(self.lsn.generation, |c| c.generation);
+        let generation = self
+            .current
+            .as_ref()
+            .map_or(self.lsn.generation, |c| c.generation);
         match rfq.lsn {
             LsnField::At(l) => {
                 if let Some(s) = server {
@@ -896,7 +980,12 @@ impl Session {
             return;
         };
         let forward = if i == 0 {
-            match self.writer.as_ref().and_then(|w| w.expect.front()).map(|e| e.kind) {
+            match self
+                .writer
+                .as_ref()
+                .and_then(|w| w.expect.front())
+                .map(|e| e.kind)
+            {
                 Some(ExpectKind::Abort) => false,
                 Some(_) => true,
                 // Large asynchronous messages from an idle writer: forward unless a reader is
@@ -908,7 +997,13 @@ impl Session {
                 None => false,
                 Some(e) if e.discard || e.hidden_cc > 0 || e.hidden_rfq > 0 => false,
                 Some(_) => {
-                    if matches!(t, tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COPY_OUT_RESPONSE | tag::COPY_DATA) {
+                    if matches!(
+                        t,
+                        tag::ROW_DESCRIPTION
+                            | tag::DATA_ROW
+                            | tag::COPY_OUT_RESPONSE
+                            | tag::COPY_DATA
+                    ) {
                         self.result_begins(i);
                     }
                     true
@@ -940,6 +1035,8 @@ impl Session {
 }
 
 fn is_set_default(stmt: &str) -> bool {
-    let t = stmt.trim_end_matches([';', ' ', '\n', '\t', '\r']).to_ascii_lowercase();
+    let t = stmt
+        .trim_end_matches([';', ' ', '\n', '\t', '\r'])
+        .to_ascii_lowercase();
     t.ends_with(" default") || t.ends_with("=default")
 }

@@ -6,7 +6,13 @@ use super::*;
 fn client_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> BodyMode {
     match t {
         tag::QUERY | tag::PARSE | tag::BIND if len <= limits.max_inspected_len => BodyMode::Inspect,
-        tag::EXECUTE | tag::DESCRIBE | tag::CLOSE | tag::SYNC | tag::FLUSH | tag::TERMINATE | tag::COPY_DONE
+        tag::EXECUTE
+        | tag::DESCRIBE
+        | tag::CLOSE
+        | tag::SYNC
+        | tag::FLUSH
+        | tag::TERMINATE
+        | tag::COPY_DONE
             if len <= 4096 =>
         {
             BodyMode::Inspect
@@ -25,7 +31,8 @@ impl Session {
         let mut pos = 0;
         while pos < bytes.len() && self.phase != Phase::Closed {
             if self.client_framer.at_boundary()
-                && (self.queue.len() >= MAX_PENDING_MESSAGES || self.queue_copied >= MAX_PENDING_COPY)
+                && (self.queue.len() >= MAX_PENDING_MESSAGES
+                    || self.queue_copied >= MAX_PENDING_COPY)
             {
                 break;
             }
@@ -67,7 +74,14 @@ impl Session {
         self.engine.stats().inc(Counter::ProtocolErrors);
         let msg = format!("polarsplit: protocol violation by the client: {what}");
         self.out.send_client_with(|o| {
-            encode::error_or_notice(o, false, encode::Severity::Fatal, b"08P01", msg.as_bytes(), None);
+            encode::error_or_notice(
+                o,
+                false,
+                encode::Severity::Fatal,
+                b"08P01",
+                msg.as_bytes(),
+                None,
+            );
         });
         self.close_all();
         self.fail(SessionError::Protocol(format!("client: {what}")))
@@ -121,7 +135,8 @@ impl Session {
             } => {
                 let s = Startup::from_params(major, minor, &params, &self.config, &self.info);
                 self.session_isolation = s.default_isolation;
-                self.out.connect_writer_with(|o| s.encode_for(Role::Writer, o));
+                self.out
+                    .connect_writer_with(|o| s.encode_for(Role::Writer, o));
                 self.startup = Some(s);
                 self.phase = Phase::AwaitWriter;
             }
@@ -139,10 +154,11 @@ impl Session {
             Err(e) => return Err(self.client_protocol_error(&e.to_string())),
         };
         let len = body.len() + 5;
+        self.refresh_config();
         let info = match msg {
             FrontendMessage::Query { sql } => match std::str::from_utf8(sql) {
                 Ok(s) => MsgInfo::Query {
-                    class: Some(self.engine.classify(s)),
+                    class: Some(self.classifier.classify(s)),
                     why_not: None,
                 },
                 Err(_) => MsgInfo::Query {
@@ -152,7 +168,9 @@ impl Session {
             },
             FrontendMessage::Parse { statement, sql, .. } => MsgInfo::Parse {
                 unnamed: statement.is_empty(),
-                class: std::str::from_utf8(sql).ok().map(|s| self.engine.classify(s)),
+                class: std::str::from_utf8(sql)
+                    .ok()
+                    .map(|s| self.classifier.classify(s)),
             },
             FrontendMessage::Bind { portal, statement } => MsgInfo::Bind {
                 unnamed: portal.is_empty() && statement.is_empty(),
@@ -178,12 +196,12 @@ impl Session {
         // it cannot be decided right now and may need its text later.
         let needs_copy = info.is_extended()
             || match &info {
-            MsgInfo::Query { class: Some(c), .. } => {
-                c.is_replica_safe()
-                    || c.statements()
-                        .iter()
-                        .any(|s| matches!(s.kind, Kind::Set { .. } | Kind::Reset { .. }))
-            }
+                MsgInfo::Query { class: Some(c), .. } => {
+                    c.is_replica_safe()
+                        || c.statements()
+                            .iter()
+                            .any(|s| matches!(s.kind, Kind::Set { .. } | Kind::Reset { .. }))
+                }
                 _ => false,
             } && !self.may_process_now();
         let copy = if needs_copy {
@@ -304,7 +322,9 @@ impl Session {
                 // Only messages that belong to the statement in flight may pass it.
                 let on_writer = cur.attempt == Attempt::Writer;
                 match &head.info {
-                    MsgInfo::CopyData | MsgInfo::CopyDone | MsgInfo::CopyFail if on_writer && cur.copy_in => {
+                    MsgInfo::CopyData | MsgInfo::CopyDone | MsgInfo::CopyFail
+                        if on_writer && cur.copy_in =>
+                    {
                         self.advance_head(Some(w));
                         continue;
                     }
@@ -335,7 +355,12 @@ impl Session {
                 }
                 MsgInfo::Query { .. } => self.start_query(fresh_here),
                 MsgInfo::FunctionCall => {
-                    self.start_writer_unit(UnitKind::FunctionCall, Decision::primary(Reason::NotAStatement), None, true);
+                    self.start_writer_unit(
+                        UnitKind::FunctionCall,
+                        Decision::primary(Reason::NotAStatement),
+                        None,
+                        true,
+                    );
                 }
                 _ => {
                     if !self.start_extended() {

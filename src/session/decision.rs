@@ -231,7 +231,10 @@ mod tests {
         assert_eq!(before, nums.len());
         for r in Reason::ALL {
             assert_eq!(Reason::from_u16(*r as u16), Some(*r));
-            assert!(r.name().chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+            assert!(r
+                .name()
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'));
         }
         for o in Outcome::ALL {
             assert_eq!(Outcome::from_u8(o as u8), Some(o));

@@ -15,8 +15,8 @@ mod client;
 pub mod decision;
 pub mod plan;
 mod route;
-pub mod state;
 mod startup;
+pub mod state;
 mod wrapper;
 
 use std::collections::VecDeque;
@@ -159,8 +159,13 @@ struct ClientMsg {
 enum Attempt {
     Writer,
     /// Waiting for `Event::ReaderAttached` / `ReaderUnavailable`.
-    AwaitReader { server: ServerId },
-    Reader { conn: ConnId, server: ServerId },
+    AwaitReader {
+        server: ServerId,
+    },
+    Reader {
+        conn: ConnId,
+        server: ServerId,
+    },
     /// Answered by the engine (REJECT / engine error) and waiting for the writer's abort.
     Local,
 }
@@ -273,6 +278,7 @@ struct Pin {
 pub struct Session {
     engine: Arc<Engine>,
     config: Arc<Config>,
+    classifier: Arc<crate::classify::Classifier>,
     config_generation: u64,
     info: ClientInfo,
     writer_hostgroup: Hostgroup,
@@ -331,6 +337,7 @@ impl Session {
         let limits = config.limits;
         let generation = engine.writer_view(writer_hostgroup).generation;
         Session {
+            classifier: engine.classifier(),
             config,
             config_generation,
             writer_hostgroup,
@@ -446,6 +453,16 @@ impl Session {
         }
         self.now = self.now.max(now);
         Ok(())
+    }
+
+    /// Adopts a replaced configuration (and its classifier) at the next statement.
+    fn refresh_config(&mut self) {
+        let cg = self.engine.config_generation();
+        if cg != self.config_generation {
+            self.config = self.engine.config();
+            self.classifier = self.engine.classifier();
+            self.config_generation = cg;
+        }
     }
 
     fn fail(&mut self, e: SessionError) -> SessionError {

@@ -64,7 +64,9 @@ pub struct TxnView {
 pub enum Protocol {
     Simple,
     /// `self_contained`: one unnamed statement parsed, bound and executed before its Sync.
-    Extended { self_contained: bool },
+    Extended {
+        self_contained: bool,
+    },
 }
 
 /// Everything `plan` looks at (P-2 collect).
@@ -147,9 +149,11 @@ pub fn plan(i: &PlanInput) -> Decision {
     if i.lsn_unknown {
         return match i.on_missing_lsn {
             OnMissingLsn::Primary => Decision::primary(Reason::MissingLsnPrimary),
-            OnMissingLsn::Warning => {
-                Decision::reader(Outcome::ReplicaWithWait, Reason::MissingLsnWarning, Lsn::ZERO)
-            }
+            OnMissingLsn::Warning => Decision::reader(
+                Outcome::ReplicaWithWait,
+                Reason::MissingLsnWarning,
+                Lsn::ZERO,
+            ),
             OnMissingLsn::Error => Decision::reject(Reason::MissingLsnReject),
         };
     }
@@ -265,7 +269,10 @@ mod tests {
         assert_eq!(reason(&i), (Outcome::Passthrough, Reason::ModeOff));
         let mut i = base();
         i.has_reader_hostgroup = false;
-        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::NoReaderHostgroup));
+        assert_eq!(
+            reason(&i),
+            (Outcome::ForcePrimary, Reason::NoReaderHostgroup)
+        );
         i.read_fallback = ReadFallback::Error;
         assert_eq!(reason(&i), (Outcome::Reject, Reason::RejectNoReader));
         let mut i = base();
@@ -282,7 +289,10 @@ mod tests {
         assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::SessionHazard));
         let mut i = in_txn(base());
         i.txn.reader_failed = true;
-        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::ReaderFailedInTxn));
+        assert_eq!(
+            reason(&i),
+            (Outcome::ForcePrimary, Reason::ReaderFailedInTxn)
+        );
         let mut i = base();
         i.consistency = Consistency::Eventual;
         i.target = Lsn(9);
@@ -295,32 +305,50 @@ mod tests {
         i.protocol = Protocol::Extended {
             self_contained: false,
         };
-        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::ExtendedNotSelfContained));
+        assert_eq!(
+            reason(&i),
+            (Outcome::ForcePrimary, Reason::ExtendedNotSelfContained)
+        );
         i.protocol = Protocol::Extended {
             self_contained: true,
         };
         assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::ExtendedRead));
         i.target = Lsn(1);
-        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::ExtendedNeedsWait));
+        assert_eq!(
+            reason(&i),
+            (Outcome::ForcePrimary, Reason::ExtendedNeedsWait)
+        );
         let mut i = base();
         i.lsn_unknown = true;
-        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::MissingLsnPrimary));
+        assert_eq!(
+            reason(&i),
+            (Outcome::ForcePrimary, Reason::MissingLsnPrimary)
+        );
         i.on_missing_lsn = OnMissingLsn::Warning;
-        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::MissingLsnWarning));
+        assert_eq!(
+            reason(&i),
+            (Outcome::ReplicaWithWait, Reason::MissingLsnWarning)
+        );
         i.on_missing_lsn = OnMissingLsn::Error;
         assert_eq!(reason(&i), (Outcome::Reject, Reason::MissingLsnReject));
         let mut i = base();
         assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::ReadNoTarget));
         i.target = Lsn(77);
         let d = plan(&i);
-        assert_eq!((d.outcome, d.reason, d.target), (Outcome::ReplicaWithWait, Reason::ReadWait, Lsn(77)));
+        assert_eq!(
+            (d.outcome, d.reason, d.target),
+            (Outcome::ReplicaWithWait, Reason::ReadWait, Lsn(77))
+        );
     }
 
     #[test]
     fn p5_checks_fail_one_at_a_time_in_order() {
         let ok = in_txn(base());
         let d = plan(&ok);
-        assert_eq!((d.outcome, d.reason, d.import), (Outcome::ReplicaTxnSplit, Reason::SplitRead, true));
+        assert_eq!(
+            (d.outcome, d.reason, d.import),
+            (Outcome::ReplicaTxnSplit, Reason::SplitRead, true)
+        );
         let mut i = ok;
         i.txn_split = false;
         assert_eq!(reason(&i).1, Reason::SplitDisabled);
@@ -374,7 +402,15 @@ mod tests {
         i.txn.lsn = Lsn::ZERO;
         i.target = Lsn(40);
         let d = plan(&i);
-        assert_eq!((d.outcome, d.reason, d.target, d.import), (Outcome::ReplicaWithWait, Reason::SplitPreWrite, Lsn(40), false));
+        assert_eq!(
+            (d.outcome, d.reason, d.target, d.import),
+            (
+                Outcome::ReplicaWithWait,
+                Reason::SplitPreWrite,
+                Lsn(40),
+                false
+            )
+        );
         i.txn.set_ran = true;
         assert_eq!(reason(&i).1, Reason::SplitSetInTxn);
         // No marker (polardb) but the engine saw only reads: still the prefix.

@@ -18,11 +18,7 @@ enum Bound {
 impl Session {
     /// P-2 collect: adopt a new configuration and writer generation (S-2), drop an invalid pin.
     pub(super) fn collect(&mut self) -> WriterView {
-        let cg = self.engine.config_generation();
-        if cg != self.config_generation {
-            self.config = self.engine.config();
-            self.config_generation = cg;
-        }
+        self.refresh_config();
         let view = self.engine.writer_view(self.writer_hostgroup);
         if view.generation != self.lsn.generation {
             if self.lsn.adopt_generation(view.generation) {
@@ -47,14 +43,20 @@ impl Session {
 
     fn target(&self, view: &WriterView) -> Lsn {
         let t = self.lsn.target();
-        if self.config.consistency == Consistency::Global && view.generation == self.lsn.generation {
+        if self.config.consistency == Consistency::Global && view.generation == self.lsn.generation
+        {
             t.max(view.writer_lsn)
         } else {
             t
         }
     }
 
-    fn plan_input(&self, view: &WriterView, statement: StatementView, protocol: Protocol) -> PlanInput {
+    fn plan_input(
+        &self,
+        view: &WriterView,
+        statement: StatementView,
+        protocol: Protocol,
+    ) -> PlanInput {
         let target = self.target(view);
         let reader_past_txn_lsn = self.txn.marker == Some(Marker::WalPending)
             && view.reader_hostgroup.is_some_and(|hg| {
@@ -104,14 +106,10 @@ impl Session {
     }
 
     fn begin_options(class: &Classification) -> Option<Option<Isolation>> {
-        class
-            .statements()
-            .iter()
-            .rev()
-            .find_map(|s| match s.kind {
-                Kind::Begin(o) => Some(o.isolation),
-                _ => None,
-            })
+        class.statements().iter().rev().find_map(|s| match s.kind {
+            Kind::Begin(o) => Some(o.isolation),
+            _ => None,
+        })
     }
 
     pub(super) fn start_query(&mut self, fresh: Option<(u8, &[u8])>) {
@@ -207,7 +205,8 @@ impl Session {
             may_write = true;
         }
         let ends_with_sync = end.is_some_and(|e| matches!(self.queue[e].info, MsgInfo::Sync));
-        let self_contained = shape_ok && ends_with_sync && parses == 1 && binds == 1 && executes == 1;
+        let self_contained =
+            shape_ok && ends_with_sync && parses == 1 && binds == 1 && executes == 1;
         let stmt = match (&parse_class, self_contained) {
             (Some(c), true) => StatementView::of(c),
             (Some(c), false) if !c.is_replica_safe() => StatementView::of(c),
@@ -229,7 +228,12 @@ impl Session {
             Outcome::Reject => self.reject_unit(UnitKind::Extended, d, count),
             _ => {
                 if !d.outcome.is_reader() {
-                    self.start_writer_unit(UnitKind::Extended, d, parse_class, may_write || !self_contained);
+                    self.start_writer_unit(
+                        UnitKind::Extended,
+                        d,
+                        parse_class,
+                        may_write || !self_contained,
+                    );
                 } else {
                     self.start_writer_unit(
                         UnitKind::Extended,
@@ -248,7 +252,14 @@ impl Session {
         self.out.decision(d);
     }
 
-    fn new_current(&self, kind: UnitKind, d: Decision, class: Option<Classification>, may_write: bool, attempt: Attempt) -> Current {
+    fn new_current(
+        &self,
+        kind: UnitKind,
+        d: Decision,
+        class: Option<Classification>,
+        may_write: bool,
+        attempt: Attempt,
+    ) -> Current {
         let begin = class.as_ref().and_then(Session::begin_options);
         Current {
             kind,
@@ -269,7 +280,11 @@ impl Session {
     }
 
     /// The text of Set/Reset statements must outlive the host's buffer: keep the unit's SQL.
-    fn keep_sql_if_needed(&self, class: &Option<Classification>, fresh: Option<(u8, &[u8])>) -> Option<Vec<u8>> {
+    fn keep_sql_if_needed(
+        &self,
+        class: &Option<Classification>,
+        fresh: Option<(u8, &[u8])>,
+    ) -> Option<Vec<u8>> {
         let c = class.as_ref()?;
         let needed = c
             .statements()
@@ -287,7 +302,13 @@ impl Session {
         Some(bytes.to_vec())
     }
 
-    pub(super) fn start_writer_unit(&mut self, kind: UnitKind, d: Decision, class: Option<Classification>, may_write: bool) {
+    pub(super) fn start_writer_unit(
+        &mut self,
+        kind: UnitKind,
+        d: Decision,
+        class: Option<Classification>,
+        may_write: bool,
+    ) {
         self.start_writer_unit_with(kind, d, class, may_write, None)
     }
 
@@ -327,10 +348,16 @@ impl Session {
 
     /// Named prepared statements or portals live on the writer connection only.
     fn note_protocol_statements(&mut self) {
-        let named = self.queue.iter().take_while(|m| m.info.is_extended()).any(|m| match &m.info {
-            MsgInfo::Parse { unnamed, .. } | MsgInfo::Bind { unnamed } | MsgInfo::Execute { unnamed } => !unnamed,
-            _ => false,
-        });
+        let named = self
+            .queue
+            .iter()
+            .take_while(|m| m.info.is_extended())
+            .any(|m| match &m.info {
+                MsgInfo::Parse { unnamed, .. }
+                | MsgInfo::Bind { unnamed }
+                | MsgInfo::Execute { unnamed } => !unnamed,
+                _ => false,
+            });
         if named {
             self.protocol_statements = true;
         }
@@ -344,7 +371,9 @@ impl Session {
             let Some(m) = self.queue.front() else { break };
             match (&m.copy, fresh) {
                 (Some(c), _) => self.orig.extend_from_slice(c),
-                (None, Some((t, body))) if i == 0 && self.queue.len() == 1 => wire(t, body, &mut self.orig),
+                (None, Some((t, body))) if i == 0 && self.queue.len() == 1 => {
+                    wire(t, body, &mut self.orig)
+                }
                 _ => {}
             }
             let len = m.len;
@@ -400,7 +429,10 @@ impl Session {
     }
 
     fn next_salt(&mut self) -> u64 {
-        self.salt = self.salt.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        self.salt = self
+            .salt
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         self.salt
     }
 
@@ -461,7 +493,14 @@ impl Session {
         }
     }
 
-    fn decide_wait(&mut self, mut d: Decision, view: &WriterView, server: ServerId, caught_up: bool, pinned: Option<ConnId>) -> Bound {
+    fn decide_wait(
+        &mut self,
+        mut d: Decision,
+        view: &WriterView,
+        server: ServerId,
+        caught_up: bool,
+        pinned: Option<ConnId>,
+    ) -> Bound {
         let needs_wait = !d.target.is_zero() && !caught_up;
         if needs_wait {
             if !view.dialect.has_bounded_wait() || self.engine.waits_unsupported(server) {
@@ -505,13 +544,25 @@ impl Session {
     }
 
     /// The host attached a reader connection for the current statement.
-    pub(super) fn reader_attached(&mut self, conn: ConnId, server: ServerId, fresh: bool, needs_reset: bool) -> Result<(), SessionError> {
+    pub(super) fn reader_attached(
+        &mut self,
+        conn: ConnId,
+        server: ServerId,
+        fresh: bool,
+        needs_reset: bool,
+    ) -> Result<(), SessionError> {
         match self.current.as_ref().map(|c| c.attempt) {
             Some(Attempt::AwaitReader { server: s }) if s == server => {}
-            _ => return Err(SessionError::UnexpectedEvent("ReaderAttached without a matching AcquireReader")),
+            _ => {
+                return Err(SessionError::UnexpectedEvent(
+                    "ReaderAttached without a matching AcquireReader",
+                ))
+            }
         }
         if self.backend_index(conn).is_some() {
-            return Err(SessionError::UnexpectedEvent("ReaderAttached for a connection already in use"));
+            return Err(SessionError::UnexpectedEvent(
+                "ReaderAttached for a connection already in use",
+            ));
         }
         let ext = self
             .startup
@@ -527,7 +578,11 @@ impl Session {
             streaming: None,
             dirty: needs_reset,
         });
-        self.engine.stats().inc(if fresh { Counter::PoolMisses } else { Counter::PoolHits });
+        self.engine.stats().inc(if fresh {
+            Counter::PoolMisses
+        } else {
+            Counter::PoolHits
+        });
         self.send_to_reader(conn, server, fresh, needs_reset);
         Ok(())
     }
@@ -535,7 +590,9 @@ impl Session {
     /// The host has no reader connection: the writer answers (P-4 never blocks).
     pub(super) fn reader_unavailable(&mut self, no_credentials: bool) -> Result<(), SessionError> {
         let Some(Attempt::AwaitReader { .. }) = self.current.as_ref().map(|c| c.attempt) else {
-            return Err(SessionError::UnexpectedEvent("ReaderUnavailable without AcquireReader"));
+            return Err(SessionError::UnexpectedEvent(
+                "ReaderUnavailable without AcquireReader",
+            ));
         };
         if no_credentials {
             self.readers_forbidden = true;
@@ -576,7 +633,13 @@ impl Session {
     }
 
     /// Builds the statement for the reader (hidden statements + the client's bytes) and sends it.
-    pub(super) fn send_to_reader(&mut self, conn: ConnId, server: ServerId, fresh: bool, needs_reset: bool) {
+    pub(super) fn send_to_reader(
+        &mut self,
+        conn: ConnId,
+        server: ServerId,
+        fresh: bool,
+        needs_reset: bool,
+    ) {
         let Some(cur) = self.current.as_ref() else {
             return;
         };
@@ -599,7 +662,9 @@ impl Session {
         });
         let xids = std::mem::take(&mut self.txn.xids);
         let import = d.import.then_some(xids.as_str());
-        let backend_dirty = self.backend_index(conn).is_some_and(|i| self.backend(i).dirty);
+        let backend_dirty = self
+            .backend_index(conn)
+            .is_some_and(|i| self.backend(i).dirty);
         let hidden = Hidden {
             reset: (needs_reset || backend_dirty) && import.is_none(),
             settings: (fresh && !self.settings.is_empty()).then_some(&self.settings),
@@ -688,7 +753,9 @@ impl Session {
             }
         }
         let why = match d.reason {
-            Reason::MissingLsnReject => "the session's last write position is unknown and on_missing_lsn = error",
+            Reason::MissingLsnReject => {
+                "the session's last write position is unknown and on_missing_lsn = error"
+            }
             Reason::RejectNoReader => "no replica can serve this read and read_fallback = error",
             _ => "the read cannot be served consistently",
         };
@@ -781,7 +848,12 @@ impl Session {
     }
 
     /// Carries out a failure recovery decided when the reader's answer ended (RFQ) or broke.
-    pub(super) fn recover(&mut self, class: FailureClass, rec: Recovery, failure_text: Option<String>) {
+    pub(super) fn recover(
+        &mut self,
+        class: FailureClass,
+        rec: Recovery,
+        failure_text: Option<String>,
+    ) {
         let stats = self.engine.stats();
         match class {
             FailureClass::ConnectionLost => stats.inc(Counter::FailuresConnectionLost),
@@ -809,7 +881,9 @@ impl Session {
                 let (d, excluded) = match self.current.as_mut() {
                     Some(c) => {
                         c.reader_retries += 1;
-                        if let Attempt::Reader { server, .. } | Attempt::AwaitReader { server } = c.attempt {
+                        if let Attempt::Reader { server, .. } | Attempt::AwaitReader { server } =
+                            c.attempt
+                        {
                             c.excluded.push(server);
                         }
                         let mut d = c.decision;
@@ -823,7 +897,9 @@ impl Session {
                 // The pin (if any) is gone with the failure; choose afresh.
                 self.pin = None;
                 match self.bind_reader(d, &view, &excluded) {
-                    Bound::Reader { decision, server, .. } => {
+                    Bound::Reader {
+                        decision, server, ..
+                    } => {
                         if let Some(c) = self.current.as_mut() {
                             c.attempt = Attempt::AwaitReader { server };
                             c.decision = Decision {
@@ -867,7 +943,9 @@ impl Session {
                 self.flush_held();
                 let what = match class {
                     FailureClass::ConnectionLost => "the replica connection was lost",
-                    FailureClass::WaitTimeout => "the replica did not reach the session's position in time",
+                    FailureClass::WaitTimeout => {
+                        "the replica did not reach the session's position in time"
+                    }
                     _ => "the replica refused the statement",
                 };
                 let msg = format!("polarsplit: {what}");
@@ -882,7 +960,8 @@ impl Session {
             }
             Recovery::Disconnect => {
                 stats.inc(Counter::FailuresDisconnected);
-                let msg = b"polarsplit: closing the session after a replica failure (policy disconnect)";
+                let msg =
+                    b"polarsplit: closing the session after a replica failure (policy disconnect)";
                 self.out.send_client_with(|o| {
                     encode::error_or_notice(o, false, encode::Severity::Fatal, b"55000", msg, None);
                 });

@@ -29,7 +29,7 @@ pub enum Role {
 }
 
 /// What the client's StartupMessage said.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Startup {
     pub major: u16,
     pub minor: u16,
@@ -72,7 +72,10 @@ fn isolation_from_options(options: &[u8]) -> Option<Isolation> {
         };
         if let Some(a) = assignment {
             if let Some((name, value)) = a.split_once('=') {
-                if name.replace('-', "_").eq_ignore_ascii_case("default_transaction_isolation") {
+                if name
+                    .replace('-', "_")
+                    .eq_ignore_ascii_case("default_transaction_isolation")
+                {
                     found = Isolation::parse(&value.replace('\u{0}', " "));
                 }
             }
@@ -92,7 +95,14 @@ impl Startup {
         let mut s = Startup {
             major,
             minor,
-            ..Startup::default()
+            params: Vec::new(),
+            user: Vec::new(),
+            database: Vec::new(),
+            replication: false,
+            client_wants_lsn: false,
+            default_isolation: None,
+            profile: StartupProfile::Off,
+            identity: None,
         };
         for (k, v) in params.iter() {
             if k.starts_with(b"_polar_") {
@@ -123,10 +133,7 @@ impl Startup {
         s.identity = match config.identity_mode {
             IdentityMode::Client => info.client_addr.clone(),
             IdentityMode::Proxy => info.proxy_addr.clone(),
-            IdentityMode::Configured => config
-                .identity_host
-                .clone()
-                .zip(config.identity_port),
+            IdentityMode::Configured => config.identity_host.clone().zip(config.identity_port),
         };
         s.profile = match (config.startup_profile, &s.identity) {
             (StartupProfile::Off, _) | (_, None) => StartupProfile::Off,
@@ -232,9 +239,11 @@ mod tests {
     fn startup(params: &[u8], config: &Config, info: &ClientInfo) -> Startup {
         let body = parse(params);
         match StartupPacket::parse(&body).unwrap() {
-            StartupPacket::Startup { major, minor, params } => {
-                Startup::from_params(major, minor, &params, config, info)
-            }
+            StartupPacket::Startup {
+                major,
+                minor,
+                params,
+            } => Startup::from_params(major, minor, &params, config, info),
             _ => unreachable!(),
         }
     }
@@ -250,7 +259,11 @@ mod tests {
     #[test]
     fn w1_client_polar_keys_are_stripped_and_remembered() {
         let c = Config::default();
-        let s = startup(b"user\0u\0_polar_send_lsn\x001\0database\0d\0\0", &c, &info());
+        let s = startup(
+            b"user\0u\0_polar_send_lsn\x001\0database\0d\0\0",
+            &c,
+            &info(),
+        );
         assert!(s.client_wants_lsn);
         assert!(s.params.iter().all(|(k, _)| !k.starts_with(b"_polar_")));
         assert_eq!(s.params.len(), 2);
@@ -266,24 +279,47 @@ mod tests {
             StartupPacket::Startup { params, .. } => {
                 assert_eq!(params.get("_polar_proxy_send_lsn"), Some(&b"1"[..]));
                 assert_eq!(params.get("_polar_proxy_send_xact"), Some(&b"1"[..]));
-                assert_eq!(params.get("_polar_proxy_client_host"), Some(&b"10.1.2.3"[..]));
+                assert_eq!(
+                    params.get("_polar_proxy_client_host"),
+                    Some(&b"10.1.2.3"[..])
+                );
                 assert_eq!(params.get("_polar_proxy_client_port"), Some(&b"5555"[..]));
             }
             _ => unreachable!(),
         }
         let keys = s.role_keys(Role::Reader);
-        assert!(keys.iter().all(|(k, _)| *k != &b"_polar_proxy_send_xact"[..]));
-        assert_eq!(s.extensions(Role::Writer), RfqExtensions { lsn: true, xact: true });
-        assert_eq!(s.extensions(Role::Reader), RfqExtensions { lsn: true, xact: false });
+        assert!(keys
+            .iter()
+            .all(|(k, _)| *k != &b"_polar_proxy_send_xact"[..]));
+        assert_eq!(
+            s.extensions(Role::Writer),
+            RfqExtensions {
+                lsn: true,
+                xact: true
+            }
+        );
+        assert_eq!(
+            s.extensions(Role::Reader),
+            RfqExtensions {
+                lsn: true,
+                xact: false
+            }
+        );
     }
 
     #[test]
     fn w1_legacy_and_proxy_identity() {
-        let mut c = Config::default();
-        c.startup_profile = StartupProfile::Legacy;
-        c.identity_mode = IdentityMode::Proxy;
+        let c = Config {
+            startup_profile: StartupProfile::Legacy,
+            identity_mode: IdentityMode::Proxy,
+            ..Config::default()
+        };
         let s = startup(b"user\0u\0\0", &c, &info());
-        let keys: Vec<_> = s.role_keys(Role::Writer).into_iter().map(|(k, v)| (k.to_vec(), v)).collect();
+        let keys: Vec<_> = s
+            .role_keys(Role::Writer)
+            .into_iter()
+            .map(|(k, v)| (k.to_vec(), v))
+            .collect();
         assert!(keys.contains(&(b"_polar_send_lsn".to_vec(), b"1".to_vec())));
         assert!(keys.contains(&(b"_polar_origin_client_ip".to_vec(), b"127.0.0.1".to_vec())));
         assert!(keys.contains(&(b"_polar_origin_client_port".to_vec(), b"6432".to_vec())));
@@ -301,11 +337,23 @@ mod tests {
     #[test]
     fn s3_default_isolation_from_startup() {
         let c = Config::default();
-        let s = startup(b"user\0u\0options\0-c default_transaction_isolation=repeatable\\ read\0\0", &c, &info());
+        let s = startup(
+            b"user\0u\0options\0-c default_transaction_isolation=repeatable\\ read\0\0",
+            &c,
+            &info(),
+        );
         assert_eq!(s.default_isolation, Some(Isolation::RepeatableRead));
-        let s = startup(b"user\0u\0default_transaction_isolation\0serializable\0\0", &c, &info());
+        let s = startup(
+            b"user\0u\0default_transaction_isolation\0serializable\0\0",
+            &c,
+            &info(),
+        );
         assert_eq!(s.default_isolation, Some(Isolation::Serializable));
-        let s = startup(b"user\0u\0options\0--default-transaction-isolation=serializable\0\0", &c, &info());
+        let s = startup(
+            b"user\0u\0options\0--default-transaction-isolation=serializable\0\0",
+            &c,
+            &info(),
+        );
         assert_eq!(s.default_isolation, Some(Isolation::Serializable));
     }
 

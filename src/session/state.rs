@@ -140,7 +140,10 @@ impl Settings {
     /// (RESET name, SET name TO DEFAULT).
     pub fn put(&mut self, name: &str, statement: Option<&str>) {
         let name = name.to_ascii_lowercase();
-        match self.entries.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
+        match self
+            .entries
+            .binary_search_by(|(n, _)| n.as_str().cmp(&name))
+        {
             Ok(i) => match statement {
                 Some(s) => self.entries[i].1 = s.to_string(),
                 None => {

@@ -43,7 +43,10 @@ fn hidden_text(out: &mut Vec<u8>, h: &Hidden<'_>) -> u16 {
     }
     if let Some(settings) = h.settings {
         for (_, stmt) in settings.iter() {
-            out.extend_from_slice(stmt.trim_end_matches([';', ' ', '\n', '\t', '\r']).as_bytes());
+            out.extend_from_slice(
+                stmt.trim_end_matches([';', ' ', '\n', '\t', '\r'])
+                    .as_bytes(),
+            );
             out.extend_from_slice(b"; ");
             n += 1;
         }
@@ -122,7 +125,11 @@ mod tests {
             }),
             ..Hidden::default()
         };
-        let n = build_query(&mut out, &h, &client("SELECT status FROM orders WHERE id = 42"));
+        let n = build_query(
+            &mut out,
+            &h,
+            &client("SELECT status FROM orders WHERE id = 42"),
+        );
         assert_eq!(n, 3);
         let mut expect = Vec::new();
         encode::query(

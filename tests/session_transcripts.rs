@@ -1,0 +1,446 @@
+//! Transcript tests of the session engine (SPEC §2–§4): a fake host feeds real protocol bytes and
+//! checks the exact actions and the bytes each side receives.
+
+mod common;
+
+use common::*;
+use polarsplit::config::{Consistency, OnMissingLsn, ReadFallback, ServerDialect, StartupProfile};
+use polarsplit::protocol::startup::StartupPacket;
+use polarsplit::session::{Event, Outcome, Reason};
+
+const R1: u64 = 201;
+
+fn host() -> Host {
+    let mut h = Host::new(config(|_| {}));
+    h.connect();
+    h
+}
+
+/// Sends a read, expects AcquireReader, attaches `conn` for the chosen server.
+fn read_on_reader(h: &mut Host, sql: &str, conn: u64) -> (u32, Vec<u8>) {
+    let acts = h.client(&query(sql));
+    let server = acts
+        .iter()
+        .find_map(|a| match a {
+            A::Acquire { server, .. } => Some(*server),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no AcquireReader in {acts:?}"));
+    h.event(
+        conn,
+        Event::ReaderAttached {
+            server,
+            fresh: false,
+            needs_reset: false,
+        },
+    );
+    (server, h.take_sent(conn))
+}
+
+/// The reader answers the wrapped statement: `hidden` SETs, then rows, then an RFQ with LSN.
+fn reader_answers(h: &mut Host, conn: u64, hidden: usize, rows: &[&str], lsn: u64) -> Vec<A> {
+    let mut b = Vec::new();
+    for _ in 0..hidden {
+        b.extend(command_complete("SET"));
+    }
+    b.extend(select_result(rows));
+    b.extend(rfq(b'I', Some(lsn), None));
+    h.backend(conn, &b)
+}
+
+#[test]
+fn w1_startup_goes_to_the_writer_with_role_keys_and_rfq_is_standard() {
+    let mut h = Host::new(config(|_| {}));
+    let s = startup(&[
+        ("user", "app"),
+        ("_polar_proxy_send_lsn", "1"),
+        ("database", "db"),
+    ]);
+    let acts = h.client(&s);
+    let A::ConnectWriter(bytes) = &acts[1] else {
+        panic!("{acts:?}")
+    };
+    assert_eq!(acts[0], A::DropClient(s.len()));
+    match StartupPacket::parse(&bytes[4..]).unwrap() {
+        StartupPacket::Startup { params, .. } => {
+            assert_eq!(params.get("user"), Some(&b"app"[..]));
+            assert_eq!(params.get("_polar_proxy_send_lsn"), Some(&b"1"[..]));
+            assert_eq!(params.get("_polar_proxy_send_xact"), Some(&b"1"[..]));
+            assert_eq!(
+                params.get("_polar_proxy_client_host"),
+                Some(&b"10.0.0.7"[..])
+            );
+            assert_eq!(params.get("_polar_proxy_client_port"), Some(&b"40000"[..]));
+        }
+        _ => panic!(),
+    }
+    h.event(WRITER, Event::WriterConnected);
+    let mut auth = auth_ok();
+    auth.extend(backend_key(5, 6));
+    auth.extend(rfq(b'I', Some(0x500), None));
+    h.backend(WRITER, &auth);
+    // The client asked for LSNs itself: its RFQ carries one (P-8), the rest is forwarded.
+    let got = h.take_client();
+    let m = messages(&got);
+    assert_eq!(tags(&got), "RKZ");
+    // The session has observed nothing yet: its target is zero.
+    assert_eq!(m[2].1.len(), 9);
+    assert_eq!(
+        parse_client_rfq(&m[2].1),
+        (polarsplit::protocol::TxStatus::Idle, None)
+    );
+    assert_eq!(h.session.backend_key(), Some((5, &[0, 0, 0, 6][..])));
+}
+
+#[test]
+fn w1_stock_profile_sends_no_polar_keys() {
+    let mut h = Host::new(config(|c| {
+        c.server_dialect = ServerDialect::Stock;
+        c.startup_profile = StartupProfile::Off;
+    }));
+    let acts = h.client(&startup(&[("user", "u")]));
+    let A::ConnectWriter(bytes) = &acts[1] else {
+        panic!()
+    };
+    match StartupPacket::parse(&bytes[4..]).unwrap() {
+        StartupPacket::Startup { params, .. } => {
+            assert!(params.iter().all(|(k, _)| !k.starts_with(b"_polar_")));
+        }
+        _ => panic!(),
+    }
+}
+
+#[test]
+fn p3_step8_read_without_target_goes_to_a_reader_unwrapped() {
+    let mut h = host();
+    let sql = "SELECT abalance FROM pgbench_accounts WHERE aid = 7";
+    let (server, sent) = read_on_reader(&mut h, sql, R1);
+    assert!(server == 1 || server == 2);
+    assert_eq!(
+        sent,
+        query(sql),
+        "no hidden statements when there is nothing to wait for"
+    );
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason, d.wait),
+        (Outcome::ReplicaWithWait, Reason::ReadNoTarget, false)
+    );
+    let acts = reader_answers(&mut h, R1, 0, &["42"], 0x1500);
+    assert!(acts.contains(&A::Release {
+        conn: R1,
+        needs_reset: false
+    }));
+    let got = h.take_client();
+    assert_eq!(tags(&got), "TDCZ");
+    assert_eq!(client_rfq_statuses(&got), vec![b'I']);
+    assert!(h.streams.balanced());
+    // The reader's replay position is now the session's observed LSN (P-6).
+    assert_eq!(h.session.lsn_state().observed_lsn.0, 0x1500);
+}
+
+#[test]
+fn w4_write_then_read_waits_with_exact_wrapper_and_swallows_the_sets() {
+    let mut h = host();
+    let acts = h.client(&query("INSERT INTO t VALUES (1)"));
+    assert!(acts.contains(&A::FwdClient {
+        conn: WRITER,
+        n: query("INSERT INTO t VALUES (1)").len()
+    }));
+    assert_eq!(h.last_decision().reason, Reason::NotARead);
+    h.writer_answers("INSERT 0 1", b'I', Some(97_500_059_720), None);
+    assert_eq!(h.session.lsn_state().write_lsn.0, 97_500_059_720);
+    assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'I']);
+
+    let sql = "SELECT status FROM orders WHERE id = 42";
+    let (_, sent) = read_on_reader(&mut h, sql, R1);
+    assert_eq!(
+        sent_queries(&sent),
+        vec![format!(
+            "SET polar_consistency_mode = 'strict'; SET polar_proxy_wait_timeout_ms = 1000; SET polar_xact_split_wait_lsn = '97500059720'; {sql}"
+        )]
+    );
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason, d.wait, d.target.0),
+        (
+            Outcome::ReplicaWithWait,
+            Reason::ReadWait,
+            true,
+            97_500_059_720
+        )
+    );
+    reader_answers(&mut h, R1, 3, &["pending"], 97_500_059_800);
+    let got = h.take_client();
+    // P-8: no hidden result reaches the client; one standard RFQ.
+    assert_eq!(tags(&got), "TDCZ");
+    assert!(!got.windows(3).any(|w| w == b"SET"));
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn p4_caught_up_reader_is_preferred_and_the_wait_dropped() {
+    let mut h = host();
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'I', Some(5000), None);
+    h.engine
+        .reader_sample(2, polarsplit::protocol::Lsn(6000), h.now);
+    let (server, sent) = read_on_reader(&mut h, "SELECT v FROM t", R1);
+    assert_eq!(server, 2, "the reader known to have replayed the target");
+    assert_eq!(sent, query("SELECT v FROM t"));
+    let d = h.last_decision();
+    assert_eq!((d.reason, d.wait), (Reason::ReadCaughtUp, false));
+}
+
+#[test]
+fn p4_stale_sample_does_not_skip_the_wait() {
+    let mut h = host();
+    h.now = 20_000;
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'I', Some(5000), None);
+    h.engine
+        .reader_sample(2, polarsplit::protocol::Lsn(6000), h.now - 10_000);
+    let (_, sent) = read_on_reader(&mut h, "SELECT v FROM t", R1);
+    assert!(sent_queries(&sent)[0].contains("polar_xact_split_wait_lsn = '5000'"));
+}
+
+#[test]
+fn p4_reader_unavailable_falls_back_to_the_writer_unwrapped() {
+    let mut h = host();
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'I', Some(5000), None);
+    let sql = "SELECT v FROM t";
+    let acts = h.client(&query(sql));
+    assert!(matches!(acts.last(), Some(A::Acquire { .. })));
+    h.event(
+        0,
+        Event::ReaderUnavailable {
+            no_credentials: false,
+        },
+    );
+    assert!(h.take_sent(WRITER).ends_with(&query(sql)));
+    assert_eq!(h.last_decision().reason, Reason::NoReaderConnection);
+    h.writer_answers("SELECT 0", b'I', Some(5100), None);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn p4_no_healthy_reader_uses_read_fallback() {
+    let mut h = host();
+    h.engine.set_reader_health(1, false);
+    h.engine.set_reader_health(2, false);
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::NoReaderAvailable);
+
+    let mut h = Host::new(config(|c| c.read_fallback = ReadFallback::Error));
+    h.connect();
+    h.engine.set_reader_health(1, false);
+    h.engine.set_reader_health(2, false);
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().outcome, Outcome::Reject);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert!(got.windows(5).any(|w| w == b"55000"));
+}
+
+#[test]
+fn p3_step1_mode_off_is_passthrough_and_no_reader_hostgroup_is_primary() {
+    let mut h = Host::new(config(|c| c.consistency = Consistency::Off));
+    h.connect();
+    let q = query("SELECT 1");
+    let acts = h.client(&q);
+    assert!(acts.contains(&A::FwdClient {
+        conn: WRITER,
+        n: q.len()
+    }));
+    assert_eq!(h.last_decision().reason, Reason::ModeOff);
+    assert_eq!(h.last_decision().outcome, Outcome::Passthrough);
+
+    let mut h = Host::new(config(|c| c.reader_hostgroup = None));
+    h.connect();
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::NoReaderHostgroup);
+}
+
+#[test]
+fn p3_step2_not_replica_safe_reasons() {
+    for (sql, reason) in [
+        ("SELECT 1; SELECT 2", Reason::MultiStatement),
+        ("/* route=primary */ SELECT 1", Reason::HintPrimary),
+        ("SELECT * FROM t FOR UPDATE", Reason::LockingClause),
+        (
+            "WITH x AS (DELETE FROM t RETURNING *) SELECT * FROM x",
+            Reason::DataModifyingCte,
+        ),
+        ("SELECT * INTO t2 FROM t", Reason::SelectInto),
+        ("SELECT nextval('s')", Reason::WriteFunction),
+        ("EXPLAIN ANALYZE SELECT 1", Reason::ExplainAnalyze),
+        ("INSERT INTO t VALUES (1)", Reason::NotARead),
+    ] {
+        let mut h = host();
+        h.client(&query(sql));
+        let d = h.last_decision();
+        assert_eq!(
+            (d.outcome, d.reason),
+            (Outcome::ForcePrimary, reason),
+            "{sql}"
+        );
+    }
+}
+
+#[test]
+fn s4_hazard_keeps_reads_on_the_writer_until_cleared() {
+    let mut h = host();
+    h.client(&query("CREATE TEMP TABLE tmp (a int)"));
+    let acts = h.writer_answers("CREATE TABLE", b'I', Some(0x2000), None);
+    assert!(acts.contains(&A::PinWriter(true)));
+    h.client(&query("SELECT * FROM tmp"));
+    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+    h.writer_answers("SELECT 0", b'I', Some(0x2000), None);
+    h.client(&query("DISCARD TEMP"));
+    let acts = h.writer_answers("DISCARD TEMP", b'I', Some(0x2000), None);
+    assert!(acts.contains(&A::PinWriter(false)));
+    let acts = h.client(&query("SELECT 1"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn p3_step4_eventual_reads_never_wait() {
+    let mut h = Host::new(config(|c| c.consistency = Consistency::Eventual));
+    h.connect();
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'I', Some(0x9000), None);
+    let (_, sent) = read_on_reader(&mut h, "SELECT 1", R1);
+    assert_eq!(sent, query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::EventualRead);
+}
+
+#[test]
+fn p6_missing_lsn_after_a_write_takes_the_missing_lsn_action() {
+    for (action, outcome, reason) in [
+        (
+            OnMissingLsn::Primary,
+            Outcome::ForcePrimary,
+            Reason::MissingLsnPrimary,
+        ),
+        (
+            OnMissingLsn::Warning,
+            Outcome::ReplicaWithWait,
+            Reason::MissingLsnWarning,
+        ),
+        (
+            OnMissingLsn::Error,
+            Outcome::Reject,
+            Reason::MissingLsnReject,
+        ),
+    ] {
+        let mut h = Host::new(config(|c| c.on_missing_lsn = action));
+        h.connect();
+        h.client(&query("INSERT INTO t VALUES (1)"));
+        h.writer_answers("INSERT 0 1", b'I', None, None);
+        h.take_client();
+        assert!(h.session.lsn_state().write_unknown);
+        h.client(&query("SELECT 1"));
+        let d = h.last_decision();
+        if action == OnMissingLsn::Warning {
+            // Decided when the reader is attached.
+            h.attach(R1);
+            let got = h.take_client();
+            assert_eq!(tags(&got), "N", "the warning precedes the result");
+        } else {
+            assert_eq!((d.outcome, d.reason), (outcome, reason));
+        }
+        if action == OnMissingLsn::Warning {
+            let d = h.last_decision();
+            assert_eq!((d.outcome, d.reason, d.wait), (outcome, reason, false));
+        }
+    }
+}
+
+#[test]
+fn p6_each_rfq_payload_state() {
+    // Positioned after a read-only statement: observed only.
+    let mut h = host();
+    h.client(&query("SHOW search_path"));
+    h.writer_answers("SHOW", b'I', Some(0x3000), None);
+    let l = h.session.lsn_state();
+    assert_eq!((l.write_lsn.0, l.observed_lsn.0), (0, 0x3000));
+    // Present-zero after a write: the write's position is unknown.
+    h.client(&query("DELETE FROM t"));
+    h.writer_answers("DELETE 1", b'I', Some(0), None);
+    assert!(h.session.lsn_state().write_unknown);
+    // A later positioned writer RFQ clears it.
+    h.client(&query("DELETE FROM t"));
+    h.writer_answers("DELETE 1", b'I', Some(0x4000), None);
+    let l = h.session.lsn_state();
+    assert!(!l.write_unknown);
+    assert_eq!(l.write_lsn.0, 0x4000);
+    // Missing LSN on a reader that should report one: observed unknown.
+    h.client(&query("SELECT 1"));
+    h.attach(R1);
+    let mut b = Vec::new();
+    for _ in 0..3 {
+        b.extend(command_complete("SET"));
+    }
+    b.extend(select_result(&["1"]));
+    b.extend(rfq(b'I', None, None));
+    h.backend(R1, &b);
+    assert!(h.session.lsn_state().observed_unknown);
+}
+
+#[test]
+fn s2_generation_change_clears_the_session_lsns() {
+    let mut h = host();
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'I', Some(0x9000), None);
+    assert_eq!(h.session.lsn_state().target().0, 0x9000);
+    h.engine.writer_changed(0);
+    let (_, sent) = read_on_reader(&mut h, "SELECT 1", R1);
+    assert_eq!(
+        sent,
+        query("SELECT 1"),
+        "nothing to wait for in the new generation"
+    );
+    assert_eq!(h.session.lsn_state().target().0, 0);
+    assert_eq!(
+        h.engine
+            .stats()
+            .get(polarsplit::cluster::stats::Counter::GenerationResets),
+        1
+    );
+}
+
+#[test]
+fn p8_reader_parameter_status_never_reaches_the_client() {
+    let mut h = host();
+    read_on_reader(&mut h, "SELECT 1", R1);
+    let mut b = param_status("in_hot_standby", "on");
+    b.extend(select_result(&["1"]));
+    b.extend(rfq(b'I', Some(0x1100), None));
+    h.backend(R1, &b);
+    assert_eq!(tags(&h.take_client()), "TDCZ");
+}
+
+#[test]
+fn pipelined_statements_are_decided_in_order() {
+    let mut h = host();
+    let mut both = query("INSERT INTO t VALUES (1)");
+    both.extend(query("SELECT v FROM t"));
+    let acts = h.client(&both);
+    // Only the INSERT is routed; the SELECT waits for the INSERT's LSN.
+    assert_eq!(
+        acts.iter().filter(|a| matches!(a, A::Decision(_))).count(),
+        1,
+        "{acts:?}"
+    );
+    let acts = h.writer_answers("INSERT 0 1", b'I', Some(0x7000), None);
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.attach(R1);
+    assert!(sent_queries(&h.take_sent(R1))[0].contains("'28672'"));
+}
