@@ -1,0 +1,325 @@
+//! Transcript tests of failures on readers (SPEC §6: F-1, F-2, F-3; W-5).
+
+mod common;
+
+use common::*;
+use polarsplit::cluster::stats::Counter;
+use polarsplit::config::{OnReplicaError, OnReplicaLoss, OnWaitTimeout};
+use polarsplit::protocol::Lsn;
+use polarsplit::session::{Event, Outcome, Reason};
+
+const R1: u64 = 401;
+const R2: u64 = 402;
+
+/// A session that wrote at LSN 0x5000, so its next read waits.
+fn after_write(c: polarsplit::config::Config) -> Host {
+    let mut h = Host::new(c);
+    h.connect();
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'I', Some(0x5000), None);
+    h.take_client();
+    h
+}
+
+fn sets(n: usize) -> Vec<u8> {
+    let mut b = Vec::new();
+    for _ in 0..n {
+        b.extend(command_complete("SET"));
+    }
+    b
+}
+
+const SQL: &str = "SELECT v FROM t WHERE k = 1";
+
+#[test]
+fn f2_strict_timeout_is_rerun_on_the_writer_unwrapped() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    h.take_sent(WRITER);
+    let mut b = sets(3);
+    b.extend(wait_timeout_error());
+    b.extend(rfq(b'I', Some(0x4000), None));
+    let acts = h.backend(R1, &b);
+    assert!(
+        acts.contains(&A::Release {
+            conn: R1,
+            needs_reset: false
+        }),
+        "{acts:?}"
+    );
+    // The original statement, unwrapped, on the writer.
+    assert_eq!(h.take_sent(WRITER), query(SQL));
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason, d.attempt),
+        (Outcome::ForcePrimary, Reason::RetryPrimaryAfterTimeout, 1)
+    );
+    // Nothing of the reader's answer reached the client.
+    assert!(h.take_client().is_empty());
+    let mut w = select_result(&["fresh"]);
+    w.extend(rfq(b'I', Some(0x5100), None));
+    h.backend(WRITER, &w);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "TDCZ");
+    assert!(String::from_utf8_lossy(&got).contains("fresh"));
+    assert_eq!(h.engine.stats().get(Counter::WaitTimeouts), 1);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn w5_best_effort_timeout_is_one_warning_then_the_rows() {
+    let mut h = after_write(config(|c| c.on_wait_timeout = OnWaitTimeout::Warning));
+    h.client(&query(SQL));
+    h.attach(R1);
+    assert!(sent_queries(&h.take_sent(R1))[0]
+        .starts_with("SET polar_consistency_mode = 'best_effort';"));
+    let mut b = sets(3);
+    b.extend(notice(
+        "WARNING",
+        "lsn wait timed out",
+        Some("polar_proxy_lsn_wait_timeout"),
+    ));
+    b.extend(select_result(&["stale"]));
+    b.extend(rfq(b'I', Some(0x4000), None));
+    h.backend(R1, &b);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "NTDCZ");
+    assert_eq!(h.engine.stats().get(Counter::BestEffortWarnings), 1);
+    // A user's own warning that merely looks similar is not counted.
+    h.client(&query(SQL));
+    h.attach(R2);
+    let mut b = sets(3);
+    b.extend(notice("WARNING", "polar_proxy_lsn_wait_timeout", None));
+    b.extend(select_result(&["x"]));
+    b.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(R2, &b);
+    assert_eq!(h.engine.stats().get(Counter::BestEffortWarnings), 1);
+}
+
+#[test]
+fn f2_reader_lost_mid_wait_retries_on_another_reader_then_the_writer() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let first = h.last_decision().server.unwrap();
+    let acts = h.event(R1, Event::ConnectionLost);
+    let other = acts
+        .iter()
+        .find_map(|a| match a {
+            A::Acquire { server, .. } => Some(*server),
+            _ => None,
+        })
+        .expect("retry on another reader");
+    assert_ne!(other, first);
+    h.event(
+        R2,
+        Event::ReaderAttached {
+            server: other,
+            fresh: false,
+            needs_reset: false,
+        },
+    );
+    assert_eq!(h.last_decision().reason, Reason::RetryOtherReader);
+    assert_eq!(h.last_decision().attempt, 1);
+    // That one dies too: the writer answers.
+    h.event(R2, Event::ConnectionLost);
+    assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterLoss);
+    assert!(h.take_sent(WRITER).ends_with(&query(SQL)));
+    h.writer_answers("SELECT 0", b'I', Some(0x5000), None);
+    assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'I']);
+}
+
+#[test]
+fn f3_reader_lost_after_the_first_row_gets_an_error_and_no_retry() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    h.take_sent(WRITER);
+    let mut b = sets(3);
+    b.extend(row_description(1));
+    b.extend(data_row(&["1"]));
+    h.backend(R1, &b);
+    let acts = h.event(R1, Event::ConnectionLost);
+    assert!(
+        !acts
+            .iter()
+            .any(|a| matches!(a, A::Acquire { .. } | A::Decision(_))),
+        "{acts:?}"
+    );
+    assert!(h.take_sent(WRITER).is_empty(), "no retry");
+    let got = h.take_client();
+    assert_eq!(tags(&got), "TDEZ");
+    assert!(got.windows(5).any(|w| w == b"55000"));
+}
+
+#[test]
+fn f3_failure_inside_a_transaction_leaves_it_failed() {
+    let mut h = Host::new(config(|_| {}));
+    h.connect();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.engine.reader_sample(1, Lsn(0x1000), h.now);
+    h.engine.reader_sample(2, Lsn(0x1000), h.now);
+    h.take_client();
+    h.client(&query(SQL));
+    h.attach(R1);
+    h.take_sent(WRITER);
+    let mut b = row_description(1);
+    b.extend(data_row(&["1"]));
+    h.backend(R1, &b);
+    h.event(R1, Event::ConnectionLost);
+    // The hidden failing statement goes to the writer, its error is swallowed, its RFQ (E)
+    // reaches the client.
+    let sent = sent_queries(&h.take_sent(WRITER));
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].starts_with("DO $polarsplit$"));
+    let mut w = error(
+        "ERROR",
+        "P0001",
+        "polarsplit: transaction aborted after a failed replica read",
+        None,
+        None,
+    );
+    w.extend(rfq(b'E', Some(0x1000), None));
+    h.backend(WRITER, &w);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "TDEZ");
+    assert_eq!(client_rfq_statuses(&got), vec![b'E']);
+    assert_eq!(
+        got.windows(5).filter(|w| *w == b"P0001").count(),
+        0,
+        "the abort's own error is swallowed"
+    );
+    // The rest of the transaction stays on the writer.
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+}
+
+#[test]
+fn f1_reader_refusing_the_wait_sets_gets_no_more_waits() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let server = h.last_decision().server.unwrap();
+    h.take_sent(WRITER);
+    let mut b = error(
+        "ERROR",
+        "42704",
+        "unrecognized configuration parameter \"polar_consistency_mode\"",
+        None,
+        None,
+    );
+    b.extend(rfq(b'I', Some(0x4000), None));
+    h.backend(R1, &b);
+    assert_eq!(h.take_sent(WRITER), query(SQL));
+    assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+    assert!(h.engine.waits_unsupported(server));
+    // No SQL error of a hidden statement reaches the client.
+    h.writer_answers("SELECT 0", b'I', Some(0x5000), None);
+    let got = h.take_client();
+    assert!(!got.windows(5).any(|w| w == b"42704"));
+}
+
+#[test]
+fn f1_cancel_of_the_clients_statement_is_forwarded_never_retried() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    assert_eq!(h.session.executing_connection(), Some(R1));
+    h.take_sent(WRITER);
+    let mut b = sets(3);
+    b.extend(error(
+        "ERROR",
+        "57014",
+        "canceling statement due to user request",
+        None,
+        None,
+    ));
+    b.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(R1, &b);
+    assert!(h.take_sent(WRITER).is_empty());
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert!(got.windows(5).any(|w| w == b"57014"));
+    assert_eq!(h.engine.stats().get(Counter::Cancels), 1);
+}
+
+#[test]
+fn f1_fatal_from_a_reader_is_a_lost_connection() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let b = error(
+        "FATAL",
+        "57P01",
+        "terminating connection due to administrator command",
+        None,
+        None,
+    );
+    let acts = h.backend(R1, &b);
+    assert!(acts.contains(&A::CloseBackend(R1)), "{acts:?}");
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "retried on another reader"
+    );
+}
+
+#[test]
+fn p8_notices_of_a_retried_attempt_are_not_forwarded() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let mut b = sets(3);
+    b.extend(notice("NOTICE", "from the reader", None));
+    b.extend(error(
+        "ERROR",
+        "25006",
+        "cannot execute in a read-only transaction",
+        None,
+        None,
+    ));
+    b.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(R1, &b);
+    let mut w = notice("NOTICE", "from the writer", None);
+    w.extend(select_result(&["1"]));
+    w.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(WRITER, &w);
+    let got = String::from_utf8_lossy(&h.take_client()).into_owned();
+    assert!(got.contains("from the writer"));
+    assert!(!got.contains("from the reader"));
+}
+
+#[test]
+fn f2_policies_error_and_disconnect() {
+    // on_replica_error = error: the reader's own error is forwarded as is.
+    let mut h = after_write(config(|c| c.on_replica_error = OnReplicaError::Error));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let mut b = sets(3);
+    b.extend(error("ERROR", "22012", "division by zero", None, None));
+    b.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(R1, &b);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert!(got.windows(5).any(|w| w == b"22012"));
+    // on_wait_timeout = error: an engine-built 55000 naming the cause.
+    let mut h = after_write(config(|c| c.on_wait_timeout = OnWaitTimeout::Error));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let mut b = sets(3);
+    b.extend(wait_timeout_error());
+    b.extend(rfq(b'I', Some(0x4000), None));
+    h.backend(R1, &b);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert!(got.windows(5).any(|w| w == b"55000"));
+    assert!(String::from_utf8_lossy(&got).contains("did not reach the session's position in time"));
+    // on_replica_loss = disconnect.
+    let mut h = after_write(config(|c| c.on_replica_loss = OnReplicaLoss::Disconnect));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let acts = h.event(R1, Event::ConnectionLost);
+    assert!(acts.contains(&A::CloseClient));
+    assert!(h.session.is_closed());
+}
