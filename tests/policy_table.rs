@@ -42,6 +42,9 @@ fn progress(p: P) -> Progress {
     }
 }
 
+type Policies = (OnReplicaLoss, OnWaitTimeout, OnReplicaError);
+type Row = (FailureClass, Policies, P, Recovery);
+
 #[test]
 fn f2_f3_recovery_table() {
     use OnReplicaError as E;
@@ -66,7 +69,7 @@ fn f2_f3_recovery_table() {
     };
     let d = (L::ReplicaThenPrimary, T::Primary, E::Primary);
     #[rustfmt::skip]
-    let table: &[(FailureClass, (L, T, E), P, Recovery)] = &[
+    let table: &[Row] = &[
         // CONNECTION_LOST
         (ConnectionLost, d, FRESH, RetryReader),
         (ConnectionLost, d, retried, RetryWriter),
