@@ -39,6 +39,35 @@
 #define POLARSPLIT_ABI_VERSION 1
 
 
+// Server dialects (SPEC W-7) for `polarsplit_engine_set_dialect`.
+#define POLARSPLIT_DIALECT_DEFAULT -1
+
+#define POLARSPLIT_DIALECT_AWIDE 0
+
+#define POLARSPLIT_DIALECT_POLARDB 1
+
+#define POLARSPLIT_DIALECT_STOCK 2
+
+// Outcomes (`polarsplit_action.outcome`, SPEC P-1).
+#define POLARSPLIT_OUTCOME_PASSTHROUGH 0
+
+#define POLARSPLIT_OUTCOME_FORCE_PRIMARY 1
+
+#define POLARSPLIT_OUTCOME_REPLICA_WITH_WAIT 2
+
+#define POLARSPLIT_OUTCOME_REPLICA_TXN_SPLIT 3
+
+#define POLARSPLIT_OUTCOME_REJECT 4
+
+// READER_ATTACHED: opened for this request (startup-default settings).
+#define POLARSPLIT_EVENT_FLAG_FRESH 1
+
+// READER_ATTACHED: the connection still holds an XID import.
+#define POLARSPLIT_EVENT_FLAG_NEEDS_RESET 2
+
+// READER_UNAVAILABLE: this user cannot log in on the readers at all.
+#define POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS 4
+
 // An immutable, validated configuration. It may be shared by any number of engines and freed
 // at any time: engines keep their own reference.
 typedef struct polarsplit_config polarsplit_config;
@@ -59,6 +88,120 @@ typedef struct polarsplit_session polarsplit_session;
 // Result of every fallible call: 0 ok, positive informational, negative error. Values are never
 // reused for another meaning.
 typedef int32_t polarsplit_status;
+
+// Addresses of a client connection (SPEC W-1 identity modes), given at session creation.
+// Every field may be NULL/0 when unknown; LSN reporting is then disabled for the session when
+// the configured identity mode needs the missing address.
+typedef struct {
+  // The real client's address (identity mode `client`), NUL-terminated, or NULL.
+  const char *client_host;
+  uint16_t client_port;
+  // The proxy's own listener address (identity mode `proxy`), or NULL.
+  const char *proxy_host;
+  uint16_t proxy_port;
+  // The writer hostgroup of this client, or -1 for the configured one.
+  int64_t writer_hostgroup;
+} polarsplit_client_info;
+
+// Event kinds for `polarsplit_session_on_backend_event`.
+typedef uint32_t polarsplit_event_kind;
+
+// Action kinds (`polarsplit_action.kind`). Apply actions in the order polled.
+typedef uint32_t polarsplit_action_kind;
+
+// One action. Fields not used by `kind` are zero/NULL. `bytes` points into the session and is
+// valid until the next non-const call on it. This struct only grows at the end.
+typedef struct {
+  polarsplit_action_kind kind;
+  // Backend connection id (the host's own).
+  uint64_t conn;
+  // Reader server id (ACQUIRE_READER, DECISION when a reader was chosen).
+  uint32_t server;
+  // Byte count (FORWARD_* / DISCARD_*).
+  size_t n;
+  const uint8_t *bytes;
+  size_t bytes_len;
+  uint32_t outcome;
+  uint32_t reason;
+  uint64_t target_lsn;
+  bool wait;
+  bool import_xids;
+  uint32_t attempt;
+  // Kind-specific flag (see each kind).
+  bool flag;
+  // CANCEL_REQUEST: the backend process id.
+  int32_t pid;
+  // ACQUIRE_READER: the reader key (SPEC P-9).
+  uint64_t key_profile_generation;
+  uint64_t key_auth_hash;
+  uint64_t key_startup_identity_hash;
+  uint64_t key_startup_options_hash;
+} polarsplit_action;
+
+// Reply to the client's encryption request with one byte ('S'/'G' accept, 'N' refuse); `flag`
+// is true for GSSENCRequest. The client then sends a new startup packet.
+#define POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST 1
+
+// A CancelRequest (`pid`, secret in `bytes`): cancel the statement of the session whose writer
+// key matches (see `polarsplit_session_executing_conn`), then close this client connection.
+#define POLARSPLIT_ACTION_CANCEL_REQUEST 2
+
+// Open a writer connection, send `bytes` (a StartupMessage) on it, then report
+// `POLARSPLIT_EVENT_WRITER_CONNECTED` (or `_CONNECT_FAILED`).
+#define POLARSPLIT_ACTION_CONNECT_WRITER 3
+
+// Informational: a routing decision (`outcome`, `reason`, `target_lsn`, `server`, `wait`,
+// `import_xids`, `attempt`).
+#define POLARSPLIT_ACTION_DECISION 4
+
+// A reader connection to `server` whose key equals the `key_*` fields is needed: report
+// `POLARSPLIT_EVENT_READER_ATTACHED` or `_READER_UNAVAILABLE`. A new connection is opened with
+// `bytes` as its StartupMessage. Never block on a handshake.
+#define POLARSPLIT_ACTION_ACQUIRE_READER 5
+
+// Send the next `n` client bytes to backend connection `conn`.
+#define POLARSPLIT_ACTION_FORWARD_CLIENT 6
+
+// Drop the next `n` client bytes.
+#define POLARSPLIT_ACTION_DISCARD_CLIENT 7
+
+// Send `bytes` to backend connection `conn`.
+#define POLARSPLIT_ACTION_SEND_BACKEND 8
+
+// Send the next `n` bytes received from `conn` to the client.
+#define POLARSPLIT_ACTION_FORWARD_BACKEND 9
+
+// Drop the next `n` bytes received from `conn`.
+#define POLARSPLIT_ACTION_DISCARD_BACKEND 10
+
+// Send `bytes` to the client.
+#define POLARSPLIT_ACTION_SEND_CLIENT 11
+
+// Return reader connection `conn` to the pool; `flag`: it needs an XID reset before reuse.
+#define POLARSPLIT_ACTION_RELEASE_READER 12
+
+// `flag`: the writer connection holds session state and must stay bound to this client.
+#define POLARSPLIT_ACTION_PIN_WRITER 13
+
+// Close backend connection `conn`; never reuse it.
+#define POLARSPLIT_ACTION_CLOSE_BACKEND 14
+
+// Close the client connection (after sending everything before).
+#define POLARSPLIT_ACTION_CLOSE_CLIENT 15
+
+// The writer connection of CONNECT_WRITER is open and its startup packet sent.
+#define POLARSPLIT_EVENT_WRITER_CONNECTED 1
+
+#define POLARSPLIT_EVENT_WRITER_CONNECT_FAILED 2
+
+// A reader connection for ACQUIRE_READER (`server`; flags FRESH, NEEDS_RESET).
+#define POLARSPLIT_EVENT_READER_ATTACHED 3
+
+// No reader connection can be had now (flag NO_CREDENTIALS: never for this user).
+#define POLARSPLIT_EVENT_READER_UNAVAILABLE 4
+
+// Connection `conn` broke.
+#define POLARSPLIT_EVENT_CONNECTION_LOST 5
 
 // Success.
 #define POLARSPLIT_OK 0
@@ -95,6 +238,10 @@ typedef int32_t polarsplit_status;
 
 // A bound was exceeded (message size, buffered bytes, queue length).
 #define POLARSPLIT_ERR_LIMIT -9
+
+// The session is closed (the client terminated, broke the protocol, or a policy closed it):
+// only `polarsplit_session_free` is useful.
+#define POLARSPLIT_ERR_CLOSED -10
 
 #ifdef __cplusplus
 extern "C" {
@@ -172,17 +319,203 @@ polarsplit_status polarsplit_engine_new(const polarsplit_config *config, polarsp
 // `engine` must be NULL or a live engine handle, freed once.
 void polarsplit_engine_free(polarsplit_engine *engine);
 
-// Creates a session for a new client connection and stores it in `*out`.
+// Registers a reader server (or moves it to another hostgroup). Healthy, no replay sample yet.
 //
 // # Safety
-// `engine` must be a live engine; `out` a writable pointer slot.
-polarsplit_status polarsplit_session_new(const polarsplit_engine *engine, polarsplit_session **out);
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_add_reader(const polarsplit_engine *engine,
+                                               uint32_t server,
+                                               uint32_t hostgroup);
+
+// Forgets a reader server. `POLARSPLIT_DONE` when it was not registered.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_remove_reader(const polarsplit_engine *engine, uint32_t server);
+
+// Marks a reader healthy or not (unhealthy readers are never chosen; a pin on one is dropped).
+// `POLARSPLIT_DONE` when it is not registered.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_set_reader_health(const polarsplit_engine *engine,
+                                                      uint32_t server,
+                                                      bool healthy);
+
+// A monitor sample of a reader's replay LSN (e.g. `pg_last_wal_replay_lsn()`), taken at host
+// time `at_ms` (SPEC R-1). `POLARSPLIT_DONE` when the reader is unknown or in no hostgroup
+// mapped to a writer.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_reader_sample(const polarsplit_engine *engine,
+                                                  uint32_t server,
+                                                  uint64_t lsn,
+                                                  uint64_t at_ms);
+
+// A sample of the writer's LSN for a writer hostgroup (feeds `global` mode).
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_writer_sample(const polarsplit_engine *engine,
+                                                  uint32_t writer_hostgroup,
+                                                  uint64_t lsn);
+
+// The writer of `writer_hostgroup` changed identity (failover, switchover): its generation is
+// bumped and stored in `*generation` (may be NULL). Sessions forget their LSNs (SPEC S-2).
+//
+// # Safety
+// `engine` must be a live engine; `generation` NULL or writable.
+polarsplit_status polarsplit_engine_writer_changed(const polarsplit_engine *engine,
+                                                   uint32_t writer_hostgroup,
+                                                   uint64_t *generation);
+
+// Maps a writer hostgroup to its reader hostgroup, or to none with `reader_hostgroup = -1`.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_set_reader_hostgroup(const polarsplit_engine *engine,
+                                                         uint32_t writer_hostgroup,
+                                                         int64_t reader_hostgroup);
+
+// Sets the server dialect of a writer hostgroup's pair (`POLARSPLIT_DIALECT_*`;
+// `POLARSPLIT_DIALECT_DEFAULT` returns to the configured one).
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_set_dialect(const polarsplit_engine *engine,
+                                                uint32_t writer_hostgroup,
+                                                int32_t dialect);
+
+// Replaces the engine's configuration at runtime. Sessions adopt it at their next statement;
+// pooled readers opened under an older profile become incompatible (their key changes).
+//
+// # Safety
+// `engine` and `config` must be live handles.
+polarsplit_status polarsplit_engine_replace_config(const polarsplit_engine *engine,
+                                                   const polarsplit_config *config);
+
+// The number of named counters; valid indexes are `0 .. polarsplit_counter_count()`.
+//
+// # Safety
+// Always safe.
+uint32_t polarsplit_counter_count(void);
+
+// The name of counter `index` (static, NUL-terminated), or NULL when out of range.
+//
+// # Safety
+// Always safe.
+const char *polarsplit_counter_name(uint32_t index);
+
+// Reads counter `index` into `*value`.
+//
+// # Safety
+// `engine` must be a live engine; `value` writable.
+polarsplit_status polarsplit_engine_counter(const polarsplit_engine *engine,
+                                            uint32_t index,
+                                            uint64_t *value);
+
+// Decisions taken with `outcome` (`POLARSPLIT_OUTCOME_*`) into `*value`.
+//
+// # Safety
+// `engine` must be a live engine; `value` writable.
+polarsplit_status polarsplit_engine_outcome_count(const polarsplit_engine *engine,
+                                                  uint32_t outcome,
+                                                  uint64_t *value);
+
+// Decisions taken for reason code `reason` into `*value` (`polarsplit_reason_name` names them;
+// codes are stable and below 128).
+//
+// # Safety
+// `engine` must be a live engine; `value` writable.
+polarsplit_status polarsplit_engine_reason_count(const polarsplit_engine *engine,
+                                                 uint32_t reason,
+                                                 uint64_t *value);
+
+// Creates a session for a new client connection and stores it in `*out`. `info` may be NULL
+// (no addresses known; the configured writer hostgroup).
+//
+// # Safety
+// `engine` must be a live engine; `info` NULL or a valid struct whose strings are NULL or
+// NUL-terminated; `out` a writable pointer slot.
+polarsplit_status polarsplit_session_new(const polarsplit_engine *engine,
+                                         const polarsplit_client_info *info,
+                                         polarsplit_session **out);
 
 // Frees a session (also a poisoned one). NULL is a no-op.
 //
 // # Safety
 // `session` must be NULL or a live session, freed once.
 void polarsplit_session_free(polarsplit_session *session);
+
+// Feeds `len` bytes the client sent. `*consumed` receives how many were taken: all of them,
+// unless too many pipelined statements are undecided — keep the rest and feed it again after
+// the next backend input. Then poll actions until `POLARSPLIT_DONE`.
+//
+// On `POLARSPLIT_ERR_PROTOCOL` the client broke the protocol: poll the actions (an error for
+// the client and the closes) and see `polarsplit_session_last_error`.
+//
+// # Safety
+// `session` must be a live session; `bytes` NULL (with `len` 0) or `len` readable bytes;
+// `consumed` NULL or writable.
+polarsplit_status polarsplit_session_recv_client(polarsplit_session *session,
+                                                 const uint8_t *bytes,
+                                                 size_t len,
+                                                 uint64_t now_ms,
+                                                 size_t *consumed);
+
+// Feeds `len` bytes received from backend connection `conn`, then poll actions until
+// `POLARSPLIT_DONE`. `POLARSPLIT_ERR_UNKNOWN_CONNECTION` when the session does not use `conn`.
+//
+// # Safety
+// `session` must be a live session; `bytes` NULL (with `len` 0) or `len` readable bytes.
+polarsplit_status polarsplit_session_recv_backend(polarsplit_session *session,
+                                                  uint64_t conn,
+                                                  const uint8_t *bytes,
+                                                  size_t len,
+                                                  uint64_t now_ms);
+
+// Reports an event about backend connection `conn` (`POLARSPLIT_EVENT_*`, with
+// `POLARSPLIT_EVENT_FLAG_*` bits in `flags`; `server` for READER_ATTACHED). Then poll actions.
+// An unknown `kind` or flag bit is `POLARSPLIT_ERR_INVALID_ARGUMENT`.
+//
+// # Safety
+// `session` must be a live session.
+polarsplit_status polarsplit_session_on_backend_event(polarsplit_session *session,
+                                                      uint64_t conn,
+                                                      polarsplit_event_kind kind,
+                                                      uint32_t server,
+                                                      uint32_t flags,
+                                                      uint64_t now_ms);
+
+// Writes the next action into `*out` and returns `POLARSPLIT_OK`, or returns
+// `POLARSPLIT_DONE` when none is left (and zeroes `*out`). Pointers in `*out` are valid until
+// the next non-const call on the session.
+//
+// # Safety
+// `session` must be a live session; `out` a writable `polarsplit_action`.
+polarsplit_status polarsplit_session_poll_action(polarsplit_session *session,
+                                                 polarsplit_action *out);
+
+// The backend connection executing the client's current statement (for a CancelRequest):
+// `POLARSPLIT_OK` with `*conn` set, or `POLARSPLIT_DONE` when nothing is executing.
+//
+// # Safety
+// `session` must be a live session; `conn` writable.
+polarsplit_status polarsplit_session_executing_conn(polarsplit_session *session, uint64_t *conn);
+
+// The writer's BackendKeyData as the client saw it (to match a CancelRequest): `*pid` and up
+// to `cap` bytes of the secret into `secret` with its length in `*secret_len`. `POLARSPLIT_DONE`
+// before the writer sent one.
+//
+// # Safety
+// `session` must be a live session; `pid` and `secret_len` writable; `secret` `cap` writable
+// bytes (or NULL with `cap` 0).
+polarsplit_status polarsplit_session_backend_key(polarsplit_session *session,
+                                                 int32_t *pid,
+                                                 uint8_t *secret,
+                                                 size_t cap,
+                                                 size_t *secret_len);
 
 // Copies the session's last error text (empty when none) into `buf` as a NUL-terminated
 // string, truncated to `len` bytes. Returns the full length of the text (without NUL); a
@@ -197,6 +530,27 @@ size_t polarsplit_session_last_error(const polarsplit_session *session, char *bu
 // # Safety
 // `session` must be NULL or a live session.
 bool polarsplit_session_is_poisoned(const polarsplit_session *session);
+
+// The stable name of an outcome (`"FORCE_PRIMARY"`, …), or NULL for an unknown value.
+//
+// # Safety
+// Always safe; the string is static.
+const char *polarsplit_outcome_name(uint32_t outcome);
+
+// The stable name of a reason code (`"READ_WAIT"`, …), or NULL for an unknown value.
+//
+// # Safety
+// Always safe; the string is static.
+const char *polarsplit_reason_name(uint32_t reason);
+
+#if defined(POLARSPLIT_TEST_HOOKS)
+// Test hook: the next call on this session panics inside the library (to prove that the panic
+// boundary poisons just that session). Only in builds with the `test-hooks` feature.
+//
+// # Safety
+// `session` must be a live session.
+polarsplit_status polarsplit_session_test_panic_next(polarsplit_session *session);
+#endif
 
 // A short, static, NUL-terminated description of a status. Unknown values get
 // `"unknown status"`.

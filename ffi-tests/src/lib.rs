@@ -17,6 +17,8 @@ extern "C" {
     pub fn ctest_config_errors() -> c_int;
     pub fn ctest_lifetimes() -> c_int;
     pub fn ctest_header_c11() -> c_int;
+    pub fn ctest_transcript_write_then_read() -> c_int;
+    pub fn ctest_session_misuse() -> c_int;
     pub fn ctest_header_cxx() -> c_int;
 }
 

@@ -37,3 +37,16 @@ fn header_compiles_as_c11_and_cxx() {
     run("header_c11", ctest_header_c11);
     run("header_cxx", ctest_header_cxx);
 }
+
+#[test]
+fn c_transcript_write_then_read() {
+    run(
+        "transcript_write_then_read",
+        ctest_transcript_write_then_read,
+    );
+}
+
+#[test]
+fn c_session_misuse_gets_statuses() {
+    run("session_misuse", ctest_session_misuse);
+}

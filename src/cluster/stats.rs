@@ -14,6 +14,8 @@ macro_rules! counters {
         impl Counter {
             pub const ALL: &'static [Counter] = &[$(Counter::$variant,)+];
             pub fn name(self) -> &'static str { match self { $(Counter::$variant => $name,)+ } }
+            /// The name with a terminating NUL (for the C ABI).
+            pub fn c_name(self) -> &'static str { match self { $(Counter::$variant => concat!($name, "\0"),)+ } }
         }
     };
 }

@@ -11,10 +11,12 @@
 #![allow(clippy::missing_safety_doc)] // Each function's `# Safety` section is in its doc comment.
 
 mod config;
+mod engine;
 mod session;
 mod status;
 
 pub use config::*;
+pub use engine::*;
 pub use session::*;
 pub use status::*;
 
@@ -80,7 +82,6 @@ pub(crate) unsafe fn str_arg<'a>(p: *const c_char) -> Result<&'a str, Polarsplit
     c.to_str().map_err(|_| POLARSPLIT_ERR_INVALID_ARGUMENT)
 }
 
-#[allow(dead_code)] // The session input functions use it.
 /// Reads a `(ptr, len)` byte argument; NULL is accepted only with `len == 0`.
 ///
 /// # Safety

@@ -31,6 +31,9 @@ pub const POLARSPLIT_ERR_POISONED: PolarsplitStatus = -7;
 pub const POLARSPLIT_ERR_UNKNOWN_CONNECTION: PolarsplitStatus = -8;
 /// A bound was exceeded (message size, buffered bytes, queue length).
 pub const POLARSPLIT_ERR_LIMIT: PolarsplitStatus = -9;
+/// The session is closed (the client terminated, broke the protocol, or a policy closed it):
+/// only `polarsplit_session_free` is useful.
+pub const POLARSPLIT_ERR_CLOSED: PolarsplitStatus = -10;
 
 /// A short, static, NUL-terminated description of a status. Unknown values get
 /// `"unknown status"`.
@@ -51,6 +54,7 @@ pub extern "C" fn polarsplit_status_str(status: PolarsplitStatus) -> *const c_ch
         POLARSPLIT_ERR_POISONED => "session poisoned by an earlier panic\0",
         POLARSPLIT_ERR_UNKNOWN_CONNECTION => "bytes from a connection the session is not using\0",
         POLARSPLIT_ERR_LIMIT => "a size or count limit was exceeded\0",
+        POLARSPLIT_ERR_CLOSED => "the session is closed\0",
         _ => "unknown status\0",
     };
     s.as_ptr().cast()

@@ -64,6 +64,11 @@ macro_rules! reasons {
                 match self { $(Reason::$variant => $name,)+ }
             }
 
+            /// The name with a terminating NUL (for the C ABI).
+            pub fn c_name(self) -> &'static str {
+                match self { $(Reason::$variant => concat!($name, "\0"),)+ }
+            }
+
             pub fn from_u16(v: u16) -> Option<Reason> {
                 match v { $($num => Some(Reason::$variant),)+ _ => None }
             }
