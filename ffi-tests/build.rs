@@ -12,8 +12,15 @@ fn main() {
         .flag("-Wall")
         .flag("-Wextra")
         .flag("-Wpedantic")
-        .warnings_into_errors(true);
-    for f in ["c/abi_basics.c", "c/header_c11.c", "c/transcript.c"] {
+        .warnings_into_errors(true)
+        // ffi-tests links the library with its `test-hooks` feature (a forced panic).
+        .define("POLARSPLIT_TEST_HOOKS", None);
+    for f in [
+        "c/abi_basics.c",
+        "c/header_c11.c",
+        "c/transcript.c",
+        "c/misuse.c",
+    ] {
         c.file(f);
         println!("cargo:rerun-if-changed={f}");
     }

@@ -20,6 +20,12 @@ extern "C" {
     pub fn ctest_transcript_write_then_read() -> c_int;
     pub fn ctest_session_misuse() -> c_int;
     pub fn ctest_header_cxx() -> c_int;
+    pub fn ctest_misuse_null_every_pointer() -> c_int;
+    pub fn ctest_misuse_out_of_range_integers() -> c_int;
+    pub fn ctest_misuse_input_while_actions_pending() -> c_int;
+    pub fn ctest_misuse_handles_freed_while_in_use() -> c_int;
+    pub fn ctest_misuse_output_buffers() -> c_int;
+    pub fn ctest_misuse_panic_poisons_one_session() -> c_int;
 }
 
 /// Runs one C test and panics with its failing line.
