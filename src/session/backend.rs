@@ -39,6 +39,15 @@ impl Session {
             .map(|i| i + 1)
     }
 
+    /// Whether a backend message is partly forwarded to the client (a streamed body in
+    /// progress): until it completes, no other byte may reach the client.
+    pub(super) fn client_mid_message(&self) -> bool {
+        self.writer
+            .iter()
+            .chain(self.readers.iter())
+            .any(|b| b.streaming == Some(true) && !b.framer.at_boundary())
+    }
+
     pub(super) fn backend(&self, i: usize) -> &Backend {
         match i {
             0 => self.writer.as_ref().expect("index 0 is the writer"),
@@ -116,16 +125,18 @@ impl Session {
         let is_writer = self.backend_index(conn) == Some(0);
         if is_writer {
             let msg = format!("polarsplit: protocol violation by the primary: {what}");
-            self.out.send_client_with(|o| {
-                encode::error_or_notice(
-                    o,
-                    false,
-                    encode::Severity::Fatal,
-                    b"08P01",
-                    msg.as_bytes(),
-                    None,
-                );
-            });
+            if !self.client_mid_message() {
+                self.out.send_client_with(|o| {
+                    encode::error_or_notice(
+                        o,
+                        false,
+                        encode::Severity::Fatal,
+                        b"08P01",
+                        msg.as_bytes(),
+                        None,
+                    );
+                });
+            }
             self.close_all();
             return Err(self.fail(SessionError::Protocol(format!("writer: {what}"))));
         }
@@ -201,16 +212,18 @@ impl Session {
                 None => Err(SessionError::UnknownConnection(conn)),
                 Some(0) => {
                     let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
-                    self.out.send_client_with(|o| {
-                        encode::error_or_notice(
-                            o,
-                            false,
-                            encode::Severity::Fatal,
-                            b"08006",
-                            msg,
-                            None,
-                        );
-                    });
+                    if !self.client_mid_message() {
+                        self.out.send_client_with(|o| {
+                            encode::error_or_notice(
+                                o,
+                                false,
+                                encode::Severity::Fatal,
+                                b"08006",
+                                msg,
+                                None,
+                            );
+                        });
+                    }
                     self.writer = None;
                     self.close_all();
                     Ok(())
@@ -230,6 +243,13 @@ impl Session {
             return;
         };
         if i == 0 {
+            return;
+        }
+        if self.client_mid_message() {
+            // Part of a message already reached the client and its rest never will: nothing
+            // more can reach the client intact (an error would land inside the message).
+            self.engine.stats().inc(Counter::FailuresConnectionLost);
+            self.close_all();
             return;
         }
         let b = self.readers.remove(i - 1);
