@@ -5,6 +5,11 @@ use super::*;
 
 /// Which backend message bodies the engine reads; rows and descriptions pass by count.
 fn backend_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> BodyMode {
+    // Authentication exchanges (SASL, GSS: longer than the 8 bytes of a code and an MD5 salt)
+    // are no routing business: streamed, never copied, so no byte of them stays in a buffer.
+    if t == tag::AUTHENTICATION && len > 8 {
+        return BodyMode::Stream;
+    }
     let small = len <= limits.max_inspected_len;
     if small
         && (BackendMessage::needs_body(t)

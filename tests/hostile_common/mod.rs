@@ -173,21 +173,18 @@ pub fn heap_contains(needle: &[u8]) -> Result<usize, usize> {
             }
         }
     });
-    let mut window = vec![0u8; needle.len()];
+    let mut copy = Vec::new();
     for &(p, size) in &blocks {
         if size < needle.len() {
             continue;
         }
-        for start in 0..=size - needle.len() {
-            for (k, w) in window.iter_mut().enumerate() {
-                // SAFETY: inside a live block of `size` bytes this thread allocated; volatile
-                // byte reads (the block may hold bytes never written).
-                *w = unsafe { std::ptr::read_volatile((p + start + k) as *const u8) };
-            }
-            if window == needle {
-                TRACKED.with(|t| t.set(was));
-                return Err(size);
-            }
+        copy.clear();
+        // SAFETY: a live block of `size` bytes this thread allocated; volatile byte reads (it may
+        // hold bytes never written, or stale bytes of a cleared buffer — exactly what we look for).
+        copy.extend((0..size).map(|k| unsafe { std::ptr::read_volatile((p + k) as *const u8) }));
+        if contains(&copy, needle) {
+            TRACKED.with(|t| t.set(was));
+            return Err(size);
         }
     }
     TRACKED.with(|t| t.set(was));
@@ -218,6 +215,9 @@ pub struct Seen {
 /// memory a test measures is the engine's. With `copy` off it copies no byte at all (decisions
 /// are small plain values and are always kept).
 pub struct Lean {
+    /// Byte strings no action may carry (checked on the borrowed bytes, never copied).
+    pub forbid: Vec<&'static [u8]>,
+    pub forbidden_seen: usize,
     pub engine: Arc<Engine>,
     pub session: Session,
     pub now: u64,
@@ -241,6 +241,8 @@ impl Lean {
             },
         );
         Lean {
+            forbid: Vec::new(),
+            forbidden_seen: 0,
             engine,
             session,
             now: 1_000,
@@ -253,6 +255,17 @@ impl Lean {
 
     pub fn drain(&mut self) {
         while let Some(a) = self.session.poll_action() {
+            let bytes: &[u8] = match a {
+                Action::SendBackend { bytes, .. } | Action::SendClient { bytes } => bytes,
+                Action::ConnectWriter { startup } | Action::AcquireReader { startup, .. } => {
+                    startup
+                }
+                Action::CancelRequest { secret, .. } => secret,
+                _ => &[],
+            };
+            if self.forbid.iter().any(|f| contains(bytes, f)) {
+                self.forbidden_seen += 1;
+            }
             let s = &mut self.seen;
             s.actions += 1;
             match a {
