@@ -1019,6 +1019,13 @@ impl Session {
         if body_len > 0 {
             self.backend_mut(i).streaming = Some(forward);
         }
+        if i == 0 && matches!(t, tag::COPY_IN_RESPONSE | tag::COPY_BOTH_RESPONSE) {
+            // The client's COPY data may flow to the writer now.
+            if let Some(c) = self.current.as_mut() {
+                c.copy_in = true;
+            }
+            self.pump(None);
+        }
     }
 
     fn on_backend_opaque_bytes(&mut self, conn: ConnId, n: usize) {
