@@ -68,6 +68,27 @@
 // READER_UNAVAILABLE: this user cannot log in on the readers at all.
 #define POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS 4
 
+// Fact kinds for `polarsplit_session_recv_backend_fact` (libpq-based hosts, SPEC §0).
+#define POLARSPLIT_FACT_READY_FOR_QUERY 1
+
+#define POLARSPLIT_FACT_COMMAND_COMPLETE 2
+
+#define POLARSPLIT_FACT_ERROR 3
+
+#define POLARSPLIT_FACT_NOTICE 4
+
+#define POLARSPLIT_FACT_PARAMETER_STATUS 5
+
+// Any other message, by its type byte in `tag` (rows, descriptions, COPY data…).
+#define POLARSPLIT_FACT_OTHER 6
+
+// `polarsplit_backend_fact.lsn_state`.
+#define POLARSPLIT_LSN_MISSING 0
+
+#define POLARSPLIT_LSN_ZERO 1
+
+#define POLARSPLIT_LSN_AT 2
+
 // An immutable, validated configuration. It may be shared by any number of engines and freed
 // at any time: engines keep their own reference.
 typedef struct polarsplit_config polarsplit_config;
@@ -137,6 +158,39 @@ typedef struct {
   uint64_t key_startup_identity_hash;
   uint64_t key_startup_options_hash;
 } polarsplit_action;
+
+// One ErrorResponse/NoticeResponse field.
+typedef struct {
+  // The field code ('S', 'V', 'C', 'M', 'D', 'R', …).
+  uint8_t code;
+  const uint8_t *value;
+  size_t value_len;
+} polarsplit_error_field;
+
+// One backend message as parsed facts. Fields not used by `kind` are ignored.
+typedef struct {
+  uint32_t kind;
+  // READY_FOR_QUERY: 'I', 'T' or 'E'.
+  uint8_t status;
+  // READY_FOR_QUERY: `POLARSPLIT_LSN_*`, and the LSN when AT.
+  uint32_t lsn_state;
+  uint64_t lsn;
+  // READY_FOR_QUERY: 0 (no marker), 'x' or 'w', and the raw XID list.
+  uint8_t marker;
+  const uint8_t *xids;
+  size_t xids_len;
+  // COMMAND_COMPLETE: the tag. PARAMETER_STATUS: the name.
+  const uint8_t *text;
+  size_t text_len;
+  // PARAMETER_STATUS: the value.
+  const uint8_t *value;
+  size_t value_len;
+  // ERROR / NOTICE: the fields.
+  const polarsplit_error_field *fields;
+  size_t fields_len;
+  // OTHER: the message type byte.
+  uint8_t tag;
+} polarsplit_backend_fact;
 
 // Reply to the client's encryption request with one byte ('S'/'G' accept, 'N' refuse); `flag`
 // is true for GSSENCRequest. The client then sends a new startup packet.
@@ -551,6 +605,18 @@ const char *polarsplit_reason_name(uint32_t reason);
 // `session` must be a live session.
 polarsplit_status polarsplit_session_test_panic_next(polarsplit_session *session);
 #endif
+
+// Feeds one backend message of connection `conn` as parsed facts (hosts that never see raw
+// backend bytes, e.g. libpq-based ones). The resulting FORWARD_BACKEND / DISCARD_BACKEND
+// actions for `conn` have `n == 1`: forward or drop that message. Then poll actions.
+//
+// # Safety
+// `session` must be a live session; `fact` a valid struct whose pointers are NULL (with a zero
+// length) or point to their lengths of readable bytes/fields.
+polarsplit_status polarsplit_session_recv_backend_fact(polarsplit_session *session,
+                                                       uint64_t conn,
+                                                       const polarsplit_backend_fact *fact,
+                                                       uint64_t now_ms);
 
 // A short, static, NUL-terminated description of a status. Unknown values get
 // `"unknown status"`.

@@ -74,10 +74,16 @@ fn p3_step6_self_contained_extended_read_goes_to_a_reader() {
     let mut h = host();
     let batch = unnamed_batch("SELECT v FROM t WHERE k = $1");
     let acts = h.client(&batch);
-    assert!(acts.iter().any(|a| matches!(a, A::Acquire { .. })), "{acts:?}");
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
     h.attach(R1);
     let d = h.last_decision();
-    assert_eq!((d.outcome, d.reason), (Outcome::ReplicaWithWait, Reason::ExtendedRead));
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::ReplicaWithWait, Reason::ExtendedRead)
+    );
     // The batch goes to the reader byte for byte.
     assert_eq!(h.take_sent(R1), batch);
     h.backend(R1, &extended_answer(&["7"], 0x1100));
@@ -94,7 +100,13 @@ fn p3_step6_extended_read_with_a_target_goes_to_the_primary() {
     h.writer_answers("INSERT 0 1", b'I', Some(0x5000), None);
     let batch = unnamed_batch("SELECT v FROM t WHERE k = $1");
     let acts = h.client(&batch);
-    assert!(acts.contains(&A::FwdClient { conn: WRITER, n: batch.len() }), "{acts:?}");
+    assert!(
+        acts.contains(&A::FwdClient {
+            conn: WRITER,
+            n: batch.len()
+        }),
+        "{acts:?}"
+    );
     assert_eq!(h.last_decision().reason, Reason::ExtendedNeedsWait);
     h.backend(WRITER, &extended_answer(&["7"], 0x5000));
     assert!(h.streams.balanced());
@@ -120,7 +132,13 @@ fn extended_flush_then_sync_continues_on_the_writer() {
     first.extend(describe(b'S', ""));
     first.extend(flush());
     let acts = h.client(&first);
-    assert!(acts.contains(&A::FwdClient { conn: WRITER, n: first.len() }), "{acts:?}");
+    assert!(
+        acts.contains(&A::FwdClient {
+            conn: WRITER,
+            n: first.len()
+        }),
+        "{acts:?}"
+    );
     // The writer answers the Flush without an RFQ.
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
@@ -130,7 +148,13 @@ fn extended_flush_then_sync_continues_on_the_writer() {
     second.extend(execute(""));
     second.extend(sync());
     let acts = h.client(&second);
-    assert!(acts.contains(&A::FwdClient { conn: WRITER, n: second.len() }), "{acts:?}");
+    assert!(
+        acts.contains(&A::FwdClient {
+            conn: WRITER,
+            n: second.len()
+        }),
+        "{acts:?}"
+    );
     let mut ans = msg(b'2', b"");
     ans.extend(data_row(&["7"]));
     ans.extend(command_complete("SELECT 1"));
@@ -152,7 +176,13 @@ fn copy_from_stdin_streams_client_data_to_the_writer() {
     data.extend(msg(b'd', b"3\t4\n"));
     data.extend(msg(b'c', b""));
     let acts = h.client(&data);
-    assert!(acts.contains(&A::FwdClient { conn: WRITER, n: data.len() }), "{acts:?}");
+    assert!(
+        acts.contains(&A::FwdClient {
+            conn: WRITER,
+            n: data.len()
+        }),
+        "{acts:?}"
+    );
     h.writer_answers("COPY 2", b'I', Some(0x2000), None);
     assert_eq!(tags(&h.take_client()), "GCZ");
     assert!(h.session.lsn_state().write_lsn.0 == 0x2000);
@@ -172,7 +202,10 @@ fn copy_to_stdout_is_forwarded_by_count() {
     ans.extend(rfq(b'I', Some(0x2000), None));
     let acts = h.backend(WRITER, &ans);
     // Forwarded in a few coalesced actions, not one per row.
-    let forwards = acts.iter().filter(|a| matches!(a, A::FwdBackend { .. })).count();
+    let forwards = acts
+        .iter()
+        .filter(|a| matches!(a, A::FwdBackend { .. }))
+        .count();
     assert!(forwards <= 2, "{acts:?}");
     assert!(h.streams.balanced());
 }
@@ -182,14 +215,20 @@ fn function_call_and_terminate() {
     let mut h = host();
     let f = msg(b'F', &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
     let acts = h.client(&f);
-    assert!(acts.contains(&A::FwdClient { conn: WRITER, n: f.len() }));
+    assert!(acts.contains(&A::FwdClient {
+        conn: WRITER,
+        n: f.len()
+    }));
     assert_eq!(h.last_decision().reason, Reason::NotAStatement);
     let mut ans = msg(b'V', &[0, 0, 0, 0]);
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
     let x = msg(b'X', b"");
     let acts = h.client(&x);
-    assert_eq!(acts, vec![A::FwdClient { conn: WRITER, n: 5 }, A::CloseClient]);
+    assert_eq!(
+        acts,
+        vec![A::FwdClient { conn: WRITER, n: 5 }, A::CloseClient]
+    );
     assert!(h.session.is_closed());
 }
 
@@ -211,7 +250,14 @@ fn ssl_request_then_startup_and_cancel_request() {
     let acts = h.client(&cancel);
     assert_eq!(
         acts,
-        vec![A::DropClient(16), A::Cancel { pid: 42, secret: vec![1, 2, 3, 4] }, A::CloseClient]
+        vec![
+            A::DropClient(16),
+            A::Cancel {
+                pid: 42,
+                secret: vec![1, 2, 3, 4]
+            },
+            A::CloseClient
+        ]
     );
 }
 

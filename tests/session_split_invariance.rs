@@ -127,8 +127,13 @@ fn split(bytes: &[u8], step: usize) -> Vec<&[u8]> {
 #[test]
 fn whole_conversation_is_sane() {
     let (client, writer, reader, decisions) = run(&[0]);
-    assert_eq!(client_rfq_statuses(&client), vec![b'I', b'I', b'I', b'T', b'T', b'T', b'T', b'I', b'I', b'I']);
-    assert!(sent_queries(&reader).iter().any(|q| q.starts_with("SET polar_xact_split_xids = '1,900'")));
+    assert_eq!(
+        client_rfq_statuses(&client),
+        vec![b'I', b'I', b'I', b'T', b'T', b'T', b'T', b'I', b'I', b'I']
+    );
+    assert!(sent_queries(&reader)
+        .iter()
+        .any(|q| q.starts_with("SET polar_xact_split_xids = '1,900'")));
     assert!(!writer.is_empty());
     assert_eq!(decisions.len(), 9);
 }

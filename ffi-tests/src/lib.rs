@@ -19,6 +19,7 @@ extern "C" {
     pub fn ctest_header_c11() -> c_int;
     pub fn ctest_transcript_write_then_read() -> c_int;
     pub fn ctest_session_misuse() -> c_int;
+    pub fn ctest_facts_input() -> c_int;
     pub fn ctest_header_cxx() -> c_int;
 }
 

@@ -50,3 +50,8 @@ fn c_transcript_write_then_read() {
 fn c_session_misuse_gets_statuses() {
     run("session_misuse", ctest_session_misuse);
 }
+
+#[test]
+fn c_s0_facts_input() {
+    run("facts_input", ctest_facts_input);
+}

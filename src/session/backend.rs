@@ -64,6 +64,14 @@ impl Session {
         if self.backend_index(conn).is_none() {
             return Err(self.fail(SessionError::UnknownConnection(conn)));
         }
+        self.recv_backend_bytes(conn, bytes)
+    }
+
+    pub(super) fn recv_backend_bytes(
+        &mut self,
+        conn: ConnId,
+        bytes: &[u8],
+    ) -> Result<(), SessionError> {
         let limits = self.config.limits;
         let mut pos = 0;
         while pos < bytes.len() {

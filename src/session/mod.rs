@@ -13,6 +13,7 @@ pub mod actions;
 mod backend;
 mod client;
 pub mod decision;
+mod facts;
 pub mod plan;
 mod route;
 mod startup;
@@ -37,6 +38,7 @@ use crate::protocol::{tag, Lsn, LsnField, Marker, Rfq, RfqExtensions, TxStatus, 
 
 pub use actions::{Action, ConnId};
 pub use decision::{Decision, Outcome, Reason};
+pub use facts::BackendFact;
 pub use startup::{ClientInfo, Role, Startup};
 
 use actions::ActionQueue;
