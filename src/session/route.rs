@@ -134,7 +134,7 @@ impl Session {
         };
         match d.outcome {
             Outcome::Passthrough | Outcome::ForcePrimary => {
-                self.start_writer_unit(UnitKind::Query, d, class, may_write)
+                self.start_writer_unit_with(UnitKind::Query, d, class, may_write, fresh)
             }
             Outcome::Reject => self.reject_unit(UnitKind::Query, d, 1),
             Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit => {
