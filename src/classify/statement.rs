@@ -53,32 +53,73 @@ enum Kw {
     Other,
 }
 
+/// Packs up to 8 bytes, ASCII-lower-cased by `| 0x20` (exact for letters; no other identifier
+/// byte becomes a letter), so a keyword test is one integer compare.
+const fn pack(b: &[u8]) -> u64 {
+    let mut v = 0u64;
+    let mut i = 0;
+    while i < b.len() && i < 8 {
+        v |= ((b[i] | 0x20) as u64) << (8 * i);
+        i += 1;
+    }
+    v
+}
+
 fn kw_of(b: &[u8]) -> Kw {
-    let eq = |k: &[u8]| b.eq_ignore_ascii_case(k);
-    match b.len() {
-        2 if eq(b"no") => Kw::No,
-        3 if eq(b"for") => Kw::For,
-        3 if eq(b"key") => Kw::Key,
-        3 if eq(b"end") => Kw::End,
-        4 if eq(b"with") => Kw::With,
-        4 if eq(b"into") => Kw::Into,
-        4 if eq(b"temp") => Kw::Temp,
-        4 if eq(b"case") => Kw::Case,
-        5 if eq(b"merge") => Kw::Merge,
-        5 if eq(b"share") => Kw::Share,
-        5 if eq(b"table") => Kw::Table,
-        5 if eq(b"local") => Kw::Local,
-        5 if eq(b"begin") => Kw::Begin,
-        6 if eq(b"insert") => Kw::Insert,
-        6 if eq(b"update") => Kw::Update,
-        6 if eq(b"delete") => Kw::Delete,
-        6 if eq(b"select") => Kw::Select,
-        6 if eq(b"values") => Kw::Values,
-        6 if eq(b"global") => Kw::Global,
-        6 if eq(b"atomic") => Kw::Atomic,
-        6 if eq(b"create") => Kw::Create,
-        8 if eq(b"unlogged") => Kw::Unlogged,
-        9 if eq(b"temporary") => Kw::Temporary,
+    if b.len() > 8 {
+        return if b.eq_ignore_ascii_case(b"temporary") {
+            Kw::Temporary
+        } else {
+            Kw::Other
+        };
+    }
+    const NO: u64 = pack(b"no");
+    const FOR: u64 = pack(b"for");
+    const KEY: u64 = pack(b"key");
+    const END: u64 = pack(b"end");
+    const WITH: u64 = pack(b"with");
+    const INTO: u64 = pack(b"into");
+    const TEMP: u64 = pack(b"temp");
+    const CASE: u64 = pack(b"case");
+    const MERGE: u64 = pack(b"merge");
+    const SHARE: u64 = pack(b"share");
+    const TABLE: u64 = pack(b"table");
+    const LOCAL: u64 = pack(b"local");
+    const BEGIN: u64 = pack(b"begin");
+    const INSERT: u64 = pack(b"insert");
+    const UPDATE: u64 = pack(b"update");
+    const DELETE: u64 = pack(b"delete");
+    const SELECT: u64 = pack(b"select");
+    const VALUES: u64 = pack(b"values");
+    const GLOBAL: u64 = pack(b"global");
+    const ATOMIC: u64 = pack(b"atomic");
+    const CREATE: u64 = pack(b"create");
+    const UNLOGGED: u64 = pack(b"unlogged");
+    // Equal packs mean equal words: `x | 0x20` is a given lower-case letter only for that letter
+    // in either case, and is never 0, so a longer identifier never packs like a shorter keyword.
+    match pack(b) {
+        NO => Kw::No,
+        FOR => Kw::For,
+        KEY => Kw::Key,
+        END => Kw::End,
+        WITH => Kw::With,
+        INTO => Kw::Into,
+        TEMP => Kw::Temp,
+        CASE => Kw::Case,
+        MERGE => Kw::Merge,
+        SHARE => Kw::Share,
+        TABLE => Kw::Table,
+        LOCAL => Kw::Local,
+        BEGIN => Kw::Begin,
+        INSERT => Kw::Insert,
+        UPDATE => Kw::Update,
+        DELETE => Kw::Delete,
+        SELECT => Kw::Select,
+        VALUES => Kw::Values,
+        GLOBAL => Kw::Global,
+        ATOMIC => Kw::Atomic,
+        CREATE => Kw::Create,
+        UNLOGGED => Kw::Unlogged,
         _ => Kw::Other,
     }
 }
@@ -741,7 +782,8 @@ fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
         if !c.eat_kw("work") {
             c.eat_kw("transaction");
         }
-        if c.eat_kw("to") {
+        // `ABORT TO …` is a syntax error on the server; only ROLLBACK has the TO form.
+        if is("rollback") && c.eat_kw("to") {
             c.eat_kw("savepoint");
             c.name()?;
             c.end()?;
@@ -942,14 +984,21 @@ fn explain(c: &mut Cursor, scan: &Scan) -> Option<Head> {
     while inner.kind == Tok::LParen {
         inner = c.next()?;
     }
-    if analyze {
-        return Some((Kind::ReadNotSafe, NotSafe::ExplainAnalyze, Effects::NONE));
-    }
     let k = if inner.kind == Tok::Ident {
         kw_of(c.text(inner))
     } else {
         Kw::Other
     };
+    if analyze {
+        // EXPLAIN ANALYZE runs the statement: SELECT INTO TEMP / CREATE TEMP … AS create.
+        let mut fx = Effects::NONE;
+        if k == Kw::Create {
+            fx |= create_effects(c);
+        } else if scan.into_temp {
+            fx |= Effects::CREATES_TEMP;
+        }
+        return Some((Kind::ReadNotSafe, NotSafe::ExplainAnalyze, fx));
+    }
     if !is_read_start(k) {
         return write();
     }
