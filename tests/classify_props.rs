@@ -509,6 +509,16 @@ fn s7_hostile_inputs_under_the_limits_get_a_correct_verdict_quickly() {
             NotSafe::WriteFunction,
         ),
         (
+            format!("DO $${}$$", "pg_try_".repeat(140_000)),
+            Kind::Write,
+            NotSafe::NotARead,
+        ),
+        (
+            format!("SELECT ts_stat('{}')", "pg_try_advisory_".repeat(60_000)),
+            Kind::ReadNotSafe,
+            NotSafe::WriteFunction,
+        ),
+        (
             format!("SET x.y = {}1", "1, ".repeat(200_000)),
             Kind::Set {
                 var: polarsplit::classify::Var::Other,

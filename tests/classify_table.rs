@@ -212,6 +212,11 @@ const TABLE: &[Row] = &[
     ("VALUES (nextval('s'))", RN, Ns::WriteFunction, N, false),
     ("SELECT * FROM nextval('s')", RN, Ns::WriteFunction, N, false),
     ("SELECT U&\"nextval\"('s')", RN, Ns::WriteFunction, N, false),
+    // Built-ins that run SQL text: never safe, and the effects named in the text count.
+    ("SELECT query_to_xml('select 1', true, false, '')", RN, Ns::WriteFunction, N, false),
+    ("SELECT query_to_xml('select pg_advisory_lock(1)', true, false, '')", RN, Ns::WriteFunction, AL, false),
+    ("SELECT pg_catalog.query_to_xml_and_xmlschema($q$select pg_try_advisory_xact_lock(1)$q$, true, false, '')", RN, Ns::WriteFunction, AX, false),
+    ("SELECT * FROM ts_stat('select to_tsvector(set_config(''a.b'',''c'',false))')", RN, Ns::WriteFunction, SC, false),
     // Attribute notation calls one-argument functions (verified on PostgreSQL 15).
     ("SELECT ('s'::regclass).nextval", RN, Ns::WriteFunction, N, false),
     ("SELECT (7::bigint).pg_advisory_lock", RN, Ns::WriteFunction, AL, false),
@@ -278,6 +283,8 @@ const TABLE: &[Row] = &[
     ("REFRESH MATERIALIZED VIEW mv", W, Ns::NotARead, N, false),
     ("CALL p()", W, Ns::NotARead, N, false),
     ("DO $$BEGIN PERFORM 1; END$$", W, Ns::NotARead, N, false),
+    ("DO $$BEGIN PERFORM pg_advisory_lock(1); PERFORM set_config('a.b', 'c', false); END$$", W, Ns::NotARead, Effects(AL.0 | SC.0), false),
+    ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, AL, false),
     ("CHECKPOINT", W, Ns::NotARead, N, false),
     ("NOTIFY ch, 'x'", W, Ns::NotARead, N, false),
     ("PREPARE TRANSACTION 'g'", W, Ns::NotARead, N, false),

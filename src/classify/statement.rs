@@ -152,6 +152,50 @@ fn call_effects(name: &[u8]) -> (Effects, bool) {
     (Effects::NONE, eq(b"pg_advisory_unlock_all"))
 }
 
+/// Built-ins that run SQL given as text (verified on PostgreSQL 15: `query_to_xml('select
+/// pg_advisory_lock(1)', …)` takes the lock). What they run cannot be seen, so a read calling
+/// them is never replica-safe, whatever the configured write list says.
+fn executes_sql_text(name: &[u8]) -> bool {
+    let eq = |k: &[u8]| name.eq_ignore_ascii_case(k);
+    eq(b"query_to_xml")
+        || eq(b"query_to_xmlschema")
+        || eq(b"query_to_xml_and_xmlschema")
+        || eq(b"ts_stat")
+}
+
+fn starts_ci(t: &[u8], p: &[u8]) -> bool {
+    t.len() >= p.len() && t[..p.len()].eq_ignore_ascii_case(p)
+}
+
+/// Effects named anywhere in `text` (strings and comments included), for statements that run
+/// code we cannot parse: a DO block, or SQL text passed to a built-in. Over-reporting only keeps
+/// a session on the primary; lock release is never inferred. Linear: at most a few short
+/// comparisons per byte.
+fn text_effects(text: &[u8]) -> Effects {
+    let mut fx = Effects::NONE;
+    for i in 0..text.len() {
+        let t = &text[i..];
+        match t[0] | 0x20 {
+            b's' if starts_ci(t, b"set_config") => fx |= Effects::CALLS_SET_CONFIG,
+            b'p' if starts_ci(t, b"pg_") => {
+                let rest = &t[3..];
+                let rest = if starts_ci(rest, b"try_") {
+                    &rest[4..]
+                } else {
+                    rest
+                };
+                if starts_ci(rest, b"advisory_lock") {
+                    fx |= Effects::ADVISORY_LOCK;
+                } else if starts_ci(rest, b"advisory_xact_lock") {
+                    fx |= Effects::ADVISORY_XACT_LOCK;
+                }
+            }
+            _ => {}
+        }
+    }
+    fx
+}
+
 fn starts_with_pg_temp(b: &[u8]) -> bool {
     b.len() >= 7 && b[..7].eq_ignore_ascii_case(b"pg_temp")
 }
@@ -189,6 +233,8 @@ struct Scan {
     into_temp: bool,
     lock: bool,
     write_fn: bool,
+    /// Calls a built-in that runs SQL text (see [`executes_sql_text`]).
+    executes_sql: bool,
     effects: Effects,
     unlock_all: bool,
     /// First SELECT/VALUES/TABLE/INSERT/UPDATE/DELETE/MERGE at depth 0 after the first token:
@@ -224,6 +270,7 @@ impl Scan {
             into_temp: false,
             lock: false,
             write_fn: false,
+            executes_sql: false,
             effects: Effects::NONE,
             unlock_all: false,
             main0: None,
@@ -383,6 +430,10 @@ impl Scan {
         if wf.contains(std::str::from_utf8(name).unwrap_or("")) {
             self.write_fn = true;
         }
+        if executes_sql_text(name) {
+            self.write_fn = true;
+            self.executes_sql = true;
+        }
         self.effects |= call_effects(name).0;
     }
 
@@ -401,6 +452,10 @@ impl Scan {
         let name_str = std::str::from_utf8(name).unwrap_or("");
         if wf.contains(name_str) {
             self.write_fn = true;
+        }
+        if executes_sql_text(name) {
+            self.write_fn = true;
+            self.executes_sql = true;
         }
         let (fx, unlock_all) = call_effects(name);
         self.effects |= fx;
@@ -619,7 +674,13 @@ fn read_verdict(scan: &Scan, first_kw: Kw) -> (Kind, NotSafe) {
 fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     let src = sql.as_bytes();
     let span = scan.span();
-    let fx = scan.effects;
+    let mut fx = scan.effects;
+    let is_do = matches!(scan.first_word, Some(t) if t.kind == Tok::Ident
+        && bytes(src, t).eq_ignore_ascii_case(b"do"));
+    if scan.executes_sql || is_do {
+        fx |= text_effects(src.get(scan.start..scan.end).unwrap_or(&[]));
+    }
+    let fx = fx;
     if scan.error || scan.semicolon_in_parens {
         return info(Kind::Unknown, NotSafe::Unparseable, fx, span);
     }
