@@ -313,7 +313,7 @@ impl Scan {
         self.end = t.end;
         if self.first_word.is_none() {
             if t.kind == Tok::LParen {
-                self.lead_parens += 1;
+                self.lead_parens = self.lead_parens.saturating_add(1);
             } else {
                 self.first_word = Some(t);
                 if t.kind == Tok::Ident {
@@ -325,7 +325,7 @@ impl Scan {
         match t.kind {
             Tok::Error(_) | Tok::Other => self.error = true,
             Tok::LParen => {
-                self.depth += 1;
+                self.depth = self.depth.saturating_add(1);
                 if self.depth > limits.max_paren_depth {
                     return Err(());
                 }
@@ -365,7 +365,7 @@ impl Scan {
             }
             Kw::No | Kw::Key if idx == self.for_at.wrapping_add(1) => {
                 self.lock = true;
-                self.lock_tail_until = idx + 2;
+                self.lock_tail_until = idx.saturating_add(2);
             }
             Kw::Into => {
                 self.has_into = true;
@@ -399,7 +399,9 @@ impl Scan {
         }
         if self.is_create {
             match k {
-                Kw::Begin if self.atomic_depth > 0 => self.atomic_depth += 1,
+                Kw::Begin if self.atomic_depth > 0 => {
+                    self.atomic_depth = self.atomic_depth.saturating_add(1)
+                }
                 Kw::Begin if self.depth == 0 => self.begin_at = idx,
                 Kw::Atomic
                     if !self.atomic_seen
@@ -410,7 +412,9 @@ impl Scan {
                     self.atomic_seen = true;
                     self.atomic_depth = 1;
                 }
-                Kw::Case if self.atomic_depth > 0 => self.atomic_depth += 1,
+                Kw::Case if self.atomic_depth > 0 => {
+                    self.atomic_depth = self.atomic_depth.saturating_add(1)
+                }
                 Kw::End if self.atomic_depth > 0 => self.atomic_depth -= 1,
                 _ => {}
             }
