@@ -684,7 +684,6 @@ fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     if scan.executes_sql || is_do {
         fx |= text_effects(src.get(scan.start..scan.end).unwrap_or(&[]));
     }
-    let fx = fx;
     if scan.error || scan.semicolon_in_parens {
         return info(Kind::Unknown, NotSafe::Unparseable, fx, span);
     }
@@ -698,7 +697,6 @@ fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     };
     if is_read_start(first_kw) {
         let (kind, why) = read_verdict(scan, first_kw);
-        let mut fx = fx;
         if kind != Kind::Write {
             if scan.into_temp {
                 fx |= Effects::CREATES_TEMP;
