@@ -581,6 +581,13 @@ impl Session {
             }
             Var::TransactionIsolation | Var::TransactionReadOnly => {}
             v => {
+                // With pg_temp on the search_path a plain CREATE TABLE makes a temporary table:
+                // the classifier cannot see that, so the session stays on the writer.
+                if v == Var::SearchPath
+                    && stmt.is_some_and(|st| st.to_ascii_lowercase().contains("pg_temp"))
+                {
+                    self.hazards.set(Hazards::TEMP);
+                }
                 if v == Var::DefaultTransactionIsolation {
                     self.session_isolation = match stmt {
                         Some(s) => {
