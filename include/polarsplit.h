@@ -407,13 +407,27 @@ polarsplit_status polarsplit_engine_reader_sample(const polarsplit_engine *engin
                                                   uint64_t lsn,
                                                   uint64_t at_ms);
 
-// A sample of the writer's LSN for a writer hostgroup (feeds `global` mode).
+// A monitor sample of the writer's LSN for a writer hostgroup (e.g.
+// `pg_current_wal_insert_lsn()`), whose query was *sent* at host time `sent_at_ms` (use the send
+// time, not the answer's arrival: only then does a sample bound a write acknowledged before it).
+// It feeds `global` mode and, on servers whose RFQs carry no LSN, positions writes the client
+// saw acknowledged strictly before `sent_at_ms`.
 //
 // # Safety
 // `engine` must be a live engine.
 polarsplit_status polarsplit_engine_writer_sample(const polarsplit_engine *engine,
                                                   uint32_t writer_hostgroup,
-                                                  uint64_t lsn);
+                                                  uint64_t lsn,
+                                                  uint64_t sent_at_ms);
+
+// Records a reader's `server_version_num` (e.g. 150018). On stock PostgreSQL 19 and later the
+// engine may make that reader wait with `WAIT FOR LSN`.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_set_server_version(const polarsplit_engine *engine,
+                                                       uint32_t server,
+                                                       uint32_t version_num);
 
 // The writer of `writer_hostgroup` changed identity (failover, switchover): its generation is
 // bumped and stored in `*generation` (may be NULL). Sessions forget their LSNs (SPEC S-2).

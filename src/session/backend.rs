@@ -81,9 +81,22 @@ impl Session {
                 self.out.discard_backend(conn, bytes.len() - pos);
                 break;
             };
+            // The probe's one row is read; every other row passes by count.
+            let probe_rows = i == 0
+                && self
+                    .backend(i)
+                    .expect
+                    .front()
+                    .is_some_and(|e| e.kind == ExpectKind::Probe);
             let mut framer =
                 std::mem::replace(&mut self.backend_mut(i).framer, Framer::new(limits));
-            let step = framer.step(&bytes[pos..], |t, len| backend_body_mode(t, len, &limits));
+            let step = framer.step(&bytes[pos..], |t, len| {
+                if probe_rows && t == tag::DATA_ROW && len <= 1024 {
+                    BodyMode::Inspect
+                } else {
+                    backend_body_mode(t, len, &limits)
+                }
+            });
             let (step, n) = match step {
                 Ok(s) => s,
                 Err(e) => {
@@ -402,6 +415,40 @@ impl Session {
                 }
                 Ok(())
             }
+            Some(ExpectKind::Probe) => {
+                match msg {
+                    BackendMessage::DataRow { .. } => {
+                        self.probe_lsn = probe_value(body);
+                        self.apply_disp(conn, t, body, Disp::Discard);
+                    }
+                    BackendMessage::ReadyForQuery(rfq) => {
+                        if let Some(w) = self.writer.as_mut() {
+                            w.expect.pop_front();
+                        }
+                        self.apply_disp(conn, t, body, Disp::Discard);
+                        self.writer_status = rfq.status;
+                        if let Some(l) = self.probe_lsn.take() {
+                            // Taken after the commit was acknowledged: it bounds the commit
+                            // from above, so it is the write's position (issue 11).
+                            if self.write_ack_ms.is_some() {
+                                self.lsn.writer_positioned(l, true);
+                                self.write_ack_ms = None;
+                                self.engine.stats().inc(Counter::TargetsLearned);
+                            }
+                            self.engine.observe_writer_lsn(
+                                self.writer_hostgroup,
+                                self.lsn.generation,
+                                l,
+                            );
+                        }
+                    }
+                    BackendMessage::ErrorResponse(f) if f.is_fatal() => {
+                        self.apply_disp(conn, t, body, Disp::Forward);
+                    }
+                    _ => self.apply_disp(conn, t, body, Disp::Discard),
+                }
+                Ok(())
+            }
             Some(ExpectKind::Statement) => {
                 match msg {
                     BackendMessage::ReadyForQuery(rfq) => {
@@ -514,10 +561,12 @@ impl Session {
                 if cur.may_write {
                     // A write whose position is unknown cannot be waited for (P-6).
                     self.lsn.write_unknown = true;
+                    self.write_ack_ms = Some(self.now);
                     self.engine.stats().inc(Counter::MissingLsn);
                 }
             }
         }
+        let txn_wrote = self.txn.may_have_written;
         // Transaction state (S-3).
         let now_in_txn = rfq.status != TxStatus::Idle;
         let was_active = self.txn.active;
@@ -552,7 +601,26 @@ impl Session {
             self.end_txn(committed);
         }
         self.writer_rfq_to_client(conn, body, rfq);
+        // Issue 11: a committed write whose position is unknown is probed right after the
+        // client got its RFQ — no round trip is added to the client's statement.
+        let committed_write =
+            rfq.status == TxStatus::Idle && (cur.may_write || (was_active && txn_wrote));
+        let no_rfq_lsn = !self.writer.as_ref().is_some_and(|w| w.ext.lsn);
+        if committed_write && no_rfq_lsn && self.lsn.write_unknown && self.config.lsn_probe {
+            self.send_probe(conn);
+        }
         self.finish_unit();
+    }
+
+    fn send_probe(&mut self, conn: ConnId) {
+        self.out.send_backend_with(conn, |o| {
+            encode::query(o, &[super::wrapper::PROBE_STATEMENT]);
+        });
+        self.probe_lsn = None;
+        if let Some(w) = self.writer.as_mut() {
+            w.expect.push_back(Expect::new(ExpectKind::Probe));
+        }
+        self.engine.stats().inc(Counter::ProbesSent);
     }
 
     /// The transaction ended (writer RFQ `I`): settings SET inside it take effect on COMMIT,
@@ -865,7 +933,7 @@ impl Session {
             detail: f.detail(),
             routine: f.routine(),
             in_hidden,
-            hidden_wait_statement: false,
+            hidden_wait_statement: self.current.as_ref().is_some_and(|c| c.wait_statement),
         };
         let class = policy::classify_error(&facts);
         let result_started = e.result_started;
@@ -995,14 +1063,9 @@ impl Session {
             return;
         };
         let forward = if i == 0 {
-            match self
-                .writer
-                .as_ref()
-                .and_then(|w| w.expect.front())
-                .map(|e| e.kind)
-            {
-                Some(ExpectKind::Abort) => false,
-                Some(_) => true,
+            match self.writer.as_ref().and_then(|w| w.expect.front()) {
+                // The hidden abort's and the probe's answers never reach the client.
+                Some(e) => !e.discard,
                 // Large asynchronous messages from an idle writer: forward unless a reader is
                 // answering the client right now (then they cannot be held: drop them).
                 None => !self.reader_in_flight(),
@@ -1054,6 +1117,18 @@ impl Session {
         }
         // The framer tells when the body ends; the disposition is reset at the next start.
     }
+}
+
+/// The LSN in the probe's single-column DataRow (`X/Y` text).
+fn probe_value(body: &[u8]) -> Option<Lsn> {
+    let ncols = u16::from_be_bytes([*body.first()?, *body.get(1)?]);
+    if ncols != 1 {
+        return None;
+    }
+    let len = i32::from_be_bytes(body.get(2..6)?.try_into().ok()?);
+    let len = usize::try_from(len).ok()?;
+    let text = std::str::from_utf8(body.get(6..6 + len)?).ok()?;
+    Lsn::parse_text(text).filter(|l| !l.is_zero())
 }
 
 fn is_set_default(stmt: &str) -> bool {

@@ -204,6 +204,9 @@ struct Current {
     hidden: u16,
     /// Whether the unit contained BEGIN (and its options).
     begin: Option<Option<Isolation>>,
+    /// The reader waits with a statement of its own (PostgreSQL 19's WAIT FOR LSN): a timeout
+    /// is recognised by position (W-5).
+    wait_statement: bool,
 }
 
 /// What a backend connection is expected to answer next.
@@ -215,6 +218,8 @@ enum ExpectKind {
     Statement,
     /// The hidden failing statement that aborts the writer's transaction (F-3).
     Abort,
+    /// The hidden post-commit `SELECT pg_current_wal_insert_lsn()` (issue 11).
+    Probe,
 }
 
 #[derive(Debug)]
@@ -240,7 +245,7 @@ impl Expect {
             kind,
             hidden_cc: 0,
             hidden_rfq: 0,
-            discard: kind == ExpectKind::Abort,
+            discard: matches!(kind, ExpectKind::Abort | ExpectKind::Probe),
             hold: false,
             result_started: false,
             failure: None,
@@ -309,6 +314,10 @@ pub struct Session {
     pin: Option<Pin>,
     held: Vec<u8>,
     held_writer: Vec<u8>,
+    /// Host time the writer acknowledged a write whose position is unknown (issue 11).
+    write_ack_ms: Option<u64>,
+    /// The LSN the in-flight probe answered with.
+    probe_lsn: Option<Lsn>,
     orig: Vec<u8>,
     stmt: Vec<u8>,
     out: ActionQueue,
@@ -370,6 +379,8 @@ impl Session {
             pin: None,
             held: Vec::new(),
             held_writer: Vec::new(),
+            write_ack_ms: None,
+            probe_lsn: None,
             orig: Vec::new(),
             stmt: Vec::new(),
             out: ActionQueue::default(),

@@ -31,6 +31,19 @@ impl Session {
             self.txn.read_only_prefix = false;
             self.release_pin(false);
         }
+        // Issue 11: a writer sample whose query was sent after the write was acknowledged bounds
+        // the write from above: it positions the session's write.
+        if let (true, Some(ack), Some((l, sent))) = (
+            self.lsn.write_unknown,
+            self.write_ack_ms,
+            view.writer_sample,
+        ) {
+            if sent > ack && view.generation == self.lsn.generation && !self.txn.active {
+                self.lsn.writer_positioned(l, true);
+                self.write_ack_ms = None;
+                self.engine.stats().inc(Counter::TargetsLearned);
+            }
+        }
         if let Some(pin) = self.pin {
             let still = view.reader_hostgroup == Some(pin.hostgroup)
                 && self.engine.readers().is_valid(pin.server, pin.hostgroup);
@@ -276,6 +289,7 @@ impl Session {
             sql: None,
             hidden: 0,
             begin,
+            wait_statement: false,
         }
     }
 
@@ -503,12 +517,13 @@ impl Session {
     ) -> Bound {
         let needs_wait = !d.target.is_zero() && !caught_up;
         if needs_wait {
-            if !view.dialect.has_bounded_wait() || self.engine.waits_unsupported(server) {
+            if !self.can_wait_on(view.dialect, server) {
                 let reason = if d.outcome == Outcome::ReplicaTxnSplit {
                     Reason::SplitNoCaughtUpReader
                 } else {
                     Reason::ReadNoBoundedWait
                 };
+                self.engine.stats().inc(Counter::ReadsKeptOnWriter);
                 return Bound::Writer(Decision {
                     attempt: d.attempt,
                     target: d.target,
@@ -518,6 +533,7 @@ impl Session {
             d.wait = true;
         } else if !d.target.is_zero() {
             self.engine.stats().inc(Counter::WaitsSkipped);
+            self.engine.stats().inc(Counter::ReadsToCaughtUpReader);
             if d.reason == Reason::ReadWait {
                 d.reason = Reason::ReadCaughtUp;
             }
@@ -530,6 +546,22 @@ impl Session {
             decision: d,
             server,
             pinned,
+        }
+    }
+
+    /// Whether a read may wait for its target on `server` (W-7): awide's bounded wait, or stock
+    /// PostgreSQL 19's `WAIT FOR LSN`; never polardb's unbounded one; never a server that refused.
+    fn can_wait_on(&self, dialect: ServerDialect, server: ServerId) -> bool {
+        if self.engine.waits_unsupported(server) {
+            return false;
+        }
+        match dialect {
+            ServerDialect::Awide => true,
+            ServerDialect::Stock => self
+                .engine
+                .server_version(server)
+                .is_some_and(|v| v >= 190_000),
+            ServerDialect::PolarDb => false,
         }
     }
 
@@ -647,6 +679,7 @@ impl Session {
         let kind = cur.kind;
         let dialect = self.engine.writer_view(self.writer_hostgroup).dialect;
         let split = d.outcome == Outcome::ReplicaTxnSplit;
+        let wait_statement = d.wait && dialect == ServerDialect::Stock;
         let wait = d.wait.then(|| Wait {
             mode: if split || self.config.on_wait_timeout != OnWaitTimeout::Warning {
                 "strict"
@@ -659,6 +692,7 @@ impl Session {
                 self.config.wait_timeout_ms
             },
             lsn: d.target.0,
+            wait_for_statement: wait_statement,
         });
         let xids = std::mem::take(&mut self.txn.xids);
         let import = d.import.then_some(xids.as_str());
@@ -737,6 +771,7 @@ impl Session {
         if let Some(c) = self.current.as_mut() {
             c.attempt = Attempt::Reader { conn, server };
             c.hidden = count;
+            c.wait_statement = wait_statement;
         }
     }
 
