@@ -1021,6 +1021,7 @@ impl Session {
                 if let Some(i) = s.backend_index(conn) {
                     let b = s.readers.remove(i - 1);
                     s.out.release_reader(b.conn, b.dirty);
+                    s.retire_backend(b);
                 }
             }
         };
@@ -1034,6 +1035,7 @@ impl Session {
                 if let Some(i) = self.backend_index(conn) {
                     let b = self.readers.remove(i - 1);
                     self.out.release_reader(b.conn, b.dirty);
+                    self.retire_backend(b);
                 }
                 self.recover(class, rec, e.failure_text);
             }

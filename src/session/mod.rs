@@ -307,6 +307,10 @@ pub struct Session {
     protocol_statements: bool,
     pinned_writer: bool,
     settings: Settings,
+    /// Cached reader key and reader StartupMessage for (profile generation, settings version).
+    reader_startup: Option<((u64, u64), crate::pool::ReaderKey, Vec<u8>)>,
+    /// Released reader backends, kept for their buffers.
+    spare_backends: Vec<Backend>,
     session_isolation: Option<Isolation>,
     backend_key: Option<(i32, Vec<u8>)>,
     /// The client's user cannot log in on the readers: never ask again.
@@ -373,6 +377,8 @@ impl Session {
             protocol_statements: false,
             pinned_writer: false,
             settings: Settings::default(),
+            reader_startup: None,
+            spare_backends: Vec::new(),
             session_isolation: None,
             backend_key: None,
             readers_forbidden: false,

@@ -566,13 +566,23 @@ impl Session {
     }
 
     fn acquire_reader(&mut self, server: ServerId) {
-        let Some(s) = self.startup.as_ref() else {
+        if self.startup.is_none() {
             return;
-        };
-        let key = s.reader_key(self.engine.profile_generation(), &self.settings);
-        let s = s.clone();
+        }
+        // The key and the startup message change only with the profile or the settings:
+        // computed once, then reused (no allocation per statement).
+        let profile_generation = self.engine.profile_generation();
+        let stamp = (profile_generation, self.settings.version());
+        if self.reader_startup.as_ref().is_none_or(|c| c.0 != stamp) {
+            let s = self.startup.as_ref().expect("checked");
+            let key = s.reader_key(profile_generation, &self.settings);
+            let mut bytes = Vec::new();
+            s.encode_for(Role::Reader, &mut bytes);
+            self.reader_startup = Some((stamp, key, bytes));
+        }
+        let (_, key, bytes) = self.reader_startup.as_ref().expect("just set");
         self.out
-            .acquire_reader_with(server, key, |o| s.encode_for(Role::Reader, o));
+            .acquire_reader_with(server, *key, |o| o.extend_from_slice(bytes));
     }
 
     /// The host attached a reader connection for the current statement.
@@ -601,15 +611,26 @@ impl Session {
             .as_ref()
             .map(|s| s.extensions(Role::Reader))
             .unwrap_or_default();
-        self.readers.push(Backend {
+        // Reuse a released backend's buffers (no allocation per statement).
+        let mut b = self.spare_backends.pop().unwrap_or_else(|| Backend {
             conn,
-            server: Some(server),
+            server: None,
             ext,
             framer: Framer::new(self.config.limits),
             expect: VecDeque::new(),
             streaming: None,
-            dirty: needs_reset,
+            dirty: false,
         });
+        b.conn = conn;
+        b.server = Some(server);
+        b.ext = ext;
+        b.expect.clear();
+        b.streaming = None;
+        b.dirty = needs_reset;
+        if !b.framer.at_boundary() {
+            b.framer = Framer::new(self.config.limits);
+        }
+        self.readers.push(b);
         self.engine.stats().inc(if fresh {
             Counter::PoolMisses
         } else {
@@ -861,6 +882,13 @@ impl Session {
         self.pump(None);
     }
 
+    /// Keeps a released reader backend's buffers for the next attach.
+    pub(super) fn retire_backend(&mut self, b: Backend) {
+        if self.spare_backends.len() < 4 {
+            self.spare_backends.push(b);
+        }
+    }
+
     /// Releases the transaction's pinned reader (P-7). `lost`: the connection is gone.
     pub(super) fn release_pin(&mut self, lost: bool) {
         let Some(pin) = self.pin.take() else {
@@ -879,6 +907,7 @@ impl Session {
             } else {
                 self.out.release_reader(b.conn, b.dirty);
             }
+            self.retire_backend(b);
         }
     }
 
