@@ -305,17 +305,17 @@ impl Cluster {
             };
             let s = &self.servers[c.server.0 as usize];
             let reached = s.role == Role::Reader && s.replay >= w.target;
+            // The earliest deadline that has passed decides (the wait timeout on a tie).
+            let due = |d: Option<u64>| d.filter(|d| *d <= self.now);
             let outcome = if reached {
                 Some(WaitOutcome::Reached)
-            } else if w.wait_deadline.is_some_and(|d| d <= self.now)
-                && w.stmt_deadline
-                    .is_none_or(|d| d > self.now || Some(d) > w.wait_deadline)
-            {
-                Some(WaitOutcome::TimedOut)
-            } else if w.stmt_deadline.is_some_and(|d| d <= self.now) {
-                Some(WaitOutcome::StatementTimeout)
             } else {
-                None
+                match (due(w.wait_deadline), due(w.stmt_deadline)) {
+                    (Some(a), Some(b)) if b < a => Some(WaitOutcome::StatementTimeout),
+                    (Some(_), _) => Some(WaitOutcome::TimedOut),
+                    (None, Some(_)) => Some(WaitOutcome::StatementTimeout),
+                    (None, None) => None,
+                }
             };
             if let Some(o) = outcome {
                 self.end_wait(id, o);
@@ -659,10 +659,8 @@ impl Cluster {
             .collect();
         for cid in victims {
             let mut c = self.conns.remove(&cid).expect("listed");
-            // The old primary's transactions vanish with the timeline (no abort record).
-            if c.server == old {
-                c.tx = None;
-            }
+            // Open transactions of the old primary abort (their abort records are cut off with
+            // the rest of the timeline below).
             self.close_conn(&mut c, CloseReason::Broken);
             self.conns.insert(cid, c);
         }

@@ -89,8 +89,7 @@ pub struct ClusterConfig {
     pub missing_lsn_per_million: u32,
     /// Default `polar_proxy_wait_timeout_ms` on awide readers (0 = wait forever).
     pub default_wait_timeout_ms: u64,
-    /// Rows in a result up to which the server reports `server_version` … (no effect on
-    /// behaviour; kept for symmetry with real startup). Value of `server_version`.
+    /// What every server reports as `server_version` (ParameterStatus and SHOW).
     pub server_version: String,
 }
 

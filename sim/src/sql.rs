@@ -308,7 +308,7 @@ fn push_stmt<'a>(out: &mut Vec<&'a str>, s: &'a str) {
 }
 
 fn only_comments(s: &str) -> bool {
-    lex(s).map(|t| t.is_empty()).unwrap_or(false)
+    lex(s).map(|(t, _)| t.is_empty()).unwrap_or(false)
 }
 
 /// `$tag$` at the start of `b` (tag: letters, digits, underscores, not starting with a digit).
@@ -340,21 +340,14 @@ enum Tok {
     Sym(char),
 }
 
-impl Tok {
-    fn text(&self) -> String {
-        match self {
-            Tok::Word(s) | Tok::QIdent(s) | Tok::Num(s) => s.clone(),
-            Tok::Str(s) => format!("'{s}'"),
-            Tok::Sym(c) => c.to_string(),
-        }
-    }
-}
-
-fn lex(s: &str) -> Result<Vec<Tok>, SyntaxError> {
+/// Tokens, and each token's source text (for error messages, which quote it as written).
+fn lex(s: &str) -> Result<(Vec<Tok>, Vec<String>), SyntaxError> {
     let b = s.as_bytes();
     let mut toks = Vec::new();
+    let mut raw = Vec::new();
     let mut i = 0;
     while i < b.len() {
+        let (st, before) = (i, toks.len());
         let c = b[i];
         if c.is_ascii_whitespace() {
             i += 1;
@@ -448,8 +441,11 @@ fn lex(s: &str) -> Result<Vec<Tok>, SyntaxError> {
             toks.push(Tok::Sym(c as char));
             i += 1;
         }
+        if toks.len() > before {
+            raw.push(s[st..i].to_string());
+        }
     }
-    Ok(toks)
+    Ok((toks, raw))
 }
 
 /// Parses a whole Query string: every statement must parse, or nothing runs (W-6).
@@ -467,8 +463,8 @@ pub fn parse_query(sql: &str) -> Result<Vec<Parsed>, SyntaxError> {
 
 /// Parses one statement (no top-level semicolon).
 pub fn parse_statement(text: &str) -> Result<Stmt, SyntaxError> {
-    let toks = lex(text)?;
-    let mut p = P { toks, pos: 0 };
+    let (toks, raw) = lex(text)?;
+    let mut p = P { toks, raw, pos: 0 };
     let st = p.statement()?;
     if p.pos < p.toks.len() {
         return Err(p.err());
@@ -478,6 +474,7 @@ pub fn parse_statement(text: &str) -> Result<Stmt, SyntaxError> {
 
 struct P {
     toks: Vec<Tok>,
+    raw: Vec<String>,
     pos: usize,
 }
 
@@ -485,8 +482,8 @@ type R<T> = Result<T, SyntaxError>;
 
 impl P {
     fn err(&self) -> SyntaxError {
-        let message = match self.toks.get(self.pos) {
-            Some(t) => format!("syntax error at or near \"{}\"", t.text()),
+        let message = match self.raw.get(self.pos) {
+            Some(t) => format!("syntax error at or near \"{t}\""),
             None => "syntax error at end of input".to_string(),
         };
         SyntaxError { message }
@@ -1116,7 +1113,7 @@ mod tests {
         }
         assert_eq!(
             parse_statement("FOO").unwrap_err().message,
-            "syntax error at or near \"foo\""
+            "syntax error at or near \"FOO\""
         );
         assert!(parse_query("SELECT 1; FOO").is_err());
     }

@@ -217,6 +217,11 @@ fn failover_promotes_a_reader_breaks_old_primary_connections_and_bumps_generatio
     assert!(c.is_closed(w.id));
     assert_eq!(c.committed_value_now(100), Some(1));
     assert_eq!(c.committed_value_now(101), None);
+    let open_xid = c.history().iter().find_map(|e| match &e.event {
+        Event::Abort { conn, xid, .. } if *conn == w.id => Some(*xid),
+        _ => None,
+    });
+    assert_eq!(c.xid_status(open_xid.unwrap()), Some(XidStatus::Aborted));
     let lost = c.history().iter().find_map(|e| match &e.event {
         Event::Failover {
             lost_xids,

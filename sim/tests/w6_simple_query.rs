@@ -113,7 +113,7 @@ fn w6_syntax_error_anywhere_runs_nothing() {
     assert_eq!(tags(&m), Vec::<String>::new());
     let f = error(&m).unwrap();
     assert_eq!(f.code(), Some("42601"));
-    assert_eq!(f.message(), Some("syntax error at or near \"frob\""));
+    assert_eq!(f.message(), Some("syntax error at or near \"FROB\""));
     assert_eq!(c.committed_value_now(400), None);
     let m = w.q(&mut c, "");
     assert_eq!(m[0], Msg::EmptyQuery);
