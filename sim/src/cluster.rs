@@ -173,6 +173,22 @@ impl Cluster {
         }
     }
 
+    /// Advances through scheduled events until `conn` has finished all its work (not
+    /// [`Cluster::is_busy`]) or time `limit` is reached. Returns whether it finished. A query
+    /// that can never finish (a wait for WAL nobody will write) stops at `limit`.
+    pub fn settle(&mut self, conn: ConnId, limit: u64) -> bool {
+        while self.is_busy(conn) {
+            match self.next_event_time() {
+                Some(t) if t <= limit => self.advance_to(t),
+                _ => {
+                    self.advance_to(limit);
+                    return !self.is_busy(conn);
+                }
+            }
+        }
+        true
+    }
+
     /// When the next scheduled thing happens (strictly after now): a periodic WAL flush with
     /// WAL pending, a reader lag change, a wait reaching its target or timing out.
     pub fn next_event_time(&self) -> Option<u64> {

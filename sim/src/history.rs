@@ -134,6 +134,16 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The statement record, when this is one.
+    pub fn statement(&self) -> Option<&StatementRecord> {
+        match self {
+            Event::Statement(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
 /// Why a connection closed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CloseReason {

@@ -284,3 +284,27 @@ fn w4_pipelined_queries_wait_behind_the_waiting_one() {
     );
     assert!(!c.is_busy(r.id));
 }
+
+#[test]
+fn settle_runs_time_until_the_answer_or_the_limit() {
+    let mut c = cluster(Dialect::Awide);
+    let mut r = v15(&mut c, ServerRef::Id(R1));
+    let target = commit_write(&mut c, 100, 7);
+    r.q(
+        &mut c,
+        &wrapped("strict", 0, target, "SELECT v FROM kv WHERE k = 100"),
+    );
+    assert!(c.settle(r.id, 10_000));
+    assert_eq!(c.now(), 50, "stopped at the answer");
+    assert_eq!(value(&r.read(&mut c)), Some("7".into()));
+    r.q(&mut c, &wrapped("strict", 0, Lsn(u64::MAX), "SELECT 1"));
+    assert!(!c.settle(r.id, 1_000));
+    assert_eq!(c.now(), 1_000);
+    let selects = c
+        .history()
+        .iter()
+        .filter_map(|e| e.event.statement())
+        .filter(|s| s.text.starts_with("SELECT"))
+        .count();
+    assert_eq!(selects, 1);
+}
