@@ -24,16 +24,23 @@
 //!   queries ([`Cluster::committed_value`], [`Cluster::replay_lsn`], …) for a checker.
 //!
 //! ```
-//! use polarsplit_sim::{client, Cluster, ClusterConfig, ServerRef};
+//! use polarsplit_sim::client::{self, Decoder, Msg};
+//! use polarsplit_sim::{Cluster, ClusterConfig, Dialect, ServerRef};
 //!
-//! let mut c = Cluster::new(ClusterConfig::default());
+//! let mut c = Cluster::new(ClusterConfig { seed: 7, dialect: Dialect::Awide, ..Default::default() });
 //! let w = c.connect(ServerRef::Primary).unwrap();
+//! let r = c.connect(ServerRef::Reader(0)).unwrap();
 //! c.write(w, &client::startup_v15("app", "db")).unwrap();
+//! c.write(r, &client::startup_v15("app", "db")).unwrap();
 //! c.write(w, &client::query("INSERT INTO kv VALUES (1000, 1)")).unwrap();
-//! c.advance(10);
+//! let lsn = c.insert_lsn().0; // a host reads it from the writer's RFQ
+//! c.write(r, &client::query(&format!(
+//!     "SET polar_consistency_mode = 'strict'; SET polar_proxy_wait_timeout_ms = 500; \
+//!      SET polar_xact_split_wait_lsn = '{lsn}'; SELECT v FROM kv WHERE k = 1000"))).unwrap();
+//! c.advance(250); // virtual time: the reader replays (lag ≤ 200 ms by default)
 //! let ext = polarsplit::protocol::RfqExtensions { lsn: true, xact: true };
-//! let msgs = client::decode_all(&c.read_all(w), ext);
-//! assert!(msgs.contains(&client::Msg::CommandComplete("INSERT 0 1".into())));
+//! let msgs = Decoder::new(ext).feed(&c.read(r, usize::MAX));
+//! assert!(msgs.contains(&Msg::DataRow(vec![Some("1".into())])));
 //! ```
 
 pub mod client;
