@@ -707,6 +707,20 @@ impl Cluster {
     }
 
     fn handle(&mut self, c: &mut Conn, m: Inbound) {
+        if matches!(
+            m,
+            Inbound::Parse { .. }
+                | Inbound::Bind { .. }
+                | Inbound::Describe { .. }
+                | Inbound::Execute { .. }
+                | Inbound::Close { .. }
+        ) {
+            // Extended-protocol messages open a batch; after an error they are skipped to Sync.
+            self.batch(c);
+            if c.skip_until_sync {
+                return;
+            }
+        }
         match m {
             Inbound::Query(sql) => {
                 c.query_seq += 1;
@@ -737,10 +751,6 @@ impl Cluster {
                 }
             }
             Inbound::Parse { name, sql } => {
-                self.batch(c);
-                if c.skip_until_sync {
-                    return;
-                }
                 let parsed = match parse_query(&sql) {
                     Err(e) => Err(SqlError::new("42601", e.message)),
                     Ok(v) if v.len() > 1 => Err(SqlError::new(
@@ -764,30 +774,14 @@ impl Cluster {
                     }
                 }
             }
-            Inbound::Bind { portal, statement } => {
-                self.batch(c);
-                if c.skip_until_sync {
-                    return;
+            Inbound::Bind { portal, statement } => match c.prepared.get(&statement).cloned() {
+                None => self.ext_error(c, no_prepared(&statement)),
+                Some(p) => {
+                    c.portals.insert(portal, p);
+                    wire::bind_complete(&mut c.out);
                 }
-                match c.prepared.get(&statement).cloned() {
-                    None => self.ext_error(
-                        c,
-                        SqlError::new(
-                            "26000",
-                            format!("prepared statement \"{statement}\" does not exist"),
-                        ),
-                    ),
-                    Some(p) => {
-                        c.portals.insert(portal, p);
-                        wire::bind_complete(&mut c.out);
-                    }
-                }
-            }
+            },
             Inbound::Describe { portal, name } => {
-                self.batch(c);
-                if c.skip_until_sync {
-                    return;
-                }
                 let found = if portal {
                     c.portals.get(&name).cloned()
                 } else {
@@ -796,12 +790,9 @@ impl Cluster {
                 match found {
                     None => {
                         let e = if portal {
-                            SqlError::new("34000", format!("portal \"{name}\" does not exist"))
+                            no_portal(&name)
                         } else {
-                            SqlError::new(
-                                "26000",
-                                format!("prepared statement \"{name}\" does not exist"),
-                            )
+                            no_prepared(&name)
                         };
                         self.ext_error(c, e);
                     }
@@ -816,34 +807,21 @@ impl Cluster {
                     }
                 }
             }
-            Inbound::Execute { portal } => {
-                self.batch(c);
-                if c.skip_until_sync {
-                    return;
+            Inbound::Execute { portal } => match c.portals.get(&portal).cloned() {
+                None => self.ext_error(c, no_portal(&portal)),
+                Some(None) => wire::empty_query(&mut c.out),
+                Some(Some(p)) => {
+                    c.running = Some(Running {
+                        stmts: vec![p],
+                        idx: 0,
+                        extended: true,
+                        started: self.now,
+                        wait: None,
+                        outcome: None,
+                    })
                 }
-                match c.portals.get(&portal).cloned() {
-                    None => self.ext_error(
-                        c,
-                        SqlError::new("34000", format!("portal \"{portal}\" does not exist")),
-                    ),
-                    Some(None) => wire::empty_query(&mut c.out),
-                    Some(Some(p)) => {
-                        c.running = Some(Running {
-                            stmts: vec![p],
-                            idx: 0,
-                            extended: true,
-                            started: self.now,
-                            wait: None,
-                            outcome: None,
-                        })
-                    }
-                }
-            }
+            },
             Inbound::Close { portal, name } => {
-                self.batch(c);
-                if c.skip_until_sync {
-                    return;
-                }
                 if portal {
                     c.portals.remove(&name);
                 } else {
@@ -2124,6 +2102,17 @@ impl Cluster {
             }
         })
     }
+}
+
+fn no_prepared(name: &str) -> SqlError {
+    SqlError::new(
+        "26000",
+        format!("prepared statement \"{name}\" does not exist"),
+    )
+}
+
+fn no_portal(name: &str) -> SqlError {
+    SqlError::new("34000", format!("portal \"{name}\" does not exist"))
 }
 
 fn no_savepoint(name: &str) -> SqlError {

@@ -4,6 +4,7 @@
 //! brief asks.
 
 use std::fmt;
+use std::ops::Range;
 
 /// Isolation levels (READ UNCOMMITTED behaves as READ COMMITTED, as in PostgreSQL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -220,95 +221,28 @@ impl fmt::Display for SyntaxError {
     }
 }
 
-/// Splits a Query string into statement texts at top-level semicolons. Empty statements are
-/// dropped. Unterminated quotes or comments are a syntax error.
+/// Splits a Query string into statement texts at top-level semicolons (the lexer's `;`
+/// tokens, so quotes, dollar quotes and comments are respected). Empty statements are dropped.
+/// Unterminated quotes or comments are a syntax error.
 pub fn split(sql: &str) -> Result<Vec<&str>, SyntaxError> {
-    let b = sql.as_bytes();
+    let (toks, spans) = lex(sql)?;
     let mut out = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\'' | b'"' => {
-                let q = b[i];
-                i += 1;
-                loop {
-                    if i >= b.len() {
-                        return Err(unterminated("quoted string"));
-                    }
-                    if b[i] == q {
-                        if i + 1 < b.len() && b[i + 1] == q {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
+    let (mut start, mut has_tokens) = (0, false);
+    for (t, span) in toks.iter().zip(&spans) {
+        if *t == Tok::Sym(';') {
+            if has_tokens {
+                out.push(sql[start..span.start].trim());
             }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let mut depth = 1;
-                i += 2;
-                while depth > 0 {
-                    if i + 1 >= b.len() {
-                        return Err(unterminated("/* comment"));
-                    }
-                    if b[i] == b'/' && b[i + 1] == b'*' {
-                        depth += 1;
-                        i += 2;
-                    } else if b[i] == b'*' && b[i + 1] == b'/' {
-                        depth -= 1;
-                        i += 2;
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            b'$' => {
-                if let Some(tag_len) = dollar_tag(&b[i..]) {
-                    let tag = &b[i..i + tag_len];
-                    i += tag_len;
-                    loop {
-                        if i >= b.len() {
-                            return Err(unterminated("dollar-quoted string"));
-                        }
-                        if b[i..].starts_with(tag) {
-                            i += tag_len;
-                            break;
-                        }
-                        i += 1;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            b';' => {
-                push_stmt(&mut out, &sql[start..i]);
-                i += 1;
-                start = i;
-            }
-            _ => i += 1,
+            start = span.end;
+            has_tokens = false;
+        } else {
+            has_tokens = true;
         }
     }
-    push_stmt(&mut out, &sql[start..]);
-    Ok(out)
-}
-
-fn push_stmt<'a>(out: &mut Vec<&'a str>, s: &'a str) {
-    let t = s.trim();
-    if !t.is_empty() && !only_comments(t) {
-        out.push(t);
+    if has_tokens {
+        out.push(sql[start..].trim());
     }
-}
-
-fn only_comments(s: &str) -> bool {
-    lex(s).map(|(t, _)| t.is_empty()).unwrap_or(false)
+    Ok(out)
 }
 
 /// `$tag$` at the start of `b` (tag: letters, digits, underscores, not starting with a digit).
@@ -340,11 +274,11 @@ enum Tok {
     Sym(char),
 }
 
-/// Tokens, and each token's source text (for error messages, which quote it as written).
-fn lex(s: &str) -> Result<(Vec<Tok>, Vec<String>), SyntaxError> {
+/// Tokens, and where each is in the source (error messages quote a token as written).
+fn lex(s: &str) -> Result<(Vec<Tok>, Vec<Range<usize>>), SyntaxError> {
     let b = s.as_bytes();
     let mut toks = Vec::new();
-    let mut raw = Vec::new();
+    let mut spans = Vec::new();
     let mut i = 0;
     while i < b.len() {
         let (st, before) = (i, toks.len());
@@ -442,10 +376,10 @@ fn lex(s: &str) -> Result<(Vec<Tok>, Vec<String>), SyntaxError> {
             i += 1;
         }
         if toks.len() > before {
-            raw.push(s[st..i].to_string());
+            spans.push(st..i);
         }
     }
-    Ok((toks, raw))
+    Ok((toks, spans))
 }
 
 /// Parses a whole Query string: every statement must parse, or nothing runs (W-6).
@@ -463,7 +397,8 @@ pub fn parse_query(sql: &str) -> Result<Vec<Parsed>, SyntaxError> {
 
 /// Parses one statement (no top-level semicolon).
 pub fn parse_statement(text: &str) -> Result<Stmt, SyntaxError> {
-    let (toks, raw) = lex(text)?;
+    let (toks, spans) = lex(text)?;
+    let raw = spans.into_iter().map(|r| text[r].to_string()).collect();
     let mut p = P { toks, raw, pos: 0 };
     let st = p.statement()?;
     if p.pos < p.toks.len() {
