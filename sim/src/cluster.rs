@@ -655,6 +655,7 @@ impl Cluster {
         }
         self.refresh_replays();
         let old = self.primary();
+        let old_was_up = self.servers[old.0 as usize].up;
         let cut = self.servers[id.0 as usize].replay;
         let mut rewound = Vec::new();
         for s in &self.servers {
@@ -697,7 +698,9 @@ impl Cluster {
         }
         self.generation += 1;
         self.timeline += 1;
-        self.log(Event::ServerStopped { server: old });
+        if old_was_up {
+            self.log(Event::ServerStopped { server: old });
+        }
         self.log(Event::Failover {
             old_primary: old,
             new_primary: id,

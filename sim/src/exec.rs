@@ -707,6 +707,11 @@ impl Cluster {
     }
 
     fn handle(&mut self, c: &mut Conn, m: Inbound) {
+        // After an error in an extended-protocol batch, everything up to Sync is ignored (as
+        // PostgreSQL does, a simple Query included).
+        if c.skip_until_sync && !matches!(m, Inbound::Sync | Inbound::Terminate) {
+            return;
+        }
         if matches!(
             m,
             Inbound::Parse { .. }
@@ -715,17 +720,12 @@ impl Cluster {
                 | Inbound::Execute { .. }
                 | Inbound::Close { .. }
         ) {
-            // Extended-protocol messages open a batch; after an error they are skipped to Sync.
             self.batch(c);
-            if c.skip_until_sync {
-                return;
-            }
         }
         match m {
             Inbound::Query(sql) => {
                 c.query_seq += 1;
                 c.batch_open = false;
-                c.skip_until_sync = false;
                 match parse_query(&sql) {
                     Err(e) => {
                         let e = SqlError::new("42601", e.message);

@@ -113,3 +113,19 @@ fn extended_execute_waits_like_a_simple_select() {
     assert_eq!(value(&m), Some("5".into()));
     assert_eq!(count_rfq(&m), 1);
 }
+
+#[test]
+fn extended_error_ignores_even_a_simple_query_until_sync() {
+    let mut c = cluster(Dialect::Awide);
+    let mut w = v15(&mut c, ServerRef::Primary);
+    let mut b = client::bind("", "nope");
+    b.extend(client::query("INSERT INTO kv VALUES (100, 1)"));
+    b.extend(client::sync());
+    b.extend(client::query("SELECT 1"));
+    c.write(w.id, &b).unwrap();
+    let m = w.read(&mut c);
+    assert_eq!(code(&m).as_deref(), Some("26000"));
+    assert_eq!(tags(&m), vec!["SELECT 1"]);
+    assert_eq!(count_rfq(&m), 2);
+    assert_eq!(c.committed_value_now(100), None);
+}
