@@ -36,7 +36,9 @@ fn built(name: &str) -> PathBuf {
     candidates
         .into_iter()
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-        .unwrap_or_else(|| panic!("{name} is not built: run `cargo build --release` (the test command does)"))
+        .unwrap_or_else(|| {
+            panic!("{name} is not built: run `cargo build --release` (the test command does)")
+        })
 }
 
 #[test]
