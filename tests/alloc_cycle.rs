@@ -4,7 +4,8 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::*;
 use polarsplit::protocol::Lsn;
@@ -13,11 +14,19 @@ use polarsplit::session::Event;
 struct Counting;
 
 static COUNT: AtomicU64 = AtomicU64::new(0);
-static ON: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    // Only the measuring thread counts: the test harness runs other tests on other threads.
+    static ON: Cell<bool> = const { Cell::new(false) };
+}
+
+fn counting() -> bool {
+    ON.try_with(|c| c.get()).unwrap_or(false)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if ON.load(Ordering::Relaxed) {
+        if counting() {
             COUNT.fetch_add(1, Ordering::Relaxed);
         }
         unsafe { System.alloc(l) }
@@ -26,12 +35,15 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if ON.load(Ordering::Relaxed) {
+        if counting() {
             COUNT.fetch_add(1, Ordering::Relaxed);
         }
         unsafe { System.realloc(p, l, n) }
     }
 }
+
+/// One measurement at a time (the counter is shared).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[global_allocator]
 static A: Counting = Counting;
@@ -67,12 +79,13 @@ fn measure(h: &mut Host, q: &[u8], conn: u64, answer: &[u8], attach: bool) -> u6
     for _ in 0..50 {
         cycle(h, q, conn, answer, attach);
     }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     COUNT.store(0, Ordering::Relaxed);
-    ON.store(true, Ordering::Relaxed);
+    ON.with(|c| c.set(true));
     for _ in 0..100 {
         cycle(h, q, conn, answer, attach);
     }
-    ON.store(false, Ordering::Relaxed);
+    ON.with(|c| c.set(false));
     COUNT.load(Ordering::Relaxed)
 }
 
