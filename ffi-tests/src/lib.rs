@@ -17,6 +17,11 @@ extern "C" {
     pub fn ctest_config_errors() -> c_int;
     pub fn ctest_lifetimes() -> c_int;
     pub fn ctest_header_c11() -> c_int;
+    pub fn ctest_pool_reader_key() -> c_int;
+    pub fn ctest_pool_checkout_checkin() -> c_int;
+    pub fn ctest_pool_warmup_reserve_publish() -> c_int;
+    pub fn ctest_pool_invalidation() -> c_int;
+    pub fn ctest_pool_null_arguments() -> c_int;
     pub fn ctest_header_cxx() -> c_int;
 }
 

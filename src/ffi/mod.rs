@@ -11,10 +11,12 @@
 #![allow(clippy::missing_safety_doc)] // Each function's `# Safety` section is in its doc comment.
 
 mod config;
+mod pool;
 mod session;
 mod status;
 
 pub use config::*;
+pub use pool::*;
 pub use session::*;
 pub use status::*;
 

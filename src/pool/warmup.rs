@@ -120,8 +120,9 @@ impl PoolIndex {
             sh.stats.reserve_refused += 1;
             return Err(e);
         }
-        let id = (sh.next_reservation << SHARD_BITS) | si as u64;
+        // Never 0: C hosts may use 0 for "no reservation".
         sh.next_reservation += 1;
+        let id = (sh.next_reservation << SHARD_BITS) | si as u64;
         sh.reservations.insert(
             id,
             ResEntry {
