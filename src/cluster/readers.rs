@@ -14,8 +14,8 @@
 //!   lock, so the three are always read as one consistent triple (an LSN of one generation is
 //!   never paired with another generation) while readers never block writers.
 //! - **Choice** (R-2) is one pass over the hostgroup's members with no allocation: it keeps the
-//!   best two candidates of each preference tier by two salted hashes (rendezvous hashing), then
-//!   takes the less loaded of the two (power of two choices).
+//!   two members with the smallest salted hashes in each preference tier (a uniformly random
+//!   pair, by rendezvous hashing), then takes the less loaded of the two (power of two choices).
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -127,6 +127,8 @@ struct Reader {
 struct Member {
     server: ServerId,
     hostgroup: Hostgroup,
+    /// `mix(server)`, computed once: choice only folds the request's salt into it.
+    hash: u64,
     /// On its own cache line: active counts and samples of different readers never share one.
     reader: Arc<CachePadded<Reader>>,
 }
@@ -245,46 +247,46 @@ pub(crate) fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The best two candidates of one preference tier, by two independent salted hashes.
-#[derive(Clone, Copy, Default)]
+/// One 64×64→128-bit multiply, folded: a cheap, well-spread combination of two mixed values
+/// (the per-member part of choice's hashing).
+fn fold_mul(x: u64, k: u64) -> u64 {
+    let m = u128::from(x) * u128::from(k);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
+/// The two sampled candidates of one preference tier: the members with the smallest and
+/// second-smallest salted hash. For well-spread hashes that pair is a uniformly random pair of
+/// distinct members (rendezvous hashing: stable when unrelated members come and go).
+#[derive(Clone, Copy)]
 struct Tier {
-    /// (hash, server, active) with the smallest first hash.
-    a: Option<(u64, ServerId, u32)>,
-    /// The smallest and second-smallest by the second hash.
-    b1: Option<(u64, ServerId, u32)>,
-    b2: Option<(u64, ServerId, u32)>,
+    first: (u64, ServerId, u32),
+    second: (u64, ServerId, u32),
 }
 
 impl Tier {
-    fn offer(&mut self, h1: u64, h2: u64, server: ServerId, active: u32) {
-        // `Option::is_none_or` needs Rust 1.82; the crate supports 1.80.
-        let beats = |slot: Option<(u64, ServerId, u32)>, h: u64| match slot {
-            None => true,
-            Some((best, ..)) => h < best,
-        };
-        if beats(self.a, h1) {
-            self.a = Some((h1, server, active));
-        }
-        if beats(self.b1, h2) {
-            self.b2 = self.b1;
-            self.b1 = Some((h2, server, active));
-        } else if beats(self.b2, h2) {
-            self.b2 = Some((h2, server, active));
+    const EMPTY: Tier = Tier {
+        first: (u64::MAX, 0, 0),
+        second: (u64::MAX, 0, 0),
+    };
+
+    fn offer(&mut self, hash: u64, server: ServerId, active: u32) {
+        // A new minimum is rare after the first few members: these branches predict well.
+        if hash < self.first.0 {
+            self.second = self.first;
+            self.first = (hash, server, active);
+        } else if hash < self.second.0 {
+            self.second = (hash, server, active);
         }
     }
 
-    /// Power of two choices: the two sampled candidates (distinct when the tier has two or
-    /// more members), the less loaded wins; on equal load the first sample.
+    /// Power of two choices: the less loaded of the two samples; on equal load the first.
     fn pick(&self) -> Option<ServerId> {
-        let (_, a, a_active) = self.a?;
-        let b = match (self.b1, self.b2) {
-            (Some((_, s, _)), second) if s == a => second,
-            (first, _) => first,
-        };
-        Some(match b {
-            Some((_, b, b_active)) if b_active < a_active => b,
-            _ => a,
-        })
+        let (h1, s1, a1) = self.first;
+        let (h2, s2, a2) = self.second;
+        if h1 == u64::MAX {
+            return None;
+        }
+        Some(if h2 != u64::MAX && a2 < a1 { s2 } else { s1 })
     }
 }
 
@@ -337,6 +339,7 @@ impl Readers {
                     Member {
                         server,
                         hostgroup,
+                        hash: mix(u64::from(server)),
                         reader: Arc::new(CachePadded::new(reader)),
                     },
                 );
@@ -426,9 +429,10 @@ impl Readers {
             return true;
         }
         let s = m.reader.sample.load();
-        s.generation == generation
-            && s.lsn >= target.0
-            && now_ms.saturating_sub(s.at_ms) <= max_age_ms
+        // Non-short-circuit: three cheap compares beat two unpredictable branches.
+        (s.generation == generation)
+            & (s.lsn >= target.0)
+            & (now_ms.saturating_sub(s.at_ms) <= max_age_ms)
     }
 
     /// Whether any healthy reader of `hostgroup` is known to have replayed `target` (P-5's `'w'`
@@ -462,31 +466,28 @@ impl Readers {
     /// no allocation, no lock other than this thread's shard of the topology read lock.
     pub fn choose(&self, req: &ChoiceRequest<'_>) -> Option<Choice> {
         let topology = self.read();
-        // tiers[1]: known caught up; tiers[0]: the rest.
-        let mut tiers = [Tier::default(); 2];
-        // Two independent hash streams from the salt (rendezvous hashing: each candidate is a
-        // uniform pick among the tier, stable when unrelated members come and go).
-        let (s1, s2) = (mix(req.salt), mix(req.salt ^ 0x5851_f42d_4c95_7f2d));
+        let (mut caught_up, mut rest) = (Tier::EMPTY, Tier::EMPTY);
+        let salt = mix(req.salt);
         for m in topology.group(req.hostgroup) {
             if !m.reader.healthy.load(Ordering::Relaxed) || req.exclude.contains(&m.server) {
                 continue;
             }
-            let caught = Self::fresh_at(m, req.generation, req.target, req.now_ms, req.max_age_ms);
-            let id = u64::from(m.server);
-            tiers[usize::from(caught)].offer(
-                mix(s1 ^ id),
-                mix(s2 ^ id),
-                m.server,
-                m.reader.active.load(Ordering::Relaxed),
-            );
+            // Top bit cleared: u64::MAX stays free to mean "no candidate".
+            let hash = fold_mul(salt ^ m.hash, 0x9e37_79b9_7f4a_7c15) >> 1;
+            let active = m.reader.active.load(Ordering::Relaxed);
+            if Self::fresh_at(m, req.generation, req.target, req.now_ms, req.max_age_ms) {
+                caught_up.offer(hash, m.server, active);
+            } else {
+                rest.offer(hash, m.server, active);
+            }
         }
-        if let Some(server) = tiers[1].pick() {
+        if let Some(server) = caught_up.pick() {
             return Some(Choice {
                 server,
                 caught_up: true,
             });
         }
-        tiers[0].pick().map(|server| Choice {
+        rest.pick().map(|server| Choice {
             server,
             caught_up: false,
         })

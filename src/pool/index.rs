@@ -12,7 +12,7 @@
 //! (open + reserved, for the per-server cap) are one packed atomic per server.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -30,7 +30,8 @@ pub const SHARDS: usize = 1 << SHARD_BITS;
 pub(super) const SHARD_BITS: u32 = 4;
 const DIR_SHARDS: usize = 16;
 
-/// A fast, deterministic hasher for ids and keys that are already well-spread integers.
+/// A fast, deterministic hasher for ids and keys that are already well-spread integers: one
+/// multiply per word (FxHash-style), one full mix at the end.
 #[derive(Default)]
 pub(crate) struct IdHasher(u64);
 
@@ -40,11 +41,11 @@ impl Hasher for IdHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+            self.write_u64(u64::from(b));
         }
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = mix(self.0 ^ v);
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
     fn write_u32(&mut self, v: u32) {
         self.write_u64(u64::from(v));
@@ -419,9 +420,9 @@ impl Default for PoolIndex {
 }
 
 pub(super) fn shard_of(key: &ReaderKey) -> usize {
-    let h = mix(key.profile_generation
-        ^ mix(key.auth_hash ^ mix(key.startup_identity_hash ^ mix(key.startup_options_hash))));
-    (h as usize) & (SHARDS - 1)
+    let mut h = IdHasher::default();
+    key.hash(&mut h);
+    (h.finish() as usize) & (SHARDS - 1)
 }
 
 fn dir_of(conn: ConnId) -> usize {
