@@ -318,6 +318,7 @@ fn r3_remove_server_queues_idle_and_closes_in_use_at_checkin() {
     open(&p, 1, &k2, 3);
     open(&p, 2, &k1, 4);
     let held = p.checkout_from(&k1, &[1]).unwrap();
+    assert_eq!(p.remove_server(99), 0, "a server the index never saw");
     assert_eq!(p.remove_server(1), 2);
     let mut out = [0u64; 1];
     assert_eq!(p.take_closed_into(&mut out), 1);

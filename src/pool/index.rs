@@ -469,15 +469,19 @@ impl PoolIndex {
             .map(|&s| usize::from(s))
     }
 
-    pub(super) fn dir_contains(&self, conn: ConnId) -> bool {
-        self.dir[dir_of(conn)].lock().contains_key(&conn)
+    /// Records `conn` → `shard` unless `conn` is already known (one check-and-insert, so two
+    /// publishes of the same id in different shards cannot both succeed).
+    pub(super) fn dir_try_insert(&self, conn: ConnId, shard: usize) -> bool {
+        match self.dir[dir_of(conn)].lock().entry(conn) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(shard as u8);
+                true
+            }
+        }
     }
 
-    pub(super) fn dir_insert(&self, conn: ConnId, shard: usize) {
-        self.dir[dir_of(conn)].lock().insert(conn, shard as u8);
-    }
-
-    fn dir_remove(&self, conn: ConnId) {
+    pub(super) fn dir_remove(&self, conn: ConnId) {
         self.dir[dir_of(conn)].lock().remove(&conn);
     }
 
@@ -623,10 +627,12 @@ impl PoolIndex {
     /// host to close ([`PoolIndex::take_closed`]), those in use are closed at checkin, and
     /// reservations taken before now are refused at publish. Returns how many were queued.
     pub fn remove_server(&self, server: ServerId) -> usize {
-        // Bump first: a publish that does not see the bump lands before the scan below.
-        self.server_state(server)
-            .epoch
-            .fetch_add(1, Ordering::AcqRel);
+        // Bump first: a publish that does not see the bump lands before the scan below. A
+        // server the index never saw has no connections or reservations to affect.
+        let Some(state) = self.servers.read().get(&server).cloned() else {
+            return 0;
+        };
+        state.epoch.fetch_add(1, Ordering::AcqRel);
         self.retire(|_, s| s == server)
     }
 

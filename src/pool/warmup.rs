@@ -177,9 +177,10 @@ impl PoolIndex {
         } else if slot.open() >= limits.max_per_key {
             // First to publish wins: open connections (this one included) within the limit.
             Err(PublishError::KeyFull)
-        } else if self.dir_contains(conn) {
+        } else if !self.dir_try_insert(conn, si) {
             Err(PublishError::DuplicateConnection)
         } else if !r.state.try_open_reserved(limits.max_per_server) {
+            self.dir_remove(conn);
             Err(PublishError::ServerFull)
         } else {
             Ok(())
@@ -196,7 +197,6 @@ impl PoolIndex {
                         state: ConnState::Idle { dirty: false },
                     },
                 );
-                self.dir_insert(conn, si);
                 sh.stats.published += 1;
             }
             Err(_) => {
