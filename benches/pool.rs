@@ -11,8 +11,8 @@
 //!   for any scaling above.
 //!
 //! With 1, 2 and 4 threads. Criterion reports each as elements (operations) per second; at the
-//! end a table gives ops/s of both and the ratio polarsplit / baseline, from the same
-//! measurements. Run: `cargo bench --bench pool`.
+//! end a table gives ops/s of both (the median over criterion's calls, warm-up included) and the
+//! ratio polarsplit / baseline, from the same run. Run: `cargo bench --bench pool`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
@@ -30,8 +30,8 @@ const SERVERS: u32 = 4;
 const CONNS_PER_SLOT: u64 = 8;
 const READERS: u32 = 8;
 
-/// (workload, implementation, threads) → (operations, time), over every criterion call.
-type Tally = Mutex<BTreeMap<(&'static str, &'static str, usize), (u64, Duration)>>;
+/// (workload, implementation, threads) → ops/s of every criterion call (warm-up included).
+type Tally = Mutex<BTreeMap<(&'static str, &'static str, usize), Vec<f64>>>;
 
 fn key(i: u64) -> ReaderKey {
     ReaderKey {
@@ -338,18 +338,27 @@ fn record(
     iters: u64,
     t: Duration,
 ) {
-    let mut g = tally.lock().unwrap();
-    let e = g.entry((workload, imp, threads)).or_default();
-    e.0 += iters;
-    e.1 += t;
+    if t.is_zero() {
+        return;
+    }
+    let rate = iters as f64 / t.as_secs_f64();
+    tally
+        .lock()
+        .unwrap()
+        .entry((workload, imp, threads))
+        .or_default()
+        .push(rate);
 }
 
 fn report(tally: &Tally) {
     let g = tally.lock().unwrap();
+    // The median call: robust to the stalls a shared machine inflicts on single samples.
     let rate = |w, i, t| {
-        g.get(&(w, i, t))
-            .map(|(n, d): &(u64, Duration)| *n as f64 / d.as_secs_f64())
-            .unwrap_or(f64::NAN)
+        g.get(&(w, i, t)).map_or(f64::NAN, |v: &Vec<f64>| {
+            let mut v = v.clone();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
     };
     println!();
     println!(
