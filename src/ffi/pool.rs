@@ -191,6 +191,16 @@ fn pool_error(e: PoolError) -> PolarsplitStatus {
     }
 }
 
+/// The value of a `Result<_, PolarsplitStatus>`, or return the status.
+macro_rules! ok_or_return {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(status) => return status,
+        }
+    };
+}
+
 /// # Safety
 /// `p` must be NULL or point to a readable key.
 unsafe fn key_arg(p: *const PolarsplitReaderKey) -> Result<ReaderKey, PolarsplitStatus> {
@@ -206,6 +216,16 @@ unsafe fn key_arg(p: *const PolarsplitReaderKey) -> Result<ReaderKey, Polarsplit
 unsafe fn pool_arg<'a>(p: *const PolarsplitPool) -> Result<&'a PolarsplitPool, PolarsplitStatus> {
     // SAFETY: NULL or a live pool (shared, internally synchronised).
     unsafe { p.as_ref() }.ok_or(POLARSPLIT_ERR_NULL)
+}
+
+/// # Safety
+/// `pool` must be NULL or a live pool; `key` NULL or a readable key.
+unsafe fn pool_and_key<'a>(
+    pool: *const PolarsplitPool,
+    key: *const PolarsplitReaderKey,
+) -> Result<(&'a PolarsplitPool, ReaderKey), PolarsplitStatus> {
+    // SAFETY: as documented.
+    unsafe { Ok((pool_arg(pool)?, key_arg(key)?)) }
 }
 
 /// The bytes of a NUL-terminated string (any encoding: startup values need not be UTF-8).
@@ -407,10 +427,7 @@ pub unsafe extern "C" fn polarsplit_pool_checkout(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: pointers as documented.
-        let (pool, key) = match unsafe { (pool_arg(pool), key_arg(key)) } {
-            (Ok(p), Ok(k)) => (p, k),
-            (Err(s), _) | (_, Err(s)) => return s,
-        };
+        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
         if out.is_null() || (preferred.is_null() && n_preferred != 0) {
             return POLARSPLIT_ERR_NULL;
         }
@@ -456,10 +473,7 @@ pub unsafe extern "C" fn polarsplit_pool_checkin(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         if close.is_null() {
             return POLARSPLIT_ERR_NULL;
         }
@@ -531,10 +545,7 @@ pub unsafe extern "C" fn polarsplit_pool_remove_server(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         let n = pool.index.remove_server(server);
         if !queued.is_null() {
             // SAFETY: writable when not NULL.
@@ -558,10 +569,7 @@ pub unsafe extern "C" fn polarsplit_pool_invalidate_before(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         let n = pool.index.invalidate_before(profile_generation);
         if !queued.is_null() {
             // SAFETY: writable when not NULL.
@@ -586,10 +594,7 @@ pub unsafe extern "C" fn polarsplit_pool_drain_closed(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         if n.is_null() || (out.is_null() && cap != 0) {
             return POLARSPLIT_ERR_NULL;
         }
@@ -618,10 +623,7 @@ pub unsafe extern "C" fn polarsplit_pool_server_counts(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         if out.is_null() {
             return POLARSPLIT_ERR_NULL;
         }
@@ -643,10 +645,7 @@ pub unsafe extern "C" fn polarsplit_pool_key_counts(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: pointers as documented.
-        let (pool, key) = match unsafe { (pool_arg(pool), key_arg(key)) } {
-            (Ok(p), Ok(k)) => (p, k),
-            (Err(s), _) | (_, Err(s)) => return s,
-        };
+        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
         if out.is_null() {
             return POLARSPLIT_ERR_NULL;
         }
@@ -667,10 +666,7 @@ pub unsafe extern "C" fn polarsplit_pool_read_stats(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         if out.is_null() {
             return POLARSPLIT_ERR_NULL;
         }
@@ -724,10 +720,7 @@ pub unsafe extern "C" fn polarsplit_pool_demand(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: pointers as documented.
-        let (pool, key) = match unsafe { (pool_arg(pool), key_arg(key)) } {
-            (Ok(p), Ok(k)) => (p, k),
-            (Err(s), _) | (_, Err(s)) => return s,
-        };
+        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
         let reason = match reason {
             POLARSPLIT_DEMAND_MISS => DemandReason::Miss,
             POLARSPLIT_DEMAND_BEGIN => DemandReason::Begin,
@@ -761,10 +754,7 @@ pub unsafe extern "C" fn polarsplit_pool_drain(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         if n.is_null() || (out.is_null() && cap != 0) {
             return POLARSPLIT_ERR_NULL;
         }
@@ -807,10 +797,7 @@ pub unsafe extern "C" fn polarsplit_pool_reserve(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: pointers as documented.
-        let (pool, key) = match unsafe { (pool_arg(pool), key_arg(key)) } {
-            (Ok(p), Ok(k)) => (p, k),
-            (Err(s), _) | (_, Err(s)) => return s,
-        };
+        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
         if reservation.is_null() || outcome.is_null() {
             return POLARSPLIT_ERR_NULL;
         }
@@ -848,10 +835,7 @@ pub unsafe extern "C" fn polarsplit_pool_publish(
 ) -> PolarsplitStatus {
     guard(|| {
         // SAFETY: NULL or a live pool.
-        let pool = match unsafe { pool_arg(pool) } {
-            Ok(p) => p,
-            Err(s) => return s,
-        };
+        let pool = ok_or_return!(unsafe { pool_arg(pool) });
         if outcome.is_null() {
             return POLARSPLIT_ERR_NULL;
         }
