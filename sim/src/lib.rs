@@ -48,6 +48,7 @@ mod cluster;
 mod config;
 mod exec;
 mod fault;
+pub mod harness;
 pub mod history;
 mod rng;
 mod session;

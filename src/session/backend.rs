@@ -112,8 +112,8 @@ impl Session {
                     self.on_backend_opaque_start(conn, tag, body_len);
                     Ok(())
                 }
-                Step::OpaqueBytes { n, .. } => {
-                    self.on_backend_opaque_bytes(conn, n);
+                Step::OpaqueBytes { n, done } => {
+                    self.on_backend_opaque_bytes(conn, n, done);
                     Ok(())
                 }
             };
@@ -183,6 +183,10 @@ impl Session {
                         framer: Framer::new(self.config.limits),
                         expect: VecDeque::new(),
                         streaming: None,
+                        held_fwd: 0,
+                        partial_out: false,
+                        clean_on_success: false,
+                        settings_pending: false,
                         dirty: false,
                     };
                     w.expect.push_back(Expect::new(ExpectKind::Auth));
@@ -221,17 +225,19 @@ impl Session {
             Event::ConnectionLost => match self.backend_index(conn) {
                 None => Err(SessionError::UnknownConnection(conn)),
                 Some(0) => {
-                    let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
-                    self.out.send_client_with(|o| {
-                        encode::error_or_notice(
-                            o,
-                            false,
-                            encode::Severity::Fatal,
-                            b"08006",
-                            msg,
-                            None,
-                        );
-                    });
+                    if !self.client_stream_cut(conn) {
+                        let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
+                        self.out.send_client_with(|o| {
+                            encode::error_or_notice(
+                                o,
+                                false,
+                                encode::Severity::Fatal,
+                                b"08006",
+                                msg,
+                                None,
+                            );
+                        });
+                    }
                     self.writer = None;
                     self.close_all();
                     Ok(())
@@ -251,6 +257,15 @@ impl Session {
             return;
         };
         if i == 0 {
+            return;
+        }
+        if self.backend(i).partial_out {
+            // Half of a large message reached the client: its stream cannot be repaired.
+            self.last_error = format!(
+                "reader connection {conn} broke in the middle of a message forwarded to the client"
+            );
+            self.engine.stats().inc(Counter::FailuresDisconnected);
+            self.close_all();
             return;
         }
         let b = self.readers.remove(i - 1);
@@ -837,6 +852,8 @@ impl Session {
             let fatal = matches!(msg, BackendMessage::ErrorResponse(f) if f.is_fatal());
             self.apply_disp(conn, t, body, Disp::Discard);
             if fatal {
+                // The server closes it: tell the host the session no longer uses it.
+                self.out.close_backend(conn);
                 self.reader_lost(conn);
             }
             return;
@@ -916,6 +933,7 @@ impl Session {
     }
 
     fn reader_error(&mut self, conn: ConnId, i: usize, t: u8, body: &[u8], f: ErrorFields<'_>) {
+        self.backend_mut(i).expect[0].saw_error = true;
         let e = &self.backend(i).expect[0];
         let in_hidden = e.hidden_cc > 0 || e.hidden_rfq > 0;
         if e.discard {
@@ -923,6 +941,7 @@ impl Session {
             let fatal = f.is_fatal();
             self.apply_disp(conn, t, body, Disp::Discard);
             if fatal {
+                self.out.close_backend(conn);
                 self.reader_lost(conn);
             }
             return;
@@ -986,6 +1005,15 @@ impl Session {
         };
         let server = self.backend(i).server;
         let ext = self.backend(i).ext;
+        {
+            let b = self.backend_mut(i);
+            if !e.saw_error && std::mem::take(&mut b.clean_on_success) {
+                b.dirty = false;
+            }
+            b.clean_on_success = false;
+        }
+        let settings_unknown =
+            std::mem::take(&mut self.backend_mut(i).settings_pending) && e.saw_error;
         if let Some(s) = server {
             self.engine.readers().end_use(s);
         }
@@ -1018,11 +1046,7 @@ impl Session {
         let pinned = self.pin.is_some_and(|p| p.conn == conn);
         let give_back = |s: &mut Session| {
             if !pinned {
-                if let Some(i) = s.backend_index(conn) {
-                    let b = s.readers.remove(i - 1);
-                    s.out.release_reader(b.conn, b.dirty);
-                    s.retire_backend(b);
-                }
+                s.hand_back(conn, settings_unknown);
             }
         };
         match e.failure {
@@ -1032,11 +1056,7 @@ impl Session {
                     self.pin = None;
                     self.engine.stats().inc(Counter::PinsReleased);
                 }
-                if let Some(i) = self.backend_index(conn) {
-                    let b = self.readers.remove(i - 1);
-                    self.out.release_reader(b.conn, b.dirty);
-                    self.retire_backend(b);
-                }
+                self.hand_back(conn, settings_unknown);
                 self.recover(class, rec, e.failure_text);
             }
             Some((class, rec)) => {
@@ -1091,10 +1111,12 @@ impl Session {
             }
         };
         let n = 5;
-        if forward {
+        if !forward {
+            self.out.discard_backend(conn, n);
+        } else if body_len == 0 {
             self.out.forward_backend(conn, n);
         } else {
-            self.out.discard_backend(conn, n);
+            self.backend_mut(i).held_fwd = n;
         }
         if body_len > 0 {
             self.backend_mut(i).streaming = Some(forward);
@@ -1108,16 +1130,45 @@ impl Session {
         }
     }
 
-    fn on_backend_opaque_bytes(&mut self, conn: ConnId, n: usize) {
+    fn on_backend_opaque_bytes(&mut self, conn: ConnId, n: usize, done: bool) {
         let Some(i) = self.backend_index(conn) else {
             return;
         };
-        if self.backend(i).streaming.unwrap_or(false) {
-            self.out.forward_backend(conn, n);
-        } else {
+        if !self.backend(i).streaming.unwrap_or(false) {
             self.out.discard_backend(conn, n);
+            return;
         }
-        // The framer tells when the body ends; the disposition is reset at the next start.
+        let b = self.backend_mut(i);
+        b.held_fwd += n;
+        if done || b.held_fwd >= STREAM_WHOLE_MAX {
+            let k = std::mem::take(&mut b.held_fwd);
+            b.partial_out = !done;
+            self.out.forward_backend(conn, k);
+        }
+    }
+
+    /// Returns a reader connection to the host: to its pool, or closed when its settings are
+    /// unknown (a failed Query rolled back the SETs that were to bring it in line, W-6).
+    pub(super) fn hand_back(&mut self, conn: ConnId, settings_unknown: bool) {
+        if let Some(i) = self.backend_index(conn) {
+            if i == 0 {
+                return;
+            }
+            let b = self.readers.remove(i - 1);
+            if settings_unknown {
+                self.out.close_backend(b.conn);
+            } else {
+                self.out.release_reader(b.conn, b.dirty);
+            }
+            self.retire_backend(b);
+        }
+    }
+
+    /// Whether a broken connection left the client with half a message (then the client can
+    /// only be closed: nothing more can be framed on its stream).
+    pub(super) fn client_stream_cut(&self, conn: ConnId) -> bool {
+        self.backend_index(conn)
+            .is_some_and(|i| self.backend(i).partial_out)
     }
 }
 

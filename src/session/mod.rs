@@ -52,6 +52,10 @@ const MAX_PENDING_MESSAGES: usize = 1024;
 const MAX_PENDING_COPY: usize = 4 << 20;
 /// Most bytes of held backend messages (a reader attempt's notices before its result begins).
 const MAX_HELD: usize = 64 << 10;
+/// Streamed messages up to this size reach the client whole (their bytes stay in the host's
+/// buffer until the message is complete), so a backend that breaks mid-message never leaves the
+/// client with half a message. Larger ones are forwarded as they arrive.
+const STREAM_WHOLE_MAX: usize = 64 << 10;
 
 /// An input the host reports about a backend connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +238,8 @@ struct Expect {
     /// Reader attempt: hold notices and parse/bind completions until the result begins.
     hold: bool,
     result_started: bool,
+    /// Any ErrorResponse arrived (the Query's implicit transaction rolled back, W-6).
+    saw_error: bool,
     failure: Option<(FailureClass, Recovery)>,
     /// Engine-built error detail for a failure that cannot be forwarded as is.
     failure_text: Option<String>,
@@ -248,6 +254,7 @@ impl Expect {
             discard: matches!(kind, ExpectKind::Abort | ExpectKind::Probe),
             hold: false,
             result_started: false,
+            saw_error: false,
             failure: None,
             failure_text: None,
         }
@@ -263,8 +270,19 @@ struct Backend {
     expect: VecDeque<Expect>,
     /// Disposition of the body of the streamed message in progress: forward (true) or discard.
     streaming: Option<bool>,
+    /// Bytes of the streamed message in progress to forward, not yet covered by an action:
+    /// a message reaches the client whole unless it is larger than `STREAM_WHOLE_MAX`.
+    held_fwd: usize,
+    /// Part of the message in progress already went to the client: if the connection breaks
+    /// now, the client's stream is cut mid-message and can only be closed.
+    partial_out: bool,
     /// Holds an XID import (awide keeps imports: P-7).
     dirty: bool,
+    /// The Query in flight resets the import: clean once it succeeds.
+    clean_on_success: bool,
+    /// The Query in flight brings the settings in line: if it fails, the connection's settings
+    /// are unknown and it must not be pooled under the session's key.
+    settings_pending: bool,
 }
 
 /// The transaction's pinned reader (P-7).

@@ -619,6 +619,10 @@ impl Session {
             framer: Framer::new(self.config.limits),
             expect: VecDeque::new(),
             streaming: None,
+            held_fwd: 0,
+            partial_out: false,
+            clean_on_success: false,
+            settings_pending: false,
             dirty: false,
         });
         b.conn = conn;
@@ -626,6 +630,10 @@ impl Session {
         b.ext = ext;
         b.expect.clear();
         b.streaming = None;
+        b.held_fwd = 0;
+        b.partial_out = false;
+        b.clean_on_success = false;
+        b.settings_pending = false;
         b.dirty = needs_reset;
         if !b.framer.at_boundary() {
             b.framer = Framer::new(self.config.limits);
@@ -736,6 +744,7 @@ impl Session {
             }
         };
         let reset = hidden.reset;
+        let hidden_settings = hidden.settings.is_some();
         self.txn.xids = xids;
         if reset {
             self.engine.stats().inc(Counter::XidResets);
@@ -767,12 +776,13 @@ impl Session {
             e.hidden_rfq = u8::from(kind == UnitKind::Extended && count > 0);
             e.hold = true;
             b.expect.push_back(e);
-            if reset {
-                b.dirty = false;
-            }
+            // W-6: an error anywhere in the Query rolls back its SETs, so a reset or a settings
+            // replay only counts once the Query succeeded; an import counts at once.
             if import_persists {
                 b.dirty = true;
             }
+            b.clean_on_success = reset && !import_persists;
+            b.settings_pending = hidden_settings;
         }
         self.engine.readers().begin_use(server);
         if self.txn.active && self.pin.is_none() {
