@@ -19,6 +19,7 @@ fn main() {
         "c/abi_basics.c",
         "c/header_c11.c",
         "c/transcript.c",
+        "c/pool.c",
         "c/misuse.c",
     ] {
         c.file(f);
