@@ -100,6 +100,41 @@ fn writer_lost_mid_row_closes_the_client_without_injecting_bytes_into_the_row() 
 }
 
 #[test]
+fn client_violation_while_a_row_streams_closes_without_injecting_bytes_into_the_row() {
+    let mut h = host();
+    read_on_reader(&mut h, "SELECT v FROM t", R1);
+    let mut b = row_description(1);
+    b.extend_from_slice(&big_row()[..70_000]);
+    h.backend(R1, &b);
+    assert!(!h.take_client().is_empty());
+    let r = h.session.recv_client(&[b'Q', 0, 0, 0, 2], h.now);
+    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+    h.streams.fed_client(&[b'Q', 0, 0, 0, 2]);
+    let acts = h.drain();
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::SendClient(_))),
+        "{acts:?}"
+    );
+    assert!(acts.contains(&A::CloseClient));
+}
+
+#[test]
+fn writer_lost_while_a_reader_row_streams_closes_without_injecting_bytes_into_the_row() {
+    let mut h = host();
+    read_on_reader(&mut h, "SELECT v FROM t", R1);
+    let mut b = row_description(1);
+    b.extend_from_slice(&big_row()[..70_000]);
+    h.backend(R1, &b);
+    assert!(!h.take_client().is_empty());
+    let acts = h.event(WRITER_CONN, Event::ConnectionLost);
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::SendClient(_))),
+        "{acts:?}"
+    );
+    assert!(acts.contains(&A::CloseClient));
+}
+
+#[test]
 fn reader_lost_inside_a_small_row_still_gets_its_error_whole() {
     // A small message is forwarded only once whole: a reader lost inside one left nothing of
     // it with the client, so the engine's error is delivered whole and the session goes on.

@@ -142,16 +142,18 @@ impl Session {
         let is_writer = self.backend_index(conn) == Some(0);
         if is_writer {
             let msg = format!("polarsplit: protocol violation by the primary: {what}");
-            self.out.send_client_with(|o| {
-                encode::error_or_notice(
-                    o,
-                    false,
-                    encode::Severity::Fatal,
-                    b"08P01",
-                    msg.as_bytes(),
-                    None,
-                );
-            });
+            if !self.client_mid_message() {
+                self.out.send_client_with(|o| {
+                    encode::error_or_notice(
+                        o,
+                        false,
+                        encode::Severity::Fatal,
+                        b"08P01",
+                        msg.as_bytes(),
+                        None,
+                    );
+                });
+            }
             self.close_all();
             return Err(self.fail(SessionError::Protocol(format!("writer: {what}"))));
         }
@@ -230,7 +232,8 @@ impl Session {
             Event::ConnectionLost => match self.backend_index(conn) {
                 None => Err(SessionError::UnknownConnection(conn)),
                 Some(0) => {
-                    if !self.client_stream_cut(conn) {
+                    // Not this connection's message only: a reader's may be half-sent too.
+                    if !self.client_mid_message() {
                         let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
                         self.out.send_client_with(|o| {
                             encode::error_or_notice(
@@ -264,8 +267,9 @@ impl Session {
         if i == 0 {
             return;
         }
-        if self.backend(i).partial_out {
-            // Half of a large message reached the client: its stream cannot be repaired.
+        if self.client_mid_message() {
+            // Half of a large message (this reader's, or the writer's) reached the client: its
+            // stream cannot be repaired.
             self.last_error = format!(
                 "reader connection {conn} broke in the middle of a message forwarded to the client"
             );
@@ -1169,11 +1173,13 @@ impl Session {
         }
     }
 
-    /// Whether a broken connection left the client with half a message (then the client can
-    /// only be closed: nothing more can be framed on its stream).
-    pub(super) fn client_stream_cut(&self, conn: ConnId) -> bool {
-        self.backend_index(conn)
-            .is_some_and(|i| self.backend(i).partial_out)
+    /// Whether any backend's message is partly with the client: until it completes, no other
+    /// byte may reach the client (an error sent now would land inside that message).
+    pub(super) fn client_mid_message(&self) -> bool {
+        self.writer
+            .iter()
+            .chain(self.readers.iter())
+            .any(|b| b.partial_out)
     }
 }
 
