@@ -384,3 +384,46 @@ fn a_pipelining_flood_is_taken_in_bounded_bites() {
     assert_eq!(taken % one.len(), 0, "stopped at a message boundary");
     assert!(peak < 8 << 20, "{peak}");
 }
+
+// --- Messages out of place --------------------------------------------------------------------
+
+#[test]
+fn a_password_message_after_authentication_waits_its_turn_and_is_never_cut_into() {
+    // Found by the session fuzz target: a PasswordMessage after authentication (only ever a
+    // client bug or an attack) was passed to the writer at once, ahead of the statement in
+    // flight; a large one was still streaming when the statement fell back to the writer, and
+    // the engine's copy of the statement landed inside it.
+    use polarsplit::session::Event;
+    let mut l = connected();
+    l.copy = true;
+    l.client(&query(b"SELECT 1")).unwrap();
+    assert!(l.seen.acquire.is_some(), "the read goes to a reader");
+    // A 'p' declaring 10,000 bytes, 95 of them sent so far.
+    let mut p = vec![b'p'];
+    p.extend_from_slice(&10_004u32.to_be_bytes());
+    p.extend_from_slice(&[b'}'; 95]);
+    assert_eq!(l.client(&p).unwrap(), p.len());
+    assert!(
+        l.seen.client_fwd.is_empty(),
+        "the password passed the statement in flight"
+    );
+    l.event(
+        999,
+        Event::ReaderUnavailable {
+            no_credentials: true,
+        },
+    )
+    .unwrap();
+    // The statement goes to the writer whole, nothing of the 'p' before it.
+    assert_eq!(l.seen.send_backend.len(), 1);
+    assert_eq!(l.seen.send_backend[0], (WRITER, query(b"SELECT 1")));
+    assert!(l.seen.client_fwd.is_empty());
+    // After the statement, the 'p' follows in order (the server refuses it).
+    let mut b = msg(b'C', b"SELECT 1\0");
+    b.extend(msg(b'Z', b"I"));
+    l.backend(WRITER, &b).unwrap();
+    assert_eq!(
+        l.seen.client_fwd.get(&WRITER).copied(),
+        Some(p.len() as u64)
+    );
+}

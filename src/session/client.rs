@@ -311,7 +311,7 @@ impl Session {
             let fresh_here = if self.queue.len() == 1 { fresh } else { None };
             let writer = self.writer.as_ref().map(|w| w.conn);
             match (&head.info, self.phase) {
-                (MsgInfo::Password, Phase::Auth | Phase::Ready) => {
+                (MsgInfo::Password, Phase::Auth) => {
                     let Some(w) = writer else { return };
                     self.advance_head(Some(w));
                     continue;
