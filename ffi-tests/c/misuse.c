@@ -15,6 +15,7 @@ int ctest_misuse_input_while_actions_pending(void);
 int ctest_misuse_handles_freed_while_in_use(void);
 int ctest_misuse_output_buffers(void);
 int ctest_misuse_panic_poisons_one_session(void);
+int ctest_misuse_facts_and_pool(void);
 
 #define WRITER 100u
 #define READER 201u
@@ -194,6 +195,7 @@ int ctest_misuse_null_every_pointer(void) {
     CHECK_STATUS(polarsplit_engine_set_reader_health(NULL, 1, true), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_reader_sample(NULL, 1, 1, 1), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_sample(NULL, 0, 1, 1), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_server_version(NULL, 1, 150018), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_changed(NULL, 0, &v), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_changed(NULL, 0, NULL), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_changed(e, 0, NULL), POLARSPLIT_OK); /* NULL allowed */
@@ -240,6 +242,12 @@ int ctest_misuse_null_every_pointer(void) {
     CHECK_STATUS(polarsplit_session_poll_action(NULL, NULL), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_executing_conn(NULL, &v), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_executing_conn(s, NULL), POLARSPLIT_ERR_NULL);
+    polarsplit_backend_fact fact;
+    memset(&fact, 0, sizeof fact);
+    fact.kind = POLARSPLIT_FACT_OTHER;
+    fact.tag = 'D';
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(NULL, WRITER, &fact, 0), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, NULL, 0), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_backend_key(NULL, &pid, secret, sizeof secret, &len), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_backend_key(s, NULL, secret, sizeof secret, &len), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_backend_key(s, &pid, NULL, 4, &len), POLARSPLIT_ERR_NULL);
@@ -591,6 +599,12 @@ int ctest_misuse_panic_poisons_one_session(void) {
     CHECK(consumed == 0);
     CHECK_STATUS(polarsplit_session_recv_client(bad, NULL, 0, 1000, NULL), POLARSPLIT_ERR_POISONED);
     CHECK_STATUS(polarsplit_session_recv_backend(bad, WRITER, q, n, 1000), POLARSPLIT_ERR_POISONED);
+    polarsplit_backend_fact fact;
+    memset(&fact, 0, sizeof fact);
+    fact.kind = POLARSPLIT_FACT_OTHER;
+    fact.tag = 'D';
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(bad, WRITER, &fact, 1000), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(bad, WRITER, NULL, 1000), POLARSPLIT_ERR_POISONED);
     for (uint32_t k = 0; k <= POLARSPLIT_EVENT_CONNECTION_LOST + 1; k++)
         CHECK_STATUS(polarsplit_session_on_backend_event(bad, WRITER, k, 0, 0, 1000), POLARSPLIT_ERR_POISONED);
     CHECK_STATUS(polarsplit_session_executing_conn(bad, &v), POLARSPLIT_ERR_POISONED);
@@ -637,5 +651,131 @@ int ctest_misuse_panic_poisons_one_session(void) {
     polarsplit_session_free(late);
     polarsplit_engine_free(e);
 #endif
+    return 0;
+}
+
+/* The libpq-host input (backend facts) and the pool index: NULL pointers inside structs,
+ * out-of-range kinds and enum values, lengths no array can have. */
+int ctest_misuse_facts_and_pool(void) {
+    polarsplit_engine *e = make_engine();
+    CHECK(e != NULL);
+    polarsplit_session *s = NULL;
+    CHECK_STATUS(new_session(e, &s), POLARSPLIT_OK);
+    CHECK(connect_session(s) == 0);
+    polarsplit_backend_fact f;
+    polarsplit_error_field field = {'S', (const uint8_t *)"ERROR", 5};
+
+#define FACT_RESET() memset(&f, 0, sizeof f)
+    /* Kinds. */
+    const uint32_t bad_kinds[] = {0, 7, 100, UINT32_MAX};
+    for (size_t i = 0; i < sizeof bad_kinds / sizeof bad_kinds[0]; i++) {
+        FACT_RESET();
+        f.kind = bad_kinds[i];
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    }
+    /* ReadyForQuery: status, LSN state and marker. */
+    FACT_RESET();
+    f.kind = POLARSPLIT_FACT_READY_FOR_QUERY;
+    f.status = 'Q';
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    f.status = 'I';
+    f.lsn_state = 3;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    f.lsn_state = UINT32_MAX;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    f.lsn_state = POLARSPLIT_LSN_MISSING;
+    f.marker = 'q';
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    f.marker = 'x';
+    f.xids = NULL;
+    f.xids_len = 3;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+    f.xids = (const uint8_t *)"1,2";
+    f.xids_len = SIZE_MAX;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    /* Text, value and field pointers. */
+    FACT_RESET();
+    f.kind = POLARSPLIT_FACT_COMMAND_COMPLETE;
+    f.text_len = 4;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+    f.text = (const uint8_t *)"SET";
+    f.text_len = SIZE_MAX;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    FACT_RESET();
+    f.kind = POLARSPLIT_FACT_PARAMETER_STATUS;
+    f.text = (const uint8_t *)"x";
+    f.text_len = 1;
+    f.value_len = 2;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+    for (uint32_t k = POLARSPLIT_FACT_ERROR; k <= POLARSPLIT_FACT_NOTICE; k++) {
+        FACT_RESET();
+        f.kind = k;
+        f.fields_len = 1;
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+        f.fields = &field;
+        f.fields_len = SIZE_MAX;
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+        f.fields_len = SIZE_MAX / sizeof field + 1;
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+        polarsplit_error_field nullv = {'M', NULL, 3};
+        f.fields = &nullv;
+        f.fields_len = 1;
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+    }
+    /* A fact from a connection the session does not use. */
+    FACT_RESET();
+    f.kind = POLARSPLIT_FACT_OTHER;
+    f.tag = 'D';
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, 4242, &f, 0), POLARSPLIT_ERR_UNKNOWN_CONNECTION);
+#undef FACT_RESET
+    /* None of the refused facts changed anything: the session works on. */
+    CHECK(drain(s, NULL, 0) == 0);
+    CHECK(write_then_read(s) == 0);
+    polarsplit_session_free(s);
+
+    /* Engine: server versions take any number. */
+    CHECK_STATUS(polarsplit_engine_set_server_version(e, UINT32_MAX, UINT32_MAX), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_set_server_version(e, 1, 0), POLARSPLIT_OK);
+
+    /* Pool: enum-like values and impossible lengths; a config freed while the pool lives. */
+    polarsplit_config_builder *b = polarsplit_config_builder_new();
+    CHECK_STATUS(polarsplit_config_builder_set(b, "warmup", "both", NULL, 0), POLARSPLIT_OK);
+    polarsplit_config *c = NULL;
+    CHECK_STATUS(polarsplit_config_builder_build(b, &c, NULL, 0), POLARSPLIT_OK);
+    polarsplit_pool *p = NULL;
+    CHECK_STATUS(polarsplit_pool_new(c, 2, 4, &p), POLARSPLIT_OK);
+    polarsplit_config_free(c);
+    polarsplit_reader_key k;
+    CHECK_STATUS(polarsplit_reader_key_build(1, "alice", "db", NULL, 0, NULL, NULL, 0, NULL, NULL, 0, &k),
+                 POLARSPLIT_OK);
+    polarsplit_pool_outcome o = 99;
+    const polarsplit_demand_reason bad_reasons[] = {0, 3, -1, INT32_MIN, INT32_MAX};
+    for (size_t i = 0; i < sizeof bad_reasons / sizeof bad_reasons[0]; i++)
+        CHECK_STATUS(polarsplit_pool_demand(p, 1, &k, bad_reasons[i], &o), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_pool_demand(p, 1, &k, POLARSPLIT_DEMAND_MISS, &o), POLARSPLIT_OK);
+    CHECK(o == POLARSPLIT_POOL_OK);
+    uint32_t preferred[1] = {1};
+    polarsplit_checkout co;
+    CHECK_STATUS(polarsplit_pool_checkout(p, &k, preferred, SIZE_MAX, false, &co), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_pool_checkout(p, &k, preferred, SIZE_MAX / sizeof preferred[0] + 1, false, &co),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_pool_checkout(p, &k, preferred, 1, false, &co), POLARSPLIT_OK);
+    CHECK(!co.found);
+    uint64_t ids[2];
+    size_t n = 99;
+    CHECK_STATUS(polarsplit_pool_drain_closed(p, ids, SIZE_MAX, &n), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_pool_drain_closed(p, ids, 2, &n), POLARSPLIT_OK);
+    CHECK(n == 0);
+    polarsplit_demand d[2];
+    CHECK_STATUS(polarsplit_pool_drain(p, d, SIZE_MAX, &n), POLARSPLIT_OK); /* writes only what it has */
+    CHECK(n == 1);
+    /* Connection ids and reservations it never handed out. */
+    bool close = false;
+    CHECK_STATUS(polarsplit_pool_checkin(p, UINT64_MAX, false, &close), POLARSPLIT_ERR_UNKNOWN_CONNECTION);
+    CHECK_STATUS(polarsplit_pool_cancel(p, UINT64_MAX), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_pool_publish(p, UINT64_MAX, 1, 0, 1, true, &o), POLARSPLIT_OK);
+    CHECK(o == POLARSPLIT_POOL_UNKNOWN_RESERVATION);
+    polarsplit_pool_free(p);
+    polarsplit_engine_free(e);
     return 0;
 }

@@ -32,6 +32,7 @@ extern "C" {
     pub fn ctest_misuse_handles_freed_while_in_use() -> c_int;
     pub fn ctest_misuse_output_buffers() -> c_int;
     pub fn ctest_misuse_panic_poisons_one_session() -> c_int;
+    pub fn ctest_misuse_facts_and_pool() -> c_int;
 }
 
 /// Runs one C test and panics with its failing line.

@@ -46,3 +46,8 @@ fn c_misuse_panic_poisons_exactly_one_session() {
         ctest_misuse_panic_poisons_one_session,
     );
 }
+
+#[test]
+fn c_misuse_backend_facts_and_pool_arguments() {
+    run("misuse_facts_and_pool", ctest_misuse_facts_and_pool);
+}

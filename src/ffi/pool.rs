@@ -431,6 +431,10 @@ pub unsafe extern "C" fn polarsplit_pool_checkout(
         if out.is_null() || (preferred.is_null() && n_preferred != 0) {
             return POLARSPLIT_ERR_NULL;
         }
+        if n_preferred > isize::MAX as usize / std::mem::size_of::<u32>() {
+            // No such array can exist: refuse before making a slice of it.
+            return POLARSPLIT_ERR_INVALID_ARGUMENT;
+        }
         let preferred: &[u32] = if n_preferred == 0 {
             &[]
         } else {
@@ -597,6 +601,9 @@ pub unsafe extern "C" fn polarsplit_pool_drain_closed(
         let pool = ok_or_return!(unsafe { pool_arg(pool) });
         if n.is_null() || (out.is_null() && cap != 0) {
             return POLARSPLIT_ERR_NULL;
+        }
+        if cap > isize::MAX as usize / std::mem::size_of::<u64>() {
+            return POLARSPLIT_ERR_INVALID_ARGUMENT;
         }
         let got = if cap == 0 {
             0

@@ -792,6 +792,10 @@ pub unsafe extern "C" fn polarsplit_session_recv_backend_fact(
                     if f.fields.is_null() && f.fields_len > 0 {
                         return POLARSPLIT_ERR_NULL;
                     }
+                    if f.fields_len > isize::MAX as usize / size_of::<PolarsplitErrorField>() {
+                        // No such array can exist: refuse before making a slice of it.
+                        return POLARSPLIT_ERR_INVALID_ARGUMENT;
+                    }
                     let raw: &[PolarsplitErrorField] = if f.fields_len == 0 {
                         &[]
                     } else {
