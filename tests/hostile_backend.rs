@@ -498,3 +498,29 @@ fn a_reader_message_over_the_inspection_limit_is_streamed_by_count_not_buffered(
     assert!(!h.session.is_closed());
     assert!(h.streams.balanced());
 }
+
+// --- A writer that answers too early ----------------------------------------------------------
+
+#[test]
+fn a_writer_ready_before_the_clients_message_ended_is_a_protocol_violation() {
+    // Found by the session fuzz target: a FunctionCall of ~1 GB streams to the writer; a
+    // (broken or hostile) writer answers ReadyForQuery before the message ended; the engine
+    // then sent its post-commit LSN probe into the middle of the client's message.
+    let mut h = host();
+    let mut f = vec![b'F'];
+    f.extend_from_slice(&0x3B3B_3B3Bu32.to_be_bytes());
+    f.extend_from_slice(&[0; 64]);
+    h.client(&f);
+    assert!(!h.take_sent(WRITER_CONN).is_empty());
+    let mut b = common::error("ERROR", "42883", "no such function", None, None);
+    b.extend(rfq(b'I', Some(0x2000), None));
+    let r = h.session.recv_backend(WRITER_CONN, &b, h.now);
+    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+    h.streams.fed_backend(WRITER_CONN, &b);
+    let acts = h.drain();
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::SendBackend { .. })),
+        "{acts:?}"
+    );
+    assert!(acts.contains(&A::CloseClient));
+}

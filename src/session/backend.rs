@@ -378,6 +378,14 @@ impl Session {
         body: &[u8],
         msg: BackendMessage<'_>,
     ) -> Result<(), SessionError> {
+        if matches!(msg, BackendMessage::ReadyForQuery(_))
+            && self.client_streaming == Some(Some(conn))
+        {
+            // A server answers a request only once it has read it whole: engine-built bytes
+            // sent now (a probe, a retry) would land inside the client's message.
+            return self
+                .backend_protocol_error(conn, "ReadyForQuery before the client's message ended");
+        }
         let front = self
             .writer
             .as_ref()
