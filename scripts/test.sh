@@ -34,4 +34,7 @@ cargo build --release
 step "cargo test (Rust and C tests)"
 cargo test --workspace
 
+bash scripts/test-sanitizers.sh # C tests under ASan/UBSan and valgrind (issue 10)
+bash scripts/test-fuzz.sh       # fuzz smoke: every target ~10 s from its seeds (issue 10)
+
 step "all tests passed"

@@ -1,0 +1,4 @@
+#![no_main]
+//! See `fuzz/src/framer.rs` for what this target drives and which invariants it checks.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| polarsplit_fuzz::framer::run(data));
