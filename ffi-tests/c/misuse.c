@@ -440,6 +440,11 @@ int ctest_misuse_input_while_actions_pending(void) {
                  POLARSPLIT_ERR_BAD_STATE);
     CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, POLARSPLIT_EVENT_CONNECTION_LOST, 0, 0, 0),
                  POLARSPLIT_ERR_BAD_STATE);
+    polarsplit_backend_fact fact;
+    memset(&fact, 0, sizeof fact);
+    fact.kind = POLARSPLIT_FACT_OTHER;
+    fact.tag = 'D';
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &fact, 0), POLARSPLIT_ERR_BAD_STATE);
     char err[128];
     CHECK(polarsplit_session_last_error(s, err, sizeof err) > 0);
     CHECK(strstr(err, "pending") != NULL);
@@ -775,6 +780,12 @@ int ctest_misuse_facts_and_pool(void) {
     CHECK_STATUS(polarsplit_pool_cancel(p, UINT64_MAX), POLARSPLIT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(polarsplit_pool_publish(p, UINT64_MAX, 1, 0, 1, true, &o), POLARSPLIT_OK);
     CHECK(o == POLARSPLIT_POOL_UNKNOWN_RESERVATION);
+    /* Pointers the other pool tests leave out; optional outputs may be NULL. */
+    polarsplit_pool_counts counts;
+    CHECK_STATUS(polarsplit_pool_key_counts(NULL, &k, &counts), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_remove_server(p, 12345, NULL), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_pool_invalidate_before(p, 0, NULL), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_pool_demand(p, 2, &k, POLARSPLIT_DEMAND_BEGIN, NULL), POLARSPLIT_OK);
     polarsplit_pool_free(p);
     polarsplit_engine_free(e);
     return 0;
