@@ -427,3 +427,49 @@ fn a_password_message_after_authentication_waits_its_turn_and_is_never_cut_into(
         Some(p.len() as u64)
     );
 }
+
+// --- Session state a client can make the engine remember ----------------------------------------
+
+#[test]
+fn sets_repeated_inside_an_open_transaction_do_not_grow_the_session() {
+    // SET inside a transaction is remembered until COMMIT (S-4). A client that keeps a
+    // transaction open and repeats SET — 10,000 times here, 100 per Query — must not make the
+    // engine's memory grow with it.
+    use hostile_common::{command_complete, live_bytes, rfq};
+    let mut l = connected();
+    l.client(&query(b"BEGIN")).unwrap();
+    let mut b = command_complete("BEGIN");
+    b.extend(rfq(b'T', Some(0x1000), Some((b'x', b""))));
+    l.backend(WRITER, &b).unwrap();
+    let value = "x".repeat(200);
+    let one = format!("SET search_path = '{value}'; ");
+    let sql = one.repeat(100);
+    let mut answer = Vec::new();
+    for _ in 0..100 {
+        answer.extend(command_complete("SET"));
+    }
+    answer.extend(rfq(b'T', Some(0x1000), Some((b'x', b""))));
+    let round = |l: &mut Lean| {
+        l.client(&query(sql.as_bytes())).unwrap();
+        l.backend(WRITER, &answer).unwrap();
+    };
+    round(&mut l);
+    let before = live_bytes();
+    let t = Instant::now();
+    for _ in 0..99 {
+        round(&mut l);
+    }
+    let grown = live_bytes() - before;
+    eprintln!(
+        "10,000 SETs in one open transaction: {:.2} s, session heap grew by {grown} B",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(grown < 128 << 10, "the session grew by {grown} bytes");
+    // COMMIT: the settings it could not follow keep the session on the writer (S-4).
+    l.client(&query(b"COMMIT")).unwrap();
+    let mut b = command_complete("COMMIT");
+    b.extend(rfq(b'I', Some(0x1100), None));
+    l.backend(WRITER, &b).unwrap();
+    l.client(&query(b"SELECT 1")).unwrap();
+    assert_eq!(last_decision(&l).outcome, Outcome::ForcePrimary);
+}

@@ -22,6 +22,10 @@ fn backend_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> Bod
     }
 }
 
+/// Most SET/RESET statements, and most bytes of them, remembered inside one transaction.
+const MAX_PENDING_SETTINGS: usize = 64;
+const MAX_PENDING_SETTINGS_BYTES: usize = 64 << 10;
+
 /// What to do with one whole backend message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Disp {
@@ -670,6 +674,26 @@ impl Session {
         self.release_pin(false);
     }
 
+    /// Remembers a session-level SET/RESET run inside the transaction, for COMMIT. Bounded: a
+    /// client repeating SET in an open transaction must not grow the session; past the bounds
+    /// the settings are uncertain at COMMIT (the session stays on the writer, S-4).
+    fn pend_setting(&mut self, var: Var, name: String, stmt: Option<String>) {
+        let size = |n: &String, s: &Option<String>| n.len() + s.as_ref().map_or(0, String::len);
+        let used: usize = self
+            .txn
+            .pending_settings
+            .iter()
+            .map(|(_, n, s)| size(n, s))
+            .sum();
+        if self.txn.pending_settings.len() >= MAX_PENDING_SETTINGS
+            || used + size(&name, &stmt) > MAX_PENDING_SETTINGS_BYTES
+        {
+            self.txn.settings_uncertain = true;
+            return;
+        }
+        self.txn.pending_settings.push((var, name, stmt));
+    }
+
     /// Applies one session-level SET/RESET outside a transaction.
     fn apply_setting(&mut self, var: Var, name: &str, stmt: Option<&str>) {
         match var {
@@ -786,7 +810,7 @@ impl Session {
                             match (name_text, stmt_text) {
                                 (Some(n), Some(st)) => {
                                     let st = (!is_set_default(&st)).then_some(st);
-                                    self.txn.pending_settings.push((var, n, st));
+                                    self.pend_setting(var, n, st);
                                 }
                                 _ => self.txn.settings_uncertain = true,
                             }
@@ -807,7 +831,7 @@ impl Session {
                     if in_txn {
                         self.txn.set_ran = true;
                         match n {
-                            Some(n) => self.txn.pending_settings.push((var, n, None)),
+                            Some(n) => self.pend_setting(var, n, None),
                             None => self.txn.settings_uncertain = true,
                         }
                     } else if success {
