@@ -524,3 +524,46 @@ fn a_writer_ready_before_the_clients_message_ended_is_a_protocol_violation() {
     );
     assert!(acts.contains(&A::CloseClient));
 }
+
+// --- Chatter that is held back ----------------------------------------------------------------
+
+#[test]
+fn endless_notices_before_a_reader_result_are_held_in_bounded_memory() {
+    // A reader's notices are held until its result begins (they may belong to a failed attempt
+    // that is retried elsewhere). 100,000 of them must not grow the session without bound.
+    let mut l = Lean::new(Config::default());
+    l.copy = false;
+    l.connect();
+    l.client(&query("SELECT v FROM t")).unwrap();
+    let server = l.seen.acquire.expect("AcquireReader");
+    l.event(
+        R1,
+        Event::ReaderAttached {
+            server,
+            fresh: false,
+            needs_reset: false,
+        },
+    )
+    .unwrap();
+    let notice = common::notice("NOTICE", &"n".repeat(100), None);
+    let chunk: Vec<u8> = notice.repeat(500);
+    let ((), peak, _) = measure(|| {
+        for _ in 0..200 {
+            l.backend(R1, &chunk).unwrap();
+        }
+    });
+    eprintln!(
+        "100,000 notices ({} MiB) held before a reader's result: peak heap +{peak} B",
+        (chunk.len() * 200) >> 20
+    );
+    assert!(peak < 512 << 10, "{peak}");
+    // And the writer's own asynchronous chatter while the reader answers.
+    let note = common::notice("NOTICE", "from the writer", None);
+    let wchunk: Vec<u8> = note.repeat(1000);
+    let ((), wpeak, _) = measure(|| {
+        for _ in 0..100 {
+            l.backend(WRITER, &wchunk).unwrap();
+        }
+    });
+    assert!(wpeak < 512 << 10, "{wpeak}");
+}
