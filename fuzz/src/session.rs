@@ -713,8 +713,11 @@ impl Host {
 
     fn feed_fact(&mut self, conn: ConnId, fact: BackendFact<'_>, stop_after: Option<usize>) {
         self.st.note(format_args!("fact {conn} {fact:?}"));
+        let was_closed = self.session.is_closed();
         let r = self.session.recv_backend_fact(conn, fact, self.st.now);
-        if r.is_ok() || self.session.is_closed() {
+        // Taken: accepted, or it broke the protocol and ended the session (a refused fact, or
+        // one for a closed session, was not taken).
+        if r.is_ok() || (!was_closed && self.session.is_closed()) {
             let c = self.st.conn_mut(conn);
             c.pending.push_back(0);
             c.fed += 1;
