@@ -73,7 +73,14 @@ impl Session {
         bytes: &[u8],
     ) -> Result<(), SessionError> {
         let limits = self.config.limits;
+        let Some(i0) = self.backend_index(conn) else {
+            return Err(self.fail(SessionError::UnknownConnection(conn)));
+        };
+        // The framer is taken out for the whole input (a message body may borrow it) and put
+        // back at the end if the connection is still in use.
+        let mut framer = std::mem::replace(&mut self.backend_mut(i0).framer, Framer::new(limits));
         let mut pos = 0;
+        let mut result = Ok(());
         while pos < bytes.len() {
             let Some(i) = self.backend_index(conn) else {
                 // The connection was dropped while processing (it broke): nothing more from it
@@ -88,8 +95,6 @@ impl Session {
                     .expect
                     .front()
                     .is_some_and(|e| e.kind == ExpectKind::Probe);
-            let mut framer =
-                std::mem::replace(&mut self.backend_mut(i).framer, Framer::new(limits));
             let step = framer.step(&bytes[pos..], |t, len| {
                 if probe_rows && t == tag::DATA_ROW && len <= 1024 {
                     BodyMode::Inspect
@@ -100,8 +105,8 @@ impl Session {
             let (step, n) = match step {
                 Ok(s) => s,
                 Err(e) => {
-                    self.backend_mut(i).framer = framer;
-                    return self.backend_protocol_error(conn, &e.to_string());
+                    result = self.backend_protocol_error(conn, &e.to_string());
+                    break;
                 }
             };
             pos += n;
@@ -117,10 +122,10 @@ impl Session {
                     Ok(())
                 }
             };
-            if let Some(i) = self.backend_index(conn) {
-                self.backend_mut(i).framer = framer;
+            if let Err(e) = r {
+                result = Err(e);
+                break;
             }
-            r?;
             if self.phase == Phase::Closed {
                 if pos < bytes.len() {
                     self.out.discard_backend(conn, bytes.len() - pos);
@@ -128,7 +133,10 @@ impl Session {
                 break;
             }
         }
-        Ok(())
+        if let Some(i) = self.backend_index(conn) {
+            self.backend_mut(i).framer = framer;
+        }
+        result
     }
 
     /// A backend broke the protocol: a writer ends the session, a reader is treated as lost.
@@ -181,7 +189,8 @@ impl Session {
                         server: None,
                         ext,
                         framer: Framer::new(self.config.limits),
-                        expect: VecDeque::new(),
+                        // A statement, and at most a probe or an abort behind it.
+                        expect: VecDeque::with_capacity(2),
                         streaming: None,
                         held_fwd: 0,
                         partial_out: false,
@@ -396,7 +405,7 @@ impl Session {
                         self.pump(None);
                     }
                     BackendMessage::BackendKeyData { pid, secret } => {
-                        self.backend_key = Some((pid, secret.to_vec()));
+                        self.backend_key = Some((pid, secret.into()));
                         self.apply_disp(conn, t, body, Disp::Forward);
                     }
                     BackendMessage::ErrorResponse(f) if f.is_fatal() => {
