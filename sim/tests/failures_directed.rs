@@ -283,7 +283,10 @@ fn f3_reader_dies_after_the_first_row_the_error_is_forwarded_and_the_transaction
     });
     assert!(cut);
     let rows = msgs.iter().filter(|m| matches!(m, Msg::DataRow(_))).count();
-    assert!((1..100).contains(&rows), "some rows, then the error: {rows}");
+    assert!(
+        (1..100).contains(&rows),
+        "some rows, then the error: {rows}"
+    );
     assert_eq!(
         msgs.iter()
             .filter(|m| matches!(m, Msg::RowDescription(_)))
