@@ -100,6 +100,7 @@ typedef struct client {
     int nev;
     char host[INET6_ADDRSTRLEN];
     uint16_t port;
+    FILE *record; /* --record: this session's inputs, in the transcript format of replay.c */
     struct client *next, *prev;
 } client_t;
 
@@ -125,6 +126,9 @@ static struct {
     uint32_t pool_idle_ms;
     const char *monitor_user, *monitor_db;
     const char *stats_file;
+    const char *record_dir;
+    const char *settings[64][2];
+    int nsettings;
     int verbose;
     polarsplit_engine *engine;
     int listen_fd;
@@ -519,6 +523,38 @@ static void report_status(client_t *c, const char *what, polarsplit_status st) {
     logf_("client %llu: %s: %s (%s)", (unsigned long long)c->id, what, polarsplit_status_str(st), err);
 }
 
+/* --record: the inputs of a session as a transcript that c-examples/replay replays. */
+static void record_hex(FILE *f, const char *prefix, const uint8_t *b, size_t n) {
+    if (!f || n == 0) return;
+    fputs(prefix, f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%02x", b[i]);
+    fputc('\n', f);
+    fflush(f);
+}
+
+static const char *event_name(uint32_t kind) {
+    switch (kind) {
+    case POLARSPLIT_EVENT_WRITER_CONNECTED: return "writer_connected";
+    case POLARSPLIT_EVENT_WRITER_CONNECT_FAILED: return "writer_connect_failed";
+    case POLARSPLIT_EVENT_READER_ATTACHED: return "reader_attached";
+    case POLARSPLIT_EVENT_READER_UNAVAILABLE: return "reader_unavailable";
+    case POLARSPLIT_EVENT_CONNECTION_LOST: return "connection_lost";
+    default: return "unknown";
+    }
+}
+
+static void record_open(client_t *c) {
+    if (!g.record_dir || !c->router.is_library) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/client-%llu.transcript", g.record_dir, (unsigned long long)c->id);
+    c->record = fopen(path, "w");
+    if (!c->record) return;
+    fprintf(c->record, "# recorded by polarsplit-proxy from a real session (client %s:%u)\n", c->host, c->port);
+    for (int i = 0; i < g.nsettings; i++) fprintf(c->record, "set %s %s\n", g.settings[i][0], g.settings[i][1]);
+    for (uint32_t i = 1; i < g.nservers; i++) fprintf(c->record, "reader %u %u\n", i, g.reader_hostgroup);
+    fprintf(c->record, "info %s %u %s %s\n", c->host, c->port, g.listen_host, g.listen_port);
+}
+
 /* Drains the actions, then feeds queued events one by one (each followed by a drain). */
 static void pump(client_t *c) {
     for (;;) {
@@ -528,6 +564,9 @@ static void pump(client_t *c) {
         event_t e = c->evq[0];
         memmove(c->evq, c->evq + 1, (size_t)(c->nev - 1) * sizeof *c->evq);
         c->nev--;
+        if (c->record)
+            fprintf(c->record, "event %s %llu %u %u\n", event_name(e.kind), (unsigned long long)e.conn, e.server,
+                    e.flags);
         polarsplit_status st = c->router.ops->event(c->router.st, e.conn, e.kind, e.server, e.flags, now_ms());
         if (st < 0 && st != POLARSPLIT_ERR_CLOSED) report_status(c, "event refused", st);
         if (st == POLARSPLIT_ERR_POISONED || st == POLARSPLIT_ERR_PANIC) {
@@ -544,6 +583,7 @@ static void feed_client(client_t *c) {
         polarsplit_status st = c->router.ops->recv_client(c->router.st, buf_data(&c->in) + c->fed,
                                                           buf_size(&c->in) - c->fed, now_ms(), &consumed);
         if (st == POLARSPLIT_OK) {
+            record_hex(c->record, "client ", buf_data(&c->in) + c->fed, consumed);
             c->fed += consumed;
             pump(c);
             if (consumed == 0) return;
@@ -567,6 +607,11 @@ static void feed_backend(client_t *c, backend_t *b, size_t old) {
     if (n == 0) return;
     polarsplit_status st = c->router.ops->recv_backend(c->router.st, b->id, buf_data(&b->in) + old, n, now_ms());
     if (st == POLARSPLIT_OK) {
+        if (c->record) {
+            char prefix[40];
+            snprintf(prefix, sizeof prefix, "backend %llu ", (unsigned long long)b->id);
+            record_hex(c->record, prefix, buf_data(&b->in) + old, n);
+        }
         pump(c);
         feed_client(c);
         return;
@@ -635,6 +680,7 @@ static void client_free(client_t *c) {
         g.clients = c->next;
     if (c->next) c->next->prev = c->prev;
     if (c->router.st) c->router.ops->free(c->router.st);
+    if (c->record) fclose(c->record);
     buf_free(&c->in);
     buf_free(&c->out);
     free(c);
@@ -679,6 +725,7 @@ static void accept_clients(void) {
         if (g.clients) g.clients->prev = c;
         g.clients = c;
         g.clients_total++;
+        record_open(c);
         VLOG("client %llu from %s:%u", (unsigned long long)c->id, c->host, c->port);
     }
 }
@@ -1089,6 +1136,7 @@ static void usage(FILE *f) {
             "  --reader-connect-timeout-ms N  reader handshake limit before READER_UNAVAILABLE (default 2000)\n"
             "  --pool-idle-ms N            close pooled readers idle this long (default 60000)\n"
             "  --stats-file PATH           also write the counters there on SIGUSR1 and at exit\n"
+            "  --record DIR                write each session's inputs to DIR as a transcript for replay\n"
             "  --verbose                   log every decision\n"
             "Signals: SIGUSR1 prints the counters; SIGTERM/SIGINT stop.\n");
 }
@@ -1219,6 +1267,12 @@ int main(int argc, char **argv) {
                 return 2;
             }
             if (strcmp(name, "reader_hostgroup") == 0) g.reader_hostgroup = (uint32_t)atoi(eq + 1);
+            if (g.nsettings < 64) {
+                g.settings[g.nsettings][0] = strdup(name);
+                g.settings[g.nsettings][1] = eq + 1;
+                if (!g.settings[g.nsettings][0]) abort();
+                g.nsettings++;
+            }
         } else if (strcmp(a, "--credentials") == 0) {
             NEED_VALUE;
             creds_path = v;
@@ -1240,6 +1294,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--stats-file") == 0) {
             NEED_VALUE;
             g.stats_file = v;
+        } else if (strcmp(a, "--record") == 0) {
+            NEED_VALUE;
+            g.record_dir = v;
         } else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
             g.verbose = 1;
         } else {
@@ -1465,5 +1522,6 @@ int main(int argc, char **argv) {
     close(g.sigpipe[1]);
     polarsplit_engine_free(g.engine);
     creds_free();
+    for (int i = 0; i < g.nsettings; i++) free((void *)g.settings[i][0]);
     return 0;
 }
