@@ -31,4 +31,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test (Rust and C tests)"
 cargo test --workspace
 
+bash scripts/test-e2e.sh  # the C examples, the proxy and the Python harness against real PostgreSQL
+
 step "all tests passed"
