@@ -98,6 +98,7 @@ typedef struct client {
     int dead;
     event_t evq[8];
     int nev;
+    uint64_t events_fed; /* feed_client re-offers its bytes after an event made progress possible */
     char host[INET6_ADDRSTRLEN];
     uint16_t port;
     FILE *record; /* --record: this session's inputs, in the transcript format of replay.c */
@@ -564,6 +565,7 @@ static void pump(client_t *c) {
         event_t e = c->evq[0];
         memmove(c->evq, c->evq + 1, (size_t)(c->nev - 1) * sizeof *c->evq);
         c->nev--;
+        c->events_fed++;
         if (c->record)
             fprintf(c->record, "event %s %llu %u %u\n", event_name(e.kind), (unsigned long long)e.conn, e.server,
                     e.flags);
@@ -580,13 +582,14 @@ static void pump(client_t *c) {
 static void feed_client(client_t *c) {
     while (!c->dead && !c->closing && buf_size(&c->in) > c->fed) {
         size_t consumed = 0;
+        uint64_t events = c->events_fed;
         polarsplit_status st = c->router.ops->recv_client(c->router.st, buf_data(&c->in) + c->fed,
                                                           buf_size(&c->in) - c->fed, now_ms(), &consumed);
         if (st == POLARSPLIT_OK) {
             record_hex(c->record, "client ", buf_data(&c->in) + c->fed, consumed);
             c->fed += consumed;
             pump(c);
-            if (consumed == 0) return;
+            if (consumed == 0 && c->events_fed == events) return;
             continue;
         }
         if (st == POLARSPLIT_ERR_PROTOCOL) {

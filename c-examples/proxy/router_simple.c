@@ -217,8 +217,7 @@ static polarsplit_status s_recv_client(void *st, const uint8_t *b, size_t n, uin
                 /* The key: this client's whole startup packet (a reader serves one client). */
                 uint64_t h = 1469598103934665603ull;
                 for (size_t i = 0; i < buf_size(&r->startup); i++) h = (h ^ buf_data(&r->startup)[i]) * 1099511628211ull;
-                a->key_auth_hash = h;
-                a->key_startup_options_hash = (uint64_t)(uintptr_t)r; /* never shared between clients */
+                a->key_auth_hash = h; /* shared by clients with the very same startup packet */
                 r->acquiring = 1;
                 break;
             }
@@ -234,6 +233,11 @@ static polarsplit_status s_recv_client(void *st, const uint8_t *b, size_t n, uin
             r->writer_queries++;
             if (tag == 'Q') naive_statements_to_primary++;
         } else if (tag == 'X') {
+            if (r->reader && !r->reader_busy) {
+                polarsplit_action *a = push(r, POLARSPLIT_ACTION_RELEASE_READER); /* idle: back to the pool */
+                a->conn = r->reader;
+                r->reader = 0;
+            }
             fwd_client(r, r->writer, avail < 5 + (size_t)len - 4 ? avail : 5 + (size_t)len - 4);
             push(r, POLARSPLIT_ACTION_CLOSE_CLIENT);
             r->phase = PH_CLOSED;
@@ -247,7 +251,7 @@ static polarsplit_status s_recv_client(void *st, const uint8_t *b, size_t n, uin
     return POLARSPLIT_OK;
 }
 
-/* Runs the scanner over n bytes of `conn`; reader messages 'S' are dropped. Calls back on RFQs. */
+/* Runs the scanner over n bytes of `conn`; reader messages 'S' and 'K' are dropped. Tracks RFQs. */
 static void scan(simple_t *r, scan_t *s, uint64_t conn, const uint8_t *b, size_t n, int is_reader) {
     size_t pos = 0;
     while (pos < n) {

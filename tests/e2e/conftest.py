@@ -5,6 +5,7 @@ Binaries come from c-examples/build (scripts/test-e2e.sh builds them), or $POLAR
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -28,6 +29,11 @@ $$;
 GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC;
 GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO PUBLIC;
 """
+
+
+def pytest_configure(config):
+    # A SIGTERM (CI's timeout, a user) must still run the fixtures' teardown that stops the servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 @pytest.fixture(scope="session")
