@@ -84,7 +84,7 @@ class Server:
 
     def pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         cmd = _as_pg_user([str(PG_BIN / "pg_ctl"), "-D", str(self.datadir), *args])
-        return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=120)
+        return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=120, cwd="/")
 
     def start(self) -> None:
         self.pg_ctl("-w", "-t", "60", "-l", str(self.logfile), "start")
@@ -137,6 +137,7 @@ class PgPair:
                 [str(PG_BIN / "initdb"), "-D", str(p.datadir), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
                  "--locale=C", "--no-sync"]
             ),
+            cwd="/",  # the servers' user may not be allowed into the caller's directory
             check=True,
             capture_output=True,
             text=True,
@@ -182,6 +183,7 @@ log_min_messages = warning
                  "-D", str(s.datadir), "-R", "-X", "stream", "-C", "-S", "standby1", "--checkpoint=fast",
                  "--no-sync"]
             ),
+            cwd="/",
             check=True,
             capture_output=True,
             text=True,
