@@ -26,6 +26,10 @@ CREATE TABLE audit (id serial PRIMARY KEY, note text);
 CREATE FUNCTION log_note(t text) RETURNS text LANGUAGE sql AS $$
   INSERT INTO audit (note) VALUES (t) RETURNING note || '@' || inet_server_port()::text
 $$;
+-- Mislabelled IMMUTABLE: the planner folds it at plan time, so a standby refuses it (no XIDs in
+-- recovery) before sending any RowDescription.
+CREATE FUNCTION stamp() RETURNS bigint IMMUTABLE LANGUAGE plpgsql AS $$
+BEGIN RETURN txid_current(); END $$;
 GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC;
 GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO PUBLIC;
 """

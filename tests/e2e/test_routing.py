@@ -142,6 +142,17 @@ def test_f2_a_function_the_standby_refuses_is_answered_by_the_primary(pair, asan
     assert stats["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) >= 1
 
 
+def test_f2_a_statement_the_standby_refuses_before_any_row_is_rerun_on_the_primary(pair, asan_proxy):
+    before = asan_proxy.stats()
+    with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
+        assert where(c) == "standby"
+        place, row = ran_on(pair, c, "SELECT stamp(), inet_server_port(), pg_is_in_recovery()")
+        assert place == "primary" and row[0] > 0
+    after = asan_proxy.stats()
+    assert after["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) == before["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) + 1
+    assert after["counter"]["failures_reusable_error"] == before["counter"]["failures_reusable_error"] + 1
+
+
 def test_p3_multi_statement_queries_run_on_the_primary(pair, conn):
     assert ran_on(pair, conn, "SELECT inet_server_port(), pg_is_in_recovery(); SELECT 1")[0] == "primary"
 
