@@ -13,7 +13,12 @@ fn main() {
         .flag("-Wextra")
         .flag("-Wpedantic")
         .warnings_into_errors(true);
-    for f in ["c/abi_basics.c", "c/header_c11.c", "c/transcript.c"] {
+    for f in [
+        "c/abi_basics.c",
+        "c/header_c11.c",
+        "c/transcript.c",
+        "c/pool.c",
+    ] {
         c.file(f);
         println!("cargo:rerun-if-changed={f}");
     }

@@ -13,8 +13,8 @@
  * text) stays valid until the next non-const call on the same handle, and no longer. Structs the
  * host reads only ever grow at the end.
  *
- * THREAD SAFETY. Configurations and engines are immutable or internally synchronised: share them
- * across threads freely. A session is used by one thread at a time and may move between threads
+ * THREAD SAFETY. Configurations, engines and pools are immutable or internally synchronised: share
+ * them across threads freely. A session is used by one thread at a time and may move between threads
  * between calls. Handles are freed with their _free function; _free(NULL) is a no-op.
  *
  * STATUSES AND VERSIONING. Every fallible call returns polarsplit_status: 0 ok, positive
@@ -68,6 +68,27 @@
 // READER_UNAVAILABLE: this user cannot log in on the readers at all.
 #define POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS 4
 
+// Fact kinds for `polarsplit_session_recv_backend_fact` (libpq-based hosts, SPEC §0).
+#define POLARSPLIT_FACT_READY_FOR_QUERY 1
+
+#define POLARSPLIT_FACT_COMMAND_COMPLETE 2
+
+#define POLARSPLIT_FACT_ERROR 3
+
+#define POLARSPLIT_FACT_NOTICE 4
+
+#define POLARSPLIT_FACT_PARAMETER_STATUS 5
+
+// Any other message, by its type byte in `tag` (rows, descriptions, COPY data…).
+#define POLARSPLIT_FACT_OTHER 6
+
+// `polarsplit_backend_fact.lsn_state`.
+#define POLARSPLIT_LSN_MISSING 0
+
+#define POLARSPLIT_LSN_ZERO 1
+
+#define POLARSPLIT_LSN_AT 2
+
 // An immutable, validated configuration. It may be shared by any number of engines and freed
 // at any time: engines keep their own reference.
 typedef struct polarsplit_config polarsplit_config;
@@ -81,6 +102,9 @@ typedef struct polarsplit_config_builder polarsplit_config_builder;
 // while sessions still exist.
 typedef struct polarsplit_engine polarsplit_engine;
 
+// The pool index and its warmup queue. Thread-safe: share one handle among all host threads.
+typedef struct polarsplit_pool polarsplit_pool;
+
 // One client's session state machine. Not thread-safe: one thread at a time (it may move
 // between threads between calls).
 typedef struct polarsplit_session polarsplit_session;
@@ -88,6 +112,74 @@ typedef struct polarsplit_session polarsplit_session;
 // Result of every fallible call: 0 ok, positive informational, negative error. Values are never
 // reused for another meaning.
 typedef int32_t polarsplit_status;
+
+// The four-part reader key (SPEC P-9). A pooled reader connection may serve a session only if
+// all four values are equal (`polarsplit_reader_key_compatible`).
+typedef struct {
+  // Bumped when the startup profile or protocol settings change.
+  uint64_t profile_generation;
+  // User and database.
+  uint64_t auth_hash;
+  // The advertised client identity (LSN-reporting profiles); 0 otherwise.
+  uint64_t startup_identity_hash;
+  // Startup parameters and tracked session settings.
+  uint64_t startup_options_hash;
+} polarsplit_reader_key;
+
+// Result of `polarsplit_pool_checkout`.
+typedef struct {
+  // The connection handed out (valid when `found`).
+  uint64_t conn;
+  // Its server (valid when `found`).
+  uint32_t server;
+  // Whether a compatible idle connection was found.
+  bool found;
+  // The connection still carries an XID import: put `SET polar_xact_split_xids = '';` in
+  // front of the first statement sent on it.
+  bool needs_reset;
+} polarsplit_checkout;
+
+// Connection counts (of one server, or one key).
+typedef struct {
+  // Idle and clean.
+  uint32_t idle;
+  // Idle, needing an XID reset before reuse.
+  uint32_t dirty;
+  uint32_t in_use;
+  // Reservations not yet published or cancelled.
+  uint32_t reserved;
+} polarsplit_pool_counts;
+
+// Counters of a pool (SPEC §9).
+typedef struct {
+  uint64_t hits;
+  uint64_t misses;
+  uint64_t reset_handouts;
+  uint64_t reserved;
+  uint64_t reserve_refused;
+  uint64_t published;
+  uint64_t discarded;
+  uint64_t cancelled;
+  uint64_t closed;
+  uint64_t demands_queued;
+  uint64_t demands_duplicate;
+  uint64_t demands_dropped;
+  uint64_t demands_disabled;
+} polarsplit_pool_stats;
+
+// Why a connection is wanted (`polarsplit_pool_demand`).
+typedef int32_t polarsplit_demand_reason;
+
+// What became of a reserve, publish or demand call (the call's status is `POLARSPLIT_OK`
+// whenever its arguments were valid). Values are never reused.
+typedef int32_t polarsplit_pool_outcome;
+
+// A request to open one connection to `server` under `key` (`polarsplit_pool_drain`).
+typedef struct {
+  polarsplit_reader_key key;
+  uint32_t server;
+  polarsplit_demand_reason reason;
+} polarsplit_demand;
 
 // Addresses of a client connection (SPEC W-1 identity modes), given at session creation.
 // Every field may be NULL/0 when unknown; LSN reporting is then disabled for the session when
@@ -137,6 +229,81 @@ typedef struct {
   uint64_t key_startup_identity_hash;
   uint64_t key_startup_options_hash;
 } polarsplit_action;
+
+// One ErrorResponse/NoticeResponse field.
+typedef struct {
+  // The field code ('S', 'V', 'C', 'M', 'D', 'R', …).
+  uint8_t code;
+  const uint8_t *value;
+  size_t value_len;
+} polarsplit_error_field;
+
+// One backend message as parsed facts. Fields not used by `kind` are ignored.
+typedef struct {
+  uint32_t kind;
+  // READY_FOR_QUERY: 'I', 'T' or 'E'.
+  uint8_t status;
+  // READY_FOR_QUERY: `POLARSPLIT_LSN_*`, and the LSN when AT.
+  uint32_t lsn_state;
+  uint64_t lsn;
+  // READY_FOR_QUERY: 0 (no marker), 'x' or 'w', and the raw XID list.
+  uint8_t marker;
+  const uint8_t *xids;
+  size_t xids_len;
+  // COMMAND_COMPLETE: the tag. PARAMETER_STATUS: the name.
+  const uint8_t *text;
+  size_t text_len;
+  // PARAMETER_STATUS: the value.
+  const uint8_t *value;
+  size_t value_len;
+  // ERROR / NOTICE: the fields.
+  const polarsplit_error_field *fields;
+  size_t fields_len;
+  // OTHER: the message type byte.
+  uint8_t tag;
+} polarsplit_backend_fact;
+
+// A checkout found no compatible idle connection.
+#define POLARSPLIT_DEMAND_MISS 1
+
+// A transaction began (configuration `warmup = begin | both`).
+#define POLARSPLIT_DEMAND_BEGIN 2
+
+// Reserved, published, or queued.
+#define POLARSPLIT_POOL_OK 0
+
+// The (server, key) is at its connection limit.
+#define POLARSPLIT_POOL_KEY_FULL 1
+
+// The server is at its connection limit.
+#define POLARSPLIT_POOL_SERVER_FULL 2
+
+// The key's profile generation is no longer current.
+#define POLARSPLIT_POOL_STALE_PROFILE 3
+
+// The writer generation changed during the handshake.
+#define POLARSPLIT_POOL_STALE_WRITER_GENERATION 4
+
+// The server was removed from the pool during the handshake.
+#define POLARSPLIT_POOL_SERVER_REMOVED 5
+
+// The server is no longer a healthy reader of the hostgroup.
+#define POLARSPLIT_POOL_NOT_MEMBER 6
+
+// The reservation id is unknown (already published, cancelled or discarded).
+#define POLARSPLIT_POOL_UNKNOWN_RESERVATION 7
+
+// The connection id is already in the pool.
+#define POLARSPLIT_POOL_DUPLICATE_CONNECTION 8
+
+// The same (server, key) demand is already queued.
+#define POLARSPLIT_POOL_DEMAND_DUPLICATE 9
+
+// The demand queue is full; the signal was dropped (counted).
+#define POLARSPLIT_POOL_DEMAND_DROPPED 10
+
+// The configured `warmup` does not cover this reason.
+#define POLARSPLIT_POOL_DEMAND_DISABLED 11
 
 // Reply to the client's encryption request with one byte ('S'/'G' accept, 'N' refuse); `flag`
 // is true for GSSENCRequest. The client then sends a new startup packet.
@@ -353,13 +520,27 @@ polarsplit_status polarsplit_engine_reader_sample(const polarsplit_engine *engin
                                                   uint64_t lsn,
                                                   uint64_t at_ms);
 
-// A sample of the writer's LSN for a writer hostgroup (feeds `global` mode).
+// A monitor sample of the writer's LSN for a writer hostgroup (e.g.
+// `pg_current_wal_insert_lsn()`), whose query was *sent* at host time `sent_at_ms` (use the send
+// time, not the answer's arrival: only then does a sample bound a write acknowledged before it).
+// It feeds `global` mode and, on servers whose RFQs carry no LSN, positions writes the client
+// saw acknowledged strictly before `sent_at_ms`.
 //
 // # Safety
 // `engine` must be a live engine.
 polarsplit_status polarsplit_engine_writer_sample(const polarsplit_engine *engine,
                                                   uint32_t writer_hostgroup,
-                                                  uint64_t lsn);
+                                                  uint64_t lsn,
+                                                  uint64_t sent_at_ms);
+
+// Records a reader's `server_version_num` (e.g. 150018). On stock PostgreSQL 19 and later the
+// engine may make that reader wait with `WAIT FOR LSN`.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_set_server_version(const polarsplit_engine *engine,
+                                                       uint32_t server,
+                                                       uint32_t version_num);
 
 // The writer of `writer_hostgroup` changed identity (failover, switchover): its generation is
 // bumped and stored in `*generation` (may be NULL). Sessions forget their LSNs (SPEC S-2).
@@ -431,6 +612,215 @@ polarsplit_status polarsplit_engine_outcome_count(const polarsplit_engine *engin
 polarsplit_status polarsplit_engine_reason_count(const polarsplit_engine *engine,
                                                  uint32_t reason,
                                                  uint64_t *value);
+
+// Whether a connection opened under key `a` may serve a session whose key is `b` (all four
+// values equal). NULL arguments give `false`.
+//
+// # Safety
+// `a` and `b` must be NULL or point to readable keys.
+bool polarsplit_reader_key_compatible(const polarsplit_reader_key *a,
+                                      const polarsplit_reader_key *b);
+
+// Computes the reader key (P-9) of a connection into `*out`: `profile_generation` as given;
+// `user` and `database` hashed into `auth_hash`; the advertised identity into
+// `startup_identity_hash` — pass `identity_host = NULL` when the startup profile reports no
+// LSN (the hash is then 0); the startup parameters (`param_names[i]`, `param_values[i]`) and
+// the tracked session settings (`setting_names[i]`, `setting_values[i]`) into
+// `startup_options_hash`, each set independent of order (names compare case-insensitively;
+// a repeated name keeps its last value).
+//
+// # Safety
+// `user`, `database` and every array element must be NUL-terminated strings;
+// `identity_host` NULL or a NUL-terminated string; each array NULL (only with a count of 0)
+// or holding that many pointers; `out` a writable key.
+polarsplit_status polarsplit_reader_key_build(uint64_t profile_generation,
+                                              const char *user,
+                                              const char *database,
+                                              const char *identity_host,
+                                              uint16_t identity_port,
+                                              const char *const *param_names,
+                                              const char *const *param_values,
+                                              size_t n_params,
+                                              const char *const *setting_names,
+                                              const char *const *setting_values,
+                                              size_t n_settings,
+                                              polarsplit_reader_key *out);
+
+// Creates a pool index with its warmup queue and stores it in `*out`. The queue's mode and
+// bound come from `config` (`warmup`, `warmup_queue_capacity`); `max_per_key` bounds the
+// connections (open + reserved) per (server, key), `max_per_server` per server; both must be
+// at least 1 (`POLARSPLIT_ERR_INVALID_ARGUMENT` otherwise).
+//
+// # Safety
+// `config` must be a live configuration; `out` a writable pointer slot. Free the pool with
+// `polarsplit_pool_free`.
+polarsplit_status polarsplit_pool_new(const polarsplit_config *config,
+                                      uint32_t max_per_key,
+                                      uint32_t max_per_server,
+                                      polarsplit_pool **out);
+
+// Frees a pool. The host still owns (and closes) every connection it held. NULL is a no-op.
+//
+// # Safety
+// `pool` must be NULL or a live pool no other thread is using, freed once.
+void polarsplit_pool_free(polarsplit_pool *pool);
+
+// Hands out an idle connection whose key equals `*key` exactly: from the `preferred` servers
+// in order, then (unless `preferred_only`) from any server. `out->found` says whether one was
+// found; when `out->needs_reset` is set the host must prefix the reset (see
+// `polarsplit_checkout`). On a miss, signal demand with `polarsplit_pool_demand`.
+//
+// # Safety
+// `pool` must be a live pool; `key` a readable key; `preferred` NULL (only with
+// `n_preferred == 0`) or `n_preferred` readable ids; `out` writable.
+polarsplit_status polarsplit_pool_checkout(const polarsplit_pool *pool,
+                                           const polarsplit_reader_key *key,
+                                           const uint32_t *preferred,
+                                           size_t n_preferred,
+                                           bool preferred_only,
+                                           polarsplit_checkout *out);
+
+// Returns a checked-out connection. `dirty`: this use left an XID import on it. `*close` is
+// set when the index forgot the connection (its server was removed or its key invalidated
+// while in use): the host closes it. `POLARSPLIT_ERR_UNKNOWN_CONNECTION` for an id the pool
+// does not know, `POLARSPLIT_ERR_BAD_STATE` for one that is not checked out.
+//
+// # Safety
+// `pool` must be a live pool; `close` writable.
+polarsplit_status polarsplit_pool_checkin(const polarsplit_pool *pool,
+                                          uint64_t conn,
+                                          bool dirty,
+                                          bool *close);
+
+// Forgets a connection (closed or broken by the host), idle or in use.
+//
+// # Safety
+// `pool` must be a live pool.
+polarsplit_status polarsplit_pool_remove(const polarsplit_pool *pool, uint64_t conn);
+
+// Marks a connection (idle or in use) as carrying an XID import: it is handed out again only
+// with `needs_reset`.
+//
+// # Safety
+// `pool` must be a live pool.
+polarsplit_status polarsplit_pool_mark_dirty(const polarsplit_pool *pool, uint64_t conn);
+
+// A server left the topology: its idle connections are queued for closing (fetch them with
+// `polarsplit_pool_drain_closed`; `*queued`, if not NULL, gets how many), in-use ones are
+// reported by their checkin, and reservations taken before now are refused at publish.
+//
+// # Safety
+// `pool` must be a live pool; `queued` NULL or writable.
+polarsplit_status polarsplit_pool_remove_server(const polarsplit_pool *pool,
+                                                uint32_t server,
+                                                size_t *queued);
+
+// A configuration/profile change: every connection whose key's `profile_generation` is older
+// than `profile_generation` becomes incompatible — never handed out again; idle ones are queued
+// for closing (`*queued`, if not NULL, gets how many), in-use ones reported by their checkin.
+//
+// # Safety
+// `pool` must be a live pool; `queued` NULL or writable.
+polarsplit_status polarsplit_pool_invalidate_before(const polarsplit_pool *pool,
+                                                    uint64_t profile_generation,
+                                                    size_t *queued);
+
+// Moves up to `cap` connection ids the host must close into `out`; `*n` gets how many. Call
+// until `*n < cap`.
+//
+// # Safety
+// `pool` must be a live pool; `out` NULL (only with `cap == 0`) or `cap` writable ids; `n`
+// writable.
+polarsplit_status polarsplit_pool_drain_closed(const polarsplit_pool *pool,
+                                               uint64_t *out,
+                                               size_t cap,
+                                               size_t *n);
+
+// Counts of one server over all keys.
+//
+// # Safety
+// `pool` must be a live pool; `out` writable.
+polarsplit_status polarsplit_pool_server_counts(const polarsplit_pool *pool,
+                                                uint32_t server,
+                                                polarsplit_pool_counts *out);
+
+// Counts of one key over all servers.
+//
+// # Safety
+// `pool` must be a live pool; `key` readable; `out` writable.
+polarsplit_status polarsplit_pool_key_counts(const polarsplit_pool *pool,
+                                             const polarsplit_reader_key *key,
+                                             polarsplit_pool_counts *out);
+
+// Copies the pool's counters into `*out`.
+//
+// # Safety
+// `pool` must be a live pool; `out` writable.
+polarsplit_status polarsplit_pool_read_stats(const polarsplit_pool *pool,
+                                             polarsplit_pool_stats *out);
+
+// Signals that a connection to `server` under `*key` is wanted (`reason`:
+// `POLARSPLIT_DEMAND_MISS` or `POLARSPLIT_DEMAND_BEGIN`). Deduplicated and bounded; `*outcome`,
+// if not NULL, gets `POLARSPLIT_POOL_OK` (queued), `_DEMAND_DUPLICATE`, `_DEMAND_DROPPED` or
+// `_DEMAND_DISABLED`.
+//
+// # Safety
+// `pool` must be a live pool; `key` readable; `outcome` NULL or writable.
+polarsplit_status polarsplit_pool_demand(const polarsplit_pool *pool,
+                                         uint32_t server,
+                                         const polarsplit_reader_key *key,
+                                         polarsplit_demand_reason reason,
+                                         polarsplit_pool_outcome *outcome);
+
+// Moves up to `cap` queued demands, oldest first, into `out`; `*n` gets how many.
+//
+// # Safety
+// `pool` must be a live pool; `out` NULL (only with `cap == 0`) or `cap` writable demands;
+// `n` writable.
+polarsplit_status polarsplit_pool_drain(const polarsplit_pool *pool,
+                                        polarsplit_demand *out,
+                                        size_t cap,
+                                        size_t *n);
+
+// Reserves capacity for one new connection to `server` under `*key`. On
+// `*outcome == POLARSPLIT_POOL_OK`, `*reservation` is the token to pass to
+// `polarsplit_pool_publish` after the handshake (done with no library lock held), or to
+// `polarsplit_pool_cancel`; otherwise `*reservation` is 0 and `*outcome` says why
+// (`_KEY_FULL`, `_SERVER_FULL`, `_STALE_PROFILE`). `writer_generation` is the writer generation
+// now; publish re-checks it.
+//
+// # Safety
+// `pool` must be a live pool; `key` readable; `reservation` and `outcome` writable.
+polarsplit_status polarsplit_pool_reserve(const polarsplit_pool *pool,
+                                          uint32_t server,
+                                          const polarsplit_reader_key *key,
+                                          uint64_t writer_generation,
+                                          uint64_t *reservation,
+                                          polarsplit_pool_outcome *outcome);
+
+// Publishes connection `conn`, opened for `reservation`, after re-validating it: the writer
+// and profile generations must equal those captured at reserve (pass the current ones), the
+// server must not have been removed meanwhile and must still be a healthy reader of the
+// hostgroup (`still_member`, from the host's view), and capacity must allow it. The
+// reservation is consumed in every case. `*outcome` is `POLARSPLIT_POOL_OK` (the connection is
+// now idle in the pool) or the reason it was discarded — then the host closes `conn`.
+//
+// # Safety
+// `pool` must be a live pool; `outcome` writable.
+polarsplit_status polarsplit_pool_publish(const polarsplit_pool *pool,
+                                          uint64_t reservation,
+                                          uint64_t conn,
+                                          uint64_t writer_generation,
+                                          uint64_t profile_generation,
+                                          bool still_member,
+                                          polarsplit_pool_outcome *outcome);
+
+// Releases an abandoned reservation (the handshake failed). `POLARSPLIT_ERR_INVALID_ARGUMENT`
+// for an unknown (already published, cancelled or discarded) reservation.
+//
+// # Safety
+// `pool` must be a live pool.
+polarsplit_status polarsplit_pool_cancel(const polarsplit_pool *pool, uint64_t reservation);
 
 // Creates a session for a new client connection and stores it in `*out`. `info` may be NULL
 // (no addresses known; the configured writer hostgroup).
@@ -551,6 +941,18 @@ const char *polarsplit_reason_name(uint32_t reason);
 // `session` must be a live session.
 polarsplit_status polarsplit_session_test_panic_next(polarsplit_session *session);
 #endif
+
+// Feeds one backend message of connection `conn` as parsed facts (hosts that never see raw
+// backend bytes, e.g. libpq-based ones). The resulting FORWARD_BACKEND / DISCARD_BACKEND
+// actions for `conn` have `n == 1`: forward or drop that message. Then poll actions.
+//
+// # Safety
+// `session` must be a live session; `fact` a valid struct whose pointers are NULL (with a zero
+// length) or point to their lengths of readable bytes/fields.
+polarsplit_status polarsplit_session_recv_backend_fact(polarsplit_session *session,
+                                                       uint64_t conn,
+                                                       const polarsplit_backend_fact *fact,
+                                                       uint64_t now_ms);
 
 // A short, static, NUL-terminated description of a status. Unknown values get
 // `"unknown status"`.

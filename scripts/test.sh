@@ -28,6 +28,9 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "cargo build --release (libpolarsplit.so / .a for the artifact checks and C hosts)"
+cargo build --release
+
 step "cargo test (Rust and C tests)"
 cargo test --workspace
 

@@ -153,6 +153,10 @@ pub struct Config {
     pub writer_hostgroup: u32,
     /// The reader hostgroup of `writer_hostgroup` (`None`: no readers, everything on the writer).
     pub reader_hostgroup: Option<u32>,
+    /// Where the writer's RFQs carry no LSN (stock PostgreSQL, profile `off`): after a write
+    /// commits, learn its position with a hidden `SELECT pg_current_wal_insert_lsn()` on the
+    /// writer connection, sent after the client's RFQ (issue 11).
+    pub lsn_probe: bool,
 }
 
 impl Default for Config {
@@ -183,6 +187,7 @@ impl Default for Config {
             limits: Limits::default(),
             writer_hostgroup: 0,
             reader_hostgroup: Some(1),
+            lsn_probe: true,
         }
     }
 }
@@ -214,6 +219,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "max_inspected_message_bytes",
     "writer_hostgroup",
     "reader_hostgroup",
+    "lsn_probe",
 ];
 
 /// A mutable configuration under construction.

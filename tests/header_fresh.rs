@@ -23,16 +23,27 @@ fn committed_header_is_fresh() {
     );
 }
 
-/// `target/<profile>/` of the running test binary (`target/<profile>/deps/<test>`).
-fn profile_dir() -> PathBuf {
+/// The newest of `target/{release,debug}/<name>`. `cargo test` alone does not link the cdylib
+/// and staticlib crate types; the test command runs `cargo build --release` first.
+fn built(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    let target = exe.parent().unwrap().parent().unwrap().parent().unwrap();
+    let candidates: Vec<PathBuf> = ["release", "debug"]
+        .iter()
+        .map(|p| target.join(p).join(name))
+        .filter(|p| p.exists())
+        .collect();
+    candidates
+        .into_iter()
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .unwrap_or_else(|| {
+            panic!("{name} is not built: run `cargo build --release` (the test command does)")
+        })
 }
 
 #[test]
 fn shared_library_has_soname_and_exports_only_polarsplit_symbols() {
-    let so = profile_dir().join("libpolarsplit.so");
-    assert!(so.exists(), "{} was not built", so.display());
+    let so = built("libpolarsplit.so");
     let manifest =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
     let abi = abi::abi_version_from_manifest(&manifest);
@@ -67,5 +78,7 @@ fn shared_library_has_soname_and_exports_only_polarsplit_symbols() {
 
 #[test]
 fn static_library_is_built() {
-    assert!(profile_dir().join("libpolarsplit.a").exists());
+    let a = built("libpolarsplit.a");
+    let nm = Command::new("nm").arg(&a).output().expect("nm");
+    assert!(String::from_utf8_lossy(&nm.stdout).contains("polarsplit_session_poll_action"));
 }

@@ -444,3 +444,89 @@ fn pipelined_statements_are_decided_in_order() {
     h.attach(R1);
     assert!(sent_queries(&h.take_sent(R1))[0].contains("'28672'"));
 }
+
+#[test]
+fn s4_tracked_settings_are_replayed_on_a_fresh_reader_and_change_the_key() {
+    let mut h = host();
+    let acts = h.client(&query("SELECT 1"));
+    let key_before = acts
+        .iter()
+        .find_map(|a| match a {
+            A::Acquire { key, .. } => Some(*key),
+            _ => None,
+        })
+        .unwrap();
+    h.attach(R1);
+    reader_answers(&mut h, R1, 0, &["1"], 0x1000);
+    h.take_sent(R1);
+    h.client(&query("SET search_path = app, public"));
+    h.writer_answers("SET", b'I', Some(0x1000), None);
+    let acts = h.client(&query("SELECT 2"));
+    let (server, key_after) = acts
+        .iter()
+        .find_map(|a| match a {
+            A::Acquire { server, key } => Some((*server, *key)),
+            _ => None,
+        })
+        .unwrap();
+    assert_ne!(key_before, key_after, "P-9: settings are part of the key");
+    assert_eq!(key_before.auth_hash, key_after.auth_hash);
+    // A fresh connection is brought in line by the client's own SET, swallowed.
+    h.event(
+        R1,
+        Event::ReaderAttached {
+            server,
+            fresh: true,
+            needs_reset: false,
+        },
+    );
+    assert_eq!(
+        sent_queries(&h.take_sent(R1)),
+        vec!["SET search_path = app, public; SELECT 2".to_string()]
+    );
+    reader_answers(&mut h, R1, 1, &["2"], 0x1000);
+    h.take_client();
+    // RESET forgets it; an unrecognised SET is a hazard.
+    h.client(&query("RESET search_path"));
+    h.writer_answers("RESET", b'I', Some(0x1000), None);
+    let acts = h.client(&query("SELECT 3"));
+    let key_reset = acts
+        .iter()
+        .find_map(|a| match a {
+            A::Acquire { key, .. } => Some(*key),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(key_reset, key_before);
+    h.event(
+        0,
+        Event::ReaderUnavailable {
+            no_credentials: false,
+        },
+    );
+    h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+    h.client(&query("SET myapp.tenant = 5"));
+    h.writer_answers("SET", b'I', Some(0x1000), None);
+    h.client(&query("SELECT 4"));
+    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+}
+
+#[test]
+fn reader_without_credentials_keeps_the_session_on_the_writer() {
+    let mut h = host();
+    h.client(&query("SELECT 1"));
+    h.event(
+        0,
+        Event::ReaderUnavailable {
+            no_credentials: true,
+        },
+    );
+    assert_eq!(h.last_decision().reason, Reason::ReaderNoCredentials);
+    h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+    let acts = h.client(&query("SELECT 2"));
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "never asks again"
+    );
+    assert_eq!(h.last_decision().reason, Reason::ReaderNoCredentials);
+}

@@ -326,3 +326,60 @@ int ctest_session_misuse(void) {
     polarsplit_engine_free(e);
     return 0;
 }
+
+int ctest_facts_input(void);
+
+/* SPEC §0: a libpq-based host reports parsed facts; byte actions then count messages. */
+int ctest_facts_input(void) {
+    static host_t h;
+    memset(&h, 0, sizeof h);
+    polarsplit_engine *e = engine_with_readers();
+    CHECK(e != NULL);
+    polarsplit_client_info info = {"10.0.0.7", 40000, NULL, 0, -1};
+    polarsplit_session *s = NULL;
+    CHECK_STATUS(polarsplit_session_new(e, &info, &s), POLARSPLIT_OK);
+    static const uint8_t startup[] = {0, 0, 0, 18, 0, 3, 0, 0, 'u', 's', 'e', 'r', 0, 'a', 'p', 'p', 0, 0};
+    CHECK(feed_client(s, &h, startup, sizeof startup) == 0);
+    CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, POLARSPLIT_EVENT_WRITER_CONNECTED, 0, 0, 1000),
+                 POLARSPLIT_OK);
+    polarsplit_backend_fact f;
+    memset(&f, 0, sizeof f);
+    f.kind = POLARSPLIT_FACT_READY_FOR_QUERY;
+    f.status = 'I';
+    f.lsn_state = POLARSPLIT_LSN_AT;
+    f.lsn = 0x1000;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_OK);
+    polarsplit_action a;
+    int saw_discard = 0;
+    while (polarsplit_session_poll_action(s, &a) == POLARSPLIT_OK)
+        if (a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND) saw_discard = (a.n == 1);
+    CHECK(saw_discard); /* the extended RFQ is replaced by a standard one */
+
+    uint8_t q[64];
+    size_t n = query(q, "INSERT INTO t VALUES (1)");
+    CHECK(feed_client(s, &h, q, n) == 0);
+    memset(&f, 0, sizeof f);
+    f.kind = POLARSPLIT_FACT_COMMAND_COMPLETE;
+    f.text = (const uint8_t *)"INSERT 0 1";
+    f.text_len = 10;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_OK);
+    CHECK(a.kind == POLARSPLIT_ACTION_FORWARD_BACKEND && a.n == 1);
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_DONE);
+    /* Invalid facts are refused. */
+    f.kind = 99;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    f.kind = POLARSPLIT_FACT_READY_FOR_QUERY;
+    f.status = 'Q';
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, NULL, 1000), POLARSPLIT_ERR_NULL);
+    f.status = 'I';
+    f.lsn_state = POLARSPLIT_LSN_AT;
+    f.lsn = 0x5000;
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_OK);
+    while (polarsplit_session_poll_action(s, &a) == POLARSPLIT_OK) {
+    }
+    polarsplit_session_free(s);
+    polarsplit_engine_free(e);
+    return 0;
+}

@@ -19,6 +19,12 @@ extern "C" {
     pub fn ctest_header_c11() -> c_int;
     pub fn ctest_transcript_write_then_read() -> c_int;
     pub fn ctest_session_misuse() -> c_int;
+    pub fn ctest_facts_input() -> c_int;
+    pub fn ctest_pool_reader_key() -> c_int;
+    pub fn ctest_pool_checkout_checkin() -> c_int;
+    pub fn ctest_pool_warmup_reserve_publish() -> c_int;
+    pub fn ctest_pool_invalidation() -> c_int;
+    pub fn ctest_pool_null_arguments() -> c_int;
     pub fn ctest_header_cxx() -> c_int;
 }
 

@@ -50,3 +50,36 @@ fn c_transcript_write_then_read() {
 fn c_session_misuse_gets_statuses() {
     run("session_misuse", ctest_session_misuse);
 }
+
+#[test]
+fn c_s0_facts_input() {
+    run("facts_input", ctest_facts_input);
+}
+
+#[test]
+fn c_p9_reader_key_build_and_compatibility() {
+    run("pool_reader_key", ctest_pool_reader_key);
+}
+
+#[test]
+fn c_p7_p9_pool_checkout_checkin_reset_flag() {
+    run("pool_checkout_checkin", ctest_pool_checkout_checkin);
+}
+
+#[test]
+fn c_r3_warmup_demand_reserve_publish_cancel() {
+    run(
+        "pool_warmup_reserve_publish",
+        ctest_pool_warmup_reserve_publish,
+    );
+}
+
+#[test]
+fn c_p9_r3_invalidation_and_server_removal() {
+    run("pool_invalidation", ctest_pool_invalidation);
+}
+
+#[test]
+fn c_pool_every_null_argument() {
+    run("pool_null_arguments", ctest_pool_null_arguments);
+}

@@ -94,7 +94,8 @@ const _: fn() = || {
 };
 
 impl Classifier {
-    /// A classifier caching up to `capacity` statement texts (0 disables the cache).
+    /// A classifier caching up to `capacity` statement texts (0 disables the cache). Key bytes
+    /// are bounded too: about 512 per entry, at least 16 KiB per shard.
     pub fn new(write_functions: WriteFunctions, capacity: usize) -> Classifier {
         Classifier::with_limits(write_functions, capacity, Limits::DEFAULT)
     }
@@ -105,7 +106,8 @@ impl Classifier {
         capacity: usize,
         limits: Limits,
     ) -> Classifier {
-        let nshards = if capacity >= 64 * SHARDS { SHARDS } else { 1 };
+        // Enough shards to keep host threads off each other's locks, each worth clearing.
+        let nshards = (capacity / 64).clamp(1, SHARDS);
         let shard_entries = capacity.div_ceil(nshards);
         // Each shard can hold at least one maximal key.
         let shard_bytes = (shard_entries.saturating_mul(BYTES_PER_ENTRY)).max(MAX_CACHED_LEN);

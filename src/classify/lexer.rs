@@ -77,12 +77,38 @@ pub(crate) struct Lexer<'a> {
     saw_plain_backslash: bool,
 }
 
+const IDENT_START: u8 = 1;
+const IDENT_CONT: u8 = 2;
+const SPACE: u8 = 4;
+
+/// Byte classes, so the hot loops do one table load per byte.
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        if b.is_ascii_alphabetic() || b == b'_' || b >= 0x80 {
+            t[i] |= IDENT_START | IDENT_CONT;
+        }
+        if b.is_ascii_digit() || b == b'$' {
+            t[i] |= IDENT_CONT;
+        }
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+            t[i] |= SPACE;
+        }
+        i += 1;
+    }
+    t
+};
+
+#[inline]
 fn is_ident_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_' || b >= 0x80
+    CLASS[b as usize] & IDENT_START != 0
 }
 
+#[inline]
 fn is_ident_cont(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+    CLASS[b as usize] & IDENT_CONT != 0
 }
 
 /// `scan.l`'s `dolq_cont`: identifier characters without `$`.
@@ -112,8 +138,9 @@ fn is_op_char(b: u8) -> bool {
     )
 }
 
+#[inline]
 fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+    CLASS[b as usize] & SPACE != 0
 }
 
 impl<'a> Lexer<'a> {
@@ -124,10 +151,11 @@ impl<'a> Lexer<'a> {
 
     /// A lexer over `sql[start..end]` (clamped to the text); `start` must be a token start.
     pub fn range(sql: &'a str, start: usize, end: usize, backslash_quotes: bool) -> Lexer<'a> {
-        let src = sql.as_bytes();
-        let end = end.min(src.len());
+        let bytes = sql.as_bytes();
+        let end = end.min(bytes.len());
         Lexer {
-            src,
+            // Sliced to `end` so every access needs only the one bounds check.
+            src: bytes.get(..end).unwrap_or(&[]),
             pos: start.min(end),
             end,
             backslash_quotes,
@@ -141,14 +169,12 @@ impl<'a> Lexer<'a> {
         self.saw_plain_backslash
     }
 
+    #[inline]
     fn at(&self, i: usize) -> u8 {
-        if i < self.end {
-            self.src.get(i).copied().unwrap_or(0)
-        } else {
-            0
-        }
+        self.src.get(i).copied().unwrap_or(0)
     }
 
+    #[inline]
     fn has(&self, i: usize) -> bool {
         i < self.end
     }

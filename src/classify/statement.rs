@@ -53,32 +53,73 @@ enum Kw {
     Other,
 }
 
+/// Packs up to 8 bytes, ASCII-lower-cased by `| 0x20` (exact for letters; no other identifier
+/// byte becomes a letter), so a keyword test is one integer compare.
+const fn pack(b: &[u8]) -> u64 {
+    let mut v = 0u64;
+    let mut i = 0;
+    while i < b.len() && i < 8 {
+        v |= ((b[i] | 0x20) as u64) << (8 * i);
+        i += 1;
+    }
+    v
+}
+
 fn kw_of(b: &[u8]) -> Kw {
-    let eq = |k: &[u8]| b.eq_ignore_ascii_case(k);
-    match b.len() {
-        2 if eq(b"no") => Kw::No,
-        3 if eq(b"for") => Kw::For,
-        3 if eq(b"key") => Kw::Key,
-        3 if eq(b"end") => Kw::End,
-        4 if eq(b"with") => Kw::With,
-        4 if eq(b"into") => Kw::Into,
-        4 if eq(b"temp") => Kw::Temp,
-        4 if eq(b"case") => Kw::Case,
-        5 if eq(b"merge") => Kw::Merge,
-        5 if eq(b"share") => Kw::Share,
-        5 if eq(b"table") => Kw::Table,
-        5 if eq(b"local") => Kw::Local,
-        5 if eq(b"begin") => Kw::Begin,
-        6 if eq(b"insert") => Kw::Insert,
-        6 if eq(b"update") => Kw::Update,
-        6 if eq(b"delete") => Kw::Delete,
-        6 if eq(b"select") => Kw::Select,
-        6 if eq(b"values") => Kw::Values,
-        6 if eq(b"global") => Kw::Global,
-        6 if eq(b"atomic") => Kw::Atomic,
-        6 if eq(b"create") => Kw::Create,
-        8 if eq(b"unlogged") => Kw::Unlogged,
-        9 if eq(b"temporary") => Kw::Temporary,
+    if b.len() > 8 {
+        return if b.eq_ignore_ascii_case(b"temporary") {
+            Kw::Temporary
+        } else {
+            Kw::Other
+        };
+    }
+    const NO: u64 = pack(b"no");
+    const FOR: u64 = pack(b"for");
+    const KEY: u64 = pack(b"key");
+    const END: u64 = pack(b"end");
+    const WITH: u64 = pack(b"with");
+    const INTO: u64 = pack(b"into");
+    const TEMP: u64 = pack(b"temp");
+    const CASE: u64 = pack(b"case");
+    const MERGE: u64 = pack(b"merge");
+    const SHARE: u64 = pack(b"share");
+    const TABLE: u64 = pack(b"table");
+    const LOCAL: u64 = pack(b"local");
+    const BEGIN: u64 = pack(b"begin");
+    const INSERT: u64 = pack(b"insert");
+    const UPDATE: u64 = pack(b"update");
+    const DELETE: u64 = pack(b"delete");
+    const SELECT: u64 = pack(b"select");
+    const VALUES: u64 = pack(b"values");
+    const GLOBAL: u64 = pack(b"global");
+    const ATOMIC: u64 = pack(b"atomic");
+    const CREATE: u64 = pack(b"create");
+    const UNLOGGED: u64 = pack(b"unlogged");
+    // Equal packs mean equal words: `x | 0x20` is a given lower-case letter only for that letter
+    // in either case, and is never 0, so a longer identifier never packs like a shorter keyword.
+    match pack(b) {
+        NO => Kw::No,
+        FOR => Kw::For,
+        KEY => Kw::Key,
+        END => Kw::End,
+        WITH => Kw::With,
+        INTO => Kw::Into,
+        TEMP => Kw::Temp,
+        CASE => Kw::Case,
+        MERGE => Kw::Merge,
+        SHARE => Kw::Share,
+        TABLE => Kw::Table,
+        LOCAL => Kw::Local,
+        BEGIN => Kw::Begin,
+        INSERT => Kw::Insert,
+        UPDATE => Kw::Update,
+        DELETE => Kw::Delete,
+        SELECT => Kw::Select,
+        VALUES => Kw::Values,
+        GLOBAL => Kw::Global,
+        ATOMIC => Kw::Atomic,
+        CREATE => Kw::Create,
+        UNLOGGED => Kw::Unlogged,
         _ => Kw::Other,
     }
 }
@@ -109,6 +150,50 @@ fn call_effects(name: &[u8]) -> (Effects, bool) {
         return (Effects::ADVISORY_XACT_LOCK, false);
     }
     (Effects::NONE, eq(b"pg_advisory_unlock_all"))
+}
+
+/// Built-ins that run SQL given as text (verified on PostgreSQL 15: `query_to_xml('select
+/// pg_advisory_lock(1)', …)` takes the lock). What they run cannot be seen, so a read calling
+/// them is never replica-safe, whatever the configured write list says.
+fn executes_sql_text(name: &[u8]) -> bool {
+    let eq = |k: &[u8]| name.eq_ignore_ascii_case(k);
+    eq(b"query_to_xml")
+        || eq(b"query_to_xmlschema")
+        || eq(b"query_to_xml_and_xmlschema")
+        || eq(b"ts_stat")
+}
+
+fn starts_ci(t: &[u8], p: &[u8]) -> bool {
+    t.len() >= p.len() && t[..p.len()].eq_ignore_ascii_case(p)
+}
+
+/// Effects named anywhere in `text` (strings and comments included), for statements that run
+/// code we cannot parse: a DO block, or SQL text passed to a built-in. Over-reporting only keeps
+/// a session on the primary; lock release is never inferred. Linear: at most a few short
+/// comparisons per byte.
+fn text_effects(text: &[u8]) -> Effects {
+    let mut fx = Effects::NONE;
+    for i in 0..text.len() {
+        let t = &text[i..];
+        match t[0] | 0x20 {
+            b's' if starts_ci(t, b"set_config") => fx |= Effects::CALLS_SET_CONFIG,
+            b'p' if starts_ci(t, b"pg_") => {
+                let rest = &t[3..];
+                let rest = if starts_ci(rest, b"try_") {
+                    &rest[4..]
+                } else {
+                    rest
+                };
+                if starts_ci(rest, b"advisory_lock") {
+                    fx |= Effects::ADVISORY_LOCK;
+                } else if starts_ci(rest, b"advisory_xact_lock") {
+                    fx |= Effects::ADVISORY_XACT_LOCK;
+                }
+            }
+            _ => {}
+        }
+    }
+    fx
 }
 
 fn starts_with_pg_temp(b: &[u8]) -> bool {
@@ -148,6 +233,8 @@ struct Scan {
     into_temp: bool,
     lock: bool,
     write_fn: bool,
+    /// Calls a built-in that runs SQL text (see [`executes_sql_text`]).
+    executes_sql: bool,
     effects: Effects,
     unlock_all: bool,
     /// First SELECT/VALUES/TABLE/INSERT/UPDATE/DELETE/MERGE at depth 0 after the first token:
@@ -183,6 +270,7 @@ impl Scan {
             into_temp: false,
             lock: false,
             write_fn: false,
+            executes_sql: false,
             effects: Effects::NONE,
             unlock_all: false,
             main0: None,
@@ -225,7 +313,7 @@ impl Scan {
         self.end = t.end;
         if self.first_word.is_none() {
             if t.kind == Tok::LParen {
-                self.lead_parens += 1;
+                self.lead_parens = self.lead_parens.saturating_add(1);
             } else {
                 self.first_word = Some(t);
                 if t.kind == Tok::Ident {
@@ -237,7 +325,7 @@ impl Scan {
         match t.kind {
             Tok::Error(_) | Tok::Other => self.error = true,
             Tok::LParen => {
-                self.depth += 1;
+                self.depth = self.depth.saturating_add(1);
                 if self.depth > limits.max_paren_depth {
                     return Err(());
                 }
@@ -277,7 +365,7 @@ impl Scan {
             }
             Kw::No | Kw::Key if idx == self.for_at.wrapping_add(1) => {
                 self.lock = true;
-                self.lock_tail_until = idx + 2;
+                self.lock_tail_until = idx.saturating_add(2);
             }
             Kw::Into => {
                 self.has_into = true;
@@ -311,7 +399,9 @@ impl Scan {
         }
         if self.is_create {
             match k {
-                Kw::Begin if self.atomic_depth > 0 => self.atomic_depth += 1,
+                Kw::Begin if self.atomic_depth > 0 => {
+                    self.atomic_depth = self.atomic_depth.saturating_add(1)
+                }
                 Kw::Begin if self.depth == 0 => self.begin_at = idx,
                 Kw::Atomic
                     if !self.atomic_seen
@@ -322,7 +412,9 @@ impl Scan {
                     self.atomic_seen = true;
                     self.atomic_depth = 1;
                 }
-                Kw::Case if self.atomic_depth > 0 => self.atomic_depth += 1,
+                Kw::Case if self.atomic_depth > 0 => {
+                    self.atomic_depth = self.atomic_depth.saturating_add(1)
+                }
                 Kw::End if self.atomic_depth > 0 => self.atomic_depth -= 1,
                 _ => {}
             }
@@ -342,6 +434,10 @@ impl Scan {
         if wf.contains(std::str::from_utf8(name).unwrap_or("")) {
             self.write_fn = true;
         }
+        if executes_sql_text(name) {
+            self.write_fn = true;
+            self.executes_sql = true;
+        }
         self.effects |= call_effects(name).0;
     }
 
@@ -360,6 +456,10 @@ impl Scan {
         let name_str = std::str::from_utf8(name).unwrap_or("");
         if wf.contains(name_str) {
             self.write_fn = true;
+        }
+        if executes_sql_text(name) {
+            self.write_fn = true;
+            self.executes_sql = true;
         }
         let (fx, unlock_all) = call_effects(name);
         self.effects |= fx;
@@ -578,7 +678,12 @@ fn read_verdict(scan: &Scan, first_kw: Kw) -> (Kind, NotSafe) {
 fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     let src = sql.as_bytes();
     let span = scan.span();
-    let fx = scan.effects;
+    let mut fx = scan.effects;
+    let is_do = matches!(scan.first_word, Some(t) if t.kind == Tok::Ident
+        && bytes(src, t).eq_ignore_ascii_case(b"do"));
+    if scan.executes_sql || is_do {
+        fx |= text_effects(src.get(scan.start..scan.end).unwrap_or(&[]));
+    }
     if scan.error || scan.semicolon_in_parens {
         return info(Kind::Unknown, NotSafe::Unparseable, fx, span);
     }
@@ -592,7 +697,6 @@ fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     };
     if is_read_start(first_kw) {
         let (kind, why) = read_verdict(scan, first_kw);
-        let mut fx = fx;
         if kind != Kind::Write {
             if scan.into_temp {
                 fx |= Effects::CREATES_TEMP;
@@ -741,7 +845,8 @@ fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
         if !c.eat_kw("work") {
             c.eat_kw("transaction");
         }
-        if c.eat_kw("to") {
+        // `ABORT TO …` is a syntax error on the server; only ROLLBACK has the TO form.
+        if is("rollback") && c.eat_kw("to") {
             c.eat_kw("savepoint");
             c.name()?;
             c.end()?;
@@ -942,14 +1047,21 @@ fn explain(c: &mut Cursor, scan: &Scan) -> Option<Head> {
     while inner.kind == Tok::LParen {
         inner = c.next()?;
     }
-    if analyze {
-        return Some((Kind::ReadNotSafe, NotSafe::ExplainAnalyze, Effects::NONE));
-    }
     let k = if inner.kind == Tok::Ident {
         kw_of(c.text(inner))
     } else {
         Kw::Other
     };
+    if analyze {
+        // EXPLAIN ANALYZE runs the statement: SELECT INTO TEMP / CREATE TEMP … AS create.
+        let mut fx = Effects::NONE;
+        if k == Kw::Create {
+            fx |= create_effects(c);
+        } else if scan.into_temp {
+            fx |= Effects::CREATES_TEMP;
+        }
+        return Some((Kind::ReadNotSafe, NotSafe::ExplainAnalyze, fx));
+    }
     if !is_read_start(k) {
         return write();
     }

@@ -47,6 +47,9 @@ fn dialect_from(c: u8) -> Option<ServerDialect> {
 struct WriterGroup {
     generation: AtomicU64,
     writer_lsn: AtomicU64,
+    /// Host time at which the latest writer monitor sample's query was sent (0: none).
+    writer_sample_at: AtomicU64,
+    writer_sample_lsn: AtomicU64,
     reader_hostgroup: AtomicU64,
     dialect: AtomicU8,
 }
@@ -56,6 +59,8 @@ impl WriterGroup {
         WriterGroup {
             generation: AtomicU64::new(1),
             writer_lsn: AtomicU64::new(0),
+            writer_sample_at: AtomicU64::new(0),
+            writer_sample_lsn: AtomicU64::new(0),
             reader_hostgroup: AtomicU64::new(reader_hostgroup.map_or(NO_HOSTGROUP, u64::from)),
             dialect: AtomicU8::new(DIALECT_DEFAULT),
         }
@@ -67,6 +72,8 @@ impl WriterGroup {
 pub struct WriterView {
     pub generation: u64,
     pub writer_lsn: Lsn,
+    /// The latest monitor sample of the writer's LSN and the host time its query was sent.
+    pub writer_sample: Option<(Lsn, u64)>,
     pub reader_hostgroup: Option<Hostgroup>,
     pub dialect: ServerDialect,
 }
@@ -83,6 +90,8 @@ pub struct Engine {
     readers: Readers,
     /// Readers that refused the wait statements (F-1): they get no more waits.
     no_wait: RwLock<BTreeSet<ServerId>>,
+    /// `server_version_num` of readers, as the host reports it (PostgreSQL ≥ 19 can wait).
+    versions: RwLock<BTreeMap<ServerId, u32>>,
     stats: Stats,
 }
 
@@ -106,6 +115,7 @@ impl Engine {
             hostgroups: RwLock::new(hostgroups),
             readers: Readers::new(),
             no_wait: RwLock::new(BTreeSet::new()),
+            versions: RwLock::new(BTreeMap::new()),
             stats: Stats::default(),
         })
     }
@@ -190,6 +200,11 @@ impl Engine {
             Some(g) => WriterView {
                 generation: g.generation.load(Ordering::Acquire),
                 writer_lsn: Lsn(g.writer_lsn.load(Ordering::Acquire)),
+                writer_sample: {
+                    let at = g.writer_sample_at.load(Ordering::Acquire);
+                    let l = g.writer_sample_lsn.load(Ordering::Acquire);
+                    (at != 0 && l != 0).then_some((Lsn(l), at))
+                },
                 reader_hostgroup: match g.reader_hostgroup.load(Ordering::Acquire) {
                     NO_HOSTGROUP => None,
                     v => Some(v as Hostgroup),
@@ -199,6 +214,7 @@ impl Engine {
             None => WriterView {
                 generation: 0,
                 writer_lsn: Lsn::ZERO,
+                writer_sample: None,
                 reader_hostgroup: None,
                 dialect: default_dialect,
             },
@@ -228,6 +244,8 @@ impl Engine {
     pub fn writer_changed(&self, writer_hostgroup: Hostgroup) -> u64 {
         let g = self.group_or_create(writer_hostgroup);
         g.writer_lsn.store(0, Ordering::Release);
+        g.writer_sample_at.store(0, Ordering::Release);
+        g.writer_sample_lsn.store(0, Ordering::Release);
         g.generation.fetch_add(1, Ordering::AcqRel) + 1
     }
 
@@ -237,6 +255,21 @@ impl Engine {
             if g.generation.load(Ordering::Acquire) == generation {
                 g.writer_lsn.fetch_max(lsn.0, Ordering::AcqRel);
             }
+        }
+    }
+
+    /// A monitor sample of the writer's LSN whose query was *sent* at host time `sent_at_ms`.
+    /// Besides feeding `global` mode, such a sample positions a session's write that the client
+    /// saw acknowledged strictly before `sent_at_ms` (issue 11: stock PostgreSQL reports no LSN).
+    pub fn writer_sample(&self, writer_hostgroup: Hostgroup, lsn: Lsn, sent_at_ms: u64) {
+        let g = self.group_or_create(writer_hostgroup);
+        g.writer_lsn.fetch_max(lsn.0, Ordering::AcqRel);
+        if sent_at_ms >= g.writer_sample_at.load(Ordering::Acquire) {
+            // The LSN is stored before the time and read after it: a reader that sees the new
+            // time also sees the new LSN; one that sees the old time may pair it with the newer
+            // LSN, which is conservative (a later sample is never smaller).
+            g.writer_sample_lsn.store(lsn.0, Ordering::Release);
+            g.writer_sample_at.store(sent_at_ms, Ordering::Release);
         }
     }
 
@@ -270,6 +303,16 @@ impl Engine {
         };
         self.stats.inc(Counter::MonitorSamples);
         self.readers.observe_replay(server, generation, lsn, at_ms)
+    }
+
+    /// Records a reader's `server_version_num` (e.g. 150008, 190000) from its ParameterStatus
+    /// or a query: stock PostgreSQL 19 and later can wait with `WAIT FOR LSN` (issue 11).
+    pub fn set_server_version(&self, server: ServerId, version_num: u32) {
+        self.versions.write().insert(server, version_num);
+    }
+
+    pub fn server_version(&self, server: ServerId) -> Option<u32> {
+        self.versions.read().get(&server).copied()
     }
 
     /// Whether `server` refused the wait statements before.

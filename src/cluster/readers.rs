@@ -1,14 +1,28 @@
 //! The engine's view of reader servers (SPEC ): hostgroup, health, the latest known replay
 //! LSN with its sample time and writer generation, and how many statements each is serving.
 //!
-//! Shared by every host thread. Reads on the query path (choice, "is it caught up?") take a
-//! shared lock; LSN samples and active counts are atomics so concurrent updates do not serialize.
+//! Shared by every host thread, and on the query path of every statement, so it is built for
+//! many readers and many threads at once:
+//!
+//! - **Topology** (which servers exist, in which hostgroup) is an immutable [`Topology`] snapshot
+//!   — all readers sorted by id, plus each hostgroup's members — rebuilt only when a server is
+//!   added, moved or removed. It sits behind a [`ShardedLock`]: a reader takes the read lock of
+//!   its own thread's shard (no cache line shared with other threads); a topology writer builds
+//!   the new snapshot *outside* that lock and only swaps a pointer under it.
+//! - **Per-reader state** lives in atomics on the reader's own cache line: health, the active
+//!   count, and the replay sample `(generation, lsn, sample time)` under a per-reader sequence
+//!   lock, so the three are always read as one consistent triple (an LSN of one generation is
+//!   never paired with another generation) while readers never block writers.
+//! - **Choice** (R-2) is one pass over the hostgroup's members with no allocation: it keeps the
+//!   two members with the smallest salted hashes in each preference tier (a uniformly random
+//!   pair, by rendezvous hashing), then takes the less loaded of the two (power of two choices).
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
+use crossbeam_utils::{Backoff, CachePadded};
+use parking_lot::Mutex;
 
 use crate::protocol::Lsn;
 
@@ -17,18 +31,146 @@ pub type ServerId = u32;
 /// A numbered set of servers (ProxySQL's term).
 pub type Hostgroup = u32;
 
-#[derive(Debug)]
-struct Reader {
-    hostgroup: AtomicU32,
-    healthy: AtomicBool,
-    /// Latest known replay LSN, within `generation`.
-    replay_lsn: AtomicU64,
-    /// Host time (ms) of the sample that produced `replay_lsn`.
-    sample_at_ms: AtomicU64,
-    /// Writer generation the sample belongs to.
+/// `(generation, replay LSN, sample time)` of one reader, written under a sequence lock.
+#[derive(Debug, Default)]
+struct Sample {
+    /// Even: stable; odd: a writer is between its stores.
+    seq: AtomicU64,
     generation: AtomicU64,
+    lsn: AtomicU64,
+    at_ms: AtomicU64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SampleValue {
+    generation: u64,
+    lsn: u64,
+    at_ms: u64,
+}
+
+impl Sample {
+    /// A consistent triple; retries while a writer is mid-update (a handful of stores).
+    fn load(&self) -> SampleValue {
+        let backoff = Backoff::new();
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 0 {
+                let v = SampleValue {
+                    generation: self.generation.load(Ordering::Relaxed),
+                    lsn: self.lsn.load(Ordering::Relaxed),
+                    at_ms: self.at_ms.load(Ordering::Relaxed),
+                };
+                fence(Ordering::Acquire);
+                if self.seq.load(Ordering::Relaxed) == s1 {
+                    return v;
+                }
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// R-1's update rule, applied atomically with respect to [`Sample::load`] and other updates.
+    /// Returns false when the sample belongs to an older generation (ignored).
+    fn observe(&self, generation: u64, lsn: u64, at_ms: u64) -> bool {
+        // Fast path: nothing to raise (the common case for a busy reader's repeated RFQs).
+        let cur = self.load();
+        if generation < cur.generation {
+            return false;
+        }
+        if generation == cur.generation && lsn <= cur.lsn && at_ms <= cur.at_ms {
+            return true;
+        }
+        // Writer lock: make `seq` odd.
+        let backoff = Backoff::new();
+        let mut s = self.seq.load(Ordering::Relaxed);
+        loop {
+            if s & 1 == 0 {
+                match self
+                    .seq
+                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(now) => s = now,
+                }
+            } else {
+                backoff.snooze();
+                s = self.seq.load(Ordering::Relaxed);
+            }
+        }
+        fence(Ordering::Release);
+        let cur_gen = self.generation.load(Ordering::Relaxed);
+        let accepted = generation >= cur_gen;
+        if generation > cur_gen {
+            self.generation.store(generation, Ordering::Relaxed);
+            self.lsn.store(lsn, Ordering::Relaxed);
+        } else if accepted && lsn > self.lsn.load(Ordering::Relaxed) {
+            self.lsn.store(lsn, Ordering::Relaxed);
+        }
+        if accepted && at_ms > self.at_ms.load(Ordering::Relaxed) {
+            self.at_ms.store(at_ms, Ordering::Relaxed);
+        }
+        self.seq.store(s + 2, Ordering::Release);
+        accepted
+    }
+}
+
+#[derive(Debug, Default)]
+struct Reader {
+    healthy: AtomicBool,
+    sample: Sample,
     /// Statements currently served (for R-2's "less loaded").
     active: AtomicU32,
+}
+
+/// One reader in a topology snapshot.
+#[derive(Clone, Debug)]
+struct Member {
+    server: ServerId,
+    hostgroup: Hostgroup,
+    /// `mix(server)`, computed once: choice only folds the request's salt into it.
+    hash: u64,
+    /// On its own cache line: active counts and samples of different readers never share one.
+    reader: Arc<CachePadded<Reader>>,
+}
+
+/// An immutable view of which readers exist and where; replaced whole on every change.
+#[derive(Debug, Default)]
+struct Topology {
+    /// Every reader, sorted by server id.
+    all: Vec<Member>,
+    /// Each hostgroup with its members (sorted by server id), sorted by hostgroup.
+    groups: Vec<(Hostgroup, Vec<Member>)>,
+}
+
+impl Topology {
+    fn build(mut all: Vec<Member>) -> Topology {
+        all.sort_by_key(|m| m.server);
+        let mut by_group = all.clone();
+        // Stable: members stay in server order within a group.
+        by_group.sort_by_key(|m| m.hostgroup);
+        let mut groups: Vec<(Hostgroup, Vec<Member>)> = Vec::new();
+        for m in by_group {
+            match groups.last_mut() {
+                Some((g, members)) if *g == m.hostgroup => members.push(m),
+                _ => groups.push((m.hostgroup, vec![m])),
+            }
+        }
+        Topology { all, groups }
+    }
+
+    fn get(&self, server: ServerId) -> Option<&Member> {
+        self.all
+            .binary_search_by_key(&server, |m| m.server)
+            .ok()
+            .map(|i| &self.all[i])
+    }
+
+    fn group(&self, hostgroup: Hostgroup) -> &[Member] {
+        match self.groups.binary_search_by_key(&hostgroup, |(g, _)| *g) {
+            Ok(i) => &self.groups[i].1,
+            Err(_) => &[],
+        }
+    }
 }
 
 /// What the engine knows about one reader, at one moment.
@@ -67,18 +209,85 @@ pub struct Choice {
     pub caught_up: bool,
 }
 
-/// The reader registry.
-#[derive(Debug, Default)]
+/// The reader registry. `Send + Sync`: one per engine, shared by every host thread.
 pub struct Readers {
-    map: RwLock<BTreeMap<ServerId, Arc<Reader>>>,
+    topology: ShardedLock<Arc<Topology>>,
+    /// Serializes topology writers (so each rebuild starts from the latest snapshot). Readers of
+    /// the topology never take it.
+    writer: Mutex<()>,
 }
 
-fn mix(mut x: u64) -> u64 {
-    // splitmix64 finalizer: deterministic, well spread.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Readers>();
+};
+
+impl Default for Readers {
+    fn default() -> Readers {
+        Readers {
+            topology: ShardedLock::new(Arc::new(Topology::default())),
+            writer: Mutex::new(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Readers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readers")
+            .field("readers", &self.all())
+            .finish()
+    }
+}
+
+/// splitmix64's finalizer: deterministic and well spread (no per-process seed).
+pub(crate) fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
+}
+
+/// One 64×64→128-bit multiply, folded: a cheap, well-spread combination of two mixed values
+/// (the per-member part of choice's hashing).
+fn fold_mul(x: u64, k: u64) -> u64 {
+    let m = u128::from(x) * u128::from(k);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
+/// The two sampled candidates of one preference tier: the members with the smallest and
+/// second-smallest salted hash. For well-spread hashes that pair is a uniformly random pair of
+/// distinct members (rendezvous hashing: stable when unrelated members come and go).
+#[derive(Clone, Copy)]
+struct Tier {
+    first: (u64, ServerId, u32),
+    second: (u64, ServerId, u32),
+}
+
+impl Tier {
+    const EMPTY: Tier = Tier {
+        first: (u64::MAX, 0, 0),
+        second: (u64::MAX, 0, 0),
+    };
+
+    fn offer(&mut self, hash: u64, server: ServerId, active: u32) {
+        // A new minimum is rare after the first few members: these branches predict well.
+        if hash < self.first.0 {
+            self.second = self.first;
+            self.first = (hash, server, active);
+        } else if hash < self.second.0 {
+            self.second = (hash, server, active);
+        }
+    }
+
+    /// Power of two choices: the less loaded of the two samples; on equal load the first.
+    fn pick(&self) -> Option<ServerId> {
+        let (h1, s1, a1) = self.first;
+        let (h2, s2, a2) = self.second;
+        if h1 == u64::MAX {
+            return None;
+        }
+        Some(if h2 != u64::MAX && a2 < a1 { s2 } else { s1 })
+    }
 }
 
 impl Readers {
@@ -86,91 +295,114 @@ impl Readers {
         Readers::default()
     }
 
+    /// The current topology, under this thread's shard of the read lock.
+    fn read(&self) -> ShardedLockReadGuard<'_, Arc<Topology>> {
+        // A poisoned lock can only come from a panic while swapping a pointer, which cannot
+        // happen; the snapshot is immutable anyway.
+        self.topology
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn current(&self) -> Arc<Topology> {
+        Arc::clone(&self.read())
+    }
+
+    /// Rebuilds the topology from `members` (outside the topology lock) and swaps it in.
+    fn publish(&self, members: Vec<Member>) {
+        let next = Arc::new(Topology::build(members));
+        let old = {
+            let mut w = self
+                .topology
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::replace(&mut *w, next)
+        };
+        drop(old); // outside the lock
+    }
+
     /// Adds a reader (healthy, no sample) or moves an existing one to `hostgroup`.
     pub fn upsert(&self, server: ServerId, hostgroup: Hostgroup) {
-        let mut map = self.map.write();
-        match map.get(&server) {
-            Some(r) => r.hostgroup.store(hostgroup, Ordering::Relaxed),
-            None => {
-                map.insert(
-                    server,
-                    Arc::new(Reader {
-                        hostgroup: AtomicU32::new(hostgroup),
-                        healthy: AtomicBool::new(true),
-                        replay_lsn: AtomicU64::new(0),
-                        sample_at_ms: AtomicU64::new(0),
-                        generation: AtomicU64::new(0),
-                        active: AtomicU32::new(0),
-                    }),
+        let _w = self.writer.lock();
+        let cur = self.current();
+        let mut members = cur.all.clone();
+        match members.binary_search_by_key(&server, |m| m.server) {
+            Ok(i) if members[i].hostgroup == hostgroup => return,
+            Ok(i) => members[i].hostgroup = hostgroup,
+            Err(i) => {
+                let reader = Reader {
+                    healthy: AtomicBool::new(true),
+                    ..Reader::default()
+                };
+                members.insert(
+                    i,
+                    Member {
+                        server,
+                        hostgroup,
+                        hash: mix(u64::from(server)),
+                        reader: Arc::new(CachePadded::new(reader)),
+                    },
                 );
             }
         }
+        self.publish(members);
     }
 
     pub fn remove(&self, server: ServerId) -> bool {
-        self.map.write().remove(&server).is_some()
+        let _w = self.writer.lock();
+        let cur = self.current();
+        let Ok(i) = cur.all.binary_search_by_key(&server, |m| m.server) else {
+            return false;
+        };
+        let mut members = cur.all.clone();
+        members.remove(i);
+        self.publish(members);
+        true
     }
 
-    fn get(&self, server: ServerId) -> Option<Arc<Reader>> {
-        self.map.read().get(&server).cloned()
+    /// Runs `f` on the reader's live state, if it exists.
+    fn with<T>(&self, server: ServerId, f: impl FnOnce(&Member) -> T) -> Option<T> {
+        self.read().get(server).map(f)
     }
 
     pub fn set_health(&self, server: ServerId, healthy: bool) -> bool {
-        match self.get(server) {
-            Some(r) => {
-                r.healthy.store(healthy, Ordering::Relaxed);
-                true
-            }
-            None => false,
-        }
+        self.with(server, |m| {
+            m.reader.healthy.store(healthy, Ordering::Relaxed)
+        })
+        .is_some()
     }
 
     /// Records a replay position (monitor sample or a reader's own RFQ). Within a generation the
     /// position only rises; a sample of a newer generation replaces the old one; a sample of an
     /// older generation is ignored. The sample time always moves to the newest.
     pub fn observe_replay(&self, server: ServerId, generation: u64, lsn: Lsn, at_ms: u64) -> bool {
-        let Some(r) = self.get(server) else {
-            return false;
-        };
-        // A short critical section per reader keeps (generation, lsn, time) consistent.
-        let cur_gen = r.generation.load(Ordering::Acquire);
-        if generation < cur_gen {
-            return false;
-        }
-        if generation > cur_gen {
-            r.generation.store(generation, Ordering::Release);
-            r.replay_lsn.store(lsn.0, Ordering::Release);
-        } else {
-            r.replay_lsn.fetch_max(lsn.0, Ordering::AcqRel);
-        }
-        r.sample_at_ms.fetch_max(at_ms, Ordering::AcqRel);
-        true
+        self.with(server, |m| {
+            m.reader.sample.observe(generation, lsn.0, at_ms)
+        })
+        .unwrap_or(false)
     }
 
     pub fn snapshot(&self, server: ServerId) -> Option<ReaderSnapshot> {
-        let map = self.map.read();
-        map.get(&server).map(|r| Self::snap(server, r))
+        self.with(server, Self::snap)
     }
 
-    fn snap(server: ServerId, r: &Reader) -> ReaderSnapshot {
+    fn snap(m: &Member) -> ReaderSnapshot {
+        let s = m.reader.sample.load();
         ReaderSnapshot {
-            server,
-            hostgroup: r.hostgroup.load(Ordering::Relaxed),
-            healthy: r.healthy.load(Ordering::Relaxed),
-            replay_lsn: Lsn(r.replay_lsn.load(Ordering::Acquire)),
-            sample_at_ms: r.sample_at_ms.load(Ordering::Acquire),
-            generation: r.generation.load(Ordering::Acquire),
-            active: r.active.load(Ordering::Relaxed),
+            server: m.server,
+            hostgroup: m.hostgroup,
+            healthy: m.reader.healthy.load(Ordering::Relaxed),
+            replay_lsn: Lsn(s.lsn),
+            sample_at_ms: s.at_ms,
+            generation: s.generation,
+            active: m.reader.active.load(Ordering::Relaxed),
         }
     }
 
     /// All readers, ordered by server id.
     pub fn all(&self) -> Vec<ReaderSnapshot> {
-        self.map
-            .read()
-            .iter()
-            .map(|(&s, r)| Self::snap(s, r))
-            .collect()
+        // Copy the snapshot pointer, then allocate outside the lock.
+        self.current().all.iter().map(Self::snap).collect()
     }
 
     /// Whether `server` is a healthy reader of `hostgroup` known (fresh sample of `generation`)
@@ -184,26 +416,23 @@ impl Readers {
         now_ms: u64,
         max_age_ms: u64,
     ) -> bool {
-        self.snapshot(server).is_some_and(|s| {
-            s.hostgroup == hostgroup
-                && s.healthy
-                && Self::fresh_at(&s, generation, target, now_ms, max_age_ms)
+        self.with(server, |m| {
+            m.hostgroup == hostgroup
+                && m.reader.healthy.load(Ordering::Relaxed)
+                && Self::fresh_at(m, generation, target, now_ms, max_age_ms)
         })
+        .unwrap_or(false)
     }
 
-    fn fresh_at(
-        s: &ReaderSnapshot,
-        generation: u64,
-        target: Lsn,
-        now_ms: u64,
-        max_age_ms: u64,
-    ) -> bool {
+    fn fresh_at(m: &Member, generation: u64, target: Lsn, now_ms: u64, max_age_ms: u64) -> bool {
         if target.is_zero() {
             return true;
         }
-        s.generation == generation
-            && s.replay_lsn >= target
-            && now_ms.saturating_sub(s.sample_at_ms) <= max_age_ms
+        let s = m.reader.sample.load();
+        // Non-short-circuit: three cheap compares beat two unpredictable branches.
+        (s.generation == generation)
+            & (s.lsn >= target.0)
+            & (now_ms.saturating_sub(s.at_ms) <= max_age_ms)
     }
 
     /// Whether any healthy reader of `hostgroup` is known to have replayed `target` (P-5's `'w'`
@@ -216,64 +445,67 @@ impl Readers {
         now_ms: u64,
         max_age_ms: u64,
     ) -> bool {
-        self.map.read().iter().any(|(&s, r)| {
-            let s = Self::snap(s, r);
-            s.hostgroup == hostgroup
-                && s.healthy
-                && Self::fresh_at(&s, generation, target, now_ms, max_age_ms)
+        self.read().group(hostgroup).iter().any(|m| {
+            m.reader.healthy.load(Ordering::Relaxed)
+                && Self::fresh_at(m, generation, target, now_ms, max_age_ms)
         })
     }
 
     /// Whether `server` is still a healthy reader of `hostgroup` (a pin stays valid).
     pub fn is_valid(&self, server: ServerId, hostgroup: Hostgroup) -> bool {
-        self.snapshot(server)
-            .is_some_and(|s| s.hostgroup == hostgroup && s.healthy)
+        self.with(server, |m| {
+            m.hostgroup == hostgroup && m.reader.healthy.load(Ordering::Relaxed)
+        })
+        .unwrap_or(false)
     }
 
     /// among healthy, non-excluded readers of the hostgroup, prefer those known to have
-    /// reached the target, then the less loaded; ties broken by a hash of the salt and server id.
-    /// Deterministic given the registry state and the request.
+    /// reached the target; among those equally preferred, sample two (deterministically, from
+    /// `salt`) and take the one with fewer active statements (power of two choices; on equal
+    /// load the first sample). Deterministic given the registry state and the request; one pass,
+    /// no allocation, no lock other than this thread's shard of the topology read lock.
     pub fn choose(&self, req: &ChoiceRequest<'_>) -> Option<Choice> {
-        let map = self.map.read();
-        let mut best: Option<(bool, u32, u64, ServerId)> = None;
-        for (&server, r) in map.iter() {
-            if req.exclude.contains(&server) {
+        let topology = self.read();
+        let (mut caught_up, mut rest) = (Tier::EMPTY, Tier::EMPTY);
+        let salt = mix(req.salt);
+        for m in topology.group(req.hostgroup) {
+            if !m.reader.healthy.load(Ordering::Relaxed) || req.exclude.contains(&m.server) {
                 continue;
             }
-            let s = Self::snap(server, r);
-            if s.hostgroup != req.hostgroup || !s.healthy {
-                continue;
-            }
-            let caught = Self::fresh_at(&s, req.generation, req.target, req.now_ms, req.max_age_ms);
-            let tie = mix(req.salt ^ u64::from(server));
-            let better = match best {
-                None => true,
-                Some((bc, ba, bt, _)) => {
-                    (caught, std::cmp::Reverse(s.active), std::cmp::Reverse(tie))
-                        > (bc, std::cmp::Reverse(ba), std::cmp::Reverse(bt))
-                }
-            };
-            if better {
-                best = Some((caught, s.active, tie, server));
+            // Top bit cleared: u64::MAX stays free to mean "no candidate".
+            let hash = fold_mul(salt ^ m.hash, 0x9e37_79b9_7f4a_7c15) >> 1;
+            let active = m.reader.active.load(Ordering::Relaxed);
+            if Self::fresh_at(m, req.generation, req.target, req.now_ms, req.max_age_ms) {
+                caught_up.offer(hash, m.server, active);
+            } else {
+                rest.offer(hash, m.server, active);
             }
         }
-        best.map(|(caught_up, _, _, server)| Choice { server, caught_up })
+        if let Some(server) = caught_up.pick() {
+            return Some(Choice {
+                server,
+                caught_up: true,
+            });
+        }
+        rest.pick().map(|server| Choice {
+            server,
+            caught_up: false,
+        })
     }
 
     /// A statement starts on `server` (R-2's load count).
     pub fn begin_use(&self, server: ServerId) {
-        if let Some(r) = self.get(server) {
-            r.active.fetch_add(1, Ordering::Relaxed);
-        }
+        self.with(server, |m| m.reader.active.fetch_add(1, Ordering::Relaxed));
     }
 
     /// A statement on `server` ended.
     pub fn end_use(&self, server: ServerId) {
-        if let Some(r) = self.get(server) {
-            let _ = r
+        self.with(server, |m| {
+            let _ = m
+                .reader
                 .active
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| a.checked_sub(1));
-        }
+        });
     }
 }
 
@@ -347,5 +579,72 @@ mod tests {
         assert_eq!((s.replay_lsn, s.generation), (Lsn(5), 4));
         assert!(!r.is_caught_up(1, 1, 3, Lsn(50), 40, 100));
         assert!(r.is_caught_up(1, 1, 4, Lsn(5), 40, 100));
+    }
+
+    #[test]
+    fn r2_power_of_two_never_picks_the_single_loaded_reader_and_is_deterministic() {
+        let r = Readers::new();
+        for s in 1..=8 {
+            r.upsert(s, 1);
+        }
+        r.begin_use(5);
+        let mut seen = std::collections::BTreeSet::new();
+        for salt in 0..200u64 {
+            let mut q = req(0, &[]);
+            q.salt = salt;
+            let c = r.choose(&q).unwrap();
+            // Two distinct candidates are sampled: the one loaded reader always loses.
+            assert_ne!(c.server, 5);
+            assert_eq!(r.choose(&q), Some(c), "same state and request, same choice");
+            seen.insert(c.server);
+        }
+        // The salt spreads choices over every unloaded reader.
+        assert_eq!(seen.len(), 7, "{seen:?}");
+    }
+
+    #[test]
+    fn r2_caught_up_tier_wins_over_load() {
+        let r = Readers::new();
+        for s in 1..=4 {
+            r.upsert(s, 1);
+        }
+        r.observe_replay(3, 0, Lsn(100), 1000);
+        for _ in 0..10 {
+            r.begin_use(3);
+        }
+        for salt in 0..50u64 {
+            let mut q = req(80, &[]);
+            q.salt = salt;
+            assert_eq!(
+                r.choose(&q),
+                Some(Choice {
+                    server: 3,
+                    caught_up: true
+                })
+            );
+        }
+        let mut q = req(80, &[3]);
+        q.salt = 9;
+        let c = r.choose(&q).unwrap();
+        assert!(!c.caught_up && c.server != 3);
+    }
+
+    #[test]
+    fn r1_moving_a_reader_keeps_its_state_and_remove_forgets_it() {
+        let r = Readers::new();
+        r.upsert(1, 1);
+        r.observe_replay(1, 2, Lsn(70), 5);
+        r.begin_use(1);
+        r.upsert(1, 9);
+        let s = r.snapshot(1).unwrap();
+        assert_eq!((s.hostgroup, s.replay_lsn, s.active), (9, Lsn(70), 1));
+        assert!(!r.is_valid(1, 1));
+        assert!(r.is_valid(1, 9));
+        assert_eq!(r.choose(&req(0, &[])), None);
+        assert!(r.any_caught_up(9, 2, Lsn(70), 5, 100));
+        assert!(r.remove(1));
+        assert!(!r.remove(1));
+        assert!(!r.observe_replay(1, 2, Lsn(80), 6));
+        assert!(r.all().is_empty());
     }
 }

@@ -52,6 +52,10 @@ counters! {
     ReaderRfqLsns = "reader_rfq_lsns", "Replay positions learned from readers' RFQs.";
     MonitorSamples = "monitor_samples", "Replay positions reported by the host's monitor.";
     WaitsUnsupported = "waits_unsupported", "Readers found not to support the wait statements.";
+    ProbesSent = "probes_sent", "Post-commit LSN probes sent to writers (stock PostgreSQL).";
+    TargetsLearned = "targets_learned", "Write positions learned by a probe or a post-commit writer sample.";
+    ReadsToCaughtUpReader = "reads_to_caught_up_reader", "Reads with a target served by a reader known to have replayed it, no wait.";
+    ReadsKeptOnWriter = "reads_kept_on_writer", "Reads with a target kept on the writer: no reader caught up and no bounded wait.";
 }
 
 const N_OUTCOMES: usize = 5;

@@ -120,7 +120,11 @@ pub unsafe extern "C" fn polarsplit_engine_reader_sample(
     }
 }
 
-/// A sample of the writer's LSN for a writer hostgroup (feeds `global` mode).
+/// A monitor sample of the writer's LSN for a writer hostgroup (e.g.
+/// `pg_current_wal_insert_lsn()`), whose query was *sent* at host time `sent_at_ms` (use the send
+/// time, not the answer's arrival: only then does a sample bound a write acknowledged before it).
+/// It feeds `global` mode and, on servers whose RFQs carry no LSN, positions writes the client
+/// saw acknowledged strictly before `sent_at_ms`.
 ///
 /// # Safety
 /// `engine` must be a live engine.
@@ -129,13 +133,33 @@ pub unsafe extern "C" fn polarsplit_engine_writer_sample(
     engine: *const PolarsplitEngine,
     writer_hostgroup: u32,
     lsn: u64,
+    sent_at_ms: u64,
 ) -> PolarsplitStatus {
     // SAFETY: per the contract.
     unsafe {
         with_engine(engine, |e| {
-            let generation = e.inner.writer_view(writer_hostgroup).generation;
             e.inner
-                .observe_writer_lsn(writer_hostgroup, generation, Lsn(lsn));
+                .writer_sample(writer_hostgroup, Lsn(lsn), sent_at_ms);
+            POLARSPLIT_OK
+        })
+    }
+}
+
+/// Records a reader's `server_version_num` (e.g. 150018). On stock PostgreSQL 19 and later the
+/// engine may make that reader wait with `WAIT FOR LSN`.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_server_version(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    version_num: u32,
+) -> PolarsplitStatus {
+    // SAFETY: per the contract.
+    unsafe {
+        with_engine(engine, |e| {
+            e.inner.set_server_version(server, version_num);
             POLARSPLIT_OK
         })
     }

@@ -12,11 +12,13 @@
 
 mod config;
 mod engine;
+mod pool;
 mod session;
 mod status;
 
 pub use config::*;
 pub use engine::*;
+pub use pool::*;
 pub use session::*;
 pub use status::*;
 

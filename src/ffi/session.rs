@@ -685,3 +685,146 @@ pub unsafe extern "C" fn polarsplit_session_test_panic_next(
         POLARSPLIT_OK
     })
 }
+
+/// Fact kinds for `polarsplit_session_recv_backend_fact` (libpq-based hosts, SPEC §0).
+pub const POLARSPLIT_FACT_READY_FOR_QUERY: u32 = 1;
+pub const POLARSPLIT_FACT_COMMAND_COMPLETE: u32 = 2;
+pub const POLARSPLIT_FACT_ERROR: u32 = 3;
+pub const POLARSPLIT_FACT_NOTICE: u32 = 4;
+pub const POLARSPLIT_FACT_PARAMETER_STATUS: u32 = 5;
+/// Any other message, by its type byte in `tag` (rows, descriptions, COPY data…).
+pub const POLARSPLIT_FACT_OTHER: u32 = 6;
+
+/// `polarsplit_backend_fact.lsn_state`.
+pub const POLARSPLIT_LSN_MISSING: u32 = 0;
+pub const POLARSPLIT_LSN_ZERO: u32 = 1;
+pub const POLARSPLIT_LSN_AT: u32 = 2;
+
+/// One ErrorResponse/NoticeResponse field.
+#[repr(C)]
+pub struct PolarsplitErrorField {
+    /// The field code ('S', 'V', 'C', 'M', 'D', 'R', …).
+    pub code: u8,
+    pub value: *const u8,
+    pub value_len: usize,
+}
+
+/// One backend message as parsed facts. Fields not used by `kind` are ignored.
+#[repr(C)]
+pub struct PolarsplitBackendFact {
+    pub kind: u32,
+    /// READY_FOR_QUERY: 'I', 'T' or 'E'.
+    pub status: u8,
+    /// READY_FOR_QUERY: `POLARSPLIT_LSN_*`, and the LSN when AT.
+    pub lsn_state: u32,
+    pub lsn: u64,
+    /// READY_FOR_QUERY: 0 (no marker), 'x' or 'w', and the raw XID list.
+    pub marker: u8,
+    pub xids: *const u8,
+    pub xids_len: usize,
+    /// COMMAND_COMPLETE: the tag. PARAMETER_STATUS: the name.
+    pub text: *const u8,
+    pub text_len: usize,
+    /// PARAMETER_STATUS: the value.
+    pub value: *const u8,
+    pub value_len: usize,
+    /// ERROR / NOTICE: the fields.
+    pub fields: *const PolarsplitErrorField,
+    pub fields_len: usize,
+    /// OTHER: the message type byte.
+    pub tag: u8,
+}
+
+/// Feeds one backend message of connection `conn` as parsed facts (hosts that never see raw
+/// backend bytes, e.g. libpq-based ones). The resulting FORWARD_BACKEND / DISCARD_BACKEND
+/// actions for `conn` have `n == 1`: forward or drop that message. Then poll actions.
+///
+/// # Safety
+/// `session` must be a live session; `fact` a valid struct whose pointers are NULL (with a zero
+/// length) or point to their lengths of readable bytes/fields.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_session_recv_backend_fact(
+    session: *mut PolarsplitSession,
+    conn: u64,
+    fact: *const PolarsplitBackendFact,
+    now_ms: u64,
+) -> PolarsplitStatus {
+    use crate::protocol::{Lsn, LsnField, Marker, TxStatus};
+    use crate::session::BackendFact;
+    // SAFETY: per the contract.
+    unsafe {
+        with_session(session, |s| {
+            if fact.is_null() {
+                return POLARSPLIT_ERR_NULL;
+            }
+            let f = &*fact;
+            let text = match bytes_arg(f.text, f.text_len) {
+                Ok(b) => b,
+                Err(st) => return st,
+            };
+            let field_vec: Vec<(u8, &[u8])>;
+            let parsed = match f.kind {
+                POLARSPLIT_FACT_READY_FOR_QUERY => {
+                    let Some(status) = TxStatus::from_byte(f.status) else {
+                        return POLARSPLIT_ERR_INVALID_ARGUMENT;
+                    };
+                    let lsn = match f.lsn_state {
+                        POLARSPLIT_LSN_MISSING => LsnField::Missing,
+                        POLARSPLIT_LSN_ZERO => LsnField::Zero,
+                        POLARSPLIT_LSN_AT if f.lsn != 0 => LsnField::At(Lsn(f.lsn)),
+                        POLARSPLIT_LSN_AT => LsnField::Zero,
+                        _ => return POLARSPLIT_ERR_INVALID_ARGUMENT,
+                    };
+                    let xids = match bytes_arg(f.xids, f.xids_len) {
+                        Ok(b) => b,
+                        Err(st) => return st,
+                    };
+                    let xact = match f.marker {
+                        0 => None,
+                        b'x' => Some((Marker::Splittable, xids)),
+                        b'w' => Some((Marker::WalPending, xids)),
+                        _ => return POLARSPLIT_ERR_INVALID_ARGUMENT,
+                    };
+                    BackendFact::ReadyForQuery { status, lsn, xact }
+                }
+                POLARSPLIT_FACT_COMMAND_COMPLETE => BackendFact::CommandComplete { tag: text },
+                POLARSPLIT_FACT_ERROR | POLARSPLIT_FACT_NOTICE => {
+                    if f.fields.is_null() && f.fields_len > 0 {
+                        return POLARSPLIT_ERR_NULL;
+                    }
+                    let raw: &[PolarsplitErrorField] = if f.fields_len == 0 {
+                        &[]
+                    } else {
+                        std::slice::from_raw_parts(f.fields, f.fields_len)
+                    };
+                    let mut v = Vec::with_capacity(raw.len());
+                    for field in raw {
+                        match bytes_arg(field.value, field.value_len) {
+                            Ok(b) => v.push((field.code, b)),
+                            Err(st) => return st,
+                        }
+                    }
+                    field_vec = v;
+                    if f.kind == POLARSPLIT_FACT_ERROR {
+                        BackendFact::Error { fields: &field_vec }
+                    } else {
+                        BackendFact::Notice { fields: &field_vec }
+                    }
+                }
+                POLARSPLIT_FACT_PARAMETER_STATUS => {
+                    let value = match bytes_arg(f.value, f.value_len) {
+                        Ok(b) => b,
+                        Err(st) => return st,
+                    };
+                    BackendFact::ParameterStatus { name: text, value }
+                }
+                POLARSPLIT_FACT_OTHER => BackendFact::Other { tag: f.tag },
+                _ => return POLARSPLIT_ERR_INVALID_ARGUMENT,
+            };
+            match s.inner.recv_backend_fact(conn, parsed, now_ms) {
+                Ok(()) => POLARSPLIT_OK,
+                Err(e) => s.status_of(e),
+            }
+        })
+    }
+}

@@ -21,6 +21,120 @@ impl ReaderKey {
     }
 }
 
+/// Builds a [`ReaderKey`] (P-9) from what a reader connection is opened with and what the session
+/// has set since. All hashing is [`Fnv64`] over length-prefixed fields, so equal inputs give equal
+/// keys in every thread, process and run.
+///
+/// - `profile_generation`: the configuration generation that fixed the startup profile.
+/// - `auth_hash`: user and database.
+/// - `startup_identity_hash`: the advertised identity `(host, port)` of W-1's identity modes;
+///   0 when the profile reports no LSN (no identity keys are sent then).
+/// - `startup_options_hash`: the startup parameters, then the tracked session settings, each
+///   set order-independent (sorted by name). Names compare ASCII-case-insensitively, as
+///   PostgreSQL's setting names do; values exactly. A name given twice in one set keeps its last
+///   value (what the server ends up with). The two sets are hashed apart: a value given at
+///   startup and the same value set later are different connection states (`RESET` differs).
+#[derive(Clone, Debug)]
+pub struct ReaderKeyBuilder<'a> {
+    profile_generation: u64,
+    user: &'a [u8],
+    database: &'a [u8],
+    identity: Option<(&'a [u8], u16)>,
+    params: Vec<(&'a [u8], &'a [u8])>,
+    settings: Vec<(&'a [u8], &'a [u8])>,
+}
+
+impl<'a> ReaderKeyBuilder<'a> {
+    pub fn new(profile_generation: u64, user: &'a [u8], database: &'a [u8]) -> Self {
+        ReaderKeyBuilder {
+            profile_generation,
+            user,
+            database,
+            identity: None,
+            params: Vec::new(),
+            settings: Vec::new(),
+        }
+    }
+
+    /// The advertised identity (W-1). Ignored (hash 0) when `reports_lsn` is false: profile
+    /// `off` sends no identity keys, so the identity cannot make connections differ.
+    pub fn identity(&mut self, reports_lsn: bool, host: &'a [u8], port: u16) -> &mut Self {
+        self.identity = reports_lsn.then_some((host, port));
+        self
+    }
+
+    /// A startup parameter the connection is opened with (user and database belong to
+    /// `auth_hash` and the W-1 keys to the identity; passing them here too only makes the key
+    /// stricter).
+    pub fn startup_param(&mut self, name: &'a [u8], value: &'a [u8]) -> &mut Self {
+        self.params.push((name, value));
+        self
+    }
+
+    /// A tracked session setting (S-4) in effect on the connection.
+    pub fn setting(&mut self, name: &'a [u8], value: &'a [u8]) -> &mut Self {
+        self.settings.push((name, value));
+        self
+    }
+
+    pub fn build(&self) -> ReaderKey {
+        ReaderKey {
+            profile_generation: self.profile_generation,
+            auth_hash: auth_hash(self.user, self.database),
+            startup_identity_hash: match self.identity {
+                Some((host, port)) => Fnv64::new()
+                    .field(b"identity")
+                    .field(host)
+                    .u64(u64::from(port))
+                    .finish(),
+                None => 0,
+            },
+            startup_options_hash: {
+                let mut h = Fnv64::new();
+                hash_set(h.field(b"startup"), &self.params);
+                hash_set(h.field(b"settings"), &self.settings);
+                h.finish()
+            },
+        }
+    }
+}
+
+/// `auth_hash` of P-9: user and database.
+pub fn auth_hash(user: &[u8], database: &[u8]) -> u64 {
+    Fnv64::new()
+        .field(b"auth")
+        .field(user)
+        .field(database)
+        .finish()
+}
+
+fn lower_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    a.iter()
+        .map(u8::to_ascii_lowercase)
+        .cmp(b.iter().map(u8::to_ascii_lowercase))
+}
+
+/// Hashes a set of `(name, value)`: sorted by case-folded name, the last value of a repeated
+/// name winning.
+fn hash_set(h: &mut Fnv64, pairs: &[(&[u8], &[u8])]) {
+    let mut sorted: Vec<(usize, &[u8], &[u8])> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, v))| (i, n, v))
+        .collect();
+    // By name, and for equal names the last given first, so dedup keeps it.
+    sorted.sort_by(|a, b| lower_cmp(a.1, b.1).then(b.0.cmp(&a.0)));
+    sorted.dedup_by(|later, first| lower_cmp(later.1, first.1).is_eq());
+    h.u64(sorted.len() as u64);
+    for (_, name, value) in sorted {
+        h.u64(name.len() as u64);
+        for &b in name {
+            h.bytes(&[b.to_ascii_lowercase()]);
+        }
+        h.field(value);
+    }
+}
+
 /// FNV-1a, 64-bit: a small, stable, deterministic hash (no per-process seed), so keys computed by
 /// different threads, sessions and runs agree. Fields are length-prefixed so that
 /// `("ab", "c")` and `("a", "bc")` differ.
@@ -92,5 +206,85 @@ mod tests {
             }
             assert!(!k.compatible_with(&o));
         }
+    }
+
+    fn key(params: &[(&str, &str)], settings: &[(&str, &str)]) -> ReaderKey {
+        let mut b = ReaderKeyBuilder::new(1, b"alice", b"app");
+        b.identity(true, b"10.0.0.1", 5432);
+        for (n, v) in params {
+            b.startup_param(n.as_bytes(), v.as_bytes());
+        }
+        for (n, v) in settings {
+            b.setting(n.as_bytes(), v.as_bytes());
+        }
+        b.build()
+    }
+
+    #[test]
+    fn p9_key_builder_options_are_order_independent_and_case_folded_by_name() {
+        let a = key(&[("application_name", "x"), ("DateStyle", "ISO")], &[]);
+        let b = key(&[("datestyle", "ISO"), ("application_name", "x")], &[]);
+        assert_eq!(a, b);
+        // Values are exact.
+        assert_ne!(
+            a,
+            key(&[("datestyle", "iso"), ("application_name", "x")], &[])
+        );
+        // The last value of a repeated name wins.
+        assert_eq!(
+            a,
+            key(
+                &[
+                    ("DateStyle", "SQL"),
+                    ("application_name", "x"),
+                    ("datestyle", "ISO")
+                ],
+                &[]
+            )
+        );
+        // Startup parameters and session settings are different states.
+        assert_ne!(
+            key(&[("search_path", "a")], &[]),
+            key(&[], &[("search_path", "a")])
+        );
+        let s1 = key(&[], &[("search_path", "a"), ("TimeZone", "UTC")]);
+        assert_eq!(s1, key(&[], &[("timezone", "UTC"), ("search_path", "a")]));
+        assert_ne!(s1, key(&[], &[("timezone", "UTC"), ("search_path", "b")]));
+        // Name/value boundaries are length-prefixed.
+        assert_ne!(key(&[("ab", "c")], &[]), key(&[("a", "bc")], &[]));
+    }
+
+    #[test]
+    fn p9_key_builder_separates_users_databases_identities_and_generations() {
+        let base = ReaderKeyBuilder::new(1, b"alice", b"app").build();
+        assert_eq!(base.startup_identity_hash, 0);
+        let others = [
+            ReaderKeyBuilder::new(1, b"bob", b"app").build(),
+            ReaderKeyBuilder::new(1, b"alice", b"other").build(),
+            ReaderKeyBuilder::new(1, b"alic", b"eapp").build(),
+            ReaderKeyBuilder::new(2, b"alice", b"app").build(),
+            ReaderKeyBuilder::new(1, b"alice", b"app")
+                .identity(true, b"h", 1)
+                .build(),
+        ];
+        for o in others {
+            assert!(!base.compatible_with(&o), "{o:?}");
+        }
+        // Without LSN reporting the identity is not sent, so it does not split connections.
+        assert_eq!(
+            base,
+            ReaderKeyBuilder::new(1, b"alice", b"app")
+                .identity(false, b"h", 1)
+                .build()
+        );
+        let id = |h: &'static [u8], p| {
+            ReaderKeyBuilder::new(1, b"alice", b"app")
+                .identity(true, h, p)
+                .build()
+                .startup_identity_hash
+        };
+        assert_ne!(id(b"h", 1), id(b"h", 2));
+        assert_ne!(id(b"h", 1), id(b"g", 1));
+        assert_ne!(id(b"h", 1), 0);
     }
 }

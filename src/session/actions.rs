@@ -276,6 +276,21 @@ impl ActionQueue {
         }
     }
 
+    /// For an input given as a parsed fact (one whole backend message), byte counts on `conn`
+    /// queued since `from` become message counts: each covers exactly that one message.
+    pub fn counts_to_messages(&mut self, conn: ConnId, from: usize) {
+        for r in self.recs.iter_mut().skip(from) {
+            match r {
+                Rec::ForwardBackend { conn: c, n } | Rec::DiscardBackend { conn: c, n }
+                    if *c == conn =>
+                {
+                    *n = 1
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// The next action, borrowing the arena until the next call. When the queue runs empty the
     /// arena is reset for the next input (its capacity is kept: no allocation in steady state).
     pub fn poll(&mut self) -> Option<Action<'_>> {

@@ -64,6 +64,14 @@ impl Session {
         if self.backend_index(conn).is_none() {
             return Err(self.fail(SessionError::UnknownConnection(conn)));
         }
+        self.recv_backend_bytes(conn, bytes)
+    }
+
+    pub(super) fn recv_backend_bytes(
+        &mut self,
+        conn: ConnId,
+        bytes: &[u8],
+    ) -> Result<(), SessionError> {
         let limits = self.config.limits;
         let mut pos = 0;
         while pos < bytes.len() {
@@ -73,9 +81,22 @@ impl Session {
                 self.out.discard_backend(conn, bytes.len() - pos);
                 break;
             };
+            // The probe's one row is read; every other row passes by count.
+            let probe_rows = i == 0
+                && self
+                    .backend(i)
+                    .expect
+                    .front()
+                    .is_some_and(|e| e.kind == ExpectKind::Probe);
             let mut framer =
                 std::mem::replace(&mut self.backend_mut(i).framer, Framer::new(limits));
-            let step = framer.step(&bytes[pos..], |t, len| backend_body_mode(t, len, &limits));
+            let step = framer.step(&bytes[pos..], |t, len| {
+                if probe_rows && t == tag::DATA_ROW && len <= 1024 {
+                    BodyMode::Inspect
+                } else {
+                    backend_body_mode(t, len, &limits)
+                }
+            });
             let (step, n) = match step {
                 Ok(s) => s,
                 Err(e) => {
@@ -91,8 +112,8 @@ impl Session {
                     self.on_backend_opaque_start(conn, tag, body_len);
                     Ok(())
                 }
-                Step::OpaqueBytes { n, .. } => {
-                    self.on_backend_opaque_bytes(conn, n);
+                Step::OpaqueBytes { n, done } => {
+                    self.on_backend_opaque_bytes(conn, n, done);
                     Ok(())
                 }
             };
@@ -162,6 +183,10 @@ impl Session {
                         framer: Framer::new(self.config.limits),
                         expect: VecDeque::new(),
                         streaming: None,
+                        held_fwd: 0,
+                        partial_out: false,
+                        clean_on_success: false,
+                        settings_pending: false,
                         dirty: false,
                     };
                     w.expect.push_back(Expect::new(ExpectKind::Auth));
@@ -200,17 +225,19 @@ impl Session {
             Event::ConnectionLost => match self.backend_index(conn) {
                 None => Err(SessionError::UnknownConnection(conn)),
                 Some(0) => {
-                    let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
-                    self.out.send_client_with(|o| {
-                        encode::error_or_notice(
-                            o,
-                            false,
-                            encode::Severity::Fatal,
-                            b"08006",
-                            msg,
-                            None,
-                        );
-                    });
+                    if !self.client_stream_cut(conn) {
+                        let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
+                        self.out.send_client_with(|o| {
+                            encode::error_or_notice(
+                                o,
+                                false,
+                                encode::Severity::Fatal,
+                                b"08006",
+                                msg,
+                                None,
+                            );
+                        });
+                    }
                     self.writer = None;
                     self.close_all();
                     Ok(())
@@ -230,6 +257,15 @@ impl Session {
             return;
         };
         if i == 0 {
+            return;
+        }
+        if self.backend(i).partial_out {
+            // Half of a large message reached the client: its stream cannot be repaired.
+            self.last_error = format!(
+                "reader connection {conn} broke in the middle of a message forwarded to the client"
+            );
+            self.engine.stats().inc(Counter::FailuresDisconnected);
+            self.close_all();
             return;
         }
         let b = self.readers.remove(i - 1);
@@ -394,6 +430,40 @@ impl Session {
                 }
                 Ok(())
             }
+            Some(ExpectKind::Probe) => {
+                match msg {
+                    BackendMessage::DataRow { .. } => {
+                        self.probe_lsn = probe_value(body);
+                        self.apply_disp(conn, t, body, Disp::Discard);
+                    }
+                    BackendMessage::ReadyForQuery(rfq) => {
+                        if let Some(w) = self.writer.as_mut() {
+                            w.expect.pop_front();
+                        }
+                        self.apply_disp(conn, t, body, Disp::Discard);
+                        self.writer_status = rfq.status;
+                        if let Some(l) = self.probe_lsn.take() {
+                            // Taken after the commit was acknowledged: it bounds the commit
+                            // from above, so it is the write's position (issue 11).
+                            if self.write_ack_ms.is_some() {
+                                self.lsn.writer_positioned(l, true);
+                                self.write_ack_ms = None;
+                                self.engine.stats().inc(Counter::TargetsLearned);
+                            }
+                            self.engine.observe_writer_lsn(
+                                self.writer_hostgroup,
+                                self.lsn.generation,
+                                l,
+                            );
+                        }
+                    }
+                    BackendMessage::ErrorResponse(f) if f.is_fatal() => {
+                        self.apply_disp(conn, t, body, Disp::Forward);
+                    }
+                    _ => self.apply_disp(conn, t, body, Disp::Discard),
+                }
+                Ok(())
+            }
             Some(ExpectKind::Statement) => {
                 match msg {
                     BackendMessage::ReadyForQuery(rfq) => {
@@ -506,10 +576,12 @@ impl Session {
                 if cur.may_write {
                     // A write whose position is unknown cannot be waited for (P-6).
                     self.lsn.write_unknown = true;
+                    self.write_ack_ms = Some(self.now);
                     self.engine.stats().inc(Counter::MissingLsn);
                 }
             }
         }
+        let txn_wrote = self.txn.may_have_written;
         // Transaction state (S-3).
         let now_in_txn = rfq.status != TxStatus::Idle;
         let was_active = self.txn.active;
@@ -544,7 +616,26 @@ impl Session {
             self.end_txn(committed);
         }
         self.writer_rfq_to_client(conn, body, rfq);
+        // Issue 11: a committed write whose position is unknown is probed right after the
+        // client got its RFQ — no round trip is added to the client's statement.
+        let committed_write =
+            rfq.status == TxStatus::Idle && (cur.may_write || (was_active && txn_wrote));
+        let no_rfq_lsn = !self.writer.as_ref().is_some_and(|w| w.ext.lsn);
+        if committed_write && no_rfq_lsn && self.lsn.write_unknown && self.config.lsn_probe {
+            self.send_probe(conn);
+        }
         self.finish_unit();
+    }
+
+    fn send_probe(&mut self, conn: ConnId) {
+        self.out.send_backend_with(conn, |o| {
+            encode::query(o, &[super::wrapper::PROBE_STATEMENT]);
+        });
+        self.probe_lsn = None;
+        if let Some(w) = self.writer.as_mut() {
+            w.expect.push_back(Expect::new(ExpectKind::Probe));
+        }
+        self.engine.stats().inc(Counter::ProbesSent);
     }
 
     /// The transaction ended (writer RFQ `I`): settings SET inside it take effect on COMMIT,
@@ -573,6 +664,13 @@ impl Session {
             }
             Var::TransactionIsolation | Var::TransactionReadOnly => {}
             v => {
+                // With pg_temp on the search_path a plain CREATE TABLE makes a temporary table:
+                // the classifier cannot see that, so the session stays on the writer.
+                if v == Var::SearchPath
+                    && stmt.is_some_and(|st| st.to_ascii_lowercase().contains("pg_temp"))
+                {
+                    self.hazards.set(Hazards::TEMP);
+                }
                 if v == Var::DefaultTransactionIsolation {
                     self.session_isolation = match stmt {
                         Some(s) => {
@@ -754,6 +852,8 @@ impl Session {
             let fatal = matches!(msg, BackendMessage::ErrorResponse(f) if f.is_fatal());
             self.apply_disp(conn, t, body, Disp::Discard);
             if fatal {
+                // The server closes it: tell the host the session no longer uses it.
+                self.out.close_backend(conn);
                 self.reader_lost(conn);
             }
             return;
@@ -833,6 +933,7 @@ impl Session {
     }
 
     fn reader_error(&mut self, conn: ConnId, i: usize, t: u8, body: &[u8], f: ErrorFields<'_>) {
+        self.backend_mut(i).expect[0].saw_error = true;
         let e = &self.backend(i).expect[0];
         let in_hidden = e.hidden_cc > 0 || e.hidden_rfq > 0;
         if e.discard {
@@ -840,6 +941,7 @@ impl Session {
             let fatal = f.is_fatal();
             self.apply_disp(conn, t, body, Disp::Discard);
             if fatal {
+                self.out.close_backend(conn);
                 self.reader_lost(conn);
             }
             return;
@@ -850,7 +952,7 @@ impl Session {
             detail: f.detail(),
             routine: f.routine(),
             in_hidden,
-            hidden_wait_statement: false,
+            hidden_wait_statement: self.current.as_ref().is_some_and(|c| c.wait_statement),
         };
         let class = policy::classify_error(&facts);
         let result_started = e.result_started;
@@ -903,6 +1005,15 @@ impl Session {
         };
         let server = self.backend(i).server;
         let ext = self.backend(i).ext;
+        {
+            let b = self.backend_mut(i);
+            if !e.saw_error && std::mem::take(&mut b.clean_on_success) {
+                b.dirty = false;
+            }
+            b.clean_on_success = false;
+        }
+        let settings_unknown =
+            std::mem::take(&mut self.backend_mut(i).settings_pending) && e.saw_error;
         if let Some(s) = server {
             self.engine.readers().end_use(s);
         }
@@ -935,10 +1046,7 @@ impl Session {
         let pinned = self.pin.is_some_and(|p| p.conn == conn);
         let give_back = |s: &mut Session| {
             if !pinned {
-                if let Some(i) = s.backend_index(conn) {
-                    let b = s.readers.remove(i - 1);
-                    s.out.release_reader(b.conn, b.dirty);
-                }
+                s.hand_back(conn, settings_unknown);
             }
         };
         match e.failure {
@@ -948,10 +1056,7 @@ impl Session {
                     self.pin = None;
                     self.engine.stats().inc(Counter::PinsReleased);
                 }
-                if let Some(i) = self.backend_index(conn) {
-                    let b = self.readers.remove(i - 1);
-                    self.out.release_reader(b.conn, b.dirty);
-                }
+                self.hand_back(conn, settings_unknown);
                 self.recover(class, rec, e.failure_text);
             }
             Some((class, rec)) => {
@@ -980,14 +1085,9 @@ impl Session {
             return;
         };
         let forward = if i == 0 {
-            match self
-                .writer
-                .as_ref()
-                .and_then(|w| w.expect.front())
-                .map(|e| e.kind)
-            {
-                Some(ExpectKind::Abort) => false,
-                Some(_) => true,
+            match self.writer.as_ref().and_then(|w| w.expect.front()) {
+                // The hidden abort's and the probe's answers never reach the client.
+                Some(e) => !e.discard,
                 // Large asynchronous messages from an idle writer: forward unless a reader is
                 // answering the client right now (then they cannot be held: drop them).
                 None => !self.reader_in_flight(),
@@ -1011,27 +1111,77 @@ impl Session {
             }
         };
         let n = 5;
-        if forward {
+        if !forward {
+            self.out.discard_backend(conn, n);
+        } else if body_len == 0 {
             self.out.forward_backend(conn, n);
         } else {
-            self.out.discard_backend(conn, n);
+            self.backend_mut(i).held_fwd = n;
         }
         if body_len > 0 {
             self.backend_mut(i).streaming = Some(forward);
         }
+        if i == 0 && matches!(t, tag::COPY_IN_RESPONSE | tag::COPY_BOTH_RESPONSE) {
+            // The client's COPY data may flow to the writer now.
+            if let Some(c) = self.current.as_mut() {
+                c.copy_in = true;
+            }
+            self.pump(None);
+        }
     }
 
-    fn on_backend_opaque_bytes(&mut self, conn: ConnId, n: usize) {
+    fn on_backend_opaque_bytes(&mut self, conn: ConnId, n: usize, done: bool) {
         let Some(i) = self.backend_index(conn) else {
             return;
         };
-        if self.backend(i).streaming.unwrap_or(false) {
-            self.out.forward_backend(conn, n);
-        } else {
+        if !self.backend(i).streaming.unwrap_or(false) {
             self.out.discard_backend(conn, n);
+            return;
         }
-        // The framer tells when the body ends; the disposition is reset at the next start.
+        let b = self.backend_mut(i);
+        b.held_fwd += n;
+        if done || b.held_fwd >= STREAM_WHOLE_MAX {
+            let k = std::mem::take(&mut b.held_fwd);
+            b.partial_out = !done;
+            self.out.forward_backend(conn, k);
+        }
     }
+
+    /// Returns a reader connection to the host: to its pool, or closed when its settings are
+    /// unknown (a failed Query rolled back the SETs that were to bring it in line, W-6).
+    pub(super) fn hand_back(&mut self, conn: ConnId, settings_unknown: bool) {
+        if let Some(i) = self.backend_index(conn) {
+            if i == 0 {
+                return;
+            }
+            let b = self.readers.remove(i - 1);
+            if settings_unknown {
+                self.out.close_backend(b.conn);
+            } else {
+                self.out.release_reader(b.conn, b.dirty);
+            }
+            self.retire_backend(b);
+        }
+    }
+
+    /// Whether a broken connection left the client with half a message (then the client can
+    /// only be closed: nothing more can be framed on its stream).
+    pub(super) fn client_stream_cut(&self, conn: ConnId) -> bool {
+        self.backend_index(conn)
+            .is_some_and(|i| self.backend(i).partial_out)
+    }
+}
+
+/// The LSN in the probe's single-column DataRow (`X/Y` text).
+fn probe_value(body: &[u8]) -> Option<Lsn> {
+    let ncols = u16::from_be_bytes([*body.first()?, *body.get(1)?]);
+    if ncols != 1 {
+        return None;
+    }
+    let len = i32::from_be_bytes(body.get(2..6)?.try_into().ok()?);
+    let len = usize::try_from(len).ok()?;
+    let text = std::str::from_utf8(body.get(6..6 + len)?).ok()?;
+    Lsn::parse_text(text).filter(|l| !l.is_zero())
 }
 
 fn is_set_default(stmt: &str) -> bool {

@@ -13,6 +13,7 @@ pub mod actions;
 mod backend;
 mod client;
 pub mod decision;
+mod facts;
 pub mod plan;
 mod route;
 mod startup;
@@ -37,6 +38,7 @@ use crate::protocol::{tag, Lsn, LsnField, Marker, Rfq, RfqExtensions, TxStatus, 
 
 pub use actions::{Action, ConnId};
 pub use decision::{Decision, Outcome, Reason};
+pub use facts::BackendFact;
 pub use startup::{ClientInfo, Role, Startup};
 
 use actions::ActionQueue;
@@ -50,6 +52,10 @@ const MAX_PENDING_MESSAGES: usize = 1024;
 const MAX_PENDING_COPY: usize = 4 << 20;
 /// Most bytes of held backend messages (a reader attempt's notices before its result begins).
 const MAX_HELD: usize = 64 << 10;
+/// Streamed messages up to this size reach the client whole (their bytes stay in the host's
+/// buffer until the message is complete), so a backend that breaks mid-message never leaves the
+/// client with half a message. Larger ones are forwarded as they arrive.
+const STREAM_WHOLE_MAX: usize = 64 << 10;
 
 /// An input the host reports about a backend connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,6 +208,9 @@ struct Current {
     hidden: u16,
     /// Whether the unit contained BEGIN (and its options).
     begin: Option<Option<Isolation>>,
+    /// The reader waits with a statement of its own (PostgreSQL 19's WAIT FOR LSN): a timeout
+    /// is recognised by position (W-5).
+    wait_statement: bool,
 }
 
 /// What a backend connection is expected to answer next.
@@ -213,6 +222,8 @@ enum ExpectKind {
     Statement,
     /// The hidden failing statement that aborts the writer's transaction (F-3).
     Abort,
+    /// The hidden post-commit `SELECT pg_current_wal_insert_lsn()` (issue 11).
+    Probe,
 }
 
 #[derive(Debug)]
@@ -227,6 +238,8 @@ struct Expect {
     /// Reader attempt: hold notices and parse/bind completions until the result begins.
     hold: bool,
     result_started: bool,
+    /// Any ErrorResponse arrived (the Query's implicit transaction rolled back, W-6).
+    saw_error: bool,
     failure: Option<(FailureClass, Recovery)>,
     /// Engine-built error detail for a failure that cannot be forwarded as is.
     failure_text: Option<String>,
@@ -238,9 +251,10 @@ impl Expect {
             kind,
             hidden_cc: 0,
             hidden_rfq: 0,
-            discard: kind == ExpectKind::Abort,
+            discard: matches!(kind, ExpectKind::Abort | ExpectKind::Probe),
             hold: false,
             result_started: false,
+            saw_error: false,
             failure: None,
             failure_text: None,
         }
@@ -256,8 +270,19 @@ struct Backend {
     expect: VecDeque<Expect>,
     /// Disposition of the body of the streamed message in progress: forward (true) or discard.
     streaming: Option<bool>,
+    /// Bytes of the streamed message in progress to forward, not yet covered by an action:
+    /// a message reaches the client whole unless it is larger than `STREAM_WHOLE_MAX`.
+    held_fwd: usize,
+    /// Part of the message in progress already went to the client: if the connection breaks
+    /// now, the client's stream is cut mid-message and can only be closed.
+    partial_out: bool,
     /// Holds an XID import (awide keeps imports: P-7).
     dirty: bool,
+    /// The Query in flight resets the import: clean once it succeeds.
+    clean_on_success: bool,
+    /// The Query in flight brings the settings in line: if it fails, the connection's settings
+    /// are unknown and it must not be pooled under the session's key.
+    settings_pending: bool,
 }
 
 /// The transaction's pinned reader (P-7).
@@ -300,6 +325,10 @@ pub struct Session {
     protocol_statements: bool,
     pinned_writer: bool,
     settings: Settings,
+    /// Cached reader key and reader StartupMessage for (profile generation, settings version).
+    reader_startup: Option<((u64, u64), crate::pool::ReaderKey, Vec<u8>)>,
+    /// Released reader backends, kept for their buffers.
+    spare_backends: Vec<Backend>,
     session_isolation: Option<Isolation>,
     backend_key: Option<(i32, Vec<u8>)>,
     /// The client's user cannot log in on the readers: never ask again.
@@ -307,6 +336,10 @@ pub struct Session {
     pin: Option<Pin>,
     held: Vec<u8>,
     held_writer: Vec<u8>,
+    /// Host time the writer acknowledged a write whose position is unknown (issue 11).
+    write_ack_ms: Option<u64>,
+    /// The LSN the in-flight probe answered with.
+    probe_lsn: Option<Lsn>,
     orig: Vec<u8>,
     stmt: Vec<u8>,
     out: ActionQueue,
@@ -362,12 +395,16 @@ impl Session {
             protocol_statements: false,
             pinned_writer: false,
             settings: Settings::default(),
+            reader_startup: None,
+            spare_backends: Vec::new(),
             session_isolation: None,
             backend_key: None,
             readers_forbidden: false,
             pin: None,
             held: Vec::new(),
             held_writer: Vec::new(),
+            write_ack_ms: None,
+            probe_lsn: None,
             orig: Vec::new(),
             stmt: Vec::new(),
             out: ActionQueue::default(),

@@ -31,6 +31,19 @@ impl Session {
             self.txn.read_only_prefix = false;
             self.release_pin(false);
         }
+        // Issue 11: a writer sample whose query was sent after the write was acknowledged bounds
+        // the write from above: it positions the session's write.
+        if let (true, Some(ack), Some((l, sent))) = (
+            self.lsn.write_unknown,
+            self.write_ack_ms,
+            view.writer_sample,
+        ) {
+            if sent > ack && view.generation == self.lsn.generation && !self.txn.active {
+                self.lsn.writer_positioned(l, true);
+                self.write_ack_ms = None;
+                self.engine.stats().inc(Counter::TargetsLearned);
+            }
+        }
         if let Some(pin) = self.pin {
             let still = view.reader_hostgroup == Some(pin.hostgroup)
                 && self.engine.readers().is_valid(pin.server, pin.hostgroup);
@@ -134,7 +147,7 @@ impl Session {
         };
         match d.outcome {
             Outcome::Passthrough | Outcome::ForcePrimary => {
-                self.start_writer_unit(UnitKind::Query, d, class, may_write)
+                self.start_writer_unit_with(UnitKind::Query, d, class, may_write, fresh)
             }
             Outcome::Reject => self.reject_unit(UnitKind::Query, d, 1),
             Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit => {
@@ -276,6 +289,7 @@ impl Session {
             sql: None,
             hidden: 0,
             begin,
+            wait_statement: false,
         }
     }
 
@@ -503,12 +517,13 @@ impl Session {
     ) -> Bound {
         let needs_wait = !d.target.is_zero() && !caught_up;
         if needs_wait {
-            if !view.dialect.has_bounded_wait() || self.engine.waits_unsupported(server) {
+            if !self.can_wait_on(view.dialect, server) {
                 let reason = if d.outcome == Outcome::ReplicaTxnSplit {
                     Reason::SplitNoCaughtUpReader
                 } else {
                     Reason::ReadNoBoundedWait
                 };
+                self.engine.stats().inc(Counter::ReadsKeptOnWriter);
                 return Bound::Writer(Decision {
                     attempt: d.attempt,
                     target: d.target,
@@ -518,6 +533,7 @@ impl Session {
             d.wait = true;
         } else if !d.target.is_zero() {
             self.engine.stats().inc(Counter::WaitsSkipped);
+            self.engine.stats().inc(Counter::ReadsToCaughtUpReader);
             if d.reason == Reason::ReadWait {
                 d.reason = Reason::ReadCaughtUp;
             }
@@ -533,14 +549,40 @@ impl Session {
         }
     }
 
+    /// Whether a read may wait for its target on `server` (W-7): awide's bounded wait, or stock
+    /// PostgreSQL 19's `WAIT FOR LSN`; never polardb's unbounded one; never a server that refused.
+    fn can_wait_on(&self, dialect: ServerDialect, server: ServerId) -> bool {
+        if self.engine.waits_unsupported(server) {
+            return false;
+        }
+        match dialect {
+            ServerDialect::Awide => true,
+            ServerDialect::Stock => self
+                .engine
+                .server_version(server)
+                .is_some_and(|v| v >= 190_000),
+            ServerDialect::PolarDb => false,
+        }
+    }
+
     fn acquire_reader(&mut self, server: ServerId) {
-        let Some(s) = self.startup.as_ref() else {
+        if self.startup.is_none() {
             return;
-        };
-        let key = s.reader_key(self.engine.profile_generation(), &self.settings);
-        let s = s.clone();
+        }
+        // The key and the startup message change only with the profile or the settings:
+        // computed once, then reused (no allocation per statement).
+        let profile_generation = self.engine.profile_generation();
+        let stamp = (profile_generation, self.settings.version());
+        if self.reader_startup.as_ref().is_none_or(|c| c.0 != stamp) {
+            let s = self.startup.as_ref().expect("checked");
+            let key = s.reader_key(profile_generation, &self.settings);
+            let mut bytes = Vec::new();
+            s.encode_for(Role::Reader, &mut bytes);
+            self.reader_startup = Some((stamp, key, bytes));
+        }
+        let (_, key, bytes) = self.reader_startup.as_ref().expect("just set");
         self.out
-            .acquire_reader_with(server, key, |o| s.encode_for(Role::Reader, o));
+            .acquire_reader_with(server, *key, |o| o.extend_from_slice(bytes));
     }
 
     /// The host attached a reader connection for the current statement.
@@ -569,15 +611,34 @@ impl Session {
             .as_ref()
             .map(|s| s.extensions(Role::Reader))
             .unwrap_or_default();
-        self.readers.push(Backend {
+        // Reuse a released backend's buffers (no allocation per statement).
+        let mut b = self.spare_backends.pop().unwrap_or_else(|| Backend {
             conn,
-            server: Some(server),
+            server: None,
             ext,
             framer: Framer::new(self.config.limits),
             expect: VecDeque::new(),
             streaming: None,
-            dirty: needs_reset,
+            held_fwd: 0,
+            partial_out: false,
+            clean_on_success: false,
+            settings_pending: false,
+            dirty: false,
         });
+        b.conn = conn;
+        b.server = Some(server);
+        b.ext = ext;
+        b.expect.clear();
+        b.streaming = None;
+        b.held_fwd = 0;
+        b.partial_out = false;
+        b.clean_on_success = false;
+        b.settings_pending = false;
+        b.dirty = needs_reset;
+        if !b.framer.at_boundary() {
+            b.framer = Framer::new(self.config.limits);
+        }
+        self.readers.push(b);
         self.engine.stats().inc(if fresh {
             Counter::PoolMisses
         } else {
@@ -647,6 +708,7 @@ impl Session {
         let kind = cur.kind;
         let dialect = self.engine.writer_view(self.writer_hostgroup).dialect;
         let split = d.outcome == Outcome::ReplicaTxnSplit;
+        let wait_statement = d.wait && dialect == ServerDialect::Stock;
         let wait = d.wait.then(|| Wait {
             mode: if split || self.config.on_wait_timeout != OnWaitTimeout::Warning {
                 "strict"
@@ -659,6 +721,7 @@ impl Session {
                 self.config.wait_timeout_ms
             },
             lsn: d.target.0,
+            wait_for_statement: wait_statement,
         });
         let xids = std::mem::take(&mut self.txn.xids);
         let import = d.import.then_some(xids.as_str());
@@ -681,6 +744,7 @@ impl Session {
             }
         };
         let reset = hidden.reset;
+        let hidden_settings = hidden.settings.is_some();
         self.txn.xids = xids;
         if reset {
             self.engine.stats().inc(Counter::XidResets);
@@ -712,12 +776,13 @@ impl Session {
             e.hidden_rfq = u8::from(kind == UnitKind::Extended && count > 0);
             e.hold = true;
             b.expect.push_back(e);
-            if reset {
-                b.dirty = false;
-            }
+            // W-6: an error anywhere in the Query rolls back its SETs, so a reset or a settings
+            // replay only counts once the Query succeeded; an import counts at once.
             if import_persists {
                 b.dirty = true;
             }
+            b.clean_on_success = reset && !import_persists;
+            b.settings_pending = hidden_settings;
         }
         self.engine.readers().begin_use(server);
         if self.txn.active && self.pin.is_none() {
@@ -737,6 +802,7 @@ impl Session {
         if let Some(c) = self.current.as_mut() {
             c.attempt = Attempt::Reader { conn, server };
             c.hidden = count;
+            c.wait_statement = wait_statement;
         }
     }
 
@@ -826,6 +892,13 @@ impl Session {
         self.pump(None);
     }
 
+    /// Keeps a released reader backend's buffers for the next attach.
+    pub(super) fn retire_backend(&mut self, b: Backend) {
+        if self.spare_backends.len() < 4 {
+            self.spare_backends.push(b);
+        }
+    }
+
     /// Releases the transaction's pinned reader (P-7). `lost`: the connection is gone.
     pub(super) fn release_pin(&mut self, lost: bool) {
         let Some(pin) = self.pin.take() else {
@@ -844,6 +917,7 @@ impl Session {
             } else {
                 self.out.release_reader(b.conn, b.dirty);
             }
+            self.retire_backend(b);
         }
     }
 

@@ -133,12 +133,15 @@ impl Hazards {
 pub struct Settings {
     /// Sorted by name (deterministic replay order and key hash).
     entries: Vec<(String, String)>,
+    /// Bumped on every change (caches derived from the settings compare it).
+    version: u64,
 }
 
 impl Settings {
     /// Records `SET name …` (its statement text), or forgets it when `statement` is `None`
     /// (RESET name, SET name TO DEFAULT).
     pub fn put(&mut self, name: &str, statement: Option<&str>) {
+        self.version += 1;
         let name = name.to_ascii_lowercase();
         match self
             .entries
@@ -159,7 +162,12 @@ impl Settings {
     }
 
     pub fn clear(&mut self) {
+        self.version += 1;
         self.entries.clear();
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     pub fn is_empty(&self) -> bool {

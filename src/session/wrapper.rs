@@ -14,6 +14,8 @@ pub struct Wait {
     pub mode: &'static str,
     pub timeout_ms: u32,
     pub lsn: u64,
+    /// Stock PostgreSQL 19+: one `WAIT FOR LSN` statement instead of the PolarDB SETs.
+    pub wait_for_statement: bool,
 }
 
 /// What goes in front of the client's statement.
@@ -32,6 +34,11 @@ pub struct Hidden<'a> {
 /// after an error reached the client (F-3). Its result is swallowed.
 pub const ABORT_STATEMENT: &[u8] =
     b"DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$";
+
+/// The post-commit position probe for writers whose RFQs carry no LSN (issue 11). The insert
+/// position, not `pg_current_wal_lsn()`: with `synchronous_commit = off` the latter can lag the
+/// commit (verified here, NOTES).
+pub const PROBE_STATEMENT: &[u8] = b"SELECT pg_current_wal_insert_lsn()";
 
 /// Writes the hidden statements' text; returns how many statements (each answers one
 /// CommandComplete).
@@ -57,6 +64,20 @@ fn hidden_text(out: &mut Vec<u8>, h: &Hidden<'_>) -> u16 {
         out.extend_from_slice(x.as_bytes());
         out.extend_from_slice(b"'; ");
         n += 1;
+    }
+    if let Some(w) = h.wait.filter(|w| w.wait_for_statement) {
+        // PostgreSQL 19: its timeout is 57014 answering this statement (W-5, by position).
+        let lsn = crate::protocol::Lsn(w.lsn);
+        if w.timeout_ms == 0 {
+            let _ = write!(out, "WAIT FOR LSN '{lsn}'; ");
+        } else {
+            let _ = write!(
+                out,
+                "WAIT FOR LSN '{lsn}' WITH (TIMEOUT '{}ms'); ",
+                w.timeout_ms
+            );
+        }
+        return n + 1;
     }
     if let Some(w) = h.wait {
         let _ = write!(
@@ -122,6 +143,7 @@ mod tests {
                 mode: "strict",
                 timeout_ms: 500,
                 lsn: 97_500_059_720,
+                wait_for_statement: false,
             }),
             ..Hidden::default()
         };
@@ -148,6 +170,7 @@ mod tests {
                 mode: "strict",
                 timeout_ms: 5000,
                 lsn: 97_500_059_720,
+                wait_for_statement: false,
             }),
             ..Hidden::default()
         };
@@ -156,6 +179,25 @@ mod tests {
         assert_eq!(
             s,
             "SET polar_xact_split_xids = '1,1234,5678'; SET polar_consistency_mode = 'strict'; SET polar_proxy_wait_timeout_ms = 5000; SET polar_xact_split_wait_lsn = '97500059720'; SELECT 1"
+        );
+    }
+
+    #[test]
+    fn pg19_wait_for_lsn_statement() {
+        let mut out = Vec::new();
+        let h = Hidden {
+            wait: Some(Wait {
+                mode: "strict",
+                timeout_ms: 1000,
+                lsn: 97_500_059_720,
+                wait_for_statement: true,
+            }),
+            ..Hidden::default()
+        };
+        assert_eq!(build_query(&mut out, &h, &client("SELECT 1")), 1);
+        assert_eq!(
+            &out[5..out.len() - 1],
+            b"WAIT FOR LSN '16/B374D848' WITH (TIMEOUT '1000ms'); SELECT 1"
         );
     }
 

@@ -1,0 +1,952 @@
+//! A fake proxy host: it owns "connections" to the simulated servers and carries out the
+//! engine's actions exactly as a proxy would (byte actions through `polarsplit::host::Streams`,
+//! writer connects, reader acquire/release through its own pool, closes), while clients run
+//! random workloads and faults strike. A `naive` host instead routes every SELECT outside a
+//! transaction to a reader with no wait — the checker must catch it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use polarsplit::config::{
+    Config, Consistency, OnMissingLsn, OnReplicaLoss, OnWaitTimeout, ReadFallback, ServerDialect,
+    StartupProfile,
+};
+use polarsplit::host::Streams;
+use polarsplit::pool::ReaderKey;
+use polarsplit::protocol::framer::frame;
+use polarsplit::protocol::{Limits, RfqExtensions};
+use polarsplit::session::{
+    Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session,
+};
+use polarsplit::Engine;
+
+use super::workload::{Op, Workload};
+use crate::client::{self, Decoder, Msg};
+use crate::{
+    Cluster, ClusterConfig, ConnId, Dialect, Injection, Matcher, Rng, ServerId, ServerRef, Target,
+};
+
+/// Everything that defines one scenario; derived from its seed.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub seed: u64,
+    pub dialect: Dialect,
+    pub config: Config,
+    pub cluster: ClusterConfig,
+    pub clients: u32,
+    pub ops_per_client: u32,
+    pub keys: i64,
+    /// Per-mille chance of a fault at each host step.
+    pub fault_per_mille: u64,
+    pub allow_failover: bool,
+    pub naive: bool,
+}
+
+impl Scenario {
+    /// A random scenario; the same seed gives the same scenario.
+    pub fn random(seed: u64) -> Scenario {
+        let mut r = Rng::derive(seed, "scenario", 0);
+        let dialect = match r.range(0, 9) {
+            0..=5 => Dialect::Awide,
+            6..=7 => Dialect::Polardb,
+            _ => Dialect::Stock,
+        };
+        let mut c = Config {
+            seed,
+            ..Config::default()
+        };
+        c.server_dialect = match dialect {
+            Dialect::Awide => ServerDialect::Awide,
+            Dialect::Polardb => ServerDialect::PolarDb,
+            Dialect::Stock => ServerDialect::Stock,
+        };
+        if dialect == Dialect::Stock {
+            c.startup_profile = StartupProfile::Off;
+        } else if r.range(0, 4) == 0 {
+            c.startup_profile = StartupProfile::Legacy;
+        }
+        c.consistency = match r.range(0, 19) {
+            0 => Consistency::Off,
+            1 => Consistency::Eventual,
+            2..=4 => Consistency::Global,
+            _ => Consistency::Session,
+        };
+        c.txn_split = r.range(0, 9) != 0;
+        c.wait_timeout_ms = [20, 80, 300, 1000][r.range(0, 3) as usize];
+        c.split_wait_timeout_ms = [50, 300, 2000][r.range(0, 2) as usize];
+        c.on_wait_timeout = match r.range(0, 9) {
+            0 => OnWaitTimeout::Error,
+            1 => OnWaitTimeout::Warning,
+            _ => OnWaitTimeout::Primary,
+        };
+        c.on_replica_loss = match r.range(0, 9) {
+            0 => OnReplicaLoss::Primary,
+            1 => OnReplicaLoss::ReplicaThenError,
+            _ => OnReplicaLoss::ReplicaThenPrimary,
+        };
+        c.on_missing_lsn = match r.range(0, 9) {
+            0 => OnMissingLsn::Error,
+            1 => OnMissingLsn::Warning,
+            _ => OnMissingLsn::Primary,
+        };
+        c.read_fallback = if r.range(0, 14) == 0 {
+            ReadFallback::Error
+        } else {
+            ReadFallback::Primary
+        };
+        c.reader_lsn_max_age_ms = [5, 50, 5000][r.range(0, 2) as usize];
+        let cluster = ClusterConfig {
+            seed,
+            dialect,
+            readers: r.range(1, 3) as usize,
+            initial_keys: 20,
+            min_lag_ms: r.range(0, 20),
+            max_lag_ms: [5, 60, 250][r.range(0, 2) as usize],
+            lag_change_interval_ms: 200,
+            flush_interval_ms: [50, 200][r.range(0, 1) as usize],
+            missing_lsn_per_million: if r.range(0, 9) == 0 { 50_000 } else { 0 },
+            ..ClusterConfig::default()
+        };
+        Scenario {
+            seed,
+            dialect,
+            config: c,
+            cluster,
+            clients: r.range(2, 4) as u32,
+            ops_per_client: r.range(8, 20) as u32,
+            keys: r.range(3, 8) as i64,
+            fault_per_mille: [0, 5, 20][r.range(0, 2) as usize],
+            allow_failover: r.range(0, 14) == 0,
+            naive: false,
+        }
+    }
+}
+
+/// What one client did: each operation, the messages it received and when.
+#[derive(Clone, Debug)]
+pub struct OpRecord {
+    pub op: Op,
+    pub msgs: Vec<Msg>,
+    pub sent_at: u64,
+    pub done_at: u64,
+    /// The engine's latest writer LSN when the operation was sent (global mode).
+    pub writer_lsn_at_send: u64,
+    /// Writer generation when sent.
+    pub generation_at_send: u64,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    op: Op,
+    msgs: Vec<Msg>,
+    sent_at: u64,
+    writer_lsn_at_send: u64,
+    generation_at_send: u64,
+}
+
+#[derive(Debug)]
+struct ClientState {
+    session: Option<Session>,
+    streams: Streams,
+    writer: Option<u64>,
+    /// Naive host: the client's reader connection.
+    naive_reader: Option<u64>,
+    naive_in_txn: bool,
+    readers: BTreeSet<u64>,
+    work: Workload,
+    current: Option<InFlight>,
+    decoder: Decoder,
+    /// Naive host: one decoder per backend connection (their streams reach the client as is).
+    naive_decoders: BTreeMap<u64, Decoder>,
+    authenticated: bool,
+    closed: bool,
+    unconsumed: Vec<u8>,
+    log: Vec<OpRecord>,
+    lost_reported: BTreeSet<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pooled {
+    conn: u64,
+    server: u32,
+    key: ReaderKey,
+    dirty: bool,
+}
+
+/// Who sent the n-th Query on a connection: (client, operation index).
+type Attribution = BTreeMap<u64, Vec<(usize, usize)>>;
+
+/// The result of running one scenario.
+pub struct Run {
+    pub scenario: Scenario,
+    pub cluster: Cluster,
+    pub engine: Arc<Engine>,
+    pub clients: Vec<Vec<OpRecord>>,
+    pub attribution: Attribution,
+    pub decisions: Vec<Decision>,
+    /// The host found the engine breaking the byte contract, or the run never finished.
+    pub host_errors: Vec<String>,
+    /// Clients whose session ended early (writer lost at failover, policy disconnect).
+    pub closed_clients: BTreeSet<usize>,
+    /// Sessions that ended a transaction with a reader still pinned or attached.
+    pub pin_leaks: Vec<String>,
+    pub failovers: u32,
+}
+
+/// The host.
+pub struct Host {
+    sc: Scenario,
+    cluster: Cluster,
+    engine: Arc<Engine>,
+    clients: Vec<ClientState>,
+    owner: BTreeMap<u64, usize>,
+    pool: Vec<Pooled>,
+    frame_buf: BTreeMap<u64, Vec<u8>>,
+    /// The key each reader connection was opened under.
+    keys: BTreeMap<u64, ReaderKey>,
+    attribution: Attribution,
+    rng: Rng,
+    decisions: Vec<Decision>,
+    host_errors: Vec<String>,
+    pin_leaks: Vec<String>,
+    last_monitor: u64,
+    stopped: Vec<(ServerId, u64)>,
+    failovers: u32,
+}
+
+const LIMIT_MS: u64 = 600_000;
+
+impl Host {
+    pub fn new(sc: Scenario) -> Host {
+        let cluster = Cluster::new(sc.cluster.clone());
+        let engine = Engine::new(sc.config.clone());
+        for r in cluster.readers() {
+            engine.add_reader(r.0, 1);
+        }
+        let clients = (0..sc.clients as usize)
+            .map(|i| ClientState {
+                session: (!sc.naive).then(|| {
+                    Session::new(
+                        engine.clone(),
+                        ClientInfo {
+                            client_addr: Some((format!("10.0.0.{}", i + 1), 40_000 + i as u16)),
+                            proxy_addr: Some(("127.0.0.1".into(), 6432)),
+                            writer_hostgroup: None,
+                        },
+                    )
+                }),
+                streams: Streams::new(),
+                writer: None,
+                naive_reader: None,
+                naive_in_txn: false,
+                readers: BTreeSet::new(),
+                work: Workload::new(sc.seed, i as u64, sc.ops_per_client, sc.keys),
+                current: None,
+                decoder: Decoder::new(RfqExtensions::default()),
+                naive_decoders: BTreeMap::new(),
+                authenticated: false,
+                closed: false,
+                unconsumed: Vec::new(),
+                log: Vec::new(),
+                lost_reported: BTreeSet::new(),
+            })
+            .collect();
+        Host {
+            rng: Rng::derive(sc.seed, "host", 0),
+            sc,
+            cluster,
+            engine,
+            clients,
+            owner: BTreeMap::new(),
+            pool: Vec::new(),
+            frame_buf: BTreeMap::new(),
+            keys: BTreeMap::new(),
+            attribution: BTreeMap::new(),
+            decisions: Vec::new(),
+            host_errors: Vec::new(),
+            pin_leaks: Vec::new(),
+            last_monitor: 0,
+            stopped: Vec::new(),
+            failovers: 0,
+        }
+    }
+
+    /// Runs the scenario to the end (every client done or closed) or to the time limit.
+    pub fn run(mut self) -> Run {
+        for i in 0..self.clients.len() {
+            self.start_client(i);
+        }
+        let mut idle_rounds = 0u32;
+        loop {
+            self.monitor();
+            let progressed = self.step();
+            if self.all_done() {
+                break;
+            }
+            if progressed {
+                idle_rounds = 0;
+                continue;
+            }
+            idle_rounds += 1;
+            let now = self.cluster.now();
+            if now > LIMIT_MS || idle_rounds > 100_000 {
+                self.host_errors
+                    .push(format!("stuck: clients did not finish by t={now}"));
+                break;
+            }
+            let next = self
+                .cluster
+                .next_event_time()
+                .unwrap_or(now + 5)
+                .min(now + 5);
+            self.cluster.advance_to(next.max(now + 1));
+        }
+        Run {
+            clients: self.clients.iter().map(|c| c.log.clone()).collect(),
+            closed_clients: self
+                .clients
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.closed && (c.current.is_some() || c.work_left()))
+                .map(|(i, _)| i)
+                .collect(),
+            scenario: self.sc,
+            cluster: self.cluster,
+            engine: self.engine,
+            attribution: self.attribution,
+            decisions: self.decisions,
+            host_errors: self.host_errors,
+            pin_leaks: self.pin_leaks,
+            failovers: self.failovers,
+        }
+    }
+
+    fn all_done(&self) -> bool {
+        self.clients
+            .iter()
+            .all(|c| c.closed || (c.current.is_none() && !c.work_left()))
+    }
+
+    fn monitor(&mut self) {
+        let now = self.cluster.now();
+        if now < self.last_monitor + 10 && self.last_monitor != 0 {
+            return;
+        }
+        self.last_monitor = now.max(1);
+        for r in self.cluster.readers() {
+            if self.cluster.is_up(r) {
+                if let Some(l) = self.cluster.replay_lsn(r) {
+                    self.engine.reader_sample(r.0, l, now);
+                }
+            }
+        }
+        let primary = self.cluster.primary();
+        if self.cluster.is_up(primary) {
+            self.engine.writer_sample(0, self.cluster.insert_lsn(), now);
+        }
+        // Restart stopped servers after a while.
+        let due: Vec<ServerId> = self
+            .stopped
+            .iter()
+            .filter(|(_, t)| *t <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in due {
+            self.stopped.retain(|(x, _)| *x != s);
+            if self.cluster.start_server(s).is_ok() {
+                self.engine.set_reader_health(s.0, true);
+            }
+        }
+    }
+
+    fn start_client(&mut self, i: usize) {
+        let startup = client::startup_plain("app", "db");
+        if self.sc.naive {
+            let Ok(w) = self.cluster.connect(ServerRef::Primary) else {
+                self.clients[i].closed = true;
+                return;
+            };
+            let _ = self.cluster.write(w, &startup);
+            let _ = self.cluster.read_all(w);
+            self.owner.insert(w.0, i);
+            self.clients[i].writer = Some(w.0);
+            self.clients[i].authenticated = true;
+            return;
+        }
+        self.feed_client(i, &startup);
+    }
+
+    /// One round: clients send, backends answer, faults strike. Returns whether anything moved.
+    fn step(&mut self) -> bool {
+        let mut progressed = false;
+        for i in 0..self.clients.len() {
+            if self.clients[i].closed {
+                continue;
+            }
+            if !self.clients[i].unconsumed.is_empty() {
+                let rest = std::mem::take(&mut self.clients[i].unconsumed);
+                self.feed_client(i, &rest);
+                progressed = true;
+            }
+            if self.clients[i].authenticated && self.clients[i].current.is_none() {
+                if let Some(op) = self.clients[i].work.next_op() {
+                    self.send_op(i, op);
+                    progressed = true;
+                }
+            }
+        }
+        let conns: Vec<u64> = self.owner.keys().copied().collect();
+        for conn in conns {
+            let Some(&i) = self.owner.get(&conn) else {
+                continue;
+            };
+            let pending = self.cluster.pending_output(ConnId(conn));
+            if pending > 0 {
+                let chunk = match self.rng.range(0, 3) {
+                    0 => self.rng.range(1, 16) as usize,
+                    1 => self.rng.range(1, 400) as usize,
+                    _ => usize::MAX,
+                };
+                let bytes = self.cluster.read(ConnId(conn), chunk);
+                self.backend_bytes(i, conn, &bytes);
+                progressed = true;
+            } else if self.cluster.server_closed(ConnId(conn))
+                && !self.clients[i].lost_reported.contains(&conn)
+            {
+                self.clients[i].lost_reported.insert(conn);
+                self.owner.remove(&conn);
+                self.conn_lost(i, conn);
+                progressed = true;
+            }
+        }
+        // Pooled connections the server closed are dropped.
+        let cluster = &self.cluster;
+        self.pool.retain(|p| !cluster.server_closed(ConnId(p.conn)));
+        if self.sc.fault_per_mille > 0 && self.rng.range(0, 999) < self.sc.fault_per_mille {
+            self.fault();
+        }
+        progressed
+    }
+
+    fn send_op(&mut self, i: usize, op: Op) {
+        let now = self.cluster.now();
+        let view = self.engine.writer_view(0);
+        let bytes = client::query(&op.sql);
+        self.clients[i].current = Some(InFlight {
+            op,
+            msgs: Vec::new(),
+            sent_at: now,
+            writer_lsn_at_send: view.writer_lsn.0,
+            generation_at_send: view.generation,
+        });
+        if self.sc.naive {
+            self.naive_send(i, &bytes);
+            return;
+        }
+        // Split the client's bytes at a random point: bytes may arrive split anywhere.
+        let cut = self.rng.range(0, bytes.len() as u64) as usize;
+        let (a, b) = bytes.split_at(cut);
+        self.feed_client(i, a);
+        if !self.clients[i].closed {
+            self.feed_client(i, b);
+        }
+    }
+
+    fn naive_send(&mut self, i: usize, bytes: &[u8]) {
+        let op = self.clients[i]
+            .current
+            .as_ref()
+            .map(|f| f.op.sql.clone())
+            .unwrap_or_default();
+        let upper = op.to_ascii_uppercase();
+        if upper.starts_with("BEGIN") || upper.starts_with("START") {
+            self.clients[i].naive_in_txn = true;
+        }
+        let to_reader = !self.clients[i].naive_in_txn
+            && upper.starts_with("SELECT")
+            && !upper.contains("FOR UPDATE")
+            && !self.cluster.readers().is_empty();
+        if upper.starts_with("COMMIT") || upper.starts_with("ROLLBACK") {
+            self.clients[i].naive_in_txn = false;
+        }
+        let conn = if to_reader {
+            match self.clients[i].naive_reader {
+                Some(c) if !self.cluster.server_closed(ConnId(c)) => c,
+                _ => {
+                    let readers = self.cluster.readers();
+                    let r = readers[self.rng.range(0, readers.len() as u64 - 1) as usize];
+                    let Ok(c) = self.cluster.connect(ServerRef::Id(r)) else {
+                        self.clients[i].closed = true;
+                        return;
+                    };
+                    let _ = self.cluster.write(c, &client::startup_plain("app", "db"));
+                    let _ = self.cluster.read_all(c);
+                    self.owner.insert(c.0, i);
+                    self.clients[i].naive_reader = Some(c.0);
+                    c.0
+                }
+            }
+        } else {
+            match self.clients[i].writer {
+                Some(w) => w,
+                None => return,
+            }
+        };
+        self.attribute(i, conn, bytes);
+        let _ = self.cluster.write(ConnId(conn), bytes);
+    }
+
+    fn feed_client(&mut self, i: usize, bytes: &[u8]) {
+        let now = self.cluster.now();
+        let Some(s) = self.clients[i].session.as_mut() else {
+            return;
+        };
+        match s.recv_client(bytes, now) {
+            Ok(n) => {
+                self.clients[i].streams.fed_client(&bytes[..n]);
+                if n < bytes.len() {
+                    self.clients[i].unconsumed = bytes[n..].to_vec();
+                }
+            }
+            Err(e) => self
+                .host_errors
+                .push(format!("client {i}: recv_client: {e}")),
+        }
+        self.drain(i);
+    }
+
+    fn backend_bytes(&mut self, i: usize, conn: u64, bytes: &[u8]) {
+        if self.sc.naive {
+            let msgs = self.clients[i]
+                .naive_decoders
+                .entry(conn)
+                .or_insert_with(|| Decoder::new(RfqExtensions::default()))
+                .feed(bytes);
+            self.client_messages(i, msgs);
+            return;
+        }
+        let now = self.cluster.now();
+        let Some(s) = self.clients[i].session.as_mut() else {
+            return;
+        };
+        match s.recv_backend(conn, bytes, now) {
+            Ok(()) => self.clients[i].streams.fed_backend(conn, bytes),
+            Err(e) => {
+                // The host fed bytes of a connection the session no longer uses: a host bug
+                // unless the session is closed.
+                if !s.is_closed() {
+                    self.host_errors
+                        .push(format!("client {i}: recv_backend({conn}): {e}"));
+                }
+            }
+        }
+        self.drain(i);
+    }
+
+    fn conn_lost(&mut self, i: usize, conn: u64) {
+        if self.sc.naive {
+            self.clients[i].naive_decoders.remove(&conn);
+            if self.clients[i].writer == Some(conn) {
+                self.clients[i].closed = true;
+            }
+            if self.clients[i].naive_reader == Some(conn) {
+                self.clients[i].naive_reader = None;
+                // The naive router answers the client with nothing: the op failed.
+                if let Some(f) = self.clients[i].current.take() {
+                    self.clients[i].log.push(OpRecord {
+                        op: f.op,
+                        msgs: vec![Msg::Error(client::Fields(vec![(b'C', "08006".into())]))],
+                        sent_at: f.sent_at,
+                        done_at: self.cluster.now(),
+                        writer_lsn_at_send: f.writer_lsn_at_send,
+                        generation_at_send: f.generation_at_send,
+                    });
+                }
+            }
+            return;
+        }
+        let now = self.cluster.now();
+        self.clients[i].readers.remove(&conn);
+        let Some(s) = self.clients[i].session.as_mut() else {
+            return;
+        };
+        if s.is_closed() {
+            return;
+        }
+        match s.on_backend_event(conn, SEvent::ConnectionLost, now) {
+            Ok(()) => {}
+            Err(polarsplit::session::SessionError::UnknownConnection(_)) => {}
+            Err(e) => self
+                .host_errors
+                .push(format!("client {i}: connection lost: {e}")),
+        }
+        self.drain(i);
+    }
+
+    /// Records which client sent each Query message on `conn` (for the checker).
+    fn attribute(&mut self, i: usize, conn: u64, bytes: &[u8]) {
+        let op_index = self.clients[i].log.len();
+        let buf = self.frame_buf.entry(conn).or_default();
+        buf.extend_from_slice(bytes);
+        let mut consumed = 0;
+        let mut count = 0;
+        while let Ok(Some(f)) = frame(&buf[consumed..], &Limits::default()) {
+            if f.tag == b'Q' || f.tag == b'S' {
+                count += 1;
+            }
+            consumed += f.wire_len;
+        }
+        buf.drain(..consumed);
+        let v = self.attribution.entry(conn).or_default();
+        for _ in 0..count {
+            v.push((i, op_index));
+        }
+    }
+
+    /// Applies every pending action of client `i`'s session, then the events they lead to.
+    fn drain(&mut self, i: usize) {
+        let mut events: Vec<(u64, SEvent)> = Vec::new();
+        loop {
+            let now = self.cluster.now();
+            let mut acquires: Vec<(u32, ReaderKey, Vec<u8>)> = Vec::new();
+            let mut connect: Option<Vec<u8>> = None;
+            let mut releases: Vec<(u64, bool)> = Vec::new();
+            let mut closes: Vec<u64> = Vec::new();
+            let mut close_client = false;
+            {
+                let c = &mut self.clients[i];
+                let Some(s) = c.session.as_mut() else { return };
+                while let Some(a) = s.poll_action() {
+                    if let Err(e) = c.streams.apply(&a) {
+                        self.host_errors.push(format!("client {i}: {e}"));
+                    }
+                    match a {
+                        Action::ConnectWriter { startup } => connect = Some(startup.to_vec()),
+                        Action::AcquireReader {
+                            server,
+                            key,
+                            startup,
+                        } => acquires.push((server, key, startup.to_vec())),
+                        Action::ReleaseReader { conn, needs_reset } => {
+                            releases.push((conn, needs_reset))
+                        }
+                        Action::CloseBackend { conn } => closes.push(conn),
+                        Action::CloseClient => close_client = true,
+                        Action::Decision(d) => self.decisions.push(d),
+                        _ => {}
+                    }
+                }
+            }
+            // Bytes for the servers.
+            let sends: Vec<(u64, Vec<u8>)> = self.clients[i]
+                .streams
+                .backends
+                .iter_mut()
+                .filter(|(_, b)| !b.sent.is_empty())
+                .map(|(c, b)| (*c, std::mem::take(&mut b.sent)))
+                .collect();
+            for (conn, bytes) in sends {
+                self.attribute(i, conn, &bytes);
+                let _ = self.cluster.write(ConnId(conn), &bytes);
+            }
+            // Bytes for the client.
+            let to_client = std::mem::take(&mut self.clients[i].streams.to_client);
+            if !to_client.is_empty() {
+                self.client_receives(i, to_client);
+            }
+            for (conn, dirty) in releases {
+                self.clients[i].readers.remove(&conn);
+                self.owner.remove(&conn);
+                match self.conn_key(conn) {
+                    Some(key) if !self.cluster.server_closed(ConnId(conn)) => {
+                        let server = self.cluster.conn_server(ConnId(conn)).map_or(0, |s| s.0);
+                        self.pool.push(Pooled {
+                            conn,
+                            server,
+                            key,
+                            dirty,
+                        });
+                    }
+                    _ => {
+                        let _ = self.cluster.kill(ConnId(conn));
+                    }
+                }
+            }
+            for conn in closes {
+                self.clients[i].readers.remove(&conn);
+                self.owner.remove(&conn);
+                let _ = self.cluster.kill(ConnId(conn));
+            }
+            if let Some(startup) = connect {
+                match self.cluster.connect(ServerRef::Primary) {
+                    Ok(w) => {
+                        let _ = self.cluster.write(w, &startup);
+                        self.owner.insert(w.0, i);
+                        self.clients[i].writer = Some(w.0);
+                        events.push((w.0, SEvent::WriterConnected));
+                    }
+                    Err(_) => events.push((0, SEvent::WriterConnectFailed)),
+                }
+            }
+            for (server, key, startup) in acquires {
+                events.push(self.acquire(i, server, key, &startup));
+            }
+            if close_client {
+                self.close_client(i);
+                return;
+            }
+            let Some((conn, ev)) = (if events.is_empty() {
+                None
+            } else {
+                Some(events.remove(0))
+            }) else {
+                break;
+            };
+            let Some(s) = self.clients[i].session.as_mut() else {
+                return;
+            };
+            if let Err(e) = s.on_backend_event(conn, ev, now) {
+                self.host_errors
+                    .push(format!("client {i}: event {ev:?}: {e}"));
+            }
+        }
+        // A transaction that ended must have released its reader (P-7).
+        let c = &self.clients[i];
+        if let Some(s) = c.session.as_ref() {
+            if !s.in_transaction() && s.pinned_reader().is_some() {
+                self.pin_leaks
+                    .push(format!("client {i}: pinned reader outside a transaction"));
+            }
+            if c.current.is_none() && !c.readers.is_empty() && !s.is_closed() && !s.in_transaction()
+            {
+                self.pin_leaks.push(format!(
+                    "client {i}: reader connections {:?} held while idle",
+                    c.readers
+                ));
+            }
+        }
+    }
+
+    /// The key a pooled connection was opened or last used under.
+    fn conn_key(&self, conn: u64) -> Option<ReaderKey> {
+        self.keys.get(&conn).copied()
+    }
+
+    fn acquire(&mut self, i: usize, server: u32, key: ReaderKey, startup: &[u8]) -> (u64, SEvent) {
+        if let Some(pos) = self.pool.iter().position(|p| {
+            p.server == server && p.key == key && !self.cluster.server_closed(ConnId(p.conn))
+        }) {
+            let p = self.pool.remove(pos);
+            self.owner.insert(p.conn, i);
+            self.clients[i].readers.insert(p.conn);
+            return (
+                p.conn,
+                SEvent::ReaderAttached {
+                    server,
+                    fresh: false,
+                    needs_reset: p.dirty,
+                },
+            );
+        }
+        let Ok(conn) = self.cluster.connect(ServerRef::Id(ServerId(server))) else {
+            return (
+                0,
+                SEvent::ReaderUnavailable {
+                    no_credentials: false,
+                },
+            );
+        };
+        let _ = self.cluster.write(conn, startup);
+        let auth = self.cluster.read_all(conn);
+        let ok = !self.cluster.server_closed(conn)
+            && client::decode_all(
+                &auth,
+                RfqExtensions {
+                    lsn: true,
+                    xact: false,
+                },
+            )
+            .iter()
+            .any(Msg::is_rfq);
+        if !ok {
+            return (
+                0,
+                SEvent::ReaderUnavailable {
+                    no_credentials: false,
+                },
+            );
+        }
+        self.keys.insert(conn.0, key);
+        self.owner.insert(conn.0, i);
+        self.clients[i].readers.insert(conn.0);
+        (
+            conn.0,
+            SEvent::ReaderAttached {
+                server,
+                fresh: true,
+                needs_reset: false,
+            },
+        )
+    }
+
+    fn close_client(&mut self, i: usize) {
+        let c = &mut self.clients[i];
+        c.closed = true;
+        let mut conns: Vec<u64> = c.readers.iter().copied().collect();
+        conns.extend(c.writer);
+        for conn in conns {
+            self.owner.remove(&conn);
+            let _ = self.cluster.kill(ConnId(conn));
+        }
+        if let Some(f) = self.clients[i].current.take() {
+            self.clients[i].log.push(OpRecord {
+                op: f.op,
+                msgs: f.msgs,
+                sent_at: f.sent_at,
+                done_at: self.cluster.now(),
+                writer_lsn_at_send: f.writer_lsn_at_send,
+                generation_at_send: f.generation_at_send,
+            });
+        }
+    }
+
+    fn client_receives(&mut self, i: usize, bytes: Vec<u8>) {
+        let msgs = self.clients[i].decoder.feed(&bytes);
+        self.client_messages(i, msgs);
+    }
+
+    fn client_messages(&mut self, i: usize, msgs: Vec<Msg>) {
+        for m in msgs {
+            let c = &mut self.clients[i];
+            if !c.authenticated {
+                if m.is_rfq() {
+                    c.authenticated = true;
+                }
+                continue;
+            }
+            let rfq = m.is_rfq();
+            if let Some(f) = c.current.as_mut() {
+                f.msgs.push(m);
+                if rfq {
+                    let f = c.current.take().expect("in flight");
+                    c.log.push(OpRecord {
+                        op: f.op,
+                        msgs: f.msgs,
+                        sent_at: f.sent_at,
+                        done_at: self.cluster.now(),
+                        writer_lsn_at_send: f.writer_lsn_at_send,
+                        generation_at_send: f.generation_at_send,
+                    });
+                }
+            } else {
+                // Asynchronous messages between operations are allowed (notices); anything else
+                // would be a leak of some hidden result.
+                let fatal = matches!(&m, Msg::Error(f) if f.severity() == Some("FATAL"));
+                if !matches!(m, Msg::Notice(_) | Msg::ParameterStatus(..)) && !fatal {
+                    self.host_errors.push(format!(
+                        "client {i}: unexpected message between operations: {m:?}"
+                    ));
+                }
+            }
+        }
+    }
+
+    fn fault(&mut self) {
+        let readers = self.cluster.readers();
+        if readers.is_empty() {
+            return;
+        }
+        let r = readers[self.rng.range(0, readers.len() as u64 - 1) as usize];
+        match self.rng.range(0, 9) {
+            0 | 1 => {
+                // A reader connection dies mid-wait or mid-result.
+                let busy: Vec<u64> = self
+                    .owner
+                    .keys()
+                    .copied()
+                    .filter(|c| {
+                        self.cluster
+                            .conn_server(ConnId(*c))
+                            .is_some_and(|s| s != self.cluster.primary())
+                            && (self.cluster.is_busy(ConnId(*c))
+                                || self.cluster.pending_output(ConnId(*c)) > 0)
+                    })
+                    .collect();
+                if let Some(&c) = busy.first() {
+                    if self.rng.range(0, 1) == 0 {
+                        let _ = self.cluster.kill(ConnId(c));
+                    } else {
+                        let _ = self.cluster.kill_discarding(ConnId(c));
+                    }
+                }
+            }
+            2 | 3 => {
+                let _ = self.cluster.inject_error(
+                    Target::Server(r),
+                    Injection::error("XX001", "injected reusable error").matching(Matcher::Select),
+                );
+            }
+            4 => {
+                if self.sc.dialect == Dialect::Awide {
+                    let _ = self.cluster.inject_error(
+                        Target::Server(r),
+                        Injection::error(
+                            "42704",
+                            "unrecognized configuration parameter \"polar_consistency_mode\"",
+                        )
+                        .matching(Matcher::PolarSet),
+                    );
+                }
+            }
+            5 | 6 => {
+                let lag = self.rng.range(100, 1500);
+                let _ = self.cluster.set_reader_lag(r, lag);
+            }
+            7 => {
+                if self.cluster.is_up(r) && self.stopped.is_empty() {
+                    let _ = self.cluster.stop_server(r);
+                    self.engine.set_reader_health(r.0, false);
+                    let back = self.cluster.now() + self.rng.range(50, 500);
+                    self.stopped.push((r, back));
+                }
+            }
+            8 => {
+                // The reader hostgroup changes (same servers, new group).
+                let hg = 1 + self.rng.range(1, 3) as u32;
+                for s in self.cluster.readers() {
+                    self.engine.add_reader(s.0, hg);
+                }
+                self.engine.set_reader_hostgroup(0, Some(hg));
+            }
+            _ => {
+                if self.sc.allow_failover
+                    && self.failovers == 0
+                    && self.cluster.is_up(r)
+                    && self.stopped.is_empty()
+                    && self.cluster.promote(r).is_ok()
+                {
+                    self.failovers += 1;
+                    self.engine.remove_reader(r.0);
+                    self.engine.writer_changed(0);
+                }
+            }
+        }
+    }
+}
+
+impl ClientState {
+    fn work_left(&self) -> bool {
+        self.work.has_more()
+    }
+}
+
+/// A decision's outcome and reason, for coverage reports.
+pub fn coverage(decisions: &[Decision]) -> (BTreeMap<Outcome, u64>, BTreeMap<Reason, u64>) {
+    let mut o = BTreeMap::new();
+    let mut r = BTreeMap::new();
+    for d in decisions {
+        *o.entry(d.outcome).or_default() += 1;
+        *r.entry(d.reason).or_default() += 1;
+    }
+    (o, r)
+}

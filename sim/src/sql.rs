@@ -1,0 +1,1055 @@
+//! The SQL subset the simulated servers understand: a statement splitter that respects quotes,
+//! dollar quotes and comments (W-6: the whole string is parsed before anything runs), a lexer,
+//! and a parser into [`Stmt`]. Anything outside the subset is a syntax error (42601), as the
+//! brief asks.
+
+use std::fmt;
+use std::ops::Range;
+
+/// Isolation levels (READ UNCOMMITTED behaves as READ COMMITTED, as in PostgreSQL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isolation {
+    ReadCommitted,
+    RepeatableRead,
+    Serializable,
+}
+
+impl Isolation {
+    pub fn guc_text(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read committed",
+            Isolation::RepeatableRead => "repeatable read",
+            Isolation::Serializable => "serializable",
+        }
+    }
+
+    /// Parses a `default_transaction_isolation` / `transaction_isolation` value.
+    pub fn parse(s: &str) -> Option<Isolation> {
+        let n: String = s
+            .trim()
+            .to_ascii_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        match n.as_str() {
+            "read committed" | "read uncommitted" => Some(Isolation::ReadCommitted),
+            "repeatable read" => Some(Isolation::RepeatableRead),
+            "serializable" => Some(Isolation::Serializable),
+            _ => None,
+        }
+    }
+}
+
+/// Options of BEGIN / START TRANSACTION / SET TRANSACTION.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxModes {
+    pub isolation: Option<Isolation>,
+    /// `Some(true)` READ ONLY, `Some(false)` READ WRITE.
+    pub read_only: Option<bool>,
+}
+
+/// `LOCK TABLE` modes, weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LockMode {
+    AccessShare,
+    RowShare,
+    RowExclusive,
+    ShareUpdateExclusive,
+    Share,
+    ShareRowExclusive,
+    Exclusive,
+    AccessExclusive,
+}
+
+/// Row-locking clause of a SELECT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowLock {
+    Update,
+    NoKeyUpdate,
+    Share,
+    KeyShare,
+}
+
+impl RowLock {
+    pub fn sql(self) -> &'static str {
+        match self {
+            RowLock::Update => "FOR UPDATE",
+            RowLock::NoKeyUpdate => "FOR NO KEY UPDATE",
+            RowLock::Share => "FOR SHARE",
+            RowLock::KeyShare => "FOR KEY SHARE",
+        }
+    }
+}
+
+/// The value of a `SET`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetValue {
+    /// The value as text (quotes removed; a list is joined with ", ").
+    Text(String),
+    Default,
+}
+
+/// Functions callable as `SELECT f(…)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Func {
+    Nextval(String),
+    SetConfig {
+        name: String,
+        value: String,
+        is_local: bool,
+    },
+    AdvisoryLock(i64),
+    AdvisoryUnlockAll,
+    CurrentWalInsertLsn,
+    CurrentWalLsn,
+    LastWalReplayLsn,
+    IsInRecovery,
+    TxidCurrent,
+}
+
+impl Func {
+    /// The result column's name, as PostgreSQL names it.
+    pub fn column(&self) -> &'static str {
+        match self {
+            Func::Nextval(_) => "nextval",
+            Func::SetConfig { .. } => "set_config",
+            Func::AdvisoryLock(_) => "pg_advisory_lock",
+            Func::AdvisoryUnlockAll => "pg_advisory_unlock_all",
+            Func::CurrentWalInsertLsn => "pg_current_wal_insert_lsn",
+            Func::CurrentWalLsn => "pg_current_wal_lsn",
+            Func::LastWalReplayLsn => "pg_last_wal_replay_lsn",
+            Func::IsInRecovery => "pg_is_in_recovery",
+            Func::TxidCurrent => "txid_current",
+        }
+    }
+}
+
+/// One statement of the subset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stmt {
+    /// `BEGIN` (`start == false`) or `START TRANSACTION`.
+    Begin {
+        start: bool,
+        modes: TxModes,
+    },
+    Commit,
+    Rollback,
+    Savepoint(String),
+    Release(String),
+    RollbackTo(String),
+    Set {
+        local: bool,
+        name: String,
+        value: SetValue,
+    },
+    SetTransaction(TxModes),
+    SetSessionCharacteristics(TxModes),
+    /// `RESET name`; `None` is `RESET ALL`.
+    Reset(Option<String>),
+    Show(String),
+    /// `SELECT <integer>`.
+    SelectConst(i64),
+    /// `SELECT v FROM kv WHERE k = N [FOR …]`.
+    SelectV {
+        k: i64,
+        lock: Option<RowLock>,
+    },
+    /// `SELECT k, v FROM kv [ORDER BY k]`.
+    SelectAll,
+    SelectFunc(Func),
+    Insert {
+        k: i64,
+        v: i64,
+    },
+    Update {
+        k: i64,
+        v: i64,
+    },
+    Delete {
+        k: i64,
+    },
+    Lock(LockMode),
+    CreateTemp,
+    DiscardAll,
+}
+
+impl Stmt {
+    /// Whether the statement reads the database through a snapshot (the point where a replica
+    /// wait happens, W-4).
+    pub fn takes_snapshot(&self) -> bool {
+        matches!(
+            self,
+            Stmt::SelectConst(_)
+                | Stmt::SelectV { .. }
+                | Stmt::SelectAll
+                | Stmt::SelectFunc(_)
+                | Stmt::Insert { .. }
+                | Stmt::Update { .. }
+                | Stmt::Delete { .. }
+        )
+    }
+
+    pub fn is_select(&self) -> bool {
+        matches!(
+            self,
+            Stmt::SelectConst(_) | Stmt::SelectV { .. } | Stmt::SelectAll | Stmt::SelectFunc(_)
+        )
+    }
+
+    /// A `SET polar_*` statement (the kind the engine hides in front of a client's query).
+    pub fn is_polar_set(&self) -> bool {
+        matches!(self, Stmt::Set { name, .. } if name.starts_with("polar_"))
+    }
+}
+
+/// A statement with its source text (trimmed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub text: String,
+    pub stmt: Stmt,
+}
+
+/// A syntax error: the message PostgreSQL would give (`syntax error at or near "…"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub message: String,
+}
+
+impl fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Splits a Query string into statement texts at top-level semicolons (the lexer's `;`
+/// tokens, so quotes, dollar quotes and comments are respected). Empty statements are dropped.
+/// Unterminated quotes or comments are a syntax error.
+pub fn split(sql: &str) -> Result<Vec<&str>, SyntaxError> {
+    let (toks, spans) = lex(sql)?;
+    let mut out = Vec::new();
+    let (mut start, mut has_tokens) = (0, false);
+    for (t, span) in toks.iter().zip(&spans) {
+        if *t == Tok::Sym(';') {
+            if has_tokens {
+                out.push(sql[start..span.start].trim());
+            }
+            start = span.end;
+            has_tokens = false;
+        } else {
+            has_tokens = true;
+        }
+    }
+    if has_tokens {
+        out.push(sql[start..].trim());
+    }
+    Ok(out)
+}
+
+/// `$tag$` at the start of `b` (tag: letters, digits, underscores, not starting with a digit).
+fn dollar_tag(b: &[u8]) -> Option<usize> {
+    let mut j = 1;
+    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+        if j == 1 && b[j].is_ascii_digit() {
+            return None;
+        }
+        j += 1;
+    }
+    (j < b.len() && b[j] == b'$').then_some(j + 1)
+}
+
+fn unterminated(what: &str) -> SyntaxError {
+    SyntaxError {
+        message: format!("unterminated {what}"),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Tok {
+    /// A keyword or unquoted identifier, lowercased.
+    Word(String),
+    /// A double-quoted identifier, case kept.
+    QIdent(String),
+    Str(String),
+    Num(String),
+    Sym(char),
+}
+
+/// Tokens, and where each is in the source (error messages quote a token as written).
+fn lex(s: &str) -> Result<(Vec<Tok>, Vec<Range<usize>>), SyntaxError> {
+    let b = s.as_bytes();
+    let mut toks = Vec::new();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let (st, before) = (i, toks.len());
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c == b'-' && b.get(i + 1) == Some(&b'-') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            let mut depth = 1;
+            i += 2;
+            while depth > 0 {
+                if i + 1 >= b.len() {
+                    return Err(unterminated("/* comment"));
+                }
+                if b[i] == b'/' && b[i + 1] == b'*' {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == b'*' && b[i + 1] == b'/' {
+                    depth -= 1;
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+            }
+        } else if c == b'\'' || c == b'"' {
+            let mut v = Vec::new();
+            i += 1;
+            loop {
+                if i >= b.len() {
+                    return Err(unterminated("quoted string"));
+                }
+                if b[i] == c {
+                    if b.get(i + 1) == Some(&c) {
+                        v.push(c);
+                        i += 2;
+                        continue;
+                    }
+                    i += 1;
+                    break;
+                }
+                v.push(b[i]);
+                i += 1;
+            }
+            let v = String::from_utf8_lossy(&v).into_owned();
+            toks.push(if c == b'\'' {
+                Tok::Str(v)
+            } else {
+                Tok::QIdent(v)
+            });
+        } else if c == b'$' {
+            match dollar_tag(&b[i..]) {
+                Some(n) => {
+                    let tag = &b[i..i + n];
+                    let body_start = i + n;
+                    let mut j = body_start;
+                    loop {
+                        if j >= b.len() {
+                            return Err(unterminated("dollar-quoted string"));
+                        }
+                        if b[j..].starts_with(tag) {
+                            break;
+                        }
+                        j += 1;
+                    }
+                    toks.push(Tok::Str(
+                        String::from_utf8_lossy(&b[body_start..j]).into_owned(),
+                    ));
+                    i = j + n;
+                }
+                None => {
+                    toks.push(Tok::Sym('$'));
+                    i += 1;
+                }
+            }
+        } else if c.is_ascii_digit() {
+            let st = i;
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+                i += 1;
+            }
+            toks.push(Tok::Num(s[st..i].to_string()));
+        } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
+            let st = i;
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$' || b[i] >= 0x80)
+            {
+                i += 1;
+            }
+            toks.push(Tok::Word(s[st..i].to_ascii_lowercase()));
+        } else {
+            // Multi-byte UTF-8 is handled above (>= 0x80), so `c` is ASCII here.
+            toks.push(Tok::Sym(c as char));
+            i += 1;
+        }
+        if toks.len() > before {
+            spans.push(st..i);
+        }
+    }
+    Ok((toks, spans))
+}
+
+/// Parses a whole Query string: every statement must parse, or nothing runs (W-6).
+pub fn parse_query(sql: &str) -> Result<Vec<Parsed>, SyntaxError> {
+    split(sql)?
+        .into_iter()
+        .map(|text| {
+            parse_statement(text).map(|stmt| Parsed {
+                text: text.to_string(),
+                stmt,
+            })
+        })
+        .collect()
+}
+
+/// Parses one statement (no top-level semicolon).
+pub fn parse_statement(text: &str) -> Result<Stmt, SyntaxError> {
+    let (toks, spans) = lex(text)?;
+    let raw = spans.into_iter().map(|r| text[r].to_string()).collect();
+    let mut p = P { toks, raw, pos: 0 };
+    let st = p.statement()?;
+    if p.pos < p.toks.len() {
+        return Err(p.err());
+    }
+    Ok(st)
+}
+
+struct P {
+    toks: Vec<Tok>,
+    raw: Vec<String>,
+    pos: usize,
+}
+
+type R<T> = Result<T, SyntaxError>;
+
+impl P {
+    fn err(&self) -> SyntaxError {
+        let message = match self.raw.get(self.pos) {
+            Some(t) => format!("syntax error at or near \"{t}\""),
+            None => "syntax error at end of input".to_string(),
+        };
+        SyntaxError { message }
+    }
+
+    fn peek_word(&self) -> Option<&str> {
+        match self.toks.get(self.pos) {
+            Some(Tok::Word(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    fn is_kw(&self, kw: &str) -> bool {
+        self.peek_word() == Some(kw)
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        if self.is_kw(kw) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn kw(&mut self, kw: &str) -> R<()> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            Err(self.err())
+        }
+    }
+
+    fn eat_sym(&mut self, c: char) -> bool {
+        if self.toks.get(self.pos) == Some(&Tok::Sym(c)) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn sym(&mut self, c: char) -> R<()> {
+        if self.eat_sym(c) {
+            Ok(())
+        } else {
+            Err(self.err())
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.toks.len()
+    }
+
+    /// An identifier (keywords are accepted as names, as most are in PostgreSQL).
+    fn ident(&mut self) -> R<String> {
+        match self.toks.get(self.pos) {
+            Some(Tok::Word(w)) => {
+                let w = w.clone();
+                self.pos += 1;
+                Ok(w)
+            }
+            Some(Tok::QIdent(w)) => {
+                let w = w.clone();
+                self.pos += 1;
+                Ok(w)
+            }
+            _ => Err(self.err()),
+        }
+    }
+
+    /// A possibly qualified name (`a.b`), lowercased where unquoted.
+    fn dotted_name(&mut self) -> R<String> {
+        let mut n = self.ident()?;
+        while self.eat_sym('.') {
+            n.push('.');
+            n.push_str(&self.ident()?);
+        }
+        Ok(n)
+    }
+
+    fn int(&mut self) -> R<i64> {
+        let neg = self.eat_sym('-');
+        if !neg {
+            self.eat_sym('+');
+        }
+        match self.toks.get(self.pos) {
+            Some(Tok::Num(n)) if !n.contains('.') => {
+                let v: i64 = n.parse().map_err(|_| self.err())?;
+                self.pos += 1;
+                Ok(if neg { -v } else { v })
+            }
+            _ => Err(self.err()),
+        }
+    }
+
+    fn string(&mut self) -> R<String> {
+        match self.toks.get(self.pos) {
+            Some(Tok::Str(s)) => {
+                let s = s.clone();
+                self.pos += 1;
+                Ok(s)
+            }
+            _ => Err(self.err()),
+        }
+    }
+
+    /// The table `kv` (optionally `public.kv`).
+    fn table_kv(&mut self) -> R<()> {
+        if self.is_kw("public") {
+            self.pos += 1;
+            self.sym('.')?;
+        }
+        self.kw("kv")
+    }
+
+    fn statement(&mut self) -> R<Stmt> {
+        let Some(first) = self.peek_word().map(str::to_string) else {
+            return Err(self.err());
+        };
+        self.pos += 1;
+        match first.as_str() {
+            "begin" => {
+                let _ = self.eat_kw("work") || self.eat_kw("transaction");
+                Ok(Stmt::Begin {
+                    start: false,
+                    modes: self.tx_modes()?,
+                })
+            }
+            "start" => {
+                self.kw("transaction")?;
+                Ok(Stmt::Begin {
+                    start: true,
+                    modes: self.tx_modes()?,
+                })
+            }
+            "commit" | "end" => {
+                let _ = self.eat_kw("work") || self.eat_kw("transaction");
+                Ok(Stmt::Commit)
+            }
+            "rollback" | "abort" => {
+                let _ = self.eat_kw("work") || self.eat_kw("transaction");
+                if first == "rollback" && self.eat_kw("to") {
+                    self.eat_kw("savepoint");
+                    return Ok(Stmt::RollbackTo(self.ident()?));
+                }
+                Ok(Stmt::Rollback)
+            }
+            "savepoint" => Ok(Stmt::Savepoint(self.ident()?)),
+            "release" => {
+                self.eat_kw("savepoint");
+                Ok(Stmt::Release(self.ident()?))
+            }
+            "set" => self.set(),
+            "reset" => {
+                if self.eat_kw("all") {
+                    Ok(Stmt::Reset(None))
+                } else {
+                    Ok(Stmt::Reset(Some(self.dotted_name()?)))
+                }
+            }
+            "show" => {
+                if self.eat_kw("transaction") {
+                    self.kw("isolation")?;
+                    self.kw("level")?;
+                    return Ok(Stmt::Show("transaction_isolation".into()));
+                }
+                Ok(Stmt::Show(self.dotted_name()?))
+            }
+            "select" => self.select(),
+            "insert" => {
+                self.kw("into")?;
+                self.table_kv()?;
+                if self.eat_sym('(') {
+                    self.kw("k")?;
+                    self.sym(',')?;
+                    self.kw("v")?;
+                    self.sym(')')?;
+                }
+                self.kw("values")?;
+                self.sym('(')?;
+                let k = self.int()?;
+                self.sym(',')?;
+                let v = self.int()?;
+                self.sym(')')?;
+                Ok(Stmt::Insert { k, v })
+            }
+            "update" => {
+                self.table_kv()?;
+                self.kw("set")?;
+                self.kw("v")?;
+                self.sym('=')?;
+                let v = self.int()?;
+                let k = self.where_k()?;
+                Ok(Stmt::Update { k, v })
+            }
+            "delete" => {
+                self.kw("from")?;
+                self.table_kv()?;
+                let k = self.where_k()?;
+                Ok(Stmt::Delete { k })
+            }
+            "lock" => {
+                self.eat_kw("table");
+                self.eat_kw("only");
+                self.table_kv()?;
+                let mode = if self.eat_kw("in") {
+                    let m = self.lock_mode()?;
+                    self.kw("mode")?;
+                    m
+                } else {
+                    LockMode::AccessExclusive
+                };
+                self.eat_kw("nowait");
+                Ok(Stmt::Lock(mode))
+            }
+            "create" => {
+                if !(self.eat_kw("temp") || self.eat_kw("temporary")) {
+                    return Err(self.err());
+                }
+                self.kw("table")?;
+                // Whatever follows is accepted: only the statement's effects are simulated.
+                self.pos = self.toks.len();
+                Ok(Stmt::CreateTemp)
+            }
+            "discard" => {
+                self.kw("all")?;
+                Ok(Stmt::DiscardAll)
+            }
+            _ => {
+                self.pos -= 1;
+                Err(self.err())
+            }
+        }
+    }
+
+    fn where_k(&mut self) -> R<i64> {
+        self.kw("where")?;
+        self.kw("k")?;
+        self.sym('=')?;
+        self.int()
+    }
+
+    fn lock_mode(&mut self) -> R<LockMode> {
+        if self.eat_kw("access") {
+            if self.eat_kw("share") {
+                return Ok(LockMode::AccessShare);
+            }
+            self.kw("exclusive")?;
+            return Ok(LockMode::AccessExclusive);
+        }
+        if self.eat_kw("row") {
+            if self.eat_kw("share") {
+                return Ok(LockMode::RowShare);
+            }
+            self.kw("exclusive")?;
+            return Ok(LockMode::RowExclusive);
+        }
+        if self.eat_kw("share") {
+            if self.eat_kw("update") {
+                self.kw("exclusive")?;
+                return Ok(LockMode::ShareUpdateExclusive);
+            }
+            if self.eat_kw("row") {
+                self.kw("exclusive")?;
+                return Ok(LockMode::ShareRowExclusive);
+            }
+            return Ok(LockMode::Share);
+        }
+        self.kw("exclusive")?;
+        Ok(LockMode::Exclusive)
+    }
+
+    fn tx_modes(&mut self) -> R<TxModes> {
+        let mut m = TxModes::default();
+        loop {
+            if self.eat_kw("isolation") {
+                self.kw("level")?;
+                m.isolation = Some(if self.eat_kw("serializable") {
+                    Isolation::Serializable
+                } else if self.eat_kw("repeatable") {
+                    self.kw("read")?;
+                    Isolation::RepeatableRead
+                } else {
+                    self.kw("read")?;
+                    if !self.eat_kw("committed") {
+                        self.kw("uncommitted")?;
+                    }
+                    Isolation::ReadCommitted
+                });
+            } else if self.eat_kw("read") {
+                if self.eat_kw("only") {
+                    m.read_only = Some(true);
+                } else {
+                    self.kw("write")?;
+                    m.read_only = Some(false);
+                }
+            } else if self.eat_kw("not") {
+                self.kw("deferrable")?;
+            } else if self.eat_kw("deferrable") {
+            } else {
+                break;
+            }
+            self.eat_sym(',');
+        }
+        Ok(m)
+    }
+
+    fn set(&mut self) -> R<Stmt> {
+        if self.eat_kw("transaction") {
+            return Ok(Stmt::SetTransaction(self.tx_modes()?));
+        }
+        let local = self.eat_kw("local");
+        if !local && self.eat_kw("session") && self.eat_kw("characteristics") {
+            self.kw("as")?;
+            self.kw("transaction")?;
+            return Ok(Stmt::SetSessionCharacteristics(self.tx_modes()?));
+        }
+        if self.is_kw("time")
+            && matches!(self.toks.get(self.pos + 1), Some(Tok::Word(w)) if w == "zone")
+        {
+            self.pos += 2;
+            let value = self.set_value()?;
+            return Ok(Stmt::Set {
+                local,
+                name: "timezone".into(),
+                value,
+            });
+        }
+        let name = self.dotted_name()?;
+        if !(self.eat_sym('=') || self.eat_kw("to")) {
+            return Err(self.err());
+        }
+        let value = self.set_value()?;
+        Ok(Stmt::Set { local, name, value })
+    }
+
+    fn set_value(&mut self) -> R<SetValue> {
+        if self.eat_kw("default") {
+            return Ok(SetValue::Default);
+        }
+        let mut parts = Vec::new();
+        loop {
+            let part = match self.toks.get(self.pos).cloned() {
+                Some(Tok::Str(s)) => s,
+                Some(Tok::Word(w)) | Some(Tok::QIdent(w)) => w,
+                Some(Tok::Num(n)) => n,
+                Some(Tok::Sym('-')) => {
+                    self.pos += 1;
+                    match self.toks.get(self.pos).cloned() {
+                        Some(Tok::Num(n)) => format!("-{n}"),
+                        _ => return Err(self.err()),
+                    }
+                }
+                _ => return Err(self.err()),
+            };
+            self.pos += 1;
+            parts.push(part);
+            if !self.eat_sym(',') {
+                break;
+            }
+        }
+        Ok(SetValue::Text(parts.join(", ")))
+    }
+
+    fn select(&mut self) -> R<Stmt> {
+        // SELECT <integer>
+        if matches!(
+            self.toks.get(self.pos),
+            Some(Tok::Num(_)) | Some(Tok::Sym('-'))
+        ) {
+            let v = self.int()?;
+            return Ok(Stmt::SelectConst(v));
+        }
+        // SELECT v FROM kv WHERE k = N [FOR …]
+        if self.eat_kw("v") {
+            self.kw("from")?;
+            self.table_kv()?;
+            let k = self.where_k()?;
+            let lock = self.row_lock()?;
+            return Ok(Stmt::SelectV { k, lock });
+        }
+        // SELECT k, v FROM kv [ORDER BY k]   (or SELECT * FROM kv)
+        let all = if self.eat_sym('*') {
+            true
+        } else if self.is_kw("k") && self.toks.get(self.pos + 1) == Some(&Tok::Sym(',')) {
+            self.pos += 2;
+            self.kw("v")?;
+            true
+        } else {
+            false
+        };
+        if all {
+            self.kw("from")?;
+            self.table_kv()?;
+            if self.eat_kw("order") {
+                self.kw("by")?;
+                self.kw("k")?;
+                self.eat_kw("asc");
+            }
+            return Ok(Stmt::SelectAll);
+        }
+        // SELECT f(…)
+        let name = match self.toks.get(self.pos) {
+            Some(Tok::Word(w)) | Some(Tok::QIdent(w)) => w.clone(),
+            _ => return Err(self.err()),
+        };
+        self.pos += 1;
+        self.sym('(')?;
+        let f = match name.as_str() {
+            "nextval" => Func::Nextval(self.regclass()?),
+            "set_config" => {
+                let name = self.string()?;
+                self.sym(',')?;
+                let value = self.string()?;
+                self.sym(',')?;
+                let is_local = if self.eat_kw("true") {
+                    true
+                } else {
+                    self.kw("false")?;
+                    false
+                };
+                Func::SetConfig {
+                    name,
+                    value,
+                    is_local,
+                }
+            }
+            "pg_advisory_lock" => Func::AdvisoryLock(self.int()?),
+            "pg_advisory_unlock_all" => Func::AdvisoryUnlockAll,
+            "pg_current_wal_insert_lsn" => Func::CurrentWalInsertLsn,
+            "pg_current_wal_lsn" => Func::CurrentWalLsn,
+            "pg_last_wal_replay_lsn" => Func::LastWalReplayLsn,
+            "pg_is_in_recovery" => Func::IsInRecovery,
+            "txid_current" => Func::TxidCurrent,
+            _ => {
+                self.pos -= 2;
+                return Err(self.err());
+            }
+        };
+        self.sym(')')?;
+        Ok(Stmt::SelectFunc(f))
+    }
+
+    /// `'s'` or `'s'::regclass`.
+    fn regclass(&mut self) -> R<String> {
+        let s = self.string()?;
+        if self.eat_sym(':') {
+            self.sym(':')?;
+            self.kw("regclass")?;
+        }
+        Ok(s.to_ascii_lowercase())
+    }
+
+    fn row_lock(&mut self) -> R<Option<RowLock>> {
+        if !self.eat_kw("for") {
+            return Ok(None);
+        }
+        let l = if self.eat_kw("update") {
+            RowLock::Update
+        } else if self.eat_kw("share") {
+            RowLock::Share
+        } else if self.eat_kw("no") {
+            self.kw("key")?;
+            self.kw("update")?;
+            RowLock::NoKeyUpdate
+        } else {
+            self.kw("key")?;
+            self.kw("share")?;
+            RowLock::KeyShare
+        };
+        let _ = self.eat_kw("nowait") || (self.eat_kw("skip") && self.eat_kw("locked"));
+        if !self.at_end() {
+            return Err(self.err());
+        }
+        Ok(Some(l))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(s: &str) -> Stmt {
+        parse_statement(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn splits_respecting_quotes_and_comments() {
+        assert_eq!(
+            split("SELECT 1; SELECT 2").unwrap(),
+            vec!["SELECT 1", "SELECT 2"]
+        );
+        assert_eq!(split("SELECT ';'; ;").unwrap(), vec!["SELECT ';'"]);
+        assert_eq!(split("SELECT 1 /* ; */").unwrap(), vec!["SELECT 1 /* ; */"]);
+        assert_eq!(split("SELECT 1 -- ;\n").unwrap(), vec!["SELECT 1 -- ;"]);
+        assert_eq!(split("SELECT $$;$$").unwrap(), vec!["SELECT $$;$$"]);
+        assert_eq!(split("SELECT \"a;b\"").unwrap(), vec!["SELECT \"a;b\""]);
+        assert!(split("").unwrap().is_empty());
+        assert!(split(" ; -- x").unwrap().is_empty());
+        assert!(split("SELECT 'x").is_err());
+        assert!(split("SELECT /* x").is_err());
+    }
+
+    #[test]
+    fn parses_the_subset() {
+        assert_eq!(
+            one("begin isolation level repeatable read read only"),
+            Stmt::Begin {
+                start: false,
+                modes: TxModes {
+                    isolation: Some(Isolation::RepeatableRead),
+                    read_only: Some(true)
+                }
+            }
+        );
+        assert!(matches!(
+            one("START TRANSACTION ISOLATION LEVEL READ COMMITTED, READ WRITE"),
+            Stmt::Begin { start: true, .. }
+        ));
+        assert_eq!(one("end"), Stmt::Commit);
+        assert_eq!(one("ABORT"), Stmt::Rollback);
+        assert_eq!(one("rollback to savepoint a"), Stmt::RollbackTo("a".into()));
+        assert_eq!(one("ROLLBACK TO a"), Stmt::RollbackTo("a".into()));
+        assert_eq!(one("release a"), Stmt::Release("a".into()));
+        assert_eq!(
+            one("SET polar_xact_split_wait_lsn = '97500059720'"),
+            Stmt::Set {
+                local: false,
+                name: "polar_xact_split_wait_lsn".into(),
+                value: SetValue::Text("97500059720".into())
+            }
+        );
+        assert_eq!(
+            one("set local statement_timeout to 5"),
+            Stmt::Set {
+                local: true,
+                name: "statement_timeout".into(),
+                value: SetValue::Text("5".into())
+            }
+        );
+        assert_eq!(
+            one("SET polarsplit.x = DEFAULT"),
+            Stmt::Set {
+                local: false,
+                name: "polarsplit.x".into(),
+                value: SetValue::Default
+            }
+        );
+        assert!(matches!(
+            one("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ"),
+            Stmt::SetSessionCharacteristics(TxModes {
+                isolation: Some(Isolation::RepeatableRead),
+                ..
+            })
+        ));
+        assert_eq!(
+            one("select v from kv where k = -3"),
+            Stmt::SelectV { k: -3, lock: None }
+        );
+        assert_eq!(
+            one("SELECT v FROM public.kv WHERE k = 3 FOR SHARE"),
+            Stmt::SelectV {
+                k: 3,
+                lock: Some(RowLock::Share)
+            }
+        );
+        assert_eq!(one("SELECT k, v FROM kv ORDER BY k"), Stmt::SelectAll);
+        assert_eq!(one("SELECT 1"), Stmt::SelectConst(1));
+        assert_eq!(
+            one("SELECT nextval('s')"),
+            Stmt::SelectFunc(Func::Nextval("s".into()))
+        );
+        assert_eq!(
+            one("SELECT \"nextval\"('s'::regclass)"),
+            Stmt::SelectFunc(Func::Nextval("s".into()))
+        );
+        assert_eq!(
+            one("SELECT set_config('a.b', 'x', true)"),
+            Stmt::SelectFunc(Func::SetConfig {
+                name: "a.b".into(),
+                value: "x".into(),
+                is_local: true
+            })
+        );
+        assert_eq!(
+            one("INSERT INTO kv VALUES (1, 2)"),
+            Stmt::Insert { k: 1, v: 2 }
+        );
+        assert_eq!(
+            one("insert into kv (k, v) values (1, -2)"),
+            Stmt::Insert { k: 1, v: -2 }
+        );
+        assert_eq!(
+            one("UPDATE kv SET v = 9 WHERE k = 1"),
+            Stmt::Update { k: 1, v: 9 }
+        );
+        assert_eq!(one("DELETE FROM kv WHERE k = 1"), Stmt::Delete { k: 1 });
+        assert_eq!(one("LOCK TABLE kv"), Stmt::Lock(LockMode::AccessExclusive));
+        assert_eq!(
+            one("lock kv in access share mode"),
+            Stmt::Lock(LockMode::AccessShare)
+        );
+        assert_eq!(
+            one("LOCK TABLE kv IN SHARE ROW EXCLUSIVE MODE"),
+            Stmt::Lock(LockMode::ShareRowExclusive)
+        );
+        assert_eq!(one("CREATE TEMP TABLE t (a int)"), Stmt::CreateTemp);
+        assert_eq!(
+            one("SHOW transaction isolation level"),
+            Stmt::Show("transaction_isolation".into())
+        );
+        assert_eq!(one("reset all"), Stmt::Reset(None));
+    }
+
+    #[test]
+    fn rejects_the_rest() {
+        for s in [
+            "SELECT * FROM other",
+            "SELECT v FROM kv WHERE k = 1 extra",
+            "VACUUM",
+            "INSERT INTO kv VALUES (1)",
+            "SELECT pg_sleep(1)",
+            "SELECT 1.5",
+        ] {
+            assert!(parse_statement(s).is_err(), "{s}");
+        }
+        assert_eq!(
+            parse_statement("FOO").unwrap_err().message,
+            "syntax error at or near \"FOO\""
+        );
+        assert!(parse_query("SELECT 1; FOO").is_err());
+    }
+}
