@@ -915,7 +915,7 @@ static void monitor_data(backend_t *b) {
             if (b->mon_has_value) {
                 s->warned = 0;
                 if (b->server == 0) {
-                    polarsplit_engine_writer_sample(g.engine, 0, b->mon_value);
+                    polarsplit_engine_writer_sample(g.engine, 0, b->mon_value, b->mon_sent_at);
                 } else {
                     /* Replay only moves forward: the position read is at least the one at send time. */
                     polarsplit_engine_reader_sample(g.engine, b->server, b->mon_value, b->mon_sent_at);

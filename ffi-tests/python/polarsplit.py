@@ -97,7 +97,7 @@ _sig("polarsplit_engine_free", None, _P)
 _sig("polarsplit_engine_add_reader", C.c_int32, _P, C.c_uint32, C.c_uint32)
 _sig("polarsplit_engine_set_reader_health", C.c_int32, _P, C.c_uint32, C.c_bool)
 _sig("polarsplit_engine_reader_sample", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint64)
-_sig("polarsplit_engine_writer_sample", C.c_int32, _P, C.c_uint32, C.c_uint64)
+_sig("polarsplit_engine_writer_sample", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint64)
 _sig("polarsplit_counter_count", C.c_uint32)
 _sig("polarsplit_counter_name", C.c_char_p, C.c_uint32)
 _sig("polarsplit_engine_counter", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
@@ -187,8 +187,8 @@ class Engine:
     def reader_sample(self, server: int, lsn: int, at_ms: int) -> int:
         return lib.polarsplit_engine_reader_sample(self._e, server, lsn, at_ms)
 
-    def writer_sample(self, hostgroup: int, lsn: int) -> int:
-        return lib.polarsplit_engine_writer_sample(self._e, hostgroup, lsn)
+    def writer_sample(self, hostgroup: int, lsn: int, sent_at_ms: int) -> int:
+        return lib.polarsplit_engine_writer_sample(self._e, hostgroup, lsn, sent_at_ms)
 
     def counters(self) -> dict[str, int]:
         out = {}

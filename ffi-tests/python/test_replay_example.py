@@ -33,6 +33,8 @@ def test_replay_recorded_stock_session():
     assert any(line.startswith("ACQUIRE_READER server=1 [StartupMessage user=app_trust") for line in lines)
     assert 'SEND_BACKEND conn=8 [Q "SELECT balance FROM accounts WHERE id = 1"]' in lines
     assert "RELEASE_READER conn=8" in lines
+    # Stock servers report no LSN: after the write the library probes the primary's position.
+    assert 'SEND_BACKEND conn=7 [Q "SELECT pg_current_wal_insert_lsn()"]' in lines
     assert "CLOSE_CLIENT" in lines
     assert "balanced: yes" in lines
 

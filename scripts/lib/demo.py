@@ -199,10 +199,10 @@ def report(results: dict) -> None:
     print(f"    pool hits/misses: {lib_stats['counter'].get('pool_hits', 0)}/{lib_stats['counter'].get('pool_misses', 0)}, "
           f"monitor samples: {lib_stats['counter'].get('monitor_samples', 0)}, reads sent to the standby: {reads_decided}")
     print()
-    print("  Why the library keeps a session's reads on the primary after its first write here: stock")
-    print("  PostgreSQL reports no WAL position on ReadyForQuery, so the write cannot be waited for")
-    print("  (SPEC P-6, MISSING_LSN_PRIMARY). PolarDB-style servers report it, and those reads can go")
-    print("  to a standby that has replayed the write.")
+    print("  Stock PostgreSQL reports no WAL position and cannot wait for one: after a write the library")
+    print("  probes the primary's position, and the session reads from the primary (MISSING_LSN_PRIMARY,")
+    print("  READ_NO_BOUNDED_WAIT) until a standby is known to have replayed it (READ_CAUGHT_UP). Nothing")
+    print("  here pretends stock PostgreSQL supports the PolarDB wait.")
     if lib_t.first_error or nv_t.first_error:
         print(f"  first error (library): {lib_t.first_error or '-'}")
         print(f"  first error (naive):   {nv_t.first_error or '-'}")

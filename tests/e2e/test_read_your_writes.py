@@ -1,6 +1,8 @@
 """Read-your-writes under a real 200 ms apply delay: never stale through the proxy (library mode),
 while the same pattern through the naive mode (every SELECT to the standby) is stale."""
 
+import time
+
 import psycopg
 import pytest
 
@@ -69,3 +71,22 @@ def test_primary_only_mode_relays_everything_to_the_primary(pair, tmp_path):
             assert c.execute("SELECT %s::int", (5,)).fetchone()[0] == 5
     finally:
         stop_proxy(px)
+
+
+def test_p4_once_the_standby_replayed_a_write_the_session_reads_there_again(pair, proxy):
+    """Stock servers: the library positions a write from its post-write probe / the writer
+    monitor, and a standby whose replay position (monitor samples) reached it serves the session
+    again — with the write visible."""
+    with psycopg.connect(proxy.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+        c.execute("INSERT INTO kv VALUES (500, 0) ON CONFLICT (k) DO UPDATE SET v = 0")
+        v = c.execute("UPDATE kv SET v = v + 1 WHERE k = 500 RETURNING v").fetchone()[0]
+        assert ports(pair)[c.execute("SELECT inet_server_port()").fetchone()[0]] == "primary"
+        deadline = time.time() + 10
+        while True:
+            row = c.execute("SELECT v, inet_server_port() FROM kv WHERE k = 500").fetchone()
+            assert row[0] == v  # never stale, wherever it ran
+            if ports(pair)[row[1]] == "standby":
+                break
+            assert time.time() < deadline, "reads never returned to the standby"
+            time.sleep(0.05)
+    assert proxy.stats()["reason"].get("READ_CAUGHT_UP", 0) >= 1

@@ -66,6 +66,20 @@ def delta(after, before):
     return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}
 
 
+# After a statement that may have written, on stock PostgreSQL: the primary while the write's
+# position is unknown (the library's post-write probe has not answered) or no standby is known to
+# have replayed it; a standby known to have replayed it (READ_CAUGHT_UP) otherwise.
+AFTER_WRITE = {"MISSING_LSN_PRIMARY": "primary", "READ_NO_BOUNDED_WAIT": "primary", "READ_CAUGHT_UP": "standby"}
+
+
+def assert_decided_by_the_write(c, delta_of):
+    place = where(c)
+    d = delta_of()
+    assert len(d) == 1 and list(d.values()) == [1], d
+    reason = next(iter(d))
+    assert AFTER_WRITE.get(reason) == place, (reason, place)
+
+
 def test_s4_advisory_locks_pin_reads_to_the_primary_until_unlocked(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         assert where(c) == "standby"
@@ -75,10 +89,8 @@ def test_s4_advisory_locks_pin_reads_to_the_primary_until_unlocked(pair, asan_pr
         assert delta(reasons(asan_proxy), before) == {"SESSION_HAZARD": 1}
         assert ran_on(pair, c, "SELECT pg_advisory_unlock_all(), inet_server_port(), pg_is_in_recovery()")[0] == "primary"
         before = reasons(asan_proxy)
-        # The hazard is gone; the read still stays on the primary because the lock call "may have
-        # written" and a stock server reports no LSN for it (P-6, P-3 step 7).
-        assert where(c) == "primary"
-        assert delta(reasons(asan_proxy), before) == {"MISSING_LSN_PRIMARY": 1}
+        # The hazard is gone: what decides now is that the lock call "may have written" (P-6).
+        assert_decided_by_the_write(c, delta_of=lambda: delta(reasons(asan_proxy), before))
 
 
 def test_s4_temporary_tables_stay_on_the_primary(pair, asan_proxy):
@@ -90,8 +102,7 @@ def test_s4_temporary_tables_stay_on_the_primary(pair, asan_proxy):
         assert delta(reasons(asan_proxy), before) == {"SESSION_HAZARD": 1}
         c.execute("DISCARD TEMP")
         before = reasons(asan_proxy)
-        assert where(c) == "primary"
-        assert delta(reasons(asan_proxy), before) == {"MISSING_LSN_PRIMARY": 1}
+        assert_decided_by_the_write(c, delta_of=lambda: delta(reasons(asan_proxy), before))
 
 
 @pytest.mark.parametrize("level", ["REPEATABLE READ", "SERIALIZABLE"])
@@ -172,11 +183,12 @@ def test_p3_extended_protocol_self_contained_reads_use_the_standby(pair, asan_pr
         assert place == "primary"
 
 
-def test_after_a_write_reads_stay_on_the_primary_on_stock_postgresql(pair, asan_proxy):
+def test_after_a_write_reads_stay_on_the_primary_until_the_standby_replayed_it(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         assert where(c) == "standby"
         c.execute("UPDATE accounts SET balance = balance WHERE id = 3")
-        assert where(c) == "primary"  # the write's LSN is unknown on stock servers (P-6)
+        # Stock servers report no LSN and have no bounded wait: within the 200 ms apply delay no
+        # standby has replayed the write, so the read goes to the primary (P-4, W-7).
         assert where(c) == "primary"
 
 
@@ -214,7 +226,9 @@ def test_counters_name_destinations_and_reasons(asan_proxy):
     stats = asan_proxy.stats()
     assert stats["outcome"]["REPLICA_WITH_WAIT"] > 0 and stats["outcome"]["FORCE_PRIMARY"] > 0
     for reason in ("READ_NO_TARGET", "NOT_A_READ", "LOCKING_CLAUSE", "WRITE_FUNCTION", "SESSION_HAZARD",
-                   "MISSING_LSN_PRIMARY", "MULTI_STATEMENT"):
+                   "MULTI_STATEMENT"):
         assert stats["reason"].get(reason, 0) > 0, (reason, stats["reason"])
+    # Reads right after a write (stock: position unknown, or no standby known to have replayed it).
+    assert stats["reason"].get("MISSING_LSN_PRIMARY", 0) + stats["reason"].get("READ_NO_BOUNDED_WAIT", 0) > 0
     assert stats["counter"]["monitor_samples"] > 0
     assert stats["counter"]["pool_hits"] > 0
