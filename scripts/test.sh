@@ -34,4 +34,6 @@ cargo build --release
 step "cargo test (Rust and C tests)"
 cargo test --workspace
 
+bash scripts/test-e2e.sh  # the C examples, the proxy and the Python harness against real PostgreSQL
+
 step "all tests passed"
