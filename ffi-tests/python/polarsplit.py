@@ -34,7 +34,7 @@ def _library_path() -> Path:
 
 lib = C.CDLL(str(_library_path()))
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # Statuses
 OK, DONE = 0, 1

@@ -98,6 +98,11 @@ impl Session {
             let step = framer.step(&bytes[pos..], |t, len| {
                 if probe_rows && t == tag::DATA_ROW && len <= 1024 {
                     BodyMode::Inspect
+                } else if i > 0 && t == tag::ROW_DESCRIPTION && len + 5 <= MAX_HELD {
+                    // A reader's RowDescription is held until the first row or the command's
+                    // end: PostgreSQL sends it before executing, so holding it keeps errors
+                    // raised during execution retryable (F-3).
+                    BodyMode::Inspect
                 } else {
                     backend_body_mode(t, len, &limits)
                 }
@@ -903,6 +908,17 @@ impl Session {
                     } else {
                         Disp::Forward
                     }
+                };
+                self.apply_disp(conn, t, body, d);
+            }
+            BackendMessage::RowDescription { .. } => {
+                let e = &self.backend(i).expect[0];
+                let d = if e.discard || e.hidden_cc > 0 || e.hidden_rfq > 0 {
+                    Disp::Discard
+                } else if e.hold && !e.result_started {
+                    Disp::Hold
+                } else {
+                    Disp::Forward
                 };
                 self.apply_disp(conn, t, body, d);
             }

@@ -521,3 +521,17 @@ impl Session {
         e
     }
 }
+
+impl Drop for Session {
+    /// A session freed with a reader statement in flight gives back that reader's load count
+    /// (R-2 balances on it).
+    fn drop(&mut self) {
+        for r in &self.readers {
+            if !r.expect.is_empty() {
+                if let Some(s) = r.server {
+                    self.engine.readers().end_use(s);
+                }
+            }
+        }
+    }
+}

@@ -946,6 +946,11 @@ impl Session {
             FailureClass::WaitTimeout => Counter::RetriesWaitTimeout,
             _ => Counter::RetriesReusableError,
         };
+        if matches!(rec, Recovery::RetryReader | Recovery::RetryWriter) {
+            // The failed attempt's held messages (notices, parse/bind completions, its
+            // RowDescription) never reach the client: the retry answers in full (P-8).
+            self.held.clear();
+        }
         match rec {
             Recovery::RetryReader => {
                 stats.inc(retry_counter);

@@ -137,13 +137,6 @@ def test_transactions_keep_their_semantics(pair, asan_proxy):
         assert c.execute("SELECT count(*) FROM kv WHERE k = 2000").fetchone()[0] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="libpolarsplit forwards the reader's RowDescription as soon as it arrives; PostgreSQL sends it "
-    "before executing the SELECT, so the standby's 25006 always comes after it and F-3 forbids the retry. "
-    "Fix in the library: hold RowDescription like notices until the first row/CommandComplete. "
-    "Reproduction: ffi-tests/python/test_transcripts.py::test_f3_refused_after_row_description",
-)
 def test_f2_a_function_the_standby_refuses_is_answered_by_the_primary(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         assert where(c) == "standby"
