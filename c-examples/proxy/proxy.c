@@ -62,7 +62,6 @@ typedef struct backend {
     int attached;         /* reader: the owner's session uses it */
     int waiting;          /* reader: handshake for the owner's ACQUIRE_READER */
     int dead;
-    int needs_reset;
     int nocreds;
     char *user;
     reader_key_t key;
@@ -131,6 +130,7 @@ static struct {
     const char *settings[64][2];
     int nsettings;
     int verbose;
+    int no_writer_samples; /* --no-writer-samples: the writer monitor feeds nothing to the engine */
     polarsplit_engine *engine;
     int listen_fd;
     int sigpipe[2];
@@ -378,19 +378,19 @@ static void reader_fail_acquire(backend_t *b) {
 static void acquire_reader(client_t *c, const polarsplit_action *a) {
     reader_key_t key = {a->key_profile_generation, a->key_auth_hash, a->key_startup_identity_hash,
                         a->key_startup_options_hash};
+    bool needs_reset = false;
     if (a->server == 0 || a->server >= g.nservers) {
         push_event(c, 0, POLARSPLIT_EVENT_READER_UNAVAILABLE, a->server, 0);
         return;
     }
-    backend_t *b = pool_take(a->server, &key);
+    backend_t *b = pool_take(a->server, &key, &needs_reset);
     if (b) {
         b->owner = c;
         b->attached = 1;
         b->next_attached = c->attached;
         c->attached = b;
         push_event(c, b->id, POLARSPLIT_EVENT_READER_ATTACHED, a->server,
-                   b->needs_reset ? POLARSPLIT_EVENT_FLAG_NEEDS_RESET : 0);
-        b->needs_reset = 0;
+                   needs_reset ? POLARSPLIT_EVENT_FLAG_NEEDS_RESET : 0);
         VLOG("client %llu: pooled reader %llu attached", (unsigned long long)c->id, (unsigned long long)b->id);
         return;
     }
@@ -426,8 +426,7 @@ static void release_reader(client_t *c, backend_t *b, int needs_reset) {
         backend_close(b);
         return;
     }
-    b->needs_reset = needs_reset;
-    pool_put(b->server, &b->key, b, now_ms());
+    if (!pool_put(b->server, &b->key, b, now_ms(), needs_reset)) backend_close(b);
 }
 
 static void log_decision(client_t *c, const polarsplit_action *a) {
@@ -843,7 +842,8 @@ static void reader_ready(backend_t *b) {
     } else {
         b->owner = NULL;
         b->waiting = 0;
-        pool_put(b->server, &b->key, b, now_ms()); /* warm for the next session of this key */
+        /* Warm for the next session of this key. */
+        if (!pool_put(b->server, &b->key, b, now_ms(), false)) backend_close(b);
     }
 }
 
@@ -915,7 +915,8 @@ static void monitor_data(backend_t *b) {
             if (b->mon_has_value) {
                 s->warned = 0;
                 if (b->server == 0) {
-                    polarsplit_engine_writer_sample(g.engine, 0, b->mon_value, b->mon_sent_at);
+                    if (!g.no_writer_samples)
+                        polarsplit_engine_writer_sample(g.engine, 0, b->mon_value, b->mon_sent_at);
                 } else {
                     /* Replay only moves forward: the position read is at least the one at send time. */
                     polarsplit_engine_reader_sample(g.engine, b->server, b->mon_value, b->mon_sent_at);
@@ -1090,6 +1091,12 @@ static void print_stats(FILE *f) {
     fprintf(f, "proxy reader_handshake_failures %llu\n", (unsigned long long)g.reader_handshake_failures);
     fprintf(f, "proxy reader_no_credentials %llu\n", (unsigned long long)g.reader_nocreds);
     fprintf(f, "proxy readers_pooled_idle %zu\n", pool_size());
+    polarsplit_pool_stats ps;
+    if (pool_stats(&ps) == 0) {
+        fprintf(f, "proxy pool_checkouts_hit %llu\n", (unsigned long long)ps.hits);
+        fprintf(f, "proxy pool_checkouts_missed %llu\n", (unsigned long long)ps.misses);
+        fprintf(f, "proxy pool_resets_handed_out %llu\n", (unsigned long long)ps.reset_handouts);
+    }
     fprintf(f, "proxy cancels_sent %llu\n", (unsigned long long)g.cancels_sent);
     fprintf(f, "proxy monitor_errors %llu\n", (unsigned long long)g.monitor_errors);
     fprintf(f, "polarsplit-proxy stats end\n");
@@ -1140,6 +1147,9 @@ static void usage(FILE *f) {
             "  --pool-idle-ms N            close pooled readers idle this long (default 60000)\n"
             "  --stats-file PATH           also write the counters there on SIGUSR1 and at exit\n"
             "  --record DIR                write each session's inputs to DIR as a transcript for replay\n"
+            "  --no-writer-samples         do not feed the writer's LSN samples to the engine (with\n"
+            "                              --set lsn_probe=off: a session stays on the primary after\n"
+            "                              its first write, the classic pinning the demo compares with)\n"
             "  --verbose                   log every decision\n"
             "Signals: SIGUSR1 prints the counters; SIGTERM/SIGINT stop.\n");
 }
@@ -1291,6 +1301,8 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--reader-connect-timeout-ms") == 0) {
             NEED_VALUE;
             g.reader_connect_timeout_ms = (uint32_t)atoi(v);
+        } else if (strcmp(a, "--no-writer-samples") == 0) {
+            g.no_writer_samples = 1;
         } else if (strcmp(a, "--pool-idle-ms") == 0) {
             NEED_VALUE;
             g.pool_idle_ms = (uint32_t)atoi(v);
@@ -1340,7 +1352,7 @@ int main(int argc, char **argv) {
         creds_free();
         return 2;
     }
-    if (polarsplit_engine_new(config, &g.engine) != POLARSPLIT_OK) {
+    if (pool_init(config) != 0 || polarsplit_engine_new(config, &g.engine) != POLARSPLIT_OK) {
         fprintf(stderr, "polarsplit-proxy: engine_new failed\n");
         polarsplit_config_free(config);
         creds_free();
@@ -1523,6 +1535,7 @@ int main(int argc, char **argv) {
     close(g.listen_fd);
     close(g.sigpipe[0]);
     close(g.sigpipe[1]);
+    pool_shutdown();
     polarsplit_engine_free(g.engine);
     creds_free();
     for (int i = 0; i < g.nsettings; i++) free((void *)g.settings[i][0]);

@@ -1,14 +1,16 @@
 """The demo's workload and report (run by scripts/demo.sh with the venv's Python).
 
 Starts a primary + hot standby whose standby applies WAL late (recovery_min_apply_delay), then runs
-the same mixed workload through polarsplit-proxy twice: with every decision from libpolarsplit
-(--mode library), and with the naive splitter (--mode naive: every SELECT outside a transaction to
-the standby, no waits). Each worker thread plays a web application's requests, one connection per
+the same mixed workload through polarsplit-proxy three times: with every decision from
+libpolarsplit (--mode library), with the classic pinning (the library without its write-position
+learning: a session stays on the primary after its first write), and with the naive splitter
+(--mode naive: every SELECT outside a transaction to the standby, no waits). Each worker thread plays a web application's requests, one connection per
 request (simple protocol):
 
   read          three autocommit point reads of random accounts
-  write+read    UPDATE ... RETURNING balance, then read the same account back: the session must see
-                its own write (balances only grow, so a smaller value is a stale read)
+  write+read    UPDATE ... RETURNING balance, then read the same account back at once and again
+                after the apply delay: the session must see its own write (balances only grow, so a
+                smaller value is a stale read)
   transaction   BEGIN; two reads; an UPDATE; read it back (checked too); COMMIT
 
 Every statement reports the server that ran it (inet_server_port()), so "where did reads go" is
@@ -37,6 +39,8 @@ APPLY_DELAY_MS = int(os.environ.get("DEMO_APPLY_DELAY_MS", "200"))
 SECONDS = float(os.environ.get("DEMO_SECONDS", "20"))
 THREADS = int(os.environ.get("DEMO_THREADS", "6"))
 ACCOUNTS = 1000
+# How long after its write a write+read request reads again (longer than the apply delay).
+LATER_S = (APPLY_DELAY_MS + 100) / 1000
 
 
 class Tally:
@@ -46,6 +50,7 @@ class Tally:
         self.reads = 0
         self.reads_on_standby = 0
         self.checks = 0
+        self.post_write_on_standby = 0
         self.stale = 0
         self.errors = 0
         self.read_ms: list[float] = []
@@ -55,12 +60,20 @@ class Tally:
 
 def worker(proxy: Proxy, standby_port: int, stop_at: float, seed: int, t: Tally) -> None:
     rnd = random.Random(seed)
-    reads = standby = checks = stale = 0
+    reads = standby = checks = stale = post_standby = 0
     read_ms: list[float] = []
     write_ms: list[float] = []
     kinds = {"read": 0, "write+read": 0, "transaction": 0}
     errors = 0
     first_error = ""
+
+    def checked_read(c, account, written):
+        # A read of the account the session just wrote: it must see the write.
+        nonlocal checks, stale, post_standby
+        before = standby
+        checks += 1
+        stale += read(c, account) < written
+        post_standby += standby > before
 
     def read(c, account):
         nonlocal reads, standby
@@ -92,16 +105,18 @@ def worker(proxy: Proxy, standby_port: int, stop_at: float, seed: int, t: Tally)
                 elif kind == "write+read":
                     a = rnd.randint(1, ACCOUNTS)
                     v = write(c, a)
-                    checks += 1
-                    stale += read(c, a) < v
+                    checked_read(c, a, v)
+                    # Later in the same session: the standby has replayed the write by now, and
+                    # the library knows it (probe + monitor); pinning keeps the primary.
+                    time.sleep(LATER_S)
+                    checked_read(c, a, v)
                 else:
                     c.execute("BEGIN")
                     read(c, rnd.randint(1, ACCOUNTS))
                     read(c, rnd.randint(1, ACCOUNTS))
                     a = rnd.randint(1, ACCOUNTS)
                     v = write(c, a)
-                    checks += 1
-                    stale += read(c, a) < v
+                    checked_read(c, a, v)
                     c.execute("COMMIT")
             kinds[kind] += 1
         except psycopg.Error as e:
@@ -113,6 +128,7 @@ def worker(proxy: Proxy, standby_port: int, stop_at: float, seed: int, t: Tally)
         t.reads += reads
         t.reads_on_standby += standby
         t.checks += checks
+        t.post_write_on_standby += post_standby
         t.stale += stale
         t.errors += errors
         t.read_ms += read_ms
@@ -127,12 +143,23 @@ def pct(values: list[float], p: float) -> float:
     return v[min(len(v) - 1, int(p / 100 * len(v)))]
 
 
-def run_mode(pair: PgPair, mode: str, workdir: Path) -> tuple[Tally, dict, float]:
-    proxy = Proxy(PROXY, pair, mode=mode, workdir=workdir)
+# The modes compared: the library, the classic "stick to the primary after a write" pinning (the
+# same library with its write-position learning turned off: no probe, no writer samples), and the
+# naive splitter.
+MODES = {
+    "library": ("library", {}, []),
+    "pinning": ("library", {"lsn_probe": "off"}, ["--no-writer-samples"]),
+    "naive": ("naive", {}, []),
+}
+
+
+def run_mode(pair: PgPair, name: str, workdir: Path) -> tuple[Tally, dict, float]:
+    mode, settings, extra = MODES[name]
+    proxy = Proxy(PROXY, pair, mode=mode, workdir=workdir, settings=settings, extra=extra)
     proxy.args.remove("--verbose")
     proxy.start()
     try:
-        print(f"  {mode:8s}: {' '.join(proxy.args[1:])}", flush=True)
+        print(f"  {name:8s}: {' '.join(proxy.args[1:])}", flush=True)
         t = Tally()
         start = time.time()
         stop_at = start + SECONDS
@@ -149,40 +176,45 @@ def run_mode(pair: PgPair, mode: str, workdir: Path) -> tuple[Tally, dict, float
     finally:
         code = proxy.stop()
     if code != 0:
-        raise RuntimeError(f"proxy ({mode}) exited with {code}: {proxy.log_text()[-2000:]}")
+        raise RuntimeError(f"proxy ({name}) exited with {code}: {proxy.log_text()[-2000:]}")
     return t, stats, elapsed
 
 
 def report(results: dict) -> None:
     lib_t, lib_stats, lib_s = results["library"]
+    pin_t, pin_stats, pin_s = results["pinning"]
     nv_t, nv_stats, nv_s = results["naive"]
+    cols = [(lib_t, lib_s), (pin_t, pin_s), (nv_t, nv_s)]
     w = 30
 
-    def row(name, a, b):
-        print(f"  {name:<{w}} {a:>24} {b:>24}")
+    def row(name, *vals):
+        print(f"  {name:<{w}}" + "".join(f" {v:>22}" for v in vals))
 
     print()
-    print("=" * 82)
+    print("=" * 100)
     print(f"  polarsplit demo: stock PostgreSQL 15 primary + hot standby, standby applies WAL "
           f"{APPLY_DELAY_MS} ms late")
     print(f"  {THREADS} client threads, {SECONDS:.0f} s per mode, one connection per request, simple protocol")
-    print("=" * 82)
-    row("", "library (polarsplit)", "naive (SELECT->standby)")
+    print("=" * 100)
+    row("", "library (polarsplit)", "primary after writes", "naive (SELECT->standby)")
     row("requests (read/w+r/txn)",
-        "/".join(str(lib_t.requests[k]) for k in ("read", "write+read", "transaction")),
-        "/".join(str(nv_t.requests[k]) for k in ("read", "write+read", "transaction")))
-    row("requests per second", f"{sum(lib_t.requests.values()) / lib_s:.0f}", f"{sum(nv_t.requests.values()) / nv_s:.0f}")
-    row("reads", lib_t.reads, nv_t.reads)
+        *("/".join(str(t.requests[k]) for k in ("read", "write+read", "transaction")) for t, _ in cols))
+    row("requests per second", *(f"{sum(t.requests.values()) / s:.0f}" for t, s in cols))
+    row("reads", *(t.reads for t, _ in cols))
 
     def share(t):
         return f"{t.reads_on_standby} ({100 * t.reads_on_standby / max(1, t.reads):.1f}%)"
 
-    row("reads served by the standby", share(lib_t), share(nv_t))
-    row("read-your-writes checks", lib_t.checks, nv_t.checks)
-    row("STALE READS OBSERVED", lib_t.stale, nv_t.stale)
-    row("errors", lib_t.errors, nv_t.errors)
+    def post_write(t):
+        return f"{t.post_write_on_standby}/{t.checks} ({100 * t.post_write_on_standby / max(1, t.checks):.1f}%)"
+
+    row("reads served by the standby", *(share(t) for t, _ in cols))
+    row("post-write reads on standby", *(post_write(t) for t, _ in cols))
+    row("read-your-writes checks", *(t.checks for t, _ in cols))
+    row("STALE READS OBSERVED", *(t.stale for t, _ in cols))
+    row("errors", *(t.errors for t, _ in cols))
     for name, attr in (("read latency ms p50/p95/p99", "read_ms"), ("write latency ms p50/p95/p99", "write_ms")):
-        row(name, *("/".join(f"{pct(getattr(t, attr), p):.2f}" for p in (50, 95, 99)) for t in (lib_t, nv_t)))
+        row(name, *("/".join(f"{pct(getattr(t, attr), p):.2f}" for p in (50, 95, 99)) for t, _ in cols))
     print()
     print("  The library's decisions (polarsplit-proxy counters, library mode):")
     outcomes = lib_stats["outcome"]
@@ -203,10 +235,10 @@ def report(results: dict) -> None:
     print("  probes the primary's position, and the session reads from the primary (MISSING_LSN_PRIMARY,")
     print("  READ_NO_BOUNDED_WAIT) until a standby is known to have replayed it (READ_CAUGHT_UP). Nothing")
     print("  here pretends stock PostgreSQL supports the PolarDB wait.")
-    if lib_t.first_error or nv_t.first_error:
-        print(f"  first error (library): {lib_t.first_error or '-'}")
-        print(f"  first error (naive):   {nv_t.first_error or '-'}")
-    print("=" * 82)
+    for name, (t, _) in zip(("library", "pinning", "naive"), cols):
+        if t.first_error:
+            print(f"  first error ({name}): {t.first_error}")
+    print("=" * 100)
 
 
 def main() -> int:
@@ -230,7 +262,7 @@ def main() -> int:
         pair.wait_replayed()
         workdir = pair.base / "proxy"
         print("running the workload through polarsplit-proxy:", flush=True)
-        for mode in ("library", "naive"):
+        for mode in MODES:
             results[mode] = run_mode(pair, mode, workdir)
             t = results[mode][0]
             print(f"    {mode}: {sum(t.requests.values())} requests, {t.stale} stale reads", flush=True)
@@ -238,8 +270,8 @@ def main() -> int:
         pair.stop()
     report(results)
     print(f"  demo finished in {time.time() - t0:.0f} s; servers and proxies stopped.")
-    lib = results["library"][0]
-    return 0 if lib.stale == 0 and lib.errors == 0 else 1
+    lib, pin = results["library"][0], results["pinning"][0]
+    return 0 if lib.stale == 0 and lib.errors == 0 and pin.stale == 0 else 1
 
 
 if __name__ == "__main__":
