@@ -34,6 +34,9 @@ cargo build --release
 step "cargo test (Rust and C tests)"
 cargo test --workspace
 
+step "simulator coverage (outcomes and reasons over the random scenarios)"
+cat target/sim-coverage.txt
+
 bash scripts/test-e2e.sh  # the C examples, the proxy and the Python harness against real PostgreSQL
 
 step "all tests passed"
