@@ -36,7 +36,7 @@
 #define POLARSPLIT_VERSION_MINOR 1
 #define POLARSPLIT_VERSION_PATCH 0
 /* Compare with polarsplit_abi_version() at start-up and refuse a mismatch. */
-#define POLARSPLIT_ABI_VERSION 1
+#define POLARSPLIT_ABI_VERSION 2
 
 
 // Server dialects (SPEC W-7) for `polarsplit_engine_set_dialect`.

@@ -34,6 +34,10 @@ cargo build --release
 step "cargo test (Rust and C tests)"
 cargo test --workspace
 
+step "simulator coverage (outcomes and reasons over the random scenarios)"
+cat target/sim-coverage.txt
+
+bash scripts/test-e2e.sh  # the C examples, the proxy and the Python harness against real PostgreSQL
 bash scripts/test-sanitizers.sh # C tests under ASan/UBSan and valgrind (issue 10)
 bash scripts/test-fuzz.sh       # fuzz smoke: every target ~10 s from its seeds (issue 10)
 

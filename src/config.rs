@@ -368,6 +368,7 @@ impl ConfigBuilder {
                     return Err(ConfigError::new(name, "must be at least 1024"));
                 }
             }
+            "lsn_probe" => c.lsn_probe = parse_bool(name, value)?,
             "writer_hostgroup" => {
                 c.writer_hostgroup = parse_num(name, value, u64::from(u32::MAX - 1))?
             }
@@ -476,6 +477,8 @@ mod tests {
         assert!(e.message.contains("eventual"), "{e}");
         let e = b.set("wait_timeout_ms", "-1").unwrap_err();
         assert_eq!(e.setting, "wait_timeout_ms");
+        b.set("lsn_probe", "off").unwrap();
+        assert!(!b.clone().build().unwrap().lsn_probe);
         let e = b.set("nonsense", "1").unwrap_err();
         assert_eq!(e.setting, "nonsense");
         let e = b.set("write_functions", "bad name").unwrap_err();

@@ -323,3 +323,61 @@ fn f2_policies_error_and_disconnect() {
     assert!(acts.contains(&A::CloseClient));
     assert!(h.session.is_closed());
 }
+
+#[test]
+fn f3_error_after_the_row_description_is_still_retried() {
+    // PostgreSQL sends RowDescription before executing a SELECT: a writing function the standby
+    // refuses fails after it. The RowDescription is held, so the retry is allowed.
+    let mut h = after_write(config(|_| {}));
+    h.client(&query("SELECT f_that_writes()"));
+    h.attach(R1);
+    h.take_sent(WRITER);
+    let mut b = sets(3);
+    b.extend(row_description(1));
+    b.extend(error(
+        "ERROR",
+        "25006",
+        "cannot execute UPDATE in a read-only transaction",
+        None,
+        None,
+    ));
+    b.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(R1, &b);
+    assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+    assert_eq!(h.take_sent(WRITER), query("SELECT f_that_writes()"));
+    assert!(
+        h.take_client().is_empty(),
+        "nothing of the reader's attempt reached the client"
+    );
+    let mut w = select_result(&["done"]);
+    w.extend(rfq(b'I', Some(0x5100), None));
+    h.backend(WRITER, &w);
+    assert_eq!(tags(&h.take_client()), "TDCZ");
+}
+
+#[test]
+fn p8_held_messages_of_a_retried_attempt_never_surface_later() {
+    let mut h = after_write(config(|_| {}));
+    h.client(&query(SQL));
+    h.attach(R1);
+    let mut b = sets(3);
+    b.extend(notice("NOTICE", "from the failed attempt", None));
+    b.extend(row_description(1));
+    b.extend(error("ERROR", "XX001", "injected", None, None));
+    b.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(R1, &b);
+    h.writer_answers("SELECT 0", b'I', Some(0x5000), None);
+    // A later reader statement: its result begins, and only its own messages reach the client.
+    h.client(&query("SELECT 1"));
+    h.attach(R2);
+    let hidden = sent_queries(&h.take_sent(R2))[0]
+        .matches("SET polar")
+        .count();
+    let mut b = sets(hidden);
+    b.extend(select_result(&["1"]));
+    b.extend(rfq(b'I', Some(0x5100), None));
+    h.backend(R2, &b);
+    let got = h.take_client();
+    assert!(!String::from_utf8_lossy(&got).contains("from the failed attempt"));
+    assert_eq!(tags(&got), "CZTDCZ");
+}

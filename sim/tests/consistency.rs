@@ -43,14 +43,21 @@ fn explore(n: u64) -> (BTreeMap<Outcome, u64>, BTreeMap<Reason, u64>) {
             ));
         }
     }
-    println!(
-        "{n} scenarios, {ops} client operations in {:.1} s",
+    let mut report = format!(
+        "{n} scenarios, {ops} client operations in {:.1} s\noutcomes:\n",
         start.elapsed().as_secs_f64()
     );
-    println!("outcomes: {outcomes:?}");
-    for (r, c) in &reasons {
-        println!("  {:<28} {c}", r.name());
+    for (o, c) in &outcomes {
+        report.push_str(&format!("  {:<28} {c}\n", o.name()));
     }
+    report.push_str("reasons:\n");
+    for (r, c) in &reasons {
+        report.push_str(&format!("  {:<28} {c}\n", r.name()));
+    }
+    print!("{report}");
+    // The test command prints this file after the tests (captured output is hidden).
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sim-coverage.txt");
+    let _ = std::fs::write(path, &report);
     assert!(
         failures.is_empty(),
         "{} failing scenarios (replay with SIM_SEED):\n{}",

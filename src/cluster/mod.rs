@@ -86,6 +86,8 @@ pub struct Engine {
     classifier: RwLock<Arc<Classifier>>,
     config_generation: AtomicU64,
     profile_generation: AtomicU64,
+    /// The configured dialect, readable without the config lock (hot path).
+    default_dialect: AtomicU8,
     hostgroups: RwLock<BTreeMap<Hostgroup, Arc<WriterGroup>>>,
     readers: Readers,
     /// Readers that refused the wait statements (F-1): they get no more waits.
@@ -107,11 +109,13 @@ impl Engine {
             config.write_functions.clone(),
             config.classify_cache_capacity,
         );
+        let default_dialect = AtomicU8::new(dialect_code(config.server_dialect));
         Arc::new(Engine {
             classifier: RwLock::new(Arc::new(classifier)),
             config: RwLock::new(Arc::new(config)),
             config_generation: AtomicU64::new(1),
             profile_generation: AtomicU64::new(1),
+            default_dialect,
             hostgroups: RwLock::new(hostgroups),
             readers: Readers::new(),
             no_wait: RwLock::new(BTreeSet::new()),
@@ -153,6 +157,8 @@ impl Engine {
                 new.classify_cache_capacity,
             ));
         }
+        self.default_dialect
+            .store(dialect_code(new.server_dialect), Ordering::Release);
         *cur = Arc::new(new);
         if profile_changed {
             self.profile_generation.fetch_add(1, Ordering::AcqRel);
@@ -195,8 +201,11 @@ impl Engine {
 
     /// The state of a writer hostgroup (an unknown one has no readers).
     pub fn writer_view(&self, writer_hostgroup: Hostgroup) -> WriterView {
-        let default_dialect = self.config.read().server_dialect;
-        match self.group(writer_hostgroup) {
+        let default_dialect = dialect_from(self.default_dialect.load(Ordering::Acquire))
+            .unwrap_or(ServerDialect::Awide);
+        // Read under the shared lock, no Arc clone: this runs for every statement.
+        let groups = self.hostgroups.read();
+        match groups.get(&writer_hostgroup) {
             Some(g) => WriterView {
                 generation: g.generation.load(Ordering::Acquire),
                 writer_lsn: Lsn(g.writer_lsn.load(Ordering::Acquire)),

@@ -48,7 +48,8 @@ pub struct Framer {
     state: State,
     buf: Vec<u8>,
     clear_buf: bool,
-    failed: Option<ProtocolError>,
+    /// Boxed: a failed framer is rare, and it keeps the framer small (one per connection).
+    failed: Option<Box<ProtocolError>>,
 }
 
 impl Framer {
@@ -104,7 +105,7 @@ impl Framer {
         mode: impl FnOnce(u8, usize) -> BodyMode,
     ) -> Result<(Step<'a>, usize), ProtocolError> {
         if let Some(e) = &self.failed {
-            return Err(e.clone());
+            return Err((**e).clone());
         }
         if self.clear_buf {
             self.buf.clear();
@@ -171,7 +172,7 @@ impl Framer {
         let body_len = match result {
             Ok(b) => b,
             Err(e) => {
-                self.failed = Some(e.clone());
+                self.failed = Some(Box::new(e.clone()));
                 return Err(e);
             }
         };
@@ -194,7 +195,7 @@ impl Framer {
                         len: body_len,
                         limit: self.limits.max_inspected_len,
                     };
-                    self.failed = Some(e.clone());
+                    self.failed = Some(Box::new(e.clone()));
                     return Err(e);
                 }
                 let rest = &input[take..];

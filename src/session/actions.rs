@@ -66,54 +66,20 @@ pub enum Action<'a> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Rec {
-    ClientEncryptionRequest {
-        gss: bool,
-    },
-    CancelRequest {
-        pid: i32,
-        secret: Range<usize>,
-    },
-    ConnectWriter {
-        startup: Range<usize>,
-    },
+    ClientEncryptionRequest { gss: bool },
+    CancelRequest { pid: i32, secret: Range<usize> },
+    ConnectWriter { startup: Range<usize> },
     Decision(Decision),
-    AcquireReader {
-        server: ServerId,
-        key: ReaderKey,
-        startup: Range<usize>,
-    },
-    ForwardClient {
-        conn: ConnId,
-        n: usize,
-    },
-    DiscardClient {
-        n: usize,
-    },
-    SendBackend {
-        conn: ConnId,
-        bytes: Range<usize>,
-    },
-    ForwardBackend {
-        conn: ConnId,
-        n: usize,
-    },
-    DiscardBackend {
-        conn: ConnId,
-        n: usize,
-    },
-    SendClient {
-        bytes: Range<usize>,
-    },
-    ReleaseReader {
-        conn: ConnId,
-        needs_reset: bool,
-    },
-    PinWriter {
-        pinned: bool,
-    },
-    CloseBackend {
-        conn: ConnId,
-    },
+    AcquireReader { server: ServerId, key: ReaderKey },
+    ForwardClient { conn: ConnId, n: usize },
+    DiscardClient { n: usize },
+    SendBackend { conn: ConnId, bytes: Range<usize> },
+    ForwardBackend { conn: ConnId, n: usize },
+    DiscardBackend { conn: ConnId, n: usize },
+    SendClient { bytes: Range<usize> },
+    ReleaseReader { conn: ConnId, needs_reset: bool },
+    PinWriter { pinned: bool },
+    CloseBackend { conn: ConnId },
     CloseClient,
 }
 
@@ -164,18 +130,9 @@ impl ActionQueue {
         self.recs.push_back(Rec::Decision(d));
     }
 
-    pub fn acquire_reader_with(
-        &mut self,
-        server: ServerId,
-        key: ReaderKey,
-        f: impl FnOnce(&mut Vec<u8>),
-    ) {
-        let startup = self.stash_with(f);
-        self.recs.push_back(Rec::AcquireReader {
-            server,
-            key,
-            startup,
-        });
+    /// The startup bytes are the session's own (`Session::poll_action` fills them in): no copy.
+    pub fn acquire_reader(&mut self, server: ServerId, key: ReaderKey) {
+        self.recs.push_back(Rec::AcquireReader { server, key });
     }
 
     pub fn forward_client(&mut self, conn: ConnId, n: usize) {
@@ -309,14 +266,10 @@ impl ActionQueue {
                 startup: &a[startup],
             },
             Rec::Decision(d) => Action::Decision(d),
-            Rec::AcquireReader {
+            Rec::AcquireReader { server, key } => Action::AcquireReader {
                 server,
                 key,
-                startup,
-            } => Action::AcquireReader {
-                server,
-                key,
-                startup: &a[startup],
+                startup: &[],
             },
             Rec::ForwardClient { conn, n } => Action::ForwardClient { conn, n },
             Rec::DiscardClient { n } => Action::DiscardClient { n },

@@ -82,7 +82,14 @@ impl Session {
         bytes: &[u8],
     ) -> Result<(), SessionError> {
         let limits = self.config.limits;
+        let Some(i0) = self.backend_index(conn) else {
+            return Err(self.fail(SessionError::UnknownConnection(conn)));
+        };
+        // The framer is taken out for the whole input (a message body may borrow it) and put
+        // back at the end if the connection is still in use.
+        let mut framer = std::mem::replace(&mut self.backend_mut(i0).framer, Framer::new(limits));
         let mut pos = 0;
+        let mut result = Ok(());
         while pos < bytes.len() {
             let Some(i) = self.backend_index(conn) else {
                 // The connection was dropped while processing (it broke): nothing more from it
@@ -97,10 +104,13 @@ impl Session {
                     .expect
                     .front()
                     .is_some_and(|e| e.kind == ExpectKind::Probe);
-            let mut framer =
-                std::mem::replace(&mut self.backend_mut(i).framer, Framer::new(limits));
             let step = framer.step(&bytes[pos..], |t, len| {
                 if probe_rows && t == tag::DATA_ROW && len <= 1024 {
+                    BodyMode::Inspect
+                } else if i > 0 && t == tag::ROW_DESCRIPTION && len + 5 <= MAX_HELD {
+                    // A reader's RowDescription is held until the first row or the command's
+                    // end: PostgreSQL sends it before executing, so holding it keeps errors
+                    // raised during execution retryable (F-3).
                     BodyMode::Inspect
                 } else {
                     backend_body_mode(t, len, &limits)
@@ -109,8 +119,8 @@ impl Session {
             let (step, n) = match step {
                 Ok(s) => s,
                 Err(e) => {
-                    self.backend_mut(i).framer = framer;
-                    return self.backend_protocol_error(conn, &e.to_string());
+                    result = self.backend_protocol_error(conn, &e.to_string());
+                    break;
                 }
             };
             pos += n;
@@ -126,10 +136,10 @@ impl Session {
                     Ok(())
                 }
             };
-            if let Some(i) = self.backend_index(conn) {
-                self.backend_mut(i).framer = framer;
+            if let Err(e) = r {
+                result = Err(e);
+                break;
             }
-            r?;
             if self.phase == Phase::Closed {
                 if pos < bytes.len() {
                     self.out.discard_backend(conn, bytes.len() - pos);
@@ -137,7 +147,10 @@ impl Session {
                 break;
             }
         }
-        Ok(())
+        if let Some(i) = self.backend_index(conn) {
+            self.backend_mut(i).framer = framer;
+        }
+        result
     }
 
     /// A backend broke the protocol: a writer ends the session, a reader is treated as lost.
@@ -192,7 +205,8 @@ impl Session {
                         server: None,
                         ext,
                         framer: Framer::new(self.config.limits),
-                        expect: VecDeque::new(),
+                        // A statement, and at most a probe or an abort behind it.
+                        expect: VecDeque::with_capacity(2),
                         streaming: None,
                         held_fwd: 0,
                         partial_out: false,
@@ -417,7 +431,7 @@ impl Session {
                         self.pump(None);
                     }
                     BackendMessage::BackendKeyData { pid, secret } => {
-                        self.backend_key = Some((pid, secret.to_vec()));
+                        self.backend_key = Some((pid, secret.into()));
                         self.apply_disp(conn, t, body, Disp::Forward);
                     }
                     BackendMessage::ErrorResponse(f) if f.is_fatal() => {
@@ -935,6 +949,17 @@ impl Session {
                     } else {
                         Disp::Forward
                     }
+                };
+                self.apply_disp(conn, t, body, d);
+            }
+            BackendMessage::RowDescription { .. } => {
+                let e = &self.backend(i).expect[0];
+                let d = if e.discard || e.hidden_cc > 0 || e.hidden_rfq > 0 {
+                    Disp::Discard
+                } else if e.hold && !e.result_started {
+                    Disp::Hold
+                } else {
+                    Disp::Forward
                 };
                 self.apply_disp(conn, t, body, d);
             }

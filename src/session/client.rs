@@ -135,7 +135,8 @@ impl Session {
                 minor,
                 params,
             } => {
-                let s = Startup::from_params(major, minor, &params, &self.config, &self.info);
+                let info = self.info.take().unwrap_or_default();
+                let s = Startup::from_params(major, minor, &params, &self.config, &info);
                 self.session_isolation = s.default_isolation;
                 self.out
                     .connect_writer_with(|o| s.encode_for(Role::Writer, o));

@@ -305,7 +305,8 @@ pub struct Session {
     config: Arc<Config>,
     classifier: Arc<crate::classify::Classifier>,
     config_generation: u64,
-    info: ClientInfo,
+    /// Until the startup packet: then its addresses live on in the startup's identity.
+    info: Option<Box<ClientInfo>>,
     writer_hostgroup: Hostgroup,
     now: u64,
     phase: Phase,
@@ -330,7 +331,7 @@ pub struct Session {
     /// Released reader backends, kept for their buffers.
     spare_backends: Vec<Backend>,
     session_isolation: Option<Isolation>,
-    backend_key: Option<(i32, Vec<u8>)>,
+    backend_key: Option<(i32, Box<[u8]>)>,
     /// The client's user cannot log in on the readers: never ask again.
     readers_forbidden: bool,
     pin: Option<Pin>,
@@ -341,7 +342,8 @@ pub struct Session {
     /// The LSN the in-flight probe answered with.
     probe_lsn: Option<Lsn>,
     orig: Vec<u8>,
-    stmt: Vec<u8>,
+    /// The server dialect as of the last collect (P-2).
+    dialect: ServerDialect,
     out: ActionQueue,
     last_error: String,
     salt: u64,
@@ -374,11 +376,12 @@ impl Session {
             config,
             config_generation,
             writer_hostgroup,
-            info,
+            info: Some(Box::new(info)),
             now: 0,
             phase: Phase::AwaitStartup,
             client_framer: Framer::new_startup(limits),
-            queue: VecDeque::new(),
+            // Almost always one message at a time: room for one, grown only by pipelining.
+            queue: VecDeque::with_capacity(1),
             queue_copied: 0,
             client_streaming: None,
             startup: None,
@@ -406,7 +409,7 @@ impl Session {
             write_ack_ms: None,
             probe_lsn: None,
             orig: Vec::new(),
-            stmt: Vec::new(),
+            dialect: ServerDialect::Awide,
             out: ActionQueue::default(),
             last_error: String::new(),
             // Deterministic: the configured seed, mixed per statement.
@@ -421,7 +424,18 @@ impl Session {
 
     /// The next action, or `None` when everything is drained.
     pub fn poll_action(&mut self) -> Option<Action<'_>> {
-        self.out.poll()
+        match self.out.poll()? {
+            // The reader StartupMessage is the session's cached one (valid until its next input).
+            Action::AcquireReader { server, key, .. } => Some(Action::AcquireReader {
+                server,
+                key,
+                startup: self
+                    .reader_startup
+                    .as_ref()
+                    .map_or(&[][..], |(_, _, b)| b.as_slice()),
+            }),
+            a => Some(a),
+        }
     }
 
     /// Whether actions are waiting to be polled.
@@ -441,7 +455,7 @@ impl Session {
 
     /// The writer's BackendKeyData as forwarded to the client (to match CancelRequests).
     pub fn backend_key(&self) -> Option<(i32, &[u8])> {
-        self.backend_key.as_ref().map(|(p, s)| (*p, s.as_slice()))
+        self.backend_key.as_ref().map(|(p, s)| (*p, &s[..]))
     }
 
     /// The client's startup, once received.
@@ -505,5 +519,19 @@ impl Session {
     fn fail(&mut self, e: SessionError) -> SessionError {
         self.last_error = e.to_string();
         e
+    }
+}
+
+impl Drop for Session {
+    /// A session freed with a reader statement in flight gives back that reader's load count
+    /// (R-2 balances on it).
+    fn drop(&mut self) {
+        for r in &self.readers {
+            if !r.expect.is_empty() {
+                if let Some(s) = r.server {
+                    self.engine.readers().end_use(s);
+                }
+            }
+        }
     }
 }

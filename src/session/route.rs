@@ -20,6 +20,7 @@ impl Session {
     pub(super) fn collect(&mut self) -> WriterView {
         self.refresh_config();
         let view = self.engine.writer_view(self.writer_hostgroup);
+        self.dialect = view.dialect;
         if view.generation != self.lsn.generation {
             if self.lsn.adopt_generation(view.generation) {
                 self.engine.stats().inc(Counter::GenerationResets);
@@ -580,9 +581,8 @@ impl Session {
             s.encode_for(Role::Reader, &mut bytes);
             self.reader_startup = Some((stamp, key, bytes));
         }
-        let (_, key, bytes) = self.reader_startup.as_ref().expect("just set");
-        self.out
-            .acquire_reader_with(server, *key, |o| o.extend_from_slice(bytes));
+        let (_, key, _) = self.reader_startup.as_ref().expect("just set");
+        self.out.acquire_reader(server, *key);
     }
 
     /// The host attached a reader connection for the current statement.
@@ -706,7 +706,7 @@ impl Session {
         };
         let d = cur.decision;
         let kind = cur.kind;
-        let dialect = self.engine.writer_view(self.writer_hostgroup).dialect;
+        let dialect = self.dialect;
         let split = d.outcome == Outcome::ReplicaTxnSplit;
         let wait_statement = d.wait && dialect == ServerDialect::Stock;
         let wait = d.wait.then(|| Wait {
@@ -723,29 +723,11 @@ impl Session {
             lsn: d.target.0,
             wait_for_statement: wait_statement,
         });
-        let xids = std::mem::take(&mut self.txn.xids);
-        let import = d.import.then_some(xids.as_str());
         let backend_dirty = self
             .backend_index(conn)
             .is_some_and(|i| self.backend(i).dirty);
-        let hidden = Hidden {
-            reset: (needs_reset || backend_dirty) && import.is_none(),
-            settings: (fresh && !self.settings.is_empty()).then_some(&self.settings),
-            import,
-            wait,
-        };
-        self.stmt.clear();
-        let count = match kind {
-            UnitKind::Query => wrapper::build_query(&mut self.stmt, &hidden, &self.orig),
-            _ => {
-                let n = wrapper::build_hidden_query(&mut self.stmt, &hidden);
-                self.stmt.extend_from_slice(&self.orig);
-                n
-            }
-        };
-        let reset = hidden.reset;
-        let hidden_settings = hidden.settings.is_some();
-        self.txn.xids = xids;
+        let reset = (needs_reset || backend_dirty) && !d.import;
+        let hidden_settings = fresh && !self.settings.is_empty();
         if reset {
             self.engine.stats().inc(Counter::XidResets);
         }
@@ -767,7 +749,26 @@ impl Session {
                 );
             });
         }
-        self.out.send_backend(conn, &self.stmt);
+        // Built straight into the action's bytes: the client's statement is copied once (into
+        // `orig`, kept for a retry) and once here.
+        let hidden = Hidden {
+            reset,
+            settings: hidden_settings.then_some(&self.settings),
+            import: d.import.then_some(self.txn.xids.as_str()),
+            wait,
+        };
+        let orig = &self.orig;
+        let mut count = 0;
+        self.out.send_backend_with(conn, |o| {
+            count = match kind {
+                UnitKind::Query => wrapper::build_query(o, &hidden, orig),
+                _ => {
+                    let n = wrapper::build_hidden_query(o, &hidden);
+                    o.extend_from_slice(orig);
+                    n
+                }
+            };
+        });
         let import_persists = d.import && dialect == ServerDialect::Awide;
         if let Some(i) = self.backend_index(conn) {
             let b = self.backend_mut(i);
@@ -945,6 +946,11 @@ impl Session {
             FailureClass::WaitTimeout => Counter::RetriesWaitTimeout,
             _ => Counter::RetriesReusableError,
         };
+        if matches!(rec, Recovery::RetryReader | Recovery::RetryWriter) {
+            // The failed attempt's held messages (notices, parse/bind completions, its
+            // RowDescription) never reach the client: the retry answers in full (P-8).
+            self.held.clear();
+        }
         match rec {
             Recovery::RetryReader => {
                 stats.inc(retry_counter);

@@ -431,7 +431,7 @@ impl Host {
     fn send_op(&mut self, i: usize, op: Op) {
         let now = self.cluster.now();
         let view = self.engine.writer_view(0);
-        let bytes = client::query(&op.sql);
+        let bytes = op.bytes();
         self.clients[i].current = Some(InFlight {
             op,
             msgs: Vec::new(),

@@ -35,11 +35,30 @@ pub enum OpKind {
     Scan,
 }
 
-/// One operation: one Query message.
+/// One operation: one Query message, or one extended-protocol batch (Parse, Bind, Describe,
+/// Execute, Sync of an unnamed statement) when `extended`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Op {
     pub kind: OpKind,
     pub sql: String,
+    pub extended: bool,
+}
+
+impl Op {
+    /// The client's bytes for this operation.
+    pub fn bytes(&self) -> Vec<u8> {
+        use crate::client;
+        if self.extended {
+            let mut b = client::parse("", &self.sql);
+            b.extend(client::bind("", ""));
+            b.extend(client::describe(true, ""));
+            b.extend(client::execute(""));
+            b.extend(client::sync());
+            b
+        } else {
+            client::query(&self.sql)
+        }
+    }
 }
 
 /// Generates a client's operations, keeping its transaction structure valid.
@@ -86,6 +105,7 @@ impl Workload {
         Op {
             kind: OpKind::Read { k, locking },
             sql,
+            extended: false,
         }
     }
 
@@ -95,6 +115,7 @@ impl Workload {
         Op {
             kind: OpKind::Write { k, v },
             sql: format!("UPDATE kv SET v = {v} WHERE k = {k}"),
+            extended: false,
         }
     }
 
@@ -113,11 +134,13 @@ impl Workload {
                     Op {
                         kind: OpKind::Commit,
                         sql: "COMMIT".into(),
+                        extended: false,
                     }
                 } else {
                     Op {
                         kind: OpKind::Rollback,
                         sql: "ROLLBACK".into(),
+                        extended: false,
                     }
                 });
             }
@@ -130,15 +153,17 @@ impl Workload {
                 85..=89 => Op {
                     kind: OpKind::Set,
                     sql: "SET LOCAL application_name = 'in_txn'".into(),
+                    extended: false,
                 },
                 _ => {
-                    let Op { kind, sql } = self.write();
+                    let Op { kind, sql, .. } = self.write();
                     let OpKind::Write { k, v } = kind else {
                         unreachable!()
                     };
                     Op {
                         kind: OpKind::WriteThenRead { k, v },
                         sql: format!("{sql}; SELECT v FROM kv WHERE k = {k}"),
+                        extended: false,
                     }
                 }
             });
@@ -149,25 +174,34 @@ impl Workload {
         self.left -= 1;
         let r = self.rng.range(0, 99);
         Some(match r {
-            0..=39 => self.read(false),
+            0..=7 => {
+                // The extended protocol, as psycopg sends a query: a self-contained batch.
+                let mut op = self.read(false);
+                op.extended = true;
+                op
+            }
+            8..=39 => self.read(false),
             40..=64 => self.write(),
             65..=69 => {
-                let Op { kind, sql } = self.write();
+                let Op { kind, sql, .. } = self.write();
                 let OpKind::Write { k, v } = kind else {
                     unreachable!()
                 };
                 Op {
                     kind: OpKind::WriteThenRead { k, v },
                     sql: format!("{sql}; SELECT v FROM kv WHERE k = {k}"),
+                    extended: false,
                 }
             }
             70..=73 => Op {
                 kind: OpKind::Scan,
                 sql: "SELECT k, v FROM kv ORDER BY k".into(),
+                extended: false,
             },
             74..=75 => Op {
                 kind: OpKind::Set,
                 sql: format!("SET application_name = 'client{}'", self.client),
+                extended: false,
             },
             76..=77 => self.read(true),
             _ => {
@@ -185,6 +219,7 @@ impl Workload {
                     } else {
                         "START TRANSACTION ISOLATION LEVEL READ COMMITTED".into()
                     },
+                    extended: false,
                 }
             }
         })

@@ -1,0 +1,375 @@
+/* replay: the smallest host of libpolarsplit — the five-minute introduction for integrators.
+ *
+ * It replays a byte transcript (the client's bytes, each backend connection's bytes, and the
+ * host's events, in the order they happened) through one session and prints every action the
+ * library asks for. A real host does the same, with sockets where this one has buffers:
+ *
+ *   1. feed one input (recv_client / recv_backend / on_backend_event);
+ *   2. poll actions until POLARSPLIT_DONE and apply them in order (the drain rule);
+ *   3. keep every byte it fed until an action covers it: FORWARD_* moves the next n bytes on,
+ *      DISCARD_* drops them — so at the end, forwarded + discarded = fed on every stream.
+ *
+ * Transcript format (c-examples/transcripts/, or recorded by `polarsplit-proxy --record DIR`):
+ *   # comment
+ *   set NAME VALUE                     a configuration setting (before any input)
+ *   reader SERVER HOSTGROUP            a reader server
+ *   info CLIENT_HOST CLIENT_PORT PROXY_HOST PROXY_PORT
+ *   client HEX                         bytes the client sent
+ *   backend CONN HEX                   bytes backend connection CONN sent
+ *   event NAME CONN SERVER FLAGS       writer_connected | writer_connect_failed | reader_attached |
+ *                                      reader_unavailable | connection_lost
+ *   sample SERVER LSN                  a monitor sample of a reader's replay LSN
+ *
+ * Usage: replay FILE     (exit status 0 when every action could be applied and streams balance) */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "polarsplit.h"
+
+typedef struct {
+    uint64_t conn;
+    unsigned char *p;
+    size_t len, cap;
+    unsigned long long fed, forwarded, discarded;
+} stream_t;
+
+static stream_t streams[32]; /* [0] is the client */
+static size_t nstreams = 1;
+static int failed;
+
+static stream_t *stream_of(uint64_t conn) {
+    for (size_t i = 1; i < nstreams; i++)
+        if (streams[i].conn == conn) return &streams[i];
+    if (nstreams == sizeof streams / sizeof streams[0]) {
+        fprintf(stderr, "too many connections\n");
+        exit(2);
+    }
+    streams[nstreams].conn = conn;
+    return &streams[nstreams++];
+}
+
+static void keep(stream_t *s, const unsigned char *b, size_t n) {
+    if (s->len + n > s->cap) {
+        s->cap = (s->len + n) * 2;
+        s->p = realloc(s->p, s->cap);
+        if (!s->p) exit(2);
+    }
+    memcpy(s->p + s->len, b, n);
+    s->len += n;
+    s->fed += n;
+}
+
+/* Covers the next n kept bytes of a stream (forward or discard); returns them for printing. */
+static const unsigned char *cover(stream_t *s, size_t n, int forward, const char *what) {
+    static unsigned char last[1 << 16];
+    if (n > s->len) {
+        printf("  !! %s covers %zu bytes, only %zu kept\n", what, n, s->len);
+        failed = 1;
+        return NULL;
+    }
+    memcpy(last, s->p, n < sizeof last ? n : sizeof last);
+    memmove(s->p, s->p + n, s->len - n);
+    s->len -= n;
+    if (forward)
+        s->forwarded += n;
+    else
+        s->discarded += n;
+    return last;
+}
+
+static uint32_t be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* Prints a short description of a byte run: message tags, and the SQL of a Query. */
+static void describe(const unsigned char *b, size_t n, int untagged_first) {
+    if (!b || n == 0) return;
+    size_t pos = 0;
+    printf(" [");
+    if (untagged_first && n >= 8) {
+        uint32_t len = be32(b), code = be32(b + 4);
+        if (code == 80877103)
+            printf("SSLRequest");
+        else if (code == 80877102)
+            printf("CancelRequest");
+        else {
+            printf("StartupMessage");
+            for (size_t i = 8; i < len && i < n && b[i];) {
+                const char *k = (const char *)b + i;
+                const char *v = k + strlen(k) + 1;
+                if (!strcmp(k, "user") || !strcmp(k, "database")) printf(" %s=%s", k, v);
+                i = (size_t)(v - (const char *)b) + strlen(v) + 1;
+            }
+        }
+        pos = len;
+    }
+    int count = 0;
+    while (pos + 5 <= n && count < 24) {
+        char tag = (char)b[pos];
+        uint32_t len = be32(b + pos + 1);
+        if (count++) printf(" ");
+        if (tag == 'Q' && pos + 5 < n) {
+            int sql_len = (int)(len > 4 ? len - 5 : 0);
+            printf("Q \"%.*s%s\"", sql_len > 220 ? 220 : sql_len, (const char *)b + pos + 5, sql_len > 220 ? "…" : "");
+        } else if (tag == 'Z' && pos + 5 < n) {
+            printf("Z(%c)", b[pos + 5]);
+        } else {
+            printf("%c", isprint((unsigned char)tag) ? tag : '?');
+        }
+        pos += 1 + (size_t)len;
+    }
+    if (pos < n) printf("%s…", count ? " " : "");
+    printf("]");
+}
+
+static const char *kind_name(uint32_t k) {
+    static const char *const names[] = {"?", "CLIENT_ENCRYPTION_REQUEST", "CANCEL_REQUEST", "CONNECT_WRITER",
+                                        "DECISION", "ACQUIRE_READER", "FORWARD_CLIENT", "DISCARD_CLIENT",
+                                        "SEND_BACKEND", "FORWARD_BACKEND", "DISCARD_BACKEND", "SEND_CLIENT",
+                                        "RELEASE_READER", "PIN_WRITER", "CLOSE_BACKEND", "CLOSE_CLIENT"};
+    return k < sizeof names / sizeof names[0] ? names[k] : "UNKNOWN";
+}
+
+/* Step 2: poll until DONE, apply each action in order. */
+static void drain(polarsplit_session *s) {
+    polarsplit_action a;
+    polarsplit_status st;
+    while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK) {
+        printf("  %s", kind_name(a.kind));
+        const unsigned char *bytes = NULL;
+        switch (a.kind) {
+        case POLARSPLIT_ACTION_DECISION: {
+            const char *o = polarsplit_outcome_name(a.outcome), *r = polarsplit_reason_name(a.reason);
+            printf(" %s reason=%s", o ? o : "?", r ? r : "?");
+            if (a.outcome == POLARSPLIT_OUTCOME_REPLICA_WITH_WAIT || a.outcome == POLARSPLIT_OUTCOME_REPLICA_TXN_SPLIT)
+                printf(" server=%u wait=%s", a.server, a.wait ? "yes" : "no");
+            if (a.target_lsn) printf(" target=%llu", (unsigned long long)a.target_lsn);
+            if (a.attempt) printf(" attempt=%u", a.attempt);
+            break;
+        }
+        case POLARSPLIT_ACTION_CONNECT_WRITER:
+            describe(a.bytes, a.bytes_len, 1);
+            break;
+        case POLARSPLIT_ACTION_ACQUIRE_READER:
+            printf(" server=%u", a.server);
+            describe(a.bytes, a.bytes_len, 1);
+            break;
+        case POLARSPLIT_ACTION_FORWARD_CLIENT:
+        case POLARSPLIT_ACTION_DISCARD_CLIENT:
+            if (a.kind == POLARSPLIT_ACTION_FORWARD_CLIENT) printf(" conn=%llu", (unsigned long long)a.conn);
+            printf(" n=%zu", a.n);
+            bytes = cover(&streams[0], a.n, a.kind == POLARSPLIT_ACTION_FORWARD_CLIENT, kind_name(a.kind));
+            describe(bytes, a.n, streams[0].forwarded + streams[0].discarded == a.n);
+            break;
+        case POLARSPLIT_ACTION_FORWARD_BACKEND:
+        case POLARSPLIT_ACTION_DISCARD_BACKEND:
+            printf(" conn=%llu n=%zu", (unsigned long long)a.conn, a.n);
+            bytes = cover(stream_of(a.conn), a.n, a.kind == POLARSPLIT_ACTION_FORWARD_BACKEND, kind_name(a.kind));
+            describe(bytes, a.n, 0);
+            break;
+        case POLARSPLIT_ACTION_SEND_BACKEND:
+            printf(" conn=%llu", (unsigned long long)a.conn);
+            describe(a.bytes, a.bytes_len, 0);
+            break;
+        case POLARSPLIT_ACTION_SEND_CLIENT:
+            describe(a.bytes, a.bytes_len, 0);
+            break;
+        case POLARSPLIT_ACTION_RELEASE_READER:
+        case POLARSPLIT_ACTION_CLOSE_BACKEND:
+            printf(" conn=%llu", (unsigned long long)a.conn);
+            if (a.kind == POLARSPLIT_ACTION_RELEASE_READER && a.flag) printf(" needs_reset");
+            break;
+        case POLARSPLIT_ACTION_PIN_WRITER:
+            printf(" %s", a.flag ? "pinned" : "unpinned");
+            break;
+        case POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST:
+            printf(" (a host without TLS answers 'N')");
+            break;
+        default:
+            break;
+        }
+        printf("\n");
+    }
+    if (st != POLARSPLIT_DONE) {
+        printf("  !! poll_action: %s\n", polarsplit_status_str(st));
+        failed = 1;
+    }
+}
+
+static size_t unhex(const char *h, unsigned char **out) {
+    size_t n = strlen(h) / 2;
+    unsigned char *b = malloc(n ? n : 1);
+    if (!b) exit(2);
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(h + 2 * i, "%2x", &v) != 1) {
+            fprintf(stderr, "bad hex\n");
+            exit(2);
+        }
+        b[i] = (unsigned char)v;
+    }
+    *out = b;
+    return n;
+}
+
+static uint32_t event_kind(const char *name) {
+    if (!strcmp(name, "writer_connected")) return POLARSPLIT_EVENT_WRITER_CONNECTED;
+    if (!strcmp(name, "writer_connect_failed")) return POLARSPLIT_EVENT_WRITER_CONNECT_FAILED;
+    if (!strcmp(name, "reader_attached")) return POLARSPLIT_EVENT_READER_ATTACHED;
+    if (!strcmp(name, "reader_unavailable")) return POLARSPLIT_EVENT_READER_UNAVAILABLE;
+    if (!strcmp(name, "connection_lost")) return POLARSPLIT_EVENT_CONNECTION_LOST;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: replay TRANSCRIPT\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[1], "r");
+    if (!f) {
+        perror(argv[1]);
+        return 2;
+    }
+    if (polarsplit_abi_version() != POLARSPLIT_ABI_VERSION) {
+        fprintf(stderr, "library ABI %u, header %u\n", polarsplit_abi_version(), POLARSPLIT_ABI_VERSION);
+        return 2;
+    }
+    polarsplit_config_builder *builder = polarsplit_config_builder_new();
+    polarsplit_engine *engine = NULL;
+    polarsplit_session *s = NULL;
+    char chost[64] = "", phost[64] = "";
+    unsigned cport = 0, pport = 0;
+    unsigned readers[16][2];
+    int nreaders = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    uint64_t now = 1000;
+    char err[256];
+    while (getline(&line, &cap, f) > 0) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '#' || line[0] == '\0') continue;
+        char word[32] = "";
+        sscanf(line, "%31s", word);
+        const char *rest = line + strlen(word);
+        while (*rest == ' ') rest++;
+        if (!strcmp(word, "set")) {
+            char name[64], value[256] = "";
+            if (sscanf(rest, "%63s %255[^\n]", name, value) < 1 || !builder ||
+                polarsplit_config_builder_set(builder, name, value, err, sizeof err) != POLARSPLIT_OK) {
+                fprintf(stderr, "bad setting: %s (%s)\n", rest, err);
+                return 2;
+            }
+            printf("# set %s = %s\n", name, value);
+            continue;
+        }
+        if (!strcmp(word, "reader")) {
+            if (nreaders < 16 && sscanf(rest, "%u %u", &readers[nreaders][0], &readers[nreaders][1]) == 2) nreaders++;
+            continue;
+        }
+        if (!strcmp(word, "info")) {
+            sscanf(rest, "%63s %u %63s %u", chost, &cport, phost, &pport);
+            continue;
+        }
+        if (!s) {
+            /* The first input: build the engine and the session. */
+            polarsplit_config *config = NULL;
+            if (polarsplit_config_builder_build(builder, &config, err, sizeof err) != POLARSPLIT_OK) {
+                fprintf(stderr, "configuration: %s\n", err);
+                return 2;
+            }
+            builder = NULL;
+            polarsplit_engine_new(config, &engine);
+            polarsplit_config_free(config);
+            for (int i = 0; i < nreaders; i++) polarsplit_engine_add_reader(engine, readers[i][0], readers[i][1]);
+            polarsplit_client_info info = {chost[0] ? chost : NULL, (uint16_t)cport, phost[0] ? phost : NULL,
+                                           (uint16_t)pport, -1};
+            if (polarsplit_session_new(engine, &info, &s) != POLARSPLIT_OK) return 2;
+        }
+        now += 1;
+        polarsplit_status st = POLARSPLIT_OK;
+        if (!strcmp(word, "client")) {
+            unsigned char *b;
+            size_t n = unhex(rest, &b), consumed = 0;
+            printf("> client %zu bytes", n);
+            describe(b, n, streams[0].fed == 0);
+            printf("\n");
+            st = polarsplit_session_recv_client(s, b, n, now, &consumed);
+            keep(&streams[0], b, consumed); /* step 3: keep what was fed */
+            if (st == POLARSPLIT_OK && consumed < n) printf("  (consumed %zu of %zu: feed the rest later)\n", consumed, n);
+            free(b);
+        } else if (!strcmp(word, "backend")) {
+            unsigned long long conn;
+            char hexs[1 << 16];
+            if (strlen(rest) >= sizeof hexs || sscanf(rest, "%llu %65535s", &conn, hexs) != 2) {
+                fprintf(stderr, "bad backend line\n");
+                return 2;
+            }
+            unsigned char *b;
+            size_t n = unhex(hexs, &b);
+            printf("> backend conn=%llu %zu bytes", conn, n);
+            describe(b, n, 0);
+            printf("\n");
+            st = polarsplit_session_recv_backend(s, conn, b, n, now);
+            if (st == POLARSPLIT_OK) keep(stream_of(conn), b, n);
+            free(b);
+        } else if (!strcmp(word, "event")) {
+            char name[64];
+            unsigned long long conn;
+            unsigned server = 0, flags = 0;
+            if (sscanf(rest, "%63s %llu %u %u", name, &conn, &server, &flags) < 2 || !event_kind(name)) {
+                fprintf(stderr, "bad event line: %s\n", rest);
+                return 2;
+            }
+            printf("> event %s conn=%llu server=%u flags=%u\n", name, conn, server, flags);
+            st = polarsplit_session_on_backend_event(s, conn, event_kind(name), server, flags, now);
+        } else if (!strcmp(word, "sample")) {
+            unsigned server;
+            unsigned long long lsn;
+            if (sscanf(rest, "%u %llu", &server, &lsn) == 2) polarsplit_engine_reader_sample(engine, server, lsn, now);
+            printf("> sample server=%u lsn=%llu\n", server, lsn);
+            continue;
+        } else {
+            fprintf(stderr, "unknown line: %s\n", line);
+            return 2;
+        }
+        if (st != POLARSPLIT_OK) {
+            polarsplit_session_last_error(s, err, sizeof err);
+            printf("  status %s: %s\n", polarsplit_status_str(st), err);
+        }
+        drain(s); /* step 2, also after an error: it may carry closes */
+    }
+    free(line);
+    fclose(f);
+    polarsplit_config_builder_free(builder);
+
+    printf("\nstreams:\n");
+    int balanced = 1;
+    for (size_t i = 0; i < nstreams; i++) {
+        stream_t *st = &streams[i];
+        if (i == 0)
+            printf("  client");
+        else
+            printf("  conn %llu", (unsigned long long)st->conn);
+        printf(": fed %llu = forwarded %llu + discarded %llu + kept %zu\n", st->fed, st->forwarded, st->discarded,
+               st->len);
+        if (st->len) balanced = 0;
+        free(st->p);
+    }
+    printf("balanced: %s\n", balanced ? "yes" : "no (bytes still kept for an unfinished message)");
+    if (engine) {
+        printf("decisions:");
+        for (uint32_t r = 0; r < 128; r++) {
+            uint64_t v = 0;
+            if (polarsplit_reason_name(r) && polarsplit_engine_reason_count(engine, r, &v) == POLARSPLIT_OK && v)
+                printf(" %s=%llu", polarsplit_reason_name(r), (unsigned long long)v);
+        }
+        printf("\n");
+    }
+    polarsplit_session_free(s);
+    polarsplit_engine_free(engine);
+    return failed ? 1 : 0;
+}

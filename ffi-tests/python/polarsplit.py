@@ -1,0 +1,404 @@
+"""A small ctypes binding of libpolarsplit's C ABI — the way integrators prototype a host.
+
+    import polarsplit as ps
+    engine = ps.Engine({"server_dialect": "stock", "startup_profile": "off"}, readers={1: 1})
+    s = engine.session(client=("10.0.0.7", 40000))
+    actions = s.recv_client(ps.startup(user="app", database="db"))   # drained for you
+    ...
+
+Every input drains the actions at once (the drain rule) and returns them as `Action` tuples
+whose `bytes` are copied out of the session (so the lifetime rule cannot bite). `Host` keeps fed
+bytes until actions cover them, like `src/host.rs` and a real proxy.
+
+The library is found through $POLARSPLIT_LIB, else target/release/libpolarsplit.so of this
+repository (or of $CARGO_TARGET_DIR).
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _library_path() -> Path:
+    if os.environ.get("POLARSPLIT_LIB"):
+        return Path(os.environ["POLARSPLIT_LIB"])
+    target = Path(os.environ.get("CARGO_TARGET_DIR", _ROOT / "target"))
+    return target / "release" / "libpolarsplit.so"
+
+
+lib = C.CDLL(str(_library_path()))
+
+ABI_VERSION = 2
+
+# Statuses
+OK, DONE = 0, 1
+ERR_NULL, ERR_INVALID_ARGUMENT, ERR_BAD_STATE, ERR_PROTOCOL, ERR_CONFIG = -1, -2, -3, -4, -5
+ERR_PANIC, ERR_POISONED, ERR_UNKNOWN_CONNECTION, ERR_LIMIT, ERR_CLOSED = -6, -7, -8, -9, -10
+
+# Action kinds
+ACTION_NAMES = {
+    1: "CLIENT_ENCRYPTION_REQUEST", 2: "CANCEL_REQUEST", 3: "CONNECT_WRITER", 4: "DECISION",
+    5: "ACQUIRE_READER", 6: "FORWARD_CLIENT", 7: "DISCARD_CLIENT", 8: "SEND_BACKEND",
+    9: "FORWARD_BACKEND", 10: "DISCARD_BACKEND", 11: "SEND_CLIENT", 12: "RELEASE_READER",
+    13: "PIN_WRITER", 14: "CLOSE_BACKEND", 15: "CLOSE_CLIENT",
+}
+globals().update({name: kind for kind, name in ACTION_NAMES.items()})
+
+# Events and their flags
+WRITER_CONNECTED, WRITER_CONNECT_FAILED, READER_ATTACHED, READER_UNAVAILABLE, CONNECTION_LOST = 1, 2, 3, 4, 5
+FLAG_FRESH, FLAG_NEEDS_RESET, FLAG_NO_CREDENTIALS = 1, 2, 4
+
+OUTCOMES = {0: "PASSTHROUGH", 1: "FORCE_PRIMARY", 2: "REPLICA_WITH_WAIT", 3: "REPLICA_TXN_SPLIT", 4: "REJECT"}
+
+
+class _ClientInfo(C.Structure):
+    _fields_ = [
+        ("client_host", C.c_char_p), ("client_port", C.c_uint16),
+        ("proxy_host", C.c_char_p), ("proxy_port", C.c_uint16),
+        ("writer_hostgroup", C.c_int64),
+    ]
+
+
+class _Action(C.Structure):
+    _fields_ = [
+        ("kind", C.c_uint32), ("conn", C.c_uint64), ("server", C.c_uint32), ("n", C.c_size_t),
+        ("bytes", C.POINTER(C.c_uint8)), ("bytes_len", C.c_size_t), ("outcome", C.c_uint32),
+        ("reason", C.c_uint32), ("target_lsn", C.c_uint64), ("wait", C.c_bool), ("import_xids", C.c_bool),
+        ("attempt", C.c_uint32), ("flag", C.c_bool), ("pid", C.c_int32),
+        ("key_profile_generation", C.c_uint64), ("key_auth_hash", C.c_uint64),
+        ("key_startup_identity_hash", C.c_uint64), ("key_startup_options_hash", C.c_uint64),
+    ]
+
+
+def _sig(name, res, *args):
+    f = getattr(lib, name)
+    f.restype = res
+    f.argtypes = list(args)
+    return f
+
+
+_P = C.c_void_p
+_sig("polarsplit_version", C.c_char_p)
+_sig("polarsplit_abi_version", C.c_uint32)
+_sig("polarsplit_status_str", C.c_char_p, C.c_int32)
+_sig("polarsplit_config_builder_new", _P)
+_sig("polarsplit_config_builder_set", C.c_int32, _P, C.c_char_p, C.c_char_p, C.c_char_p, C.c_size_t)
+_sig("polarsplit_config_builder_build", C.c_int32, _P, C.POINTER(_P), C.c_char_p, C.c_size_t)
+_sig("polarsplit_config_builder_free", None, _P)
+_sig("polarsplit_config_free", None, _P)
+_sig("polarsplit_engine_new", C.c_int32, _P, C.POINTER(_P))
+_sig("polarsplit_engine_free", None, _P)
+_sig("polarsplit_engine_add_reader", C.c_int32, _P, C.c_uint32, C.c_uint32)
+_sig("polarsplit_engine_set_reader_health", C.c_int32, _P, C.c_uint32, C.c_bool)
+_sig("polarsplit_engine_reader_sample", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint64)
+_sig("polarsplit_engine_writer_sample", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint64)
+_sig("polarsplit_counter_count", C.c_uint32)
+_sig("polarsplit_counter_name", C.c_char_p, C.c_uint32)
+_sig("polarsplit_engine_counter", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
+_sig("polarsplit_engine_outcome_count", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
+_sig("polarsplit_engine_reason_count", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
+_sig("polarsplit_outcome_name", C.c_char_p, C.c_uint32)
+_sig("polarsplit_reason_name", C.c_char_p, C.c_uint32)
+_sig("polarsplit_session_new", C.c_int32, _P, C.POINTER(_ClientInfo), C.POINTER(_P))
+_sig("polarsplit_session_free", None, _P)
+_sig("polarsplit_session_recv_client", C.c_int32, _P, C.c_char_p, C.c_size_t, C.c_uint64, C.POINTER(C.c_size_t))
+_sig("polarsplit_session_recv_backend", C.c_int32, _P, C.c_uint64, C.c_char_p, C.c_size_t, C.c_uint64)
+_sig("polarsplit_session_on_backend_event", C.c_int32, _P, C.c_uint64, C.c_uint32, C.c_uint32, C.c_uint32,
+     C.c_uint64)
+_sig("polarsplit_session_poll_action", C.c_int32, _P, C.POINTER(_Action))
+_sig("polarsplit_session_last_error", C.c_size_t, _P, C.c_char_p, C.c_size_t)
+
+
+def version() -> str:
+    return lib.polarsplit_version().decode()
+
+
+def status_str(st: int) -> str:
+    return lib.polarsplit_status_str(st).decode()
+
+
+def reason_name(code: int) -> str | None:
+    n = lib.polarsplit_reason_name(code)
+    return n.decode() if n else None
+
+
+class PolarsplitError(Exception):
+    def __init__(self, what: str, status: int, detail: str = ""):
+        super().__init__(f"{what}: {status_str(status)} ({status}){': ' + detail if detail else ''}")
+        self.status = status
+
+
+class Action(NamedTuple):
+    kind: str
+    conn: int = 0
+    server: int = 0
+    n: int = 0
+    bytes: bytes = b""
+    outcome: str = ""
+    reason: str = ""
+    target_lsn: int = 0
+    wait: bool = False
+    attempt: int = 0
+    flag: bool = False
+    pid: int = 0
+    key: tuple = ()
+
+
+class Engine:
+    def __init__(self, settings: dict[str, str] | None = None, readers: dict[int, int] | None = None):
+        if lib.polarsplit_abi_version() != ABI_VERSION:
+            raise RuntimeError("libpolarsplit ABI mismatch")
+        b = lib.polarsplit_config_builder_new()
+        err = C.create_string_buffer(256)
+        for k, v in (settings or {}).items():
+            st = lib.polarsplit_config_builder_set(b, k.encode(), str(v).encode(), err, 256)
+            if st != OK:
+                lib.polarsplit_config_builder_free(b)
+                raise PolarsplitError(f"setting {k}", st, err.value.decode())
+        cfg = _P()
+        st = lib.polarsplit_config_builder_build(b, C.byref(cfg), err, 256)
+        if st != OK:
+            raise PolarsplitError("build", st, err.value.decode())
+        self._e = _P()
+        st = lib.polarsplit_engine_new(cfg, C.byref(self._e))
+        lib.polarsplit_config_free(cfg)
+        if st != OK:
+            raise PolarsplitError("engine_new", st)
+        for server, hostgroup in (readers or {}).items():
+            self.add_reader(server, hostgroup)
+
+    def __del__(self):
+        if getattr(self, "_e", None):
+            lib.polarsplit_engine_free(self._e)
+            self._e = None
+
+    def add_reader(self, server: int, hostgroup: int) -> None:
+        lib.polarsplit_engine_add_reader(self._e, server, hostgroup)
+
+    def set_reader_health(self, server: int, healthy: bool) -> None:
+        lib.polarsplit_engine_set_reader_health(self._e, server, healthy)
+
+    def reader_sample(self, server: int, lsn: int, at_ms: int) -> int:
+        return lib.polarsplit_engine_reader_sample(self._e, server, lsn, at_ms)
+
+    def writer_sample(self, hostgroup: int, lsn: int, sent_at_ms: int) -> int:
+        return lib.polarsplit_engine_writer_sample(self._e, hostgroup, lsn, sent_at_ms)
+
+    def counters(self) -> dict[str, int]:
+        out = {}
+        v = C.c_uint64()
+        for i in range(lib.polarsplit_counter_count()):
+            if lib.polarsplit_engine_counter(self._e, i, C.byref(v)) == OK:
+                out[lib.polarsplit_counter_name(i).decode()] = v.value
+        return out
+
+    def outcomes(self) -> dict[str, int]:
+        v = C.c_uint64()
+        out = {}
+        for code, name in OUTCOMES.items():
+            if lib.polarsplit_engine_outcome_count(self._e, code, C.byref(v)) == OK:
+                out[name] = v.value
+        return out
+
+    def reasons(self) -> dict[str, int]:
+        v = C.c_uint64()
+        out = {}
+        for code in range(128):
+            name = reason_name(code)
+            if name and lib.polarsplit_engine_reason_count(self._e, code, C.byref(v)) == OK and v.value:
+                out[name] = v.value
+        return out
+
+    def session(self, client: tuple[str, int] | None = None, proxy: tuple[str, int] | None = None) -> "Session":
+        return Session(self, client, proxy)
+
+
+class Session:
+    def __init__(self, engine: Engine, client=None, proxy=None):
+        self.engine = engine  # keeps the Python object alive (the library keeps its own reference too)
+        self._keep = [client[0].encode() if client else None, proxy[0].encode() if proxy else None]
+        info = _ClientInfo(self._keep[0], client[1] if client else 0, self._keep[1], proxy[1] if proxy else 0, -1)
+        self._s = _P()
+        st = lib.polarsplit_session_new(engine._e, C.byref(info), C.byref(self._s))
+        if st != OK:
+            raise PolarsplitError("session_new", st)
+        self.now = 1000
+
+    def __del__(self):
+        if getattr(self, "_s", None):
+            lib.polarsplit_session_free(self._s)
+            self._s = None
+
+    def last_error(self) -> str:
+        buf = C.create_string_buffer(512)
+        lib.polarsplit_session_last_error(self._s, buf, 512)
+        return buf.value.decode(errors="replace")
+
+    def _check(self, what: str, st: int) -> None:
+        if st not in (OK, ERR_PROTOCOL):
+            raise PolarsplitError(what, st, self.last_error())
+
+    def drain(self) -> list[Action]:
+        out = []
+        a = _Action()
+        while True:
+            st = lib.polarsplit_session_poll_action(self._s, C.byref(a))
+            if st == DONE:
+                return out
+            if st != OK:
+                raise PolarsplitError("poll_action", st)
+            data = C.string_at(a.bytes, a.bytes_len) if a.bytes and a.bytes_len else b""
+            kind = ACTION_NAMES.get(a.kind, str(a.kind))
+            is_decision = a.kind == DECISION
+            out.append(Action(
+                kind=kind, conn=a.conn, server=a.server, n=a.n, bytes=data,
+                outcome=OUTCOMES.get(a.outcome, "") if is_decision else "",
+                reason=(reason_name(a.reason) or "") if is_decision else "",
+                target_lsn=a.target_lsn, wait=a.wait, attempt=a.attempt, flag=a.flag, pid=a.pid,
+                key=(a.key_profile_generation, a.key_auth_hash, a.key_startup_identity_hash,
+                     a.key_startup_options_hash) if a.kind == ACQUIRE_READER else (),
+            ))
+
+    def recv_client(self, data: bytes) -> tuple[int, list[Action]]:
+        consumed = C.c_size_t(0)
+        st = lib.polarsplit_session_recv_client(self._s, data, len(data), self.now, C.byref(consumed))
+        self._check("recv_client", st)
+        return consumed.value, self.drain()
+
+    def recv_backend(self, conn: int, data: bytes) -> list[Action]:
+        st = lib.polarsplit_session_recv_backend(self._s, conn, data, len(data), self.now)
+        self._check("recv_backend", st)
+        return self.drain()
+
+    def event(self, conn: int, kind: int, server: int = 0, flags: int = 0) -> list[Action]:
+        st = lib.polarsplit_session_on_backend_event(self._s, conn, kind, server, flags, self.now)
+        self._check("event", st)
+        return self.drain()
+
+
+class Host:
+    """A host over in-memory streams: keeps fed bytes until actions cover them (src/host.rs)."""
+
+    def __init__(self, session: Session):
+        self.s = session
+        self.client_pending = bytearray()
+        self.backend_pending: dict[int, bytearray] = {}
+        self.sent: dict[int, bytearray] = {}
+        self.to_client = bytearray()
+        self.log: list[Action] = []
+
+    def _apply(self, actions: list[Action]) -> list[Action]:
+        for a in actions:
+            if a.kind in ("FORWARD_CLIENT", "DISCARD_CLIENT"):
+                assert a.n <= len(self.client_pending), f"{a.kind} covers {a.n}, {len(self.client_pending)} kept"
+                chunk = bytes(self.client_pending[: a.n])
+                del self.client_pending[: a.n]
+                if a.kind == "FORWARD_CLIENT":
+                    self.sent.setdefault(a.conn, bytearray()).extend(chunk)
+            elif a.kind in ("FORWARD_BACKEND", "DISCARD_BACKEND"):
+                pending = self.backend_pending.setdefault(a.conn, bytearray())
+                assert a.n <= len(pending), f"{a.kind} covers {a.n}, {len(pending)} kept"
+                chunk = bytes(pending[: a.n])
+                del pending[: a.n]
+                if a.kind == "FORWARD_BACKEND":
+                    self.to_client.extend(chunk)
+            elif a.kind in ("SEND_BACKEND", "CONNECT_WRITER"):
+                if a.kind == "SEND_BACKEND":
+                    self.sent.setdefault(a.conn, bytearray()).extend(a.bytes)
+            elif a.kind == "SEND_CLIENT":
+                self.to_client.extend(a.bytes)
+        self.log.extend(actions)
+        return actions
+
+    def client(self, data: bytes) -> list[Action]:
+        consumed, actions = self.s.recv_client(data)
+        assert consumed == len(data)
+        self.client_pending.extend(data)
+        return self._apply(actions)
+
+    def backend(self, conn: int, data: bytes) -> list[Action]:
+        actions = self.s.recv_backend(conn, data)
+        self.backend_pending.setdefault(conn, bytearray()).extend(data)
+        return self._apply(actions)
+
+    def event(self, conn: int, kind: int, server: int = 0, flags: int = 0) -> list[Action]:
+        return self._apply(self.s.event(conn, kind, server, flags))
+
+    def take_client(self) -> bytes:
+        out = bytes(self.to_client)
+        self.to_client.clear()
+        return out
+
+    def take_sent(self, conn: int) -> bytes:
+        out = bytes(self.sent.get(conn, b""))
+        self.sent[conn] = bytearray()
+        return out
+
+    def balanced(self) -> bool:
+        return not self.client_pending and all(not p for p in self.backend_pending.values())
+
+    def decisions(self) -> list[Action]:
+        return [a for a in self.log if a.kind == "DECISION"]
+
+
+# --- PostgreSQL v3 wire helpers --------------------------------------------------------------
+def msg(tag: str, body: bytes) -> bytes:
+    return tag.encode() + struct.pack(">I", len(body) + 4) + body
+
+
+def startup(**params: str) -> bytes:
+    body = struct.pack(">I", 196608) + b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in params.items())
+    body += b"\0"
+    return struct.pack(">I", len(body) + 4) + body
+
+
+def query(sql: str) -> bytes:
+    return msg("Q", sql.encode() + b"\0")
+
+
+def auth_ok() -> bytes:
+    return msg("R", struct.pack(">I", 0))
+
+
+def rfq(status: str = "I", lsn: int | None = None) -> bytes:
+    return msg("Z", status.encode() + (struct.pack(">Q", lsn) if lsn is not None else b""))
+
+
+def command_complete(tag: str) -> bytes:
+    return msg("C", tag.encode() + b"\0")
+
+
+def select_result(*rows: str) -> bytes:
+    out = msg("T", struct.pack(">H", 1) + b"c0\0" + bytes(18))
+    for r in rows:
+        out += msg("D", struct.pack(">HI", 1, len(r)) + r.encode())
+    return out + command_complete(f"SELECT {len(rows)}")
+
+
+def error(code: str, message: str, severity: str = "ERROR") -> bytes:
+    body = f"S{severity}\0V{severity}\0C{code}\0M{message}\0\0".encode()
+    return msg("E", body)
+
+
+def tags(data: bytes) -> str:
+    out, pos = [], 0
+    while pos + 5 <= len(data):
+        out.append(chr(data[pos]))
+        pos += 1 + struct.unpack(">I", data[pos + 1: pos + 5])[0]
+    return "".join(out)
+
+
+def queries(data: bytes) -> list[str]:
+    out, pos = [], 0
+    while pos + 5 <= len(data):
+        n = struct.unpack(">I", data[pos + 1: pos + 5])[0]
+        if data[pos] == ord("Q"):
+            out.append(data[pos + 5: pos + 1 + n - 1].decode())
+        pos += 1 + n
+    return out

@@ -1,0 +1,126 @@
+"""End-to-end benchmark (issue 9): pgbench through the example proxy with the library routing,
+through the same proxy relaying everything to the primary without calling the library
+(--mode primary-only), and directly to the server — TPS and latency percentiles side by side from
+one run, configurations alternating so drift hits them alike.
+
+Workloads: `pgbench -S -M simple` (read-only point selects), and a read-your-writes script (an
+UPDATE then a SELECT of the same row, each transaction a session of its own statements).
+
+Knobs: BENCH_RUNS (5 alternating runs per configuration), BENCH_SECONDS (10), BENCH_CLIENTS (4),
+BENCH_SCALE (10)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pgpair import PgPair, Proxy  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PROXY = ROOT / "c-examples" / "build" / "polarsplit-proxy"
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+SECONDS = int(os.environ.get("BENCH_SECONDS", "10"))
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
+SCALE = int(os.environ.get("BENCH_SCALE", "10"))
+
+RYW_SCRIPT = """\
+\\set aid random(1, 100000 * :scale)
+\\set delta random(-5000, 5000)
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+"""
+
+
+def pgbench(port: int, args: list[str], logdir: Path) -> tuple[float, list[float]]:
+    """Runs pgbench; returns (tps, per-transaction latencies in ms)."""
+    for f in logdir.glob("pgbench_log.*"):
+        f.unlink()
+    cmd = ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n", "-M", "simple",
+           "-c", str(CLIENTS), "-j", str(min(CLIENTS, 2)), "-T", str(SECONDS), "-l", *args, "app"]
+    out = subprocess.run(cmd, cwd=logdir, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {out.stderr}\n{out.stdout}")
+    m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
+    if not m:
+        raise RuntimeError(out.stdout)
+    failed = re.search(r"number of failed transactions: ([0-9]+)", out.stdout)
+    if failed and int(failed.group(1)) != 0:
+        raise RuntimeError(f"pgbench reported failures: {out.stdout}")
+    lat = []
+    for f in logdir.glob("pgbench_log.*"):
+        for line in f.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3:
+                lat.append(int(parts[2]) / 1000.0)
+    return float(m.group(1)), lat
+
+
+def pct(v: list[float], p: float) -> float:
+    v = sorted(v)
+    return v[min(len(v) - 1, int(p / 100 * len(v)))] if v else float("nan")
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    pair = PgPair(apply_delay_ms=0)
+    work = Path(tempfile.mkdtemp(prefix="polarsplit-bench-"))
+    script = work / "ryw.sql"
+    script.write_text(RYW_SCRIPT)
+    proxies: dict[str, Proxy] = {}
+    results: dict[tuple[str, str], list[tuple[float, list[float]]]] = {}
+    try:
+        pair.start()
+        subprocess.run(["pgbench", "-i", "-q", "-s", str(SCALE), "-h", "127.0.0.1", "-p", str(pair.primary.port),
+                        "-U", "postgres", "app"], check=True, capture_output=True)
+        pair.wait_replayed()
+        for mode in ("library", "primary-only"):
+            p = Proxy(PROXY, pair, mode=mode, workdir=work)
+            p.args.remove("--verbose")
+            proxies[mode] = p.start()
+        targets = {"library": proxies["library"].port, "primary-only": proxies["primary-only"].port,
+                   "direct": pair.primary.port}
+        workloads = {"pgbench -S": ["-S"], "read-your-writes": ["-f", str(script), "-D", f"scale={SCALE}"]}
+        for wl, args in workloads.items():
+            for run in range(RUNS):
+                # Alternate the order each run so slow drift does not favour one configuration.
+                order = list(targets) if run % 2 == 0 else list(reversed(list(targets)))
+                for name in order:
+                    r = pgbench(targets[name], args, work)
+                    results.setdefault((wl, name), []).append(r)
+                    print(f"  {wl:17s} run {run + 1}/{RUNS} {name:13s} {r[0]:9.1f} tps", flush=True)
+        lib_stats = proxies["library"].stats()
+    finally:
+        for p in proxies.values():
+            p.stop()
+        pair.stop()
+    print()
+    print(f"## pgbench through polarsplit-proxy ({CLIENTS} clients, {SECONDS} s per run, {RUNS} alternating runs, scale {SCALE})")
+    print()
+    print("| workload | target | median TPS | TPS min–max | latency p50 / p95 / p99 ms |")
+    print("|---|---|---:|---:|---:|")
+    for (wl, name), rs in results.items():
+        tps = [r[0] for r in rs]
+        lat = [x for r in rs for x in r[1]]
+        print(f"| {wl} | {name} | {statistics.median(tps):.0f} | {min(tps):.0f}–{max(tps):.0f} | "
+              f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f} / {pct(lat, 99):.2f} |")
+    print()
+    for wl in workloads:
+        lib = statistics.median(r[0] for r in results[(wl, "library")])
+        base = statistics.median(r[0] for r in results[(wl, "primary-only")])
+        print(f"{wl}: library / primary-only proxy = {lib / base:.3f} ({100 * (lib / base - 1):+.1f}% TPS)")
+    print()
+    print("library decisions:", {k: v for k, v in lib_stats["outcome"].items() if v})
+    print("library reasons:", {k: v for k, v in lib_stats["reason"].items() if v})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

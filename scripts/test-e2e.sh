@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# End-to-end tests: the C examples (replay, the proxy with and without AddressSanitizer) against a
+# real PostgreSQL 15 primary + hot standby on loopback, the Python ctypes harness, psql and pgbench.
+# Called by scripts/test.sh; runs alone too. Installs what it needs on a fresh Debian 12 machine.
+# The tests start and stop their own servers (by data directory) and proxies; this script checks
+# that none is left behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/setup.sh
+
+ensure_debian_packages
+build_library
+build_examples
+ensure_venv
+
+_step "pytest ffi-tests/python tests/e2e"
+status=0
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider ffi-tests/python tests/e2e "$@" || status=$?
+
+# Nothing may outlive the tests: no server on one of our data directories, no proxy.
+leftover=$(ps -eo pid=,args= | grep -E 'postgres -D /tmp/polarsplit-pg-|polarsplit-proxy(-asan)? --listen' | grep -v grep || true)
+if [ -n "$leftover" ]; then
+    echo "left running after the e2e tests:" >&2
+    echo "$leftover" >&2
+    status=1
+fi
+exit "$status"

@@ -1,0 +1,74 @@
+"""Fixtures of the end-to-end tests: one real primary + hot standby pair for the whole run
+(recovery_min_apply_delay = 200 ms), and polarsplit-proxy processes that are always stopped.
+
+Binaries come from c-examples/build (scripts/test-e2e.sh builds them), or $POLARSPLIT_EXAMPLES_BUILD."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from e2e_support import APPLY_DELAY_MS, PROXY, PROXY_ASAN, PgPair, start_proxy, stop_proxy  # noqa: E402
+
+SCHEMA = """
+CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
+INSERT INTO accounts SELECT g, 100 FROM generate_series(1, 100) g;
+CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL);
+CREATE SEQUENCE seq;
+CREATE TABLE audit (id serial PRIMARY KEY, note text);
+-- A function that writes: classified as a read (it is not on the write list), refused by the standby.
+CREATE FUNCTION log_note(t text) RETURNS text LANGUAGE sql AS $$
+  INSERT INTO audit (note) VALUES (t) RETURNING note || '@' || inet_server_port()::text
+$$;
+-- Mislabelled IMMUTABLE: the planner folds it at plan time, so a standby refuses it (no XIDs in
+-- recovery) before sending any RowDescription.
+CREATE FUNCTION stamp() RETURNS bigint IMMUTABLE LANGUAGE plpgsql AS $$
+BEGIN RETURN txid_current(); END $$;
+GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC;
+GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO PUBLIC;
+"""
+
+
+def pytest_configure(config):
+    # A SIGTERM (CI's timeout, a user) must still run the fixtures' teardown that stops the servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+@pytest.fixture(scope="session")
+def pair():
+    for b in (PROXY, PROXY_ASAN):
+        if not b.exists():
+            pytest.fail(f"{b} is not built: run scripts/test-e2e.sh (or make -C c-examples)")
+    p = PgPair(apply_delay_ms=APPLY_DELAY_MS)
+    p.start()
+    try:
+        with psycopg.connect(p.primary.dsn(dbname="app"), autocommit=True) as c:
+            c.execute(SCHEMA)
+        p.wait_replayed()
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture(scope="module")
+def asan_proxy(pair, tmp_path_factory):
+    proxy = start_proxy(pair, tmp_path_factory.mktemp("proxy"), asan=True)
+    try:
+        yield proxy
+    finally:
+        stop_proxy(proxy)
+
+
+@pytest.fixture(scope="module")
+def proxy(pair, tmp_path_factory):
+    proxy = start_proxy(pair, tmp_path_factory.mktemp("proxy"))
+    try:
+        yield proxy
+    finally:
+        stop_proxy(proxy)

@@ -1,0 +1,45 @@
+"""Helpers of the end-to-end tests (imported by conftest.py and the test modules)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+
+from pgpair import PgPair, Proxy  # noqa: E402
+
+BUILD = Path(os.environ.get("POLARSPLIT_EXAMPLES_BUILD", ROOT / "c-examples" / "build"))
+PROXY = BUILD / "polarsplit-proxy"
+PROXY_ASAN = BUILD / "polarsplit-proxy-asan"
+APPLY_DELAY_MS = 200
+
+
+def start_proxy(pair: PgPair, tmp: Path, asan: bool = False, mode: str = "library", **kw) -> Proxy:
+    env = {}
+    if asan:
+        env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=66"
+        env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    return Proxy(PROXY_ASAN if asan else PROXY, pair, mode=mode, workdir=tmp, env=env, **kw).start()
+
+
+def stop_proxy(proxy: Proxy) -> None:
+    """Stops the proxy; it must exit 0 and (under ASan) report nothing."""
+    code = proxy.stop()
+    log = proxy.log_text()
+    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+        assert marker not in log, f"{marker} in the proxy's log:\n{log[-6000:]}"
+    assert code == 0, f"proxy exited with {code}:\n{log[-4000:]}"
+
+
+def where(conn, sql: str = "SELECT inet_server_port(), pg_is_in_recovery()", params=None) -> str:
+    """Runs a statement that reports where it ran; returns 'standby' or 'primary'."""
+    row = conn.execute(sql, params).fetchone()
+    port, in_recovery = row[-2], row[-1]
+    return "standby" if in_recovery else "primary"
+
+
+def ports(pair: PgPair) -> dict[int, str]:
+    return {pair.primary.port: "primary", pair.standby.port: "standby"}
