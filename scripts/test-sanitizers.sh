@@ -3,8 +3,9 @@
 # tests included) as standalone programs linked with libpolarsplit.so:
 #   1. built with gcc -fsanitize=address,undefined (AddressSanitizer with LeakSanitizer, UBSan),
 #   2. built plainly and run under valgrind memcheck (definite leaks and invalid accesses).
-# Any finding fails the script. When c-examples/Makefile has an `asan` (or `valgrind`) target,
-# it is run too, with POLARSPLIT_LIB_DIR pointing at the library used here.
+# Any finding fails the script. The C examples that need no server (c-examples/replay, over every
+# committed transcript) run the same two ways; when c-examples/Makefile has an `asan` (or
+# `valgrind`) target, it is run too, with POLARSPLIT_LIB_DIR pointing at the library used here.
 #
 # The library is the debug build with the `test-hooks` feature (the forced-panic test needs it;
 # overflow checks and debug assertions are on). POLARSPLIT_SAN_PROFILE=release uses a release
@@ -108,6 +109,33 @@ valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=de
     exit 1
 }
 echo "valgrind: clean"
+
+# The C examples that run without a server: replay, over every committed transcript. (The proxy
+# needs a real PostgreSQL: scripts/test-e2e.sh runs its ASan build against one.)
+if [ -f c-examples/replay.c ] && compgen -G "c-examples/transcripts/*.transcript" >/dev/null; then
+    step "c-examples/replay over every transcript: ASan + UBSan, then valgrind"
+    gcc -std=c11 -g -Wall -Wextra -Werror -Iinclude "${san[@]}" c-examples/replay.c \
+        "${ldflags[@]}" -o "$out/replay-asan"
+    gcc -std=c11 -g -O0 -Wall -Wextra -Werror -Iinclude c-examples/replay.c "${ldflags[@]}" \
+        -o "$out/replay"
+    for t in c-examples/transcripts/*.transcript; do
+        name=$(basename "$t" .transcript)
+        ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+            "$out/replay-asan" "$t" >"$out/replay-$name.asan.out" 2>&1 || {
+            cat "$out/replay-$name.asan.out" >&2
+            echo "replay $t under ASan/UBSan failed" >&2
+            exit 1
+        }
+        valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+            --show-leak-kinds=definite --log-file="$out/replay-$name.valgrind.log" \
+            "$out/replay" "$t" >/dev/null || {
+            cat "$out/replay-$name.valgrind.log" >&2
+            echo "replay $t under valgrind failed" >&2
+            exit 1
+        }
+        echo "replay $name: clean"
+    done
+fi
 
 # The C examples, when their Makefile offers sanitizer targets.
 if [ -f c-examples/Makefile ]; then
