@@ -783,6 +783,23 @@ int ctest_misuse_facts_and_pool(void) {
     /* Pointers the other pool tests leave out; optional outputs may be NULL. */
     polarsplit_pool_counts counts;
     CHECK_STATUS(polarsplit_pool_key_counts(NULL, &k, &counts), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_key_counts(p, NULL, &counts), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_key_counts(p, &k, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_server_counts(NULL, 1, &counts), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_server_counts(p, 1, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_read_stats(NULL, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_read_stats(p, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_mark_dirty(NULL, 1), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_mark_dirty(p, UINT64_MAX), POLARSPLIT_ERR_UNKNOWN_CONNECTION);
+    uint64_t token = 7;
+    CHECK_STATUS(polarsplit_pool_reserve(NULL, 1, &k, 0, &token, &o), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_reserve(p, 1, NULL, 0, &token, &o), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_reserve(p, 1, &k, 0, NULL, &o), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_reserve(p, 1, &k, 0, &token, NULL), POLARSPLIT_ERR_NULL);
+    CHECK(!polarsplit_reader_key_compatible(NULL, &k));
+    CHECK(!polarsplit_reader_key_compatible(&k, NULL));
+    CHECK(!polarsplit_reader_key_compatible(NULL, NULL));
+    CHECK(polarsplit_reader_key_compatible(&k, &k));
     CHECK_STATUS(polarsplit_pool_remove_server(p, 12345, NULL), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_pool_invalidate_before(p, 0, NULL), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_pool_demand(p, 2, &k, POLARSPLIT_DEMAND_BEGIN, NULL), POLARSPLIT_OK);

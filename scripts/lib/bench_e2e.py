@@ -1,4 +1,5 @@
-"""End-to-end benchmark (issue 9): pgbench through the example proxy with the library routing,
+"""End-to-end benchmark (issue 9): pgbench through the example proxy with the library routing
+(and the same with no reader configured, so every statement is decided but goes to the primary),
 through the same proxy relaying everything to the primary without calling the library
 (--mode primary-only), and directly to the server — TPS and latency percentiles side by side from
 one run, configurations alternating so drift hits them alike.
@@ -81,12 +82,19 @@ def main() -> int:
         subprocess.run(["pgbench", "-i", "-q", "-s", str(SCALE), "-h", "127.0.0.1", "-p", str(pair.primary.port),
                         "-U", "postgres", "app"], check=True, capture_output=True)
         pair.wait_replayed()
-        for mode in ("library", "primary-only"):
+        for name, mode in (("library", "library"), ("library-no-reader", "library"),
+                           ("primary-only", "primary-only")):
             p = Proxy(PROXY, pair, mode=mode, workdir=work)
             p.args.remove("--verbose")
-            proxies[mode] = p.start()
-        targets = {"library": proxies["library"].port, "primary-only": proxies["primary-only"].port,
-                   "direct": pair.primary.port}
+            if name == "library-no-reader":
+                # The library decides every statement but has no reader to send it to: the gap
+                # to primary-only is the library's own cost, the rest of "library"'s gap is the
+                # cost of reaching a second server (reader connections, the standby's own CPU).
+                i = p.args.index("--reader")
+                del p.args[i:i + 2]
+            proxies[name] = p.start()
+        targets = {name: proxies[name].port for name in proxies}
+        targets["direct"] = pair.primary.port
         workloads = {"pgbench -S": ["-S"], "read-your-writes": ["-f", str(script), "-D", f"scale={SCALE}"]}
         for wl, args in workloads.items():
             for run in range(RUNS):
@@ -95,7 +103,7 @@ def main() -> int:
                 for name in order:
                     r = pgbench(targets[name], args, work)
                     results.setdefault((wl, name), []).append(r)
-                    print(f"  {wl:17s} run {run + 1}/{RUNS} {name:13s} {r[0]:9.1f} tps", flush=True)
+                    print(f"  {wl:17s} run {run + 1}/{RUNS} {name:17s} {r[0]:9.1f} tps", flush=True)
         lib_stats = proxies["library"].stats()
     finally:
         for p in proxies.values():
@@ -116,6 +124,8 @@ def main() -> int:
         lib = statistics.median(r[0] for r in results[(wl, "library")])
         base = statistics.median(r[0] for r in results[(wl, "primary-only")])
         print(f"{wl}: library / primary-only proxy = {lib / base:.3f} ({100 * (lib / base - 1):+.1f}% TPS)")
+        nr = statistics.median(r[0] for r in results[(wl, "library-no-reader")])
+        print(f"{wl}: library-no-reader / primary-only proxy = {nr / base:.3f} ({100 * (nr / base - 1):+.1f}% TPS)")
     print()
     print("library decisions:", {k: v for k, v in lib_stats["outcome"].items() if v})
     print("library reasons:", {k: v for k, v in lib_stats["reason"].items() if v})

@@ -4,6 +4,13 @@
 //! a short lock, and allocates nothing (lookup by `&str`; a [`Classification`] clones without
 //! allocating). Memory is bounded by entry count and total key bytes per shard; a full shard is
 //! simply cleared — crude, but O(1), deterministic and good enough for a working set that fits.
+//!
+//! A text is admitted on its second sighting only. Texts with inline literals (`… WHERE aid =
+//! 48213`) are mostly seen once; admitting them would cost an allocation each and, by filling
+//! shards, clear the statements that do repeat. Each shard remembers the hashes of recent misses
+//! in a small table of fingerprints (a "doorkeeper", as in TinyLFU; newer misses overwrite older
+//! ones) and admits a text whose fingerprint it holds. A repeating text is classified cold twice
+//! instead of once; a text seen once is admitted only by a 32-bit fingerprint collision.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -75,6 +82,55 @@ type FxBuild = BuildHasherDefault<FxHasher>;
 struct Shard {
     map: HashMap<Box<str>, Classification, FxBuild>,
     bytes: usize,
+    /// The doorkeeper: 32-bit fingerprints (never 0; 0 is an empty slot) of texts missed once,
+    /// each at one of two positions derived from its hash.
+    seen: Box<[u32]>,
+}
+
+/// Doorkeeper slots per shard: four per entry the shard holds, 256 to 16 Ki (1 to 64 KiB).
+fn doorkeeper_slots(shard_entries: usize) -> usize {
+    shard_entries
+        .saturating_mul(4)
+        .clamp(256, 16384)
+        .next_power_of_two()
+}
+
+impl Shard {
+    /// A text's fingerprint and its two doorkeeper positions, from its hash (as returned by
+    /// `FxHasher::finish`).
+    fn seen_slots(&self, hash: u64) -> (u32, [usize; 2]) {
+        // Fx leaves a difference in the last word's high bytes in the product's high bits only;
+        // a full finalizer (MurmurHash3's fmix64) spreads it over all 64.
+        let mut x = hash;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        let mask = (self.seen.len() - 1) as u64;
+        let fp = (x >> 32) as u32 | 1;
+        (fp, [(x & mask) as usize, ((x >> 16) & mask) as usize])
+    }
+
+    /// Whether the text was seen; if it was, forgets it (it is about to be admitted), otherwise
+    /// remembers it in an empty position or, with both taken, over the older-looking one.
+    fn seen_before(&mut self, hash: u64) -> bool {
+        let (fp, pos) = self.seen_slots(hash);
+        for i in pos {
+            if let Some(e) = self.seen.get_mut(i).filter(|e| **e == fp) {
+                *e = 0;
+                return true;
+            }
+        }
+        let free = pos.into_iter().find(|&i| self.seen.get(i) == Some(&0));
+        // Neither free: evict by a bit of the hash, so a pair of texts sharing one position
+        // does not keep evicting each other through the other.
+        let victim = free.unwrap_or(pos[(hash & 1) as usize]);
+        if let Some(e) = self.seen.get_mut(victim) {
+            *e = fp;
+        }
+        false
+    }
 }
 
 /// The classifier the engine shares between all sessions: a [`WriteFunctions`] list, the
@@ -116,6 +172,7 @@ impl Classifier {
                 Mutex::new(Shard {
                     map: HashMap::default(),
                     bytes: 0,
+                    seen: vec![0; doorkeeper_slots(shard_entries)].into_boxed_slice(),
                 })
             })
             .collect();
@@ -145,7 +202,8 @@ impl Classifier {
         h.write(sql.as_bytes());
         // The top bits of the product are the best mixed; after `finish`'s rotation they sit at
         // bits 22..26, away from both the bits the table indexes with and its 7-bit tags.
-        let idx = (h.finish() >> 22) as usize % self.shards.len();
+        let hash = h.finish();
+        let idx = (hash >> 22) as usize % self.shards.len();
         let Some(shard) = self.shards.get(idx) else {
             return self.classify_uncached(sql);
         };
@@ -155,7 +213,8 @@ impl Classifier {
         // Classify outside the lock; a racing thread may insert the same (equal) result first.
         let c = self.classify_uncached(sql);
         let mut s = shard.lock();
-        if !s.map.contains_key(sql) {
+        // Admitted on its second sighting only (see the module documentation).
+        if !s.map.contains_key(sql) && s.seen_before(hash) {
             if s.map.len() >= self.shard_entries || s.bytes + sql.len() > self.shard_bytes {
                 s.map.clear();
                 s.bytes = 0;
@@ -186,6 +245,7 @@ impl Classifier {
             let mut s = s.lock();
             s.map.clear();
             s.bytes = 0;
+            s.seen.fill(0);
         }
     }
 }
@@ -217,11 +277,14 @@ mod tests {
         assert_eq!(c.cached_len(), 1);
         for i in 0..1000 {
             let sql = format!("SELECT {i}; UPDATE t SET x = {i}");
-            let got = c.classify(&sql);
-            assert_eq!(got.count(), 2);
-            assert_eq!(got.statements()[1].kind, Kind::Write);
-            assert!(c.cached_len() <= 100);
+            for _ in 0..3 {
+                let got = c.classify(&sql);
+                assert_eq!(got.count(), 2);
+                assert_eq!(got.statements()[1].kind, Kind::Write);
+                assert!(c.cached_len() <= 100);
+            }
         }
+        assert!(c.cached_len() > 0);
         c.clear();
         assert_eq!(c.cached_len(), 0);
         assert_eq!(c.cached_bytes(), 0);
@@ -236,7 +299,9 @@ mod tests {
         for i in 0..50 {
             let sql = format!("SELECT '{}' /* {i} */", "y".repeat(10_000));
             c.classify(&sql);
+            c.classify(&sql);
             assert!(c.cached_bytes() <= MAX_CACHED_LEN);
+            assert!(c.cached_bytes() >= 10_000, "a repeated text is cached");
         }
     }
 
@@ -250,13 +315,43 @@ mod tests {
     #[test]
     fn many_shards_spread_keys() {
         let c = Classifier::new(WriteFunctions::defaults(), 64 * SHARDS);
-        for i in 0..500 {
-            c.classify(&format!(
-                "SELECT abalance FROM pgbench_accounts WHERE aid = {i}"
-            ));
+        // Admitted on a second sighting; a third pass catches the few whose first mark the
+        // doorkeeper lost to a later text.
+        for _ in 0..3 {
+            for i in 0..500 {
+                c.classify(&format!(
+                    "SELECT abalance FROM pgbench_accounts WHERE aid = {i}"
+                ));
+            }
         }
         assert_eq!(c.cached_len(), 500);
         let used = c.shards.iter().filter(|s| !s.lock().map.is_empty()).count();
         assert!(used >= SHARDS / 2, "only {used} shards used");
+    }
+
+    #[test]
+    fn texts_seen_once_are_not_admitted_and_do_not_evict_the_repeating_ones() {
+        let c = Classifier::new(WriteFunctions::defaults(), 64);
+        let hot: Vec<String> = (0..20).map(|i| format!("SELECT * FROM t{i}")).collect();
+        for _ in 0..2 {
+            for sql in &hot {
+                c.classify(sql);
+            }
+        }
+        assert_eq!(c.cached_len(), hot.len());
+        // pgbench-like texts, each with its own literal: classified right, never cached, and
+        // the hot set survives them.
+        for aid in 0..10_000 {
+            let sql = format!("SELECT abalance FROM pgbench_accounts WHERE aid = {aid}");
+            assert!(c.classify(&sql).is_replica_safe());
+        }
+        assert_eq!(c.cached_len(), hot.len());
+        for sql in &hot {
+            let shard = c
+                .shards
+                .iter()
+                .find(|s| s.lock().map.contains_key(sql.as_str()));
+            assert!(shard.is_some(), "{sql} was evicted");
+        }
     }
 }
