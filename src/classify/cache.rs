@@ -72,8 +72,15 @@ impl Hasher for FxHasher {
 
     #[inline]
     fn finish(&self) -> u64 {
-        // Spread the well-mixed high bits into the low bits the table indexes with.
-        self.hash.rotate_left(26)
+        // The multiply-xor rounds leave a change in the last word's high bytes in the product's
+        // high bits only; MurmurHash3's finalizer (fmix64) spreads it over all 64, which the
+        // table's index and tag bits, the shard choice and the doorkeeper all need.
+        let mut x = self.hash;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
     }
 }
 
@@ -99,17 +106,11 @@ impl Shard {
     /// A text's fingerprint and its two doorkeeper positions, from its hash (as returned by
     /// `FxHasher::finish`).
     fn seen_slots(&self, hash: u64) -> (u32, [usize; 2]) {
-        // Fx leaves a difference in the last word's high bytes in the product's high bits only;
-        // a full finalizer (MurmurHash3's fmix64) spreads it over all 64.
-        let mut x = hash;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        x ^= x >> 33;
+        // Positions from bits 0.. and 42.. (bits 22..26 are the same for a whole shard); the
+        // fingerprint from a further multiply, so it is not the positions' bits again.
         let mask = (self.seen.len() - 1) as u64;
-        let fp = (x >> 32) as u32 | 1;
-        (fp, [(x & mask) as usize, ((x >> 16) & mask) as usize])
+        let fp = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32 | 1;
+        (fp, [(hash & mask) as usize, ((hash >> 42) & mask) as usize])
     }
 
     /// Whether the text was seen; if it was, forgets it (it is about to be admitted), otherwise
@@ -200,8 +201,7 @@ impl Classifier {
         }
         let mut h = FxHasher::default();
         h.write(sql.as_bytes());
-        // The top bits of the product are the best mixed; after `finish`'s rotation they sit at
-        // bits 22..26, away from both the bits the table indexes with and its 7-bit tags.
+        // Bits 22.. choose the shard: away from the table's index (low) and tag (top 7) bits.
         let hash = h.finish();
         let idx = (hash >> 22) as usize % self.shards.len();
         let Some(shard) = self.shards.get(idx) else {
