@@ -145,7 +145,8 @@ pub struct Config {
     pub warmup_queue_capacity: usize,
     /// Seed of every random choice the engine makes (reader tie-breaks), for determinism.
     pub seed: u64,
-    /// Entries of the statement-classification cache (0 disables it).
+    /// Entries of the statement-classification cache (0 disables it). A text is cached on its
+    /// second sighting.
     pub classify_cache_capacity: usize,
     /// Wire limits.
     pub limits: Limits,

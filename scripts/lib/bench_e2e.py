@@ -40,8 +40,14 @@ SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
 """
 
 
-def pgbench(port: int, args: list[str], logdir: Path) -> tuple[float, list[float]]:
-    """Runs pgbench; returns (tps, per-transaction latencies in ms)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (from /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pgbench(port: int, args: list[str], logdir: Path) -> tuple[float, list[float], int]:
+    """Runs pgbench; returns (tps, per-transaction latencies in ms, transactions)."""
     for f in logdir.glob("pgbench_log.*"):
         f.unlink()
     cmd = ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-n", "-M", "simple",
@@ -52,6 +58,7 @@ def pgbench(port: int, args: list[str], logdir: Path) -> tuple[float, list[float
     m = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out.stdout)
     if not m:
         raise RuntimeError(out.stdout)
+    done = re.search(r"number of transactions actually processed: ([0-9]+)", out.stdout)
     failed = re.search(r"number of failed transactions: ([0-9]+)", out.stdout)
     if failed and int(failed.group(1)) != 0:
         raise RuntimeError(f"pgbench reported failures: {out.stdout}")
@@ -61,7 +68,7 @@ def pgbench(port: int, args: list[str], logdir: Path) -> tuple[float, list[float
             parts = line.split()
             if len(parts) >= 3:
                 lat.append(int(parts[2]) / 1000.0)
-    return float(m.group(1)), lat
+    return float(m.group(1)), lat, int(done.group(1)) if done else len(lat)
 
 
 def pct(v: list[float], p: float) -> float:
@@ -76,7 +83,10 @@ def main() -> int:
     script = work / "ryw.sql"
     script.write_text(RYW_SCRIPT)
     proxies: dict[str, Proxy] = {}
-    results: dict[tuple[str, str], list[tuple[float, list[float]]]] = {}
+    results: dict[tuple[str, str], list[tuple[float, list[float], int]]] = {}
+    # Proxy CPU (user + system) per transaction, µs, per run: steadier than TPS on a shared
+    # machine, because it counts the proxy's own work, not how the scheduler shared the cores.
+    cpu: dict[tuple[str, str], list[float]] = {}
     try:
         pair.start()
         subprocess.run(["pgbench", "-i", "-q", "-s", str(SCALE), "-h", "127.0.0.1", "-p", str(pair.primary.port),
@@ -101,9 +111,16 @@ def main() -> int:
                 # Alternate the order each run so slow drift does not favour one configuration.
                 order = list(targets) if run % 2 == 0 else list(reversed(list(targets)))
                 for name in order:
+                    pid = proxies[name].proc.pid if name in proxies else None
+                    c0 = cpu_seconds(pid) if pid else 0.0
                     r = pgbench(targets[name], args, work)
                     results.setdefault((wl, name), []).append(r)
-                    print(f"  {wl:17s} run {run + 1}/{RUNS} {name:17s} {r[0]:9.1f} tps", flush=True)
+                    line = f"  {wl:17s} run {run + 1}/{RUNS} {name:17s} {r[0]:9.1f} tps"
+                    if pid:
+                        us = (cpu_seconds(pid) - c0) * 1e6 / max(r[2], 1)
+                        cpu.setdefault((wl, name), []).append(us)
+                        line += f"  proxy {us:5.1f} µs CPU/tx"
+                    print(line, flush=True)
         lib_stats = proxies["library"].stats()
     finally:
         for p in proxies.values():
@@ -112,20 +129,27 @@ def main() -> int:
     print()
     print(f"## pgbench through polarsplit-proxy ({CLIENTS} clients, {SECONDS} s per run, {RUNS} alternating runs, scale {SCALE})")
     print()
-    print("| workload | target | median TPS | TPS min–max | latency p50 / p95 / p99 ms |")
-    print("|---|---|---:|---:|---:|")
+    print("| workload | target | median TPS | TPS min–max | latency p50 / p95 / p99 ms | proxy CPU µs/tx (median) |")
+    print("|---|---|---:|---:|---:|---:|")
     for (wl, name), rs in results.items():
         tps = [r[0] for r in rs]
         lat = [x for r in rs for x in r[1]]
+        c = f"{statistics.median(cpu[(wl, name)]):.1f}" if (wl, name) in cpu else "—"
         print(f"| {wl} | {name} | {statistics.median(tps):.0f} | {min(tps):.0f}–{max(tps):.0f} | "
-              f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f} / {pct(lat, 99):.2f} |")
+              f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f} / {pct(lat, 99):.2f} | {c} |")
     print()
     for wl in workloads:
-        lib = statistics.median(r[0] for r in results[(wl, "library")])
-        base = statistics.median(r[0] for r in results[(wl, "primary-only")])
-        print(f"{wl}: library / primary-only proxy = {lib / base:.3f} ({100 * (lib / base - 1):+.1f}% TPS)")
-        nr = statistics.median(r[0] for r in results[(wl, "library-no-reader")])
-        print(f"{wl}: library-no-reader / primary-only proxy = {nr / base:.3f} ({100 * (nr / base - 1):+.1f}% TPS)")
+        base_runs = [r[0] for r in results[(wl, "primary-only")]]
+        base = statistics.median(base_runs)
+        for name in ("library", "library-no-reader"):
+            runs = [r[0] for r in results[(wl, name)]]
+            ratio = statistics.median(runs) / base
+            # Each run's configurations ran back to back: the per-run ratio cancels slow drift.
+            paired = statistics.median(a / b for a, b in zip(runs, base_runs))
+            cpu_ratio = statistics.median(cpu[(wl, name)]) / statistics.median(cpu[(wl, "primary-only")])
+            print(f"{wl}: {name} / primary-only proxy: TPS {ratio:.3f} ({100 * (ratio - 1):+.1f}%), "
+                  f"median of per-run TPS ratios {paired:.3f} ({100 * (paired - 1):+.1f}%), "
+                  f"proxy CPU per transaction ×{cpu_ratio:.2f}")
     print()
     print("library decisions:", {k: v for k, v in lib_stats["outcome"].items() if v})
     print("library reasons:", {k: v for k, v in lib_stats["reason"].items() if v})
