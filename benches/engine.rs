@@ -231,6 +231,30 @@ fn reader_cycle(s: &mut Session, q: &[u8], answer: &[u8]) {
     black_box(drain(s));
 }
 
+/// `cargo bench --bench engine -- profile-plain`: only the plain replica read cycle, for 10 s, to
+/// run under a profiler (`perf record --call-graph dwarf target/release/deps/engine-… profile-plain`).
+fn profile_plain() {
+    let engine = Engine::new(Config {
+        seed: 1,
+        ..Config::default()
+    });
+    engine.add_reader(1, 1);
+    let q = query("SELECT abalance FROM pgbench_accounts WHERE aid = 48213");
+    let mut answer = result_set();
+    answer.extend(rfq(b'I', 0x1000, None));
+    let mut s = ready_session(&engine);
+    let start = Instant::now();
+    let mut cycles = 0u64;
+    while start.elapsed().as_secs() < 10 {
+        for _ in 0..1000 {
+            reader_cycle(&mut s, &q, &answer);
+        }
+        cycles += 1000;
+    }
+    let ns = start.elapsed().as_nanos() as f64 / cycles as f64;
+    println!("{cycles} plain read cycles, {ns:.0} ns each");
+}
+
 /// The floor: only framing the same bytes, no decision.
 fn frame_only(q: &[u8], answer: &[u8]) -> usize {
     let limits = Limits::default();
@@ -260,6 +284,10 @@ fn frame_only(q: &[u8], answer: &[u8]) -> usize {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick" || a == "--quick");
+    if std::env::args().any(|a| a == "profile-plain") {
+        profile_plain();
+        return;
+    }
     // cargo bench passes `--bench`; ignore everything else.
     let wf = WriteFunctions::defaults();
     let dialect = PostgreSqlDialect {};
