@@ -99,6 +99,7 @@ impl Framer {
     /// input bytes it consumed. `mode` is asked once per message, when its header is complete.
     ///
     /// After an error the framer stays failed and returns the same error.
+    #[inline(always)]
     pub fn step<'a>(
         &'a mut self,
         input: &'a [u8],
@@ -146,27 +147,33 @@ impl Framer {
         }
     }
 
+    #[inline(always)]
     fn step_header<'a>(
         &'a mut self,
         input: &'a [u8],
         mode: impl FnOnce(u8, usize) -> BodyMode,
     ) -> Result<(Step<'a>, usize), ProtocolError> {
         let hdr_size = if self.untagged_next { 4 } else { 5 };
-        let take = (hdr_size - self.hdr_len).min(input.len());
-        self.hdr[self.hdr_len..self.hdr_len + take].copy_from_slice(&input[..take]);
-        self.hdr_len += take;
-        if self.hdr_len < hdr_size {
-            return Ok((Step::NeedMore, take));
-        }
-        let (tag, len_bytes) = if self.untagged_next {
-            (0u8, [self.hdr[0], self.hdr[1], self.hdr[2], self.hdr[3]])
-        } else {
-            (
-                self.hdr[0],
-                [self.hdr[1], self.hdr[2], self.hdr[3], self.hdr[4]],
-            )
+        let (hdr, take) = match input.get(..hdr_size) {
+            // The common case: the whole header is in the input, read in place.
+            Some(h) if self.hdr_len == 0 => (h, hdr_size),
+            _ => {
+                let take = (hdr_size - self.hdr_len).min(input.len());
+                self.hdr[self.hdr_len..self.hdr_len + take].copy_from_slice(&input[..take]);
+                self.hdr_len += take;
+                if self.hdr_len < hdr_size {
+                    return Ok((Step::NeedMore, take));
+                }
+                self.hdr_len = 0;
+                (&self.hdr[..hdr_size], take)
+            }
         };
-        self.hdr_len = 0;
+        let (tag, len_bytes) = match *hdr {
+            [a, b, c, d] => (0u8, [a, b, c, d]),
+            [t, a, b, c, d] => (t, [a, b, c, d]),
+            // Not reached (a header is 4 or 5 bytes); a zero length is refused below.
+            _ => (0u8, [0; 4]),
+        };
         let len = u32::from_be_bytes(len_bytes);
         let result = self.check_len(tag, len);
         let body_len = match result {

@@ -205,11 +205,11 @@ impl<'a> Reader<'a> {
 
     /// A NUL-terminated string (without its NUL).
     pub(crate) fn cstr(&mut self, what: &'static str) -> Result<&'a [u8], ProtocolError> {
-        let nul = self
-            .buf
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or_else(|| self.err(what))?;
+        // `CStr::from_bytes_until_nul` finds the NUL with the standard library's word-at-a-time
+        // memchr; a byte loop was a visible share of a Query's cost (SQL texts are long).
+        let nul = std::ffi::CStr::from_bytes_until_nul(self.buf)
+            .map_err(|_| self.err(what))?
+            .count_bytes();
         let s = &self.buf[..nul];
         self.buf = &self.buf[nul + 1..];
         Ok(s)

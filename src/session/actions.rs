@@ -250,7 +250,10 @@ impl ActionQueue {
 
     /// The next action, borrowing the arena until the next call. When the queue runs empty the
     /// arena is reset for the next input (its capacity is kept: no allocation in steady state).
-    pub fn poll(&mut self) -> Option<Action<'_>> {
+    /// The next action. `reader_startup` is the session's cached reader StartupMessage, lent
+    /// to an `AcquireReader` (filling it in here, not by re-matching the returned action, keeps
+    /// the hot path free of a store-forwarding stall on the returned enum).
+    pub fn poll<'a>(&'a mut self, reader_startup: &'a [u8]) -> Option<Action<'a>> {
         let Some(rec) = self.recs.pop_front() else {
             self.arena.clear();
             return None;
@@ -269,7 +272,7 @@ impl ActionQueue {
             Rec::AcquireReader { server, key } => Action::AcquireReader {
                 server,
                 key,
-                startup: &[],
+                startup: reader_startup,
             },
             Rec::ForwardClient { conn, n } => Action::ForwardClient { conn, n },
             Rec::DiscardClient { n } => Action::DiscardClient { n },
@@ -302,11 +305,11 @@ mod tests {
         q.send_client(b"cd");
         q.discard_client(3);
         q.discard_client(4);
-        assert_eq!(q.poll(), Some(Action::ForwardBackend { conn: 1, n: 15 }));
-        assert_eq!(q.poll(), Some(Action::ForwardBackend { conn: 2, n: 1 }));
-        assert_eq!(q.poll(), Some(Action::SendClient { bytes: b"abcd" }));
-        assert_eq!(q.poll(), Some(Action::DiscardClient { n: 7 }));
-        assert_eq!(q.poll(), None);
+        assert_eq!(q.poll(&[]), Some(Action::ForwardBackend { conn: 1, n: 15 }));
+        assert_eq!(q.poll(&[]), Some(Action::ForwardBackend { conn: 2, n: 1 }));
+        assert_eq!(q.poll(&[]), Some(Action::SendClient { bytes: b"abcd" }));
+        assert_eq!(q.poll(&[]), Some(Action::DiscardClient { n: 7 }));
+        assert_eq!(q.poll(&[]), None);
         assert!(q.arena.is_empty());
     }
 }

@@ -424,18 +424,12 @@ impl Session {
 
     /// The next action, or `None` when everything is drained.
     pub fn poll_action(&mut self) -> Option<Action<'_>> {
-        match self.out.poll()? {
-            // The reader StartupMessage is the session's cached one (valid until its next input).
-            Action::AcquireReader { server, key, .. } => Some(Action::AcquireReader {
-                server,
-                key,
-                startup: self
-                    .reader_startup
-                    .as_ref()
-                    .map_or(&[][..], |(_, _, b)| b.as_slice()),
-            }),
-            a => Some(a),
-        }
+        // The reader StartupMessage is the session's cached one (valid until its next input).
+        let startup = self
+            .reader_startup
+            .as_ref()
+            .map_or(&[][..], |(_, _, b)| b.as_slice());
+        self.out.poll(startup)
     }
 
     /// Whether actions are waiting to be polled.
