@@ -159,18 +159,7 @@ impl Session {
         let is_writer = self.backend_index(conn) == Some(0);
         if is_writer {
             let msg = format!("polarsplit: protocol violation by the primary: {what}");
-            if !self.client_mid_message() {
-                self.out.send_client_with(|o| {
-                    encode::error_or_notice(
-                        o,
-                        false,
-                        encode::Severity::Fatal,
-                        b"08P01",
-                        msg.as_bytes(),
-                        None,
-                    );
-                });
-            }
+            self.fatal_to_client(b"08P01", msg.as_bytes());
             self.close_all();
             return Err(self.fail(SessionError::Protocol(format!("writer: {what}"))));
         }
@@ -227,16 +216,7 @@ impl Session {
                         "WriterConnectFailed without ConnectWriter",
                     ))
                 } else {
-                    self.out.send_client_with(|o| {
-                        encode::error_or_notice(
-                            o,
-                            false,
-                            encode::Severity::Fatal,
-                            b"08006",
-                            b"polarsplit: could not connect to the primary",
-                            None,
-                        );
-                    });
+                    self.fatal_to_client(b"08006", b"polarsplit: could not connect to the primary");
                     self.close_all();
                     Ok(())
                 }
@@ -250,20 +230,10 @@ impl Session {
             Event::ConnectionLost => match self.backend_index(conn) {
                 None => Err(SessionError::UnknownConnection(conn)),
                 Some(0) => {
-                    // Not this connection's message only: a reader's may be half-sent too.
-                    if !self.client_mid_message() {
-                        let msg: &[u8] = b"polarsplit: the connection to the primary was lost";
-                        self.out.send_client_with(|o| {
-                            encode::error_or_notice(
-                                o,
-                                false,
-                                encode::Severity::Fatal,
-                                b"08006",
-                                msg,
-                                None,
-                            );
-                        });
-                    }
+                    self.fatal_to_client(
+                        b"08006",
+                        b"polarsplit: the connection to the primary was lost",
+                    );
                     self.writer = None;
                     self.close_all();
                     Ok(())
@@ -1228,6 +1198,18 @@ impl Session {
             }
             self.retire_backend(b);
         }
+    }
+
+    /// Sends the client a FATAL ErrorResponse before the session closes — unless a backend's
+    /// message is partly with the client (any backend's, not only the failing one): bytes sent
+    /// now would land inside that message, so the client only sees its connection close.
+    pub(super) fn fatal_to_client(&mut self, sqlstate: &[u8; 5], msg: &[u8]) {
+        if self.client_mid_message() {
+            return;
+        }
+        self.out.send_client_with(|o| {
+            encode::error_or_notice(o, false, encode::Severity::Fatal, sqlstate, msg, None);
+        });
     }
 
     /// Whether any backend's message is partly with the client: until it completes, no other

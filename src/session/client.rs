@@ -73,18 +73,7 @@ impl Session {
     pub(super) fn client_protocol_error(&mut self, what: &str) -> SessionError {
         self.engine.stats().inc(Counter::ProtocolErrors);
         let msg = format!("polarsplit: protocol violation by the client: {what}");
-        if !self.client_mid_message() {
-            self.out.send_client_with(|o| {
-                encode::error_or_notice(
-                    o,
-                    false,
-                    encode::Severity::Fatal,
-                    b"08P01",
-                    msg.as_bytes(),
-                    None,
-                );
-            });
-        }
+        self.fatal_to_client(b"08P01", msg.as_bytes());
         self.close_all();
         self.fail(SessionError::Protocol(format!("client: {what}")))
     }

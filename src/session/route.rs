@@ -1042,9 +1042,7 @@ impl Session {
                 stats.inc(Counter::FailuresDisconnected);
                 let msg =
                     b"polarsplit: closing the session after a replica failure (policy disconnect)";
-                self.out.send_client_with(|o| {
-                    encode::error_or_notice(o, false, encode::Severity::Fatal, b"55000", msg, None);
-                });
+                self.fatal_to_client(b"55000", msg);
                 self.close_all();
             }
         }
