@@ -1,8 +1,11 @@
-/* Tiny assertion helpers for the C tests: a failed check prints itself and returns its line. */
+/* Tiny helpers for the C tests: checks that print themselves and return their line, and builders
+ * of the wire messages the tests feed. */
 #ifndef POLARSPLIT_CTEST_HARNESS_H
 #define POLARSPLIT_CTEST_HARNESS_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define CHECK(cond)                                                              \
     do {                                                                         \
@@ -21,5 +24,31 @@
             return __LINE__;                                                     \
         }                                                                        \
     } while (0)
+
+/* Appends one tagged message (tag, length, body) at `out`; returns its size. */
+static inline size_t wire_msg(uint8_t *out, char tag, const void *body, size_t n) {
+    uint32_t len = (uint32_t)(n + 4);
+    out[0] = (uint8_t)tag;
+    out[1] = (uint8_t)(len >> 24);
+    out[2] = (uint8_t)(len >> 16);
+    out[3] = (uint8_t)(len >> 8);
+    out[4] = (uint8_t)len;
+    if (n > 0) memcpy(out + 5, body, n);
+    return n + 5;
+}
+
+static inline size_t wire_query(uint8_t *out, const char *sql) { return wire_msg(out, 'Q', sql, strlen(sql) + 1); }
+
+/* ReadyForQuery with the LSN extension (W-2) the session asks its backends for. */
+static inline size_t wire_rfq(uint8_t *out, char status, uint64_t lsn) {
+    uint8_t b[9];
+    b[0] = (uint8_t)status;
+    for (int i = 0; i < 8; i++) b[1 + i] = (uint8_t)(lsn >> (56 - 8 * i));
+    return wire_msg(out, 'Z', b, 9);
+}
+
+static inline size_t wire_command_complete(uint8_t *out, const char *tag) {
+    return wire_msg(out, 'C', tag, strlen(tag) + 1);
+}
 
 #endif

@@ -41,27 +41,6 @@ static polarsplit_engine *make_engine(void) {
     return e;
 }
 
-static size_t put_msg(uint8_t *out, char tag, const void *body, size_t n) {
-    uint32_t len = (uint32_t)(n + 4);
-    out[0] = (uint8_t)tag;
-    out[1] = (uint8_t)(len >> 24);
-    out[2] = (uint8_t)(len >> 16);
-    out[3] = (uint8_t)(len >> 8);
-    out[4] = (uint8_t)len;
-    if (n > 0) memcpy(out + 5, body, n);
-    return n + 5;
-}
-
-static size_t put_query(uint8_t *out, const char *sql) { return put_msg(out, 'Q', sql, strlen(sql) + 1); }
-
-/* ReadyForQuery with the LSN extension the session asks its backends for. */
-static size_t put_rfq(uint8_t *out, char status, uint64_t lsn) {
-    uint8_t b[9];
-    b[0] = (uint8_t)status;
-    for (int i = 0; i < 8; i++) b[1 + i] = (uint8_t)(lsn >> (56 - 8 * i));
-    return put_msg(out, 'Z', b, 9);
-}
-
 /* A session for a client whose address is known (so backends report LSNs). */
 static int new_session(polarsplit_engine *e, polarsplit_session **out) {
     polarsplit_client_info info = {"10.0.0.7", 40000, "127.0.0.1", 6432, -1};
@@ -96,9 +75,9 @@ static int connect_session(polarsplit_session *s) {
     size_t n = 0;
     int32_t zero = 0;
     uint8_t key[8] = {0, 0, 0, 7, 0, 0, 0, 8};
-    n += put_msg(b + n, 'R', &zero, 4);
-    n += put_msg(b + n, 'K', key, 8);
-    n += put_rfq(b + n, 'I', 0x1000);
+    n += wire_msg(b + n, 'R', &zero, 4);
+    n += wire_msg(b + n, 'K', key, 8);
+    n += wire_rfq(b + n, 'I', 0x1000);
     CHECK_STATUS(polarsplit_session_recv_backend(s, WRITER, b, n, 1000), POLARSPLIT_OK);
     CHECK(drain(s, NULL, 0) >= 1);
     return 0;
@@ -108,16 +87,16 @@ static int connect_session(polarsplit_session *s) {
  * engine behind it work end to end. */
 static int write_then_read(polarsplit_session *s) {
     uint8_t b[256];
-    size_t n = put_query(b, "INSERT INTO t VALUES (1)"), consumed = 0;
+    size_t n = wire_query(b, "INSERT INTO t VALUES (1)"), consumed = 0;
     CHECK_STATUS(polarsplit_session_recv_client(s, b, n, 1000, &consumed), POLARSPLIT_OK);
     CHECK(consumed == n);
     CHECK(drain(s, NULL, 0) >= 1);
-    n = put_msg(b, 'C', "INSERT 0 1", 11);
-    n += put_rfq(b + n, 'I', 0x2000);
+    n = wire_msg(b, 'C', "INSERT 0 1", 11);
+    n += wire_rfq(b + n, 'I', 0x2000);
     CHECK_STATUS(polarsplit_session_recv_backend(s, WRITER, b, n, 1000), POLARSPLIT_OK);
     CHECK(drain(s, NULL, 0) >= 1);
 
-    n = put_query(b, "SELECT v FROM t WHERE k = 1");
+    n = wire_query(b, "SELECT v FROM t WHERE k = 1");
     CHECK_STATUS(polarsplit_session_recv_client(s, b, n, 1000, &consumed), POLARSPLIT_OK);
     polarsplit_action a;
     uint32_t server = 0;
@@ -140,11 +119,11 @@ static int write_then_read(polarsplit_session *s) {
     CHECK(sent);
     n = 0;
     if (waits) /* the three hidden SETs of the W-4 wrapper */
-        for (int i = 0; i < 3; i++) n += put_msg(b + n, 'C', "SET", 4);
+        for (int i = 0; i < 3; i++) n += wire_msg(b + n, 'C', "SET", 4);
     uint8_t row[] = {0, 1, 0, 0, 0, 1, '7'};
-    n += put_msg(b + n, 'D', row, sizeof row);
-    n += put_msg(b + n, 'C', "SELECT 1", 9);
-    n += put_rfq(b + n, 'I', 0x3000);
+    n += wire_msg(b + n, 'D', row, sizeof row);
+    n += wire_msg(b + n, 'C', "SELECT 1", 9);
+    n += wire_rfq(b + n, 'I', 0x3000);
     CHECK_STATUS(polarsplit_session_recv_backend(s, READER, b, n, 1000), POLARSPLIT_OK);
     int released = 0;
     while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK)
@@ -389,11 +368,11 @@ int ctest_misuse_out_of_range_integers(void) {
     /* Times may be anything, also going backwards or at the extremes. */
     CHECK(connect_session(s) == 0);
     uint8_t q[64];
-    size_t n = put_query(q, "INSERT INTO t VALUES (1)");
+    size_t n = wire_query(q, "INSERT INTO t VALUES (1)");
     CHECK_STATUS(polarsplit_session_recv_client(s, q, n, UINT64_MAX, &consumed), POLARSPLIT_OK);
     CHECK(drain(s, NULL, 0) >= 1);
-    n = put_msg(q, 'C', "INSERT 0 1", 11);
-    n += put_rfq(q + n, 'I', 0x1800);
+    n = wire_msg(q, 'C', "INSERT 0 1", 11);
+    n += wire_rfq(q + n, 'I', 0x1800);
     CHECK_STATUS(polarsplit_session_recv_backend(s, WRITER, q, n, 0), POLARSPLIT_OK);
     CHECK(drain(s, NULL, 0) >= 1);
     /* A connection id the session never got is its own status, for bytes and for events. */
@@ -422,7 +401,7 @@ int ctest_misuse_input_while_actions_pending(void) {
     CHECK_STATUS(new_session(e, &s), POLARSPLIT_OK);
     CHECK_STATUS(new_session(e, &ref), POLARSPLIT_OK);
     uint8_t q[64];
-    size_t n = put_query(q, "SELECT 1"), consumed = 0;
+    size_t n = wire_query(q, "SELECT 1"), consumed = 0;
     polarsplit_action a;
 
     /* The startup queues actions; every input is refused until they are drained, and the refused
@@ -588,7 +567,7 @@ int ctest_misuse_panic_poisons_one_session(void) {
 
     /* A panic inside an exported call, with actions pending on that session. */
     uint8_t q[64];
-    size_t n = put_query(q, "INSERT INTO t VALUES (1)");
+    size_t n = wire_query(q, "INSERT INTO t VALUES (1)");
     CHECK_STATUS(polarsplit_session_recv_client(bad, q, n, 1000, &consumed), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_session_test_panic_next(bad), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_session_poll_action(bad, &a), POLARSPLIT_ERR_PANIC);

@@ -93,28 +93,6 @@ static int drain(polarsplit_session *s, host_t *h) {
     return 0;
 }
 
-static size_t msg(uint8_t *out, char tag, const void *body, size_t n) {
-    uint32_t len = (uint32_t)(n + 4);
-    out[0] = (uint8_t)tag;
-    out[1] = (uint8_t)(len >> 24);
-    out[2] = (uint8_t)(len >> 16);
-    out[3] = (uint8_t)(len >> 8);
-    out[4] = (uint8_t)len;
-    memcpy(out + 5, body, n);
-    return n + 5;
-}
-
-static size_t query(uint8_t *out, const char *sql) { return msg(out, 'Q', sql, strlen(sql) + 1); }
-
-static size_t rfq(uint8_t *out, char status, uint64_t lsn) {
-    uint8_t b[9];
-    b[0] = (uint8_t)status;
-    for (int i = 0; i < 8; i++) b[1 + i] = (uint8_t)(lsn >> (56 - 8 * i));
-    return msg(out, 'Z', b, 9);
-}
-
-static size_t command_complete(uint8_t *out, const char *tag) { return msg(out, 'C', tag, strlen(tag) + 1); }
-
 static int feed_client(polarsplit_session *s, host_t *h, const uint8_t *b, size_t n) {
     size_t consumed = 0;
     CHECK_STATUS(polarsplit_session_recv_client(s, b, n, 1000, &consumed), POLARSPLIT_OK);
@@ -186,8 +164,8 @@ int ctest_transcript_write_then_read(void) {
     uint8_t b[512];
     size_t n = 0;
     int32_t zero = 0;
-    n += msg(b + n, 'R', &zero, 4);
-    n += rfq(b + n, 'I', 0x1000);
+    n += wire_msg(b + n, 'R', &zero, 4);
+    n += wire_rfq(b + n, 'I', 0x1000);
     CHECK(feed_backend(s, &h, WRITER, b, n) == 0);
     char t[32];
     tags(&h.to_client, t, sizeof t);
@@ -196,18 +174,18 @@ int ctest_transcript_write_then_read(void) {
     h.to_client.len = 0;
 
     /* A write on the writer: forwarded untouched; its LSN is remembered. */
-    n = query(b, "INSERT INTO t VALUES (1)");
+    n = wire_query(b, "INSERT INTO t VALUES (1)");
     CHECK(feed_client(s, &h, b, n) == 0);
     CHECK(h.writer_sent.len == n && memcmp(h.writer_sent.data, b, n) == 0);
-    n = command_complete(b, "INSERT 0 1");
-    n += rfq(b + n, 'I', 97500059720ull);
+    n = wire_command_complete(b, "INSERT 0 1");
+    n += wire_rfq(b + n, 'I', 97500059720ull);
     CHECK(feed_backend(s, &h, WRITER, b, n) == 0);
     tags(&h.to_client, t, sizeof t);
     CHECK(strcmp(t, "CZ") == 0);
     h.to_client.len = 0;
 
     /* The read waits on a reader with the exact W-4 wrapper. */
-    n = query(b, "SELECT v FROM t WHERE k = 1");
+    n = wire_query(b, "SELECT v FROM t WHERE k = 1");
     CHECK(feed_client(s, &h, b, n) == 0);
     CHECK(h.acquired);
     CHECK_STATUS(polarsplit_session_on_backend_event(s, READER, POLARSPLIT_EVENT_READER_ATTACHED, h.acquired_server,
@@ -227,13 +205,13 @@ int ctest_transcript_write_then_read(void) {
     CHECK(exec == READER);
 
     n = 0;
-    for (int i = 0; i < 3; i++) n += command_complete(b + n, "SET");
+    for (int i = 0; i < 3; i++) n += wire_command_complete(b + n, "SET");
     uint8_t rd[] = {0, 1, 'v', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    n += msg(b + n, 'T', rd, sizeof rd);
+    n += wire_msg(b + n, 'T', rd, sizeof rd);
     uint8_t row[] = {0, 1, 0, 0, 0, 1, '7'};
-    n += msg(b + n, 'D', row, sizeof row);
-    n += command_complete(b + n, "SELECT 1");
-    n += rfq(b + n, 'I', 97500059800ull);
+    n += wire_msg(b + n, 'D', row, sizeof row);
+    n += wire_command_complete(b + n, "SELECT 1");
+    n += wire_rfq(b + n, 'I', 97500059800ull);
     CHECK(feed_backend(s, &h, READER, b, n) == 0);
     tags(&h.to_client, t, sizeof t);
     CHECK(strcmp(t, "TDCZ") == 0);
@@ -274,7 +252,7 @@ int ctest_session_misuse(void) {
     CHECK_STATUS(polarsplit_session_new(e, NULL, &s), POLARSPLIT_OK);
     polarsplit_action a;
     uint8_t q[64];
-    size_t n = query(q, "SELECT 1");
+    size_t n = wire_query(q, "SELECT 1");
     size_t consumed = 99;
 
     CHECK_STATUS(polarsplit_session_recv_client(NULL, q, n, 0, &consumed), POLARSPLIT_ERR_NULL);
@@ -356,7 +334,7 @@ int ctest_facts_input(void) {
     CHECK(saw_discard); /* the extended RFQ is replaced by a standard one */
 
     uint8_t q[64];
-    size_t n = query(q, "INSERT INTO t VALUES (1)");
+    size_t n = wire_query(q, "INSERT INTO t VALUES (1)");
     CHECK(feed_client(s, &h, q, n) == 0);
     memset(&f, 0, sizeof f);
     f.kind = POLARSPLIT_FACT_COMMAND_COMPLETE;
