@@ -4,9 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
-ensure_debian_packages
-build_library
-build_examples
-ensure_venv
+prepare_e2e
 _step "pgbench: library vs primary-only proxy vs direct"
 "$VENV/bin/python" scripts/lib/bench_e2e.py

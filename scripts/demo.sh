@@ -9,9 +9,6 @@ cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
 
 started=$(date +%s)
-ensure_debian_packages
-build_library
-build_examples
-ensure_venv
+prepare_e2e
 _step "demo ($(($(date +%s) - started)) s of set-up)"
 "$VENV/bin/python" scripts/lib/demo.py

@@ -8,10 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/setup.sh
 
-ensure_debian_packages
-build_library
-build_examples
-ensure_venv
+prepare_e2e
 
 _step "pytest ffi-tests/python tests/e2e"
 status=0

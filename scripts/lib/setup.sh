@@ -1,4 +1,4 @@
-# Shared by scripts/demo.sh and scripts/test-e2e.sh (source it from the repository root): installs
+# Shared by scripts/demo.sh, scripts/test-e2e.sh and scripts/bench-e2e.sh (source it from the repository root): installs
 # what the real-PostgreSQL parts need on a fresh Debian 12 machine, builds the library and the C
 # examples, and prepares the Python venv. Every step is idempotent and quiet when nothing is missing.
 
@@ -49,4 +49,12 @@ build_library() {
 build_examples() {
     _step "make -C c-examples (replay, polarsplit-proxy, polarsplit-proxy-asan)"
     make -s -C c-examples
+}
+
+# Everything the real-PostgreSQL parts need, in order.
+prepare_e2e() {
+    ensure_debian_packages
+    build_library
+    build_examples
+    ensure_venv
 }

@@ -803,6 +803,15 @@ impl<'a> Cursor<'a> {
             _ => None,
         }
     }
+
+    /// `ALL` (true) or a name (false), as CLOSE and DEALLOCATE take.
+    fn all_or_name(&mut self) -> Option<bool> {
+        if self.eat_kw("all") {
+            Some(true)
+        } else {
+            self.name().map(|_| false)
+        }
+    }
 }
 
 type Head = (Kind, NotSafe, Effects);
@@ -902,12 +911,7 @@ fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
     } else if is("fetch") || is("move") {
         not_read(Kind::Fetch)
     } else if is("close") {
-        let all = if c.eat_kw("all") {
-            true
-        } else {
-            c.name()?;
-            false
-        };
+        let all = c.all_or_name()?;
         c.end()?;
         not_read(Kind::Close { all })
     } else if is("prepare") {
@@ -917,12 +921,7 @@ fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
         not_read(Kind::Execute)
     } else if is("deallocate") {
         c.eat_kw("prepare");
-        let all = if c.eat_kw("all") {
-            true
-        } else {
-            c.name()?;
-            false
-        };
+        let all = c.all_or_name()?;
         c.end()?;
         not_read(Kind::Deallocate { all })
     } else if is("lock") {

@@ -15,6 +15,15 @@ pub const POLARSPLIT_DIALECT_AWIDE: i32 = 0;
 pub const POLARSPLIT_DIALECT_POLARDB: i32 = 1;
 pub const POLARSPLIT_DIALECT_STOCK: i32 = 2;
 
+/// `POLARSPLIT_OK` when the engine knew what the call named, else `POLARSPLIT_DONE`.
+fn ok_or_done(known: bool) -> PolarsplitStatus {
+    if known {
+        POLARSPLIT_OK
+    } else {
+        POLARSPLIT_DONE
+    }
+}
+
 /// Runs `f` on a live engine inside a panic boundary.
 ///
 /// # Safety
@@ -61,15 +70,7 @@ pub unsafe extern "C" fn polarsplit_engine_remove_reader(
     server: u32,
 ) -> PolarsplitStatus {
     // SAFETY: per the contract.
-    unsafe {
-        with_engine(engine, |e| {
-            if e.inner.remove_reader(server) {
-                POLARSPLIT_OK
-            } else {
-                POLARSPLIT_DONE
-            }
-        })
-    }
+    unsafe { with_engine(engine, |e| ok_or_done(e.inner.remove_reader(server))) }
 }
 
 /// Marks a reader healthy or not (unhealthy readers are never chosen; a pin on one is dropped).
@@ -86,11 +87,7 @@ pub unsafe extern "C" fn polarsplit_engine_set_reader_health(
     // SAFETY: per the contract.
     unsafe {
         with_engine(engine, |e| {
-            if e.inner.set_reader_health(server, healthy) {
-                POLARSPLIT_OK
-            } else {
-                POLARSPLIT_DONE
-            }
+            ok_or_done(e.inner.set_reader_health(server, healthy))
         })
     }
 }
@@ -111,11 +108,7 @@ pub unsafe extern "C" fn polarsplit_engine_reader_sample(
     // SAFETY: per the contract.
     unsafe {
         with_engine(engine, |e| {
-            if e.inner.reader_sample(server, Lsn(lsn), at_ms) {
-                POLARSPLIT_OK
-            } else {
-                POLARSPLIT_DONE
-            }
+            ok_or_done(e.inner.reader_sample(server, Lsn(lsn), at_ms))
         })
     }
 }

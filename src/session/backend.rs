@@ -383,9 +383,7 @@ impl Session {
             Some(ExpectKind::Auth) => {
                 match msg {
                     BackendMessage::ReadyForQuery(rfq) => {
-                        if let Some(w) = self.writer.as_mut() {
-                            w.expect.pop_front();
-                        }
+                        self.writer_expect_done();
                         self.phase = Phase::Ready;
                         self.writer_status = rfq.status;
                         // The session has observed nothing yet: the writer's position only
@@ -416,9 +414,7 @@ impl Session {
             Some(ExpectKind::Abort) => {
                 match msg {
                     BackendMessage::ReadyForQuery(rfq) => {
-                        if let Some(w) = self.writer.as_mut() {
-                            w.expect.pop_front();
-                        }
+                        self.writer_expect_done();
                         self.apply_disp(conn, t, body, Disp::Discard);
                         self.writer_status = rfq.status;
                         if rfq.status == TxStatus::Failed {
@@ -442,9 +438,7 @@ impl Session {
                         self.apply_disp(conn, t, body, Disp::Discard);
                     }
                     BackendMessage::ReadyForQuery(rfq) => {
-                        if let Some(w) = self.writer.as_mut() {
-                            w.expect.pop_front();
-                        }
+                        self.writer_expect_done();
                         self.apply_disp(conn, t, body, Disp::Discard);
                         self.writer_status = rfq.status;
                         if let Some(l) = self.probe_lsn.take() {
@@ -472,9 +466,7 @@ impl Session {
             Some(ExpectKind::Statement) => {
                 match msg {
                     BackendMessage::ReadyForQuery(rfq) => {
-                        if let Some(w) = self.writer.as_mut() {
-                            w.expect.pop_front();
-                        }
+                        self.writer_expect_done();
                         self.writer_statement_done(conn, body, rfq);
                     }
                     BackendMessage::ErrorResponse(_) => {
@@ -1183,20 +1175,28 @@ impl Session {
         }
     }
 
-    /// Returns a reader connection to the host: to its pool, or closed when its settings are
-    /// unknown (a failed Query rolled back the SETs that were to bring it in line, W-6).
-    pub(super) fn hand_back(&mut self, conn: ConnId, settings_unknown: bool) {
+    /// Returns a reader connection to the host: to its pool, or closed when it cannot be reused
+    /// (its settings are unknown — a failed Query rolled back the SETs that were to bring it in
+    /// line, W-6 — or it was lost).
+    pub(super) fn hand_back(&mut self, conn: ConnId, close: bool) {
         if let Some(i) = self.backend_index(conn) {
             if i == 0 {
                 return;
             }
             let b = self.readers.remove(i - 1);
-            if settings_unknown {
+            if close {
                 self.out.close_backend(b.conn);
             } else {
                 self.out.release_reader(b.conn, b.dirty);
             }
             self.retire_backend(b);
+        }
+    }
+
+    /// The writer answered its oldest expected message (its ReadyForQuery arrived).
+    fn writer_expect_done(&mut self) {
+        if let Some(w) = self.writer.as_mut() {
+            w.expect.pop_front();
         }
     }
 

@@ -911,15 +911,7 @@ impl Session {
         if busy {
             return;
         }
-        if let Some(i) = self.backend_index(pin.conn) {
-            let b = self.readers.remove(i - 1);
-            if lost {
-                self.out.close_backend(b.conn);
-            } else {
-                self.out.release_reader(b.conn, b.dirty);
-            }
-            self.retire_backend(b);
-        }
+        self.hand_back(pin.conn, lost);
     }
 
     /// Carries out a failure recovery decided when the reader's answer ended (RFQ) or broke.
