@@ -7,8 +7,10 @@
 pub mod classify;
 pub mod cluster;
 pub mod config;
+pub mod decision;
 pub mod ffi;
 pub mod host;
+pub mod ids;
 pub mod policy;
 pub mod pool;
 pub mod protocol;

@@ -26,10 +26,7 @@ use parking_lot::Mutex;
 
 use crate::protocol::Lsn;
 
-/// The host's id for a server (any value it likes, stable for the server's life).
-pub type ServerId = u32;
-/// A numbered set of servers (ProxySQL's term).
-pub type Hostgroup = u32;
+pub use crate::ids::{Hostgroup, ServerId};
 
 /// `(generation, replay LSN, sample time)` of one reader, written under a sequence lock.
 #[derive(Debug, Default)]

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::session::decision::{Outcome, Reason};
+use crate::decision::{Outcome, Reason};
 
 macro_rules! counters {
     ($($variant:ident = $name:literal, $doc:literal;)+) => {

@@ -5,13 +5,10 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use crate::cluster::readers::ServerId;
+use crate::decision::Decision;
+pub use crate::ids::ConnId;
+use crate::ids::ServerId;
 use crate::pool::ReaderKey;
-
-use super::decision::Decision;
-
-/// The host's own id for a backend connection.
-pub type ConnId = u64;
 
 /// One thing for the host to do. Apply actions in the order they are polled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,6 @@
 pub mod actions;
 mod backend;
 mod client;
-pub mod decision;
 mod facts;
 pub mod plan;
 mod route;
@@ -36,8 +35,8 @@ use crate::protocol::frontend::FrontendMessage;
 use crate::protocol::startup::StartupPacket;
 use crate::protocol::{tag, Lsn, LsnField, Marker, Rfq, RfqExtensions, TxStatus, XidList};
 
+pub use crate::decision::{Decision, Outcome, Reason};
 pub use actions::{Action, ConnId};
-pub use decision::{Decision, Outcome, Reason};
 pub use facts::BackendFact;
 pub use startup::{ClientInfo, Role, Startup};
 

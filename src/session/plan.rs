@@ -5,7 +5,7 @@ use crate::classify::{Classification, Isolation, Kind, NotSafe};
 use crate::config::{Consistency, OnMissingLsn, ReadFallback, ServerDialect};
 use crate::protocol::{Lsn, Marker};
 
-use super::decision::{Decision, Outcome, Reason};
+use crate::decision::{Decision, Outcome, Reason};
 
 /// The statement, as planning sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

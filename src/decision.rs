@@ -1,7 +1,7 @@
 //! Outcomes and reason codes (SPEC P-1): every decision says where a statement runs and why.
 //! Numbers are part of the C ABI: never reuse one.
 
-use crate::cluster::readers::ServerId;
+use crate::ids::ServerId;
 use crate::protocol::Lsn;
 
 /// SPEC P-1 outcomes.
