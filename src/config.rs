@@ -158,6 +158,24 @@ pub struct Config {
     /// commits, learn its position with a hidden `SELECT pg_current_wal_insert_lsn()` on the
     /// writer connection, sent after the client's RFQ (issue 11).
     pub lsn_probe: bool,
+    /// Most bytes of one extended-protocol batch the engine holds to decide it (E-1); a larger
+    /// batch goes to the writer.
+    pub max_batch_bytes: usize,
+    /// Most prepared statements tracked per session (E-2).
+    pub max_prepared_statements: usize,
+    /// A reader that has answered nothing for this long since a statement was sent, while its
+    /// monitor also failed to answer, is treated as lost (R-1b; 0 disables).
+    pub reader_response_timeout_ms: u64,
+    /// Consecutive failures after which a reader is held out of reader choice (R-1b).
+    pub reader_failure_threshold: u32,
+    /// Placeholder settings (`app.tenant`) the capture always asks for (S-5). When set, the
+    /// operator declares that these are the names the application's code sets.
+    pub custom_settings: Vec<String>,
+    /// Capture the writer's session state after DML too (triggers may change it, S-5).
+    pub capture_after_dml: bool,
+    /// The writer's WAL page and segment sizes, for the page-boundary rule of W-7.
+    pub wal_block_size: u64,
+    pub wal_segment_size: u64,
 }
 
 impl Default for Config {
@@ -189,6 +207,14 @@ impl Default for Config {
             writer_hostgroup: 0,
             reader_hostgroup: Some(1),
             lsn_probe: true,
+            max_batch_bytes: 64 << 10,
+            max_prepared_statements: 256,
+            reader_response_timeout_ms: 10_000,
+            reader_failure_threshold: 3,
+            custom_settings: Vec::new(),
+            capture_after_dml: false,
+            wal_block_size: 8192,
+            wal_segment_size: 16 << 20,
         }
     }
 }
@@ -221,6 +247,14 @@ pub const SETTING_NAMES: &[&str] = &[
     "writer_hostgroup",
     "reader_hostgroup",
     "lsn_probe",
+    "max_batch_bytes",
+    "max_prepared_statements",
+    "reader_response_timeout_ms",
+    "reader_failure_threshold",
+    "custom_settings",
+    "capture_after_dml",
+    "wal_block_size",
+    "wal_segment_size",
 ];
 
 /// A mutable configuration under construction.
@@ -370,6 +404,64 @@ impl ConfigBuilder {
                 }
             }
             "lsn_probe" => c.lsn_probe = parse_bool(name, value)?,
+            "max_batch_bytes" => {
+                c.max_batch_bytes = parse_num(name, value, 1 << 30)?;
+                if c.max_batch_bytes < 1024 {
+                    return Err(ConfigError::new(name, "must be at least 1024"));
+                }
+            }
+            "max_prepared_statements" => {
+                c.max_prepared_statements = parse_num(name, value, 1 << 16)?;
+                if c.max_prepared_statements == 0 {
+                    return Err(ConfigError::new(name, "must be at least 1"));
+                }
+            }
+            "reader_response_timeout_ms" => {
+                c.reader_response_timeout_ms = parse_num(name, value, MS_MAX)?
+            }
+            "reader_failure_threshold" => {
+                c.reader_failure_threshold = parse_num(name, value, 1000)?;
+                if c.reader_failure_threshold == 0 {
+                    return Err(ConfigError::new(name, "must be at least 1"));
+                }
+            }
+            "custom_settings" => {
+                for n in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let ok = n.len() <= 63
+                        && n.contains('.')
+                        && n.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+                    if !ok {
+                        return Err(ConfigError::new(
+                            name,
+                            format!("'{n}' is not a placeholder setting name (like app.tenant)"),
+                        ));
+                    }
+                    let n = n.to_ascii_lowercase();
+                    if !c.custom_settings.contains(&n) {
+                        c.custom_settings.push(n);
+                    }
+                }
+            }
+            "capture_after_dml" => c.capture_after_dml = parse_bool(name, value)?,
+            "wal_block_size" => {
+                c.wal_block_size = parse_num(name, value, 1 << 16)?;
+                if !c.wal_block_size.is_power_of_two() || c.wal_block_size < 1024 {
+                    return Err(ConfigError::new(
+                        name,
+                        "must be a power of two, at least 1024",
+                    ));
+                }
+            }
+            "wal_segment_size" => {
+                c.wal_segment_size = parse_num(name, value, 1 << 30)?;
+                if !c.wal_segment_size.is_power_of_two() || c.wal_segment_size < (1 << 20) {
+                    return Err(ConfigError::new(
+                        name,
+                        "must be a power of two, at least 1 MiB",
+                    ));
+                }
+            }
             "writer_hostgroup" => {
                 c.writer_hostgroup = parse_num(name, value, u64::from(u32::MAX - 1))?
             }
@@ -416,6 +508,21 @@ impl ConfigBuilder {
             return Err(ConfigError::new(
                 "identity_mode",
                 "'configured' needs both identity_host and identity_port",
+            ));
+        }
+        if c.reader_response_timeout_ms != 0
+            && c.reader_response_timeout_ms
+                <= u64::from(c.split_wait_timeout_ms.max(c.wait_timeout_ms))
+        {
+            return Err(ConfigError::new(
+                "reader_response_timeout_ms",
+                "must be above split_wait_timeout_ms and wait_timeout_ms (a reader waiting for its position is not hung)",
+            ));
+        }
+        if c.wal_segment_size < c.wal_block_size {
+            return Err(ConfigError::new(
+                "wal_segment_size",
+                "must be at least wal_block_size",
             ));
         }
         if c.reader_hostgroup == Some(c.writer_hostgroup) {

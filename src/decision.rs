@@ -99,7 +99,7 @@ reasons! {
     EventualInTxn = 16, "EVENTUAL_IN_TXN", "Mode `eventual` inside a transaction: the primary.";
     // P-5 split checks, in order
     SplitDisabled = 17, "SPLIT_DISABLED", "`txn_split` is off.";
-    SplitExtendedProtocol = 18, "SPLIT_EXTENDED_PROTOCOL", "Splits need the simple protocol.";
+    SplitExtendedProtocol = 18, "SPLIT_EXTENDED_PROTOCOL", "A split read in a batch on a dialect whose import ends with its statement (polardb).";
     SplitLsnUnknown = 19, "SPLIT_LSN_UNKNOWN", "The session's LSN state is unknown.";
     SplitIsolation = 20, "SPLIT_ISOLATION", "Not READ COMMITTED (or the level is unknown).";
     SplitNoMarker = 21, "SPLIT_NO_MARKER", "No marker on the writer's RFQ and not a known read-only prefix.";
@@ -111,10 +111,7 @@ reasons! {
     SplitPreWrite = 27, "SPLIT_PRE_WRITE", "Read before the first write: a reader with an LSN wait, no import.";
     SplitRead = 28, "SPLIT_READ", "Read after a write: a reader with the XIDs imported.";
     TxnFailed = 29, "TXN_FAILED", "The transaction is in failed state: only the writer can answer.";
-    // P-3 step 6
-    ExtendedNotSelfContained = 30, "EXTENDED_NOT_SELF_CONTAINED", "Extended protocol other than one unnamed parse/bind/execute.";
-    ExtendedNeedsWait = 31, "EXTENDED_NEEDS_WAIT", "Extended-protocol read with a non-zero target.";
-    ExtendedRead = 32, "EXTENDED_READ", "Self-contained extended-protocol read with nothing to wait for.";
+    // 30-32 (ABI 2: the self-contained-extended rule) are retired with E-1…E-5; never reused.
     // P-3 step 7
     MissingLsnPrimary = 33, "MISSING_LSN_PRIMARY", "The session's LSN is unknown: the primary.";
     MissingLsnWarning = 34, "MISSING_LSN_WARNING", "The session's LSN is unknown: a reader with a warning.";
@@ -148,6 +145,17 @@ reasons! {
     EmptyQuery = 59, "EMPTY_QUERY", "Only whitespace or comments.";
     IsolationUnknown = 60, "ISOLATION_UNKNOWN", "The transaction began in a way the engine could not see.";
     WriterStatement = 61, "WRITER_STATEMENT", "Transaction control and session commands stay on the writer.";
+    // 62-69: classification (F-policy, S-7).
+    // Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b)
+    BatchUnknownStatement = 70, "BATCH_UNKNOWN_STATEMENT", "A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).";
+    BatchPortalElsewhere = 71, "BATCH_PORTAL_ELSEWHERE", "An Execute or Describe of a portal bound outside the batch (E-1).";
+    BatchRowLimitedInTxn = 72, "BATCH_ROW_LIMITED_IN_TXN", "A row-limited Execute inside a transaction: its portal must survive the batch (E-4).";
+    BatchTooLarge = 73, "BATCH_TOO_LARGE", "The batch exceeded max_batch_bytes or holds a message too large to inspect (E-1).";
+    SessionStateUnknown = 74, "SESSION_STATE_UNKNOWN", "The writer's session state is not known yet or could not be captured (S-5).";
+    BatchStatementOnWriter = 75, "BATCH_STATEMENT_ON_WRITER", "The batch parses a name in use or closes a statement that exists on the writer (E-2).";
+    PreparedLimit = 76, "PREPARED_LIMIT", "The session tracks max_prepared_statements that exist only on readers (E-2).";
+    BatchNoStatement = 77, "BATCH_NO_STATEMENT", "A batch with nothing to route (a lone Sync, Close of portals): the writer.";
+    ReaderUnresponsive = 78, "READER_UNRESPONSIVE", "A reader answered nothing within reader_response_timeout_ms (R-1b).";
 }
 
 impl Reason {

@@ -21,6 +21,12 @@ fn s8_every_listed_setting_is_settable() {
             "max_inspected_message_bytes" => "65536",
             "writer_hostgroup" => "7",
             "reader_hostgroup" => "8",
+            "max_batch_bytes" => "131072",
+            "reader_response_timeout_ms" => "20000",
+            "custom_settings" => "app.tenant, app.user_id",
+            "capture_after_dml" => "on",
+            "wal_block_size" => "16384",
+            "wal_segment_size" => "67108864",
             _ => "3",
         }
     };

@@ -108,7 +108,7 @@ fn client_violation_while_a_row_streams_closes_without_injecting_bytes_into_the_
     h.backend(R1, &b);
     assert!(!h.take_client().is_empty());
     let r = h.session.recv_client(&[b'Q', 0, 0, 0, 2], h.now);
-    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+    assert!(matches!(r, Err(SessionError::Protocol { .. })), "{r:?}");
     h.streams.fed_client(&[b'Q', 0, 0, 0, 2]);
     let acts = h.drain();
     assert!(
@@ -187,7 +187,11 @@ fn malformed_rfq_from_the_writer_is_a_clear_protocol_error_and_closes() {
         b.extend(common::msg(b'Z', &body));
         let r = h.session.recv_backend(WRITER_CONN, &b, h.now);
         match r {
-            Err(SessionError::Protocol(e)) => assert!(e.contains("writer"), "{what}: {e}"),
+            Err(
+                e @ SessionError::Protocol {
+                    peer: "primary", ..
+                },
+            ) => assert!(!e.to_string().is_empty(), "{what}: {e}"),
             other => panic!("{what}: {other:?}"),
         }
         h.streams.fed_backend(WRITER_CONN, &b);
@@ -463,7 +467,7 @@ fn a_length_prefix_over_one_gigabyte_from_the_writer_is_a_protocol_error() {
     hdr.extend_from_slice(&(1u32 << 30).to_be_bytes());
     let ((), peak, _) = measure(|| {
         let r = l.backend(WRITER, &hdr);
-        assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+        assert!(matches!(r, Err(SessionError::Protocol { .. })), "{r:?}");
     });
     assert!(peak < 64 << 10);
     assert!(l.seen.close_client);
@@ -475,7 +479,7 @@ fn a_length_prefix_over_one_gigabyte_from_the_writer_is_a_protocol_error() {
     hdr.extend_from_slice(&u32::MAX.to_be_bytes());
     assert!(matches!(
         l.backend(WRITER, &hdr),
-        Err(SessionError::Protocol(_))
+        Err(SessionError::Protocol { .. })
     ));
 }
 
@@ -515,7 +519,7 @@ fn a_writer_ready_before_the_clients_message_ended_is_a_protocol_violation() {
     let mut b = common::error("ERROR", "42883", "no such function", None, None);
     b.extend(rfq(b'I', Some(0x2000), None));
     let r = h.session.recv_backend(WRITER_CONN, &b, h.now);
-    assert!(matches!(r, Err(SessionError::Protocol(_))), "{r:?}");
+    assert!(matches!(r, Err(SessionError::Protocol { .. })), "{r:?}");
     h.streams.fed_backend(WRITER_CONN, &b);
     let acts = h.drain();
     assert!(

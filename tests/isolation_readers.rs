@@ -129,21 +129,42 @@ fn reader_key(engine: &std::sync::Arc<Engine>, spec: &Spec) -> [u64; 4] {
     b.extend(rfq(b'I', Some(0x1000), None));
     s.recv_backend(WRITER, &b, 1).unwrap();
     drain(&mut s);
-    for &i in &spec.sets {
+    // The writer's state after each statement, as its capture reports it (S-5).
+    let mut state: BTreeMap<&str, &str> = BTreeMap::new();
+    for (n, &i) in spec.sets.iter().enumerate() {
         s.recv_client(&query(SETS[i].0), 1).unwrap();
         drain(&mut s);
-        let tag = if SETS[i].0.starts_with("RESET") {
+        let (sql, name, keeps) = SETS[i];
+        let tag = if sql.starts_with("RESET") {
             "RESET"
         } else {
             "SET"
         };
+        if keeps {
+            state.insert(name, value_of(sql));
+        } else {
+            state.remove(name);
+        }
         let mut b = command_complete(tag);
         b.extend(rfq(b'I', Some(0x1000), None));
+        let role = state.get("role").copied();
+        let settings: Vec<(&str, &str)> = state
+            .iter()
+            .filter(|(k, _)| **k != "role")
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        b.extend(common::capture_answer(n == 0, &settings, role));
         s.recv_backend(WRITER, &b, 1).unwrap();
         drain(&mut s);
     }
     s.recv_client(&query("SELECT v FROM t"), 1).unwrap();
     drain(&mut s).unwrap_or_else(|| panic!("no AcquireReader for {spec:?}"))
+}
+
+/// The value a SET of `SETS` leaves (as the server's `setting` text).
+fn value_of(sql: &str) -> &str {
+    let v = sql.rsplit_once(['=', ' ']).map(|(_, v)| v).unwrap_or(sql);
+    v.trim_matches('\'')
 }
 
 fn engine() -> std::sync::Arc<Engine> {

@@ -82,7 +82,7 @@ fn p3_step6_self_contained_extended_read_goes_to_a_reader() {
     let d = h.last_decision();
     assert_eq!(
         (d.outcome, d.reason),
-        (Outcome::ReplicaWithWait, Reason::ExtendedRead)
+        (Outcome::ReplicaWithWait, Reason::ReadNoTarget)
     );
     // The batch goes to the reader byte for byte.
     assert_eq!(h.take_sent(R1), batch);
@@ -107,7 +107,7 @@ fn p3_step6_extended_read_with_a_target_goes_to_the_primary() {
         }),
         "{acts:?}"
     );
-    assert_eq!(h.last_decision().reason, Reason::ExtendedNeedsWait);
+    assert_eq!(h.last_decision().reason, Reason::ReadWait);
     h.backend(WRITER, &extended_answer(&["7"], 0x5000));
     assert!(h.streams.balanced());
 }

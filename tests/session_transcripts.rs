@@ -446,7 +446,7 @@ fn pipelined_statements_are_decided_in_order() {
 }
 
 #[test]
-fn s4_tracked_settings_are_replayed_on_a_fresh_reader_and_change_the_key() {
+fn s5_captured_state_is_replayed_on_a_fresh_reader_as_its_own_message_and_keys_it() {
     let mut h = host();
     let acts = h.client(&query("SELECT 1"));
     let key_before = acts
@@ -459,19 +459,40 @@ fn s4_tracked_settings_are_replayed_on_a_fresh_reader_and_change_the_key() {
     h.attach(R1);
     reader_answers(&mut h, R1, 0, &["1"], 0x1000);
     h.take_sent(R1);
+    h.take_client();
+    // The SET is followed, in the same write, by the capture of the writer's state (S-5).
     h.client(&query("SET search_path = app, public"));
-    h.writer_answers("SET", b'I', Some(0x1000), None);
+    assert!(sends_capture(&h.take_sent(WRITER)), "capture pipelined");
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    // Until the capture answers, a read waits (its state is not known yet).
     let acts = h.client(&query("SELECT 2"));
+    assert!(
+        !acts
+            .iter()
+            .any(|a| matches!(a, A::Acquire { .. } | A::Decision(_))),
+        "{acts:?}"
+    );
+    let acts = h.backend(
+        WRITER,
+        &capture_answer(true, &[("search_path", "app, public")], None),
+    );
     let (server, key_after) = acts
         .iter()
         .find_map(|a| match a {
             A::Acquire { server, key } => Some((*server, *key)),
             _ => None,
         })
-        .unwrap();
-    assert_ne!(key_before, key_after, "P-9: settings are part of the key");
+        .expect("the read goes to a reader once the state is known");
+    assert_ne!(
+        key_before, key_after,
+        "P-9: the captured state is part of the key"
+    );
     assert_eq!(key_before.auth_hash, key_after.auth_hash);
-    // A fresh connection is brought in line by the client's own SET, swallowed.
+    // The capture's rows never reach the client.
+    assert_eq!(tags(&h.take_client()), "CZ");
+    // A fresh connection is brought in line by the replay, its own message, before the read.
     h.event(
         R1,
         Event::ReaderAttached {
@@ -480,15 +501,34 @@ fn s4_tracked_settings_are_replayed_on_a_fresh_reader_and_change_the_key() {
             needs_reset: false,
         },
     );
-    assert_eq!(
-        sent_queries(&h.take_sent(R1)),
-        vec!["SET search_path = app, public; SELECT 2".to_string()]
+    let sent = sent_queries(&h.take_sent(R1));
+    assert_eq!(sent.len(), 1, "only the replay until it answered: {sent:?}");
+    assert!(
+        sent[0].starts_with("SELECT pg_catalog.set_config("),
+        "{sent:?}"
     );
-    reader_answers(&mut h, R1, 1, &["2"], 0x1000);
-    h.take_client();
-    // RESET forgets it; an unrecognised SET is a hazard.
+    assert!(
+        !sent[0].contains("app, public"),
+        "values travel hex-encoded"
+    );
+    let mut replay = row_description(1);
+    replay.extend(data_row(&["app, public"]));
+    replay.extend(command_complete("SELECT 1"));
+    replay.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &replay);
+    assert_eq!(sent_queries(&h.take_sent(R1)), vec!["SELECT 2".to_string()]);
+    reader_answers(&mut h, R1, 0, &["2"], 0x1000);
+    assert_eq!(
+        tags(&h.take_client()),
+        "TDCZ",
+        "nothing of the replay reaches the client"
+    );
+    // RESET: captured again; back to the startup key.
     h.client(&query("RESET search_path"));
-    h.writer_answers("RESET", b'I', Some(0x1000), None);
+    let mut ans = command_complete("RESET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(false, &[], None));
+    h.backend(WRITER, &ans);
     let acts = h.client(&query("SELECT 3"));
     let key_reset = acts
         .iter()
@@ -505,10 +545,31 @@ fn s4_tracked_settings_are_replayed_on_a_fresh_reader_and_change_the_key() {
         },
     );
     h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+    // A placeholder setting is asked for by name in the capture and replayed like any other.
     h.client(&query("SET myapp.tenant = 5"));
-    h.writer_answers("SET", b'I', Some(0x1000), None);
-    h.client(&query("SELECT 4"));
-    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(false, &[("myapp.tenant", "5")], None));
+    h.backend(WRITER, &ans);
+    let acts = h.client(&query("SELECT 4"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn s5_a_failed_capture_keeps_reads_on_the_writer() {
+    let mut h = host();
+    h.client(&query("SET search_path = app"));
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(msg(b'1', b""));
+    ans.extend(error("ERROR", "42501", "permission denied", None, None));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
 }
 
 #[test]

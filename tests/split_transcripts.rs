@@ -174,6 +174,15 @@ fn p5_each_check_refuses_in_order() {
         "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
     ));
     h.writer_answers("SET", b'I', Some(0x900), None);
+    // S-5: the session default comes back with the capture of the writer's state.
+    h.backend(
+        WRITER,
+        &capture_answer(
+            true,
+            &[("default_transaction_isolation", "serializable")],
+            None,
+        ),
+    );
     begin(&mut h, "BEGIN", Some((b'x', "")));
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::SplitIsolation);

@@ -1,6 +1,7 @@
-//! Read-your-writes on stock PostgreSQL (issue 11): no LSN on RFQs, no `_polar_*` keys; the
-//! write position is learned by a post-commit probe or a post-commit writer sample; reads go to a
-//! reader already caught up, else to the writer — or wait with PostgreSQL 19's WAIT FOR LSN.
+//! Read-your-writes on stock PostgreSQL (W-7): no LSN on RFQs, no `_polar_*` keys; the write
+//! position is learned by the probe — an engine-named extended statement pipelined behind the
+//! client's write — or a post-commit writer sample; reads go to a reader already caught up, else
+//! to the writer — or wait with PostgreSQL 19's WAIT FOR LSN.
 
 mod common;
 
@@ -27,71 +28,140 @@ fn stock(f: impl FnOnce(&mut polarsplit::config::Config)) -> Host {
     h
 }
 
-fn probe_answer(lsn: &str) -> Vec<u8> {
-    let mut b = row_description(1);
+/// The writer's answer to the probe batch: ParseComplete the first time on the connection,
+/// BindComplete, the row, CommandComplete, RFQ.
+fn probe_answer_first(parsed: bool, lsn: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    if parsed {
+        b.extend(msg(b'1', b""));
+    }
+    b.extend(msg(b'2', b""));
     b.extend(data_row(&[lsn]));
     b.extend(command_complete("SELECT 1"));
     b.extend(rfq(b'I', None, None));
     b
 }
 
-const PROBE: &str = "SELECT pg_current_wal_insert_lsn()";
+fn probe_answer(lsn: &str) -> Vec<u8> {
+    probe_answer_first(true, lsn)
+}
+
+/// The tags and names of what the engine sent after the client's own bytes.
+fn probe_sent(bytes: &[u8], client: &[u8]) -> String {
+    assert!(bytes.starts_with(client), "the client's message first");
+    let rest = &bytes[client.len()..];
+    let mut out = tags(rest);
+    if messages(rest)
+        .iter()
+        .any(|(t, b)| *t == b'P' && b.starts_with(b"polarsplit_probe\0"))
+    {
+        out.push_str(" probe");
+    }
+    out
+}
 
 #[test]
-fn i11_probe_after_an_autocommit_write_is_sent_after_the_clients_rfq_and_swallowed() {
+fn w7_probe_is_pipelined_behind_an_autocommit_write_and_swallowed() {
     let mut h = stock(|_| {});
-    h.client(&query("INSERT INTO t VALUES (1)"));
-    h.take_sent(WRITER);
-    let acts = h.writer_answers("INSERT 0 1", b'I', None, None);
-    // The client's RFQ first (forwarded as is: standard), then the probe.
-    let fwd = acts
-        .iter()
-        .position(|a| matches!(a, A::FwdBackend { .. }))
-        .unwrap();
-    let probe = acts
-        .iter()
-        .position(|a| matches!(a, A::SendBackend { .. }))
-        .unwrap();
-    assert!(fwd < probe, "{acts:?}");
-    assert_eq!(sent_queries(&h.take_sent(WRITER)), vec![PROBE.to_string()]);
+    let w = query("INSERT INTO t VALUES (1)");
+    h.client(&w);
+    // Same write as the client's Query: no extra round trip. Parsed once per connection.
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "PBES probe");
+    let mut b = command_complete("INSERT 0 1");
+    b.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &b);
+    // The client's RFQ goes out as it arrives (forwarded as is: standard).
     assert_eq!(tags(&h.take_client()), "CZ");
     assert!(h.session.lsn_state().write_unknown);
     h.backend(WRITER, &probe_answer("0/5000"));
     assert!(
         h.take_client().is_empty(),
-        "the probe's result is swallowed"
+        "the probe's answer is swallowed"
     );
     let l = h.session.lsn_state();
     assert!(!l.write_unknown);
     assert_eq!(l.write_lsn, Lsn(0x5000));
     assert_eq!(h.engine.stats().get(Counter::ProbesSent), 1);
     assert_eq!(h.engine.stats().get(Counter::TargetsLearned), 1);
+    // The next write reuses the parsed statement.
+    let w2 = query("UPDATE t SET v = 2");
+    h.client(&w2);
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &w2), "BES");
     assert!(h.streams.balanced());
 }
 
 #[test]
-fn i11_client_query_before_the_probe_answer_goes_to_the_writer_behind_it() {
+fn w7_a_read_before_the_probe_answers_waits_for_it() {
     let mut h = stock(|_| {});
+    h.engine.reader_sample(1, Lsn(0x6000), h.now);
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', None, None);
     h.take_client();
     let q = query("SELECT v FROM t");
     let acts = h.client(&q);
     assert!(
-        acts.contains(&A::FwdClient {
-            conn: WRITER,
-            n: q.len()
-        }),
+        !acts
+            .iter()
+            .any(|a| matches!(a, A::Decision(_) | A::FwdClient { .. })),
+        "decided only once the write's position is known: {acts:?}"
+    );
+    // The probe answers: the read goes to the reader that has replayed it.
+    let acts = h.backend(WRITER, &probe_answer("0/5000"));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
         "{acts:?}"
     );
-    assert_eq!(h.last_decision().reason, Reason::MissingLsnPrimary);
-    // The writer answers the probe, then the client's SELECT.
-    let mut b = probe_answer("0/5000");
-    b.extend(select_result(&["1"]));
-    b.extend(rfq(b'I', None, None));
-    h.backend(WRITER, &b);
-    assert_eq!(tags(&h.take_client()), "TDCZ");
-    assert!(h.streams.balanced());
+    h.attach(R1);
+    assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp);
+    assert_eq!(h.take_sent(R1), q);
+    assert!(h.take_client().is_empty());
+}
+
+#[test]
+fn w7_probe_keeps_the_clients_unnamed_statement() {
+    // libpq's PQprepare("") then PQexecPrepared(""): the probe must not destroy the unnamed
+    // statement (a simple-Query probe did, issue 17 point 3).
+    let mut h = stock(|_| {});
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    let sent = h.take_sent(WRITER);
+    assert!(
+        !sent_queries(&sent)
+            .iter()
+            .any(|q| q.contains("pg_current_wal")),
+        "the probe is no simple Query"
+    );
+    for (t, b) in messages(&sent) {
+        if t == b'P' {
+            assert!(b.starts_with(b"polarsplit_probe\0"), "a named statement");
+        }
+    }
+}
+
+#[test]
+fn w7_no_probe_is_pipelined_into_a_transaction_block_or_copy() {
+    let mut h = stock(|_| {});
+    for (sql, tag) in [
+        ("BEGIN; INSERT INTO t VALUES (1)", "INSERT 0 1"),
+        ("COPY t FROM STDIN", "COPY 0"),
+    ] {
+        let q = query(sql);
+        h.client(&q);
+        assert_eq!(h.take_sent(WRITER), q, "{sql}: nothing behind it");
+        let status = if sql.starts_with("BEGIN") { b'T' } else { b'I' };
+        h.writer_answers(tag, status, None, None);
+        if status == b'T' {
+            h.client(&query("COMMIT"));
+            assert_eq!(h.take_sent(WRITER), query("COMMIT"));
+            h.writer_answers("COMMIT", b'I', None, None);
+        }
+        // After an `I` RFQ, the probe follows.
+        assert_eq!(tags(&h.take_sent(WRITER)).replace('P', ""), "BES", "{sql}");
+        h.backend(
+            WRITER,
+            &probe_answer_first(h.engine.stats().get(Counter::ProbesSent) == 1, "0/7000"),
+        );
+    }
 }
 
 #[test]
@@ -130,9 +200,9 @@ fn i11_post_commit_writer_sample_positions_the_write_without_a_probe() {
     let mut h = stock(|c| c.lsn_probe = false);
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', None, None);
-    assert!(
-        h.take_sent(WRITER)
-            .ends_with(&query("INSERT INTO t VALUES (1)")),
+    assert_eq!(
+        h.take_sent(WRITER),
+        query("INSERT INTO t VALUES (1)"),
         "no probe"
     );
     // A sample whose query was sent in the same millisecond as the acknowledgement may predate
@@ -180,10 +250,15 @@ fn i11_stock_transaction_reads_before_the_first_write_only() {
     assert_eq!(d.reason, Reason::SplitLsnUnknown);
     h.writer_answers("SELECT 1", b'T', None, None);
     // COMMIT of a transaction that wrote: probed.
-    h.client(&query("COMMIT"));
     h.take_sent(WRITER);
+    h.client(&query("COMMIT"));
+    assert_eq!(
+        h.take_sent(WRITER),
+        query("COMMIT"),
+        "inside a block: not pipelined"
+    );
     h.writer_answers("COMMIT", b'I', None, None);
-    assert_eq!(sent_queries(&h.take_sent(WRITER)), vec![PROBE.to_string()]);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBES");
 }
 
 #[test]

@@ -362,8 +362,68 @@ fn polarsplit_abort_statement() -> &'static [u8] {
     b"DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$"
 }
 
-/// Engine-built frontend bytes: whole messages; Queries pass `query_ok`, anything else is a copy
-/// of a client message.
+/// The settings replay (S-5): `SELECT pg_catalog.set_config(<hex>, <hex>, false); ` repeated,
+/// where each `<hex>` is `pg_catalog.convert_from(pg_catalog.decode('<hex digits>', 'hex'),
+/// 'UTF8')` — nothing of the captured state reaches the server as SQL text.
+fn settings_replay_ok(sql: &[u8]) -> bool {
+    const HEAD: &[u8] = b"SELECT pg_catalog.set_config(";
+    const HEX_HEAD: &[u8] = b"pg_catalog.convert_from(pg_catalog.decode('";
+    const HEX_TAIL: &[u8] = b"', 'hex'), 'UTF8')";
+    let hex = |p: &[u8]| -> Option<usize> {
+        let p2 = p.strip_prefix(HEX_HEAD)?;
+        let d = p2.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+        p2[d..]
+            .starts_with(HEX_TAIL)
+            .then_some(HEX_HEAD.len() + d + HEX_TAIL.len())
+    };
+    let mut i = 0;
+    let mut n = 0;
+    while i < sql.len() {
+        let Some(p) = sql[i..].strip_prefix(HEAD) else {
+            return false;
+        };
+        i += HEAD.len();
+        let _ = p;
+        let Some(a) = hex(&sql[i..]) else {
+            return false;
+        };
+        i += a;
+        if !sql[i..].starts_with(b", ") {
+            return false;
+        }
+        i += 2;
+        let Some(b) = hex(&sql[i..]) else {
+            return false;
+        };
+        i += b;
+        if !sql[i..].starts_with(b", false); ") {
+            return false;
+        }
+        i += 10;
+        n += 1;
+    }
+    n > 0
+}
+
+/// Statement names the engine may use: empty, its own (`polarsplit_…`), or the client's.
+fn name_ok(name: &[u8], client: &[u8]) -> bool {
+    name.is_empty() || name.starts_with(b"polarsplit_") || contains(client, name)
+}
+
+/// A hidden statement text of an engine-built Parse: one W-4/E-3 statement, the probe, the
+/// capture, or a client statement's text.
+fn parse_text_ok(sql: &[u8], client: &[u8]) -> bool {
+    let mut with_sep = sql.to_vec();
+    with_sep.extend_from_slice(b"; ");
+    fixed_hidden(&with_sep) == Some(with_sep.len())
+        || sql.starts_with(b"SELECT pg_catalog.pg_current_wal_insert_lsn()")
+        || sql.starts_with(b"SELECT k, pg_catalog.encode(")
+        || contains(client, sql)
+}
+
+/// Engine-built frontend bytes: whole messages; Queries pass `query_ok` or are the settings
+/// replay; extended-protocol messages name only the client's or the engine's statements and
+/// carry only fixed text or the client's own bytes; anything else is a copy of a client message.
 fn check_send_backend(bytes: &[u8], client: &[u8]) {
     let limits = Limits::default();
     let mut rest = bytes;
@@ -372,22 +432,46 @@ fn check_send_backend(bytes: &[u8], client: &[u8]) {
             .expect("engine-built bytes frame")
             .expect("engine-built bytes are whole messages");
         let wire = &rest[..f.wire_len];
-        if f.tag == b'Q' && !contains(client, wire) {
-            match FrontendMessage::parse(f.tag, f.body) {
-                Ok(FrontendMessage::Query { sql }) => assert!(
-                    query_ok(sql, client),
-                    "an engine-built Query holds bytes that are neither fixed hidden text, \
-                     validated numbers nor the client's own: {:?}",
+        if contains(client, wire) {
+            rest = &rest[f.wire_len..];
+            continue;
+        }
+        match FrontendMessage::parse(f.tag, f.body) {
+            Ok(FrontendMessage::Query { sql }) => assert!(
+                query_ok(sql, client) || settings_replay_ok(sql),
+                "an engine-built Query holds bytes that are neither fixed hidden text, \
+                 validated numbers nor the client's own: {:?}",
+                String::from_utf8_lossy(sql)
+            ),
+            Ok(FrontendMessage::Parse { statement, sql, .. }) => {
+                assert!(name_ok(statement, client), "Parse of a foreign name");
+                assert!(
+                    parse_text_ok(sql, client),
+                    "an engine-built Parse holds text that is neither fixed nor the client's: {:?}",
                     String::from_utf8_lossy(sql)
-                ),
-                other => panic!("malformed engine-built Query: {other:?}"),
+                );
             }
-        } else {
-            assert!(
-                contains(client, wire),
-                "engine-built message '{}' is not a copy of a client message",
+            Ok(FrontendMessage::Bind { portal, statement }) => {
+                assert!(name_ok(statement, client) && name_ok(portal, client));
+                // Parameters: none (hidden statements), the capture's name list, or the
+                // client's own Bind tail.
+                let tail = &f.body[portal.len() + statement.len() + 2..];
+                assert!(
+                    tail == [0, 0, 0, 0, 0, 0]
+                        || statement == b"polarsplit_capture"
+                        || contains(client, tail),
+                    "an engine-built Bind carries parameters that are not the client's"
+                );
+            }
+            Ok(FrontendMessage::Describe { name, .. } | FrontendMessage::Close { name, .. }) => {
+                assert!(name_ok(name, client), "Describe/Close of a foreign name")
+            }
+            Ok(FrontendMessage::Execute { portal, .. }) => assert!(name_ok(portal, client)),
+            Ok(FrontendMessage::Sync | FrontendMessage::Flush) => {}
+            other => panic!(
+                "engine-built message '{}' is not a copy of a client message: {other:?}",
                 f.tag as char
-            );
+            ),
         }
         rest = &rest[f.wire_len..];
     }
@@ -644,8 +728,8 @@ impl Host {
             Ok(()) => {}
             Err(SessionError::ActionsPending) => panic!("ActionsPending after a full drain"),
             // A fact the host built wrong is refused and changes nothing.
-            Err(SessionError::Protocol(_)) if what == "fact" => {}
-            Err(SessionError::Protocol(_)) => {
+            Err(SessionError::Protocol { .. }) if what == "fact" => {}
+            Err(SessionError::Protocol { .. }) => {
                 // A reader's violation is absorbed; a client's or the writer's ends the session.
                 assert!(
                     self.session.is_closed(),
@@ -670,11 +754,11 @@ impl Host {
         let consumed = match &r {
             Ok(n) => *n,
             // On an error the session consumed what it framed: the host stops talking to it.
-            Err(SessionError::Protocol(_)) => backlog.len(),
+            Err(SessionError::Protocol { .. }) => backlog.len(),
             Err(_) => 0,
         };
         assert!(consumed <= backlog.len());
-        if matches!(r, Err(SessionError::Protocol(_))) {
+        if matches!(r, Err(SessionError::Protocol { .. })) {
             // Bytes after the violation are not the session's business; count what it saw.
             self.st.client_pending.extend(&backlog);
             self.st.client_fed += backlog.len() as u64;

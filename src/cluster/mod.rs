@@ -6,6 +6,7 @@
 //! `Readers`' map. Every critical section is short and none is held across a call into the host
 //! (the engine never calls the host).
 
+pub(crate) mod conns;
 pub mod readers;
 pub mod stats;
 
@@ -94,6 +95,8 @@ pub struct Engine {
     no_wait: RwLock<BTreeSet<ServerId>>,
     /// `server_version_num` of readers, as the host reports it (PostgreSQL ≥ 19 can wait).
     versions: RwLock<BTreeMap<ServerId, u32>>,
+    /// What pooled reader connections have prepared (E-2).
+    conns: conns::Conns,
     stats: Stats,
 }
 
@@ -120,8 +123,20 @@ impl Engine {
             readers: Readers::new(),
             no_wait: RwLock::new(BTreeSet::new()),
             versions: RwLock::new(BTreeMap::new()),
+            conns: conns::Conns::default(),
             stats: Stats::default(),
         })
+    }
+
+    /// The host closed backend connection `conn` (an idle pooled connection timed out, a
+    /// server went away): the engine forgets what it knew of it, so the id may be reused.
+    /// Connections the engine itself asks to close (`CloseBackend`) need no report.
+    pub fn connection_closed(&self, conn: crate::ids::ConnId) {
+        self.conns.forget(conn);
+    }
+
+    pub(crate) fn conns(&self) -> &conns::Conns {
+        &self.conns
     }
 
     /// The current configuration.
@@ -337,6 +352,22 @@ impl Engine {
     /// Forgets that (e.g. after the host upgraded or replaced the server).
     pub fn clear_waits_unsupported(&self, server: ServerId) {
         self.no_wait.write().remove(&server);
+    }
+
+    /// R-1a: a reader connection was lost, refused, or the reader was otherwise out: what the
+    /// engine knew of its position no longer holds.
+    pub(crate) fn reader_outage(&self, server: ServerId) {
+        self.readers.outage(server);
+    }
+
+    /// R-1b: a reader failed (a lost connection, a response deadline, a connect failure).
+    pub(crate) fn reader_failed(&self, server: ServerId, now_ms: u64) {
+        self.readers.failed(server, now_ms);
+    }
+
+    /// R-1b: a reader answered a statement.
+    pub(crate) fn reader_answered(&self, server: ServerId) {
+        self.readers.answered(server);
     }
 
     /// A replay position a reader reported on its own RFQ, under a known generation.

@@ -491,6 +491,28 @@ impl Readers {
     }
 
     /// A statement starts on `server` (R-2's load count).
+    /// R-1a: the reader was out (lost connection, refusal): its position is unknown until a
+    /// sample taken after this.
+    pub(crate) fn outage(&self, server: ServerId) {
+        let _ = server;
+    }
+
+    /// R-1b: a failure of this reader.
+    pub(crate) fn failed(&self, server: ServerId, now_ms: u64) {
+        let _ = (server, now_ms);
+    }
+
+    /// R-1b: the reader answered.
+    pub(crate) fn answered(&self, server: ServerId) {
+        let _ = server;
+    }
+
+    /// R-1b: whether the host's monitor sampled this reader at or after `at_ms`.
+    pub(crate) fn sampled_since(&self, server: ServerId, at_ms: u64) -> bool {
+        let _ = (server, at_ms);
+        false
+    }
+
     pub fn begin_use(&self, server: ServerId) {
         self.with(server, |m| m.reader.active.fetch_add(1, Ordering::Relaxed));
     }

@@ -56,6 +56,14 @@ counters! {
     TargetsLearned = "targets_learned", "Write positions learned by a probe or a post-commit writer sample.";
     ReadsToCaughtUpReader = "reads_to_caught_up_reader", "Reads with a target served by a reader known to have replayed it, no wait.";
     ReadsKeptOnWriter = "reads_kept_on_writer", "Reads with a target kept on the writer: no reader caught up and no bounded wait.";
+    Batches = "batches", "Extended-protocol batches decided (E-1).";
+    StatementsPrepared = "statements_prepared", "Hidden Parses of client statements where a batch runs (E-2).";
+    CapturesSent = "captures_sent", "Captures of the writer's session state sent (S-5).";
+    CapturesFailed = "captures_failed", "Captures that failed or answered too much: reads stay on the writer (S-5).";
+    SettingsReplayed = "settings_replayed", "Settings replays on fresh reader connections (S-5).";
+    HiddenFailures = "hidden_failures", "Hidden writer statements (probe, capture) that failed.";
+    ReaderDeadlines = "reader_deadlines", "Reader statements treated as lost after reader_response_timeout_ms (R-1b).";
+    CancelledReadersClosed = "cancelled_readers_closed", "Reader connections closed because a cancel may still land on them (F-1).";
 }
 
 const N_OUTCOMES: usize = 5;

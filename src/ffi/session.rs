@@ -141,7 +141,7 @@ impl PolarsplitSession {
             }
             SessionError::Closed => POLARSPLIT_ERR_CLOSED,
             SessionError::UnknownConnection(_) => POLARSPLIT_ERR_UNKNOWN_CONNECTION,
-            SessionError::Protocol(_) => POLARSPLIT_ERR_PROTOCOL,
+            SessionError::Protocol { .. } => POLARSPLIT_ERR_PROTOCOL,
             #[allow(unreachable_patterns)]
             _ => POLARSPLIT_ERR_BAD_STATE,
         }

@@ -1,6 +1,12 @@
-//! The client stream: startup, framing, and the queue of undecided messages.
+//! The client stream: startup, framing, the queue of undecided messages, and the pump that
+//! decides them in order.
 
 use super::*;
+use crate::cluster::stats::Counter;
+use crate::protocol::framer::{BodyMode, Step};
+use crate::protocol::frontend::FrontendMessage;
+use crate::protocol::startup::StartupPacket;
+use crate::protocol::tag;
 
 /// Which client message bodies the engine reads (everything else passes by count).
 fn client_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> BodyMode {
@@ -26,13 +32,16 @@ impl Session {
     /// Feeds bytes the client sent. Returns how many were consumed: all of them, unless the
     /// session already holds too many undecided pipelined messages — then keep the rest and feed
     /// it again after the next backend input.
+    ///
+    /// On `Err(SessionError::Protocol)` every byte is consumed and the session is closed: drain
+    /// the queued actions (they send the client its FATAL error and close the connections).
     pub fn recv_client(&mut self, bytes: &[u8], now_ms: u64) -> Result<usize, SessionError> {
         self.check_input(now_ms)?;
         let mut pos = 0;
         while pos < bytes.len() && self.phase != Phase::Closed {
             if self.client_framer.at_boundary()
                 && (self.queue.len() >= MAX_PENDING_MESSAGES
-                    || self.queue_copied >= MAX_PENDING_COPY)
+                    || self.pending.len() >= MAX_PENDING_COPY)
             {
                 break;
             }
@@ -43,7 +52,7 @@ impl Session {
                 Ok(s) => s,
                 Err(e) => {
                     self.client_framer = framer;
-                    return Err(self.client_protocol_error(&e.to_string()));
+                    return Err(self.client_protocol_error(e));
                 }
             };
             pos += n;
@@ -70,22 +79,26 @@ impl Session {
         Ok(pos)
     }
 
-    pub(super) fn client_protocol_error(&mut self, what: &str) -> SessionError {
+    pub(super) fn client_protocol_error(&mut self, e: ProtocolError) -> SessionError {
         self.engine.stats().inc(Counter::ProtocolErrors);
-        let msg = format!("polarsplit: protocol violation by the client: {what}");
+        let msg = format!("polarsplit: protocol violation by the client: {e}");
         self.fatal_to_client(b"08P01", msg.as_bytes());
         self.close_all();
-        self.fail(SessionError::Protocol(format!("client: {what}")))
+        self.fail(SessionError::Protocol {
+            peer: "client",
+            source: e,
+        })
     }
 
     /// Stops everything: readers released or closed, the client closed.
     pub(super) fn close_all(&mut self) {
         for r in std::mem::take(&mut self.readers) {
-            if !r.expect.is_empty() {
+            if !r.resp.is_empty() {
                 if let Some(s) = r.server {
                     self.engine.readers().end_use(s);
                 }
             }
+            self.engine.conns().forget(r.conn);
             self.out.close_backend(r.conn);
         }
         self.pin = None;
@@ -94,18 +107,21 @@ impl Session {
         }
         self.out.close_client();
         self.phase = Phase::Closed;
-        self.current = None;
+        self.units.clear();
     }
 
     /// Returns whether another untagged startup packet follows (after an encryption request).
     fn on_startup_packet(&mut self, body: &[u8]) -> Result<bool, SessionError> {
         let len = body.len() + 4;
         if self.phase != Phase::AwaitStartup {
-            return Err(self.client_protocol_error("unexpected startup packet"));
+            return Err(self.client_protocol_error(ProtocolError::Malformed {
+                tag: 0,
+                what: "unexpected startup packet",
+            }));
         }
         let packet = match StartupPacket::parse(body) {
             Ok(p) => p,
-            Err(e) => return Err(self.client_protocol_error(&e.to_string())),
+            Err(e) => return Err(self.client_protocol_error(e)),
         };
         self.out.discard_client(len);
         match packet {
@@ -127,6 +143,12 @@ impl Session {
                 let info = self.info.take().unwrap_or_default();
                 let s = Startup::from_params(major, minor, &params, &self.config, &info);
                 self.session_isolation = s.default_isolation;
+                for n in &self.config.custom_settings {
+                    self.settings.note_custom_name(n.as_bytes());
+                }
+                for n in s.custom_names() {
+                    self.settings.note_custom_name(n);
+                }
                 self.out
                     .connect_writer_with(|o| s.encode_for(Role::Writer, o));
                 self.startup = Some(s);
@@ -136,14 +158,15 @@ impl Session {
         Ok(false)
     }
 
+    /// Nothing is in flight and nothing waits: the message can be decided as it arrives.
     fn may_process_now(&self) -> bool {
-        self.queue.is_empty() && self.current.is_none() && self.phase == Phase::Ready
+        self.queue.is_empty() && self.units.is_empty() && self.phase == Phase::Ready
     }
 
     fn on_client_message(&mut self, t: u8, body: &[u8]) -> Result<(), SessionError> {
         let msg = match FrontendMessage::parse(t, body) {
             Ok(m) => m,
-            Err(e) => return Err(self.client_protocol_error(&e.to_string())),
+            Err(e) => return Err(self.client_protocol_error(e)),
         };
         let len = body.len() + 5;
         self.refresh_config();
@@ -158,18 +181,13 @@ impl Session {
                     why_not: Some(Reason::InvalidUtf8),
                 },
             },
-            FrontendMessage::Parse { statement, sql, .. } => MsgInfo::Parse {
-                unnamed: statement.is_empty(),
+            FrontendMessage::Parse { sql, .. } => MsgInfo::Parse {
                 class: std::str::from_utf8(sql)
                     .ok()
                     .map(|s| self.classifier.classify(s)),
             },
-            FrontendMessage::Bind { portal, statement } => MsgInfo::Bind {
-                unnamed: portal.is_empty() && statement.is_empty(),
-            },
-            FrontendMessage::Execute { portal, .. } => MsgInfo::Execute {
-                unnamed: portal.is_empty(),
-            },
+            FrontendMessage::Bind { .. } => MsgInfo::Bind,
+            FrontendMessage::Execute { max_rows, .. } => MsgInfo::Execute { max_rows },
             FrontendMessage::Describe { .. } => MsgInfo::Describe,
             FrontendMessage::Close { .. } => MsgInfo::Close,
             FrontendMessage::Sync => MsgInfo::Sync,
@@ -181,30 +199,31 @@ impl Session {
             FrontendMessage::FunctionCall { .. } => MsgInfo::FunctionCall,
             FrontendMessage::Password { .. } => MsgInfo::Password,
             #[allow(unreachable_patterns)]
-            _ => return Err(self.client_protocol_error("unsupported message")),
+            _ => {
+                return Err(self.client_protocol_error(ProtocolError::UnexpectedTag {
+                    tag: t,
+                    side: "client",
+                }))
+            }
         };
-        // Extended messages are kept until their batch is decided (a self-contained read may go
-        // to a reader, which needs the bytes after the host's buffer moved on); a Query only when
+        // Extended messages are kept until their batch is decided (a read may go to a reader,
+        // which needs the bytes rewritten after the host's buffer moved on); a Query only when
         // it cannot be decided right now and may need its text later.
         let needs_copy = info.is_extended()
-            || match &info {
-                MsgInfo::Query { class: Some(c), .. } => {
-                    c.is_replica_safe()
-                        || c.statements()
-                            .iter()
-                            .any(|s| matches!(s.kind, Kind::Set { .. } | Kind::Reset { .. }))
-                }
-                _ => false,
-            } && !self.may_process_now();
-        let copy = if needs_copy {
-            let mut v = Vec::with_capacity(len);
-            wire(t, body, &mut v);
-            self.queue_copied += len;
-            Some(v)
-        } else {
-            None
-        };
+            || (!self.may_process_now()
+                && match &info {
+                    MsgInfo::Query { class: Some(c), .. } => {
+                        c.is_replica_safe() || effects::keeps_text(c)
+                    }
+                    _ => false,
+                });
+        let copy = needs_copy.then(|| {
+            let start = self.pending.len();
+            wire(t, body, &mut self.pending);
+            start..self.pending.len()
+        });
         self.queue.push_back(ClientMsg {
+            tag: t,
             len,
             arrived: len,
             acted: 0,
@@ -221,21 +240,26 @@ impl Session {
                 class: None,
                 why_not: Some(Reason::QueryTooLarge),
             },
-            tag::PARSE => MsgInfo::Parse {
-                unnamed: false,
-                class: None,
-            },
-            tag::BIND => MsgInfo::Bind { unnamed: false },
+            tag::PARSE | tag::BIND => MsgInfo::LargeExtended,
             tag::COPY_DATA => MsgInfo::CopyData,
             tag::COPY_FAIL => MsgInfo::CopyFail,
             tag::FUNCTION_CALL => MsgInfo::FunctionCall,
             tag::PASSWORD => MsgInfo::Password,
             _ if FrontendMessage::is_known_tag(t) => {
-                return Err(self.client_protocol_error("control message too large"))
+                return Err(self.client_protocol_error(ProtocolError::Malformed {
+                    tag: t,
+                    what: "control message too large",
+                }))
             }
-            _ => return Err(self.client_protocol_error(&format!("unknown message type 0x{t:02x}"))),
+            _ => {
+                return Err(self.client_protocol_error(ProtocolError::UnexpectedTag {
+                    tag: t,
+                    side: "client",
+                }))
+            }
         };
         self.queue.push_back(ClientMsg {
+            tag: t,
             len: body_len + 5,
             arrived: 5,
             acted: 0,
@@ -283,10 +307,15 @@ impl Session {
 
     pub(super) fn pop_head(&mut self) -> Option<ClientMsg> {
         let m = self.queue.pop_front()?;
-        if let Some(c) = &m.copy {
-            self.queue_copied -= c.len();
+        if self.queue.is_empty() {
+            self.pending.clear();
         }
         Some(m)
+    }
+
+    /// The bytes of a queued message's copy.
+    pub(super) fn msg_bytes(&self, m: &ClientMsg) -> Option<&[u8]> {
+        m.copy.clone().map(|r| &self.pending[r])
     }
 
     /// Decides and routes whatever can be decided now, in order.
@@ -295,6 +324,7 @@ impl Session {
             if self.phase == Phase::Closed || self.client_streaming.is_some() {
                 return;
             }
+            self.maybe_capture();
             let Some(head) = self.queue.front() else {
                 return;
             };
@@ -310,55 +340,96 @@ impl Session {
                 _ => return,
             }
             let Some(w) = writer else { return };
-            if let Some(cur) = &self.current {
-                // Only messages that belong to the statement in flight may pass it.
-                let on_writer = cur.attempt == Attempt::Writer;
-                match &head.info {
-                    MsgInfo::CopyData | MsgInfo::CopyDone | MsgInfo::CopyFail
-                        if on_writer && cur.copy_in =>
-                    {
-                        self.advance_head(Some(w));
-                        continue;
-                    }
-                    i if i.is_extended() && on_writer && cur.extended_open => {
-                        let is_sync = matches!(i, MsgInfo::Sync);
-                        self.advance_head(Some(w));
-                        if is_sync {
-                            if let Some(c) = self.current.as_mut() {
-                                c.extended_open = false;
-                            }
+            if self.skip_to_sync {
+                match head.info {
+                    MsgInfo::Terminate => self.skip_to_sync = false,
+                    MsgInfo::Sync => {
+                        let n = head.len;
+                        self.out.discard_client(n);
+                        self.pop_head();
+                        self.skip_to_sync = false;
+                        let d = Decision::primary(Reason::TxnOnPrimary);
+                        let id = self.push_unit(UnitKind::Batch, d, None, Attempt::Local);
+                        if let Some(u) = self.unit_mut(id) {
+                            u.errored = true;
                         }
+                        self.end_with_error(id);
                         continue;
                     }
-                    _ => return,
+                    _ => {
+                        let n = head.len;
+                        if head.arrived < n {
+                            self.advance_head(None);
+                            return;
+                        }
+                        self.out.discard_client(n);
+                        self.pop_head();
+                        continue;
+                    }
                 }
             }
-            match &head.info {
-                MsgInfo::CopyData | MsgInfo::CopyDone | MsgInfo::CopyFail | MsgInfo::Password => {
-                    // Outside COPY the server ignores them; keep the stream in order.
+            // Messages that belong to the unit in flight.
+            if let Some(last) = self.units.back() {
+                if last.copy_in && head.info.is_copy() && last.attempt == Attempt::Writer {
                     self.advance_head(Some(w));
+                    continue;
+                }
+                if last.open {
+                    if self.continue_batch() {
+                        continue;
+                    }
+                    return;
+                }
+            }
+            let progressed = match &head.info {
+                MsgInfo::CopyData | MsgInfo::CopyDone | MsgInfo::CopyFail | MsgInfo::Password => {
+                    // Outside COPY the server ignores or refuses them; keep the stream in order:
+                    // they follow whatever runs on the writer, never overtake a reader's unit.
+                    if self
+                        .units
+                        .iter()
+                        .any(|u| u.attempt != Attempt::Writer || u.open)
+                    {
+                        return;
+                    }
+                    self.advance_head(Some(w));
+                    true
                 }
                 MsgInfo::Terminate => {
                     self.advance_head(Some(w));
                     self.release_pin(false);
+                    for r in std::mem::take(&mut self.readers) {
+                        self.out.close_backend(r.conn);
+                        self.engine.conns().forget(r.conn);
+                        if !r.resp.is_empty() {
+                            if let Some(s) = r.server {
+                                self.engine.readers().end_use(s);
+                            }
+                        }
+                    }
                     self.out.close_client();
                     self.phase = Phase::Closed;
+                    self.units.clear();
                     return;
                 }
                 MsgInfo::Query { .. } => self.start_query(fresh_here),
-                MsgInfo::FunctionCall => {
-                    self.start_writer_unit(
-                        UnitKind::FunctionCall,
-                        Decision::primary(Reason::NotAStatement),
-                        None,
-                        true,
-                    );
-                }
-                _ => {
-                    if !self.start_extended() {
-                        return;
+                MsgInfo::FunctionCall => self.start_function_call(),
+                _ => self.start_batch(),
+            };
+            if !progressed {
+                // The head waits: keep its bytes if they are only in this input (the host's
+                // buffer keeps them too, but a reader or a retry needs them after it moved on).
+                if let (Some(head), Some((t, body))) = (self.queue.front(), fresh_here) {
+                    if head.copy.is_none() && head.len == body.len() + 5 && self.queue.len() == 1 {
+                        let start = self.pending.len();
+                        wire(t, body, &mut self.pending);
+                        let end = self.pending.len();
+                        if let Some(h) = self.queue.front_mut() {
+                            h.copy = Some(start..end);
+                        }
                     }
                 }
+                return;
             }
         }
     }

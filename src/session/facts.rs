@@ -4,6 +4,8 @@
 //! forward or drop the message the host just reported.
 
 use super::*;
+use crate::protocol::backend::BackendMessage;
+use crate::protocol::{encode, tag, LsnField, Marker};
 
 /// One backend message, as a libpq-based host knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,10 +120,13 @@ impl Session {
                             | tag::COPY_DONE
                     );
                 if !empty_ok || t == tag::READY_FOR_QUERY {
-                    return Err(self.fail(SessionError::Protocol(format!(
-                        "fact of type '{}' needs its fields",
-                        t as char
-                    ))));
+                    return Err(self.fail(SessionError::Protocol {
+                        peer: "host",
+                        source: ProtocolError::Malformed {
+                            tag: t,
+                            what: "this fact needs its fields (use its own kind)",
+                        },
+                    }));
                 }
                 encode::message(&mut bytes, t, |_| {});
             }

@@ -1,39 +1,55 @@
 //! The per-client session state machine: collect → plan → execute → process_result (SPEC §4).
 //!
-//! Inputs: [`Session::recv_client`], [`Session::recv_backend`], [`Session::on_backend_event`].
+//! Inputs: [`Session::recv_client`], [`Session::recv_backend`] (or
+//! [`Session::recv_backend_fact`]), [`Session::on_backend_event`], [`Session::on_timeout`].
 //! Output: [`Session::poll_action`] until `None` — drain every action before the next input
-//! (enforced). The session never blocks, never reads a clock (`now_ms` comes with each input)
-//! and never calls the host.
+//! (enforced) — and [`Session::next_deadline`]. The session never blocks, never reads a clock
+//! (`now_ms` comes with each input) and never calls the host.
 //!
-//! Client statements are decided strictly in order; a pipelined statement waits (its bytes stay
-//! in the host's buffer) until the previous one has completed, because its routing may depend on
-//! the previous one's LSN.
+//! Where each step lives:
+//! - `client`: client bytes → framing → the queue of undecided messages; `pump` decides them in
+//!   order, into *units* (a simple Query, an extended-protocol batch up to its Sync, a
+//!   FunctionCall).
+//! - `batch` and `statements`: extended-protocol batches (E-1) and the client's prepared
+//!   statements (E-2).
+//! - `route`: collect (P-2), plan (`plan`, P-3/P-5, a pure function), bind a reader (P-4) and
+//!   send the unit — with the hidden statements of `hidden` in front of it — to the writer or a
+//!   reader; failures and retries (§6).
+//! - `backend`: backend bytes → framing → `response` (which request each message answers, and
+//!   whose it is) → forward, swallow or hold; `writer` and `reader` apply what answers mean to
+//!   the session's state (`state`, `effects`).
+//!
+//! Client units are decided strictly in order. A unit bound for the writer may be sent while
+//! earlier units are still running there (pipelining); a read waits until everything before
+//! it has answered, because its target depends on what they wrote (and a batch moves to another
+//! connection only after its predecessor's ReadyForQuery, E-1).
 
 pub mod actions;
 mod backend;
+mod batch;
 mod client;
+mod effects;
 mod facts;
+mod hidden;
 pub mod plan;
+mod reader;
+mod response;
 mod route;
 mod startup;
 pub mod state;
-mod wrapper;
+mod statements;
+mod writer;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::classify::{Classification, Isolation, Kind, Var};
-use crate::cluster::readers::{ChoiceRequest, Hostgroup, ServerId};
-use crate::cluster::stats::Counter;
-use crate::cluster::{Engine, WriterView};
-use crate::config::{Config, Consistency, OnWaitTimeout, ReadFallback, ServerDialect};
-use crate::policy::{self, ErrorFacts, FailureClass, Progress, Recovery};
-use crate::protocol::backend::{BackendMessage, ErrorFields};
-use crate::protocol::encode;
-use crate::protocol::framer::{BodyMode, Framer, Step};
-use crate::protocol::frontend::FrontendMessage;
-use crate::protocol::startup::StartupPacket;
-use crate::protocol::{tag, Lsn, LsnField, Marker, Rfq, RfqExtensions, TxStatus, XidList};
+use crate::classify::{Classification, Isolation};
+use crate::cluster::Engine;
+use crate::config::{Config, ServerDialect};
+use crate::ids::{Hostgroup, ServerId};
+use crate::policy::{self, FailureClass, Recovery};
+use crate::protocol::framer::Framer;
+use crate::protocol::{Lsn, ProtocolError, RfqExtensions, TxStatus};
 
 pub use crate::decision::{Decision, Outcome, Reason};
 pub use actions::{Action, ConnId};
@@ -41,8 +57,9 @@ pub use facts::BackendFact;
 pub use startup::{ClientInfo, Role, Startup};
 
 use actions::ActionQueue;
-use plan::{plan, PlanInput, Protocol, StatementView, TxnView};
-use state::{Hazards, LsnState, Settings, TxnState};
+use response::Responses;
+use state::{Hazards, LsnState, SessionSettings, TxnState};
+use statements::{ClientStatements, ConnStatements};
 
 /// Most client messages the session holds undecided (pipelining); beyond it `recv_client`
 /// consumes no more until earlier statements complete.
@@ -65,7 +82,8 @@ pub enum Event {
     /// The writer connection could not be opened.
     WriterConnectFailed,
     /// A reader connection for `AcquireReader`. `fresh`: opened for this request (its settings
-    /// are the startup defaults); `needs_reset`: it still holds an XID import.
+    /// are the startup defaults and nothing is prepared on it); `needs_reset`: it still holds
+    /// an XID import.
     ReaderAttached {
         server: ServerId,
         fresh: bool,
@@ -90,9 +108,15 @@ pub enum SessionError {
     UnknownConnection(ConnId),
     #[error("event not expected now: {0}")]
     UnexpectedEvent(&'static str),
-    /// A peer violated the protocol. The queued actions say what to close: drain them.
-    #[error("protocol violation: {0}")]
-    Protocol(String),
+    /// A peer violated the protocol. Every byte of the input is consumed; the queued actions say
+    /// what to send and close: drain them.
+    #[error("protocol violation by the {peer}: {source}")]
+    Protocol {
+        /// Who broke it: "client", "primary" or "reader".
+        peer: &'static str,
+        #[source]
+        source: ProtocolError,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +128,8 @@ enum Phase {
     Closed,
 }
 
-/// What the session knows of one undecided client message.
+/// What the session knows of one undecided client message. Names and texts are read again
+/// from the message's copy when needed (no allocation per message).
 #[derive(Clone, Debug)]
 enum MsgInfo {
     Query {
@@ -112,14 +137,11 @@ enum MsgInfo {
         why_not: Option<Reason>,
     },
     Parse {
-        unnamed: bool,
         class: Option<Classification>,
     },
-    Bind {
-        unnamed: bool,
-    },
+    Bind,
     Execute {
-        unnamed: bool,
+        max_rows: i32,
     },
     Describe,
     Close,
@@ -129,6 +151,8 @@ enum MsgInfo {
     CopyDone,
     CopyFail,
     FunctionCall,
+    /// A Parse or Bind too large to inspect: streamed by count.
+    LargeExtended,
     Password,
     Terminate,
 }
@@ -138,28 +162,39 @@ impl MsgInfo {
         matches!(
             self,
             MsgInfo::Parse { .. }
-                | MsgInfo::Bind { .. }
+                | MsgInfo::Bind
                 | MsgInfo::Execute { .. }
                 | MsgInfo::Describe
                 | MsgInfo::Close
                 | MsgInfo::Sync
                 | MsgInfo::Flush
+                | MsgInfo::LargeExtended
+        )
+    }
+
+    fn is_copy(&self) -> bool {
+        matches!(
+            self,
+            MsgInfo::CopyData | MsgInfo::CopyDone | MsgInfo::CopyFail
         )
     }
 }
 
+/// One undecided client message. Its bytes stay in the host's buffer until an action covers
+/// them; a copy is kept in `Session::pending` when the message may be needed after the host's
+/// buffer moved on (reader routing, rewriting, retries).
 #[derive(Debug)]
 struct ClientMsg {
+    tag: u8,
     len: usize,
     arrived: usize,
     acted: usize,
     info: MsgInfo,
-    /// The message's wire bytes, when it arrived whole and may be needed after the host's
-    /// buffer moved on (reader routing, retries).
-    copy: Option<Vec<u8>>,
+    /// Where the copy is in `Session::pending`.
+    copy: Option<std::ops::Range<usize>>,
 }
 
-/// Where a statement attempt runs.
+/// Where a unit's current attempt runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Attempt {
     Writer,
@@ -171,93 +206,71 @@ enum Attempt {
         conn: ConnId,
         server: ServerId,
     },
-    /// Answered by the engine (REJECT / engine error) and waiting for the writer's abort.
+    /// Answered by the engine (REJECT, an engine error) and waiting for the writer's abort.
     Local,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum UnitKind {
     Query,
-    Extended,
+    Batch,
     FunctionCall,
 }
 
-/// The statement in flight.
+/// A decided unit of client messages, in flight. Units complete in order.
 #[derive(Debug)]
-struct Current {
+struct Unit {
+    id: u32,
     kind: UnitKind,
     decision: Decision,
+    /// Query: the classification of its string.
     class: Option<Classification>,
-    may_write: bool,
+    /// Batch: the classifications of the statements its Executes run, in order (for their
+    /// effects on session state once the writer ran them).
+    execs: Vec<Option<Classification>>,
     attempt: Attempt,
-    /// Reader retries so far, and readers that failed this statement.
+    /// Reader retries so far, and readers that failed this unit.
     reader_retries: u32,
     excluded: Vec<ServerId>,
+    /// A batch whose Sync has not arrived: the client's next extended messages join it.
+    open: bool,
     /// The writer said CopyInResponse: client COPY data flows to it.
     copy_in: bool,
-    /// An extended batch was sent to the writer before its Sync: later extended messages follow.
-    extended_open: bool,
-    /// An error was forwarded to the client for this statement.
+    /// An error was forwarded to the client for this unit.
     errored: bool,
+    /// Something of this attempt's result reached the client (F-3: no retry).
+    forwarded: bool,
+    /// A Flush released the held completions of a reader attempt (E-3: no retry).
+    released: bool,
     /// The decision needed the LSN state of this generation (split retries are gated on it).
     generation: u64,
-    /// Statement text of Set/Reset statements (needed after completion).
+    /// Statement text of a Query with SET/RESET (needed after completion).
     sql: Option<Vec<u8>>,
-    /// Hidden statements in front of the client's on the reader.
-    hidden: u16,
     /// Whether the unit contained BEGIN (and its options).
     begin: Option<Option<Isolation>>,
     /// The reader waits with a statement of its own (PostgreSQL 19's WAIT FOR LSN): a timeout
     /// is recognised by position (W-5).
     wait_statement: bool,
-}
-
-/// What a backend connection is expected to answer next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ExpectKind {
-    /// The writer's startup and authentication, until the first RFQ.
-    Auth,
-    /// The client's statement (or a batch of extended messages).
-    Statement,
-    /// The hidden failing statement that aborts the writer's transaction (F-3).
-    Abort,
-    /// The hidden post-commit `SELECT pg_current_wal_insert_lsn()` (issue 11).
-    Probe,
-}
-
-#[derive(Debug)]
-struct Expect {
-    kind: ExpectKind,
-    /// Hidden statement results (CommandComplete) still to swallow before the client's part.
-    hidden_cc: u16,
-    /// Hidden RFQs still to swallow (a hidden Query sent before an extended batch).
-    hidden_rfq: u8,
-    /// Everything is discarded until the RFQ (a failed attempt, or the hidden abort).
-    discard: bool,
-    /// Reader attempt: hold notices and parse/bind completions until the result begins.
-    hold: bool,
-    result_started: bool,
-    /// Any ErrorResponse arrived (the Query's implicit transaction rolled back, W-6).
-    saw_error: bool,
+    /// Host time the current attempt was sent (R-1b).
+    sent_at: u64,
+    /// A failure decided while the attempt's answer is still arriving.
     failure: Option<(FailureClass, Recovery)>,
-    /// Engine-built error detail for a failure that cannot be forwarded as is.
     failure_text: Option<String>,
-}
-
-impl Expect {
-    fn new(kind: ExpectKind) -> Expect {
-        Expect {
-            kind,
-            hidden_cc: 0,
-            hidden_rfq: 0,
-            discard: matches!(kind, ExpectKind::Abort | ExpectKind::Probe),
-            hold: false,
-            result_started: false,
-            saw_error: false,
-            failure: None,
-            failure_text: None,
-        }
-    }
+    /// The attempt's answer began (its first row or completion).
+    result_started: bool,
+    /// Any ErrorResponse arrived for the attempt (its implicit transaction rolled back, W-6).
+    saw_error: bool,
+    /// Whether a hidden probe/capture follows this unit on the writer (W-7, S-5).
+    probe_after: bool,
+    /// The unit may leave a transaction block open (BEGIN, or something unknown): hidden
+    /// writer work cannot be pipelined behind it.
+    may_open_txn: bool,
+    /// Reader attempt: the settings replay is in flight; the unit's own messages follow its
+    /// success (`Some(needs_reset)`).
+    after_replay: Option<bool>,
+    /// The reader attempt of an open batch was closed by the engine's own Sync (E-1): its RFQ
+    /// is the engine's, not the client's.
+    hidden_sync: bool,
 }
 
 #[derive(Debug)]
@@ -266,7 +279,7 @@ struct Backend {
     server: Option<ServerId>,
     ext: RfqExtensions,
     framer: Framer,
-    expect: VecDeque<Expect>,
+    resp: Responses,
     /// Disposition of the body of the streamed message in progress: forward (true) or discard.
     streaming: Option<bool>,
     /// Bytes of the streamed message in progress to forward, not yet covered by an action:
@@ -277,11 +290,46 @@ struct Backend {
     partial_out: bool,
     /// Holds an XID import (awide keeps imports: P-7).
     dirty: bool,
-    /// The Query in flight resets the import: clean once it succeeds.
+    /// The hidden reset in flight clears `dirty` once it succeeds.
     clean_on_success: bool,
-    /// The Query in flight brings the settings in line: if it fails, the connection's settings
-    /// are unknown and it must not be pooled under the session's key.
+    /// The settings replay in flight (S-5): if it fails, the connection's state is unknown and
+    /// it must not be pooled under the session's key.
     settings_pending: bool,
+    /// Statements the engine prepared on this connection (E-2).
+    prepared: ConnStatements,
+    /// Writer: the engine's probe/capture statements are parsed on it (W-7, S-5).
+    probe_parsed: bool,
+    capture_parsed: bool,
+    /// Parses in flight, in wire order (E-2).
+    parses: VecDeque<statements::ParseNote>,
+    /// A cancel was forwarded to this connection (F-1: closed, never pooled).
+    cancelled: bool,
+    /// Code the engine cannot see into ran on this reader connection (S-6: closed, not pooled).
+    ran_code: bool,
+}
+
+impl Backend {
+    fn new(conn: ConnId, server: Option<ServerId>, ext: RfqExtensions, config: &Config) -> Backend {
+        Backend {
+            conn,
+            server,
+            ext,
+            framer: Framer::new(config.limits),
+            resp: Responses::default(),
+            streaming: None,
+            held_fwd: 0,
+            partial_out: false,
+            dirty: false,
+            clean_on_success: false,
+            settings_pending: false,
+            prepared: ConnStatements::default(),
+            parses: VecDeque::new(),
+            probe_parsed: false,
+            capture_parsed: false,
+            cancelled: false,
+            ran_code: false,
+        }
+    }
 }
 
 /// The transaction's pinned reader (P-7).
@@ -295,6 +343,14 @@ struct Pin {
     config_generation: u64,
     /// Last replay LSN the reader reported on its RFQ.
     replay: Lsn,
+}
+
+/// The reader StartupMessage and key for one (profile generation, settings version).
+#[derive(Debug)]
+struct ReaderStartup {
+    stamp: (u64, u64),
+    key: crate::pool::ReaderKey,
+    bytes: Vec<u8>,
 }
 
 /// One client's session. Used by one thread at a time; may move between threads.
@@ -311,55 +367,60 @@ pub struct Session {
     phase: Phase,
     client_framer: Framer,
     queue: VecDeque<ClientMsg>,
-    queue_copied: usize,
-    /// Conn the client's streamed message in progress is forwarded to (None: discarded).
+    /// Copies of queued messages (`ClientMsg::copy`); reset when the queue runs empty.
+    pending: Vec<u8>,
+    /// Conn the client's streamed message in progress is forwarded to (`Some(None)`: discarded).
     client_streaming: Option<Option<ConnId>>,
     startup: Option<Startup>,
     writer: Option<Backend>,
     readers: Vec<Backend>,
-    current: Option<Current>,
+    /// Released reader backends, kept for their buffers.
+    spare_backends: Vec<Backend>,
+    /// Decided units in flight, oldest first.
+    units: VecDeque<Unit>,
+    next_unit: u32,
     lsn: LsnState,
     txn: TxnState,
     writer_status: TxStatus,
     hazards: Hazards,
-    protocol_statements: bool,
-    pinned_writer: bool,
-    settings: Settings,
-    /// Cached reader key and reader StartupMessage for (profile generation, settings version).
-    reader_startup: Option<((u64, u64), crate::pool::ReaderKey, Vec<u8>)>,
-    /// Released reader backends, kept for their buffers.
-    spare_backends: Vec<Backend>,
+    settings: SessionSettings,
+    statements: ClientStatements,
+    reader_startup: Option<ReaderStartup>,
     session_isolation: Option<Isolation>,
     backend_key: Option<(i32, Box<[u8]>)>,
     /// The client's user cannot log in on the readers: never ask again.
     readers_forbidden: bool,
     pin: Option<Pin>,
+    /// A reader attempt's messages held until its result begins.
     held: Vec<u8>,
+    /// Asynchronous writer messages held while a reader answers the client.
     held_writer: Vec<u8>,
-    /// Host time the writer acknowledged a write whose position is unknown (issue 11).
+    /// Host time the writer acknowledged a write whose position is unknown (W-7).
     write_ack_ms: Option<u64>,
-    /// The LSN the in-flight probe answered with.
+    /// The LSN the probe in flight answered with.
     probe_lsn: Option<Lsn>,
+    /// The client bytes of the reader unit in flight (for wrapping and retries), and the
+    /// offsets of its messages.
     orig: Vec<u8>,
+    orig_msgs: Vec<std::ops::Range<usize>>,
     /// The server dialect as of the last collect (P-2).
     dialect: ServerDialect,
+    /// Portals bound by the reader batch in flight (an Execute of any other stays off it).
+    reader_portals: Vec<Box<[u8]>>,
+    /// An open writer batch was followed by a Query without Sync: the next unit runs in the
+    /// same implicit transaction, on the writer.
+    writer_continuation: bool,
+    /// An error ended a batch the client had not closed with a Sync yet: its messages are
+    /// discarded up to its Sync, which the engine answers (as a server skips to the Sync).
+    skip_to_sync: bool,
+    /// What the PinWriter action last said (S-4).
+    pinned_writer: bool,
+    /// The capture's rows so far `(kind, name, value)`, and whether it failed.
+    capture_rows: Vec<(u8, Box<[u8]>, Box<[u8]>)>,
+    capture_failed: bool,
     out: ActionQueue,
     last_error: String,
     salt: u64,
-}
-
-fn wire(tag: u8, body: &[u8], out: &mut Vec<u8>) {
-    out.push(tag);
-    out.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
-    out.extend_from_slice(body);
-}
-
-fn config_seed(engine: &Engine) -> u64 {
-    engine.config().seed
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 impl Session {
@@ -370,6 +431,7 @@ impl Session {
         let writer_hostgroup = info.writer_hostgroup.unwrap_or(config.writer_hostgroup);
         let limits = config.limits;
         let generation = engine.writer_view(writer_hostgroup).generation;
+        let salt = config.seed;
         Session {
             classifier: engine.classifier(),
             config,
@@ -381,12 +443,14 @@ impl Session {
             client_framer: Framer::new_startup(limits),
             // Almost always one message at a time: room for one, grown only by pipelining.
             queue: VecDeque::with_capacity(1),
-            queue_copied: 0,
+            pending: Vec::new(),
             client_streaming: None,
             startup: None,
             writer: None,
             readers: Vec::new(),
-            current: None,
+            spare_backends: Vec::new(),
+            units: VecDeque::with_capacity(1),
+            next_unit: 1,
             lsn: LsnState {
                 generation,
                 ..LsnState::default()
@@ -394,11 +458,9 @@ impl Session {
             txn: TxnState::default(),
             writer_status: TxStatus::Idle,
             hazards: Hazards::default(),
-            protocol_statements: false,
-            pinned_writer: false,
-            settings: Settings::default(),
+            settings: SessionSettings::default(),
+            statements: ClientStatements::default(),
             reader_startup: None,
-            spare_backends: Vec::new(),
             session_isolation: None,
             backend_key: None,
             readers_forbidden: false,
@@ -408,15 +470,23 @@ impl Session {
             write_ack_ms: None,
             probe_lsn: None,
             orig: Vec::new(),
+            orig_msgs: Vec::new(),
             dialect: ServerDialect::Awide,
+            reader_portals: Vec::new(),
+            writer_continuation: false,
+            skip_to_sync: false,
+            pinned_writer: false,
+            capture_rows: Vec::new(),
+            capture_failed: false,
             out: ActionQueue::default(),
             last_error: String::new(),
             // Deterministic: the configured seed, mixed per statement.
-            salt: config_seed(&engine),
+            salt,
             engine,
         }
     }
 
+    /// The engine this session belongs to.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }
@@ -427,7 +497,7 @@ impl Session {
         let startup = self
             .reader_startup
             .as_ref()
-            .map_or(&[][..], |(_, _, b)| b.as_slice());
+            .map_or(&[][..], |r| r.bytes.as_slice());
         self.out.poll(startup)
     }
 
@@ -437,12 +507,23 @@ impl Session {
     }
 
     /// The backend connection executing the client's current statement (for CancelRequest).
+    /// After forwarding a cancel there, tell the session with [`Session::cancel_forwarded`].
     pub fn executing_connection(&self) -> Option<ConnId> {
-        let cur = self.current.as_ref()?;
-        match cur.attempt {
+        let u = self.units.front()?;
+        match u.attempt {
             Attempt::Writer | Attempt::Local => self.writer.as_ref().map(|w| w.conn),
             Attempt::Reader { conn, .. } => Some(conn),
             Attempt::AwaitReader { .. } => None,
+        }
+    }
+
+    /// The host forwarded a CancelRequest to `conn` (F-1). A reader connection that may have
+    /// received one is closed when the session is done with it, never handed to another
+    /// session: the cancel's signal may land after the statement it was meant for has ended.
+    /// Not an input: it queues no action and needs no drain.
+    pub fn cancel_forwarded(&mut self, conn: ConnId) {
+        if let Some(b) = self.readers.iter_mut().find(|b| b.conn == conn) {
+            b.cancelled = true;
         }
     }
 
@@ -484,8 +565,23 @@ impl Session {
         &self.last_error
     }
 
+    /// Whether the session has ended (only freeing it remains).
     pub fn is_closed(&self) -> bool {
         self.phase == Phase::Closed
+    }
+
+    /// The earliest host time at which the session needs [`Session::on_timeout`] (R-1b): a
+    /// reader that has answered nothing for `reader_response_timeout_ms`. `None`: no deadline.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let timeout = self.config.reader_response_timeout_ms;
+        if timeout == 0 {
+            return None;
+        }
+        self.units
+            .iter()
+            .filter(|u| matches!(u.attempt, Attempt::Reader { .. }))
+            .map(|u| u.sent_at.saturating_add(timeout))
+            .min()
     }
 
     fn check_input(&mut self, now: u64) -> Result<(), SessionError> {
@@ -513,6 +609,20 @@ impl Session {
         self.last_error = e.to_string();
         e
     }
+
+    fn new_unit_id(&mut self) -> u32 {
+        let id = self.next_unit;
+        self.next_unit = self.next_unit.wrapping_add(1).max(1);
+        id
+    }
+
+    fn unit(&self, id: u32) -> Option<&Unit> {
+        self.units.iter().find(|u| u.id == id)
+    }
+
+    fn unit_mut(&mut self, id: u32) -> Option<&mut Unit> {
+        self.units.iter_mut().find(|u| u.id == id)
+    }
 }
 
 impl Drop for Session {
@@ -520,11 +630,22 @@ impl Drop for Session {
     /// (R-2 balances on it).
     fn drop(&mut self) {
         for r in &self.readers {
-            if !r.expect.is_empty() {
+            if !r.resp.is_empty() {
                 if let Some(s) = r.server {
                     self.engine.readers().end_use(s);
                 }
             }
         }
     }
+}
+
+/// Appends a wire message built from a tag and a body.
+fn wire(tag: u8, body: &[u8], out: &mut Vec<u8>) {
+    out.push(tag);
+    out.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+    out.extend_from_slice(body);
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }

@@ -59,14 +59,13 @@ pub struct TxnView {
     pub read_only_prefix: bool,
 }
 
-/// Extended-protocol shape (P-3 step 6).
+/// The protocol of the unit planned: a simple Query, or an extended-protocol batch (E-1) whose
+/// shape `batch` already checked (E-1…E-5: a batch that is not all reads arrives here as a
+/// statement that is not replica-safe, with the reason why).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Simple,
-    /// `self_contained`: one unnamed statement parsed, bound and executed before its Sync.
-    Extended {
-        self_contained: bool,
-    },
+    Extended,
 }
 
 /// Everything `plan` looks at (P-2 collect).
@@ -80,6 +79,9 @@ pub struct PlanInput {
     pub dialect: ServerDialect,
     pub statement: StatementView,
     pub hazard: bool,
+    /// The writer's session state is not known (a capture is due, in flight or failed, S-5):
+    /// reads stay on the writer.
+    pub state_unknown: bool,
     pub protocol: Protocol,
     pub lsn_unknown: bool,
     /// max(write, observed), and in `global` mode the writer's latest known LSN.
@@ -115,6 +117,9 @@ pub fn plan(i: &PlanInput) -> Decision {
     if i.hazard {
         return Decision::primary(Reason::SessionHazard);
     }
+    if i.state_unknown {
+        return Decision::primary(Reason::SessionStateUnknown);
+    }
     if i.txn.active && i.txn.failed {
         return Decision::primary(Reason::TxnFailed);
     }
@@ -134,17 +139,9 @@ pub fn plan(i: &PlanInput) -> Decision {
     if i.txn.active {
         return plan_split(i);
     }
-    // 6.
-    if let Protocol::Extended { self_contained } = i.protocol {
-        if !self_contained {
-            return Decision::primary(Reason::ExtendedNotSelfContained);
-        }
-        // An unknown LSN is not "target 0": the read may need a wait it cannot get.
-        if i.lsn_unknown || !i.target.is_zero() {
-            return Decision::primary(Reason::ExtendedNeedsWait);
-        }
-        return Decision::reader(Outcome::ReplicaWithWait, Reason::ExtendedRead, Lsn::ZERO);
-    }
+    // 6. Extended batches: their shape was checked when the batch was assembled (E-1…E-5);
+    // a batch of reads is planned from here on exactly as a simple Query (E-3 puts its waits
+    // inside the batch).
     // 7.
     if i.lsn_unknown {
         return match i.on_missing_lsn {
@@ -170,9 +167,6 @@ fn plan_split(i: &PlanInput) -> Decision {
     let t = &i.txn;
     if !i.txn_split {
         return Decision::primary(Reason::SplitDisabled);
-    }
-    if i.protocol != Protocol::Simple {
-        return Decision::primary(Reason::SplitExtendedProtocol);
     }
     if i.lsn_unknown {
         return Decision::primary(Reason::SplitLsnUnknown);
@@ -207,6 +201,11 @@ fn plan_split(i: &PlanInput) -> Decision {
     if !i.dialect.can_import_xids() {
         return Decision::primary(Reason::SplitNoImport);
     }
+    if i.protocol == Protocol::Extended && i.dialect == ServerDialect::PolarDb {
+        // polardb clears an import when the query that set it ends: in a batch the import and
+        // the client's statement are separate statements, so the import would not apply.
+        return Decision::primary(Reason::SplitExtendedProtocol);
+    }
     let mut d = Decision::reader(
         Outcome::ReplicaTxnSplit,
         Reason::SplitRead,
@@ -235,6 +234,7 @@ mod tests {
                 hint_primary: false,
             },
             hazard: false,
+            state_unknown: false,
             protocol: Protocol::Simple,
             lsn_unknown: false,
             target: Lsn::ZERO,
@@ -301,22 +301,18 @@ mod tests {
         let mut i = in_txn(base());
         i.consistency = Consistency::Eventual;
         assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::EventualInTxn));
+        // E-3: a batch of reads is planned as a simple Query, its wait inside the batch.
         let mut i = base();
-        i.protocol = Protocol::Extended {
-            self_contained: false,
-        };
-        assert_eq!(
-            reason(&i),
-            (Outcome::ForcePrimary, Reason::ExtendedNotSelfContained)
-        );
-        i.protocol = Protocol::Extended {
-            self_contained: true,
-        };
-        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::ExtendedRead));
+        i.protocol = Protocol::Extended;
+        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::ReadNoTarget));
         i.target = Lsn(1);
+        assert_eq!(reason(&i), (Outcome::ReplicaWithWait, Reason::ReadWait));
+        // S-5: while the writer's state is unknown, reads stay on the writer.
+        let mut i = base();
+        i.state_unknown = true;
         assert_eq!(
             reason(&i),
-            (Outcome::ForcePrimary, Reason::ExtendedNeedsWait)
+            (Outcome::ForcePrimary, Reason::SessionStateUnknown)
         );
         let mut i = base();
         i.lsn_unknown = true;
@@ -352,10 +348,11 @@ mod tests {
         let mut i = ok;
         i.txn_split = false;
         assert_eq!(reason(&i).1, Reason::SplitDisabled);
+        // E-4: batches split like simple Queries, except where the import cannot apply.
         let mut i = ok;
-        i.protocol = Protocol::Extended {
-            self_contained: true,
-        };
+        i.protocol = Protocol::Extended;
+        assert_eq!(reason(&i).1, Reason::SplitRead);
+        i.dialect = ServerDialect::PolarDb;
         assert_eq!(reason(&i).1, Reason::SplitExtendedProtocol);
         let mut i = ok;
         i.lsn_unknown = true;

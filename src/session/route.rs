@@ -1,11 +1,20 @@
 //! Deciding and routing a unit of client messages: collect (P-2), plan (P-3/P-5), execute (P-4),
-//! retries (§6), REJECT, and the end of a statement.
+//! retries (§6), REJECT, and the end of a unit.
 
-use super::wrapper::{self, Hidden, Wait};
+use super::hidden::{self, Hidden, Wait};
+use super::plan::{plan, PlanInput, Protocol, StatementView, TxnView};
+use super::response::{Req, Who};
+use super::state::Known;
 use super::*;
+use crate::classify::Kind;
+use crate::cluster::readers::ChoiceRequest;
+use crate::cluster::stats::Counter;
+use crate::cluster::WriterView;
+use crate::config::{Consistency, OnWaitTimeout, ReadFallback};
+use crate::protocol::{encode, Marker};
 
 /// Where a reader-bound decision ended up after binding (P-4).
-enum Bound {
+pub(super) enum Bound {
     Reader {
         decision: Decision,
         server: ServerId,
@@ -32,8 +41,8 @@ impl Session {
             self.txn.read_only_prefix = false;
             self.release_pin(false);
         }
-        // Issue 11: a writer sample whose query was sent after the write was acknowledged bounds
-        // the write from above: it positions the session's write.
+        // A writer sample whose query was sent after the write was acknowledged bounds the
+        // write from above: it positions the session's write (W-7).
         if let (true, Some(ack), Some((l, sent))) = (
             self.lsn.write_unknown,
             self.write_ack_ms,
@@ -65,7 +74,7 @@ impl Session {
         }
     }
 
-    fn plan_input(
+    pub(super) fn plan_input(
         &self,
         view: &WriterView,
         statement: StatementView,
@@ -91,6 +100,7 @@ impl Session {
             dialect: view.dialect,
             statement,
             hazard: self.hazards.any(),
+            state_unknown: self.settings.known != Known::Yes,
             protocol,
             lsn_unknown: self.lsn.unknown(),
             target,
@@ -110,206 +120,179 @@ impl Session {
         }
     }
 
+    /// The full decision for a unit: replication connections are never routed, everything
+    /// else is planned (P-3).
+    pub(super) fn decide(
+        &mut self,
+        stmt: StatementView,
+        protocol: Protocol,
+    ) -> (Decision, WriterView) {
+        let view = self.collect();
+        let d = if self.startup.as_ref().is_some_and(|s| s.replication) {
+            Decision::passthrough(Reason::ReplicationConnection)
+        } else {
+            plan(&self.plan_input(&view, stmt, protocol))
+        };
+        (d, view)
+    }
+
+    /// Hidden writer work that informs the next read is in flight or due (the probe of W-7, the
+    /// capture of S-5): reads wait for it.
+    pub(super) fn learning(&self) -> bool {
+        let hidden_in_flight = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.resp.has_who(Who::Probe) || w.resp.has_who(Who::Capture));
+        hidden_in_flight || (self.settings.known == Known::Due && !self.txn.active)
+    }
+
+    /// Whether a decided unit must wait for what is in flight before it (pipelining rule): a
+    /// unit bound for the writer may follow other writer units there; everything else waits
+    /// until nothing is in flight, and a read also waits for the probe and the capture.
+    pub(super) fn must_wait(&self, d: &Decision, read: bool) -> bool {
+        if read && self.learning() {
+            return true;
+        }
+        if self.units.is_empty() {
+            return false;
+        }
+        let writer_bound = matches!(d.outcome, Outcome::ForcePrimary | Outcome::Passthrough);
+        !(writer_bound
+            && self
+                .units
+                .iter()
+                .all(|u| u.attempt == Attempt::Writer && !u.open))
+    }
+
     /// P-6's "may have written" for a whole Query: COMMIT/ROLLBACK count only if the
     /// transaction may have written.
-    fn unit_may_write(&self, class: &Classification) -> bool {
+    pub(super) fn unit_may_write(&self, class: &Classification) -> bool {
         class.statements().iter().any(|s| match s.kind {
             Kind::Commit { .. } | Kind::Rollback { .. } => self.txn.may_have_written,
             _ => s.may_write(),
         })
     }
 
-    fn begin_options(class: &Classification) -> Option<Option<Isolation>> {
+    pub(super) fn begin_options(class: &Classification) -> Option<Option<Isolation>> {
         class.statements().iter().rev().find_map(|s| match s.kind {
             Kind::Begin(o) => Some(o.isolation),
             _ => None,
         })
     }
 
-    pub(super) fn start_query(&mut self, fresh: Option<(u8, &[u8])>) {
+    /// A simple Query at the head of the queue. Returns false when it must wait.
+    pub(super) fn start_query(&mut self, fresh: Option<(u8, &[u8])>) -> bool {
         let Some(head) = self.queue.front() else {
-            return;
+            return false;
         };
         let MsgInfo::Query { class, why_not } = &head.info else {
-            return;
+            return false;
         };
         let (class, why_not) = (class.clone(), *why_not);
-        let view = self.collect();
         let stmt = match (why_not, &class) {
             (Some(r), _) => StatementView::not_safe(r),
             (None, Some(c)) => StatementView::of(c),
             (None, None) => StatementView::not_safe(Reason::Unparseable),
         };
-        let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
-        let d = if self.startup.as_ref().is_some_and(|s| s.replication) {
-            Decision::passthrough(Reason::ReplicationConnection)
-        } else {
-            plan(&self.plan_input(&view, stmt, Protocol::Simple))
-        };
+        let (d, view) = self.decide(stmt, Protocol::Simple);
+        if self.must_wait(&d, stmt.replica_safe) {
+            return false;
+        }
+        // A simple Query destroys the unnamed prepared statement (NOTES), wherever it runs.
+        self.statements.remove(b"");
         match d.outcome {
             Outcome::Passthrough | Outcome::ForcePrimary => {
-                self.start_writer_unit_with(UnitKind::Query, d, class, may_write, fresh)
+                self.start_writer_query(d, class, fresh);
             }
             Outcome::Reject => self.reject_unit(UnitKind::Query, d, 1),
             Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit => {
-                self.start_reader_unit(UnitKind::Query, d, class, &view, fresh, 1)
-            }
-        }
-    }
-
-    /// An extended-protocol batch: up to its Sync (maybe a reader) or Flush (the writer).
-    /// Returns false when the batch is not complete yet.
-    pub(super) fn start_extended(&mut self) -> bool {
-        let mut end = None;
-        let mut stopped_at_other = false;
-        for (i, m) in self.queue.iter().enumerate() {
-            if !m.info.is_extended() {
-                stopped_at_other = true;
-                break;
-            }
-            if matches!(m.info, MsgInfo::Sync | MsgInfo::Flush) {
-                end = Some(i);
-                break;
-            }
-        }
-        let count = match end {
-            Some(e) => e + 1,
-            None if stopped_at_other => 0,
-            None => return false,
-        };
-        let view = self.collect();
-        // Self-contained: unnamed Parse of one replica-safe statement, unnamed Bind, Describe(s),
-        // one unnamed Execute, Sync — all kept whole.
-        let batch: Vec<&ClientMsg> = self.queue.iter().take(count).collect();
-        let mut parse_class: Option<Classification> = None;
-        let mut shape_ok = count > 0 && batch.iter().all(|m| m.copy.is_some());
-        let (mut parses, mut binds, mut executes) = (0, 0, 0);
-        let mut may_write = false;
-        for m in &batch {
-            match &m.info {
-                MsgInfo::Parse { unnamed, class } => {
-                    parses += 1;
-                    shape_ok &= *unnamed;
-                    match class {
-                        Some(c) => {
-                            may_write |= self.unit_may_write(c);
-                            parse_class = Some(c.clone());
-                        }
-                        None => {
-                            shape_ok = false;
-                            may_write = true;
-                        }
-                    }
-                }
-                MsgInfo::Bind { unnamed } => {
-                    binds += 1;
-                    shape_ok &= *unnamed && parses == 1;
-                }
-                MsgInfo::Execute { unnamed } => {
-                    executes += 1;
-                    shape_ok &= *unnamed && binds == 1;
-                }
-                MsgInfo::Describe => {}
-                MsgInfo::Sync => {}
-                _ => shape_ok = false,
-            }
-        }
-        if executes > 0 && parses == 0 {
-            // Executing something prepared earlier: it may write.
-            may_write = true;
-        }
-        let ends_with_sync = end.is_some_and(|e| matches!(self.queue[e].info, MsgInfo::Sync));
-        let self_contained =
-            shape_ok && ends_with_sync && parses == 1 && binds == 1 && executes == 1;
-        let stmt = match (&parse_class, self_contained) {
-            (Some(c), true) => StatementView::of(c),
-            (Some(c), false) if !c.is_replica_safe() => StatementView::of(c),
-            _ => StatementView::not_safe(Reason::ExtendedNotSelfContained),
-        };
-        let protocol = Protocol::Extended { self_contained };
-        let mut d = plan(&self.plan_input(&view, stmt, protocol));
-        if self.startup.as_ref().is_some_and(|s| s.replication) {
-            d = Decision::passthrough(Reason::ReplicationConnection);
-        }
-        if count == 0 {
-            // Extended messages followed by something else without Sync/Flush: the writer.
-            d = Decision::primary(Reason::ExtendedNotSelfContained);
-        }
-        match d.outcome {
-            Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit if self_contained => {
-                self.start_reader_unit(UnitKind::Extended, d, parse_class, &view, None, count);
-            }
-            Outcome::Reject => self.reject_unit(UnitKind::Extended, d, count),
-            _ => {
-                if !d.outcome.is_reader() {
-                    self.start_writer_unit(
-                        UnitKind::Extended,
-                        d,
-                        parse_class,
-                        may_write || !self_contained,
-                    );
-                } else {
-                    self.start_writer_unit(
-                        UnitKind::Extended,
-                        Decision::primary(Reason::ExtendedNotSelfContained),
-                        parse_class,
-                        true,
-                    );
-                }
+                self.start_reader_unit(UnitKind::Query, d, class, &view, fresh, 1);
             }
         }
         true
     }
 
-    fn record(&mut self, d: Decision) {
+    /// A FunctionCall: always the writer.
+    pub(super) fn start_function_call(&mut self) -> bool {
+        let d = Decision::primary(Reason::NotAStatement);
+        if self.must_wait(&d, false) {
+            return false;
+        }
+        let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
+            return false;
+        };
+        self.record(d);
+        let id = self.push_unit(UnitKind::FunctionCall, d, None, Attempt::Writer);
+        if let Some(wb) = self.writer.as_mut() {
+            wb.resp.push(Req::FunctionCall, Who::Client, id);
+        }
+        self.advance_head(Some(w));
+        self.after_writer_send(id, true, false);
+        true
+    }
+
+    pub(super) fn record(&mut self, d: Decision) {
         self.engine.stats().record_decision(d.outcome, d.reason);
         self.out.decision(d);
     }
 
-    fn new_current(
-        &self,
+    /// A new unit in flight; returns its id.
+    pub(super) fn push_unit(
+        &mut self,
         kind: UnitKind,
         d: Decision,
         class: Option<Classification>,
-        may_write: bool,
         attempt: Attempt,
-    ) -> Current {
+    ) -> u32 {
+        let id = self.new_unit_id();
         let begin = class.as_ref().and_then(Session::begin_options);
-        Current {
+        let may_open_txn = match kind {
+            UnitKind::FunctionCall => false,
+            _ => class.is_none() || begin.is_some(),
+        };
+        self.units.push_back(Unit {
+            id,
             kind,
             decision: d,
             class,
-            may_write,
+            execs: Vec::new(),
             attempt,
             reader_retries: 0,
             excluded: Vec::new(),
+            open: false,
             copy_in: false,
-            extended_open: false,
             errored: false,
+            forwarded: false,
+            released: false,
             generation: self.lsn.generation,
             sql: None,
-            hidden: 0,
             begin,
             wait_statement: false,
-        }
+            sent_at: self.now,
+            failure: None,
+            failure_text: None,
+            result_started: false,
+            saw_error: false,
+            probe_after: false,
+            may_open_txn,
+            after_replay: None,
+            hidden_sync: false,
+        });
+        id
     }
 
-    /// The text of Set/Reset statements must outlive the host's buffer: keep the unit's SQL.
+    /// The text of SET/RESET statements must outlive the host's buffer: keep the unit's SQL.
     fn keep_sql_if_needed(
         &self,
         class: &Option<Classification>,
         fresh: Option<(u8, &[u8])>,
     ) -> Option<Vec<u8>> {
         let c = class.as_ref()?;
-        let needed = c
-            .statements()
-            .iter()
-            .any(|s| matches!(s.kind, Kind::Set { .. } | Kind::Reset { .. }));
-        if !needed {
+        if !effects::keeps_text(c) {
             return None;
         }
         let head = self.queue.front()?;
-        let bytes: &[u8] = match (&head.copy, fresh) {
+        let bytes: &[u8] = match (self.msg_bytes(head), fresh) {
             (Some(c), _) => c.get(5..c.len().saturating_sub(1))?,
             (None, Some((_, body))) => body.get(..body.len().saturating_sub(1))?,
             _ => return None,
@@ -317,87 +300,159 @@ impl Session {
         Some(bytes.to_vec())
     }
 
-    pub(super) fn start_writer_unit(
+    /// A simple Query to the writer, forwarded by count.
+    fn start_writer_query(
         &mut self,
-        kind: UnitKind,
         d: Decision,
         class: Option<Classification>,
-        may_write: bool,
-    ) {
-        self.start_writer_unit_with(kind, d, class, may_write, None)
-    }
-
-    fn start_writer_unit_with(
-        &mut self,
-        kind: UnitKind,
-        d: Decision,
-        class: Option<Classification>,
-        may_write: bool,
         fresh: Option<(u8, &[u8])>,
     ) {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             return;
         };
         self.record(d);
-        let sql = if kind == UnitKind::Query {
-            self.keep_sql_if_needed(&class, fresh)
-        } else {
-            None
-        };
-        let mut cur = self.new_current(kind, d, class, may_write, Attempt::Writer);
-        cur.sql = sql;
-        cur.extended_open = kind == UnitKind::Extended;
-        self.current = Some(cur);
+        let sql = self.keep_sql_if_needed(&class, fresh);
+        let known = class.is_some();
+        let no_copy_in = class
+            .as_ref()
+            .is_some_and(|c| !c.statements().iter().any(|s| s.kind == Kind::Copy));
+        let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
+        let changes_state = class.as_ref().is_some_and(|c| self.changes_state(c));
+        let id = self.push_unit(UnitKind::Query, d, class, Attempt::Writer);
+        if let Some(u) = self.unit_mut(id) {
+            u.sql = sql;
+        }
         if let Some(wb) = self.writer.as_mut() {
-            wb.expect.push_back(Expect::new(ExpectKind::Statement));
+            wb.resp.push(Req::Query { hidden: 0 }, Who::Client, id);
         }
-        if kind == UnitKind::Extended {
-            self.note_protocol_statements();
+        self.advance_head(Some(w));
+        if changes_state && !self.txn.active {
+            self.settings.mark_due();
         }
-        match kind {
-            // The pump forwards the batch's messages while `extended_open`.
-            UnitKind::Extended => {}
-            UnitKind::Query | UnitKind::FunctionCall => self.advance_head(Some(w)),
+        self.after_writer_send(id, may_write, known && no_copy_in);
+    }
+
+    /// After a unit's last message went to the writer: pipeline the probe (W-7) and the
+    /// capture (S-5) right behind it when the unit runs outside a transaction block and cannot
+    /// enter COPY IN (same write, no extra round trip); otherwise they follow its RFQ.
+    pub(super) fn after_writer_send(&mut self, id: u32, may_write: bool, pipelinable: bool) {
+        let outside = !self.txn.active
+            && self.writer_status == TxStatus::Idle
+            && self.units.iter().all(|u| !u.may_open_txn);
+        if !(pipelinable && outside) {
+            return;
+        }
+        let probe = may_write && self.wants_probe();
+        let capture = self.settings.known == Known::Due;
+        if probe || capture {
+            self.send_learning(probe, capture);
+            if let Some(u) = self.unit_mut(id) {
+                u.probe_after = true;
+            }
         }
     }
 
-    /// Named prepared statements or portals live on the writer connection only.
-    fn note_protocol_statements(&mut self) {
-        let named = self
-            .queue
-            .iter()
-            .take_while(|m| m.info.is_extended())
-            .any(|m| match &m.info {
-                MsgInfo::Parse { unnamed, .. }
-                | MsgInfo::Bind { unnamed }
-                | MsgInfo::Execute { unnamed } => !unnamed,
-                _ => false,
-            });
-        if named {
-            self.protocol_statements = true;
+    /// Whether committed writes are positioned by the probe (W-7: the writer's RFQs carry no
+    /// LSN).
+    pub(super) fn wants_probe(&self) -> bool {
+        self.config.lsn_probe && self.writer.as_ref().is_some_and(|w| !w.ext.lsn)
+    }
+
+    /// Sends the hidden probe and/or capture as one batch on the writer (W-7, S-5).
+    pub(super) fn send_learning(&mut self, probe: bool, capture: bool) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        let conn = w.conn;
+        let parse_probe = probe && !w.probe_parsed;
+        let parse_capture = capture && !w.capture_parsed;
+        if probe {
+            w.probe_parsed = true;
+            if parse_probe {
+                w.resp.push(Req::Parse, Who::Probe, 0);
+            }
+            w.resp.push(Req::Bind, Who::Probe, 0);
+            w.resp.push(Req::Execute, Who::Probe, 0);
+        }
+        if capture {
+            w.capture_parsed = true;
+            if parse_capture {
+                w.resp.push(Req::Parse, Who::Capture, 0);
+            }
+            w.resp.push(Req::Bind, Who::Capture, 0);
+            w.resp.push(Req::Execute, Who::Capture, 0);
+        }
+        let sync_who = if capture { Who::Capture } else { Who::Probe };
+        w.resp.push(Req::Sync, sync_who, 0);
+        let names = &self.settings.custom_names;
+        self.out.send_backend_with(conn, |o| {
+            if probe {
+                if parse_probe {
+                    hidden::probe_parse(o);
+                }
+                hidden::probe_run(o);
+            }
+            if capture {
+                if parse_capture {
+                    hidden::capture_parse(o);
+                }
+                hidden::capture_run(o, names);
+            }
+            hidden::sync(o);
+        });
+        if probe {
+            self.probe_lsn = None;
+            self.engine.stats().inc(Counter::ProbesSent);
+        }
+        if capture {
+            self.settings.known = Known::Capturing;
+            self.capture_rows.clear();
+            self.capture_failed = false;
+            self.engine.stats().inc(Counter::CapturesSent);
+        }
+    }
+
+    /// A capture is due and the writer is free outside a transaction block: send it now
+    /// (reads wait for it).
+    pub(super) fn maybe_capture(&mut self) {
+        if self.settings.known == Known::Due
+            && self.phase == Phase::Ready
+            && !self.txn.active
+            && self.writer_status == TxStatus::Idle
+            && self.units.is_empty()
+            && self.writer.as_ref().is_some_and(|w| w.resp.is_empty())
+        {
+            self.send_learning(false, true);
         }
     }
 
     /// Copies the client bytes of the first `count` messages into `orig` and discards them from
     /// the client stream.
-    fn take_unit_bytes(&mut self, count: usize, fresh: Option<(u8, &[u8])>) {
+    pub(super) fn take_unit_bytes(&mut self, count: usize, fresh: Option<(u8, &[u8])>) {
         self.orig.clear();
+        self.orig_msgs.clear();
         for i in 0..count {
             let Some(m) = self.queue.front() else { break };
-            match (&m.copy, fresh) {
-                (Some(c), _) => self.orig.extend_from_slice(c),
+            let start = self.orig.len();
+            match (m.copy.clone(), fresh) {
+                (Some(r), _) => {
+                    let (a, b) = (r.start, r.end);
+                    self.orig.extend_from_slice(&self.pending[a..b]);
+                }
                 (None, Some((t, body))) if i == 0 && self.queue.len() == 1 => {
                     wire(t, body, &mut self.orig)
                 }
                 _ => {}
             }
+            let end = self.orig.len();
+            self.orig_msgs.push(start..end);
             let len = m.len;
             self.out.discard_client(len);
             self.pop_head();
         }
     }
 
-    fn start_reader_unit(
+    pub(super) fn start_reader_unit(
         &mut self,
         kind: UnitKind,
         d: Decision,
@@ -410,15 +465,14 @@ impl Session {
         if in_txn {
             self.engine.stats().inc(Counter::SplitPlanned);
         }
-        let may_write = false;
         match self.bind_reader(d, view, &[]) {
             Bound::Writer(fallback) => {
                 if in_txn {
                     self.engine.stats().inc(Counter::SplitFellBack);
                 }
                 match kind {
-                    UnitKind::Extended => self.start_writer_unit(kind, fallback, class, may_write),
-                    _ => self.start_writer_unit_with(kind, fallback, class, may_write, fresh),
+                    UnitKind::Batch => self.start_writer_batch(fallback, count),
+                    _ => self.start_writer_query(fallback, class, fresh),
                 }
             }
             Bound::Reject(r) => self.reject_unit(kind, r, count),
@@ -427,16 +481,30 @@ impl Session {
                 server,
                 pinned,
             } => {
+                let batch = if kind == UnitKind::Batch {
+                    Some(self.batch_execs(count))
+                } else {
+                    None
+                };
+                let ends_open = kind == UnitKind::Batch && self.batch_ends_open(count);
                 self.take_unit_bytes(count, fresh);
                 let attempt = match pinned {
                     Some(conn) => Attempt::Reader { conn, server },
                     None => Attempt::AwaitReader { server },
                 };
-                let mut cur = self.new_current(kind, d, class, may_write, attempt);
-                cur.generation = view.generation;
-                self.current = Some(cur);
+                let id = self.push_unit(kind, d, class, attempt);
+                if let Some(u) = self.unit_mut(id) {
+                    u.generation = view.generation;
+                    if let Some(execs) = batch {
+                        u.execs = execs;
+                    }
+                    u.open = ends_open;
+                    // E-3: a Flush asked for the answers: they are not held, and the batch
+                    // gives up its retry once one reached the client.
+                    u.released = ends_open;
+                }
                 match pinned {
-                    Some(conn) => self.send_to_reader(conn, server, false, false),
+                    Some(conn) => self.send_to_reader(id, conn, server, false, false),
                     None => self.acquire_reader(server),
                 }
             }
@@ -452,7 +520,12 @@ impl Session {
     }
 
     /// P-4 execute: bind the decision to a reader, or fall back.
-    fn bind_reader(&mut self, mut d: Decision, view: &WriterView, exclude: &[ServerId]) -> Bound {
+    pub(super) fn bind_reader(
+        &mut self,
+        mut d: Decision,
+        view: &WriterView,
+        exclude: &[ServerId],
+    ) -> Bound {
         let Some(hg) = view.reader_hostgroup else {
             return self.no_reader(d);
         };
@@ -566,7 +639,7 @@ impl Session {
         }
     }
 
-    fn acquire_reader(&mut self, server: ServerId) {
+    pub(super) fn acquire_reader(&mut self, server: ServerId) {
         if self.startup.is_none() {
             return;
         }
@@ -574,18 +647,30 @@ impl Session {
         // computed once, then reused (no allocation per statement).
         let profile_generation = self.engine.profile_generation();
         let stamp = (profile_generation, self.settings.version());
-        if self.reader_startup.as_ref().is_none_or(|c| c.0 != stamp) {
+        if self
+            .reader_startup
+            .as_ref()
+            .is_none_or(|c| c.stamp != stamp)
+        {
             let s = self.startup.as_ref().expect("checked");
             let key = s.reader_key(profile_generation, &self.settings);
             let mut bytes = Vec::new();
             s.encode_for(Role::Reader, &mut bytes);
-            self.reader_startup = Some((stamp, key, bytes));
+            self.reader_startup = Some(ReaderStartup { stamp, key, bytes });
         }
-        let (_, key, _) = self.reader_startup.as_ref().expect("just set");
-        self.out.acquire_reader(server, *key);
+        let key = self.reader_startup.as_ref().expect("just set").key;
+        self.out.acquire_reader(server, key);
     }
 
-    /// The host attached a reader connection for the current statement.
+    /// The unit waiting for a reader connection.
+    fn awaiting_reader(&self) -> Option<(u32, ServerId)> {
+        self.units.iter().find_map(|u| match u.attempt {
+            Attempt::AwaitReader { server } => Some((u.id, server)),
+            _ => None,
+        })
+    }
+
+    /// The host attached a reader connection for the unit waiting for one.
     pub(super) fn reader_attached(
         &mut self,
         conn: ConnId,
@@ -593,14 +678,14 @@ impl Session {
         fresh: bool,
         needs_reset: bool,
     ) -> Result<(), SessionError> {
-        match self.current.as_ref().map(|c| c.attempt) {
-            Some(Attempt::AwaitReader { server: s }) if s == server => {}
+        let id = match self.awaiting_reader() {
+            Some((id, s)) if s == server => id,
             _ => {
                 return Err(SessionError::UnexpectedEvent(
                     "ReaderAttached without a matching AcquireReader",
                 ))
             }
-        }
+        };
         if self.backend_index(conn).is_some() {
             return Err(SessionError::UnexpectedEvent(
                 "ReaderAttached for a connection already in use",
@@ -612,29 +697,36 @@ impl Session {
             .map(|s| s.extensions(Role::Reader))
             .unwrap_or_default();
         // Reuse a released backend's buffers (no allocation per statement).
-        let mut b = self.spare_backends.pop().unwrap_or_else(|| Backend {
-            conn,
-            server: None,
-            ext,
-            framer: Framer::new(self.config.limits),
-            expect: VecDeque::new(),
-            streaming: None,
-            held_fwd: 0,
-            partial_out: false,
-            clean_on_success: false,
-            settings_pending: false,
-            dirty: false,
-        });
+        let mut b = self
+            .spare_backends
+            .pop()
+            .unwrap_or_else(|| Backend::new(conn, Some(server), ext, &self.config));
         b.conn = conn;
         b.server = Some(server);
         b.ext = ext;
-        b.expect.clear();
+        b.resp.clear();
         b.streaming = None;
         b.held_fwd = 0;
         b.partial_out = false;
         b.clean_on_success = false;
         b.settings_pending = false;
         b.dirty = needs_reset;
+        b.cancelled = false;
+        b.ran_code = false;
+        b.probe_parsed = false;
+        b.capture_parsed = false;
+        // E-2: what the connection has prepared travels with it; a fresh one has nothing.
+        let known = if fresh {
+            self.engine.conns().forget(conn);
+            None
+        } else {
+            self.engine.conns().take(conn)
+        };
+        b.prepared = match known {
+            Some(k) => k,
+            None if fresh => ConnStatements::fresh(),
+            None => ConnStatements::default(),
+        };
         if !b.framer.at_boundary() {
             b.framer = Framer::new(self.config.limits);
         }
@@ -644,13 +736,13 @@ impl Session {
         } else {
             Counter::PoolHits
         });
-        self.send_to_reader(conn, server, fresh, needs_reset);
+        self.send_to_reader(id, conn, server, fresh, needs_reset);
         Ok(())
     }
 
     /// The host has no reader connection: the writer answers (P-4 never blocks).
     pub(super) fn reader_unavailable(&mut self, no_credentials: bool) -> Result<(), SessionError> {
-        let Some(Attempt::AwaitReader { .. }) = self.current.as_ref().map(|c| c.attempt) else {
+        let Some((id, _)) = self.awaiting_reader() else {
             return Err(SessionError::UnexpectedEvent(
                 "ReaderUnavailable without AcquireReader",
             ));
@@ -667,45 +759,144 @@ impl Session {
         } else {
             Reason::NoReaderConnection
         };
-        self.send_orig_to_writer(reason);
+        self.send_orig_to_writer(id, reason);
         Ok(())
     }
 
-    /// Sends the client's original message(s) to the writer (a fallback or a retry).
-    fn send_orig_to_writer(&mut self, reason: Reason) {
+    /// Sends the unit's original client messages to the writer (a fallback or a retry).
+    pub(super) fn send_orig_to_writer(&mut self, id: u32, reason: Reason) {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             return;
         };
-        let attempt = self.current.as_ref().map_or(0, |c| c.decision.attempt);
+        let Some(u) = self.unit(id) else {
+            return;
+        };
+        let (kind, open) = (u.kind, u.open);
         let d = Decision {
-            attempt,
+            attempt: u.decision.attempt,
             ..Decision::primary(reason)
         };
         self.record(d);
-        self.out.send_backend(w, &self.orig);
-        if let Some(c) = self.current.as_mut() {
-            c.decision = d;
-            c.attempt = Attempt::Writer;
-            c.hidden = 0;
+        let now = self.now;
+        if let Some(u) = self.unit_mut(id) {
+            u.decision = d;
+            u.attempt = Attempt::Writer;
+            u.sent_at = now;
+            u.result_started = false;
+            u.saw_error = false;
+            u.failure = None;
+            u.failure_text = None;
         }
-        if let Some(wb) = self.writer.as_mut() {
-            wb.expect.push_back(Expect::new(ExpectKind::Statement));
+        match kind {
+            UnitKind::Batch => {
+                let orig = std::mem::take(&mut self.orig);
+                let msgs = std::mem::take(&mut self.orig_msgs);
+                for r in &msgs {
+                    self.batch_msg_to_writer(id, w, &orig[r.clone()]);
+                }
+                self.orig = orig;
+                self.orig_msgs = msgs;
+                if !open {
+                    self.after_writer_send(id, true, true);
+                }
+            }
+            _ => {
+                if let Some(wb) = self.writer.as_mut() {
+                    wb.resp.push(Req::Query { hidden: 0 }, Who::Client, id);
+                }
+                self.out.send_backend(w, &self.orig);
+                let (may_write, pipelinable) = match self.unit(id).and_then(|u| u.class.as_ref()) {
+                    Some(c) => (
+                        self.unit_may_write(c),
+                        !c.statements().iter().any(|s| s.kind == Kind::Copy),
+                    ),
+                    None => (true, false),
+                };
+                self.after_writer_send(id, may_write, pipelinable);
+            }
         }
     }
 
-    /// Builds the statement for the reader (hidden statements + the client's bytes) and sends it.
+    /// Sends the unit to the reader: the settings replay first when the connection is fresh
+    /// and the session's state differs from the startup one (S-5: its own message, and the
+    /// unit's messages follow only once it succeeded), then the unit behind its hidden
+    /// statements.
     pub(super) fn send_to_reader(
         &mut self,
+        id: u32,
         conn: ConnId,
         server: ServerId,
         fresh: bool,
         needs_reset: bool,
     ) {
-        let Some(cur) = self.current.as_ref() else {
+        let Some(u) = self.unit(id) else {
             return;
         };
-        let d = cur.decision;
-        let kind = cur.kind;
+        let d = u.decision;
+        if d.wait {
+            self.engine.stats().inc(Counter::WaitsSent);
+        }
+        if d.import {
+            self.engine.stats().inc(Counter::SplitImports);
+        }
+        self.record(d);
+        if d.reason == Reason::MissingLsnWarning {
+            self.out.send_client_with(|o| {
+                encode::warning(
+                    o,
+                    b"01000",
+                    b"polarsplit: read served by a replica without read-your-writes: the session's last write position is unknown",
+                    None,
+                );
+            });
+        }
+        self.engine.readers().begin_use(server);
+        if self.txn.active && self.pin.is_none() {
+            let view = self.engine.writer_view(self.writer_hostgroup);
+            if let Some(hg) = view.reader_hostgroup {
+                self.pin = Some(Pin {
+                    conn,
+                    server,
+                    hostgroup: hg,
+                    generation: view.generation,
+                    profile_generation: self.engine.profile_generation(),
+                    config_generation: self.config_generation,
+                    replay: Lsn::ZERO,
+                });
+            }
+        }
+        let now = self.now;
+        if let Some(u) = self.unit_mut(id) {
+            u.attempt = Attempt::Reader { conn, server };
+            u.sent_at = now;
+        }
+        self.reader_portals.clear();
+        if fresh && !self.settings.is_empty() {
+            let settings = &self.settings;
+            self.out.send_backend_with(conn, |o| {
+                hidden::settings_query(o, settings);
+            });
+            if let Some(i) = self.backend_index(conn) {
+                let b = self.backend_mut(i);
+                b.resp.push(Req::Query { hidden: 0 }, Who::Settings, id);
+                b.settings_pending = true;
+            }
+            self.engine.stats().inc(Counter::SettingsReplayed);
+            if let Some(u) = self.unit_mut(id) {
+                u.after_replay = Some(needs_reset);
+            }
+            return;
+        }
+        self.send_reader_part(id, conn, needs_reset);
+    }
+
+    /// The unit's own messages on the reader, behind its hidden statements (W-4, E-3).
+    pub(super) fn send_reader_part(&mut self, id: u32, conn: ConnId, needs_reset: bool) {
+        let Some(u) = self.unit(id) else {
+            return;
+        };
+        let d = u.decision;
+        let kind = u.kind;
         let dialect = self.dialect;
         let split = d.outcome == Outcome::ReplicaTxnSplit;
         let wait_statement = d.wait && dialect == ServerDialect::Stock;
@@ -727,84 +918,66 @@ impl Session {
             .backend_index(conn)
             .is_some_and(|i| self.backend(i).dirty);
         let reset = (needs_reset || backend_dirty) && !d.import;
-        let hidden_settings = fresh && !self.settings.is_empty();
         if reset {
             self.engine.stats().inc(Counter::XidResets);
         }
-        let stats = self.engine.stats();
-        if d.wait {
-            stats.inc(Counter::WaitsSent);
-        }
-        if d.import {
-            stats.inc(Counter::SplitImports);
-        }
-        self.record(d);
-        if d.reason == Reason::MissingLsnWarning {
-            self.out.send_client_with(|o| {
-                encode::warning(
-                    o,
-                    b"01000",
-                    b"polarsplit: read served by a replica without read-your-writes: the session's last write position is unknown",
-                    None,
-                );
-            });
-        }
-        // Built straight into the action's bytes: the client's statement is copied once (into
-        // `orig`, kept for a retry) and once here.
-        let hidden = Hidden {
+        let h = Hidden {
             reset,
-            settings: hidden_settings.then_some(&self.settings),
             import: d.import.then_some(self.txn.xids.as_str()),
             wait,
         };
-        let orig = &self.orig;
-        let mut count = 0;
-        self.out.send_backend_with(conn, |o| {
-            count = match kind {
-                UnitKind::Query => wrapper::build_query(o, &hidden, orig),
-                _ => {
-                    let n = wrapper::build_hidden_query(o, &hidden);
-                    o.extend_from_slice(orig);
-                    n
+        match kind {
+            UnitKind::Query => {
+                // Built straight into the action's bytes: the client's statement is copied once
+                // (into `orig`, kept for a retry) and once here.
+                let orig = &self.orig;
+                let mut count = 0;
+                self.out.send_backend_with(conn, |o| {
+                    count = hidden::build_query(o, &h, orig);
+                });
+                if let Some(i) = self.backend_index(conn) {
+                    self.backend_mut(i)
+                        .resp
+                        .push(Req::Query { hidden: count }, Who::Client, id);
                 }
-            };
-        });
+            }
+            _ => {
+                let mut count = 0;
+                self.out.send_backend_with(conn, |o| {
+                    count = hidden::build_hidden_pbe(o, &h);
+                });
+                if let Some(i) = self.backend_index(conn) {
+                    let b = self.backend_mut(i);
+                    for _ in 0..count {
+                        b.resp.push(Req::Parse, Who::Wait, id);
+                        b.resp.push(Req::Bind, Who::Wait, id);
+                        b.resp.push(Req::Execute, Who::Wait, id);
+                    }
+                }
+                let orig = std::mem::take(&mut self.orig);
+                let msgs = std::mem::take(&mut self.orig_msgs);
+                for r in &msgs {
+                    self.batch_msg_to_reader(id, conn, &orig[r.clone()]);
+                }
+                self.orig = orig;
+                self.orig_msgs = msgs;
+            }
+        }
         let import_persists = d.import && dialect == ServerDialect::Awide;
         if let Some(i) = self.backend_index(conn) {
             let b = self.backend_mut(i);
-            let mut e = Expect::new(ExpectKind::Statement);
-            e.hidden_cc = count;
-            e.hidden_rfq = u8::from(kind == UnitKind::Extended && count > 0);
-            e.hold = true;
-            b.expect.push_back(e);
-            // W-6: an error anywhere in the Query rolls back its SETs, so a reset or a settings
-            // replay only counts once the Query succeeded; an import counts at once.
+            // W-6: an error anywhere in the Query rolls back its SETs, so a reset only counts
+            // once the Query succeeded; an import counts at once.
             if import_persists {
                 b.dirty = true;
             }
             b.clean_on_success = reset && !import_persists;
-            b.settings_pending = hidden_settings;
         }
-        self.engine.readers().begin_use(server);
-        if self.txn.active && self.pin.is_none() {
-            let view = self.engine.writer_view(self.writer_hostgroup);
-            if let Some(hg) = view.reader_hostgroup {
-                self.pin = Some(Pin {
-                    conn,
-                    server,
-                    hostgroup: hg,
-                    generation: view.generation,
-                    profile_generation: self.engine.profile_generation(),
-                    config_generation: self.config_generation,
-                    replay: Lsn::ZERO,
-                });
-            }
+        if let Some(u) = self.unit_mut(id) {
+            u.wait_statement = wait_statement;
+            u.after_replay = None;
         }
-        if let Some(c) = self.current.as_mut() {
-            c.attempt = Attempt::Reader { conn, server };
-            c.hidden = count;
-            c.wait_statement = wait_statement;
-        }
+        self.drain_locals(conn);
     }
 
     /// REJECT: the engine answers with a 55000 error; nothing runs (inside a transaction the
@@ -831,49 +1004,54 @@ impl Session {
         self.out.send_client_with(|o| {
             encode::error_response(o, b"55000", msg.as_bytes(), Some(detail.as_bytes()));
         });
-        let mut cur = self.new_current(kind, d, None, false, Attempt::Local);
-        cur.errored = true;
-        self.current = Some(cur);
-        self.end_with_error();
+        let id = self.push_unit(kind, d, None, Attempt::Local);
+        if let Some(u) = self.unit_mut(id) {
+            u.errored = true;
+        }
+        self.end_with_error(id);
     }
 
     /// After an error reached the client: inside a transaction, fail the writer's transaction
     /// (F-3) and let its RFQ answer; outside, answer with the writer's status now.
-    pub(super) fn end_with_error(&mut self) {
+    pub(super) fn end_with_error(&mut self, id: u32) {
+        if self.unit(id).is_some_and(|u| u.open) {
+            // The client has not sent the batch's Sync yet: like a server after an error, the
+            // engine skips its messages up to that Sync and answers it then.
+            self.skip_to_sync = true;
+            self.finish_unit(id);
+            return;
+        }
         if self.txn.active && !self.txn.failed {
-            self.abort_writer();
+            self.abort_writer(id);
         } else {
             let status = self.writer_status;
             self.client_rfq(status);
-            self.finish_unit();
+            self.finish_unit(id);
         }
     }
 
     /// F-3: a hidden statement that fails, so the writer's transaction is aborted as PostgreSQL
     /// would abort it after an error. Its error is swallowed; its RFQ (`E`) reaches the client.
-    pub(super) fn abort_writer(&mut self) {
+    pub(super) fn abort_writer(&mut self, id: u32) {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
-            self.finish_unit();
+            self.finish_unit(id);
             return;
         };
         self.out.send_backend_with(w, |o| {
-            encode::query(o, &[wrapper::ABORT_STATEMENT]);
+            encode::query(o, &[hidden::ABORT_STATEMENT]);
         });
         if let Some(wb) = self.writer.as_mut() {
-            wb.expect.push_back(Expect::new(ExpectKind::Abort));
+            wb.resp.push(Req::Query { hidden: 0 }, Who::Abort, id);
         }
-        if let Some(c) = self.current.as_mut() {
-            c.attempt = Attempt::Local;
+        if let Some(u) = self.unit_mut(id) {
+            u.attempt = Attempt::Local;
         }
     }
 
     /// A standard RFQ for the client with the writer's status (P-8), carrying the session's
     /// target when the client asked for LSNs.
     pub(super) fn client_rfq(&mut self, status: TxStatus) {
-        if !self.held_writer.is_empty() {
-            let held = std::mem::take(&mut self.held_writer);
-            self.out.send_client(&held);
-        }
+        self.flush_held_writer();
         if self.startup.as_ref().is_some_and(|s| s.client_wants_lsn) {
             let m = encode::ready_for_query_with_lsn(status, self.lsn.target());
             self.out.send_client(&m);
@@ -882,10 +1060,19 @@ impl Session {
         }
     }
 
-    /// The statement is over: next one.
-    pub(super) fn finish_unit(&mut self) {
-        self.current = None;
-        let pinned = self.hazards.any() || self.protocol_statements;
+    pub(super) fn flush_held_writer(&mut self) {
+        if !self.held_writer.is_empty() {
+            let held = std::mem::take(&mut self.held_writer);
+            self.out.send_client(&held);
+            self.held_writer = held;
+            self.held_writer.clear();
+        }
+    }
+
+    /// The unit is over: next one.
+    pub(super) fn finish_unit(&mut self, id: u32) {
+        self.units.retain(|u| u.id != id);
+        let pinned = self.hazards.any() || self.statements.any_on_writer();
         if pinned != self.pinned_writer {
             self.pinned_writer = pinned;
             self.out.pin_writer(pinned);
@@ -906,8 +1093,10 @@ impl Session {
             return;
         };
         self.engine.stats().inc(Counter::PinsReleased);
-        // A pinned reader still answering the current statement is released when it is done.
-        let busy = matches!(self.current.as_ref().map(|c| c.attempt), Some(Attempt::Reader { conn, .. }) if conn == pin.conn);
+        // A pinned reader still answering a unit is released when it is done.
+        let busy = self
+            .backend_index(pin.conn)
+            .is_some_and(|i| !self.backend(i).resp.is_empty());
         if busy {
             return;
         }
@@ -917,6 +1106,7 @@ impl Session {
     /// Carries out a failure recovery decided when the reader's answer ended (RFQ) or broke.
     pub(super) fn recover(
         &mut self,
+        id: u32,
         class: FailureClass,
         rec: Recovery,
         failure_text: Option<String>,
@@ -950,19 +1140,19 @@ impl Session {
                     stats.inc(Counter::SplitRetried);
                 }
                 let view = self.collect();
-                let (d, excluded) = match self.current.as_mut() {
-                    Some(c) => {
-                        c.reader_retries += 1;
+                let (d, excluded) = match self.unit_mut(id) {
+                    Some(u) => {
+                        u.reader_retries += 1;
                         if let Attempt::Reader { server, .. } | Attempt::AwaitReader { server } =
-                            c.attempt
+                            u.attempt
                         {
-                            c.excluded.push(server);
+                            u.excluded.push(server);
                         }
-                        let mut d = c.decision;
+                        let mut d = u.decision;
                         d.attempt += 1;
                         d.reason = Reason::RetryOtherReader;
                         d.wait = false;
-                        (d, c.excluded.clone())
+                        (d, u.excluded.clone())
                     }
                     None => return,
                 };
@@ -972,17 +1162,21 @@ impl Session {
                     Bound::Reader {
                         decision, server, ..
                     } => {
-                        if let Some(c) = self.current.as_mut() {
-                            c.attempt = Attempt::AwaitReader { server };
-                            c.decision = Decision {
+                        if let Some(u) = self.unit_mut(id) {
+                            u.attempt = Attempt::AwaitReader { server };
+                            u.decision = Decision {
                                 reason: Reason::RetryOtherReader,
                                 ..decision
                             };
+                            u.result_started = false;
+                            u.saw_error = false;
+                            u.failure = None;
+                            u.failure_text = None;
                         }
                         self.acquire_reader(server);
                     }
                     Bound::Writer(_) | Bound::Reject(_) => {
-                        self.send_orig_to_writer(Reason::RetryPrimaryAfterLoss);
+                        self.send_orig_to_writer(id, Reason::RetryPrimaryAfterLoss);
                     }
                 }
             }
@@ -996,19 +1190,19 @@ impl Session {
                     FailureClass::WaitTimeout => Reason::RetryPrimaryAfterTimeout,
                     _ => Reason::RetryPrimaryAfterError,
                 };
-                if let Some(c) = self.current.as_mut() {
-                    c.decision.attempt += 1;
+                if let Some(u) = self.unit_mut(id) {
+                    u.decision.attempt += 1;
                 }
-                self.send_orig_to_writer(reason);
+                self.send_orig_to_writer(id, reason);
             }
             Recovery::ForwardOriginal => {
                 // The error already went to the client.
                 stats.inc(Counter::FailuresForwarded);
                 self.flush_held();
-                if let Some(c) = self.current.as_mut() {
-                    c.errored = true;
+                if let Some(u) = self.unit_mut(id) {
+                    u.errored = true;
                 }
-                self.end_with_error();
+                self.end_with_error(id);
             }
             Recovery::EngineError => {
                 stats.inc(Counter::FailuresForwarded);
@@ -1025,10 +1219,10 @@ impl Session {
                 self.out.send_client_with(|o| {
                     encode::error_response(o, b"55000", msg.as_bytes(), Some(detail.as_bytes()));
                 });
-                if let Some(c) = self.current.as_mut() {
-                    c.errored = true;
+                if let Some(u) = self.unit_mut(id) {
+                    u.errored = true;
                 }
-                self.end_with_error();
+                self.end_with_error(id);
             }
             Recovery::Disconnect => {
                 stats.inc(Counter::FailuresDisconnected);

@@ -8,7 +8,7 @@ use crate::protocol::encode;
 use crate::protocol::startup::StartupParams;
 use crate::protocol::RfqExtensions;
 
-use super::state::Settings;
+use super::state::SessionSettings;
 
 /// Addresses the host knows about a client connection (W-1 identity modes).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -192,8 +192,36 @@ impl Startup {
         encode::startup_message(out, self.major, self.minor, params);
     }
 
-    /// P-9: the key a reader connection for this session must have.
-    pub fn reader_key(&self, profile_generation: u64, settings: &Settings) -> ReaderKey {
+    /// Placeholder settings (`app.tenant`) the startup sets, in `options` (`-c name=value`) or
+    /// as parameters: the capture asks for them by name (S-5).
+    pub fn custom_names(&self) -> impl Iterator<Item = &[u8]> {
+        self.params.iter().flat_map(|(k, v)| {
+            let mut names: Vec<&[u8]> = Vec::new();
+            if k.as_slice() == b"options" {
+                for word in v.split(|b| b.is_ascii_whitespace()) {
+                    let w = word.strip_prefix(b"-c").unwrap_or(word);
+                    let w = w.strip_prefix(b"--").unwrap_or(w);
+                    if let Some(eq) = w.iter().position(|&b| b == b'=') {
+                        if w[..eq].contains(&b'.') {
+                            names.push(&w[..eq]);
+                        }
+                    }
+                }
+            } else if k.contains(&b'.') {
+                names.push(k.as_slice());
+            }
+            names
+        })
+    }
+
+    /// P-9: the key a reader connection for this session must have: user and database, the
+    /// advertised identity, the startup parameters and the writer session's captured state
+    /// (S-5) — equal keys mean equal connection states.
+    pub(crate) fn reader_key(
+        &self,
+        profile_generation: u64,
+        settings: &SessionSettings,
+    ) -> ReaderKey {
         let auth_hash = Fnv64::new()
             .field(&self.user)
             .field(&self.database)
@@ -213,8 +241,16 @@ impl Startup {
             h.field(k).field(v);
         }
         h.field(b"--settings--");
-        for (name, stmt) in settings.iter() {
-            h.field(name.as_bytes()).field(stmt.as_bytes());
+        for (name, value) in settings.iter() {
+            h.field(name).field(value);
+        }
+        h.field(b"--authorization--");
+        if let Some(a) = &settings.authorization {
+            h.field(a);
+        }
+        h.field(b"--role--");
+        if let Some(r) = &settings.role {
+            h.field(r);
         }
         ReaderKey {
             profile_generation,
@@ -363,15 +399,23 @@ mod tests {
         let a = startup(b"user\0u\0database\0d\0\0", &c, &info());
         let b = startup(b"user\0v\0database\0d\0\0", &c, &info());
         let d = startup(b"user\0u\0database\0e\0\0", &c, &info());
-        let none = Settings::default();
+        let none = SessionSettings::default();
         let ka = a.reader_key(1, &none);
         assert_ne!(ka, b.reader_key(1, &none));
         assert_ne!(ka, d.reader_key(1, &none));
         assert_ne!(ka, a.reader_key(2, &none));
-        let mut set = Settings::default();
-        set.put("search_path", Some("SET search_path = x"));
+        let mut set = SessionSettings::default();
+        set.replace(
+            vec![(b"search_path".to_vec().into(), b"x".to_vec().into())],
+            None,
+            None,
+        );
         assert_ne!(ka, a.reader_key(1, &set));
-        assert_eq!(ka, a.reader_key(1, &Settings::default()));
+        let mut role = SessionSettings::default();
+        role.replace(vec![], None, Some(b"reporting".to_vec().into()));
+        assert_ne!(ka, a.reader_key(1, &role));
+        assert_ne!(a.reader_key(1, &set), a.reader_key(1, &role));
+        assert_eq!(ka, a.reader_key(1, &SessionSettings::default()));
         // Parameter order does not matter.
         let swapped = startup(b"database\0d\0user\0u\0\0", &c, &info());
         assert_eq!(ka, swapped.reader_key(1, &none));

@@ -1,16 +1,22 @@
 //! Session state (SPEC §3): LSN bookkeeping (S-1, S-2), transaction state (S-3), session hazards
-//! and tracked settings (S-4). Plain data with small, explicit transitions.
+//! (S-4) and the writer's session state as captured from the writer (S-5). Plain data with
+//! small, explicit transitions.
 
-use crate::classify::{Isolation, Var};
+use crate::classify::Isolation;
 use crate::protocol::{Lsn, Marker};
 
 /// S-1: what the session has written and observed, bound to a writer generation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LsnState {
+    /// Highest position of the session's own writes.
     pub write_lsn: Lsn,
+    /// Highest position the session has observed (writer RFQs, reader replay positions).
     pub observed_lsn: Lsn,
+    /// A write happened whose position is unknown.
     pub write_unknown: bool,
+    /// A reader answered without reporting its position (monotonic reads are not promised).
     pub observed_unknown: bool,
+    /// The writer generation these were learned in.
     pub generation: u64,
 }
 
@@ -20,6 +26,7 @@ impl LsnState {
         self.write_lsn.max(self.observed_lsn)
     }
 
+    /// Whether either position is unknown.
     pub fn unknown(&self) -> bool {
         self.write_unknown || self.observed_unknown
     }
@@ -60,14 +67,15 @@ impl LsnState {
 
 /// S-3: the explicit transaction, as confirmed by the writer's RFQs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TxnState {
+pub(crate) struct TxnState {
     /// Inside an explicit transaction block (writer RFQ `T` or `E`).
     pub active: bool,
     /// Writer RFQ `E`.
     pub failed: bool,
     /// Effective isolation; `None` when the transaction began in a way the engine did not see.
     pub isolation: Option<Isolation>,
-    /// A SET / SET LOCAL / set_config ran inside it.
+    /// A SET / SET LOCAL / set_config or code the engine cannot see into ran inside it: its
+    /// reads stay on the writer and the state is captured after it ends (S-5).
     pub set_ran: bool,
     /// Every statement so far was a replica-safe read (or effect-free transaction control).
     pub read_only_prefix: bool,
@@ -80,10 +88,6 @@ pub struct TxnState {
     pub xids: String,
     pub xids_valid: bool,
     pub lsn: Lsn,
-    /// Session-level SETs run inside the transaction: they take effect at COMMIT.
-    pub pending_settings: Vec<(Var, String, Option<String>)>,
-    /// A savepoint was rolled back after such a SET: which survive is unknown.
-    pub settings_uncertain: bool,
 }
 
 impl TxnState {
@@ -100,7 +104,7 @@ impl TxnState {
 
 /// S-4 hazards: state that lives only on the writer connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hazards(pub u8);
+pub(crate) struct Hazards(u8);
 
 impl Hazards {
     pub const TEMP: Hazards = Hazards(1 << 0);
@@ -108,7 +112,9 @@ impl Hazards {
     pub const HOLD_CURSOR: Hazards = Hazards(1 << 2);
     pub const LISTEN: Hazards = Hazards(1 << 3);
     pub const PREPARE: Hazards = Hazards(1 << 4);
-    pub const UNKNOWN_SET: Hazards = Hazards(1 << 5);
+    /// Code the engine cannot see into ran while placeholder settings are not covered by
+    /// `custom_settings` (S-5): the writer's state cannot be captured whole.
+    pub const UNSEEN_CODE: Hazards = Hazards(1 << 5);
 
     pub fn any(self) -> bool {
         self.0 != 0
@@ -127,55 +133,129 @@ impl Hazards {
     }
 }
 
-/// Tracked session settings (S-4): name → the client's own SET statement, replayed in front of
-/// a statement on a reader connection opened for this session.
+/// Whether the session's state is known, and how it was learned (S-5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Known {
+    /// Known: nothing changed since the last capture (or since startup).
+    #[default]
+    Yes,
+    /// Something may have changed it: a capture is due (at the next point outside a
+    /// transaction block).
+    Due,
+    /// The capture is in flight.
+    Capturing,
+    /// The capture failed or answered something unusable: reads stay on the writer until a
+    /// capture succeeds.
+    Failed,
+}
+
+/// Most captured settings kept (names + values); beyond it the state counts as unknown.
+const MAX_CAPTURED_BYTES: usize = 64 << 10;
+/// Most custom (placeholder) setting names the session asks the capture for.
+pub(crate) const MAX_CUSTOM_NAMES: usize = 64;
+
+/// S-5: the writer session's resulting state — session-level settings, session authorization
+/// and role — as the writer itself reported it (the capture), so a reader runs with exactly the
+/// same state. Values are the server's text of each setting; replay quotes them in hex.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
-    /// Sorted by name (deterministic replay order and key hash).
-    entries: Vec<(String, String)>,
-    /// Bumped on every change (caches derived from the settings compare it).
+pub(crate) struct SessionSettings {
+    /// Session-level settings `(name, value)`, sorted by name; placeholder settings included.
+    entries: Vec<(Box<[u8]>, Box<[u8]>)>,
+    /// `session_authorization` when it differs from the one the session logged in with.
+    pub authorization: Option<Box<[u8]>>,
+    /// `role` when set (not `none`).
+    pub role: Option<Box<[u8]>>,
+    /// The session authorization the writer reported at startup.
+    pub login_authorization: Option<Box<[u8]>>,
+    /// Placeholder setting names seen in the session's statements, asked for by the capture.
+    pub custom_names: Vec<Box<[u8]>>,
+    pub known: Known,
+    /// Bumped on every change of what a reader must replay (caches derived from it compare).
     version: u64,
 }
 
-impl Settings {
-    /// Records `SET name …` (its statement text), or forgets it when `statement` is `None`
-    /// (RESET name, SET name TO DEFAULT).
-    pub fn put(&mut self, name: &str, statement: Option<&str>) {
-        self.version += 1;
-        let name = name.to_ascii_lowercase();
-        match self
-            .entries
-            .binary_search_by(|(n, _)| n.as_str().cmp(&name))
-        {
-            Ok(i) => match statement {
-                Some(s) => self.entries[i].1 = s.to_string(),
-                None => {
-                    self.entries.remove(i);
-                }
-            },
-            Err(i) => {
-                if let Some(s) = statement {
-                    self.entries.insert(i, (name, s.to_string()));
-                }
-            }
-        }
-    }
-
-    pub fn clear(&mut self) {
-        self.version += 1;
-        self.entries.clear();
+impl SessionSettings {
+    /// Nothing to replay: a fresh reader connection already has this state.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.authorization.is_none() && self.role.is_none()
     }
 
     pub fn version(&self) -> u64 {
         self.version
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+    /// Settings in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.entries.iter().map(|(n, v)| (&n[..], &v[..]))
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(n, s)| (n.as_str(), s.as_str()))
+    /// Something may have changed the writer's state.
+    pub fn mark_due(&mut self) {
+        if self.known != Known::Capturing {
+            self.known = Known::Due;
+        }
+    }
+
+    /// Replaces the state with a capture's answer. Returns false (and marks the state failed)
+    /// when the answer is too large to keep.
+    pub fn replace(
+        &mut self,
+        mut entries: Vec<(Box<[u8]>, Box<[u8]>)>,
+        authorization: Option<Box<[u8]>>,
+        role: Option<Box<[u8]>>,
+    ) -> bool {
+        let size: usize = entries.iter().map(|(n, v)| n.len() + v.len()).sum();
+        if size > MAX_CAPTURED_BYTES {
+            self.known = Known::Failed;
+            return false;
+        }
+        entries.sort();
+        entries.dedup_by(|a, b| a.0 == b.0);
+        let authorization = authorization.filter(|a| Some(a) != self.login_authorization.as_ref());
+        let role = role.filter(|r| !r.eq_ignore_ascii_case(b"none"));
+        if entries != self.entries || authorization != self.authorization || role != self.role {
+            self.entries = entries;
+            self.authorization = authorization;
+            self.role = role;
+            self.version += 1;
+        }
+        self.known = Known::Yes;
+        true
+    }
+
+    /// `DISCARD ALL` / a fresh start: the startup state.
+    pub fn reset(&mut self) {
+        if !self.is_empty() {
+            self.version += 1;
+        }
+        self.entries.clear();
+        self.authorization = None;
+        self.role = None;
+    }
+
+    /// Remembers a placeholder setting name (`app.tenant`) for the capture. Returns false when
+    /// the bound is reached (the name cannot be followed).
+    pub fn note_custom_name(&mut self, name: &[u8]) -> bool {
+        if self
+            .custom_names
+            .iter()
+            .any(|n| n[..].eq_ignore_ascii_case(name))
+        {
+            return true;
+        }
+        if self.custom_names.len() >= MAX_CUSTOM_NAMES || name.len() > 63 {
+            return false;
+        }
+        self.custom_names.push(name.to_ascii_lowercase().into());
+        true
+    }
+
+    /// The value of a captured setting.
+    pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.entries
+            .iter()
+            .find(|(n, _)| n[..].eq_ignore_ascii_case(name))
+            .map(|(_, v)| &v[..])
     }
 }
 
@@ -210,16 +290,52 @@ mod tests {
         assert_eq!(l.generation, 2);
     }
 
+    fn e(n: &str, v: &str) -> (Box<[u8]>, Box<[u8]>) {
+        (n.as_bytes().into(), v.as_bytes().into())
+    }
+
     #[test]
-    fn settings_are_sorted_and_reset() {
-        let mut s = Settings::default();
-        s.put("TimeZone", Some("SET TimeZone = 'UTC'"));
-        s.put("search_path", Some("SET search_path = a"));
-        assert_eq!(
-            s.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            vec!["search_path", "timezone"]
+    fn s5_capture_replaces_state_and_versions_only_on_change() {
+        let mut s = SessionSettings {
+            login_authorization: Some(b"app".to_vec().into()),
+            ..SessionSettings::default()
+        };
+        assert!(s.is_empty());
+        s.mark_due();
+        assert_eq!(s.known, Known::Due);
+        assert!(s.replace(
+            vec![e("timezone", "UTC"), e("datestyle", "ISO, YMD")],
+            Some(b"app".to_vec().into()),
+            Some(b"none".to_vec().into()),
+        ));
+        assert_eq!(s.known, Known::Yes);
+        // Sorted; the login authorization and role `none` replay nothing.
+        let names: Vec<&[u8]> = s.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, vec![&b"datestyle"[..], b"timezone"]);
+        assert!(s.authorization.is_none() && s.role.is_none());
+        let v = s.version();
+        s.replace(
+            vec![e("datestyle", "ISO, YMD"), e("timezone", "UTC")],
+            None,
+            None,
         );
-        s.put("timezone", None);
-        assert_eq!(s.iter().count(), 1);
+        assert_eq!(s.version(), v, "the same state is not a change");
+        s.replace(vec![], None, Some(b"reader_role".to_vec().into()));
+        assert!(s.version() > v);
+        assert_eq!(s.role.as_deref(), Some(&b"reader_role"[..]));
+        s.reset();
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn s5_custom_names_are_bounded_and_case_folded() {
+        let mut s = SessionSettings::default();
+        assert!(s.note_custom_name(b"App.Tenant"));
+        assert!(s.note_custom_name(b"app.tenant"));
+        assert_eq!(s.custom_names.len(), 1);
+        for i in 0..MAX_CUSTOM_NAMES - 1 {
+            assert!(s.note_custom_name(format!("app.x{i}").as_bytes()));
+        }
+        assert!(!s.note_custom_name(b"app.one_too_many"));
     }
 }

@@ -305,7 +305,7 @@ impl Lean {
 
     pub fn backend(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), SessionError> {
         let r = self.session.recv_backend(conn, bytes, self.now);
-        if r.is_ok() || matches!(r, Err(SessionError::Protocol(_))) {
+        if r.is_ok() || matches!(r, Err(SessionError::Protocol { .. })) {
             *self.backend_fed.entry(conn).or_default() += bytes.len() as u64;
         }
         self.drain();

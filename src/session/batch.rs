@@ -1,0 +1,789 @@
+//! Extended-protocol batches (SPEC E-1…E-5): a batch is the client's messages up to and
+//! including a Sync, decided as one unit (an error makes the server skip to the Sync, so all of
+//! it runs on one connection). A Flush routes what is held now and lets the rest of the batch
+//! follow; a message that cannot follow to a reader closes the held part with a hidden Sync.
+//!
+//! On the writer the client's messages pass by count, with a hidden Parse in front of any
+//! message that names a statement the client prepared elsewhere (E-2). On a reader they are
+//! rewritten to the engine's statement names, behind the hidden wait of E-3.
+
+use super::hidden;
+use super::plan::{Protocol, StatementView};
+use super::response::{Req, Who};
+use super::statements::{engine_name, statement_hash, ENGINE_PREFIX};
+use super::*;
+use crate::classify::Kind;
+use crate::cluster::stats::Counter;
+use crate::protocol::frontend::FrontendMessage;
+use crate::protocol::tag;
+
+/// A kept client message: its tag and body.
+fn split(bytes: &[u8]) -> Option<(u8, &[u8])> {
+    if bytes.len() < 5 {
+        return None;
+    }
+    Some((bytes[0], &bytes[5..]))
+}
+
+/// The part of a Parse body after the statement name (query, NUL, parameter types).
+fn parse_rest(body: &[u8]) -> &[u8] {
+    match body.iter().position(|&b| b == 0) {
+        Some(i) => &body[i + 1..],
+        None => &[],
+    }
+}
+
+/// The part of a Bind body after the portal and statement names.
+fn bind_rest(body: &[u8]) -> &[u8] {
+    let Some(i) = body.iter().position(|&b| b == 0) else {
+        return &[];
+    };
+    let after = &body[i + 1..];
+    match after.iter().position(|&b| b == 0) {
+        Some(j) => &after[j + 1..],
+        None => &[],
+    }
+}
+
+/// How a batch's messages look from routing's point of view.
+struct Shape {
+    /// Why it cannot run on a reader (`None`: it can).
+    not_safe: Option<Reason>,
+    hint_primary: bool,
+    /// The classifications of the statements its Executes run, in order.
+    execs: Vec<Option<Classification>>,
+    /// Whether any Execute may open a transaction block, or runs something unknown.
+    may_open_txn: bool,
+    may_write: bool,
+    changes_state: bool,
+    /// The batch can enter COPY IN (an Execute of COPY or of something unknown).
+    copy: bool,
+}
+
+impl Session {
+    /// The queued messages of the batch at the head: how many, and whether it ends with a Sync.
+    /// `None`: the batch is not complete yet (more client bytes are needed).
+    fn batch_extent(&self) -> Option<(usize, bool)> {
+        let mut bytes = 0usize;
+        for (i, m) in self.queue.iter().enumerate() {
+            if !m.info.is_extended() {
+                // The next message cannot join the batch: route what is held (E-1).
+                return Some((i, false));
+            }
+            bytes += m.len;
+            match m.info {
+                MsgInfo::Sync => return Some((i + 1, true)),
+                MsgInfo::Flush => return Some((i + 1, false)),
+                MsgInfo::LargeExtended => return Some((i + 1, false)),
+                _ => {}
+            }
+            if bytes > self.config.max_batch_bytes {
+                return Some((i + 1, false));
+            }
+        }
+        None
+    }
+
+    /// Whether the batch of the first `count` messages leaves the batch open (no Sync).
+    pub(super) fn batch_ends_open(&self, count: usize) -> bool {
+        !matches!(
+            count
+                .checked_sub(1)
+                .and_then(|i| self.queue.get(i))
+                .map(|m| &m.info),
+            Some(MsgInfo::Sync)
+        )
+    }
+
+    /// The classification a statement name resolves to: parsed earlier in the same batch
+    /// (`parsed`), or tracked (E-2).
+    fn resolve<'a>(
+        &'a self,
+        parsed: &'a [(&'a [u8], Option<Classification>)],
+        name: &[u8],
+    ) -> Option<Option<&'a Classification>> {
+        if let Some((_, c)) = parsed.iter().rev().find(|(n, _)| *n == name) {
+            return Some(c.as_ref());
+        }
+        self.statements.peek(name).map(|s| s.class.as_ref())
+    }
+
+    /// E-1…E-5: what the first `count` queued messages do.
+    fn batch_shape(&self, count: usize) -> Shape {
+        let mut shape = Shape {
+            not_safe: None,
+            hint_primary: false,
+            execs: Vec::new(),
+            may_open_txn: false,
+            may_write: false,
+            changes_state: false,
+            copy: false,
+        };
+        let mut refuse = |shape: &mut Shape, r: Reason| {
+            if shape.not_safe.is_none() {
+                shape.not_safe = Some(r);
+            }
+        };
+        let mut parsed: Vec<(&[u8], Option<Classification>)> = Vec::new();
+        // Portals bound in this batch and the statement each was bound to.
+        let mut portals: Vec<(&[u8], &[u8])> = Vec::new();
+        let mut statements = 0usize;
+        let room = self
+            .statements
+            .has_room(self.config.max_prepared_statements);
+        let txn = self.txn.active;
+        for m in self.queue.iter().take(count) {
+            let Some(bytes) = self.msg_bytes(m) else {
+                refuse(&mut shape, Reason::BatchTooLarge);
+                shape.may_write = true;
+                shape.may_open_txn = true;
+                continue;
+            };
+            let Some((t, body)) = split(bytes) else {
+                continue;
+            };
+            let Ok(msg) = FrontendMessage::parse(t, body) else {
+                continue;
+            };
+            let safe = |c: Option<&Classification>| c.is_some_and(|c| c.is_replica_safe());
+            match msg {
+                FrontendMessage::Parse { statement, .. } => {
+                    statements += 1;
+                    let class = match &m.info {
+                        MsgInfo::Parse { class } => class.clone(),
+                        _ => None,
+                    };
+                    if let Some(c) = &class {
+                        shape.hint_primary |= c.hint_primary;
+                        if !c.is_replica_safe() {
+                            refuse(&mut shape, StatementView::of(c).not_safe);
+                        }
+                    } else {
+                        refuse(&mut shape, Reason::Unparseable);
+                    }
+                    let reused = !statement.is_empty()
+                        && (self.statements.contains(statement)
+                            || parsed.iter().any(|(n, _)| *n == statement));
+                    if reused || statement.starts_with(ENGINE_PREFIX) {
+                        // The server answers 42P05 (a name in use): only the writer can.
+                        refuse(&mut shape, Reason::BatchStatementOnWriter);
+                    }
+                    if !room {
+                        refuse(&mut shape, Reason::PreparedLimit);
+                    }
+                    parsed.push((statement, class));
+                }
+                FrontendMessage::Bind { portal, statement } => {
+                    statements += 1;
+                    match self.resolve(&parsed, statement) {
+                        Some(c) => {
+                            if !safe(c) {
+                                refuse(&mut shape, Reason::NotARead);
+                            }
+                        }
+                        None => refuse(&mut shape, Reason::BatchUnknownStatement),
+                    }
+                    portals.retain(|(p, _)| *p != portal);
+                    portals.push((portal, statement));
+                }
+                FrontendMessage::Describe { kind, name } => {
+                    statements += 1;
+                    if kind == b'S' {
+                        match self.resolve(&parsed, name) {
+                            Some(c) if !safe(c) => refuse(&mut shape, Reason::NotARead),
+                            Some(_) => {}
+                            None => refuse(&mut shape, Reason::BatchUnknownStatement),
+                        }
+                    } else if !portals.iter().any(|(p, _)| *p == name) {
+                        refuse(&mut shape, Reason::BatchPortalElsewhere);
+                    }
+                }
+                FrontendMessage::Execute { portal, max_rows } => {
+                    statements += 1;
+                    let stmt = portals
+                        .iter()
+                        .rev()
+                        .find(|(p, _)| *p == portal)
+                        .map(|p| p.1);
+                    let class = stmt
+                        .and_then(|s| self.resolve(&parsed, s))
+                        .flatten()
+                        .cloned();
+                    match (stmt, &class) {
+                        (None, _) => {
+                            refuse(&mut shape, Reason::BatchPortalElsewhere);
+                            shape.may_write = true;
+                            shape.may_open_txn = true;
+                            shape.copy = true;
+                        }
+                        (Some(_), None) => {
+                            refuse(&mut shape, Reason::Unparseable);
+                            shape.may_write = true;
+                            shape.may_open_txn = true;
+                            shape.copy = true;
+                        }
+                        (Some(_), Some(c)) => {
+                            if !c.is_replica_safe() {
+                                refuse(&mut shape, StatementView::of(c).not_safe);
+                            }
+                            shape.may_write |= self.unit_may_write(c);
+                            shape.may_open_txn |= Session::begin_options(c).is_some();
+                            shape.changes_state |= self.changes_state(c);
+                            shape.copy |= c.statements().iter().any(|s| s.kind == Kind::Copy);
+                        }
+                    }
+                    if max_rows > 0 && txn {
+                        refuse(&mut shape, Reason::BatchRowLimitedInTxn);
+                    }
+                    shape.execs.push(class);
+                }
+                FrontendMessage::Close { kind, name } => {
+                    if kind == b'S' && self.statements.peek(name).is_some_and(|s| s.on_writer) {
+                        refuse(&mut shape, Reason::BatchStatementOnWriter);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if statements == 0 {
+            refuse(&mut shape, Reason::BatchNoStatement);
+        }
+        shape
+    }
+
+    /// The classifications the batch's Executes run (for a reader unit's bookkeeping).
+    pub(super) fn batch_execs(&self, count: usize) -> Vec<Option<Classification>> {
+        self.batch_shape(count).execs
+    }
+
+    /// An extended message at the head of the queue, no batch open: decide the batch (E-1).
+    /// Returns false when it must wait (incomplete, or something in flight before it).
+    pub(super) fn start_batch(&mut self) -> bool {
+        let Some((count, _ends_with_sync)) = self.batch_extent() else {
+            return false;
+        };
+        if count == 0 {
+            return false;
+        }
+        let shape = self.batch_shape(count);
+        let stmt = match shape.not_safe {
+            None => StatementView {
+                replica_safe: true,
+                not_safe: Reason::NotARead,
+                multi: false,
+                hint_primary: shape.hint_primary,
+            },
+            Some(r) => StatementView::not_safe(r),
+        };
+        let (d, view) = self.decide(stmt, Protocol::Extended);
+        if self.must_wait(&d, stmt.replica_safe) {
+            return false;
+        }
+        self.engine.stats().inc(Counter::Batches);
+        match d.outcome {
+            Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit => {
+                self.start_reader_unit(UnitKind::Batch, d, None, &view, None, count);
+            }
+            Outcome::Reject => self.reject_unit(UnitKind::Batch, d, count),
+            Outcome::Passthrough | Outcome::ForcePrimary => {
+                self.start_writer_batch(d, count);
+            }
+        }
+        true
+    }
+
+    /// A batch (its first `count` queued messages) to the writer, by count.
+    pub(super) fn start_writer_batch(&mut self, d: Decision, count: usize) {
+        let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
+            return;
+        };
+        let shape = self.batch_shape(count);
+        let open = self.batch_ends_open(count);
+        self.record(d);
+        let id = self.push_unit(UnitKind::Batch, d, None, Attempt::Writer);
+        if let Some(u) = self.unit_mut(id) {
+            u.execs = shape.execs;
+            u.open = open;
+            u.may_open_txn = shape.may_open_txn;
+        }
+        if shape.changes_state && !self.txn.active {
+            self.settings.mark_due();
+        }
+        for _ in 0..count {
+            self.forward_head_to_writer(id, w);
+            if self.client_streaming.is_some() {
+                break;
+            }
+        }
+        if !open {
+            self.after_writer_send(id, shape.may_write, !shape.copy);
+        }
+    }
+
+    /// The head message, part of writer batch `id`, goes to the writer by count — behind a
+    /// hidden Parse when it names a statement the client prepared elsewhere (E-2).
+    fn forward_head_to_writer(&mut self, id: u32, w: ConnId) {
+        let Some(head) = self.queue.front() else {
+            return;
+        };
+        let bytes = self.msg_bytes(head).map(<[u8]>::to_vec);
+        match bytes {
+            Some(b) => {
+                self.note_writer_msg(id, w, &b);
+                self.advance_head(Some(w));
+            }
+            None => {
+                // Too large to inspect (a Parse or Bind streamed by count): its statement is
+                // whatever the server makes of it.
+                if matches!(head.info, MsgInfo::LargeExtended) {
+                    let req = if head.tag == tag::PARSE {
+                        Req::Parse
+                    } else {
+                        Req::Bind
+                    };
+                    if let Some(wb) = self.writer.as_mut() {
+                        wb.resp.push(req, Who::Client, id);
+                    }
+                    if head.tag == tag::PARSE {
+                        // Which name it parses is unknown: nothing tracked can be trusted.
+                        self.statements.clear();
+                    }
+                }
+                self.advance_head(Some(w));
+            }
+        }
+    }
+
+    /// Sends a kept message of unit `id` to the writer (a fallback or retry after a reader).
+    pub(super) fn batch_msg_to_writer(&mut self, id: u32, w: ConnId, bytes: &[u8]) {
+        self.note_writer_msg(id, w, bytes);
+        self.out.send_backend(w, bytes);
+    }
+
+    /// Bookkeeping for one client message about to reach the writer: hidden Parses it needs,
+    /// its expected answer, and what it does to the statements tracked (E-2).
+    fn note_writer_msg(&mut self, id: u32, w: ConnId, bytes: &[u8]) {
+        let Some((t, body)) = split(bytes) else {
+            return;
+        };
+        let Ok(msg) = FrontendMessage::parse(t, body) else {
+            return;
+        };
+        let limit = self.config.max_prepared_statements;
+        let named = match msg {
+            FrontendMessage::Bind { statement, .. } => Some(statement),
+            FrontendMessage::Describe { kind: b'S', name } => Some(name),
+            FrontendMessage::Close { kind: b'S', name } => Some(name),
+            _ => None,
+        };
+        if let Some(name) = named {
+            self.ensure_on_writer(id, w, name);
+        }
+        let Some(wb) = self.writer.as_mut() else {
+            return;
+        };
+        match msg {
+            FrontendMessage::Parse { statement, .. } => {
+                if statement == hidden::PROBE_NAME || statement == hidden::CAPTURE_NAME {
+                    // Reserved (W-7, S-5): make sure ours exist, so the server refuses the
+                    // client's with 42P05 as documented.
+                    let (probe, capture) = (!wb.probe_parsed, !wb.capture_parsed);
+                    wb.probe_parsed = true;
+                    wb.capture_parsed = true;
+                    if probe {
+                        wb.resp.push(Req::Parse, Who::Probe, 0);
+                    }
+                    if capture {
+                        wb.resp.push(Req::Parse, Who::Capture, 0);
+                    }
+                    self.out.send_backend_with(w, |o| {
+                        if probe {
+                            hidden::probe_parse(o);
+                        }
+                        if capture {
+                            hidden::capture_parse(o);
+                        }
+                    });
+                    let Some(wb) = self.writer.as_mut() else {
+                        return;
+                    };
+                    wb.resp.push(Req::Parse, Who::Client, id);
+                    return;
+                }
+                wb.resp.push(Req::Parse, Who::Client, id);
+                wb.parses.push_back(statements::ParseNote {
+                    unit: id,
+                    name: statement.into(),
+                    hash: 0,
+                    who: Who::Client,
+                });
+                let sql = parse_rest(body)
+                    .split(|&b| b == 0)
+                    .next()
+                    .unwrap_or_default();
+                let class = std::str::from_utf8(sql)
+                    .ok()
+                    .map(|s| self.classifier.classify(s));
+                self.statements
+                    .insert(statement, parse_rest(body), class, true, limit);
+            }
+            FrontendMessage::Bind { .. } => wb.resp.push(Req::Bind, Who::Client, id),
+            FrontendMessage::Describe { kind, .. } => {
+                let req = if kind == b'S' {
+                    Req::DescribeStatement
+                } else {
+                    Req::DescribePortal
+                };
+                wb.resp.push(req, Who::Client, id);
+            }
+            FrontendMessage::Execute { .. } => wb.resp.push(Req::Execute, Who::Client, id),
+            FrontendMessage::Close { kind, name } => {
+                wb.resp.push(Req::Close, Who::Client, id);
+                if kind == b'S' {
+                    self.statements.remove(name);
+                }
+            }
+            FrontendMessage::Sync => {
+                wb.resp.push(Req::Sync, Who::Client, id);
+                if let Some(u) = self.unit_mut(id) {
+                    u.open = false;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A statement the client prepared on a reader only is prepared on the writer under the
+    /// client's name before a message that names it (E-2). Its errors are the client's: it
+    /// answers in the place of that message.
+    fn ensure_on_writer(&mut self, id: u32, w: ConnId, name: &[u8]) {
+        let Some(s) = self.statements.peek(name) else {
+            return;
+        };
+        if s.on_writer {
+            return;
+        }
+        let rest = s.rest.clone();
+        self.statements.set_on_writer(name);
+        self.out
+            .send_backend_with(w, |o| hidden::parse_as(o, name, &rest));
+        if let Some(wb) = self.writer.as_mut() {
+            wb.resp.push(Req::Parse, Who::Prepare, id);
+            wb.parses.push_back(statements::ParseNote {
+                unit: id,
+                name: name.into(),
+                hash: 0,
+                who: Who::Prepare,
+            });
+        }
+        self.engine.stats().inc(Counter::StatementsPrepared);
+    }
+
+    /// Sends a kept message of reader unit `id` to reader connection `conn`, rewritten to the
+    /// engine's statement names (E-2).
+    pub(super) fn batch_msg_to_reader(&mut self, id: u32, conn: ConnId, bytes: &[u8]) {
+        let Some((t, body)) = split(bytes) else {
+            return;
+        };
+        let Ok(msg) = FrontendMessage::parse(t, body) else {
+            return;
+        };
+        let Some(i) = self.backend_index(conn) else {
+            return;
+        };
+        let limit = self.config.max_prepared_statements;
+        let mut name = Vec::with_capacity(32);
+        match msg {
+            FrontendMessage::Parse { statement, sql, .. } => {
+                let rest = parse_rest(body);
+                let hash = statement_hash(rest);
+                let class = std::str::from_utf8(sql)
+                    .ok()
+                    .map(|s| self.classifier.classify(s));
+                self.statements.insert(statement, rest, class, false, limit);
+                let b = self.backend_mut(i);
+                b.parses.push_back(statements::ParseNote {
+                    unit: id,
+                    name: statement.into(),
+                    hash,
+                    who: Who::Client,
+                });
+                if b.prepared.has(hash) {
+                    // Already prepared on this connection: the client's ParseComplete is ours.
+                    b.resp
+                        .push(Req::Local(tag::PARSE_COMPLETE), Who::Client, id);
+                    return;
+                }
+                self.prepare_on_reader(i, conn, id, hash, rest, Who::Client);
+            }
+            FrontendMessage::Bind { portal, statement } => {
+                let Some(hash) = self.reader_statement(i, conn, id, statement) else {
+                    return;
+                };
+                engine_name(hash, &mut name);
+                self.out.send_backend_with(conn, |o| {
+                    crate::protocol::encode::message(o, tag::BIND, |o| {
+                        o.extend_from_slice(portal);
+                        o.push(0);
+                        o.extend_from_slice(&name);
+                        o.push(0);
+                        o.extend_from_slice(bind_rest(body));
+                    });
+                });
+                self.backend_mut(i).resp.push(Req::Bind, Who::Client, id);
+            }
+            FrontendMessage::Describe {
+                kind: b'S',
+                name: stmt,
+            } => {
+                let Some(hash) = self.reader_statement(i, conn, id, stmt) else {
+                    return;
+                };
+                engine_name(hash, &mut name);
+                self.out.send_backend_with(conn, |o| {
+                    crate::protocol::encode::message(o, tag::DESCRIBE, |o| {
+                        o.push(b'S');
+                        o.extend_from_slice(&name);
+                        o.push(0);
+                    });
+                });
+                self.backend_mut(i)
+                    .resp
+                    .push(Req::DescribeStatement, Who::Client, id);
+            }
+            FrontendMessage::Describe { .. } => {
+                self.out.send_backend(conn, bytes);
+                self.backend_mut(i)
+                    .resp
+                    .push(Req::DescribePortal, Who::Client, id);
+            }
+            FrontendMessage::Execute { .. } => {
+                self.out.send_backend(conn, bytes);
+                self.backend_mut(i).resp.push(Req::Execute, Who::Client, id);
+            }
+            FrontendMessage::Close {
+                kind: b'S',
+                name: stmt,
+            } => {
+                // The engine's statement stays prepared for the next user; the client's
+                // statement is gone (E-2).
+                self.statements.remove(stmt);
+                self.backend_mut(i)
+                    .resp
+                    .push(Req::Local(tag::CLOSE_COMPLETE), Who::Client, id);
+            }
+            FrontendMessage::Close { .. } => {
+                self.out.send_backend(conn, bytes);
+                self.backend_mut(i).resp.push(Req::Close, Who::Client, id);
+            }
+            FrontendMessage::Sync => {
+                self.out.send_backend(conn, bytes);
+                self.backend_mut(i).resp.push(Req::Sync, Who::Client, id);
+                if let Some(u) = self.unit_mut(id) {
+                    u.open = false;
+                }
+            }
+            FrontendMessage::Flush => self.out.send_backend(conn, bytes),
+            _ => {}
+        }
+        self.drain_locals(conn);
+    }
+
+    /// The engine name of client statement `name` on reader `i`, prepared there first if it
+    /// is not (a hidden Parse). `None`: the statement is unknown (routing prevents it).
+    fn reader_statement(&mut self, i: usize, conn: ConnId, id: u32, name: &[u8]) -> Option<u64> {
+        let s = self.statements.get(name)?;
+        let (hash, rest) = (s.hash, s.rest.clone());
+        if !self.backend_mut(i).prepared.has(hash) {
+            self.backend_mut(i).parses.push_back(statements::ParseNote {
+                unit: id,
+                name: name.into(),
+                hash,
+                who: Who::Prepare,
+            });
+            self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
+        }
+        Some(hash)
+    }
+
+    /// A Parse under the engine name on reader `i` (preceded by a Close of that name when the
+    /// connection's list is incomplete, and of the least recently used statement when it is
+    /// full).
+    fn prepare_on_reader(
+        &mut self,
+        i: usize,
+        conn: ConnId,
+        id: u32,
+        hash: u64,
+        rest: &[u8],
+        who: Who,
+    ) {
+        let b = self.backend_mut(i);
+        let complete = b.prepared.complete;
+        let victim = b.prepared.add(hash);
+        let mut name = Vec::with_capacity(32);
+        let mut victim_name = Vec::new();
+        engine_name(hash, &mut name);
+        if let Some(v) = victim {
+            engine_name(v, &mut victim_name);
+            b.resp.push(Req::Close, Who::Prepare, id);
+        }
+        if !complete {
+            b.resp.push(Req::Close, Who::Prepare, id);
+        }
+        b.resp.push(Req::Parse, who, id);
+        self.out.send_backend_with(conn, |o| {
+            if !victim_name.is_empty() {
+                hidden::close_statement(o, &victim_name);
+            }
+            if !complete {
+                hidden::close_statement(o, &name);
+            }
+            hidden::parse_as(o, &name, rest);
+        });
+        if who == Who::Prepare {
+            self.engine.stats().inc(Counter::StatementsPrepared);
+        }
+    }
+
+    /// Sends the engine's own answers that reached the front of `conn`'s queue.
+    pub(super) fn drain_locals(&mut self, conn: ConnId) {
+        loop {
+            let Some(i) = self.backend_index(conn) else {
+                return;
+            };
+            let Some((t, e)) = self.backend_mut(i).resp.take_local() else {
+                return;
+            };
+            if t == tag::PARSE_COMPLETE {
+                self.backend_mut(i).parses.pop_front();
+            }
+            let mut m = [0u8; 5];
+            m[0] = t;
+            m[1..5].copy_from_slice(&4u32.to_be_bytes());
+            self.reader_local_answer(e.unit, &m);
+        }
+    }
+
+    /// The last unit is an open batch (routed at a Flush): the head message joins it, or — when
+    /// it cannot run where the batch runs — the batch is closed first (E-1). Returns whether
+    /// the pump can go on.
+    pub(super) fn continue_batch(&mut self) -> bool {
+        let Some(u) = self.units.back() else {
+            return false;
+        };
+        if u.hidden_sync {
+            // Waiting for the reader's answer to the engine's Sync.
+            return false;
+        }
+        let (id, attempt) = (u.id, u.attempt);
+        let Some(head) = self.queue.front() else {
+            return false;
+        };
+        let extended = head.info.is_extended() || head.info.is_copy();
+        match attempt {
+            Attempt::Writer => {
+                let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
+                    return false;
+                };
+                if extended {
+                    self.forward_head_to_writer(id, w);
+                    let closed = self.unit(id).is_some_and(|u| !u.open);
+                    if closed {
+                        self.after_writer_send(id, true, true);
+                    }
+                } else {
+                    // A simple Query or FunctionCall after extended messages without Sync
+                    // runs in the same implicit transaction: only the writer can take it.
+                    if let Some(u) = self.unit_mut(id) {
+                        u.open = false;
+                    }
+                    self.writer_continuation = true;
+                }
+                true
+            }
+            Attempt::Reader { conn, .. } => {
+                if extended && self.joins_reader_batch() {
+                    let mut kept = Vec::new();
+                    if let Some(b) = self.msg_bytes(head) {
+                        kept.extend_from_slice(b);
+                    }
+                    let n = head.len;
+                    self.out.discard_client(n);
+                    self.pop_head();
+                    let start = self.orig.len();
+                    self.orig.extend_from_slice(&kept);
+                    self.orig_msgs.push(start..self.orig.len());
+                    self.batch_msg_to_reader(id, conn, &kept);
+                    true
+                } else {
+                    // Close the held part with a hidden Sync (its RFQ is swallowed); the
+                    // message is routed anew once it answered.
+                    self.close_reader_batch(id, conn);
+                    false
+                }
+            }
+            Attempt::AwaitReader { .. } | Attempt::Local => false,
+        }
+    }
+
+    /// A hidden Sync closes an open reader batch.
+    pub(super) fn close_reader_batch(&mut self, id: u32, conn: ConnId) {
+        if let Some(u) = self.unit_mut(id) {
+            if !u.open || u.hidden_sync {
+                return;
+            }
+            u.hidden_sync = true;
+        }
+        self.out.send_backend_with(conn, hidden::sync);
+        if let Some(i) = self.backend_index(conn) {
+            self.backend_mut(i).resp.push(Req::Sync, Who::Sync, id);
+        }
+    }
+
+    /// Whether the head message may join the open batch on a reader: only what a read batch
+    /// may hold (E-1, E-5).
+    fn joins_reader_batch(&self) -> bool {
+        let Some(head) = self.queue.front() else {
+            return false;
+        };
+        let Some(bytes) = self.msg_bytes(head) else {
+            return false;
+        };
+        let Some((t, body)) = split(bytes) else {
+            return false;
+        };
+        let Ok(msg) = FrontendMessage::parse(t, body) else {
+            return false;
+        };
+        let safe_name = |name: &[u8]| {
+            self.statements
+                .peek(name)
+                .and_then(|s| s.class.as_ref())
+                .is_some_and(|c| c.is_replica_safe() && !c.hint_primary)
+        };
+        match msg {
+            FrontendMessage::Parse { statement, .. } => {
+                let class_ok = matches!(&head.info, MsgInfo::Parse { class: Some(c) }
+                    if c.is_replica_safe() && !c.hint_primary);
+                class_ok
+                    && !statement.starts_with(ENGINE_PREFIX)
+                    && (statement.is_empty() || !self.statements.contains(statement))
+                    && self
+                        .statements
+                        .has_room(self.config.max_prepared_statements)
+            }
+            FrontendMessage::Bind { statement, .. } => safe_name(statement),
+            FrontendMessage::Describe { kind: b'S', name } => safe_name(name),
+            // Portals of this batch live on this reader; Executes of them run the statements
+            // checked at their Bind.
+            FrontendMessage::Describe { .. } => true,
+            FrontendMessage::Execute { max_rows, .. } => !(max_rows > 0 && self.txn.active),
+            FrontendMessage::Close { kind, name } => {
+                !(kind == b'S' && self.statements.peek(name).is_some_and(|s| s.on_writer))
+            }
+            FrontendMessage::Sync | FrontendMessage::Flush => true,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! What a statement that ran on the writer does to the session's state: transaction state
+//! (S-3), hazards (S-4), whether the writer's session state must be captured again (S-5), and
+//! the client's prepared statements (E-2).
+
+use super::state::{Hazards, MAX_CUSTOM_NAMES};
+use super::*;
+use crate::classify::{DiscardWhat, Effects, Kind, StatementInfo, Var};
+
+/// Whether the statements' text is needed after they ran (SET/RESET names and values,
+/// DEALLOCATE targets).
+pub(super) fn keeps_text(c: &Classification) -> bool {
+    c.statements().iter().any(|s| {
+        matches!(
+            s.kind,
+            Kind::Set { .. } | Kind::Reset { .. } | Kind::Deallocate { all: false }
+        )
+    })
+}
+
+/// Whether a statement runs code the engine cannot see into (DO, CALL, a user function not
+/// known to be read-safe): it may change the session's state in ways no text shows (S-5).
+pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
+    s.effects.contains(Effects::CALLS_SET_CONFIG)
+}
+
+/// The name a `DEALLOCATE [PREPARE] name` statement closes, case-folded unless quoted.
+fn deallocate_target(stmt: &str) -> Option<Vec<u8>> {
+    let t = stmt.trim_start();
+    let rest = t
+        .get(..10)
+        .filter(|p| p.eq_ignore_ascii_case("deallocate"))?;
+    let mut rest = t[rest.len()..].trim_start();
+    if rest.len() >= 7 && rest[..7].eq_ignore_ascii_case("prepare") {
+        let after = &rest[7..];
+        if after.starts_with(|c: char| c.is_whitespace()) {
+            rest = after.trim_start();
+        }
+    }
+    let rest = rest.trim_end_matches([';', ' ', '\n', '\t', '\r']);
+    if let Some(q) = rest.strip_prefix('"') {
+        let end = q.find('"')?;
+        return Some(q[..end].as_bytes().to_vec());
+    }
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+        .collect();
+    (!name.is_empty()).then(|| name.to_lowercase().into_bytes())
+}
+
+impl Session {
+    /// Whether the statements may change the writer's session state (S-5): a capture is due
+    /// once they ran.
+    pub(super) fn changes_state(&self, c: &Classification) -> bool {
+        c.statements().iter().any(|s| {
+            matches!(
+                s.kind,
+                Kind::Set { local: false, .. }
+                    | Kind::Reset { .. }
+                    | Kind::ResetAll
+                    | Kind::Discard(DiscardWhat::All)
+                    | Kind::SetSessionCharacteristics(_)
+            ) || runs_unseen_code(s)
+                || (self.config.capture_after_dml && s.may_write())
+        })
+    }
+
+    /// S-3/S-4/S-5/E-2 effects of a statement string that ran on the writer, statement by
+    /// statement.
+    pub(super) fn apply_effects(
+        &mut self,
+        class: &Classification,
+        sql: Option<&[u8]>,
+        success: bool,
+        was_active: bool,
+    ) {
+        let text = sql.and_then(|b| std::str::from_utf8(b).ok());
+        let mut in_txn = was_active;
+        for s in class.statements() {
+            let e = s.effects;
+            // Hazards are set even if the string failed (conservative); cleared only on success.
+            if e.contains(Effects::CREATES_TEMP) {
+                self.hazards.set(Hazards::TEMP);
+            }
+            if e.contains(Effects::ADVISORY_LOCK) {
+                self.hazards.set(Hazards::ADVISORY_LOCK);
+            }
+            if runs_unseen_code(s) {
+                if in_txn {
+                    self.txn.set_ran = true;
+                }
+                // Placeholder settings it may have set under names the engine never saw are
+                // invisible to the capture, unless the operator listed the application's
+                // names (S-5).
+                if self.config.custom_settings.is_empty() {
+                    self.hazards.set(Hazards::UNSEEN_CODE);
+                }
+                self.settings.mark_due();
+            }
+            if success && e.contains(Effects::ADVISORY_UNLOCK_ALL) {
+                self.hazards.clear(Hazards::ADVISORY_LOCK);
+            }
+            if in_txn {
+                let keeps_prefix = s.is_replica_safe()
+                    || matches!(
+                        s.kind,
+                        Kind::Begin(_)
+                            | Kind::Savepoint
+                            | Kind::ReleaseSavepoint
+                            | Kind::SetTransaction(_)
+                            | Kind::Show
+                            | Kind::Empty
+                    );
+                if !keeps_prefix {
+                    self.txn.read_only_prefix = false;
+                }
+                if s.may_write() && !matches!(s.kind, Kind::Commit { .. } | Kind::Rollback { .. }) {
+                    self.txn.may_have_written = true;
+                }
+            }
+            match s.kind {
+                Kind::Begin(_) => in_txn = true,
+                Kind::Commit { chain } | Kind::Rollback { chain } => in_txn = chain,
+                Kind::SetTransaction(o) if in_txn => {
+                    if let Some(i) = o.isolation {
+                        self.txn.isolation = Some(i);
+                    }
+                }
+                Kind::SetSessionCharacteristics(o) if success && !in_txn => {
+                    if let Some(i) = o.isolation {
+                        self.session_isolation = Some(i);
+                    }
+                    self.settings.mark_due();
+                }
+                Kind::Set {
+                    var, name, local, ..
+                } => {
+                    let name_text = text.map(|t| name.of(t).trim_matches('"').to_string());
+                    if var == Var::Other {
+                        if let Some(n) = &name_text {
+                            if n.contains('.') && !self.settings.note_custom_name(n.as_bytes()) {
+                                // More placeholder names than the capture follows.
+                                self.hazards.set(Hazards::UNSEEN_CODE);
+                            }
+                        }
+                    }
+                    if in_txn {
+                        // S-3: a SET in the transaction; its reads stay on the writer, and the
+                        // state is captured once it ends.
+                        self.txn.set_ran = true;
+                        if var == Var::TransactionIsolation {
+                            if let Some(v) = text.map(|t| s.span.of(t)) {
+                                let value = v.split_once('=').map(|(_, v)| v).or_else(|| {
+                                    let lower = v.to_ascii_lowercase();
+                                    lower.find(" to ").map(|p| &v[p + 4..])
+                                });
+                                if let Some(i) = value.and_then(Isolation::parse) {
+                                    self.txn.isolation = Some(i);
+                                }
+                            }
+                        }
+                    } else if !local && var != Var::Polar {
+                        if var == Var::SearchPath
+                            && text.is_some_and(|t| {
+                                s.span.of(t).to_ascii_lowercase().contains("pg_temp")
+                            })
+                        {
+                            // With pg_temp on the search_path a plain CREATE TABLE makes a
+                            // temporary table: the classifier cannot see that.
+                            self.hazards.set(Hazards::TEMP);
+                        }
+                        self.settings.mark_due();
+                    }
+                }
+                Kind::Reset { .. } | Kind::ResetAll => {
+                    if in_txn {
+                        self.txn.set_ran = true;
+                    } else {
+                        self.settings.mark_due();
+                    }
+                }
+                Kind::RollbackToSavepoint if in_txn => {}
+                Kind::Discard(w) if success => match w {
+                    DiscardWhat::All => {
+                        self.hazards = Hazards::default();
+                        self.statements.clear();
+                        if let Some(w) = self.writer.as_mut() {
+                            w.probe_parsed = false;
+                            w.capture_parsed = false;
+                        }
+                        self.settings.reset();
+                        self.settings.mark_due();
+                        self.session_isolation =
+                            self.startup.as_ref().and_then(|s| s.default_isolation);
+                    }
+                    DiscardWhat::Temp => self.hazards.clear(Hazards::TEMP),
+                    _ => {}
+                },
+                Kind::Listen => self.hazards.set(Hazards::LISTEN),
+                Kind::Unlisten { all: true } if success => self.hazards.clear(Hazards::LISTEN),
+                Kind::DeclareCursor { with_hold: true } => self.hazards.set(Hazards::HOLD_CURSOR),
+                Kind::Close { all: true } if success => self.hazards.clear(Hazards::HOLD_CURSOR),
+                Kind::Prepare => self.hazards.set(Hazards::PREPARE),
+                Kind::Deallocate { all: true } if success => {
+                    self.hazards.clear(Hazards::PREPARE);
+                    self.statements.clear();
+                    if let Some(w) = self.writer.as_mut() {
+                        w.probe_parsed = false;
+                        w.capture_parsed = false;
+                    }
+                }
+                Kind::Deallocate { all: false } if success => {
+                    if let Some(name) = text.and_then(|t| deallocate_target(s.span.of(t))) {
+                        self.statements.remove(&name);
+                        if let Some(w) = self.writer.as_mut() {
+                            if name == super::hidden::PROBE_NAME {
+                                w.probe_parsed = false;
+                            }
+                            if name == super::hidden::CAPTURE_NAME {
+                                w.capture_parsed = false;
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        debug_assert!(self.settings.custom_names.len() <= MAX_CUSTOM_NAMES);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deallocate_targets() {
+        assert_eq!(
+            deallocate_target("DEALLOCATE _pg3_0"),
+            Some(b"_pg3_0".to_vec())
+        );
+        assert_eq!(
+            deallocate_target("deallocate prepare S1;"),
+            Some(b"s1".to_vec())
+        );
+        assert_eq!(
+            deallocate_target("DEALLOCATE \"Mixed\""),
+            Some(b"Mixed".to_vec())
+        );
+        assert_eq!(deallocate_target("DEALLOCATE"), None);
+    }
+}

@@ -1,0 +1,536 @@
+//! Hidden statements: built only from fixed text, validated numbers, a validated XID list,
+//! hex-encoded captured values and the client's own bytes.
+//!
+//! - W-4: the wait in front of a reader's simple Query — each `SET <name> = <value>;` followed
+//!   by one space, then the client's statement byte for byte: one Query message, one NUL.
+//! - E-3: the same statements as hidden unnamed Parse/Bind/Execute in front of a batch.
+//! - S-5: the settings replay (its own Query) and the capture of the writer's state.
+//! - W-7: the stock-dialect LSN probe, an engine-named extended statement.
+//! - F-3: the statement that aborts the writer's transaction.
+
+use std::io::Write;
+
+use super::state::SessionSettings;
+use crate::protocol::{encode, tag, Lsn};
+
+/// The LSN wait (W-4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wait {
+    /// `strict` or `best_effort`.
+    pub mode: &'static str,
+    pub timeout_ms: u32,
+    pub lsn: u64,
+    /// Stock PostgreSQL 19+: one `WAIT FOR LSN` statement instead of the PolarDB SETs.
+    pub wait_for_statement: bool,
+}
+
+/// What goes in front of the client's statement.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Hidden<'a> {
+    /// Clear an XID import left on the connection (P-7).
+    pub reset: bool,
+    /// A validated XID list to import (P-5). Callers pass only `XidList`-validated text.
+    pub import: Option<&'a str>,
+    pub wait: Option<Wait>,
+}
+
+/// A statement that always fails without side effects: it aborts the writer's transaction
+/// after an error reached the client (F-3). Its result is swallowed.
+pub const ABORT_STATEMENT: &[u8] =
+    b"DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$";
+
+/// The post-commit position probe for writers whose RFQs carry no LSN (W-7). The insert
+/// position, not `pg_current_wal_lsn()`: with `synchronous_commit = off` the latter can lag the
+/// commit (verified here, NOTES).
+pub const PROBE_STATEMENT: &[u8] = b"SELECT pg_catalog.pg_current_wal_insert_lsn()";
+/// The probe's reserved statement name on the writer (documented; visible in
+/// `pg_prepared_statements`).
+pub const PROBE_NAME: &[u8] = b"polarsplit_probe";
+
+/// The capture of the writer's session state (S-5): every session-level setting, the session
+/// authorization and role, and the placeholder settings named in `$1` — names and values
+/// hex-encoded from UTF-8, so nothing of them is ever parsed as SQL by the engine or the
+/// reader. `kind` orders the replay: settings (1), then session authorization (2), then role
+/// (3); placeholder settings are settings too.
+pub const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE source = 'session' AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS x WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
+/// The capture's reserved statement name on the writer.
+pub const CAPTURE_NAME: &[u8] = b"polarsplit_capture";
+/// `text[]`, the capture's parameter type.
+const TEXT_ARRAY_OID: u32 = 1009;
+
+/// A statement's text built on the stack (the longest hidden statement is well under 128
+/// bytes: fixed text, two numbers and a validated XID list go through `Vec` only when long).
+struct Text {
+    buf: [u8; 128],
+    len: usize,
+    spill: Vec<u8>,
+}
+
+impl Text {
+    fn new() -> Text {
+        Text {
+            buf: [0; 128],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.spill.clear();
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        if self.spill.is_empty() {
+            &self.buf[..self.len]
+        } else {
+            &self.spill
+        }
+    }
+}
+
+impl Write for Text {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.spill.is_empty() && self.len + b.len() <= self.buf.len() {
+            self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+            self.len += b.len();
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.buf[..self.len]);
+            }
+            self.spill.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Calls `f` with each hidden statement's text, in W-4's fixed order. Returns the count.
+fn each_statement(h: &Hidden<'_>, mut f: impl FnMut(&[u8])) -> u16 {
+    let mut n = 0u16;
+    if h.reset {
+        f(b"SET polar_xact_split_xids = ''");
+        n += 1;
+    }
+    let mut t = Text::new();
+    if let Some(x) = h.import {
+        debug_assert!(x.bytes().all(|b| b.is_ascii_digit() || b == b','));
+        let _ = write!(t, "SET polar_xact_split_xids = '{x}'");
+        f(t.as_bytes());
+        n += 1;
+    }
+    if let Some(w) = h.wait.filter(|w| w.wait_for_statement) {
+        // PostgreSQL 19: its timeout is 57014 answering this statement (W-5, by position).
+        let lsn = crate::protocol::Lsn(w.lsn);
+        t.clear();
+        if w.timeout_ms == 0 {
+            let _ = write!(t, "WAIT FOR LSN '{lsn}'");
+        } else {
+            let _ = write!(
+                t,
+                "WAIT FOR LSN '{lsn}' WITH (TIMEOUT '{}ms')",
+                w.timeout_ms
+            );
+        }
+        f(t.as_bytes());
+        return n + 1;
+    }
+    if let Some(w) = h.wait {
+        t.clear();
+        let _ = write!(t, "SET polar_consistency_mode = '{}'", w.mode);
+        f(t.as_bytes());
+        t.clear();
+        let _ = write!(t, "SET polar_proxy_wait_timeout_ms = {}", w.timeout_ms);
+        f(t.as_bytes());
+        t.clear();
+        let _ = write!(t, "SET polar_xact_split_wait_lsn = '{}'", w.lsn);
+        f(t.as_bytes());
+        n += 3;
+    }
+    n
+}
+
+fn hidden_text(out: &mut Vec<u8>, h: &Hidden<'_>) -> u16 {
+    each_statement(h, |stmt| {
+        out.extend_from_slice(stmt);
+        out.extend_from_slice(b"; ");
+    })
+}
+
+fn patch_len(out: &mut [u8], start: usize) {
+    let len = (out.len() - start - 1) as u32;
+    out[start + 1..start + 5].copy_from_slice(&len.to_be_bytes());
+}
+
+/// The wrapped Query: hidden statements, then the client's Query string. `client_query` is the
+/// client's whole Query message (tag, length, string, NUL). Returns the hidden statement count.
+pub fn build_query(out: &mut Vec<u8>, h: &Hidden<'_>, client_query: &[u8]) -> u16 {
+    let start = out.len();
+    out.push(tag::QUERY);
+    out.extend_from_slice(&[0; 4]);
+    let n = hidden_text(out, h);
+    // The client's string with its NUL.
+    out.extend_from_slice(client_query.get(5..).unwrap_or(b"\0"));
+    patch_len(out, start);
+    n
+}
+
+/// The hidden statements as unnamed Parse/Bind/Execute messages, for the front of an
+/// extended-protocol batch (E-3). Returns the count (each answers ParseComplete, BindComplete
+/// and CommandComplete).
+pub fn build_hidden_pbe(out: &mut Vec<u8>, h: &Hidden<'_>) -> u16 {
+    each_statement(h, |stmt| pbe(out, stmt))
+}
+
+/// Hidden unnamed Parse/Bind/Execute of `sql` (E-3).
+pub fn pbe(out: &mut Vec<u8>, sql: &[u8]) {
+    encode::message(out, tag::PARSE, |o| {
+        o.push(0);
+        o.extend_from_slice(sql);
+        o.push(0);
+        o.extend_from_slice(&0u16.to_be_bytes());
+    });
+    bind(out, b"", b"", &[]);
+    execute(out);
+}
+
+/// A Bind of `statement` to `portal` with text parameters (`None`: NULL).
+pub fn bind(out: &mut Vec<u8>, portal: &[u8], statement: &[u8], params: &[Option<&[u8]>]) {
+    encode::message(out, tag::BIND, |o| {
+        o.extend_from_slice(portal);
+        o.push(0);
+        o.extend_from_slice(statement);
+        o.push(0);
+        o.extend_from_slice(&0u16.to_be_bytes());
+        o.extend_from_slice(&(params.len() as u16).to_be_bytes());
+        for p in params {
+            match p {
+                Some(v) => {
+                    o.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    o.extend_from_slice(v);
+                }
+                None => o.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        o.extend_from_slice(&0u16.to_be_bytes());
+    });
+}
+
+/// Execute of the unnamed portal, all rows.
+pub fn execute(out: &mut Vec<u8>) {
+    encode::message(out, tag::EXECUTE, |o| {
+        o.push(0);
+        o.extend_from_slice(&0i32.to_be_bytes());
+    });
+}
+
+pub fn sync(out: &mut Vec<u8>) {
+    encode::message(out, tag::SYNC, |_| {});
+}
+
+/// A Parse of a statement under `name`; `rest` is a client Parse body after its name (query,
+/// NUL, parameter types).
+pub fn parse_as(out: &mut Vec<u8>, name: &[u8], rest: &[u8]) {
+    encode::message(out, tag::PARSE, |o| {
+        o.extend_from_slice(name);
+        o.push(0);
+        o.extend_from_slice(rest);
+    });
+}
+
+/// A Parse of fixed engine text under `name` with parameter types `types`.
+pub fn parse_fixed(out: &mut Vec<u8>, name: &[u8], sql: &[u8], types: &[u32]) {
+    encode::message(out, tag::PARSE, |o| {
+        o.extend_from_slice(name);
+        o.push(0);
+        o.extend_from_slice(sql);
+        o.push(0);
+        o.extend_from_slice(&(types.len() as u16).to_be_bytes());
+        for t in types {
+            o.extend_from_slice(&t.to_be_bytes());
+        }
+    });
+}
+
+/// A Close of statement `name`.
+pub fn close_statement(out: &mut Vec<u8>, name: &[u8]) {
+    encode::message(out, tag::CLOSE, |o| {
+        o.push(b'S');
+        o.extend_from_slice(name);
+        o.push(0);
+    });
+}
+
+/// The probe's Parse (once per writer connection).
+pub fn probe_parse(out: &mut Vec<u8>) {
+    parse_fixed(out, PROBE_NAME, PROBE_STATEMENT, &[]);
+}
+
+/// The probe's Bind and Execute.
+pub fn probe_run(out: &mut Vec<u8>) {
+    bind(out, b"", PROBE_NAME, &[]);
+    execute(out);
+}
+
+/// The capture's Parse (once per writer connection).
+pub fn capture_parse(out: &mut Vec<u8>) {
+    parse_fixed(out, CAPTURE_NAME, CAPTURE_STATEMENT, &[TEXT_ARRAY_OID]);
+}
+
+/// The capture's Bind (with the placeholder names as a text array) and Execute. Names are
+/// validated placeholder names (letters, digits, `_`, `.`), so they need no quoting beyond the
+/// array literal's double quotes.
+pub fn capture_run(out: &mut Vec<u8>, names: &[Box<[u8]>]) {
+    let mut arr = Vec::with_capacity(2 + names.len() * 16);
+    arr.push(b'{');
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            arr.push(b',');
+        }
+        arr.push(b'"');
+        arr.extend(
+            n.iter()
+                .filter(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'.'),
+        );
+        arr.push(b'"');
+    }
+    arr.push(b'}');
+    bind(out, b"", CAPTURE_NAME, &[Some(&arr)]);
+    execute(out);
+}
+
+fn hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(HEX[usize::from(b >> 4)]);
+        out.push(HEX[usize::from(b & 0xf)]);
+    }
+}
+
+fn from_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(b"pg_catalog.convert_from(pg_catalog.decode('");
+    hex(out, bytes);
+    out.extend_from_slice(b"', 'hex'), 'UTF8')");
+}
+
+/// The settings replay (S-5): one Query that brings a reader connection opened with the
+/// session's startup parameters to the writer's state — settings, then session
+/// authorization, then role (each `set_config` call its own statement, in that order).
+/// Names and values travel hex-encoded. Returns the number of statements (0: nothing).
+pub fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
+    if s.is_empty() {
+        return 0;
+    }
+    let mut n = 0u16;
+    encode::message(out, tag::QUERY, |o| {
+        let mut one = |o: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+            o.extend_from_slice(b"SELECT pg_catalog.set_config(");
+            from_hex(o, name);
+            o.extend_from_slice(b", ");
+            from_hex(o, value);
+            o.extend_from_slice(b", false); ");
+            n += 1;
+        };
+        for (name, value) in s.iter() {
+            one(o, name, value);
+        }
+        if let Some(a) = &s.authorization {
+            one(o, b"session_authorization", a);
+        }
+        if let Some(r) = &s.role {
+            one(o, b"role", r);
+        }
+        o.push(0);
+    });
+    n
+}
+
+/// W-7's page-boundary rule: an insert position just past a page header (offset 24 in a WAL
+/// page, 40 at the start of a segment) is that page's start — the last record ended exactly at
+/// the boundary, and a standby's replay position stays there until more WAL arrives.
+pub fn probe_position(lsn: Lsn, block: u64, segment: u64) -> Lsn {
+    let l = lsn.0;
+    if block == 0 || segment == 0 {
+        return lsn;
+    }
+    if l % segment == 40 && l >= 40 {
+        return Lsn(l - 40);
+    }
+    if l % block == 24 && l % segment != 24 && l >= 24 {
+        return Lsn(l - 24);
+    }
+    lsn
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::encode;
+
+    fn client(sql: &str) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode::query(&mut v, &[sql.as_bytes()]);
+        v
+    }
+
+    #[test]
+    fn w4_wrapper_bytes_are_exact() {
+        let mut out = Vec::new();
+        let h = Hidden {
+            wait: Some(Wait {
+                mode: "strict",
+                timeout_ms: 500,
+                lsn: 97_500_059_720,
+                wait_for_statement: false,
+            }),
+            ..Hidden::default()
+        };
+        let n = build_query(
+            &mut out,
+            &h,
+            &client("SELECT status FROM orders WHERE id = 42"),
+        );
+        assert_eq!(n, 3);
+        let mut expect = Vec::new();
+        encode::query(
+            &mut expect,
+            &[b"SET polar_consistency_mode = 'strict'; SET polar_proxy_wait_timeout_ms = 500; SET polar_xact_split_wait_lsn = '97500059720'; SELECT status FROM orders WHERE id = 42"],
+        );
+        assert_eq!(out, expect);
+    }
+
+    #[test]
+    fn w4_split_order_is_xids_mode_timeout_lsn() {
+        let mut out = Vec::new();
+        let h = Hidden {
+            import: Some("1,1234,5678"),
+            wait: Some(Wait {
+                mode: "strict",
+                timeout_ms: 5000,
+                lsn: 97_500_059_720,
+                wait_for_statement: false,
+            }),
+            ..Hidden::default()
+        };
+        assert_eq!(build_query(&mut out, &h, &client("SELECT 1")), 4);
+        let s = String::from_utf8_lossy(&out[5..out.len() - 1]).into_owned();
+        assert_eq!(
+            s,
+            "SET polar_xact_split_xids = '1,1234,5678'; SET polar_consistency_mode = 'strict'; SET polar_proxy_wait_timeout_ms = 5000; SET polar_xact_split_wait_lsn = '97500059720'; SELECT 1"
+        );
+    }
+
+    #[test]
+    fn pg19_wait_for_lsn_statement() {
+        let mut out = Vec::new();
+        let h = Hidden {
+            wait: Some(Wait {
+                mode: "strict",
+                timeout_ms: 1000,
+                lsn: 97_500_059_720,
+                wait_for_statement: true,
+            }),
+            ..Hidden::default()
+        };
+        assert_eq!(build_query(&mut out, &h, &client("SELECT 1")), 1);
+        assert_eq!(
+            &out[5..out.len() - 1],
+            b"WAIT FOR LSN '16/B374D848' WITH (TIMEOUT '1000ms'); SELECT 1"
+        );
+    }
+
+    #[test]
+    fn no_hidden_statements_is_the_client_message() {
+        let mut out = Vec::new();
+        let c = client("SELECT 1");
+        assert_eq!(build_query(&mut out, &Hidden::default(), &c), 0);
+        assert_eq!(out, c);
+        let mut out = Vec::new();
+        assert_eq!(build_hidden_pbe(&mut out, &Hidden::default()), 0);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn reset_comes_first() {
+        let h = Hidden {
+            reset: true,
+            ..Hidden::default()
+        };
+        let mut out = Vec::new();
+        assert_eq!(build_query(&mut out, &h, &client("SELECT 1")), 1);
+        assert_eq!(
+            &out[5..out.len() - 1],
+            b"SET polar_xact_split_xids = ''; SELECT 1"
+        );
+    }
+
+    #[test]
+    fn s5_settings_replay_is_hex_and_ordered() {
+        let mut s = SessionSettings::default();
+        s.replace(
+            vec![(b"search_path".to_vec().into(), b"a'; DROP".to_vec().into())],
+            Some(b"ru".to_vec().into()),
+            Some(b"rr".to_vec().into()),
+        );
+        let mut out = Vec::new();
+        assert_eq!(settings_query(&mut out, &s), 3);
+        let text = String::from_utf8(out[5..out.len() - 1].to_vec()).unwrap();
+        // Only hex digits from captured data; authorization before role, settings first.
+        assert!(!text.contains("DROP"));
+        let sp = text
+            .find(
+                &"search_path"
+                    .bytes()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>(),
+            )
+            .unwrap();
+        let auth = text
+            .find(
+                &"session_authorization"
+                    .bytes()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>(),
+            )
+            .unwrap();
+        let role = text.rfind("'726f6c65'").unwrap();
+        assert!(sp < auth && auth < role, "{text}");
+        assert_eq!(text.matches("SELECT pg_catalog.set_config(").count(), 3);
+        let mut none = Vec::new();
+        assert_eq!(settings_query(&mut none, &SessionSettings::default()), 0);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn w7_page_boundary_rule() {
+        let (b, g) = (8192, 16 << 20);
+        assert_eq!(probe_position(Lsn(8192 + 24), b, g), Lsn(8192));
+        assert_eq!(probe_position(Lsn((16 << 20) + 40), b, g), Lsn(16 << 20));
+        assert_eq!(
+            probe_position(Lsn((16 << 20) + 24), b, g),
+            Lsn((16 << 20) + 24)
+        );
+        assert_eq!(probe_position(Lsn(8192 + 25), b, g), Lsn(8192 + 25));
+        assert_eq!(probe_position(Lsn(100), b, g), Lsn(100));
+    }
+
+    #[test]
+    fn e3_hidden_pbe_shape() {
+        let mut out = Vec::new();
+        pbe(&mut out, b"SET polar_consistency_mode = 'strict'");
+        let tags: Vec<u8> = {
+            let mut v = Vec::new();
+            let mut i = 0;
+            while i < out.len() {
+                v.push(out[i]);
+                let len = u32::from_be_bytes(out[i + 1..i + 5].try_into().unwrap()) as usize;
+                i += 1 + len;
+            }
+            v
+        };
+        assert_eq!(tags, b"PBE");
+    }
+}

@@ -1,0 +1,358 @@
+//! A reader's answers: the client's part is forwarded — or held until its result begins, so a
+//! failure before then can still be retried (F-3) — everything hidden is swallowed, failures
+//! are classified and recovered from (F-1…F-3), and each ReadyForQuery tells how far the reader
+//! has replayed (P-6).
+
+use super::backend::Disp;
+use super::response::{Answer, Kind as AKind, Req, Unexpected, Who};
+use super::*;
+use crate::cluster::stats::Counter;
+use crate::policy::ErrorFacts;
+use crate::protocol::backend::{BackendMessage, ErrorFields};
+use crate::protocol::{LsnField, Rfq};
+
+impl Session {
+    pub(super) fn reader_message(
+        &mut self,
+        conn: ConnId,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+        answer: Result<Answer, Unexpected>,
+    ) {
+        let fatal = matches!(msg, BackendMessage::ErrorResponse(f) if f.is_fatal());
+        let a = match answer {
+            Ok(a) if a.unit == 0 || self.unit(a.unit).is_some() => a,
+            _ => {
+                // An idle (pinned) reader, or an answer to nothing: nothing it says reaches the
+                // client. A FATAL error means the server closes it.
+                self.apply_disp(conn, t, body, Disp::Discard);
+                if fatal {
+                    self.out.close_backend(conn);
+                    self.engine.conns().forget(conn);
+                    self.reader_lost(conn);
+                } else if !matches!(
+                    msg,
+                    BackendMessage::NoticeResponse(_)
+                        | BackendMessage::ParameterStatus { .. }
+                        | BackendMessage::NotificationResponse { .. }
+                ) {
+                    let _ = self.backend_protocol_error(
+                        conn,
+                        ProtocolError::UnexpectedTag {
+                            tag: t,
+                            side: "server",
+                        },
+                    );
+                }
+                return;
+            }
+        };
+        let id = a.unit;
+        match msg {
+            BackendMessage::ParameterStatus { .. }
+            | BackendMessage::NotificationResponse { .. } => {
+                // P-8: the client sees the writer's session, never a reader's.
+                self.apply_disp(conn, t, body, Disp::Discard);
+            }
+            BackendMessage::ReadyForQuery(rfq) => {
+                self.apply_disp(conn, t, body, Disp::Discard);
+                let done = !self
+                    .backend_index(conn)
+                    .is_some_and(|i| self.backend(i).resp.has_unit(id));
+                if a.who == Who::Settings {
+                    self.replay_done(conn, id);
+                } else if done {
+                    // A batch closed by the engine's own Sync gets no RFQ for the client (it
+                    // sent no Sync).
+                    self.reader_unit_rfq(conn, id, rfq, a.who == Who::Client);
+                }
+            }
+            BackendMessage::ErrorResponse(f) => {
+                let extended = !matches!(
+                    a.req,
+                    Some(Req::Query { .. } | Req::Sync | Req::Startup | Req::FunctionCall) | None
+                );
+                if let (Some(i), AKind::Error { skipped }, true) =
+                    (self.backend_index(conn), a.kind, extended)
+                {
+                    if a.req == Some(Req::Parse) {
+                        self.parse_failed(i, id, skipped);
+                    } else {
+                        self.parses_skipped(i, id);
+                    }
+                }
+                self.reader_error(conn, id, a, t, body, f);
+            }
+            BackendMessage::NoticeResponse(f) => {
+                let d = if !a.who.is_client() || self.unit_failed(id) {
+                    Disp::Discard
+                } else {
+                    if policy::is_wait_timeout_marker(f.detail(), f.routine()) {
+                        // W-5: a best-effort timeout; stale rows follow, the client is told once.
+                        self.engine.stats().inc(Counter::BestEffortWarnings);
+                    }
+                    self.client_part_disp(id)
+                };
+                self.apply_disp(conn, t, body, d);
+            }
+            _ => {
+                if a.req == Some(Req::Parse) && a.kind == AKind::Done {
+                    if let Some(i) = self.backend_index(conn) {
+                        self.backend_mut(i).parses.pop_front();
+                    }
+                }
+                if !a.who.is_client() || self.unit_failed(id) {
+                    self.apply_disp(conn, t, body, Disp::Discard);
+                    return;
+                }
+                if a.result_begins {
+                    self.result_begins(id);
+                }
+                let d = self.client_part_disp(id);
+                self.apply_disp(conn, t, body, d);
+            }
+        }
+    }
+
+    fn unit_failed(&self, id: u32) -> bool {
+        self.unit(id).is_some_and(|u| u.failure.is_some())
+    }
+
+    /// A client-visible part of a reader unit's answer: held until the result begins (unless
+    /// a Flush released the batch, E-3), then forwarded.
+    fn client_part_disp(&mut self, id: u32) -> Disp {
+        let Some(u) = self.unit_mut(id) else {
+            return Disp::Discard;
+        };
+        if !u.released && !u.result_started {
+            Disp::Hold
+        } else {
+            u.forwarded = true;
+            Disp::Forward
+        }
+    }
+
+    /// An answer the engine gives itself in its place in a reader's stream (E-2).
+    pub(super) fn reader_local_answer(&mut self, id: u32, bytes: &[u8]) {
+        if self.unit_failed(id) {
+            return;
+        }
+        match self.client_part_disp(id) {
+            Disp::Hold => {
+                if self.held.len() + bytes.len() <= MAX_HELD {
+                    self.held.extend_from_slice(bytes);
+                }
+            }
+            _ => self.out.send_client(bytes),
+        }
+    }
+
+    fn reader_error(
+        &mut self,
+        conn: ConnId,
+        id: u32,
+        a: Answer,
+        t: u8,
+        body: &[u8],
+        f: ErrorFields<'_>,
+    ) {
+        let in_hidden = !a.who.is_client();
+        let Some(u) = self.unit_mut(id) else {
+            self.apply_disp(conn, t, body, Disp::Discard);
+            return;
+        };
+        u.saw_error = true;
+        if u.failure.is_some() {
+            // Already failed: the rest of this answer is swallowed.
+            self.apply_disp(conn, t, body, Disp::Discard);
+            if f.is_fatal() {
+                self.out.close_backend(conn);
+                self.engine.conns().forget(conn);
+                self.reader_lost(conn);
+            }
+            return;
+        }
+        let wait_statement = u.wait_statement;
+        let sent_wait = u.decision.wait;
+        let facts = ErrorFacts {
+            sqlstate: f.code().unwrap_or(b""),
+            fatal: f.is_fatal(),
+            detail: f.detail(),
+            routine: f.routine(),
+            in_hidden,
+            hidden_wait_statement: wait_statement,
+        };
+        let class = policy::classify_error(&facts);
+        if class == FailureClass::WaitTimeout {
+            self.engine.stats().inc(Counter::WaitTimeouts);
+        }
+        // A hidden wait statement the server refused: it does not support waits (W-7, F-1).
+        if a.who == Who::Wait && class == FailureClass::ReusableError && sent_wait {
+            if let Some(s) = self
+                .backend_index(conn)
+                .and_then(|i| self.backend(i).server)
+            {
+                if self.engine.mark_waits_unsupported(s) {
+                    self.engine.stats().inc(Counter::WaitsUnsupported);
+                }
+            }
+        }
+        let progress = self.progress(id, in_hidden);
+        let rec = policy::decide(class, &progress, &self.config);
+        let text = format!(
+            "replica error {}: {}",
+            lossy(facts.sqlstate),
+            lossy(f.message().unwrap_or(b""))
+        );
+        let open = self.unit(id).is_some_and(|u| u.open);
+        if let Some(u) = self.unit_mut(id) {
+            u.failure = Some((class, rec));
+            u.failure_text = Some(text);
+        }
+        if rec == Recovery::ForwardOriginal {
+            self.flush_held();
+            self.apply_disp(conn, t, body, Disp::Forward);
+            if let Some(u) = self.unit_mut(id) {
+                u.errored = true;
+                u.forwarded = true;
+            }
+        } else {
+            self.apply_disp(conn, t, body, Disp::Discard);
+            if open && !facts.fatal {
+                // The server now skips to a Sync the client has not sent: close the batch to
+                // get its RFQ, then recover.
+                self.close_reader_batch(id, conn);
+            }
+        }
+        if facts.fatal {
+            // No RFQ follows a FATAL error: the connection closes now.
+            self.out.close_backend(conn);
+            self.engine.conns().forget(conn);
+            self.reader_lost(conn);
+        }
+    }
+
+    /// The settings replay on a fresh reader answered (S-5): on success the unit's own messages
+    /// follow; on failure the connection's state is unknown — it is closed, and the unit is
+    /// retried elsewhere.
+    fn replay_done(&mut self, conn: ConnId, id: u32) {
+        let Some(i) = self.backend_index(conn) else {
+            return;
+        };
+        let failed = self.unit(id).is_some_and(|u| u.failure.is_some());
+        self.backend_mut(i).settings_pending = false;
+        if !failed {
+            let needs_reset = self.unit(id).and_then(|u| u.after_replay).unwrap_or(false);
+            self.send_reader_part(id, conn, needs_reset);
+            return;
+        }
+        let (class, rec, text) = match self.unit(id) {
+            Some(u) => match u.failure {
+                Some((c, r)) => (c, r, u.failure_text.clone()),
+                None => return,
+            },
+            None => return,
+        };
+        if let Some(s) = self.backend(i).server {
+            self.engine.readers().end_use(s);
+        }
+        if self.pin.is_some_and(|p| p.conn == conn) {
+            self.pin = None;
+            self.engine.stats().inc(Counter::PinsReleased);
+        }
+        self.hand_back(conn, true);
+        let rec = if rec == Recovery::ForwardOriginal {
+            Recovery::EngineError
+        } else {
+            rec
+        };
+        self.recover(id, class, rec, text);
+    }
+
+    /// The reader's RFQ ends unit `id`'s attempt on it.
+    fn reader_unit_rfq(&mut self, conn: ConnId, id: u32, rfq: Rfq<'_>, client_rfq: bool) {
+        let Some(i) = self.backend_index(conn) else {
+            return;
+        };
+        let Some(u) = self.unit(id) else {
+            return;
+        };
+        let (failure, failure_text, saw_error, generation) =
+            (u.failure, u.failure_text.clone(), u.saw_error, u.generation);
+        let server = self.backend(i).server;
+        let ext = self.backend(i).ext;
+        {
+            let b = self.backend_mut(i);
+            if !saw_error && std::mem::take(&mut b.clean_on_success) {
+                b.dirty = false;
+            }
+            b.clean_on_success = false;
+        }
+        let settings_unknown =
+            std::mem::take(&mut self.backend_mut(i).settings_pending) && saw_error;
+        if let Some(s) = server {
+            self.engine.readers().end_use(s);
+        }
+        match rfq.lsn {
+            LsnField::At(l) => {
+                if let Some(s) = server {
+                    self.engine.reader_rfq_lsn(s, generation, l, self.now);
+                }
+                if let Some(p) = self.pin.as_mut() {
+                    if p.conn == conn {
+                        p.replay = p.replay.max(l);
+                    }
+                }
+                if failure.is_none() && generation == self.lsn.generation {
+                    self.lsn.reader_positioned(l);
+                }
+            }
+            LsnField::Missing if ext.lsn && failure.is_none() => {
+                // P-6: the reader should have reported its position; monotonic reads can no
+                // longer be promised across readers.
+                self.lsn.observed_unknown = true;
+                self.engine.stats().inc(Counter::MissingLsn);
+            }
+            _ => {}
+        }
+        if let Some(s) = server {
+            self.engine.reader_answered(s);
+        }
+        let pinned = self.pin.is_some_and(|p| p.conn == conn);
+        match failure {
+            Some((class, rec)) if rec != Recovery::ForwardOriginal => {
+                // The connection is still usable (not lost): return it, unpinned.
+                if pinned {
+                    self.pin = None;
+                    self.engine.stats().inc(Counter::PinsReleased);
+                }
+                self.hand_back(conn, settings_unknown);
+                self.recover(id, class, rec, failure_text);
+            }
+            Some((class, rec)) => {
+                // The reader's own error was forwarded.
+                if !pinned {
+                    self.hand_back(conn, settings_unknown);
+                } else {
+                    self.release_pin(false);
+                }
+                self.recover(id, class, rec, None);
+            }
+            None => {
+                self.flush_held();
+                if !pinned {
+                    self.hand_back(conn, settings_unknown);
+                }
+                if self.txn.active {
+                    self.engine.stats().inc(Counter::SplitServed);
+                }
+                if client_rfq {
+                    let status = self.writer_status;
+                    self.client_rfq(status);
+                }
+                self.finish_unit(id);
+            }
+        }
+    }
+}

@@ -1,0 +1,602 @@
+//! Response tracking: which backend message answers which request, and whose it is.
+//!
+//! Every request the session sends on a backend connection — the client's own messages and the
+//! engine's hidden ones — is pushed here in wire order. Each backend message is then matched
+//! against the oldest unanswered request ([`Responses::on_message`]), which says whether it is
+//! part of that request's answer, completes it, is an error (and, in the extended protocol, which
+//! later requests the server will skip until its Sync), is the ReadyForQuery that ends a Query or
+//! batch, or is asynchronous (notices, ParameterStatus, notifications may come at any time).
+//!
+//! This module knows the PostgreSQL v3 answer shapes and nothing of routing: the session decides
+//! from the answer's owner and visibility what to forward, swallow or hold. Its table of shapes
+//! is unit-tested below, message by message.
+
+use std::collections::VecDeque;
+
+use crate::protocol::tag;
+
+/// Whose request it is: a client message (its answer is the client's) or one of the engine's
+/// hidden ones (its answer never reaches the client).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Who {
+    Client,
+    /// The LSN wait in front of a reader statement (W-4, E-3).
+    Wait,
+    /// The XID import of a split read (P-5).
+    Import,
+    /// Clearing an XID import left on a pooled reader (P-7).
+    Reset,
+    /// Bringing a reader's session state in line with the writer's (S-5).
+    Settings,
+    /// A statement prepared where a batch runs because it was parsed elsewhere (E-2).
+    Prepare,
+    /// The stock-dialect LSN probe (W-7).
+    Probe,
+    /// The capture of the writer's session state (S-5).
+    Capture,
+    /// The failing statement that aborts the writer's transaction (F-3).
+    Abort,
+    /// A Sync the engine adds to close a batch the client left open (E-1).
+    Sync,
+}
+
+impl Who {
+    pub(crate) fn is_client(self) -> bool {
+        self == Who::Client
+    }
+}
+
+/// The shape of the answer a request gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Req {
+    /// Startup and authentication: everything up to the first ReadyForQuery.
+    Startup,
+    /// A simple Query. Its first `hidden` statements are the engine's (the W-4 wait in front of
+    /// the client's statement): their results, up to the `hidden`-th CommandComplete, are hidden.
+    Query {
+        hidden: u16,
+    },
+    Parse,
+    Bind,
+    /// Describe of a statement: ParameterDescription, then RowDescription or NoData.
+    DescribeStatement,
+    /// Describe of a portal: RowDescription or NoData.
+    DescribePortal,
+    Execute,
+    Close,
+    Sync,
+    /// FunctionCall: FunctionCallResponse (or an error), then ReadyForQuery.
+    FunctionCall,
+    /// A message the engine answers itself, in its place in the stream: the ParseComplete of a
+    /// statement already prepared on a reader, the CloseComplete of a Close the reader does
+    /// not run (E-2). Taken with [`Responses::take_local`] when it reaches the front.
+    Local(u8),
+}
+
+impl Req {
+    /// Requests that end with their own ReadyForQuery.
+    fn ends_with_rfq(self) -> bool {
+        matches!(
+            self,
+            Req::Startup | Req::Query { .. } | Req::Sync | Req::FunctionCall
+        )
+    }
+
+    /// Extended-protocol requests: after an error the server skips them until the next Sync.
+    fn skippable(self) -> bool {
+        matches!(
+            self,
+            Req::Parse
+                | Req::Bind
+                | Req::DescribeStatement
+                | Req::DescribePortal
+                | Req::Execute
+                | Req::Close
+                | Req::Local(_)
+        )
+    }
+}
+
+/// One request waiting for its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Expected {
+    pub req: Req,
+    pub who: Who,
+    /// The unit (client statement or batch) the request belongs to; 0 for engine work that
+    /// belongs to no unit (probe, capture, abort).
+    pub unit: u32,
+}
+
+/// How a backend message relates to the requests in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Asynchronous: NoticeResponse, ParameterStatus or NotificationResponse. It answers
+    /// nothing (a notice belongs to whatever runs now: see [`Answer::who`]).
+    Async,
+    /// Part of the front request's answer (rows, descriptions, COPY traffic, …).
+    Part,
+    /// Completes the front request (ParseComplete, BindComplete, CommandComplete of an
+    /// Execute, …). `first` marks the first message of an Execute's or Query's result
+    /// (the first row, or the completion when there are none).
+    Done,
+    /// An ErrorResponse. In the extended protocol it completes the front request and the server
+    /// skips every request after it up to the next Sync (`skipped` of them were removed). In a
+    /// Query or FunctionCall the request stays until its ReadyForQuery.
+    Error { skipped: u16 },
+    /// The ReadyForQuery that ends the front request (a Query, Sync, FunctionCall or startup).
+    Ready,
+}
+
+/// What [`Responses::on_message`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub kind: Kind,
+    /// The request the message answers (for `Async`: the front request, if any).
+    pub req: Option<Req>,
+    /// Whose answer it is. For a Query with hidden statements in front, the hidden part's
+    /// messages are `Who::Wait`-like: the request's own `who` applies only after them.
+    pub who: Who,
+    pub unit: u32,
+    /// The message is the first of a result (RowDescription of a Query, or the first DataRow /
+    /// completion of an Execute or of the client's part of a Query).
+    pub result_begins: bool,
+}
+
+/// A backend message that no request can explain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Unexpected {
+    pub tag: u8,
+}
+
+/// The requests in flight on one backend connection, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct Responses {
+    queue: VecDeque<Expected>,
+    /// Hidden statements of the front Query still to complete.
+    hidden_left: u16,
+    /// The front request's answer has begun (for `result_begins`).
+    begun: bool,
+    /// The front DescribeStatement got its ParameterDescription.
+    described_params: bool,
+}
+
+impl Responses {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub(crate) fn front(&self) -> Option<&Expected> {
+        self.queue.front()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Expected> {
+        self.queue.iter()
+    }
+
+    /// Whether any request of `unit` is still unanswered.
+    pub(crate) fn has_unit(&self, unit: u32) -> bool {
+        self.queue.iter().any(|e| e.unit == unit)
+    }
+
+    /// Whether a request of this kind of hidden work is in flight.
+    pub(crate) fn has_who(&self, who: Who) -> bool {
+        self.queue.iter().any(|e| e.who == who)
+    }
+
+    pub(crate) fn push(&mut self, req: Req, who: Who, unit: u32) {
+        if self.queue.is_empty() {
+            self.start_front(req);
+        }
+        self.queue.push_back(Expected { req, who, unit });
+    }
+
+    /// Forgets everything (the connection is gone).
+    pub(crate) fn clear(&mut self) {
+        self.queue.clear();
+        self.hidden_left = 0;
+        self.begun = false;
+        self.described_params = false;
+    }
+
+    fn start_front(&mut self, req: Req) {
+        self.hidden_left = match req {
+            Req::Query { hidden } => hidden,
+            _ => 0,
+        };
+        self.begun = false;
+        self.described_params = false;
+    }
+
+    fn pop(&mut self) -> Option<Expected> {
+        let e = self.queue.pop_front();
+        if let Some(next) = self.queue.front() {
+            let r = next.req;
+            self.start_front(r);
+        }
+        e
+    }
+
+    /// The `who` of the front request's current part.
+    fn front_who(&self, e: &Expected) -> Who {
+        if self.hidden_left > 0 {
+            Who::Wait
+        } else {
+            e.who
+        }
+    }
+
+    /// The engine's own answer at the front, if any: the caller sends it as the answer.
+    pub(crate) fn take_local(&mut self) -> Option<(u8, Expected)> {
+        match self.queue.front() {
+            Some(e) => match e.req {
+                Req::Local(t) => {
+                    let e = *e;
+                    self.pop();
+                    Some((t, e))
+                }
+                _ => None,
+            },
+            None => None,
+        }
+    }
+
+    /// Matches one whole backend message (by its type byte) against the requests in flight and
+    /// advances past what it completes.
+    pub(crate) fn on_message(&mut self, t: u8) -> Result<Answer, Unexpected> {
+        let front = self.queue.front().copied();
+        if matches!(
+            t,
+            tag::NOTICE_RESPONSE | tag::PARAMETER_STATUS | tag::NOTIFICATION_RESPONSE
+        ) && !matches!(front.map(|e| e.req), Some(Req::Startup))
+        {
+            return Ok(match front {
+                Some(e) => Answer {
+                    kind: Kind::Async,
+                    req: Some(e.req),
+                    who: self.front_who(&e),
+                    unit: e.unit,
+                    result_begins: false,
+                },
+                None => Answer {
+                    kind: Kind::Async,
+                    req: None,
+                    who: Who::Client,
+                    unit: 0,
+                    result_begins: false,
+                },
+            });
+        }
+        let Some(e) = front else {
+            return Err(Unexpected { tag: t });
+        };
+        let who = self.front_who(&e);
+        let answer = |kind, result_begins| Answer {
+            kind,
+            req: Some(e.req),
+            who,
+            unit: e.unit,
+            result_begins,
+        };
+        if t == tag::READY_FOR_QUERY {
+            if !e.req.ends_with_rfq() {
+                return Err(Unexpected { tag: t });
+            }
+            self.pop();
+            return Ok(answer(Kind::Ready, false));
+        }
+        if t == tag::ERROR_RESPONSE {
+            if e.req.skippable() {
+                self.pop();
+                let mut skipped = 0u16;
+                while self.queue.front().is_some_and(|n| n.req.skippable()) {
+                    self.pop();
+                    skipped += 1;
+                }
+                return Ok(answer(Kind::Error { skipped }, false));
+            }
+            // A Query, Sync (an error raised at commit), FunctionCall or startup: its
+            // ReadyForQuery follows. An error in a hidden statement aborts the rest of the Query.
+            self.hidden_left = 0;
+            return Ok(answer(Kind::Error { skipped: 0 }, false));
+        }
+        match e.req {
+            Req::Startup => Ok(answer(Kind::Part, false)),
+            Req::Query { .. } => match t {
+                tag::ROW_DESCRIPTION
+                | tag::DATA_ROW
+                | tag::EMPTY_QUERY_RESPONSE
+                | tag::COPY_IN_RESPONSE
+                | tag::COPY_OUT_RESPONSE
+                | tag::COPY_BOTH_RESPONSE
+                | tag::COPY_DATA
+                | tag::COPY_DONE => {
+                    // A RowDescription comes before the statement runs: the result begins with
+                    // its first row (or completion), which keeps errors raised while it runs
+                    // retryable (F-3).
+                    let begins = who.is_client() && !self.begun && t != tag::ROW_DESCRIPTION;
+                    if begins {
+                        self.begun = true;
+                    }
+                    Ok(answer(Kind::Part, begins))
+                }
+                tag::COMMAND_COMPLETE => {
+                    let begins = who.is_client() && !self.begun;
+                    if self.hidden_left > 0 {
+                        self.hidden_left -= 1;
+                    } else if who.is_client() {
+                        self.begun = true;
+                    }
+                    Ok(answer(Kind::Part, begins))
+                }
+                _ => Err(Unexpected { tag: t }),
+            },
+            Req::Parse => self.complete_if(t == tag::PARSE_COMPLETE, t, answer(Kind::Done, false)),
+            Req::Bind => self.complete_if(t == tag::BIND_COMPLETE, t, answer(Kind::Done, false)),
+            Req::Close => self.complete_if(t == tag::CLOSE_COMPLETE, t, answer(Kind::Done, false)),
+            Req::DescribeStatement => match t {
+                tag::PARAMETER_DESCRIPTION if !self.described_params => {
+                    self.described_params = true;
+                    Ok(answer(Kind::Part, false))
+                }
+                tag::ROW_DESCRIPTION | tag::NO_DATA if self.described_params => {
+                    self.pop();
+                    Ok(answer(Kind::Done, false))
+                }
+                _ => Err(Unexpected { tag: t }),
+            },
+            Req::DescribePortal => self.complete_if(
+                matches!(t, tag::ROW_DESCRIPTION | tag::NO_DATA),
+                t,
+                answer(Kind::Done, false),
+            ),
+            Req::Execute => match t {
+                tag::DATA_ROW
+                | tag::COPY_IN_RESPONSE
+                | tag::COPY_OUT_RESPONSE
+                | tag::COPY_BOTH_RESPONSE
+                | tag::COPY_DATA
+                | tag::COPY_DONE => {
+                    let begins = !self.begun;
+                    self.begun = true;
+                    Ok(answer(Kind::Part, begins))
+                }
+                tag::COMMAND_COMPLETE | tag::EMPTY_QUERY_RESPONSE | tag::PORTAL_SUSPENDED => {
+                    let begins = !self.begun;
+                    self.pop();
+                    Ok(answer(Kind::Done, begins))
+                }
+                _ => Err(Unexpected { tag: t }),
+            },
+            Req::FunctionCall => match t {
+                tag::FUNCTION_CALL_RESPONSE => Ok(answer(Kind::Part, true)),
+                _ => Err(Unexpected { tag: t }),
+            },
+            Req::Sync | Req::Local(_) => Err(Unexpected { tag: t }),
+        }
+    }
+
+    fn complete_if(&mut self, ok: bool, t: u8, a: Answer) -> Result<Answer, Unexpected> {
+        if ok {
+            self.pop();
+            Ok(a)
+        } else {
+            Err(Unexpected { tag: t })
+        }
+    }
+
+    /// The front request, when it is one the server will answer before the connection can
+    /// take a new Query (anything but an idle connection).
+    pub(crate) fn busy(&self) -> bool {
+        !self.queue.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(reqs: &[(Req, Who, u32)]) -> Responses {
+        let mut r = Responses::default();
+        for &(q, w, u) in reqs {
+            r.push(q, w, u);
+        }
+        r
+    }
+
+    /// Feeds tags; returns (kind, who, unit, begins) per message, or the unexpected tag.
+    fn feed(r: &mut Responses, tags: &str) -> Vec<Result<(Kind, Who, u32, bool), u8>> {
+        tags.bytes()
+            .map(|t| {
+                r.on_message(t)
+                    .map(|a| (a.kind, a.who, a.unit, a.result_begins))
+                    .map_err(|u| u.tag)
+            })
+            .collect()
+    }
+
+    use Kind::*;
+    use Who::*;
+
+    #[test]
+    fn startup_takes_everything_until_rfq() {
+        let mut r = with(&[(Req::Startup, Client, 0)]);
+        let got = feed(&mut r, "RSSKNZ");
+        assert!(got[..5]
+            .iter()
+            .all(|g| matches!(g, Ok((Part, Client, 0, _)))));
+        assert_eq!(got[5], Ok((Ready, Client, 0, false)));
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn simple_query_with_hidden_prefix() {
+        // Three hidden SETs (W-4), then the client's SELECT.
+        let mut r = with(&[(Req::Query { hidden: 3 }, Client, 7)]);
+        let got = feed(&mut r, "CCCNTDDCZ");
+        assert_eq!(got[0], Ok((Part, Wait, 7, false)));
+        assert_eq!(got[2], Ok((Part, Wait, 7, false)));
+        // A notice after the hidden part belongs to the client.
+        assert_eq!(got[3], Ok((Async, Client, 7, false)));
+        // The RowDescription does not begin the result: the first row does.
+        assert_eq!(got[4], Ok((Part, Client, 7, false)));
+        assert_eq!(got[5], Ok((Part, Client, 7, true)));
+        assert_eq!(got[7], Ok((Part, Client, 7, false)));
+        assert_eq!(got[8], Ok((Ready, Client, 7, false)));
+    }
+
+    #[test]
+    fn notice_inside_hidden_part_is_hidden() {
+        let mut r = with(&[(Req::Query { hidden: 1 }, Client, 1)]);
+        assert_eq!(feed(&mut r, "N")[0], Ok((Async, Wait, 1, false)));
+    }
+
+    #[test]
+    fn error_in_hidden_prefix_aborts_the_query() {
+        let mut r = with(&[(Req::Query { hidden: 3 }, Client, 1)]);
+        let got = feed(&mut r, "CEZ");
+        assert_eq!(got[1], Ok((Error { skipped: 0 }, Wait, 1, false)));
+        assert_eq!(got[2], Ok((Ready, Client, 1, false)));
+    }
+
+    #[test]
+    fn extended_batch_shapes() {
+        let mut r = with(&[
+            (Req::Parse, Client, 1),
+            (Req::Bind, Client, 1),
+            (Req::DescribePortal, Client, 1),
+            (Req::Execute, Client, 1),
+            (Req::Sync, Client, 1),
+        ]);
+        let got = feed(&mut r, "12TDDCZ");
+        assert_eq!(got[0], Ok((Done, Client, 1, false)));
+        assert_eq!(got[1], Ok((Done, Client, 1, false)));
+        assert_eq!(got[2], Ok((Done, Client, 1, false)));
+        assert_eq!(got[3], Ok((Part, Client, 1, true)));
+        assert_eq!(got[4], Ok((Part, Client, 1, false)));
+        assert_eq!(got[5], Ok((Done, Client, 1, false)));
+        assert_eq!(got[6], Ok((Ready, Client, 1, false)));
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn describe_statement_needs_parameters_first() {
+        let mut r = with(&[(Req::DescribeStatement, Client, 1), (Req::Sync, Client, 1)]);
+        assert_eq!(
+            feed(&mut r, "tn"),
+            vec![Ok((Part, Client, 1, false)), Ok((Done, Client, 1, false))]
+        );
+        let mut r = with(&[(Req::DescribeStatement, Client, 1)]);
+        assert_eq!(feed(&mut r, "T"), vec![Err(b'T')]);
+    }
+
+    #[test]
+    fn execute_without_rows_begins_at_its_completion() {
+        let mut r = with(&[(Req::Execute, Client, 1), (Req::Execute, Client, 1)]);
+        let got = feed(&mut r, "CsDC");
+        assert_eq!(got[0], Ok((Done, Client, 1, true)));
+        // PortalSuspended ends a row-limited Execute.
+        let mut r = with(&[(Req::Execute, Client, 1)]);
+        assert_eq!(feed(&mut r, "Ds")[1], Ok((Done, Client, 1, false)));
+        assert_eq!(got[1], Ok((Done, Client, 1, true)));
+    }
+
+    #[test]
+    fn error_skips_to_sync_and_only_that_batch() {
+        let mut r = with(&[
+            (Req::Parse, Wait, 1),
+            (Req::Bind, Wait, 1),
+            (Req::Execute, Wait, 1),
+            (Req::Parse, Client, 1),
+            (Req::Bind, Client, 1),
+            (Req::Execute, Client, 1),
+            (Req::Sync, Client, 1),
+            (Req::Parse, Client, 2),
+            (Req::Sync, Client, 2),
+        ]);
+        let got = feed(&mut r, "12E");
+        assert_eq!(got[2], Ok((Error { skipped: 3 }, Wait, 1, false)));
+        assert_eq!(r.front().map(|e| e.req), Some(Req::Sync));
+        let got = feed(&mut r, "Z1Z");
+        assert_eq!(got[0], Ok((Ready, Client, 1, false)));
+        assert_eq!(got[1], Ok((Done, Client, 2, false)));
+        assert_eq!(got[2], Ok((Ready, Client, 2, false)));
+    }
+
+    #[test]
+    fn async_messages_answer_nothing() {
+        let mut r = with(&[(Req::Execute, Client, 3)]);
+        assert_eq!(feed(&mut r, "A")[0], Ok((Async, Client, 3, false)));
+        assert_eq!(r.len(), 1);
+        let mut idle = Responses::default();
+        assert_eq!(feed(&mut idle, "AS")[1], Ok((Async, Client, 0, false)));
+        assert_eq!(feed(&mut idle, "C"), vec![Err(b'C')]);
+    }
+
+    #[test]
+    fn function_call_and_copy() {
+        let mut r = with(&[(Req::FunctionCall, Client, 1)]);
+        assert_eq!(feed(&mut r, "VZ")[1], Ok((Ready, Client, 1, false)));
+        let mut r = with(&[(Req::Query { hidden: 0 }, Client, 1)]);
+        let got = feed(&mut r, "GCZ");
+        assert_eq!(got[0], Ok((Part, Client, 1, true)));
+        let mut r = with(&[(Req::Query { hidden: 0 }, Client, 1)]);
+        assert_eq!(
+            feed(&mut r, "Hdd"),
+            vec![
+                Ok((Part, Client, 1, true)),
+                Ok((Part, Client, 1, false)),
+                Ok((Part, Client, 1, false))
+            ]
+        );
+    }
+
+    #[test]
+    fn wrong_answers_are_unexpected() {
+        let mut r = with(&[(Req::Parse, Client, 1)]);
+        assert_eq!(feed(&mut r, "2"), vec![Err(b'2')]);
+        let mut r = with(&[(Req::Sync, Client, 1)]);
+        assert_eq!(feed(&mut r, "C"), vec![Err(b'C')]);
+        let mut r = with(&[(Req::Execute, Client, 1)]);
+        assert_eq!(feed(&mut r, "Z"), vec![Err(b'Z')]);
+    }
+
+    #[test]
+    fn local_answers_wait_their_turn_and_are_skipped_after_errors() {
+        let mut r = with(&[
+            (Req::Bind, Client, 1),
+            (Req::Local(b'1'), Client, 1),
+            (Req::Execute, Client, 1),
+            (Req::Sync, Client, 1),
+        ]);
+        assert_eq!(r.take_local(), None);
+        feed(&mut r, "2");
+        assert_eq!(r.take_local().map(|(t, _)| t), Some(b'1'));
+        let mut r = with(&[
+            (Req::Bind, Client, 1),
+            (Req::Local(b'3'), Client, 1),
+            (Req::Sync, Client, 1),
+        ]);
+        assert_eq!(
+            feed(&mut r, "E")[0],
+            Ok((Error { skipped: 1 }, Client, 1, false))
+        );
+        assert_eq!(r.take_local(), None);
+    }
+
+    #[test]
+    fn hidden_requests_keep_their_owner() {
+        let mut r = with(&[
+            (Req::Parse, Probe, 0),
+            (Req::Bind, Probe, 0),
+            (Req::Execute, Probe, 0),
+            (Req::Sync, Probe, 0),
+        ]);
+        let got = feed(&mut r, "12DCZ");
+        assert!(got.iter().all(|g| matches!(g, Ok((_, Probe, 0, _)))));
+        assert!(r.is_empty());
+    }
+}

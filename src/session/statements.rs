@@ -1,0 +1,196 @@
+//! Prepared statements (SPEC E-2): what the client parsed, and what each backend connection has
+//! prepared.
+//!
+//! On the writer — the client's own connection — a client statement lives under the client's
+//! name. On readers every client statement, the unnamed one included, lives under an
+//! engine-chosen name derived from its text and parameter types (`polarsplit_s_<hash>`), so two
+//! sessions that share a pooled reader can never collide, and a statement one session prepared
+//! there serves the next session that parses the same text. What a reader connection has
+//! prepared travels with it in the pool (the engine keeps it by connection id, see
+//! `Engine::take_conn_statements`); a connection opened afresh has nothing prepared.
+
+use std::collections::HashMap;
+
+use crate::classify::Classification;
+pub(crate) use crate::cluster::conns::ConnStatements;
+
+/// Prefix of every statement name the engine creates on a backend connection. Documented and
+/// reserved: the probe and the capture use it on the writer (W-7, S-5).
+pub(crate) const ENGINE_PREFIX: &[u8] = b"polarsplit_";
+
+/// The engine's name for a client statement on readers.
+pub(crate) fn engine_name(hash: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"polarsplit_s_");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for i in (0..16).rev() {
+        out.push(HEX[((hash >> (i * 4)) & 0xf) as usize]);
+    }
+}
+
+/// FNV-1a over the statement's text and parameter types (the part of a Parse after the name):
+/// equal statements get equal engine names in every process.
+pub(crate) fn statement_hash(rest: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in rest {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A Parse in flight on a backend connection (the client's, or a hidden one), in wire order:
+/// if the server refuses or skips it, what it was to create is undone.
+#[derive(Clone, Debug)]
+pub(crate) struct ParseNote {
+    pub unit: u32,
+    /// The client's name for the statement.
+    pub name: Box<[u8]>,
+    /// The engine name's hash (readers; 0 on the writer).
+    pub hash: u64,
+    pub who: super::response::Who,
+}
+
+/// One statement the client parsed.
+#[derive(Clone, Debug)]
+pub(crate) struct ClientStmt {
+    /// The Parse body after the name: query string, NUL, parameter types.
+    pub rest: Box<[u8]>,
+    pub hash: u64,
+    pub class: Option<Classification>,
+    /// It exists on the writer connection under the client's name.
+    pub on_writer: bool,
+    used: u64,
+}
+
+/// The client's statements by name (`""` is the unnamed one), bounded (E-2).
+#[derive(Debug, Default)]
+pub(crate) struct ClientStatements {
+    map: HashMap<Box<[u8]>, ClientStmt>,
+    clock: u64,
+}
+
+impl ClientStatements {
+    pub fn get(&mut self, name: &[u8]) -> Option<&ClientStmt> {
+        self.clock += 1;
+        let clock = self.clock;
+        let s = self.map.get_mut(name)?;
+        s.used = clock;
+        Some(s)
+    }
+
+    pub fn peek(&self, name: &[u8]) -> Option<&ClientStmt> {
+        self.map.get(name)
+    }
+
+    pub fn contains(&self, name: &[u8]) -> bool {
+        self.map.contains_key(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether a new statement can be tracked without forgetting one that exists only on
+    /// readers (those are kept: forgetting one would lose it for the client).
+    pub fn has_room(&self, limit: usize) -> bool {
+        self.map.len() < limit || self.map.values().any(|s| s.on_writer)
+    }
+
+    /// Tracks a statement the client parsed (replacing one of the same name). Beyond `limit`
+    /// the least recently used statement that also exists on the writer is forgotten.
+    pub fn insert(
+        &mut self,
+        name: &[u8],
+        rest: &[u8],
+        class: Option<Classification>,
+        on_writer: bool,
+        limit: usize,
+    ) {
+        self.clock += 1;
+        if !self.map.contains_key(name) && self.map.len() >= limit {
+            let victim = self
+                .map
+                .iter()
+                .filter(|(_, s)| s.on_writer)
+                .min_by_key(|(_, s)| s.used)
+                .map(|(n, _)| n.clone());
+            if let Some(v) = victim {
+                self.map.remove(&v);
+            }
+        }
+        self.map.insert(
+            name.into(),
+            ClientStmt {
+                rest: rest.into(),
+                hash: statement_hash(rest),
+                class,
+                on_writer,
+                used: self.clock,
+            },
+        );
+    }
+
+    pub fn set_on_writer(&mut self, name: &[u8]) {
+        if let Some(s) = self.map.get_mut(name) {
+            s.on_writer = true;
+        }
+    }
+
+    pub fn clear_on_writer(&mut self, name: &[u8]) {
+        if let Some(s) = self.map.get_mut(name) {
+            s.on_writer = false;
+        }
+    }
+
+    pub fn remove(&mut self, name: &[u8]) -> Option<ClientStmt> {
+        self.map.remove(name)
+    }
+
+    /// Whether any client statement lives on the writer connection (it must stay bound to the
+    /// client, S-4).
+    pub fn any_on_writer(&self) -> bool {
+        self.map.values().any(|s| s.on_writer)
+    }
+
+    /// `DISCARD ALL` / `DEALLOCATE ALL`.
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e2_engine_names_depend_on_text_and_types_only() {
+        let a = statement_hash(b"SELECT $1\0\0\x01\0\0\0\x17");
+        let b = statement_hash(b"SELECT $1\0\0\x01\0\0\0\x19");
+        assert_ne!(a, b);
+        let mut n = Vec::new();
+        engine_name(a, &mut n);
+        assert!(n.starts_with(ENGINE_PREFIX));
+        assert_eq!(n.len(), 13 + 16);
+        let mut m = Vec::new();
+        engine_name(statement_hash(b"SELECT $1\0\0\x01\0\0\0\x17"), &mut m);
+        assert_eq!(n, m);
+    }
+
+    #[test]
+    fn e2_tracking_is_bounded_and_keeps_reader_only_statements() {
+        let mut s = ClientStatements::default();
+        s.insert(b"a", b"SELECT 1\0\0\0", None, false, 2);
+        s.insert(b"b", b"SELECT 2\0\0\0", None, true, 2);
+        assert!(s.has_room(2));
+        s.insert(b"c", b"SELECT 3\0\0\0", None, true, 2);
+        // `b` (on the writer, least recently used) was forgotten; `a` exists only on readers.
+        assert!(s.contains(b"a") && !s.contains(b"b") && s.contains(b"c"));
+        s.get(b"c");
+        s.set_on_writer(b"a");
+        s.insert(b"d", b"SELECT 4\0\0\0", None, false, 2);
+        assert!(!s.contains(b"a") && s.contains(b"c") && s.contains(b"d"));
+        s.remove(b"c");
+        s.insert(b"e", b"SELECT 5\0\0\0", None, false, 2);
+        assert!(!s.has_room(2), "full of reader-only statements");
+    }
+}

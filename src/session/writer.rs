@@ -1,0 +1,619 @@
+//! The writer's answers: the client's statements (forwarded), the engine's hidden work (the
+//! probe, the capture, the abort — swallowed), asynchronous messages (passed on), and what each
+//! ReadyForQuery means for the session's LSN, transaction and statement state (P-6, S-3).
+
+use super::backend::Disp;
+use super::hidden;
+use super::response::{Answer, Kind as AKind, Req, Unexpected, Who};
+use super::state::Known;
+use super::*;
+use crate::classify::Kind;
+use crate::cluster::stats::Counter;
+use crate::protocol::backend::BackendMessage;
+use crate::protocol::{LsnField, Rfq, XidList};
+
+/// The LSN in the probe's single-column DataRow (`X/Y` text).
+fn probe_value(body: &[u8]) -> Option<Lsn> {
+    let ncols = u16::from_be_bytes([*body.first()?, *body.get(1)?]);
+    if ncols != 1 {
+        return None;
+    }
+    let len = i32::from_be_bytes(body.get(2..6)?.try_into().ok()?);
+    let len = usize::try_from(len).ok()?;
+    let text = std::str::from_utf8(body.get(6..6 + len)?).ok()?;
+    Lsn::parse_text(text).filter(|l| !l.is_zero())
+}
+
+/// The columns of a DataRow (`None` for SQL NULL), bounded.
+fn row_columns(body: &[u8]) -> Option<Vec<Option<&[u8]>>> {
+    let n = u16::from_be_bytes([*body.first()?, *body.get(1)?]) as usize;
+    let mut out = Vec::with_capacity(n.min(8));
+    let mut pos = 2;
+    for _ in 0..n {
+        let len = i32::from_be_bytes(body.get(pos..pos + 4)?.try_into().ok()?);
+        pos += 4;
+        if len < 0 {
+            out.push(None);
+            continue;
+        }
+        let len = len as usize;
+        out.push(Some(body.get(pos..pos + len)?));
+        pos += len;
+    }
+    Some(out)
+}
+
+fn unhex(h: &[u8]) -> Option<Box<[u8]>> {
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    let v = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    h.chunks(2)
+        .map(|p| Some(v(p[0])? << 4 | v(p[1])?))
+        .collect::<Option<Vec<u8>>>()
+        .map(Into::into)
+}
+
+/// Most rows a capture may answer with.
+const MAX_CAPTURE_ROWS: usize = 2048;
+
+impl Session {
+    pub(super) fn writer_message(
+        &mut self,
+        conn: ConnId,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+        answer: Result<Answer, Unexpected>,
+    ) -> Result<(), SessionError> {
+        if matches!(msg, BackendMessage::ReadyForQuery(_))
+            && self.client_streaming == Some(Some(conn))
+        {
+            // A server answers a request only once it has read it whole: engine-built bytes
+            // sent now (a probe, a retry) would land inside the client's message.
+            return self.backend_protocol_error(
+                conn,
+                ProtocolError::Malformed {
+                    tag: t,
+                    what: "ReadyForQuery before the client's message ended",
+                },
+            );
+        }
+        let fatal = matches!(msg, BackendMessage::ErrorResponse(f) if f.is_fatal());
+        let a = match answer {
+            Ok(a) => a,
+            Err(_) if fatal => {
+                // e.g. administrator shutdown on an idle connection: the client hears it, the
+                // session ends.
+                self.apply_disp(conn, t, body, Disp::Forward);
+                self.close_all();
+                return Ok(());
+            }
+            Err(u) => {
+                return self.backend_protocol_error(
+                    conn,
+                    ProtocolError::UnexpectedTag {
+                        tag: u.tag,
+                        side: "server",
+                    },
+                )
+            }
+        };
+        if a.kind == AKind::Async {
+            let hidden_notice =
+                matches!(msg, BackendMessage::NoticeResponse(_)) && !a.who.is_client();
+            let d = if hidden_notice {
+                // Notices raised by the engine's own statements never reach the client.
+                Disp::Discard
+            } else if self.reader_in_flight() {
+                Disp::HoldWriter
+            } else {
+                Disp::Forward
+            };
+            self.apply_disp(conn, t, body, d);
+            return Ok(());
+        }
+        if a.req == Some(Req::Startup) {
+            return self.writer_startup_message(conn, t, body, msg, a);
+        }
+        match a.who {
+            Who::Client | Who::Prepare => self.writer_client_message(conn, t, body, msg, a),
+            Who::Probe | Who::Capture => self.writer_learning_message(conn, t, body, msg, a),
+            Who::Abort => {
+                match msg {
+                    BackendMessage::ReadyForQuery(rfq) => {
+                        self.apply_disp(conn, t, body, Disp::Discard);
+                        self.writer_status = rfq.status;
+                        if rfq.status == TxStatus::Failed {
+                            self.txn.failed = true;
+                        }
+                        self.update_txn_marker(&rfq);
+                        self.client_rfq(rfq.status);
+                        self.finish_unit(a.unit);
+                    }
+                    _ if fatal => {
+                        self.apply_disp(conn, t, body, Disp::Forward);
+                        self.close_all();
+                    }
+                    _ => self.apply_disp(conn, t, body, Disp::Discard),
+                }
+                Ok(())
+            }
+            _ => {
+                // No other hidden work runs on the writer.
+                self.apply_disp(conn, t, body, Disp::Discard);
+                Ok(())
+            }
+        }
+    }
+
+    fn writer_startup_message(
+        &mut self,
+        conn: ConnId,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+        a: Answer,
+    ) -> Result<(), SessionError> {
+        match msg {
+            BackendMessage::ReadyForQuery(rfq) => {
+                self.phase = Phase::Ready;
+                if self.settings.login_authorization.is_none() {
+                    // Servers before 14 do not report it: the login user is the session user.
+                    self.settings.login_authorization =
+                        self.startup.as_ref().map(|s| s.user.clone().into());
+                }
+                self.writer_status = rfq.status;
+                // The session has observed nothing yet: the writer's position only informs
+                // `global` mode.
+                if let LsnField::At(l) = rfq.lsn {
+                    self.engine
+                        .observe_writer_lsn(self.writer_hostgroup, self.lsn.generation, l);
+                }
+                self.writer_rfq_to_client(conn, body, rfq);
+                self.pump(None);
+            }
+            BackendMessage::BackendKeyData { pid, secret } => {
+                self.backend_key = Some((pid, secret.into()));
+                self.apply_disp(conn, t, body, Disp::Forward);
+            }
+            BackendMessage::ParameterStatus { name, value } => {
+                if name == b"session_authorization" {
+                    self.settings.login_authorization = Some(value.into());
+                }
+                self.apply_disp(conn, t, body, Disp::Forward);
+            }
+            BackendMessage::ErrorResponse(f) if f.is_fatal() => {
+                // Authentication failed: the client gets the server's own error.
+                self.apply_disp(conn, t, body, Disp::Forward);
+                self.close_all();
+            }
+            _ => self.apply_disp(conn, t, body, Disp::Forward),
+        }
+        let _ = a;
+        Ok(())
+    }
+
+    /// An answer to the client's own messages (or to a hidden Parse standing in for one).
+    fn writer_client_message(
+        &mut self,
+        conn: ConnId,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+        a: Answer,
+    ) -> Result<(), SessionError> {
+        let id = a.unit;
+        match (a.kind, msg) {
+            (AKind::Ready, BackendMessage::ReadyForQuery(rfq)) => {
+                self.writer_unit_rfq(id, conn, body, rfq);
+            }
+            (AKind::Error { skipped }, BackendMessage::ErrorResponse(f)) => {
+                if let Some(u) = self.unit_mut(id) {
+                    u.errored = true;
+                    u.saw_error = true;
+                }
+                if a.req == Some(Req::Parse) {
+                    self.parse_failed(0, id, skipped);
+                } else {
+                    self.parses_skipped(0, id);
+                }
+                self.apply_disp(conn, t, body, Disp::Forward);
+                if f.is_fatal() {
+                    self.close_all();
+                    return Ok(());
+                }
+                self.writer_unit_maybe_done(id);
+            }
+            (AKind::Done, BackendMessage::ParseComplete) => {
+                if let Some(w) = self.writer.as_mut() {
+                    w.parses.pop_front();
+                }
+                let d = if a.who == Who::Prepare {
+                    Disp::Discard
+                } else {
+                    Disp::Forward
+                };
+                self.apply_disp(conn, t, body, d);
+                self.writer_unit_maybe_done(id);
+            }
+            (
+                _,
+                BackendMessage::CopyInResponse { .. } | BackendMessage::CopyBothResponse { .. },
+            ) => {
+                if let Some(u) = self.unit_mut(id) {
+                    u.copy_in = true;
+                }
+                self.apply_disp(conn, t, body, Disp::Forward);
+                self.pump(None);
+            }
+            _ => {
+                self.apply_disp(conn, t, body, Disp::Forward);
+                if a.kind == AKind::Done {
+                    self.writer_unit_maybe_done(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A writer batch closed without a Sync (the client followed it with a Query) is done once
+    /// its last request answered: the Query's RFQ will tell the state.
+    fn writer_unit_maybe_done(&mut self, id: u32) {
+        let done = self
+            .unit(id)
+            .is_some_and(|u| !u.open && u.kind == UnitKind::Batch)
+            && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(id));
+        if done {
+            let execs = self
+                .unit(id)
+                .map(|u| (u.execs.clone(), u.errored))
+                .unwrap_or_default();
+            let was_active = self.txn.active;
+            for c in execs.0.iter().flatten() {
+                self.apply_effects(c, None, !execs.1, was_active);
+            }
+            self.finish_unit(id);
+        }
+    }
+
+    /// A Parse on `backend` (0: the writer) failed: what it was to create does not exist, nor
+    /// do the Parses the server skipped after it.
+    pub(super) fn parse_failed(&mut self, i: usize, id: u32, _skipped: u16) {
+        if self.backend_index_valid(i) {
+            if let Some(n) = self.backend_mut(i).parses.pop_front() {
+                self.undo_parse(i, &n);
+            }
+        }
+        self.parses_skipped(i, id);
+    }
+
+    /// The server skipped the rest of unit `id`'s batch: its Parses never ran.
+    pub(super) fn parses_skipped(&mut self, i: usize, id: u32) {
+        if !self.backend_index_valid(i) {
+            return;
+        }
+        let skipped: Vec<statements::ParseNote> = {
+            let b = self.backend_mut(i);
+            let (gone, keep): (Vec<_>, Vec<_>) = b.parses.drain(..).partition(|n| n.unit == id);
+            b.parses.extend(keep);
+            gone
+        };
+        for n in &skipped {
+            self.undo_parse(i, n);
+        }
+    }
+
+    fn backend_index_valid(&self, i: usize) -> bool {
+        if i == 0 {
+            self.writer.is_some()
+        } else {
+            i <= self.readers.len()
+        }
+    }
+
+    fn undo_parse(&mut self, i: usize, n: &statements::ParseNote) {
+        match (i, n.who) {
+            (0, Who::Client) | (_, Who::Client) => {
+                self.statements.remove(&n.name);
+                if i > 0 {
+                    self.backend_mut(i).prepared.forget(n.hash);
+                }
+            }
+            (0, _) => {
+                // The hidden Parse standing in for the client's statement failed: it does not
+                // exist on the writer after all.
+                self.statements.clear_on_writer(&n.name);
+            }
+            (_, _) => self.backend_mut(i).prepared.forget(n.hash),
+        }
+    }
+
+    /// The probe's and the capture's answers: swallowed, and learned from (W-7, S-5).
+    fn writer_learning_message(
+        &mut self,
+        conn: ConnId,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+        a: Answer,
+    ) -> Result<(), SessionError> {
+        match msg {
+            BackendMessage::DataRow { .. } if a.who == Who::Probe => {
+                self.probe_lsn = probe_value(body);
+            }
+            BackendMessage::DataRow { .. } => {
+                // Capture rows: (kind, name hex, value hex).
+                let row = row_columns(body).and_then(|cols| match cols.as_slice() {
+                    [Some(k), Some(n), Some(v)] => Some((
+                        k.first().copied().unwrap_or(b'0').wrapping_sub(b'0'),
+                        unhex(n)?,
+                        unhex(v)?,
+                    )),
+                    _ => None,
+                });
+                match row {
+                    Some(r) if self.capture_rows.len() < MAX_CAPTURE_ROWS => {
+                        self.capture_rows.push(r)
+                    }
+                    _ => self.capture_failed = true,
+                }
+            }
+            BackendMessage::ErrorResponse(f) => {
+                if a.who == Who::Capture || self.settings.known == Known::Capturing {
+                    self.capture_failed = true;
+                }
+                if f.is_fatal() {
+                    self.apply_disp(conn, t, body, Disp::Forward);
+                    self.close_all();
+                    return Ok(());
+                }
+                // A failed Parse of ours: parse again next time.
+                if a.req == Some(Req::Parse) {
+                    if let Some(w) = self.writer.as_mut() {
+                        match a.who {
+                            Who::Probe => w.probe_parsed = false,
+                            _ => w.capture_parsed = false,
+                        }
+                    }
+                }
+                self.engine.stats().inc(Counter::HiddenFailures);
+            }
+            BackendMessage::ReadyForQuery(rfq) => {
+                self.apply_disp(conn, t, body, Disp::Discard);
+                self.writer_status = rfq.status;
+                self.learned(rfq);
+                self.pump(None);
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.apply_disp(conn, t, body, Disp::Discard);
+        Ok(())
+    }
+
+    /// The hidden probe/capture batch answered.
+    fn learned(&mut self, _rfq: Rfq<'_>) {
+        if let Some(l) = self.probe_lsn.take() {
+            let l =
+                hidden::probe_position(l, self.config.wal_block_size, self.config.wal_segment_size);
+            // Taken after the commit was acknowledged: it bounds the commit from above, so it
+            // is the write's position (W-7).
+            if self.lsn.write_unknown {
+                self.lsn.writer_positioned(l, true);
+                self.write_ack_ms = None;
+                self.engine.stats().inc(Counter::TargetsLearned);
+            }
+            self.engine
+                .observe_writer_lsn(self.writer_hostgroup, self.lsn.generation, l);
+        }
+        if self.settings.known == Known::Capturing {
+            let rows = std::mem::take(&mut self.capture_rows);
+            if self.capture_failed {
+                self.settings.known = Known::Failed;
+                self.engine.stats().inc(Counter::CapturesFailed);
+            } else {
+                let mut entries = Vec::new();
+                let (mut auth, mut role) = (None, None);
+                for (k, n, v) in rows {
+                    match k {
+                        2 => auth = Some(v),
+                        3 => role = Some(v),
+                        _ => entries.push((n, v)),
+                    }
+                }
+                if let Some(i) = entries
+                    .iter()
+                    .find(|(n, _)| n[..].eq_ignore_ascii_case(b"default_transaction_isolation"))
+                    .and_then(|(_, v)| std::str::from_utf8(v).ok())
+                    .and_then(Isolation::parse)
+                {
+                    self.session_isolation = Some(i);
+                } else {
+                    self.session_isolation =
+                        self.startup.as_ref().and_then(|s| s.default_isolation);
+                }
+                if !self.settings.replace(entries, auth, role) {
+                    self.engine.stats().inc(Counter::CapturesFailed);
+                }
+            }
+            self.capture_failed = false;
+        }
+    }
+
+    /// The writer's RFQ to the client: forwarded when it already is what the client must see,
+    /// otherwise rewritten (P-8: no extended RFQ ever reaches a client that did not ask).
+    pub(super) fn writer_rfq_to_client(&mut self, conn: ConnId, body: &[u8], rfq: Rfq<'_>) {
+        let wants_lsn = self.startup.as_ref().is_some_and(|s| s.client_wants_lsn);
+        if body.len() == 1 && !wants_lsn && self.held_writer.is_empty() {
+            self.out.forward_backend(conn, body.len() + 5);
+        } else {
+            self.out.discard_backend(conn, body.len() + 5);
+            self.client_rfq(rfq.status);
+        }
+    }
+
+    pub(super) fn update_txn_marker(&mut self, rfq: &Rfq<'_>) {
+        if !self.txn.active {
+            return;
+        }
+        self.txn.lsn = rfq.lsn.lsn().unwrap_or(Lsn::ZERO);
+        match rfq.xact {
+            Some(x) => {
+                self.txn.marker = Some(x.marker);
+                match XidList::parse(x.xids) {
+                    Ok(list) => {
+                        self.txn.xids.clear();
+                        self.txn.xids.push_str(list.as_str());
+                    }
+                    Err(_) => {
+                        // W-3: an invalid list makes the transaction unsplittable; never SQL.
+                        self.txn.xids_valid = false;
+                        self.txn.xids.clear();
+                    }
+                }
+            }
+            None => {
+                self.txn.marker = None;
+            }
+        }
+    }
+
+    /// P-6 for the writer's RFQ that ends a client unit.
+    fn writer_unit_rfq(&mut self, id: u32, conn: ConnId, body: &[u8], rfq: Rfq<'_>) {
+        let Some(pos) = self.units.iter().position(|u| u.id == id) else {
+            // An RFQ answering nothing of ours: pass it on.
+            self.writer_rfq_to_client(conn, body, rfq);
+            return;
+        };
+        let (class, execs, errored, sql, begin, probe_after, kind) = {
+            let u = &self.units[pos];
+            (
+                u.class.clone(),
+                u.execs.clone(),
+                u.errored,
+                u.sql.clone(),
+                u.begin,
+                u.probe_after,
+                u.kind,
+            )
+        };
+        let may_write = match kind {
+            UnitKind::Query => class.as_ref().is_none_or(|c| self.unit_may_write(c)),
+            UnitKind::FunctionCall => true,
+            UnitKind::Batch => {
+                execs.is_empty()
+                    || execs
+                        .iter()
+                        .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c)))
+            }
+        };
+        let prev_status = self.writer_status;
+        self.writer_status = rfq.status;
+        // LSN bookkeeping.
+        match rfq.lsn {
+            LsnField::At(l) => {
+                self.lsn.writer_positioned(l, may_write);
+                self.engine
+                    .observe_writer_lsn(self.writer_hostgroup, self.lsn.generation, l);
+            }
+            LsnField::Zero | LsnField::Missing => {
+                if may_write {
+                    // A write whose position is unknown cannot be waited for (P-6).
+                    self.lsn.write_unknown = true;
+                    self.write_ack_ms = Some(self.now);
+                    self.engine.stats().inc(Counter::MissingLsn);
+                }
+            }
+        }
+        let txn_wrote = self.txn.may_have_written;
+        // Transaction state (S-3).
+        let now_in_txn = rfq.status != TxStatus::Idle;
+        let was_active = self.txn.active;
+        let begin = begin.or_else(|| {
+            execs
+                .iter()
+                .flatten()
+                .rev()
+                .find_map(Session::begin_options)
+        });
+        if now_in_txn && !was_active {
+            let isolation = match begin {
+                Some(Some(i)) => Some(i),
+                Some(None) => Some(
+                    self.session_isolation
+                        .unwrap_or(self.config.server_default_isolation),
+                ),
+                None => None,
+            };
+            self.txn = TxnState::begin(isolation);
+        }
+        let mut committed = false;
+        if let Some(c) = class.as_ref() {
+            committed |= c
+                .statements()
+                .iter()
+                .any(|s| matches!(s.kind, Kind::Commit { .. }));
+            self.apply_effects(c, sql.as_deref(), !errored, was_active);
+        } else if kind == UnitKind::Batch && !execs.is_empty() {
+            for c in execs.iter() {
+                match c {
+                    Some(c) => {
+                        committed |= c
+                            .statements()
+                            .iter()
+                            .any(|s| matches!(s.kind, Kind::Commit { .. }));
+                        self.apply_effects(c, None, !errored, was_active);
+                    }
+                    None if self.txn.active => {
+                        self.txn.may_have_written = true;
+                        self.txn.read_only_prefix = false;
+                    }
+                    None => {}
+                }
+            }
+        } else if may_write && self.txn.active {
+            self.txn.may_have_written = true;
+            self.txn.read_only_prefix = false;
+        }
+        if now_in_txn {
+            self.txn.failed = rfq.status == TxStatus::Failed;
+            self.update_txn_marker(&rfq);
+        } else if self.txn.active || was_active {
+            let committed = prev_status == TxStatus::InTransaction && !errored && committed;
+            self.end_txn(committed);
+        }
+        self.writer_rfq_to_client(conn, body, rfq);
+        if self.writer_continuation && kind != UnitKind::Batch {
+            self.writer_continuation = false;
+        }
+        // Hidden writer work that could not be pipelined behind the unit follows its RFQ, if
+        // that RFQ says the connection is outside a transaction block (W-7, S-5).
+        let committed_write =
+            rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
+        if rfq.status == TxStatus::Idle && !probe_after {
+            let probe = committed_write && self.lsn.write_unknown && self.wants_probe();
+            let capture = self.settings.known == Known::Due;
+            if probe || capture {
+                self.send_learning(probe, capture);
+            }
+        }
+        self.finish_unit(id);
+    }
+
+    /// The transaction ended (writer RFQ `I`): a SET inside it (or code the engine cannot see
+    /// into) makes a capture due (S-5); the pinned reader is released (P-7), split state
+    /// cleared.
+    pub(super) fn end_txn(&mut self, _committed: bool) {
+        let txn = std::mem::take(&mut self.txn);
+        if txn.set_ran {
+            self.settings.mark_due();
+        }
+        self.release_pin(false);
+    }
+}
