@@ -9,6 +9,7 @@ use polarsplit::classify::{
 const N: Effects = Effects::NONE;
 const SC: Effects = Effects::CALLS_SET_CONFIG;
 const AL: Effects = Effects::ADVISORY_LOCK;
+const CODE: Effects = Effects::RUNS_CODE;
 const AX: Effects = Effects::ADVISORY_XACT_LOCK;
 const AU: Effects = Effects::ADVISORY_UNLOCK_ALL;
 const TMP: Effects = Effects::CREATES_TEMP;
@@ -281,10 +282,11 @@ const TABLE: &[Row] = &[
     ("CLUSTER t", W, Ns::NotARead, N, false),
     ("REINDEX TABLE t", W, Ns::NotARead, N, false),
     ("REFRESH MATERIALIZED VIEW mv", W, Ns::NotARead, N, false),
-    ("CALL p()", W, Ns::NotARead, N, false),
-    ("DO $$BEGIN PERFORM 1; END$$", W, Ns::NotARead, N, false),
-    ("DO $$BEGIN PERFORM pg_advisory_lock(1); PERFORM set_config('a.b', 'c', false); END$$", W, Ns::NotARead, Effects(AL.0 | SC.0), false),
-    ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, AL, false),
+    // DO and CALL run code the engine cannot see into (S-5: a capture follows them).
+    ("CALL p()", W, Ns::NotARead, CODE, false),
+    ("DO $$BEGIN PERFORM 1; END$$", W, Ns::NotARead, CODE, false),
+    ("DO $$BEGIN PERFORM pg_advisory_lock(1); PERFORM set_config('a.b', 'c', false); END$$", W, Ns::NotARead, Effects(AL.0 | SC.0 | CODE.0), false),
+    ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, Effects(AL.0 | CODE.0), false),
     ("CHECKPOINT", W, Ns::NotARead, N, false),
     ("NOTIFY ch, 'x'", W, Ns::NotARead, N, false),
     ("PREPARE TRANSACTION 'g'", W, Ns::NotARead, N, false),

@@ -681,8 +681,13 @@ fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     let mut fx = scan.effects;
     let is_do = matches!(scan.first_word, Some(t) if t.kind == Tok::Ident
         && bytes(src, t).eq_ignore_ascii_case(b"do"));
+    let is_call = matches!(scan.first_word, Some(t) if t.kind == Tok::Ident
+        && bytes(src, t).eq_ignore_ascii_case(b"call"));
     if scan.executes_sql || is_do {
         fx |= text_effects(src.get(scan.start..scan.end).unwrap_or(&[]));
+    }
+    if is_do || is_call {
+        fx |= Effects::RUNS_CODE;
     }
     if scan.error || scan.semicolon_in_parens {
         return info(Kind::Unknown, NotSafe::Unparseable, fx, span);

@@ -282,6 +282,9 @@ impl Effects {
     /// Creates a temporary object (CREATE TEMP/TEMPORARY TABLE/VIEW/SEQUENCE, SELECT INTO TEMP,
     /// CREATE TABLE pg_temp.…).
     pub const CREATES_TEMP: Effects = Effects(1 << 4);
+    /// Runs code the engine cannot see into (DO, CALL, and — with the F-policy — user
+    /// functions not known to be read-safe): it may change session state (S-5, S-6).
+    pub const RUNS_CODE: Effects = Effects(1 << 5);
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0

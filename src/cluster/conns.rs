@@ -67,6 +67,7 @@ impl ConnStatements {
         self.names.retain(|(h, _)| *h != hash);
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.names.len()
     }

@@ -463,10 +463,17 @@ impl Session {
     /// Whether a streamed message is forwarded to the client.
     fn streamed_forward(&mut self, i: usize, t: u8, a: &Answer) -> bool {
         if a.kind == AKind::Async {
-            // Large asynchronous messages: from the writer, forwarded unless a reader is
-            // answering the client right now (then they cannot be held: dropped).
-            return i == 0 && t != tag::NOTICE_RESPONSE && !self.reader_in_flight()
-                || (i == 0 && t == tag::NOTICE_RESPONSE && a.who.is_client());
+            // Large asynchronous messages: only the writer's reach the client — a notice when
+            // it belongs to the client's statement, a notification or parameter status unless
+            // a reader is answering the client right now (then it cannot be held: dropped).
+            if i != 0 {
+                return false;
+            }
+            return if t == tag::NOTICE_RESPONSE {
+                a.who.is_client()
+            } else {
+                !self.reader_in_flight()
+            };
         }
         if !a.who.is_client() {
             return false;

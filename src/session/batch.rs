@@ -119,7 +119,7 @@ impl Session {
             changes_state: false,
             copy: false,
         };
-        let mut refuse = |shape: &mut Shape, r: Reason| {
+        let refuse = |shape: &mut Shape, r: Reason| {
             if shape.not_safe.is_none() {
                 shape.not_safe = Some(r);
             }
@@ -237,10 +237,10 @@ impl Session {
                     }
                     shape.execs.push(class);
                 }
-                FrontendMessage::Close { kind, name } => {
-                    if kind == b'S' && self.statements.peek(name).is_some_and(|s| s.on_writer) {
-                        refuse(&mut shape, Reason::BatchStatementOnWriter);
-                    }
+                FrontendMessage::Close { kind: b'S', name }
+                    if self.statements.peek(name).is_some_and(|s| s.on_writer) =>
+                {
+                    refuse(&mut shape, Reason::BatchStatementOnWriter);
                 }
                 _ => {}
             }
@@ -370,10 +370,11 @@ impl Session {
             return;
         };
         let limit = self.config.max_prepared_statements;
+        // A Close of a statement the writer never had needs nothing: the server answers
+        // CloseComplete for a name it does not know.
         let named = match msg {
             FrontendMessage::Bind { statement, .. } => Some(statement),
             FrontendMessage::Describe { kind: b'S', name } => Some(name),
-            FrontendMessage::Close { kind: b'S', name } => Some(name),
             _ => None,
         };
         if let Some(name) = named {
@@ -699,6 +700,7 @@ impl Session {
                         u.open = false;
                     }
                     self.writer_continuation = true;
+                    self.writer_unit_maybe_done(id);
                 }
                 true
             }

@@ -187,7 +187,7 @@ impl Session {
                     .map(|s| self.classifier.classify(s)),
             },
             FrontendMessage::Bind { .. } => MsgInfo::Bind,
-            FrontendMessage::Execute { max_rows, .. } => MsgInfo::Execute { max_rows },
+            FrontendMessage::Execute { .. } => MsgInfo::Execute,
             FrontendMessage::Describe { .. } => MsgInfo::Describe,
             FrontendMessage::Close { .. } => MsgInfo::Close,
             FrontendMessage::Sync => MsgInfo::Sync,
@@ -411,6 +411,15 @@ impl Session {
                     self.phase = Phase::Closed;
                     self.units.clear();
                     return;
+                }
+                MsgInfo::Flush => {
+                    // A Flush with no batch open asks for nothing the server would not send
+                    // anyway (it flushes at every Sync): it opens no batch and waits for
+                    // nothing (E-1).
+                    let n = head.len;
+                    self.out.discard_client(n);
+                    self.pop_head();
+                    true
                 }
                 MsgInfo::Query { .. } => self.start_query(fresh_here),
                 MsgInfo::FunctionCall => self.start_function_call(),

@@ -20,11 +20,11 @@ pub(super) fn keeps_text(c: &Classification) -> bool {
 /// Whether a statement runs code the engine cannot see into (DO, CALL, a user function not
 /// known to be read-safe): it may change the session's state in ways no text shows (S-5).
 pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
-    s.effects.contains(Effects::CALLS_SET_CONFIG)
+    s.effects.contains(Effects::RUNS_CODE) || s.effects.contains(Effects::CALLS_SET_CONFIG)
 }
 
 /// The name a `DEALLOCATE [PREPARE] name` statement closes, case-folded unless quoted.
-fn deallocate_target(stmt: &str) -> Option<Vec<u8>> {
+pub(super) fn deallocate_target(stmt: &str) -> Option<Vec<u8>> {
     let t = stmt.trim_start();
     let rest = t
         .get(..10)
@@ -39,7 +39,7 @@ fn deallocate_target(stmt: &str) -> Option<Vec<u8>> {
     let rest = rest.trim_end_matches([';', ' ', '\n', '\t', '\r']);
     if let Some(q) = rest.strip_prefix('"') {
         let end = q.find('"')?;
-        return Some(q[..end].as_bytes().to_vec());
+        return Some(q.as_bytes()[..end].to_vec());
     }
     let name: String = rest
         .chars()

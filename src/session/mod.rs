@@ -140,9 +140,7 @@ enum MsgInfo {
         class: Option<Classification>,
     },
     Bind,
-    Execute {
-        max_rows: i32,
-    },
+    Execute,
     Describe,
     Close,
     Sync,
@@ -163,7 +161,7 @@ impl MsgInfo {
             self,
             MsgInfo::Parse { .. }
                 | MsgInfo::Bind
-                | MsgInfo::Execute { .. }
+                | MsgInfo::Execute
                 | MsgInfo::Describe
                 | MsgInfo::Close
                 | MsgInfo::Sync
@@ -416,7 +414,7 @@ pub struct Session {
     /// What the PinWriter action last said (S-4).
     pinned_writer: bool,
     /// The capture's rows so far `(kind, name, value)`, and whether it failed.
-    capture_rows: Vec<(u8, Box<[u8]>, Box<[u8]>)>,
+    capture_rows: Vec<(u8, state::Setting)>,
     capture_failed: bool,
     out: ActionQueue,
     last_error: String,

@@ -20,12 +20,9 @@ use crate::protocol::tag;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Who {
     Client,
-    /// The LSN wait in front of a reader statement (W-4, E-3).
+    /// The hidden statements in front of a reader statement: the LSN wait (W-4, E-3), the
+    /// XID import of a split read (P-5), clearing an import left on a pooled reader (P-7).
     Wait,
-    /// The XID import of a split read (P-5).
-    Import,
-    /// Clearing an XID import left on a pooled reader (P-7).
-    Reset,
     /// Bringing a reader's session state in line with the writer's (S-5).
     Settings,
     /// A statement prepared where a batch runs because it was parsed elsewhere (E-2).
@@ -38,6 +35,9 @@ pub(crate) enum Who {
     Abort,
     /// A Sync the engine adds to close a batch the client left open (E-1).
     Sync,
+    /// A client statement prepared on the writer ahead of a command that names it (a
+    /// `DEALLOCATE` of a statement that lived only on readers, E-2); its answer is swallowed.
+    Mirror,
 }
 
 impl Who {
@@ -165,16 +165,13 @@ impl Responses {
         self.queue.is_empty()
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
 
     pub(crate) fn front(&self) -> Option<&Expected> {
         self.queue.front()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Expected> {
-        self.queue.iter()
     }
 
     /// Whether any request of `unit` is still unanswered.
@@ -386,12 +383,6 @@ impl Responses {
         } else {
             Err(Unexpected { tag: t })
         }
-    }
-
-    /// The front request, when it is one the server will answer before the connection can
-    /// take a new Query (anything but an idle connection).
-    pub(crate) fn busy(&self) -> bool {
-        !self.queue.is_empty()
     }
 }
 

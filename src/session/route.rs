@@ -194,8 +194,12 @@ impl Session {
             (None, Some(c)) => StatementView::of(c),
             (None, None) => StatementView::not_safe(Reason::Unparseable),
         };
-        let (d, view) = self.decide(stmt, Protocol::Simple);
-        if self.must_wait(&d, stmt.replica_safe) {
+        let (mut d, view) = self.decide(stmt, Protocol::Simple);
+        if self.writer_continuation && d.outcome != Outcome::Passthrough {
+            // It runs in the implicit transaction of extended messages sent without a Sync.
+            d = Decision::primary(Reason::ExtendedInProgress);
+        }
+        if self.must_wait(&d, stmt.replica_safe && !self.writer_continuation) {
             return false;
         }
         // A simple Query destroys the unnamed prepared statement (NOTES), wherever it runs.
@@ -318,6 +322,7 @@ impl Session {
             .is_some_and(|c| !c.statements().iter().any(|s| s.kind == Kind::Copy));
         let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
         let changes_state = class.as_ref().is_some_and(|c| self.changes_state(c));
+        self.mirror_deallocated(w, class.as_ref(), sql.as_deref());
         let id = self.push_unit(UnitKind::Query, d, class, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {
             u.sql = sql;
@@ -330,6 +335,44 @@ impl Session {
             self.settings.mark_due();
         }
         self.after_writer_send(id, may_write, known && no_copy_in);
+    }
+
+    /// E-2: a `DEALLOCATE` of a statement the client prepared only on readers would fail on
+    /// the writer: the statement is prepared there first (hidden, its answer swallowed), so the
+    /// command answers as on one server.
+    fn mirror_deallocated(
+        &mut self,
+        w: ConnId,
+        class: Option<&Classification>,
+        sql: Option<&[u8]>,
+    ) {
+        let (Some(c), Some(text)) = (class, sql.and_then(|b| std::str::from_utf8(b).ok())) else {
+            return;
+        };
+        for s in c.statements() {
+            if !matches!(s.kind, Kind::Deallocate { all: false }) {
+                continue;
+            }
+            let Some(name) = effects::deallocate_target(s.span.of(text)) else {
+                continue;
+            };
+            let Some(st) = self.statements.peek(&name) else {
+                continue;
+            };
+            if st.on_writer {
+                continue;
+            }
+            let rest = st.rest.clone();
+            self.statements.set_on_writer(&name);
+            self.out.send_backend_with(w, |o| {
+                hidden::parse_as(o, &name, &rest);
+                hidden::sync(o);
+            });
+            if let Some(wb) = self.writer.as_mut() {
+                wb.resp.push(Req::Parse, Who::Mirror, 0);
+                wb.resp.push(Req::Sync, Who::Mirror, 0);
+            }
+        }
     }
 
     /// After a unit's last message went to the writer: pipeline the probe (W-7) and the
@@ -972,6 +1015,17 @@ impl Session {
                 b.dirty = true;
             }
             b.clean_on_success = reset && !import_persists;
+        }
+        let runs_code = self.unit(id).is_some_and(|u| {
+            u.class
+                .iter()
+                .chain(u.execs.iter().flatten())
+                .any(|c| c.effects().contains(crate::classify::Effects::RUNS_CODE))
+        });
+        if let Some(i) = self.backend_index(conn) {
+            // S-6: code the engine cannot see into may leave state on the connection; it is
+            // closed after this unit, never handed to another session.
+            self.backend_mut(i).ran_code |= runs_code;
         }
         if let Some(u) = self.unit_mut(id) {
             u.wait_statement = wait_statement;

@@ -127,10 +127,6 @@ impl Hazards {
     pub fn clear(&mut self, h: Hazards) {
         self.0 &= !h.0;
     }
-
-    pub fn has(self, h: Hazards) -> bool {
-        self.0 & h.0 != 0
-    }
 }
 
 /// Whether the session's state is known, and how it was learned (S-5).
@@ -154,13 +150,16 @@ const MAX_CAPTURED_BYTES: usize = 64 << 10;
 /// Most custom (placeholder) setting names the session asks the capture for.
 pub(crate) const MAX_CUSTOM_NAMES: usize = 64;
 
+/// One captured setting: name and value, as the server's text.
+pub(crate) type Setting = (Box<[u8]>, Box<[u8]>);
+
 /// S-5: the writer session's resulting state — session-level settings, session authorization
 /// and role — as the writer itself reported it (the capture), so a reader runs with exactly the
 /// same state. Values are the server's text of each setting; replay quotes them in hex.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SessionSettings {
     /// Session-level settings `(name, value)`, sorted by name; placeholder settings included.
-    entries: Vec<(Box<[u8]>, Box<[u8]>)>,
+    entries: Vec<Setting>,
     /// `session_authorization` when it differs from the one the session logged in with.
     pub authorization: Option<Box<[u8]>>,
     /// `role` when set (not `none`).
@@ -200,7 +199,7 @@ impl SessionSettings {
     /// when the answer is too large to keep.
     pub fn replace(
         &mut self,
-        mut entries: Vec<(Box<[u8]>, Box<[u8]>)>,
+        mut entries: Vec<Setting>,
         authorization: Option<Box<[u8]>>,
         role: Option<Box<[u8]>>,
     ) -> bool {
@@ -248,14 +247,6 @@ impl SessionSettings {
         }
         self.custom_names.push(name.to_ascii_lowercase().into());
         true
-    }
-
-    /// The value of a captured setting.
-    pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
-        self.entries
-            .iter()
-            .find(|(n, _)| n[..].eq_ignore_ascii_case(name))
-            .map(|(_, v)| &v[..])
     }
 }
 

@@ -86,10 +86,6 @@ impl ClientStatements {
         self.map.contains_key(name)
     }
 
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
     /// Whether a new statement can be tracked without forgetting one that exists only on
     /// readers (those are kept: forgetting one would lose it for the client).
     pub fn has_room(&self, limit: usize) -> bool {

@@ -264,7 +264,7 @@ impl Session {
 
     /// A writer batch closed without a Sync (the client followed it with a Query) is done once
     /// its last request answered: the Query's RFQ will tell the state.
-    fn writer_unit_maybe_done(&mut self, id: u32) {
+    pub(super) fn writer_unit_maybe_done(&mut self, id: u32) {
         let done = self
             .unit(id)
             .is_some_and(|u| !u.open && u.kind == UnitKind::Batch)
@@ -352,8 +352,7 @@ impl Session {
                 let row = row_columns(body).and_then(|cols| match cols.as_slice() {
                     [Some(k), Some(n), Some(v)] => Some((
                         k.first().copied().unwrap_or(b'0').wrapping_sub(b'0'),
-                        unhex(n)?,
-                        unhex(v)?,
+                        (unhex(n)?, unhex(v)?),
                     )),
                     _ => None,
                 });
@@ -420,7 +419,7 @@ impl Session {
             } else {
                 let mut entries = Vec::new();
                 let (mut auth, mut role) = (None, None);
-                for (k, n, v) in rows {
+                for (k, (n, v)) in rows {
                     match k {
                         2 => auth = Some(v),
                         3 => role = Some(v),

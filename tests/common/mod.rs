@@ -424,3 +424,116 @@ pub fn sends_capture(bytes: &[u8]) -> bool {
         .iter()
         .any(|(t, b)| *t == b'B' && b.windows(18).any(|w| w == b"polarsplit_capture"))
 }
+
+// --- Extended-protocol client messages --------------------------------------------------------
+
+pub fn parse(name: &str, sql: &str) -> Vec<u8> {
+    let mut b = format!("{name}\0{sql}\0").into_bytes();
+    b.extend_from_slice(&0i16.to_be_bytes());
+    msg(b'P', &b)
+}
+
+/// A Bind of `stmt` to `portal` with one text parameter `7`.
+pub fn bind(portal: &str, stmt: &str) -> Vec<u8> {
+    let mut b = format!("{portal}\0{stmt}\0").into_bytes();
+    b.extend_from_slice(&0i16.to_be_bytes()); // parameter formats
+    b.extend_from_slice(&1i16.to_be_bytes()); // one parameter
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.push(b'7');
+    b.extend_from_slice(&0i16.to_be_bytes()); // result formats
+    msg(b'B', &b)
+}
+
+pub fn describe(kind: u8, name: &str) -> Vec<u8> {
+    let mut b = vec![kind];
+    b.extend_from_slice(name.as_bytes());
+    b.push(0);
+    msg(b'D', &b)
+}
+
+pub fn execute(portal: &str) -> Vec<u8> {
+    execute_rows(portal, 0)
+}
+
+pub fn execute_rows(portal: &str, max_rows: i32) -> Vec<u8> {
+    let mut b = format!("{portal}\0").into_bytes();
+    b.extend_from_slice(&max_rows.to_be_bytes());
+    msg(b'E', &b)
+}
+
+pub fn close(kind: u8, name: &str) -> Vec<u8> {
+    let mut b = vec![kind];
+    b.extend_from_slice(name.as_bytes());
+    b.push(0);
+    msg(b'C', &b)
+}
+
+pub fn sync() -> Vec<u8> {
+    msg(b'S', b"")
+}
+
+pub fn flush() -> Vec<u8> {
+    msg(b'H', b"")
+}
+
+/// psycopg's shape for a query with parameters: Parse, Bind, Describe portal, Execute, Sync.
+pub fn unnamed_batch(sql: &str) -> Vec<u8> {
+    let mut b = parse("", sql);
+    b.extend(bind("", ""));
+    b.extend(describe(b'P', ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    b
+}
+
+/// A named statement executed: Bind, Describe portal, Execute, Sync (psycopg after
+/// `prepare_threshold`, asyncpg, JDBC).
+pub fn named_execute(stmt: &str) -> Vec<u8> {
+    let mut b = bind("", stmt);
+    b.extend(describe(b'P', ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    b
+}
+
+/// The backend's answer to Bind/Describe/Execute/Sync of a one-column read.
+pub fn bound_answer(rows: &[&str], lsn: Option<u64>) -> Vec<u8> {
+    let mut b = msg(b'2', b"");
+    b.extend(row_description(1));
+    for r in rows {
+        b.extend(data_row(&[r]));
+    }
+    b.extend(command_complete(&format!("SELECT {}", rows.len())));
+    b.extend(rfq(b'I', lsn, None));
+    b
+}
+
+/// ParseComplete then `bound_answer`.
+pub fn parsed_answer(rows: &[&str], lsn: Option<u64>) -> Vec<u8> {
+    let mut b = msg(b'1', b"");
+    b.extend(bound_answer(rows, lsn));
+    b
+}
+
+/// Statement names in a frontend byte stream, per message: (tag, name).
+pub fn named(bytes: &[u8]) -> Vec<(char, String)> {
+    messages(bytes)
+        .into_iter()
+        .filter_map(|(t, b)| {
+            let name = match t {
+                b'P' | b'D' | b'C' => {
+                    let start = usize::from(matches!(t, b'D' | b'C'));
+                    let end = b[start..].iter().position(|&x| x == 0)? + start;
+                    String::from_utf8_lossy(&b[start..end]).into_owned()
+                }
+                b'B' => {
+                    let p = b.iter().position(|&x| x == 0)?;
+                    let e = b[p + 1..].iter().position(|&x| x == 0)? + p + 1;
+                    String::from_utf8_lossy(&b[p + 1..e]).into_owned()
+                }
+                _ => String::new(),
+            };
+            Some((t as char, name))
+        })
+        .collect()
+}

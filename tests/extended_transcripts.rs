@@ -1,0 +1,689 @@
+//! The extended query protocol (SPEC §10, E-1…E-5) as protocol traces: batches are the unit of
+//! routing, prepared statements live under engine names on readers (E-2), waits go inside the
+//! batch (E-3), splits work as for simple Queries (E-4), and what stays on the writer stays
+//! there (E-5). The client sees exactly the messages one server would send.
+
+mod common;
+
+use common::*;
+use polarsplit::cluster::stats::Counter;
+use polarsplit::protocol::Lsn;
+use polarsplit::session::{ConnId, Event, Outcome, Reason};
+
+const R1: ConnId = 701;
+const R2: ConnId = 702;
+
+fn host() -> Host {
+    let mut h = Host::new(config(|_| {}));
+    h.engine.remove_reader(2);
+    h.connect();
+    h
+}
+
+/// Attaches `conn` for the last AcquireReader as a connection opened for this request.
+fn attach_fresh(h: &mut Host, conn: ConnId) -> Vec<A> {
+    let server = last_acquire(h);
+    h.event(
+        conn,
+        Event::ReaderAttached {
+            server,
+            fresh: true,
+            needs_reset: false,
+        },
+    )
+}
+
+fn last_acquire(h: &Host) -> u32 {
+    h.log
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            A::Acquire { server, .. } => Some(*server),
+            _ => None,
+        })
+        .expect("an AcquireReader")
+}
+
+fn acquired(acts: &[A]) -> bool {
+    acts.iter().any(|a| matches!(a, A::Acquire { .. }))
+}
+
+/// The engine name a reader got for the statement, from a Parse the engine sent.
+fn engine_name_of(sent: &[u8]) -> String {
+    named(sent)
+        .into_iter()
+        .find(|(t, n)| *t == 'P' && n.starts_with("polarsplit_s_"))
+        .map(|(_, n)| n)
+        .expect("a Parse under an engine name")
+}
+
+#[test]
+fn e2_named_statement_runs_on_a_reader_under_an_engine_name_across_batches() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(named_execute("s1"));
+    let acts = h.client(&b);
+    assert!(acquired(&acts), "{acts:?}");
+    attach_fresh(&mut h, R1);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ReplicaWithWait, Reason::ReadNoTarget)
+    );
+    let sent = h.take_sent(R1);
+    let name = engine_name_of(&sent);
+    // Parse, Bind, Describe, Execute, Sync; the client's name never reaches the reader.
+    assert_eq!(
+        named(&sent),
+        vec![
+            ('P', name.clone()),
+            ('B', name.clone()),
+            ('D', String::new()),
+            ('E', String::new()),
+            ('S', String::new())
+        ]
+    );
+    h.backend(R1, &parsed_answer(&["7"], Some(0x1100)));
+    assert_eq!(tags(&h.take_client()), "12TDCZ");
+    // Released to the pool with what it has prepared: the next batch binds it directly.
+    assert!(h.log.contains(&A::Release {
+        conn: R1,
+        needs_reset: false
+    }));
+    let acts = h.client(&named_execute("s1"));
+    assert!(acquired(&acts));
+    h.attach(R1);
+    let sent = h.take_sent(R1);
+    assert_eq!(
+        tags(&sent),
+        "BDES",
+        "no Parse: the pooled connection has it"
+    );
+    assert_eq!(named(&sent)[0], ('B', name));
+    h.backend(R1, &bound_answer(&["8"], Some(0x1100)));
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_unnamed_statement_too_lives_under_an_engine_name_and_its_parse_is_answered() {
+    let mut h = host();
+    h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
+    attach_fresh(&mut h, R1);
+    let sent = h.take_sent(R1);
+    assert!(engine_name_of(&sent).starts_with("polarsplit_s_"));
+    h.backend(R1, &parsed_answer(&["7"], Some(0x1100)));
+    assert_eq!(tags(&h.take_client()), "12TDCZ");
+    // The same text again on the same pooled connection: the reader is not asked to parse;
+    // the client still gets its ParseComplete, in its place.
+    h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
+    h.attach(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "BDES");
+    h.backend(R1, &bound_answer(&["7"], Some(0x1100)));
+    assert_eq!(tags(&h.take_client()), "12TDCZ");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e5_describe_only_batch_follows_the_read_target_rule() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(describe(b'S', "s1"));
+    b.extend(sync());
+    assert!(acquired(&h.client(&b)));
+    attach_fresh(&mut h, R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    ans.extend(row_description(1));
+    ans.extend(rfq(b'I', Some(0x1100), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1tTZ");
+    assert_eq!(tags(&h.take_sent(R1)), "PDS");
+    // After a write (DDL) the target rises: the describe waits for it like a read.
+    h.client(&query("ALTER TABLE t ADD COLUMN w int"));
+    h.writer_answers("ALTER TABLE", b'I', Some(0x9000), None);
+    let mut b = parse("s2", "SELECT * FROM t");
+    b.extend(describe(b'S', "s2"));
+    b.extend(sync());
+    h.client(&b);
+    h.attach(R1);
+    let d = h.last_decision();
+    assert_eq!(
+        (d.reason, d.wait, d.target),
+        (Reason::ReadWait, true, Lsn(0x9000))
+    );
+    // The wait goes inside the batch, as hidden unnamed statements ahead of the client's.
+    let sent = h.take_sent(R1);
+    assert!(tags(&sent).starts_with("PBEPBEPBE"), "{}", tags(&sent));
+}
+
+#[test]
+fn e3_wait_inside_the_batch_is_swallowed_and_the_clients_answers_are_exact() {
+    let mut h = host();
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'I', Some(0x9000), None);
+    h.take_client();
+    h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
+    attach_fresh(&mut h, R1);
+    let sent = h.take_sent(R1);
+    let t = tags(&sent);
+    assert_eq!(&t[..9], "PBEPBEPBE", "three hidden SETs: {t}");
+    assert_eq!(&t[9..], "PBDES");
+    let mut ans = Vec::new();
+    for _ in 0..3 {
+        ans.extend(msg(b'1', b""));
+        ans.extend(msg(b'2', b""));
+        ans.extend(command_complete("SET"));
+    }
+    ans.extend(parsed_answer(&["1"], Some(0x9100)));
+    h.backend(R1, &ans);
+    assert_eq!(
+        tags(&h.take_client()),
+        "12TDCZ",
+        "nothing of the hidden statements"
+    );
+    assert_eq!(h.engine.stats().get(Counter::WaitsSent), 1);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e3_a_wait_timeout_inside_a_batch_is_retried_on_the_primary_with_one_clean_result() {
+    let mut h = host();
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'I', Some(0x9000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    let batch = unnamed_batch("SELECT v FROM t WHERE k = $1");
+    h.client(&batch);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    // The first hidden SETs succeed, the wait times out: the server skips to the Sync.
+    let mut ans = Vec::new();
+    for _ in 0..2 {
+        ans.extend(msg(b'1', b""));
+        ans.extend(msg(b'2', b""));
+        ans.extend(command_complete("SET"));
+    }
+    ans.extend(msg(b'1', b""));
+    ans.extend(msg(b'2', b""));
+    ans.extend(wait_timeout_error());
+    ans.extend(rfq(b'I', Some(0x8000), None));
+    h.backend(R1, &ans);
+    assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterTimeout);
+    // The client's own messages, by their own names, to the writer.
+    assert_eq!(h.take_sent(WRITER), batch);
+    assert!(h.take_client().is_empty(), "nothing of the failed attempt");
+    h.backend(WRITER, &parsed_answer(&["1"], Some(0x9000)));
+    assert_eq!(tags(&h.take_client()), "12TDCZ");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e3_reader_lost_mid_batch_before_the_first_row_is_retried_after_it_is_an_error() {
+    // Before any row: retried on another reader, then the writer, cleanly.
+    let mut h = Host::new(config(|_| {}));
+    h.connect();
+    let batch = unnamed_batch("SELECT v FROM t WHERE k = $1");
+    h.client(&batch);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    h.backend(R1, &msg(b'1', b""));
+    h.event(R1, Event::ConnectionLost);
+    attach_fresh(&mut h, R2);
+    assert_eq!(h.last_decision().reason, Reason::RetryOtherReader);
+    h.backend(R2, &parsed_answer(&["1"], Some(0x1000)));
+    assert_eq!(
+        tags(&h.take_client()),
+        "12TDCZ",
+        "the retry answers in full, once"
+    );
+    // After a row reached the client: an engine-built error, no retry (F-3).
+    let mut h = host();
+    h.client(&unnamed_batch("SELECT v FROM t"));
+    attach_fresh(&mut h, R1);
+    let mut part = msg(b'1', b"");
+    part.extend(msg(b'2', b""));
+    part.extend(row_description(1));
+    part.extend(data_row(&["1"]));
+    h.backend(R1, &part);
+    assert_eq!(tags(&h.take_client()), "12TD");
+    h.event(R1, Event::ConnectionLost);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert!(String::from_utf8_lossy(&got).contains("55000"));
+}
+
+#[test]
+fn e3_batch_of_several_executes_failing_after_the_first_ones_rows_is_not_retried() {
+    let mut h = host();
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("", "SELECT 1/0"));
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    let sent = h.take_sent(R1);
+    assert_eq!(tags(&sent), "PBEPBES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(msg(b'1', b""));
+    ans.extend(msg(b'2', b""));
+    ans.extend(error("ERROR", "22012", "division by zero", None, None));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    // Exactly what the reader said: rows, then its error, then the RFQ. No retry.
+    assert_eq!(tags(&h.take_client()), "12DC12EZ");
+    assert!(h.take_sent(WRITER).is_empty());
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e1_pipelined_batches_are_decided_in_order_a_read_behind_a_write_waits_for_its_position() {
+    let mut h = host();
+    let mut b = parse("", "INSERT INTO t VALUES ($1)");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    let write_len = b.len();
+    b.extend(unnamed_batch("SELECT v FROM t WHERE k = $1"));
+    let acts = h.client(&b);
+    assert!(
+        acts.contains(&A::FwdClient {
+            conn: WRITER,
+            n: write_len
+        }),
+        "{acts:?}"
+    );
+    assert!(!acquired(&acts), "the read waits for the write's RFQ");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("INSERT 0 1"));
+    ans.extend(rfq(b'I', Some(0x9000), None));
+    let acts = h.backend(WRITER, &ans);
+    assert!(acquired(&acts), "{acts:?}");
+    attach_fresh(&mut h, R1);
+    let d = h.last_decision();
+    assert_eq!(
+        (d.reason, d.target, d.wait),
+        (Reason::ReadWait, Lsn(0x9000), true)
+    );
+}
+
+#[test]
+fn e1_consecutive_writer_batches_are_pipelined() {
+    let mut h = host();
+    let mut b = Vec::new();
+    for i in 0..3 {
+        b.extend(parse("", &format!("INSERT INTO t VALUES ({i})")));
+        b.extend(bind("", ""));
+        b.extend(execute(""));
+        b.extend(sync());
+    }
+    h.client(&b);
+    assert_eq!(h.take_sent(WRITER), b, "all three on the wire at once");
+    let mut ans = Vec::new();
+    for _ in 0..3 {
+        ans.extend(msg(b'1', b""));
+        ans.extend(msg(b'2', b""));
+        ans.extend(command_complete("INSERT 0 1"));
+        ans.extend(rfq(b'I', Some(0x9000), None));
+    }
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12CZ12CZ12CZ");
+    assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x9000));
+}
+
+#[test]
+fn e1_a_lone_flush_after_sync_opens_no_batch_and_waits_for_nothing() {
+    // psycopg ends pipelines and executemany() with Sync then Flush (issue 17 point 1).
+    let mut h = host();
+    let mut b = parse("", "INSERT INTO t VALUES ($1)");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    b.extend(flush());
+    h.client(&b);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("INSERT 0 1"));
+    ans.extend(rfq(b'I', Some(0x9000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12CZ");
+    // The next statement is not held behind the Flush.
+    let acts = h.client(&query("SELECT 1"));
+    assert!(acquired(&acts), "{acts:?}");
+}
+
+#[test]
+fn e1_flush_routes_the_held_part_and_the_rest_of_the_batch_follows() {
+    let mut h = host();
+    let mut first = parse("", "SELECT v FROM t WHERE k = $1");
+    first.extend(describe(b'S', ""));
+    first.extend(flush());
+    assert!(acquired(&h.client(&first)));
+    attach_fresh(&mut h, R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    ans.extend(row_description(1));
+    h.backend(R1, &ans);
+    // The Flush asked for them: released at once, no RFQ.
+    assert_eq!(tags(&h.take_client()), "1tT");
+    let mut second = bind("", "");
+    second.extend(execute(""));
+    second.extend(sync());
+    let acts = h.client(&second);
+    assert!(!acquired(&acts), "same connection: {acts:?}");
+    assert_eq!(tags(&h.take_sent(R1)).trim_start_matches("PDH"), "BES");
+    let mut ans = msg(b'2', b"");
+    ans.extend(data_row(&["7"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "2DCZ");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e1_a_query_after_parse_describe_flush_closes_the_held_part_with_a_hidden_sync() {
+    // asyncpg's copy_records_to_table: Parse/Describe/Flush of an introspection query, then a
+    // simple-Query COPY with no Sync in between (issue 17 point 1).
+    let mut h = host();
+    let mut first = parse(
+        "",
+        "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = $1",
+    );
+    first.extend(describe(b'S', ""));
+    first.extend(flush());
+    h.client(&first);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 26]));
+    ans.extend(row_description(1));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1tT");
+    let copy = query("COPY t FROM STDIN");
+    let acts = h.client(&copy);
+    // The reader part is closed with the engine's own Sync, its RFQ swallowed…
+    assert_eq!(tags(&h.take_sent(R1)), "S");
+    assert!(!acts.iter().any(|a| matches!(a, A::FwdClient { .. })));
+    let acts = h.backend(R1, &rfq(b'I', Some(0x1000), None));
+    assert!(
+        h.take_client().is_empty(),
+        "no RFQ: the client sent no Sync"
+    );
+    // …then the COPY goes to the writer.
+    assert!(
+        acts.contains(&A::FwdClient {
+            conn: WRITER,
+            n: copy.len()
+        }),
+        "{acts:?}"
+    );
+    h.backend(WRITER, &msg(b'G', &[0, 0, 1, 0, 0]));
+    let mut data = msg(b'd', b"1\n");
+    data.extend(msg(b'c', b""));
+    h.client(&data);
+    h.writer_answers("COPY 1", b'I', Some(0x2000), None);
+    assert_eq!(tags(&h.take_client()), "GCZ");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e5_bind_of_an_unknown_statement_goes_to_the_writer() {
+    let mut h = host();
+    let b = named_execute("never_parsed");
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchUnknownStatement);
+    assert_eq!(h.take_sent(WRITER), b);
+}
+
+#[test]
+fn e5_non_read_executes_and_function_calls_stay_on_the_writer() {
+    let mut h = host();
+    let mut b = parse("w", "UPDATE t SET v = $1");
+    b.extend(named_execute("w"));
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::NotARead);
+    assert_eq!(h.take_sent(WRITER), b);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(msg(b'n', b""));
+    ans.extend(command_complete("UPDATE 1"));
+    ans.extend(rfq(b'I', Some(0x9000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12nCZ");
+    assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x9000));
+}
+
+#[test]
+fn e2_a_statement_prepared_on_a_reader_is_prepared_on_the_writer_before_its_bind_there() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(describe(b'S', "s1"));
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    ans.extend(row_description(1));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.take_client();
+    // Inside a transaction after a write, reads of s1 stay on the writer (stock-like lsn 0
+    // is not needed: the transaction holds its writes): the writer must have s1 first.
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), None);
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'T', Some(0x2000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    h.client(&named_execute("s1"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(
+        tags(&sent),
+        "PBDES",
+        "a hidden Parse ahead of the client's Bind"
+    );
+    assert_eq!(
+        named(&sent)[0],
+        ('P', "s1".to_string()),
+        "under the client's name"
+    );
+    let mut ans = msg(b'1', b"");
+    ans.extend(bound_answer(&["1"], Some(0x2000)));
+    let ans = {
+        // The RFQ says the transaction is open.
+        let mut a = ans;
+        let l = a.len();
+        a.truncate(l - 14);
+        a.extend(rfq(b'T', Some(0x2000), None));
+        a
+    };
+    h.backend(WRITER, &ans);
+    assert_eq!(
+        tags(&h.take_client()),
+        "2TDCZ",
+        "the hidden ParseComplete is swallowed"
+    );
+    // The second time the writer has it.
+    h.client(&named_execute("s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
+}
+
+#[test]
+fn e4_row_limited_execute_inside_a_transaction_runs_on_the_writer() {
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.take_sent(WRITER);
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("c1", ""));
+    b.extend(execute_rows("c1", 10));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchRowLimitedInTxn);
+    assert_eq!(h.take_sent(WRITER), b);
+}
+
+#[test]
+fn e4_a_batch_of_reads_inside_a_read_committed_transaction_splits() {
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'T', Some(0x5000), Some((b'x', "1,900")));
+    h.take_client();
+    h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
+    attach_fresh(&mut h, R1);
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::ReplicaTxnSplit, Reason::SplitRead)
+    );
+    let sent = h.take_sent(R1);
+    // Import + three wait settings, hidden, ahead of the client's messages.
+    assert_eq!(&tags(&sent)[..12], "PBEPBEPBEPBE");
+    let mut ans = Vec::new();
+    for _ in 0..4 {
+        ans.extend(msg(b'1', b""));
+        ans.extend(msg(b'2', b""));
+        ans.extend(command_complete("SET"));
+    }
+    ans.extend(parsed_answer(&["1"], Some(0x5100)));
+    h.backend(R1, &ans);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "12TDCZ");
+    assert_eq!(
+        client_rfq_statuses(&got),
+        vec![b'T'],
+        "the writer's status (P-8)"
+    );
+    assert_eq!(h.session.pinned_reader(), Some(R1));
+}
+
+#[test]
+fn e2_close_and_deallocate_remove_the_clients_statement() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(named_execute("s1"));
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.backend(R1, &parsed_answer(&["7"], Some(0x1000)));
+    h.take_client();
+    // A Close-only batch: the writer answers it (a Close of a statement it never had is no
+    // error) and the statement is gone for the client.
+    let mut c = close(b'S', "s1");
+    c.extend(sync());
+    h.client(&c);
+    assert_eq!(
+        h.take_sent(WRITER),
+        c,
+        "no statement is prepared just to be closed"
+    );
+    let mut ans = msg(b'3', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "3Z");
+    // In a read batch, the Close is answered by the engine (the reader keeps the engine's
+    // statement for its next user).
+    h.take_sent(R1);
+    let mut b = parse("s3", "SELECT 3");
+    b.extend(bind("", "s3"));
+    b.extend(describe(b'P', ""));
+    b.extend(execute(""));
+    b.extend(close(b'S', "s3"));
+    b.extend(sync());
+    h.client(&b);
+    h.attach(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "PBDES", "the Close is not sent");
+    h.backend(R1, &parsed_answer(&["3"], Some(0x1000)));
+    assert_eq!(
+        tags(&h.take_client()),
+        "12TDC3Z",
+        "the CloseComplete in its place"
+    );
+    // Now unknown: a Bind of it goes to the writer (which answers as a server would).
+    h.client(&named_execute("s1"));
+    assert_eq!(h.last_decision().reason, Reason::BatchUnknownStatement);
+    let mut ans = error(
+        "ERROR",
+        "26000",
+        "prepared statement \"s1\" does not exist",
+        None,
+        None,
+    );
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "EZ");
+    // DEALLOCATE of a statement the writer never had: prepared there first, so it succeeds as
+    // on one server.
+    let mut b = parse("s2", "SELECT 2");
+    b.extend(named_execute("s2"));
+    h.client(&b);
+    h.attach(R1);
+    h.backend(R1, &parsed_answer(&["2"], Some(0x1000)));
+    h.take_client();
+    h.take_sent(WRITER);
+    h.client(&query("DEALLOCATE s2"));
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PSQ");
+    assert_eq!(named(&sent)[0], ('P', "s2".to_string()));
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(command_complete("DEALLOCATE"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(
+        tags(&h.take_client()),
+        "CZ",
+        "only the DEALLOCATE's own answer"
+    );
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_a_pooled_reader_shared_by_clients_with_colliding_statement_names_never_mixes_them() {
+    // Two clients both call their statement `_pg3_0` (psycopg's naming), with different texts.
+    let engine = polarsplit::Engine::new(polarsplit::config::Config::default());
+    engine.add_reader(1, 1);
+    let mut a = Host::new(polarsplit::config::Config::default());
+    a.engine = engine.clone();
+    a.session = polarsplit::session::Session::new(engine.clone(), client_info());
+    a.connect();
+    let mut b = parse("_pg3_0", "SELECT name FROM users WHERE id = $1");
+    b.extend(named_execute("_pg3_0"));
+    a.client(&b);
+    attach_fresh(&mut a, R1);
+    let name_a = engine_name_of(&a.take_sent(R1));
+    a.backend(R1, &parsed_answer(&["alice"], Some(0x1000)));
+    assert!(a.log.contains(&A::Release {
+        conn: R1,
+        needs_reset: false
+    }));
+    // Client B gets the same pooled connection.
+    let mut bh = Host::new(polarsplit::config::Config::default());
+    bh.engine = engine.clone();
+    bh.session = polarsplit::session::Session::new(engine.clone(), client_info());
+    bh.connect();
+    let mut b = parse("_pg3_0", "SELECT balance FROM accounts WHERE id = $1");
+    b.extend(named_execute("_pg3_0"));
+    bh.client(&b);
+    bh.attach(R1);
+    let sent = bh.take_sent(R1);
+    let name_b = engine_name_of(&sent);
+    assert_ne!(name_a, name_b, "different texts, different engine names");
+    assert_eq!(named(&sent)[1], ('B', name_b.clone()));
+    bh.backend(R1, &parsed_answer(&["10"], Some(0x1000)));
+    // And client A's statement on the same connection is still A's.
+    a.client(&named_execute("_pg3_0"));
+    a.attach(R1);
+    let sent = a.take_sent(R1);
+    assert_eq!(tags(&sent), "BDES");
+    assert_eq!(named(&sent)[0], ('B', name_a));
+}
