@@ -153,7 +153,13 @@ fn reader_key(engine: &std::sync::Arc<Engine>, spec: &Spec) -> [u64; 4] {
             .filter(|(k, _)| **k != "role")
             .map(|(k, v)| (*k, *v))
             .collect();
-        b.extend(common::capture_answer(n == 0, &settings, role));
+        let user = spec
+            .params
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == "user")
+            .map_or("", |(_, v)| *v);
+        b.extend(common::capture_answer_as(n == 0, user, &settings, role));
         s.recv_backend(WRITER, &b, 1).unwrap();
         drain(&mut s);
     }

@@ -401,6 +401,16 @@ fn hex(s: &str) -> String {
 /// the capture statement is parsed for the first time on the connection, BindComplete, one
 /// row per setting (`kind`, name and value hex-encoded), CommandComplete, RFQ.
 pub fn capture_answer(parsed: bool, settings: &[(&str, &str)], role: Option<&str>) -> Vec<u8> {
+    capture_answer_as(parsed, "app", settings, role)
+}
+
+/// `capture_answer` for a session whose session user is `user`.
+pub fn capture_answer_as(
+    parsed: bool,
+    user: &str,
+    settings: &[(&str, &str)],
+    role: Option<&str>,
+) -> Vec<u8> {
     let mut b = Vec::new();
     if parsed {
         b.extend(msg(b'1', b""));
@@ -411,7 +421,7 @@ pub fn capture_answer(parsed: bool, settings: &[(&str, &str)], role: Option<&str
         b.extend(data_row(&["1", &hex(k), &hex(v)]));
         n += 1;
     }
-    b.extend(data_row(&["2", &hex("session_authorization"), &hex("app")]));
+    b.extend(data_row(&["2", &hex("session_authorization"), &hex(user)]));
     b.extend(data_row(&["3", &hex("role"), &hex(role.unwrap_or("none"))]));
     b.extend(command_complete(&format!("SELECT {}", n + 2)));
     b.extend(rfq(b'I', None, None));
