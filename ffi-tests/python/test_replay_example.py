@@ -28,13 +28,14 @@ def test_replay_recorded_stock_session():
     assert decisions == [
         "DECISION REPLICA_WITH_WAIT reason=READ_NO_TARGET server=1 wait=no",
         "DECISION FORCE_PRIMARY reason=NOT_A_READ",
-        "DECISION FORCE_PRIMARY reason=MISSING_LSN_PRIMARY",
+        "DECISION FORCE_PRIMARY reason=READ_NO_BOUNDED_WAIT",
     ]
     assert any(line.startswith("ACQUIRE_READER server=1 [StartupMessage user=app_trust") for line in lines)
     assert 'SEND_BACKEND conn=8 [Q "SELECT balance FROM accounts WHERE id = 1"]' in lines
     assert "RELEASE_READER conn=8" in lines
-    # Stock servers report no LSN: after the write the library probes the primary's position.
-    assert 'SEND_BACKEND conn=7 [Q "SELECT pg_current_wal_insert_lsn()"]' in lines
+    # Stock servers report no LSN: behind the write the library probes the primary's position
+    # with its own named statement (W-7).
+    assert "SEND_BACKEND conn=7 [P B E S]" in lines
     assert "CLOSE_CLIENT" in lines
     assert "balanced: yes" in lines
 
