@@ -28,7 +28,7 @@ def test_replay_recorded_stock_session():
     assert decisions == [
         "DECISION REPLICA_WITH_WAIT reason=READ_NO_TARGET server=1 wait=no",
         "DECISION FORCE_PRIMARY reason=NOT_A_READ",
-        "DECISION FORCE_PRIMARY reason=READ_NO_BOUNDED_WAIT",
+        "DECISION FORCE_PRIMARY reason=READ_NO_BOUNDED_WAIT target=50340008",
     ]
     assert any(line.startswith("ACQUIRE_READER server=1 [StartupMessage user=app_trust") for line in lines)
     assert 'SEND_BACKEND conn=8 [Q "SELECT balance FROM accounts WHERE id = 1"]' in lines
