@@ -6,6 +6,7 @@ Binaries come from c-examples/build (scripts/test-e2e.sh builds them), or $POLAR
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -54,6 +55,19 @@ def pair():
         yield p
     finally:
         p.stop()
+
+
+@pytest.fixture(scope="session")
+def bench(pair):
+    """pgbench's tables (scale 1), readable by every login; initialised once per run."""
+    subprocess.run(
+        ["pgbench", "-i", "-q", "-s", "1", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres", "app"],
+        check=True, capture_output=True, text=True, timeout=120,
+    )
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute("GRANT ALL ON pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history TO PUBLIC")
+    pair.wait_replayed()
+    return pair
 
 
 @pytest.fixture(scope="module")
