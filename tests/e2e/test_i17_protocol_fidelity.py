@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import pq
 
-from e2e_support import DRIVERS_BUILD, Hang, bounded, driver_built, report, run_program
+from e2e_support import DRIVERS_BUILD, Hang, bounded, driver_built, report, run_program, start_proxy, stop_proxy
 
 # A healthy answer takes milliseconds; this is the bound for one driver call that must not hang.
 ANSWER_S = 5.0
@@ -267,14 +267,28 @@ def test_f1_cancel_storm_cancels_no_innocent_statement(i17, proxy):
                    reason="issue 17.6: pg_backend_pid()/pg_is_in_recovery() are answered by the standby")
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("protocol", ["simple", "extended"])
-def test_s7_backend_pid_recovery_and_terminate_are_the_writer_sessions(i17, proxy, protocol):
+def test_s7_backend_pid_recovery_and_terminate_are_the_writer_sessions(i17, tmp_path, protocol):
+    """The answers come from the client's own writer session; pg_terminate_backend(pg_backend_pid())
+    ends that session and no pooled reader. Its own proxy, so the standby backends it counts are only
+    this test's pooled readers."""
+    proxy = start_proxy(i17, tmp_path)
+    try:
+        s7_checks(i17, proxy, protocol)
+    finally:
+        stop_proxy(proxy)
+
+
+def s7_checks(i17, proxy, protocol):
     cursor = psycopg.ClientCursor if protocol == "simple" else psycopg.Cursor
+    binary = {} if protocol == "simple" else {"binary": True}  # psycopg: binary results force extended
+    app = f"i17-s7-{protocol}"  # names this test's backends on the standby
     problems = []
-    with psycopg.connect(proxy.dsn(), autocommit=True, cursor_factory=cursor) as c:
+    with psycopg.connect(proxy.dsn(application_name=app), autocommit=True, cursor_factory=cursor) as c:
         with bounded(c, ANSWER_S, "S-7 reads"):
-            pid, port = c.execute("SELECT pg_backend_pid(), inet_server_port()").fetchone()
-            in_recovery = c.execute("SELECT pg_is_in_recovery()").fetchone()[0]
-            read_only = c.execute("SELECT current_setting('transaction_read_only')").fetchone()[0]
+            pid, port = c.execute("SELECT pg_backend_pid(), inet_server_port()", **binary).fetchone()
+            in_recovery = c.execute("SELECT pg_is_in_recovery()", **binary).fetchone()[0]
+            read_only = c.execute("SELECT current_setting('transaction_read_only')", **binary).fetchone()[0]
+            c.execute("SELECT 1, inet_server_port()", **binary)  # a plain read: a pooled reader is opened
         seen = f"pg_backend_pid() {pid} (ran on port {port}), client's backend {c.info.backend_pid}; " \
                f"pg_is_in_recovery() {in_recovery}; transaction_read_only {read_only}"
         report("issue 17", f"S-7 ({protocol}): {seen}")
@@ -283,17 +297,18 @@ def test_s7_backend_pid_recovery_and_terminate_are_the_writer_sessions(i17, prox
 
     def standby_backends():
         with psycopg.connect(i17.standby.dsn(dbname="app"), autocommit=True) as s:
-            return {r[0] for r in s.execute("SELECT pid FROM pg_stat_activity WHERE usename = 'app_trust'")}
+            return {r[0] for r in s.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,))}
 
     readers_before = standby_backends()
-    c = psycopg.connect(proxy.dsn(), autocommit=True, cursor_factory=cursor)
+    assert readers_before, "the reads above left no pooled reader on the standby"
+    c = psycopg.connect(proxy.dsn(application_name=app), autocommit=True, cursor_factory=cursor)
     try:
         own = c.info.backend_pid
         outcome = "the session survived"
         with bounded(c, ANSWER_S, "pg_terminate_backend(pg_backend_pid())"):
             try:
-                c.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-                c.execute("SELECT 1")
+                c.execute("SELECT pg_terminate_backend(pg_backend_pid())", **binary)
+                c.execute("SELECT 1", **binary)
             except psycopg.Error as e:
                 outcome = f"{type(e).__name__} {e.sqlstate}: {str(e).splitlines()[0]}"
         if not (c.closed or c.broken):

@@ -135,10 +135,17 @@ def draw(rnd: random.Random, in_txn: bool) -> str:
 
 # -- Running a statement on a connection, as a comparable outcome --------------------------------
 
+def ex(conn, sql: str):
+    """Runs sql. A connection made with EXTENDED as its cursor factory speaks the extended protocol
+    for every statement (psycopg sends a statement without parameters as a simple Query unless binary
+    results are asked for); one made with ClientCursor, the simple protocol."""
+    return conn.execute(sql, binary=True) if conn.cursor_factory is EXTENDED else conn.execute(sql)
+
+
 def outcome(conn, sql: str):
     """('ok', row without the port, port) or ('error', SQLSTATE, None)."""
     try:
-        cur = conn.execute(sql)
+        cur = ex(conn, sql)
         row = cur.fetchone() if cur.description else None
     except psycopg.Error as e:
         if conn.broken or conn.closed:
@@ -147,6 +154,10 @@ def outcome(conn, sql: str):
     if row is not None and cur.description[-1].name == "inet_server_port":
         return ("ok", tuple(row[:-1]), row[-1])
     return ("ok", tuple(row) if row is not None else None, None)
+
+
+class EXTENDED(psycopg.Cursor):
+    """The cursor of the extended-protocol sequences (see outcome())."""
 
 
 @dataclass
@@ -197,7 +208,7 @@ def check(res: Result, client: Client, standby_port: int) -> None:
 def run_sequence(seed: int, proxy, pair) -> Result:
     rnd = random.Random(seed)
     res = Result(seed)
-    cursor = rnd.choice([psycopg.ClientCursor, psycopg.Cursor])  # simple or extended protocol
+    cursor = rnd.choice([psycopg.ClientCursor, EXTENDED])  # simple or extended protocol
     res.trace.append(f"[{'simple' if cursor is psycopg.ClientCursor else 'extended'} protocol]")
     clients = []
     try:
@@ -316,28 +327,28 @@ def test_s6_tenant_set_by_a_function_reaches_no_other_client(s5_objects, proxy, 
     as on the primary. The same for `set_config('role', ...)`: the others stay s5_web, without
     s5_rr's privileges (s5_web is NOINHERIT)."""
     pair = s5_objects
-    cursor = psycopg.ClientCursor if protocol == "simple" else psycopg.Cursor
+    cursor = psycopg.ClientCursor if protocol == "simple" else EXTENDED
     leaks, seen = [], []
     with psycopg.connect(proxy.dsn(user="s5_web"), autocommit=True, cursor_factory=cursor) as a:
         with bounded(a, 10, "client A"):
-            a.execute("SELECT set_tenant('acme')")
-            secrets, tenant, port = a.execute(TENANT_READ).fetchone()
+            ex(a, "SELECT set_tenant('acme')")
+            secrets, tenant, port = ex(a, TENANT_READ).fetchone()
             seen.append(f"A read {secrets!r} on port {port}")
             assert (secrets, tenant) == ("acme-1,acme-2", "acme"), f"A's own tenant: {secrets!r}, {tenant!r}"
-            a.execute("SELECT set_config('role', 's5_rr', false)")
-            assert a.execute(ROLE_READ).fetchone()[:2] == ("s5_rr", "s5_rr")
+            ex(a, "SELECT set_config('role', 's5_rr', false)")
+            assert ex(a, ROLE_READ).fetchone()[:2] == ("s5_rr", "s5_rr")
         for i in range(3):
             with psycopg.connect(proxy.dsn(user="s5_web"), autocommit=True, cursor_factory=cursor) as b:
                 with bounded(b, 10, f"client B{i}"):
                     for _ in range(4):  # several reads: the pool may hold more than one reader
-                        secrets, tenant, port = b.execute(TENANT_READ).fetchone()
-                        user, role, port2 = b.execute(ROLE_READ).fetchone()
+                        secrets, tenant, port = ex(b, TENANT_READ).fetchone()
+                        user, role, port2 = ex(b, ROLE_READ).fetchone()
                         if secrets or tenant:
                             leaks.append(f"B{i} read {secrets!r} (app.tenant {tenant!r}) on port {port}")
                         if (user, role) != ("s5_web", "none"):
                             leaks.append(f"B{i} ran as {user!r} (role {role!r}) on port {port2}")
                     try:
-                        b.execute("SELECT count(*), inet_server_port() FROM s5_only_rr")
+                        ex(b, "SELECT count(*), inet_server_port() FROM s5_only_rr")
                         leaks.append(f"B{i} read s5_only_rr, which s5_web (without SET ROLE) may not")
                     except psycopg.errors.InsufficientPrivilege:
                         pass
