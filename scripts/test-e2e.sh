@@ -12,13 +12,18 @@ source scripts/lib/setup.sh
 prepare_e2e
 prepare_e2e_drivers
 
+# Servers and proxies of this kind already running (another checkout's tests on a shared machine)
+# are not ours: only what appears during this run must be gone at its end.
+polarsplit_processes() { ps -eo pid=,args= | grep -E 'postgres -D /tmp/polarsplit-pg-|polarsplit-proxy(-asan)? --listen' | grep -v grep | sort || true; }
+already=$(polarsplit_processes)
+
 _step "pytest ffi-tests/python tests/e2e"
 status=0
 # --timeout: a backstop per test (pytest-timeout); the tests bound their own waits far below it.
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rxX --timeout=300 ffi-tests/python tests/e2e "$@" || status=$?
 
 # Nothing may outlive the tests: no server on one of our data directories, no proxy.
-leftover=$(ps -eo pid=,args= | grep -E 'postgres -D /tmp/polarsplit-pg-|polarsplit-proxy(-asan)? --listen' | grep -v grep || true)
+leftover=$(comm -13 <(echo "$already") <(polarsplit_processes) | grep . || true)
 if [ -n "$leftover" ]; then
     echo "left running after the e2e tests:" >&2
     echo "$leftover" >&2
