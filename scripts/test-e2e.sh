@@ -12,10 +12,14 @@ source scripts/lib/setup.sh
 prepare_e2e
 prepare_e2e_drivers
 
-# Servers and proxies of this kind already running (another checkout's tests on a shared machine)
-# are not ours: only what appears during this run must be gone at its end.
-polarsplit_processes() { ps -eo pid=,args= | grep -E 'postgres -D /tmp/polarsplit-pg-|polarsplit-proxy(-asan)? --listen' | grep -v grep | sort || true; }
-already=$(polarsplit_processes)
+# This run's servers live in /tmp/polarsplit-pg-<tag>-* (pgpair.py) and its proxies are this
+# checkout's binaries: the leftover check below sees only those, not another checkout's tests running
+# on the same machine.
+export POLARSPLIT_RUN_TAG="e2e$$"
+polarsplit_processes() {
+    ps -eo pid=,args= | grep -E "postgres -D /tmp/polarsplit-pg-$POLARSPLIT_RUN_TAG-|$PWD/c-examples/build/polarsplit-proxy(-asan)? --listen" \
+        | grep -v grep || true
+}
 
 _step "pytest ffi-tests/python tests/e2e"
 status=0
@@ -23,7 +27,7 @@ status=0
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rxX --timeout=300 ffi-tests/python tests/e2e "$@" || status=$?
 
 # Nothing may outlive the tests: no server on one of our data directories, no proxy.
-leftover=$(comm -13 <(echo "$already") <(polarsplit_processes) | grep . || true)
+leftover=$(polarsplit_processes)
 if [ -n "$leftover" ]; then
     echo "left running after the e2e tests:" >&2
     echo "$leftover" >&2
