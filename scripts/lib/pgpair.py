@@ -111,7 +111,10 @@ class PgPair:
 
     def __init__(self, apply_delay_ms: int = 200, base: str | None = None):
         self.apply_delay_ms = apply_delay_ms
-        self.base = Path(base or tempfile.mkdtemp(prefix="polarsplit-pg-"))
+        # POLARSPLIT_RUN_TAG (set by scripts/test-e2e.sh) names this run's data directories, so its
+        # leftover check sees only its own servers on a machine shared with other checkouts.
+        tag = os.environ.get("POLARSPLIT_RUN_TAG")
+        self.base = Path(base or tempfile.mkdtemp(prefix=f"polarsplit-pg-{tag}-" if tag else "polarsplit-pg-"))
         self.primary = Server("primary", self.base / "primary", free_port(), self.base / "primary.log")
         self.standby = Server("standby", self.base / "standby", free_port(), self.base / "standby.log")
 

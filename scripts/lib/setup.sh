@@ -4,7 +4,8 @@
 
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
 VENV="${VENV:-.venv}"
-PY_PACKAGES=("psycopg[binary]==3.3.*" "pytest==9.*")
+# asyncpg and pytest-timeout: the driver tests of issues 17/18 (a hang must fail in bounded time).
+PY_PACKAGES=("psycopg[binary]==3.3.*" "pytest==9.*" "asyncpg==0.30.*" "pytest-timeout==2.*")
 
 _step() { printf '\n=== %s ===\n' "$*"; }
 
@@ -34,8 +35,8 @@ ensure_debian_packages() {
 }
 
 ensure_venv() {
-    if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import psycopg, pytest' >/dev/null 2>&1; then
-        _step "python venv $VENV (psycopg, pytest)"
+    if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import psycopg, pytest, asyncpg, pytest_timeout' >/dev/null 2>&1; then
+        _step "python venv $VENV (psycopg, pytest, asyncpg, pytest-timeout)"
         python3 -m venv "$VENV"
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
     fi
@@ -57,4 +58,70 @@ prepare_e2e() {
     build_library
     build_examples
     ensure_venv
+}
+
+# The other real drivers of the e2e tests (issues 17, 18), from Debian and npm: node-postgres (npm
+# `pg`, installed into tests/e2e/drivers/node from its committed lockfile), the PostgreSQL JDBC driver
+# with a JDK to compile the workload, and libpq's headers for the C driver programs. Built into
+# tests/e2e/drivers/build (ignored by git); each step is skipped when its output is up to date.
+DRIVERS_DIR=tests/e2e/drivers
+JDBC_JAR=/usr/share/java/postgresql.jar
+
+ensure_driver_packages() {
+    local need=()
+    command -v node >/dev/null 2>&1 || need+=(nodejs)
+    command -v npm >/dev/null 2>&1 || need+=(npm)
+    command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+    [ -f "$JDBC_JAR" ] || need+=(libpostgresql-jdbc-java)
+    { command -v pg_config >/dev/null 2>&1 && [ -f "$(pg_config --includedir)/libpq-fe.h" ]; } || need+=(libpq-dev)
+    if ((${#need[@]})); then
+        _step "installing ${need[*]}"
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "missing ${need[*]}: run as root or install them" >&2
+            return 1
+        fi
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    fi
+}
+
+# $1 is newer than every later argument (or they are missing): rebuild.
+_stale() {
+    local out=$1
+    shift
+    [ -e "$out" ] || return 0
+    local f
+    for f in "$@"; do [ "$f" -nt "$out" ] && return 0; done
+    return 1
+}
+
+build_drivers() {
+    local build="$DRIVERS_DIR/build" node="$DRIVERS_DIR/node"
+    mkdir -p "$build/java" "$build/libpq"
+    if _stale "$node/node_modules/.package-lock.json" "$node/package-lock.json" "$node/package.json"; then
+        _step "npm ci ($node: node-postgres)"
+        (cd "$node" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+    local java
+    for java in "$DRIVERS_DIR"/java/*.java; do
+        local cls="$build/java/$(basename "${java%.java}").class"
+        if _stale "$cls" "$java" "$JDBC_JAR"; then
+            _step "javac $java"
+            javac -d "$build/java" -cp "$JDBC_JAR" "$java"
+        fi
+    done
+    local c
+    for c in "$DRIVERS_DIR"/libpq/*.c; do
+        local bin="$build/libpq/$(basename "${c%.c}")"
+        if _stale "$bin" "$c"; then
+            _step "cc $c (libpq)"
+            cc -O1 -g -Wall -Wextra -Werror -I"$(pg_config --includedir)" -o "$bin" "$c" -L"$(pg_config --libdir)" -lpq
+        fi
+    done
+}
+
+# The e2e tests' drivers, after prepare_e2e.
+prepare_e2e_drivers() {
+    ensure_driver_packages
+    build_drivers
 }

@@ -6,6 +6,7 @@ Binaries come from c-examples/build (scripts/test-e2e.sh builds them), or $POLAR
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,6 +57,19 @@ def pair():
         p.stop()
 
 
+@pytest.fixture(scope="session")
+def bench(pair):
+    """pgbench's tables (scale 1), readable by every login; initialised once per run."""
+    subprocess.run(
+        ["pgbench", "-i", "-q", "-s", "1", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres", "app"],
+        check=True, capture_output=True, text=True, timeout=120,
+    )
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute("GRANT ALL ON pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history TO PUBLIC")
+    pair.wait_replayed()
+    return pair
+
+
 @pytest.fixture(scope="module")
 def asan_proxy(pair, tmp_path_factory):
     proxy = start_proxy(pair, tmp_path_factory.mktemp("proxy"), asan=True)
@@ -72,3 +86,13 @@ def proxy(pair, tmp_path_factory):
         yield proxy
     finally:
         stop_proxy(proxy)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The figures the issue 17/18 tests measured (also when they fail or xfail), one section each."""
+    from e2e_support import REPORT
+
+    for section, lines in REPORT.items():
+        terminalreporter.section(f"measured: {section}")
+        for line in lines:
+            terminalreporter.write_line(line)

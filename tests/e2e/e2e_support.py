@@ -43,3 +43,89 @@ def where(conn, sql: str = "SELECT inet_server_port(), pg_is_in_recovery()", par
 
 def ports(pair: PgPair) -> dict[int, str]:
     return {pair.primary.port: "primary", pair.standby.port: "standby"}
+
+
+# -- Bounded waits (issues 17 and 18): a hang must fail fast, never stall the run -----------------
+
+import json  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+
+DRIVERS = ROOT / "tests" / "e2e" / "drivers"
+DRIVERS_BUILD = Path(os.environ.get("POLARSPLIT_DRIVERS_BUILD", DRIVERS / "build"))
+JDBC_JAR = Path("/usr/share/java/postgresql.jar")
+
+
+class Hang(AssertionError):
+    """A statement got no answer within its bound (the watchdog shut the connection down)."""
+
+
+@contextmanager
+def bounded(conn, seconds: float, what: str, diagnose=None):
+    """Runs the block with a deadline on a psycopg connection: when it passes, `diagnose()` (if
+    given) records what the servers see, and the connection's socket is shut down, so the blocked
+    call returns with an error at once. Raises Hang naming `what` and the diagnosis."""
+    fired: dict[str, str] = {}
+
+    def fire():
+        try:
+            fired["diagnosis"] = diagnose() if diagnose else ""
+        except Exception as e:  # noqa: BLE001 - the diagnosis is best effort
+            fired["diagnosis"] = f"(diagnosis failed: {e})"
+        fired["at"] = f"{seconds:g} s"
+        try:
+            s = socket.socket(fileno=os.dup(conn.fileno()))
+            s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        except OSError:
+            pass
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except Exception as e:
+        timer.cancel()
+        if fired:
+            raise Hang(f"{what}: no answer within {fired['at']} (hang); {fired['diagnosis']}") from e
+        raise
+    finally:
+        timer.cancel()
+    if fired:
+        raise Hang(f"{what}: no answer within {fired['at']} (hang); {fired['diagnosis']}")
+
+
+def run_program(cmd: list, timeout: float, what: str, cwd=None) -> dict:
+    """Runs a driver program that prints one JSON line; a timeout or a non-zero exit fails with its output."""
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired as e:
+        raise Hang(f"{what}: did not finish within {timeout:g} s (hang); output: {e.stdout!r} {e.stderr!r}") from e
+    if out.returncode != 0:
+        raise AssertionError(f"{what} exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"{what} printed no result:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    result = json.loads(lines[-1])
+    result["wall_s"] = round(time.monotonic() - t0, 2)
+    return result
+
+
+def driver_built(path: Path) -> Path:
+    if not path.exists():
+        import pytest
+
+        pytest.fail(f"{path} is not built: run scripts/test-e2e.sh (it builds tests/e2e/drivers)")
+    return path
+
+
+# Lines for the end-of-run summary (conftest's pytest_terminal_summary prints them).
+REPORT: dict[str, list[str]] = {}
+
+
+def report(section: str, line: str) -> None:
+    REPORT.setdefault(section, []).append(line)

@@ -1,25 +1,8 @@
-"""pgbench through the proxy (simple protocol): read-only and simple-update runs end without errors."""
+"""pgbench through the proxy (simple protocol): read-only and simple-update runs end without errors.
+(The `bench` fixture, pgbench's tables, is in conftest.py: issue 18's tests use it too.)"""
 
 import re
 import subprocess
-
-import psycopg
-import pytest
-
-from e2e_support import PgPair
-
-
-@pytest.fixture(scope="module")
-def bench(pair: PgPair):
-    subprocess.run(
-        ["pgbench", "-i", "-q", "-s", "1", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres", "app"],
-        check=True, capture_output=True, text=True, timeout=120,
-    )
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
-        c.execute("GRANT ALL ON pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history TO PUBLIC")
-    pair.wait_replayed()
-    return pair
-
 
 def run_pgbench(proxy, *args):
     cmd = ["pgbench", "-n", "-M", "simple", "-c", "4", "-j", "2", "-T", "4",
