@@ -92,6 +92,9 @@ def test_e1_psycopg_sync_then_flush_does_not_hang(i17, proxy, work, autocommit):
             assert c.execute(f"SELECT count(*) FROM i17_rows WHERE id >= {base} AND id < {base + 10}").fetchone()[0] >= 1
             assert c.execute("SELECT count(*) FROM i17_rows WHERE id >= %s AND id < %s",
                              (base, base + 10)).fetchone()[0] >= 1
+            if not autocommit:
+                # The SELECTs opened a transaction of their own (autocommit off): end it.
+                c.commit()
         # The writer session is idle, not holding a transaction open.
         assert writer_activity(i17, pid).startswith(f"writer backend {pid}: 'idle' ")
     with psycopg.connect(i17.primary.dsn(dbname="app")) as p:
@@ -137,7 +140,9 @@ def test_w7_libpq_unnamed_prepared_statement_survives_the_probe(i17, proxy):
     write, and an unnamed statement that is itself the write, executed three times."""
     prog = driver_built(DRIVERS_BUILD / "libpq" / "unnamed_prepared")
     try:
-        run_program([prog, proxy.dsn(), "1701"], timeout=30, what="unnamed_prepared")
+        result = run_program([prog, proxy.dsn(), "1701"], timeout=30, what="unnamed_prepared")
+        assert result["failures"] == 0, result
+        report("issue 17", "libpq unnamed statement after a write: 0 of 13 steps failed")
     except AssertionError as e:
         failed = [ln for ln in str(e).splitlines() if ln.startswith("fail ")]
         report("issue 17", f"libpq unnamed statement after a write: {len(failed)} of 13 steps failed "

@@ -73,5 +73,6 @@ int main(int argc, char **argv) {
 
     PQfinish(conn);
     printf("failures %d\n", failures);
+    printf("{\"failures\": %d}\n", failures);
     return failures ? 1 : 0;
 }
