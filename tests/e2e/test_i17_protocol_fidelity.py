@@ -53,11 +53,6 @@ def writer_activity(pair, pid: int) -> str:
 
 # -- 17.1: psycopg ends every pipeline and executemany() with Sync then a lone Flush ---------------
 
-FLUSH_XFAIL = pytest.mark.xfail(
-    strict=True, raises=Hang,
-    reason="issue 17.1: the lone Flush after Sync is taken for a statement awaiting an RFQ; the next query is held")
-
-
 def _executemany(c, base):
     with c.cursor() as cur:
         cur.executemany("INSERT INTO i17_rows VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET note = excluded.note",
@@ -71,7 +66,6 @@ def _pipeline(c, base):
         c.execute("SELECT note FROM i17_rows WHERE id = %s", (base,))
 
 
-@FLUSH_XFAIL
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("autocommit", [True, False], ids=["autocommit", "transaction"])
 @pytest.mark.parametrize("work", [_executemany, _pipeline], ids=["executemany", "pipeline"])
@@ -104,8 +98,6 @@ def test_e1_psycopg_sync_then_flush_does_not_hang(i17, proxy, work, autocommit):
 
 # -- 17.1: asyncpg prepares with Parse/Describe/Flush, then sends a simple-Query COPY ---------------
 
-@pytest.mark.xfail(strict=True, raises=Hang,
-                   reason="issue 17.1: the COPY after Parse/Describe/Flush is held behind a batch never closed")
 @pytest.mark.timeout(60)
 def test_e1_asyncpg_copy_records_to_table_does_not_hang(i17, proxy):
     rows = [(i, i * i) for i in range(1, 201)]
@@ -132,8 +124,6 @@ def test_e1_asyncpg_copy_records_to_table_does_not_hang(i17, proxy):
 
 # -- 17.3: the stock probe must not destroy the client's unnamed prepared statement ----------------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.3: the probe is a simple Query, which destroys the unnamed statement (26000)")
 @pytest.mark.timeout(60)
 def test_w7_libpq_unnamed_prepared_statement_survives_the_probe(i17, proxy):
     """libpq PQprepare(conn, "", ...) then PQdescribePrepared/PQexecPrepared(conn, "", ...) after a
@@ -155,8 +145,6 @@ def test_w7_libpq_unnamed_prepared_statement_survives_the_probe(i17, proxy):
 NOTIFICATIONS = 300
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.2: a NotificationResponse arriving during the hidden probe is discarded")
 @pytest.mark.timeout(60)
 def test_w7_listen_on_a_writing_connection_loses_no_notification(i17, proxy):
     got: set[int] = set()
@@ -203,7 +191,7 @@ INNOCENT = "SELECT count(*), inet_server_port() FROM generate_series(1, 20000)"
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.7: a cancel forwarded to a pooled reader lands on the next client's statement")
+                   reason="issue 17.7: the example proxy does not yet tell the session a cancel was forwarded (cancel_forwarded), so the reader is pooled")
 @pytest.mark.timeout(90)
 def test_f1_cancel_storm_cancels_no_innocent_statement(i17, proxy):
     """Four clients run plain reads (simple protocol, so they share the pooled standby connections)

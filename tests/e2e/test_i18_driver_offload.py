@@ -123,11 +123,6 @@ WORKLOADS = {
     "jdbc": jdbc,
 }
 
-NOT_OFFLOADED = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="issue 18: named prepared statements and pipelined batches are not offloaded (EXTENDED_NOT_SELF_CONTAINED)")
-
-
 def drivers(marks: dict[str, pytest.MarkDecorator]):
     return [pytest.param(d, marks=marks.get(d, ()), id=d) for d in WORKLOADS]
 
@@ -173,7 +168,7 @@ def test_e3_s1a_no_stale_read_per_driver_with_200ms_apply_delay(i18, proxy, driv
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("driver", drivers({d: NOT_OFFLOADED for d in WORKLOADS}))
+@pytest.mark.parametrize("driver", drivers({}))
 def test_e2_reads_offloaded_per_driver_without_apply_delay(i18, proxy, driver):
     i18.set_apply_delay(0)
     try:
@@ -206,7 +201,7 @@ READER_OUTCOMES = ("REPLICA_WITH_WAIT", "REPLICA_TXN_SPLIT")
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", ["simple", "extended", pytest.param("prepared", marks=NOT_OFFLOADED)])
+@pytest.mark.parametrize("mode", ["simple", "extended", "prepared"])
 def test_e1_pgbench_select_only_offloaded_in_every_query_mode(bench, proxy, mode):
     """pgbench -S (one point select a transaction) through the proxy with no apply delay: the share of
     its selects the engine sent to the standby (reader decisions per processed transaction) ≥ 95%."""
