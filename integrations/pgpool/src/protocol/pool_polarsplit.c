@@ -120,6 +120,8 @@ typedef struct
 	char		why[256];
 } pssession;
 
+bool		pool_polarsplit_fresh_connection;
+
 static psg_engine *ps_engine;	/* one per child process */
 static bool ps_engine_failed;
 static int	ps_engine_primary = -1;
@@ -475,6 +477,9 @@ ps_exec(const psg_action *a)
 {
 	psnode	   *n;
 
+	ereport(DEBUG5, (errmsg("polarsplit: action %d conn %llu n %zu bytes %zu", (int) a->kind,
+						   (unsigned long long) a->conn, a->n, a->bytes_len)));
+
 	switch (a->kind)
 	{
 		case PSG_CONNECT_WRITER:
@@ -704,6 +709,8 @@ ps_feed_backend(psnode *n)
 		n->fed = 0;
 		return;
 	}
+	ereport(DEBUG5, (errmsg("polarsplit: feeding %zu bytes of node %d from '%c' (fed %zu)", n->in.len - n->fed,
+						   (int) n->conn - 1, *psbuf_at(&n->in, n->fed), n->fed)));
 	st = psg_recv_backend(ps.s, n->conn, psbuf_at(&n->in, n->fed), n->in.len - n->fed, ps_now_ms());
 	if (st == PSG_OK)
 	{
@@ -713,10 +720,14 @@ ps_feed_backend(psnode *n)
 	}
 	if (st == PSG_ERR_PROTOCOL)
 	{
+		char		err[200] = "";
+
+		psg_last_error(ps.s, err, sizeof err);
 		n->fed = n->in.len;
 		ps_pump();
 		ps.fatal = true;
-		snprintf(ps.why, sizeof ps.why, "node %d broke the protocol", (int) n->conn - 1);
+		snprintf(ps.why, sizeof ps.why, "node %d broke the protocol: %s (first byte '%c')", (int) n->conn - 1,
+				 err, n->in.len ? *psbuf_at(&n->in, 0) : '-');
 		return;
 	}
 	ps_fail("recv_backend", st);
@@ -906,12 +917,38 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 			memcpy(body + nl, params->values[i], vl);
 			put_msg(win, 'S', body, nl + vl);
 		}
-		key[0] = htonl((uint32_t) ws->pid);
-		key[1] = htonl((uint32_t) ws->key);
+		/* pid and key are kept in network order by Pgpool */
+		key[0] = (uint32_t) ws->pid;
+		key[1] = (uint32_t) ws->key;
 		put_msg(win, 'K', key, 8);
-		put_msg(win, 'Z', &z, 1);
+		if (!pool_polarsplit_fresh_connection)
+		{
+			/* Pgpool sent the client its own ReadyForQuery: replay one, drop the answer */
+			z = ws->con->tstate ? ws->con->tstate : 'I';
+			put_msg(win, 'Z', &z, 1);
+		}
 		ps.nodes[ps.writer].synthetic = win->len;
 	}
+
+	/* On fresh connections the primary's real ReadyForQuery follows (fed as it arrives, and
+	 * forwarded to the client); every other node's is still unread: take it now. */
+	if (pool_polarsplit_fresh_connection)
+		for (int i = 0; i < NUM_BACKENDS; i++)
+		{
+			psnode	   *n = &ps.nodes[i];
+			char		kind = 0;
+			int			len;
+
+			if (!n->in_use || i == ps.writer)
+				continue;
+			while (kind != 'Z')
+			{
+				char	   *body = ps_read_message(n->cp, &kind, &len);
+
+				if (kind == 'Z' && body && len >= 1)
+					n->cp->tstate = body[0];
+			}
+		}
 
 	ps.cfed = 0;
 	ps_feed_client();			/* -> CONNECT_WRITER -> WRITER_CONNECTED */

@@ -12,6 +12,11 @@
  * mode, protocol 3, a primary connection). */
 extern bool pool_polarsplit_wanted(POOL_CONNECTION_POOL * backend);
 
+/* Set by get_backend_connection(): true when the connections were just opened, so each node's
+ * ReadyForQuery of the handshake is still unread (pool_do_auth stops after BackendKeyData);
+ * false for cached connections, where Pgpool already sent the client its own. */
+extern bool pool_polarsplit_fresh_connection;
+
 /*
  * Runs the client session to its end with every routing decision from libpolarsplit, in place
  * of pool_process_query(). Returns POOL_END when the client terminated and every backend
