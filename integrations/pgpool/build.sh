@@ -15,9 +15,10 @@
 # (the patch, our sources, the header, this script): the library itself is linked dynamically,
 # so a rebuilt libpolarsplit.so needs only the install of step 3.
 #
-# Usage: integrations/pgpool/build.sh [--no-library-build]
+# Usage: integrations/pgpool/build.sh [--no-library-build] [--plain]
 #   PGPOOL_CACHE   default <repo>/target/pgpool
 #   --no-library-build: install the already built target/release library (no cargo build)
+#   --plain: also build the patched tree without --with-polarsplit ($PGPOOL_CACHE/bin/pgpool-plain)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -27,9 +28,11 @@ PATCH="$HERE/pgpool2-$VERSION-polarsplit.patch"
 PREFIX="$CACHE/prefix"
 
 library_build=1
+plain=0
 for arg in "$@"; do
     case "$arg" in
         --no-library-build) library_build=0 ;;
+        --plain) plain=1 ;;
         *) echo "build.sh: unknown argument $arg" >&2; exit 2 ;;
     esac
 done
@@ -95,33 +98,48 @@ export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 pkg-config --exists polarsplit
 
 # --- 4. patch and build (cached) -----------------------------------------------------------
-stamp_of_inputs() {
+stamp_of_inputs() { # variant
     {
+        echo "$1"
         cat "$PATCH" "$HERE/build.sh" "$PREFIX/include/polarsplit.h"
         find "$HERE/src" -type f | sort | xargs cat
         basename "$dsc"
     } | sha256sum | cut -d' ' -f1
 }
-stamp="$(stamp_of_inputs)"
-if [ -x "$CACHE/bin/pgpool" ] && [ "$(cat "$CACHE/bin/.stamp" 2>/dev/null)" = "$stamp" ]; then
-    step "up to date ($CACHE/bin/pgpool)"
-    exit 0
-fi
 
-build="$CACHE/build"
-step "patching and building in $build (configure --with-polarsplit, make -j2)"
-rm -rf "$build"
-cp -a "$pristine" "$build"
-cp -a "$HERE/src/." "$build/src/"
-(cd "$build" && patch -p1 -s < "$PATCH")
-(
-    cd "$build"
-    ./configure -q --with-polarsplit LDFLAGS="-Wl,-rpath,$PREFIX/lib" >"$CACHE/configure.log" 2>&1 ||
-        { tail -30 "$CACHE/configure.log" >&2; exit 1; }
-    make -s -j2 >"$CACHE/make.log" 2>&1 || { grep -E "error|Error" "$CACHE/make.log" | head -40 >&2; exit 1; }
-)
-grep -q "#define USE_POLARSPLIT 1" "$build/src/include/config.h"
-mkdir -p "$CACHE/bin"
-cp "$build/src/pgpool" "$CACHE/bin/pgpool"
-echo "$stamp" > "$CACHE/bin/.stamp"
-step "built $CACHE/bin/pgpool ($(objdump -p "$CACHE/bin/pgpool" | awk '$1 == "NEEDED" && $2 ~ /polarsplit/ { print $2 }'))"
+# build_variant NAME CONFIGURE-FLAGS...: the patched tree, configured with the flags, into
+# $CACHE/bin/NAME.
+build_variant() {
+    local name="$1" stamp build
+    shift
+    stamp="$(stamp_of_inputs "$name $*")"
+    if [ -x "$CACHE/bin/$name" ] && [ "$(cat "$CACHE/bin/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+        step "$name up to date"
+        return
+    fi
+    build="$CACHE/build-$name"
+    step "$name: patching and building in $build (configure $*, make -j2)"
+    rm -rf "$build"
+    cp -a "$pristine" "$build"
+    cp -a "$HERE/src/." "$build/src/"
+    (cd "$build" && patch -p1 -s < "$PATCH")
+    (
+        cd "$build"
+        ./configure -q "$@" LDFLAGS="-Wl,-rpath,$PREFIX/lib" >"$CACHE/configure-$name.log" 2>&1 ||
+            { tail -30 "$CACHE/configure-$name.log" >&2; exit 1; }
+        make -s -j2 >"$CACHE/make-$name.log" 2>&1 ||
+            { grep -E "error|Error" "$CACHE/make-$name.log" | head -40 >&2; exit 1; }
+    )
+    mkdir -p "$CACHE/bin"
+    cp "$build/src/pgpool" "$CACHE/bin/$name"
+    echo "$stamp" > "$CACHE/bin/.$name.stamp"
+    step "built $CACHE/bin/$name (needs: $(objdump -p "$CACHE/bin/$name" | awk '$1 == "NEEDED" { printf "%s ", $2 }'))"
+}
+
+build_variant pgpool --with-polarsplit
+grep -q "#define USE_POLARSPLIT 1" "$CACHE/build-pgpool/src/include/config.h"
+# The same patched tree without the switch: Pgpool as it was (issue 21: unchanged when off).
+if [ "$plain" = 1 ]; then
+    build_variant pgpool-plain
+    ! grep -q "#define USE_POLARSPLIT 1" "$CACHE/build-pgpool-plain/src/include/config.h"
+fi

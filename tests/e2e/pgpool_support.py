@@ -15,7 +15,9 @@ import psycopg
 from e2e_support import ROOT
 from pgpair import PgPair, free_port
 
-PGPOOL = Path(os.environ.get("PGPOOL_CACHE", ROOT / "target" / "pgpool")) / "bin" / "pgpool"
+PGPOOL_BIN = Path(os.environ.get("PGPOOL_CACHE", ROOT / "target" / "pgpool")) / "bin"
+PGPOOL = PGPOOL_BIN / "pgpool"  # configure --with-polarsplit
+PGPOOL_PLAIN = PGPOOL_BIN / "pgpool-plain"  # the same patched tree without the switch
 
 # Pgpool's own statement-level load balancing in streaming-replication mode, as its documentation
 # and sample configuration describe it (doc/src/sgml/loadbalance.sgml, stream-check.sgml,
@@ -33,8 +35,11 @@ PGPOOL_LOAD_BALANCING = {
 class Pgpool:
     """One pgpool process group on a free port, in front of the pair."""
 
-    def __init__(self, pair: PgPair, workdir: Path, polarsplit: bool, settings: dict[str, str] | None = None,
+    def __init__(self, pair: PgPair, workdir: Path, polarsplit: bool | None, settings: dict[str, str] | None = None,
                  children: int = 12, library: str = "server_dialect=stock,startup_profile=off"):
+        """polarsplit: True/False for the --with-polarsplit build's `polarsplit` setting, None for
+        the build without the switch (which knows no polarsplit settings)."""
+        self.binary = PGPOOL_PLAIN if polarsplit is None else PGPOOL
         self.pair = pair
         self.port = free_port()
         self.pcp_port = free_port()
@@ -71,9 +76,10 @@ class Pgpool:
             "pid_file_name": f"'{self.workdir}/pgpool.pid'",
             "log_destination": "'stderr'",
             "log_min_messages": "'warning'",
-            "polarsplit": "on" if polarsplit else "off",
-            "polarsplit_settings": f"'{library}'",
         }
+        if polarsplit is not None:
+            conf["polarsplit"] = "on" if polarsplit else "off"
+            conf["polarsplit_settings"] = f"'{library}'"
         conf.update(PGPOOL_LOAD_BALANCING)
         conf.update(settings or {})
         self.conf = self.workdir / "pgpool.conf"
@@ -84,11 +90,11 @@ class Pgpool:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Pgpool":
-        if not PGPOOL.exists():
-            raise RuntimeError(f"{PGPOOL} is not built: run integrations/pgpool/build.sh")
+        if not self.binary.exists():
+            raise RuntimeError(f"{self.binary} is not built: run integrations/pgpool/build.sh --plain")
         self._logf = open(self.log, "w")
         self.proc = subprocess.Popen(
-            [str(PGPOOL), "-n", "-D", "-f", str(self.conf), "-F", str(self.workdir / "pcp.conf"),
+            [str(self.binary), "-n", "-D", "-f", str(self.conf), "-F", str(self.workdir / "pcp.conf"),
              "-a", str(self.workdir / "pool_hba.conf")],
             stdout=self._logf, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 30

@@ -1,9 +1,10 @@
 """Issue 21: Pgpool-II 4.3.5 (Debian's source) patched to take every routing decision from
 libpolarsplit, against the real pair (standby applying WAL 200 ms late).
 
-One binary (integrations/pgpool/build.sh, `--with-polarsplit`) runs in two configurations:
-`polarsplit = off` with Pgpool's own statement-level load balancing configured as its
-documentation describes for streaming replication, and `polarsplit = on`. The workloads speak the
+integrations/pgpool/build.sh builds the patched tree twice: without the switch (`pgpool-plain`,
+Pgpool as it was), which runs Pgpool's own statement-level load balancing configured as its
+documentation describes for streaming replication, and `--with-polarsplit` (`pgpool`), run with
+`polarsplit = on`, and with `polarsplit = off` for the pgbench comparison. The workloads speak the
 simple query protocol (psycopg's ClientCursor binds parameters client-side). Where a statement
 ran is read from `inet_server_port()` (replica-safe on purpose, SPEC S-7).
 
@@ -21,7 +22,7 @@ import psycopg
 import pytest
 
 from e2e_support import ROOT
-from pgpool_support import PGPOOL, Counts, Pgpool
+from pgpool_support import PGPOOL, PGPOOL_PLAIN, Counts, Pgpool
 
 REPORT = PGPOOL.parent.parent / "report.txt"
 CLIENTS = 4
@@ -51,7 +52,7 @@ def pgpools(pair, tmp_path_factory):
     work = tmp_path_factory.mktemp("pgpool")
     REPORT.parent.mkdir(parents=True, exist_ok=True)
 
-    def get(name: str, polarsplit: bool, settings: dict[str, str] | None = None) -> Pgpool:
+    def get(name: str, polarsplit: bool | None, settings: dict[str, str] | None = None) -> Pgpool:
         if name not in started:
             started[name] = Pgpool(pair, work, polarsplit=polarsplit, settings=settings).start()
         return started[name]
@@ -171,7 +172,7 @@ def test_s1a_pgpool_polarsplit_reads_your_writes_where_pgpool_load_balancing_doe
            f"{int(PAUSE_S * 1000)} ms; read), standby apply delay {pair.apply_delay_ms} ms")
     results = {}
     for i, (name, settings) in enumerate(BASELINES.items()):
-        p = pgpools(f"lb{i}", polarsplit=False, settings=settings)
+        p = pgpools(f"lb{i}", polarsplit=None, settings=settings)
         results[name] = ryw_workload(p, pair, _rows(pair, 7000 + 10 * i, CLIENTS))
         report(_line(name, results[name]))
     ps = ryw_workload(pgpools("polarsplit", polarsplit=True), pair, _rows(pair, 7100, CLIENTS))
@@ -191,7 +192,7 @@ def test_p5_pgpool_transaction_reads_before_the_first_write_offloaded_after_it_o
     report(f"\ntransactions through Pgpool-II, {CLIENTS} clients x {ITERATIONS} x (BEGIN; read; write; read; "
            f"COMMIT; {int(PAUSE_S * 1000)} ms)")
     runs = {
-        "pgpool load balancing, disable_load_balance_on_write = 'transaction'": pgpools("lb0", polarsplit=False),
+        "pgpool load balancing, disable_load_balance_on_write = 'transaction'": pgpools("lb0", polarsplit=None),
         "patched pgpool, polarsplit = on": pgpools("polarsplit", polarsplit=True),
     }
     out = {}
@@ -228,18 +229,68 @@ def test_pgbench_select_only_through_pgpool_polarsplit_on_vs_off(pair, pgpools):
                     "app"], check=True, capture_output=True)
     pair.primary.psql("GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC", dbname="app")
     pair.wait_replayed()
-    off = pgpools("lb0", polarsplit=False)
-    on = pgpools("polarsplit", polarsplit=True)
-    runs: dict[str, list[tuple[float, int, float]]] = {"off": [], "on": []}
-    _pgbench(off, 1), _pgbench(on, 1)  # warm both: children connected, caches filled
+    servers = {"off": pgpools("off", polarsplit=False), "on": pgpools("polarsplit", polarsplit=True),
+               "plain": pgpools("lb0", polarsplit=None)}
+    runs: dict[str, list[tuple[float, int, float]]] = {k: [] for k in servers}
+    for p in servers.values():
+        _pgbench(p, 1)  # warm: children connected, caches filled
     for _ in range(3):
-        for name, p in (("off", off), ("on", on)):
+        for name, p in servers.items():
             runs[name].append(_pgbench(p, 4))
     tps = {k: statistics.median(t for t, _, _ in v) for k, v in runs.items()}
     cpu_us = {k: statistics.median(1e6 * c / n for _, n, c in v) for k, v in runs.items()}
     report("\npgbench -S -c 4 -j 2 -T 4 through the same patched Pgpool, 3 alternating runs each (medians)")
-    for k, label in (("off", "polarsplit = off (Pgpool's load balancing)"), ("on", "polarsplit = on")):
+    for k, label in (("off", "polarsplit = off (Pgpool's load balancing)"), ("on", "polarsplit = on"),
+                     ("plain", "built without --with-polarsplit")):
         report(f"  {label:<44} tps {tps[k]:9.1f}  pgpool CPU per transaction {cpu_us[k]:7.1f} us  "
                f"(runs: {', '.join(f'{t:.0f}' for t, _, _ in runs[k])})")
     report(f"  TPS ratio on/off {tps['on'] / tps['off']:.3f}; CPU per transaction on/off {cpu_us['on'] / cpu_us['off']:.3f}")
-    assert all(t > 0 for t, _, _ in runs["on"] + runs["off"])
+    assert all(t > 0 for v in runs.values() for t, _, _ in v)
+
+
+def test_pgpool_built_without_the_switch_has_no_trace_of_the_library():
+    """Without --with-polarsplit the patched tree builds Pgpool as it was: no libpolarsplit
+    dependency, no symbol of ours, no polarsplit setting."""
+    needed = subprocess.run(["objdump", "-p", str(PGPOOL_PLAIN)], capture_output=True, text=True, check=True).stdout
+    assert "libpolarsplit" not in needed
+    assert "libpolarsplit" in subprocess.run(["objdump", "-p", str(PGPOOL)], capture_output=True, text=True,
+                                             check=True).stdout
+    symbols = subprocess.run(["nm", str(PGPOOL_PLAIN)], capture_output=True, text=True, check=True).stdout
+    assert "polarsplit" not in symbols.lower()
+    strings = PGPOOL_PLAIN.read_bytes()
+    assert b"polarsplit_settings" not in strings and b"polarsplit_settings" in PGPOOL.read_bytes()
+
+
+def test_e2_pgpool_polarsplit_extended_protocol_and_prepared_statements_read_your_writes(pair, pgpools):
+    """psycopg's default (extended protocol, server-side prepared after the first execution):
+    the library handles the extended protocol through Pgpool too; no read misses a write."""
+    p = pgpools("polarsplit", polarsplit=True)
+    (k,) = _rows(pair, 7300, 1)
+    stale = reads = 0
+    with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=0) as c:
+        for _ in range(10):
+            wrote = c.execute("UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v", (k,)).fetchone()[0]
+            for pause in (0, PAUSE_S):
+                time.sleep(pause)
+                v, _port = c.execute("SELECT v, inet_server_port() FROM kv WHERE k = %s", (k,)).fetchone()
+                reads += 1
+                stale += v < wrote
+    report(f"\nextended protocol (prepared) through patched Pgpool: reads {reads}, stale {stale}")
+    assert reads == 20 and stale == 0
+
+
+def test_cancel_through_pgpool_reaches_the_statement_on_the_standby(pair, pgpools):
+    """A CancelRequest goes to Pgpool, which forwards it to its node connections of that client
+    (docs/INTEGRATING.md: cancels); a read the library put on the standby is cancelled there."""
+    p = pgpools("polarsplit", polarsplit=True)
+    with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+        assert c.execute("SELECT inet_server_port()").fetchone()[0] == pair.standby.port
+        timer = threading.Timer(0.5, c.cancel)
+        timer.start()
+        t0 = time.time()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            c.execute("SELECT pg_sleep(20), inet_server_port()")
+        timer.join()
+        assert time.time() - t0 < 15
+        # The session goes on after the cancel.
+        assert c.execute("SELECT 41 + 1").fetchone()[0] == 42
