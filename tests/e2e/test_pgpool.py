@@ -294,3 +294,32 @@ def test_cancel_through_pgpool_reaches_the_statement_on_the_standby(pair, pgpool
         assert time.time() - t0 < 15
         # The session goes on after the cancel.
         assert c.execute("SELECT 41 + 1").fetchone()[0] == 42
+
+
+def test_s5_pgpool_reader_runs_with_the_writer_sessions_settings(pair, pgpools):
+    """The one standby connection of a Pgpool child serves every read of its client: when the
+    session's settings change, the host resets it (DISCARD ALL) and the library replays the
+    session's state on it before the read (SPEC S-5, S-6)."""
+    p = pgpools("polarsplit", polarsplit=True)
+    standby = pair.standby.port
+    q = "SELECT current_setting('application_name'), current_setting('search_path'), inet_server_port()"
+    with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+        c.execute("SET application_name = 'ps-one'")
+        c.execute("SET search_path = pg_catalog, public")
+        seen = []
+        for _ in range(20):  # the standby is used once the session's state is known
+            seen.append(c.execute(q).fetchone())
+            if seen[-1][2] == standby:
+                break
+            time.sleep(0.05)
+        assert seen[-1] == ("ps-one", "pg_catalog, public", standby), seen
+        c.execute("SET application_name = 'ps-two'")
+        c.execute("RESET search_path")
+        for _ in range(20):
+            seen.append(c.execute(q).fetchone())
+            if seen[-1][2] == standby:
+                break
+            time.sleep(0.05)
+        assert seen[-1] == ("ps-two", '"$user", public', standby), seen
+        # Nothing answered with another state than the session's at that moment.
+        assert all(s[:2] in {("ps-one", "pg_catalog, public"), ("ps-two", '"$user", public')} for s in seen), seen
