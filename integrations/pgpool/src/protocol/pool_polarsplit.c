@@ -125,6 +125,7 @@ bool		pool_polarsplit_fresh_connection;
 static psg_engine *ps_engine;	/* one per child process */
 static bool ps_engine_failed;
 static int	ps_engine_primary = -1;
+static bool ps_engine_knows[MAX_NUM_BACKENDS];	/* readers registered with the engine */
 static pssession ps;			/* reused: buffers survive an ERROR's longjmp */
 
 static uint64_t
@@ -859,6 +860,12 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 		if (ps_engine_primary >= 0)
 			psg_engine_writer_changed(ps_engine);	/* failover: forget LSNs of the old one */
 		ps_engine_primary = ps.writer;
+		if (ps_engine_knows[ps.writer])
+		{
+			/* the promoted standby is the writer now, no longer a reader */
+			psg_engine_remove_reader(ps_engine, (uint32_t) ps.writer + 1);
+			ps_engine_knows[ps.writer] = false;
+		}
 	}
 	for (int i = 0; i < NUM_BACKENDS; i++)
 	{
@@ -876,7 +883,12 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 		n->attached = n->used = n->has_key = n->needs_reset = n->closed = n->dirty_out = false;
 		if (i == ps.writer)
 			continue;
-		psg_engine_add_reader(ps_engine, (uint32_t) i + 1, PS_READER_HOSTGROUP);
+		/* Registered once per child: registering again would forget the reader's samples. */
+		if (!ps_engine_knows[i])
+		{
+			psg_engine_add_reader(ps_engine, (uint32_t) i + 1, PS_READER_HOSTGROUP);
+			ps_engine_knows[i] = true;
+		}
 		psg_engine_reader_health(ps_engine, (uint32_t) i + 1, up);
 	}
 

@@ -139,6 +139,12 @@ psg_engine_add_reader(psg_engine *e, uint32_t server, uint32_t hostgroup)
 }
 
 void
+psg_engine_remove_reader(psg_engine *e, uint32_t server)
+{
+	polarsplit_engine_remove_reader(e->engine, server);
+}
+
+void
 psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy)
 {
 	polarsplit_engine_set_reader_health(e->engine, server, healthy != 0);

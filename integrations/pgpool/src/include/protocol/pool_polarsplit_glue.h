@@ -108,6 +108,7 @@ extern void psg_engine_free(psg_engine *e);
 extern int psg_abi_matches(void);
 extern const char *psg_library_version(void);
 extern void psg_engine_add_reader(psg_engine *e, uint32_t server, uint32_t hostgroup);
+extern void psg_engine_remove_reader(psg_engine *e, uint32_t server);
 extern void psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy);
 extern void psg_engine_reader_sample(psg_engine *e, uint32_t server, uint64_t lsn, uint64_t at_ms);
 extern void psg_engine_writer_changed(psg_engine *e);
