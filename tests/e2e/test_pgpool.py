@@ -332,3 +332,35 @@ def test_s5_pgpool_reader_runs_with_the_writer_sessions_settings(pair, pgpools):
         assert seen[-1] == ("ps-two", '"$user", public', standby), seen
         # Nothing answered with another state than the session's at that moment.
         assert all(s[:2] in {("ps-one", "pg_catalog, public"), ("ps-two", '"$user", public')} for s in seen), seen
+
+
+def test_f1_pgpool_polarsplit_standby_lost_mid_session_the_session_goes_on(tmp_path):
+    """The standby stops while a client is connected: the host reports CONNECTION_LOST (or the
+    library sees the server's FATAL), reads go on on the primary, the client notices nothing.
+    Its own pair: the shared one must keep its standby."""
+    from pgpair import PgPair
+
+    own = PgPair(apply_delay_ms=0)
+    own.start()
+    p = None
+    try:
+        with psycopg.connect(own.primary.dsn(dbname="app"), autocommit=True) as c:
+            c.execute("CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL); GRANT ALL ON kv TO PUBLIC;"
+                      "INSERT INTO kv VALUES (1, 7)")
+        own.wait_replayed()
+        p = Pgpool(own, tmp_path, polarsplit=True).start()
+        q = "SELECT v, inet_server_port() FROM kv WHERE k = 1"
+        with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+            assert c.execute(q).fetchone() == (7, own.standby.port)
+            own.standby.stop("immediate")
+            time.sleep(0.2)
+            after = [c.execute(q).fetchone() for _ in range(5)]
+            assert after == [(7, own.primary.port)] * 5, after
+            assert c.execute("UPDATE kv SET v = 8 WHERE k = 1 RETURNING v").fetchone() == (8,)
+            assert c.execute(q).fetchone() == (8, own.primary.port)
+        log = p.log_text()
+        assert "polarsplit: connection to node 1 lost" in log or "unexpected bytes from node 1" in log, log[-3000:]
+    finally:
+        if p:
+            assert p.stop() == 0
+        own.stop()

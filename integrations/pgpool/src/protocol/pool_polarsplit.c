@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "pool.h"
@@ -322,6 +323,20 @@ static bool
 ps_has_pending(POOL_CONNECTION *cp)
 {
 	return cp->len > 0 || pool_ssl_pending(cp);
+}
+
+/* Whether a readable socket is closed or broken (checked before pool_read(), which would end
+ * the child). Plain sockets only: a TLS connection's state is Pgpool's to judge. */
+static bool
+ps_socket_lost(POOL_CONNECTION *cp)
+{
+	char		c;
+	ssize_t		r;
+
+	if (cp->ssl_active > 0)
+		return false;
+	r = recv(cp->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 /* Reads one whole message of a node synchronously (only for the host's own queries, when the
@@ -758,6 +773,32 @@ ps_flush_all(void)
 	}
 }
 
+/*
+ * A standby's connection broke (shutdown, crash, network): the library hears CONNECTION_LOST
+ * and retries per its policy (SPEC F-1, F-2: on the primary when nothing reached the client);
+ * the engine stops choosing that standby. The node's slot is dead for the rest of the session,
+ * so the child ends afterwards instead of letting Pgpool cache the connections.
+ */
+static void
+ps_reader_lost(psnode *n)
+{
+	ereport(LOG, (errmsg("polarsplit: connection to node %d lost", (int) n->conn - 1)));
+	psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0);
+	n->closed = true;
+	ps.fatal = true;
+	snprintf(ps.why, sizeof ps.why, "the connection to node %d was lost", (int) n->conn - 1);
+	psbuf_consume(&n->in, n->in.len);
+	n->fed = 0;
+	n->synthetic = 0;
+	n->outstanding = 0;
+	if (n->attached)
+	{
+		n->attached = false;
+		ps_push_event(n->conn, PSG_EV_CONNECTION_LOST, (uint32_t) n->conn, 0);
+		ps_pump();
+	}
+}
+
 /* --- session start ---------------------------------------------------------------------- */
 
 static void
@@ -1059,6 +1100,11 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 				{
 					size_t		old = n->in.len;
 
+					if (i != ps.writer && ps_socket_lost(n->cp))
+					{
+						ps_reader_lost(n);
+						continue;
+					}
 					ps_read_available(n->cp, &n->in);
 					ps_received(n, old);
 				}
