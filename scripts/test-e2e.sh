@@ -17,9 +17,14 @@ prepare_e2e_drivers
 # on the same machine.
 export POLARSPLIT_RUN_TAG="e2e$$"
 polarsplit_processes() {
-    ps -eo pid=,args= | grep -E "postgres -D /tmp/polarsplit-pg-$POLARSPLIT_RUN_TAG-|$PWD/c-examples/build/polarsplit-proxy(-asan)? --listen" \
+    ps -eo pid=,args= \
+        | grep -E "postgres -D /tmp/polarsplit-pg-$POLARSPLIT_RUN_TAG-|$PWD/c-examples/build/polarsplit-proxy(-asan)? --listen|$PWD/target/pgpool[^ ]*/pgpool -n" \
         | grep -v grep || true
 }
+
+# Issue 21: Pgpool-II from Debian's source, patched, linked to the installed library (cached).
+_step "integrations/pgpool/build.sh (Pgpool-II 4.3.5 --with-polarsplit)"
+bash integrations/pgpool/build.sh --no-library-build --plain
 
 _step "pytest ffi-tests/python tests/e2e"
 status=0

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Builds Pgpool-II 4.3.5 (Debian 12's pgpool2 source) with polarsplit's patch, linked to an
+# installed libpolarsplit found by pkg-config (issue 21).
+#
+#   1. a bookworm deb-src entry is added to /etc/apt/sources.list.d/ when apt knows no pgpool2
+#      source (same URIs and suites as the deb entry);
+#   2. `apt-get source --download-only pgpool2` into $PGPOOL_CACHE/src (kept; never committed),
+#      unpacked with dpkg-source (Debian's own patches applied);
+#   3. libpolarsplit is installed into $PGPOOL_CACHE/prefix with scripts/install.sh;
+#   4. our files (integrations/pgpool/src/) are copied in, pgpool2-4.3.5-polarsplit.patch is
+#      applied, and `./configure --with-polarsplit && make -j2` runs with PKG_CONFIG_PATH on that
+#      prefix and an rpath to its libdir.
+#
+# The result is $PGPOOL_CACHE/bin/pgpool. Step 4 is skipped when none of its inputs changed
+# (the patch, our sources, the header, this script): the library itself is linked dynamically,
+# so a rebuilt libpolarsplit.so needs only the install of step 3.
+#
+# Usage: integrations/pgpool/build.sh [--no-library-build] [--plain]
+#   PGPOOL_CACHE   default <repo>/target/pgpool
+#   --no-library-build: install the already built target/release library (no cargo build)
+#   --plain: also build the patched tree without --with-polarsplit ($PGPOOL_CACHE/bin/pgpool-plain)
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+CACHE="${PGPOOL_CACHE:-$ROOT/target/pgpool}"
+VERSION=4.3.5
+PATCH="$HERE/pgpool2-$VERSION-polarsplit.patch"
+PREFIX="$CACHE/prefix"
+
+library_build=1
+plain=0
+for arg in "$@"; do
+    case "$arg" in
+        --no-library-build) library_build=0 ;;
+        --plain) plain=1 ;;
+        *) echo "build.sh: unknown argument $arg" >&2; exit 2 ;;
+    esac
+done
+
+step() { printf '=== pgpool: %s\n' "$*"; }
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "build.sh: $1 needs root (or do it yourself)" >&2
+        exit 1
+    fi
+}
+
+# --- 1. a deb-src entry --------------------------------------------------------------------
+if ! apt-cache showsrc pgpool2 2>/dev/null | grep -q "^Version: $VERSION"; then
+    need_root "adding a deb-src entry"
+    step "adding a bookworm deb-src entry"
+    cat > /etc/apt/sources.list.d/polarsplit-deb-src.sources <<'EOF'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    apt-get update -qq
+fi
+
+# --- tools: bison and flex for Pgpool's parser, libpq-dev, dpkg-source --------------------------
+need=()
+command -v bison >/dev/null 2>&1 || need+=(bison)
+command -v flex >/dev/null 2>&1 || need+=(flex)
+[ -f /usr/include/postgresql/libpq-fe.h ] || need+=(libpq-dev)
+command -v dpkg-source >/dev/null 2>&1 || need+=(dpkg-dev)
+command -v patch >/dev/null 2>&1 || need+=(patch)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+if ((${#need[@]})); then
+    need_root "installing ${need[*]}"
+    step "installing ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# --- 2. the source ------------------------------------------------------------------------
+mkdir -p "$CACHE/src"
+dsc="$(ls "$CACHE"/src/pgpool2_"$VERSION"-*.dsc 2>/dev/null | head -n1 || true)"
+if [ -z "$dsc" ]; then
+    step "apt-get source pgpool2 ($VERSION)"
+    (cd "$CACHE/src" && apt-get source --download-only -qq pgpool2 2>&1 | grep -v "unsandboxed" || true)
+    dsc="$(ls "$CACHE"/src/pgpool2_"$VERSION"-*.dsc 2>/dev/null | head -n1 || true)"
+    [ -n "$dsc" ] || { echo "build.sh: apt-get source gave no pgpool2 $VERSION" >&2; exit 1; }
+fi
+pristine="$CACHE/src/pgpool2-$VERSION"
+if [ ! -f "$pristine/configure" ]; then
+    rm -rf "$pristine"
+    (cd "$CACHE/src" && dpkg-source -q -x "$(basename "$dsc")" "pgpool2-$VERSION" >/dev/null)
+fi
+
+# --- 3. libpolarsplit, installed ------------------------------------------------------------
+if [ "$library_build" = 1 ]; then
+    (cd "$ROOT" && cargo build --release --quiet)
+fi
+PREFIX="$PREFIX" bash "$ROOT/scripts/install.sh" --no-build >/dev/null
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
+pkg-config --exists polarsplit
+
+# --- 4. patch and build (cached) -----------------------------------------------------------
+stamp_of_inputs() { # variant
+    {
+        echo "$1"
+        cat "$PATCH" "$HERE/build.sh" "$PREFIX/include/polarsplit.h"
+        find "$HERE/src" -type f | sort | xargs cat
+        basename "$dsc"
+    } | sha256sum | cut -d' ' -f1
+}
+
+# build_variant NAME CONFIGURE-FLAGS...: the patched tree, configured with the flags, into
+# $CACHE/bin/NAME.
+build_variant() {
+    local name="$1" stamp build
+    shift
+    stamp="$(stamp_of_inputs "$name $*")"
+    if [ -x "$CACHE/bin/$name" ] && [ "$(cat "$CACHE/bin/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
+        step "$name up to date"
+        return
+    fi
+    build="$CACHE/build-$name"
+    step "$name: patching and building in $build (configure $*, make -j2)"
+    rm -rf "$build"
+    cp -a "$pristine" "$build"
+    cp -a "$HERE/src/." "$build/src/"
+    (cd "$build" && patch -p1 -s < "$PATCH")
+    (
+        cd "$build"
+        ./configure -q "$@" LDFLAGS="-Wl,-rpath,$PREFIX/lib" >"$CACHE/configure-$name.log" 2>&1 ||
+            { tail -30 "$CACHE/configure-$name.log" >&2; exit 1; }
+        make -s -j2 >"$CACHE/make-$name.log" 2>&1 ||
+            { grep -E "error|Error" "$CACHE/make-$name.log" | head -40 >&2; exit 1; }
+    )
+    mkdir -p "$CACHE/bin"
+    cp "$build/src/pgpool" "$CACHE/bin/$name"
+    echo "$stamp" > "$CACHE/bin/.$name.stamp"
+    step "built $CACHE/bin/$name (needs: $(objdump -p "$CACHE/bin/$name" | awk '$1 == "NEEDED" { printf "%s ", $2 }'))"
+}
+
+build_variant pgpool --with-polarsplit
+grep -q "#define USE_POLARSPLIT 1" "$CACHE/build-pgpool/src/include/config.h"
+# The same patched tree without the switch: Pgpool as it was (issue 21: unchanged when off).
+if [ "$plain" = 1 ]; then
+    build_variant pgpool-plain
+    ! grep -q "#define USE_POLARSPLIT 1" "$CACHE/build-pgpool-plain/src/include/config.h"
+fi

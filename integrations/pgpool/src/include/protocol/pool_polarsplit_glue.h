@@ -1,0 +1,141 @@
+/*
+ * pool_polarsplit_glue.h — the only door between Pgpool-II and libpolarsplit's C ABI.
+ *
+ * Part of polarsplit's Pgpool-II integration (integrations/pgpool in the polarsplit repository).
+ * pool_polarsplit.c (the host loop) speaks only the psg_* names below; pool_polarsplit_glue.c is
+ * the one file that includes <polarsplit.h> and touches polarsplit_action, its kinds, events and
+ * reader keys. Porting to a new C ABI of the library is a change of pool_polarsplit_glue.c
+ * alone (and of this header only if the library grows a capability the host must use).
+ *
+ * Lifetime: pointers inside a psg_action (bytes) are valid until the next call on the same
+ * session, exactly as the library's own lifetime rule says.
+ */
+#ifndef POOL_POLARSPLIT_GLUE_H
+#define POOL_POLARSPLIT_GLUE_H
+
+
+/* Booleans are int here: Pgpool defines its own bool (char), the library uses C99 _Bool. */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct psg_engine psg_engine;
+typedef struct psg_session psg_session;
+
+/* What the host must do; the values are the glue's own, independent of the library's. */
+typedef enum
+{
+	PSG_NONE = 0,
+	PSG_CONNECT_WRITER,			/* open the writer and send bytes (startup) */
+	PSG_ACQUIRE_READER,			/* a reader connection to `server` under `key` */
+	PSG_FORWARD_CLIENT,			/* next n client bytes -> conn */
+	PSG_DISCARD_CLIENT,			/* drop next n client bytes */
+	PSG_SEND_BACKEND,			/* bytes -> conn (hidden statements) */
+	PSG_FORWARD_BACKEND,		/* next n bytes of conn -> client */
+	PSG_DISCARD_BACKEND,		/* drop next n bytes of conn (swallowed results) */
+	PSG_SEND_CLIENT,			/* bytes -> client */
+	PSG_RELEASE_READER,			/* reader conn back; flag: needs a reset */
+	PSG_PIN_WRITER,				/* flag: writer holds session state */
+	PSG_CLOSE_BACKEND,			/* never reuse conn */
+	PSG_CLOSE_CLIENT,			/* close the client after what was sent */
+	PSG_DECISION,				/* informational: a routing decision */
+	PSG_ENCRYPTION_REQUEST,		/* answer the client's SSL/GSS request with one byte */
+	PSG_CANCEL_REQUEST,			/* a CancelRequest packet */
+	PSG_UNKNOWN					/* a kind this glue does not know: ignore */
+} psg_kind;
+
+/* Decision outcomes, for logs and counters. */
+typedef enum
+{
+	PSG_OUT_PASSTHROUGH = 0,
+	PSG_OUT_PRIMARY,
+	PSG_OUT_REPLICA,
+	PSG_OUT_SPLIT,
+	PSG_OUT_REJECT,
+	PSG_OUT_OTHER
+} psg_outcome;
+
+/* An opaque reader key (SPEC P-9): compare with psg_key_equal only. */
+typedef struct
+{
+	uint64_t	opaque[8];
+} psg_key;
+
+typedef struct
+{
+	psg_kind	kind;
+	uint64_t	conn;
+	uint32_t	server;
+	size_t		n;
+	const uint8_t *bytes;
+	size_t		bytes_len;
+	int		flag;
+	psg_key		key;			/* ACQUIRE_READER */
+	psg_outcome outcome;		/* DECISION */
+	const char *outcome_name;	/* DECISION: static string */
+	const char *reason_name;	/* DECISION: static string (stable names, SPEC P-1) */
+} psg_action;
+
+typedef enum
+{
+	PSG_EV_WRITER_CONNECTED = 1,
+	PSG_EV_WRITER_CONNECT_FAILED,
+	PSG_EV_READER_ATTACHED,
+	PSG_EV_READER_UNAVAILABLE,
+	PSG_EV_CONNECTION_LOST
+} psg_event_kind;
+
+#define PSG_FLAG_FRESH			1	/* READER_ATTACHED: startup-default settings */
+#define PSG_FLAG_NEEDS_RESET	2	/* READER_ATTACHED: carries an XID import */
+#define PSG_FLAG_NO_CREDENTIALS	4	/* READER_UNAVAILABLE: never for this user */
+
+/* Statuses the host distinguishes; everything else is PSG_ERR. */
+typedef enum
+{
+	PSG_OK = 0,
+	PSG_DONE,
+	PSG_ERR_PROTOCOL,			/* the peer broke the protocol: poll, then close */
+	PSG_ERR_CLOSED,				/* the session ended */
+	PSG_ERR_UNKNOWN_CONNECTION, /* bytes of a connection the session does not use */
+	PSG_ERR_POISONED,			/* a panic poisoned the session: close it */
+	PSG_ERR_BAD_STATE,
+	PSG_ERR
+} psg_status;
+
+/* Engine: one per Pgpool child process. `settings` is "name=value,name=value" (library setting
+ * names, SPEC §8). NULL on failure, with the reason in err. */
+extern psg_engine *psg_engine_new(const char *settings, char *err, size_t errlen);
+extern void psg_engine_free(psg_engine *e);
+extern int psg_abi_matches(void);
+extern const char *psg_library_version(void);
+extern void psg_engine_add_reader(psg_engine *e, uint32_t server, uint32_t hostgroup);
+extern void psg_engine_remove_reader(psg_engine *e, uint32_t server);
+extern void psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy);
+extern void psg_engine_reader_sample(psg_engine *e, uint32_t server, uint64_t lsn, uint64_t at_ms);
+extern void psg_engine_writer_changed(psg_engine *e);
+
+/*
+ * The writer's function catalogue for the F-policy (SPEC §7): user functions and their
+ * volatility, per database. STUB: the library's API for it is being added (issue 21 names it;
+ * another engineer writes it). Until then psg_functions_supported() is false and the host loads
+ * nothing; unknown functions stay on the primary (`unknown_functions = primary`).
+ */
+extern int psg_functions_supported(void);
+extern void psg_engine_report_function(psg_engine *e, const char *database, const char *schema,
+									   const char *name, char volatility);
+
+/* Session: one per client. client_host may be NULL. */
+extern psg_status psg_session_new(psg_engine *e, const char *client_host, uint16_t client_port,
+								  psg_session **out);
+extern void psg_session_free(psg_session *s);
+extern psg_status psg_recv_client(psg_session *s, const uint8_t *p, size_t len, uint64_t now_ms,
+								  size_t *consumed);
+extern psg_status psg_recv_backend(psg_session *s, uint64_t conn, const uint8_t *p, size_t len,
+								   uint64_t now_ms);
+extern psg_status psg_event(psg_session *s, uint64_t conn, psg_event_kind kind, uint32_t server,
+							uint32_t flags, uint64_t now_ms);
+/* PSG_OK with *out filled, PSG_DONE when nothing is left, or an error. */
+extern psg_status psg_poll(psg_session *s, psg_action *out);
+extern int psg_key_equal(const psg_key *a, const psg_key *b);
+extern size_t psg_last_error(psg_session *s, char *buf, size_t len);
+
+#endif							/* POOL_POLARSPLIT_GLUE_H */

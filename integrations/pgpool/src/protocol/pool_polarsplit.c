@@ -1,0 +1,1123 @@
+/*
+ * pool_polarsplit.c — a Pgpool-II client session whose every routing decision comes from
+ * libpolarsplit (configure --with-polarsplit, pgpool.conf `polarsplit = on`).
+ *
+ * Part of polarsplit's Pgpool-II integration (integrations/pgpool in the polarsplit repository;
+ * docs/INTEGRATING.md explains the design). Pgpool keeps what it is good at: the child process
+ * model, client authentication, one connection per backend node for each client, connection
+ * caching with its reset queries, health checks and failover. Once a client is authenticated,
+ * this loop replaces pool_process_query() for that session:
+ *
+ *   - the library sees the client's bytes and every byte of the node connections it uses (raw
+ *     backend bytes: Pgpool reads backends from plain sockets, so nothing is lost, and the stock
+ *     dialect's LSN probe needs its DataRow);
+ *   - its actions say where each client message goes (the writer = Pgpool's primary node, a
+ *     reader = a standby node), which hidden statements to send and which backend bytes to
+ *     forward or swallow;
+ *   - the engine learns standbys' replay positions from samples this loop takes between
+ *     statements after the session wrote (stock PostgreSQL reports none on its own).
+ *
+ * The session is handed to the library already authenticated: the client's StartupMessage (as
+ * Pgpool received it) and the primary's AuthenticationOk/ParameterStatus/BackendKeyData/
+ * ReadyForQuery (as Pgpool recorded them) are replayed into it, and the library's answers to
+ * that replay are dropped — the client already had them from Pgpool.
+ *
+ * Every call into the library goes through pool_polarsplit_glue.h; this file never sees the C
+ * ABI's structs.
+ */
+#include "config.h"
+
+#ifdef USE_POLARSPLIT
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "pool.h"
+#include "pool_config.h"
+#include "utils/elog.h"
+#include "utils/pool_stream.h"
+#include "utils/pool_ssl.h"
+#include "protocol/pool_polarsplit.h"
+#include "protocol/pool_polarsplit_glue.h"
+
+/* Bounds: a client or backend that makes the host buffer more than this is cut off. */
+#define PS_MAX_BUFFERED		(64u * 1024u * 1024u)
+#define PS_MAX_EVENTS		16
+#define PS_READER_HOSTGROUP	1
+
+typedef struct
+{
+	uint8_t    *data;
+	size_t		head;			/* first live byte */
+	size_t		len;			/* live bytes from head */
+	size_t		cap;
+} psbuf;
+
+/* Frames a byte stream into messages (kind + Int32 length), split anywhere. */
+typedef struct
+{
+	uint8_t		hdr[5];
+	int			have;
+	uint32_t	remaining;		/* body bytes left of the current message */
+	bool		first_pending;	/* the next body byte is the first one */
+	uint8_t		kind;
+} psframe;
+
+typedef struct
+{
+	bool		in_use;			/* a node connection this session may use */
+	POOL_CONNECTION *cp;
+	uint64_t	conn;			/* the id the library knows it by: node id + 1 */
+	psbuf		in;				/* received, not yet covered by FORWARD/DISCARD_BACKEND */
+	size_t		fed;			/* bytes of `in` already fed to the library */
+	size_t		synthetic;		/* leading bytes of `in` that are the replayed startup */
+	psframe		rx,
+				tx;
+	int			outstanding;	/* ReadyForQuery messages still due on this connection */
+	bool		attached;		/* a reader the session holds now */
+	bool		used;			/* attached at least once in this session */
+	bool		has_key;
+	psg_key		key;			/* the reader key it was last attached under */
+	bool		needs_reset;
+	bool		closed;			/* CLOSE_BACKEND: never reuse */
+	bool		dirty_out;		/* written since the last flush */
+} psnode;
+
+typedef struct
+{
+	uint64_t	conn;
+	psg_event_kind kind;
+	uint32_t	server;
+	uint32_t	flags;
+} psevent;
+
+typedef struct
+{
+	psg_session *s;
+	POOL_CONNECTION *fe;
+	POOL_CONNECTION_POOL *be;
+	int			writer;			/* node id of the primary */
+	psnode		nodes[MAX_NUM_BACKENDS];
+	psbuf		cin;			/* client bytes not yet covered by FORWARD/DISCARD_CLIENT */
+	size_t		cfed;
+	size_t		csynthetic;		/* leading bytes of cin that are the replayed startup */
+	uint64_t	cbase;			/* client stream offset of cin's first byte */
+	uint64_t	cnext;			/* client stream offset of the next unscanned message */
+	bool		terminate_seen; /* the message at cnext is the client's Terminate */
+	psevent		ev[PS_MAX_EVENTS];
+	int			nev;
+	bool		close_client;
+	bool		fatal;			/* a connection's state is uncertain: never cache */
+	bool		dirty_fe;
+	bool		want_samples;	/* the session wrote: reads need standbys' positions */
+	uint64_t	last_sample_ms;
+	char		why[256];
+} pssession;
+
+bool		pool_polarsplit_fresh_connection;
+
+static psg_engine *ps_engine;	/* one per child process */
+static bool ps_engine_failed;
+static int	ps_engine_primary = -1;
+static bool ps_engine_knows[MAX_NUM_BACKENDS];	/* readers registered with the engine */
+static pssession ps;			/* reused: buffers survive an ERROR's longjmp */
+
+static uint64_t
+ps_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+/* --- buffers and framing --------------------------------------------------------------- */
+
+static void
+psbuf_reset(psbuf *b)
+{
+	b->head = 0;
+	b->len = 0;
+}
+
+static void
+psbuf_append(psbuf *b, const void *p, size_t n)
+{
+	if (n == 0)
+		return;
+	if (b->len + n > PS_MAX_BUFFERED)
+		ereport(FATAL, (errmsg("polarsplit: more than %u bytes buffered for one connection", PS_MAX_BUFFERED)));
+	if (b->head + b->len + n > b->cap)
+	{
+		if (b->head > 0)
+		{
+			memmove(b->data, b->data + b->head, b->len);
+			b->head = 0;
+		}
+		if (b->len + n > b->cap)
+		{
+			size_t		cap = b->cap ? b->cap : 8192;
+			uint8_t    *d;
+
+			while (cap < b->len + n)
+				cap *= 2;
+			d = realloc(b->data, cap);
+			if (!d)
+				ereport(FATAL, (errmsg("polarsplit: out of memory")));
+			b->data = d;
+			b->cap = cap;
+		}
+	}
+	memcpy(b->data + b->head + b->len, p, n);
+	b->len += n;
+}
+
+static const uint8_t *
+psbuf_at(const psbuf *b, size_t off)
+{
+	return b->data + b->head + off;
+}
+
+static void
+psbuf_consume(psbuf *b, size_t n)
+{
+	b->head += n;
+	b->len -= n;
+	if (b->len == 0)
+		b->head = 0;
+}
+
+static uint32_t
+be32(const uint8_t *p)
+{
+	return ((uint32_t) p[0] << 24) | ((uint32_t) p[1] << 16) | ((uint32_t) p[2] << 8) | p[3];
+}
+
+/*
+ * Feeds bytes to a framer; calls on_msg(node, kind, first) when a message's kind and first body
+ * byte (-1 for an empty body) are known. Returns false on an impossible length.
+ */
+static bool
+psframe_feed(psframe *f, const uint8_t *p, size_t n, void (*on_msg) (psnode *, uint8_t, int), psnode *node)
+{
+	while (n > 0)
+	{
+		if (f->remaining > 0)
+		{
+			size_t		take = n < f->remaining ? n : f->remaining;
+
+			if (f->first_pending)
+			{
+				f->first_pending = false;
+				on_msg(node, f->kind, p[0]);
+			}
+			f->remaining -= (uint32_t) take;
+			p += take;
+			n -= take;
+			continue;
+		}
+		f->hdr[f->have++] = *p++;
+		n--;
+		if (f->have == 5)
+		{
+			uint32_t	len = be32(f->hdr + 1);
+
+			f->have = 0;
+			if (len < 4 || len > 0x40000000u)
+				return false;
+			f->kind = f->hdr[0];
+			f->remaining = len - 4;
+			f->first_pending = f->remaining > 0;
+			if (!f->first_pending)
+				on_msg(node, f->kind, -1);
+		}
+	}
+	return true;
+}
+
+/* Messages sent to a backend: each Query, Sync and FunctionCall is answered by one RFQ. */
+static void
+on_sent(psnode *n, uint8_t kind, int first)
+{
+	(void) first;
+	if (kind == 'Q' || kind == 'S' || kind == 'F')
+		n->outstanding++;
+}
+
+/* Messages received: ReadyForQuery ends one of them and carries the transaction state, which
+ * Pgpool's reset at session end reads (TSTATE). */
+static void
+on_received(psnode *n, uint8_t kind, int first)
+{
+	if (kind != 'Z')
+		return;
+	if (n->outstanding > 0)
+		n->outstanding--;
+	if (first == 'I' || first == 'T' || first == 'E')
+		n->cp->tstate = (char) first;
+}
+
+/* --- node connections ------------------------------------------------------------------ */
+
+static psnode *
+ps_node(uint64_t conn)
+{
+	if (conn == 0 || conn > (uint64_t) NUM_BACKENDS)
+		return NULL;
+	if (!ps.nodes[conn - 1].in_use)
+		return NULL;
+	return &ps.nodes[conn - 1];
+}
+
+static bool
+ps_node_idle(const psnode *n)
+{
+	return n->outstanding == 0 && n->in.len == 0;
+}
+
+static bool
+ps_all_idle(void)
+{
+	for (int i = 0; i < NUM_BACKENDS; i++)
+		if (ps.nodes[i].in_use && !ps_node_idle(&ps.nodes[i]))
+			return false;
+	return true;
+}
+
+static void
+ps_send(psnode *n, const uint8_t *p, size_t len)
+{
+	if (n->closed || len == 0)
+		return;
+	if (!psframe_feed(&n->tx, p, len, on_sent, n))
+		ereport(FATAL, (errmsg("polarsplit: malformed message sent to node %d", (int) n->conn - 1)));
+	pool_write(n->cp, (void *) p, (int) len);
+	n->dirty_out = true;
+}
+
+/* Moves whatever a connection has buffered, or its socket holds now, into `b`. Call it only
+ * when data is pending or the socket is readable: pool_read() blocks otherwise. */
+static void
+ps_read_available(POOL_CONNECTION *cp, psbuf *b)
+{
+	char		c;
+
+	pool_read(cp, &c, 1);
+	psbuf_append(b, &c, 1);
+	if (cp->len > 0)
+	{
+		psbuf_append(b, cp->hp + cp->po, (size_t) cp->len);
+		cp->po = 0;
+		cp->len = 0;
+	}
+}
+
+static bool
+ps_has_pending(POOL_CONNECTION *cp)
+{
+	return cp->len > 0 || pool_ssl_pending(cp);
+}
+
+/* Whether a readable socket is closed or broken (checked before pool_read(), which would end
+ * the child). Plain sockets only: a TLS connection's state is Pgpool's to judge. */
+static bool
+ps_socket_lost(POOL_CONNECTION *cp)
+{
+	char		c;
+	ssize_t		r;
+
+	if (cp->ssl_active > 0)
+		return false;
+	r = recv(cp->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Reads one whole message of a node synchronously (only for the host's own queries, when the
+ * node is idle and the library expects nothing from it). */
+static char *
+ps_read_message(POOL_CONNECTION *cp, char *kind, int *len)
+{
+	int			l;
+
+	pool_read(cp, kind, 1);
+	pool_read(cp, &l, 4);
+	l = (int) ntohl((uint32_t) l) - 4;
+	if (l < 0 || l > 1024 * 1024)
+		ereport(FATAL, (errmsg("polarsplit: bad message length from node %d", cp->db_node_id)));
+	*len = l;
+	return l > 0 ? pool_read2(cp, l) : NULL;
+}
+
+/* Runs one simple query of the host's own on an idle node; returns the first column of its
+ * first row (copied into out) or false. */
+static bool
+ps_host_query(psnode *n, const char *sql, char *out, size_t outlen)
+{
+	size_t		qlen = strlen(sql) + 1;
+	uint32_t	l = htonl((uint32_t) (qlen + 4));
+	char		kind = 'Q';
+	bool		got = false;
+
+	if (outlen)
+		out[0] = '\0';
+	pool_write(n->cp, &kind, 1);
+	pool_write(n->cp, &l, 4);
+	pool_write(n->cp, (void *) sql, (int) qlen);
+	pool_flush(n->cp);
+	for (;;)
+	{
+		int			len;
+		char	   *body = ps_read_message(n->cp, &kind, &len);
+
+		if (kind == 'D' && body && len >= 6 && !got)
+		{
+			int32_t		vlen = (int32_t) be32((const uint8_t *) body + 2);
+
+			if (vlen >= 0 && (size_t) vlen < outlen && 6 + vlen <= len)
+			{
+				memcpy(out, body + 6, (size_t) vlen);
+				out[vlen] = '\0';
+				got = true;
+			}
+		}
+		else if (kind == 'Z')
+		{
+			if (body && len >= 1)
+				n->cp->tstate = body[0];
+			return got;
+		}
+	}
+}
+
+static bool
+parse_lsn(const char *s, uint64_t *lsn)
+{
+	unsigned int hi,
+				lo;
+
+	if (sscanf(s, "%X/%X", &hi, &lo) != 2)
+		return false;
+	*lsn = ((uint64_t) hi << 32) | lo;
+	return true;
+}
+
+/*
+ * Stock PostgreSQL reports no replay position on its own (SPEC W-7): after the session wrote,
+ * sample each idle standby at most every polarsplit_sample_interval ms, between statements, so
+ * reads can go to a standby known to have replayed the session's writes. The sample's time is
+ * its send time.
+ */
+static void
+ps_sample_readers(void)
+{
+	uint64_t	now = ps_now_ms();
+
+	if (!ps.want_samples || now - ps.last_sample_ms < (uint64_t) pool_config->polarsplit_sample_interval)
+		return;
+	ps.last_sample_ms = now;
+	for (int i = 0; i < NUM_BACKENDS; i++)
+	{
+		psnode	   *n = &ps.nodes[i];
+		char		text[64];
+		uint64_t	lsn;
+
+		if (!n->in_use || i == ps.writer || n->closed || !ps_node_idle(n) || ps_has_pending(n->cp))
+			continue;
+		if (ps_host_query(n, "SELECT pg_catalog.pg_last_wal_replay_lsn()", text, sizeof text) &&
+			parse_lsn(text, &lsn))
+			psg_engine_reader_sample(ps_engine, (uint32_t) n->conn, lsn, now);
+	}
+}
+
+/* --- the library's actions -------------------------------------------------------------- */
+
+static void
+ps_push_event(uint64_t conn, psg_event_kind kind, uint32_t server, uint32_t flags)
+{
+	if (ps.nev == PS_MAX_EVENTS)
+		ereport(FATAL, (errmsg("polarsplit: event queue full")));
+	ps.ev[ps.nev].conn = conn;
+	ps.ev[ps.nev].kind = kind;
+	ps.ev[ps.nev].server = server;
+	ps.ev[ps.nev].flags = flags;
+	ps.nev++;
+}
+
+/*
+ * ACQUIRE_READER: each Pgpool child holds one connection per node for its client, so the
+ * "pool" is that one connection. It is handed out as pooled only under the key it was last
+ * used with (its settings are then the session's, S-6); a connection used under another key
+ * is reset with DISCARD ALL (back to its startup state) and handed out as fresh, so the library
+ * replays the session's settings on it.
+ */
+static void
+ps_acquire_reader(const psg_action *a)
+{
+	psnode	   *n = ps_node(a->server);
+	uint32_t	flags = 0;
+
+	if (!n || (int) n->conn - 1 == ps.writer || n->closed || n->attached ||
+		!VALID_BACKEND_RAW((int) n->conn - 1) || !ps_node_idle(n) || ps_has_pending(n->cp))
+	{
+		ps_push_event(0, PSG_EV_READER_UNAVAILABLE, a->server, 0);
+		return;
+	}
+	if (!n->used)
+		flags |= PSG_FLAG_FRESH;
+	else if (!n->has_key || !psg_key_equal(&n->key, &a->key))
+	{
+		char		ignored[8];
+
+		ps_host_query(n, "DISCARD ALL", ignored, sizeof ignored);
+		n->needs_reset = false;
+		flags |= PSG_FLAG_FRESH;
+	}
+	if (n->needs_reset)
+		flags |= PSG_FLAG_NEEDS_RESET;
+	n->attached = true;
+	n->used = true;
+	n->has_key = true;
+	n->key = a->key;
+	ps_push_event(n->conn, PSG_EV_READER_ATTACHED, a->server, flags);
+}
+
+static void
+ps_exec(const psg_action *a)
+{
+	psnode	   *n;
+
+	ereport(DEBUG5, (errmsg("polarsplit: action %d conn %llu n %zu bytes %zu", (int) a->kind,
+						   (unsigned long long) a->conn, a->n, a->bytes_len)));
+
+	switch (a->kind)
+	{
+		case PSG_CONNECT_WRITER:
+			/* Only the replayed startup asks for it: the primary connection is Pgpool's. */
+			n = &ps.nodes[ps.writer];
+			if (n->in_use && !n->closed && VALID_BACKEND_RAW(ps.writer))
+				ps_push_event(n->conn, PSG_EV_WRITER_CONNECTED, 0, 0);
+			else
+				ps_push_event(0, PSG_EV_WRITER_CONNECT_FAILED, 0, 0);
+			break;
+		case PSG_ACQUIRE_READER:
+			ps_acquire_reader(a);
+			break;
+		case PSG_FORWARD_CLIENT:
+		case PSG_DISCARD_CLIENT:
+			{
+				size_t		count = a->n;
+				size_t		syn;
+
+				if (count > ps.cfed)
+					ereport(FATAL, (errmsg("polarsplit: action covers %zu client bytes, %zu fed", count, ps.cfed)));
+				syn = count < ps.csynthetic ? count : ps.csynthetic;
+				if (a->kind == PSG_FORWARD_CLIENT && count > syn && (n = ps_node(a->conn)) != NULL)
+					ps_send(n, psbuf_at(&ps.cin, syn), count - syn);
+				psbuf_consume(&ps.cin, count);
+				ps.csynthetic -= syn;
+				ps.cfed -= count;
+				ps.cbase += count;
+				break;
+			}
+		case PSG_SEND_BACKEND:
+			if ((n = ps_node(a->conn)) != NULL)
+				ps_send(n, a->bytes, a->bytes_len);
+			if (a->conn == ps.nodes[ps.writer].conn)
+				ps.want_samples = true; /* a probe or capture after a statement that may write */
+			break;
+		case PSG_FORWARD_BACKEND:
+		case PSG_DISCARD_BACKEND:
+			{
+				size_t		syn;
+
+				if ((n = ps_node(a->conn)) == NULL)
+					break;
+				if (a->n > n->fed)
+					ereport(FATAL, (errmsg("polarsplit: action covers %zu bytes of node %d, %zu fed",
+										   a->n, (int) a->conn - 1, n->fed)));
+				syn = a->n < n->synthetic ? a->n : n->synthetic;
+				if (a->kind == PSG_FORWARD_BACKEND && a->n > syn)
+				{
+					pool_write(ps.fe, (void *) psbuf_at(&n->in, syn), (int) (a->n - syn));
+					ps.dirty_fe = true;
+				}
+				psbuf_consume(&n->in, a->n);
+				n->synthetic -= syn;
+				n->fed -= a->n;
+				break;
+			}
+		case PSG_SEND_CLIENT:
+			pool_write(ps.fe, (void *) a->bytes, (int) a->bytes_len);
+			ps.dirty_fe = true;
+			break;
+		case PSG_RELEASE_READER:
+			if ((n = ps_node(a->conn)) != NULL)
+			{
+				n->attached = false;
+				n->needs_reset = a->flag;
+			}
+			break;
+		case PSG_PIN_WRITER:
+			break;				/* the primary connection is this client's alone anyway */
+		case PSG_CLOSE_BACKEND:
+			if ((n = ps_node(a->conn)) != NULL)
+			{
+				n->closed = true;
+				n->attached = false;
+				ps.fatal = true;	/* Pgpool must not cache it: the child ends */
+				snprintf(ps.why, sizeof ps.why, "the library closed node %d's connection", (int) a->conn - 1);
+			}
+			break;
+		case PSG_CLOSE_CLIENT:
+			ps.close_client = true;
+			break;
+		case PSG_DECISION:
+			if (a->reason_name && strcmp(a->reason_name, "READ_NO_BOUNDED_WAIT") == 0)
+				ps.want_samples = true;
+			ereport(DEBUG1,
+					(errmsg("polarsplit: %s %s server %u",
+							a->outcome_name ? a->outcome_name : "?",
+							a->reason_name ? a->reason_name : "?", a->server)));
+			break;
+		case PSG_ENCRYPTION_REQUEST:
+			pool_write(ps.fe, "N", 1);
+			ps.dirty_fe = true;
+			break;
+		case PSG_CANCEL_REQUEST:	/* Pgpool answers CancelRequests itself */
+		case PSG_NONE:
+		case PSG_UNKNOWN:
+			break;
+	}
+}
+
+static void
+ps_fail(const char *what, psg_status st)
+{
+	char		err[200] = "";
+
+	psg_last_error(ps.s, err, sizeof err);
+	snprintf(ps.why, sizeof ps.why, "%s: status %d %s", what, (int) st, err);
+	ps.fatal = true;
+	ps.close_client = true;
+}
+
+/* The drain rule: poll until DONE after every input; then feed queued events one by one. */
+static void
+ps_pump(void)
+{
+	for (;;)
+	{
+		psg_action a;
+		psg_status st;
+
+		while ((st = psg_poll(ps.s, &a)) == PSG_OK)
+			ps_exec(&a);
+		if (st != PSG_DONE)
+		{
+			ps_fail("poll", st);
+			return;
+		}
+		if (ps.nev == 0)
+			return;
+		{
+			psevent		e = ps.ev[0];
+
+			memmove(ps.ev, ps.ev + 1, (size_t) (ps.nev - 1) * sizeof ps.ev[0]);
+			ps.nev--;
+			st = psg_event(ps.s, e.conn, e.kind, e.server, e.flags, ps_now_ms());
+			if (st != PSG_OK && st != PSG_DONE)
+			{
+				ps_fail("event", st);
+				return;
+			}
+		}
+	}
+}
+
+/* Scans complete client messages from cnext; stops at a Terminate, which is never fed: the
+ * session ends there and Pgpool resets and caches the connections. */
+static void
+ps_scan_client(void)
+{
+	while (!ps.terminate_seen && ps.cnext + 5 <= ps.cbase + ps.cin.len)
+	{
+		const uint8_t *p = psbuf_at(&ps.cin, (size_t) (ps.cnext - ps.cbase));
+		uint32_t	len = be32(p + 1);
+
+		if (p[0] == 'X')
+		{
+			ps.terminate_seen = true;
+			return;
+		}
+		if (len < 4 || len > 0x40000000u)
+		{
+			/* Let the library see it: it answers a protocol error. */
+			ps.cnext = UINT64_MAX / 2;
+			return;
+		}
+		ps.cnext += 1 + (uint64_t) len;
+	}
+}
+
+static void
+ps_feed_client(void)
+{
+	ps_scan_client();
+	while (!ps.close_client)
+	{
+		size_t		limit = ps.terminate_seen ? (size_t) (ps.cnext - ps.cbase) : ps.cin.len;
+		size_t		consumed = 0;
+		psg_status	st;
+
+		if (limit > ps.cin.len)
+			limit = ps.cin.len;
+		if (ps.cfed >= limit)
+			return;
+		/* Between statements, with every node idle: refresh standby positions if needed. */
+		if (ps.cfed == 0 && ps_all_idle())
+		{
+			uint8_t		k = *psbuf_at(&ps.cin, 0);
+
+			if (k == 'Q' || k == 'P')
+				ps_sample_readers();
+		}
+		st = psg_recv_client(ps.s, psbuf_at(&ps.cin, ps.cfed), limit - ps.cfed, ps_now_ms(), &consumed);
+		if (st == PSG_OK)
+		{
+			ps.cfed += consumed;
+			ps_pump();
+			if (consumed == 0)
+				return;			/* pipelining bound reached: retried after backend input */
+			continue;
+		}
+		if (st == PSG_ERR_PROTOCOL)
+		{
+			ps_pump();			/* the client's error and the closes */
+			ps.close_client = true;
+			return;
+		}
+		ps_fail("recv_client", st);
+		ps_pump();
+		return;
+	}
+}
+
+static void
+ps_feed_backend(psnode *n)
+{
+	psg_status	st;
+
+	if (n->fed >= n->in.len)
+		return;
+	if (!n->attached && (int) n->conn - 1 != ps.writer)
+	{
+		/* Bytes from a node the session does not use now (e.g. a NOTICE): not the client's. */
+		ereport(LOG, (errmsg("polarsplit: %zu unexpected bytes from node %d dropped",
+							 n->in.len - n->fed, (int) n->conn - 1)));
+		psbuf_consume(&n->in, n->in.len);
+		n->fed = 0;
+		return;
+	}
+	ereport(DEBUG5, (errmsg("polarsplit: feeding %zu bytes of node %d from '%c' (fed %zu)", n->in.len - n->fed,
+						   (int) n->conn - 1, *psbuf_at(&n->in, n->fed), n->fed)));
+	st = psg_recv_backend(ps.s, n->conn, psbuf_at(&n->in, n->fed), n->in.len - n->fed, ps_now_ms());
+	if (st == PSG_OK)
+	{
+		n->fed = n->in.len;
+		ps_pump();
+		return;
+	}
+	if (st == PSG_ERR_PROTOCOL)
+	{
+		char		err[200] = "";
+
+		psg_last_error(ps.s, err, sizeof err);
+		n->fed = n->in.len;
+		ps_pump();
+		ps.fatal = true;
+		snprintf(ps.why, sizeof ps.why, "node %d broke the protocol: %s (first byte '%c')", (int) n->conn - 1,
+				 err, n->in.len ? *psbuf_at(&n->in, 0) : '-');
+		return;
+	}
+	ps_fail("recv_backend", st);
+	ps_pump();
+}
+
+static void
+ps_received(psnode *n, size_t old)
+{
+	if (!psframe_feed(&n->rx, psbuf_at(&n->in, old), n->in.len - old, on_received, n))
+		ereport(FATAL, (errmsg("polarsplit: malformed message from node %d", (int) n->conn - 1)));
+}
+
+static void
+ps_flush_all(void)
+{
+	for (int i = 0; i < NUM_BACKENDS; i++)
+		if (ps.nodes[i].in_use && ps.nodes[i].dirty_out)
+		{
+			pool_flush(ps.nodes[i].cp);
+			ps.nodes[i].dirty_out = false;
+		}
+	if (ps.dirty_fe)
+	{
+		pool_flush(ps.fe);
+		ps.dirty_fe = false;
+	}
+}
+
+/*
+ * A standby's connection broke (shutdown, crash, network): the library hears CONNECTION_LOST
+ * and retries per its policy (SPEC F-1, F-2: on the primary when nothing reached the client);
+ * the engine stops choosing that standby. The node's slot is dead for the rest of the session,
+ * so the child ends afterwards instead of letting Pgpool cache the connections.
+ */
+static void
+ps_reader_lost(psnode *n)
+{
+	ereport(LOG, (errmsg("polarsplit: connection to node %d lost", (int) n->conn - 1)));
+	psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0);
+	n->closed = true;
+	ps.fatal = true;
+	snprintf(ps.why, sizeof ps.why, "the connection to node %d was lost", (int) n->conn - 1);
+	psbuf_consume(&n->in, n->in.len);
+	n->fed = 0;
+	n->synthetic = 0;
+	n->outstanding = 0;
+	if (n->attached)
+	{
+		n->attached = false;
+		ps_push_event(n->conn, PSG_EV_CONNECTION_LOST, (uint32_t) n->conn, 0);
+		ps_pump();
+	}
+}
+
+/* --- session start ---------------------------------------------------------------------- */
+
+static void
+put_msg(psbuf *b, char kind, const void *body, size_t n)
+{
+	uint32_t	l = htonl((uint32_t) (n + 4));
+
+	psbuf_append(b, &kind, 1);
+	psbuf_append(b, &l, 4);
+	psbuf_append(b, body, n);
+}
+
+static bool
+ps_engine_ready(void)
+{
+	char		err[256];
+
+	if (ps_engine)
+		return true;
+	if (ps_engine_failed)
+		return false;
+	if (!psg_abi_matches())
+	{
+		ereport(LOG, (errmsg("polarsplit: libpolarsplit %s has another ABI than Pgpool was built for: disabled",
+							 psg_library_version())));
+		ps_engine_failed = true;
+		return false;
+	}
+	ps_engine = psg_engine_new(pool_config->polarsplit_settings, err, sizeof err);
+	if (!ps_engine)
+	{
+		ereport(LOG, (errmsg("polarsplit: configuration refused: %s: disabled", err)));
+		ps_engine_failed = true;
+		return false;
+	}
+	return true;
+}
+
+bool
+pool_polarsplit_wanted(POOL_CONNECTION_POOL * backend)
+{
+	int			primary;
+
+	if (!pool_config->polarsplit || !STREAM || !backend)
+		return false;
+	primary = REAL_PRIMARY_NODE_ID;
+	if (primary < 0 || primary >= NUM_BACKENDS || !CONNECTION_SLOT(backend, primary) ||
+		!VALID_BACKEND_RAW(primary))
+		return false;
+	if (!CONNECTION_SLOT(backend, primary)->sp || CONNECTION_SLOT(backend, primary)->sp->major != PROTO_MAJOR_V3)
+		return false;
+	return ps_engine_ready();
+}
+
+/*
+ * The function catalogue of the writer for the F-policy (SPEC §7), once per database per child.
+ * STUB CALL SITE: the library's C API for reporting functions is being added by another engineer
+ * (issue 21). psg_functions_supported() is false until then, and nothing is queried: functions
+ * the library does not know stay on the primary. When it lands, this runs
+ *   SELECT n.nspname, p.proname, p.provolatile FROM pg_proc p JOIN pg_namespace n ON ...
+ *   WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+ * on the primary with ps_host_query-style reading and reports each row.
+ */
+static void
+ps_load_function_catalogue(const char *database)
+{
+	if (!psg_functions_supported())
+		return;
+	(void) database;
+}
+
+static void
+ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
+{
+	POOL_CONNECTION_POOL_SLOT *ws;
+	StartupPacket *sp;
+	psg_status	st;
+	uint32_t	len;
+	psbuf	   *win;
+
+	if (ps.s)
+	{
+		psg_session_free(ps.s);	/* left by an ERROR that ended the previous session */
+		ps.s = NULL;
+	}
+	ps.fe = frontend;
+	ps.be = backend;
+	ps.writer = REAL_PRIMARY_NODE_ID;
+	psbuf_reset(&ps.cin);
+	ps.cfed = ps.csynthetic = 0;
+	ps.cbase = ps.cnext = 0;
+	ps.terminate_seen = false;
+	ps.nev = 0;
+	ps.close_client = ps.fatal = ps.dirty_fe = ps.want_samples = false;
+	ps.last_sample_ms = 0;
+	ps.why[0] = '\0';
+
+	if (ps_engine_primary != ps.writer)
+	{
+		if (ps_engine_primary >= 0)
+			psg_engine_writer_changed(ps_engine);	/* failover: forget LSNs of the old one */
+		ps_engine_primary = ps.writer;
+		if (ps_engine_knows[ps.writer])
+		{
+			/* the promoted standby is the writer now, no longer a reader */
+			psg_engine_remove_reader(ps_engine, (uint32_t) ps.writer + 1);
+			ps_engine_knows[ps.writer] = false;
+		}
+	}
+	for (int i = 0; i < NUM_BACKENDS; i++)
+	{
+		psnode	   *n = &ps.nodes[i];
+		bool		up = CONNECTION_SLOT(backend, i) != NULL && VALID_BACKEND_RAW(i);
+
+		psbuf_reset(&n->in);
+		memset(&n->rx, 0, sizeof n->rx);
+		memset(&n->tx, 0, sizeof n->tx);
+		n->in_use = up;
+		n->cp = up ? CONNECTION(backend, i) : NULL;
+		n->conn = (uint64_t) i + 1;
+		n->fed = n->synthetic = 0;
+		n->outstanding = 0;
+		n->attached = n->used = n->has_key = n->needs_reset = n->closed = n->dirty_out = false;
+		if (i == ps.writer)
+			continue;
+		/* Registered once per child: registering again would forget the reader's samples. */
+		if (!ps_engine_knows[i])
+		{
+			psg_engine_add_reader(ps_engine, (uint32_t) i + 1, PS_READER_HOSTGROUP);
+			ps_engine_knows[i] = true;
+		}
+		psg_engine_reader_health(ps_engine, (uint32_t) i + 1, up);
+	}
+
+	ws = CONNECTION_SLOT(backend, ps.writer);
+	sp = ws->sp;
+	ps_load_function_catalogue(sp->database);
+
+	st = psg_session_new(ps_engine, remote_host[0] && strcmp(remote_host, "[local]") != 0 ? remote_host : NULL,
+						 (uint16_t) atoi(remote_port), &ps.s);
+	if (st != PSG_OK)
+		ereport(FATAL, (errmsg("polarsplit: session_new failed (%d)", (int) st)));
+
+	/* The client's StartupMessage as Pgpool received it (its length word was not kept). */
+	len = htonl((uint32_t) sp->len + 4);
+	psbuf_append(&ps.cin, &len, 4);
+	psbuf_append(&ps.cin, sp->startup_packet, (size_t) sp->len);
+	ps.csynthetic = ps.cin.len;
+	ps.cnext = ps.cin.len;
+
+	/* The primary's side of the handshake as Pgpool recorded it. */
+	win = &ps.nodes[ps.writer].in;
+	{
+		uint32_t	ok = 0;
+		uint32_t	key[2];
+		char		z = 'I';
+		ParamStatus *params = &ws->con->params;
+
+		put_msg(win, 'R', &ok, 4);
+		for (int i = 0; i < params->num; i++)
+		{
+			size_t		nl = strlen(params->names[i]) + 1;
+			size_t		vl = strlen(params->values[i]) + 1;
+			char		body[2048];
+
+			if (nl + vl > sizeof body)
+				continue;
+			memcpy(body, params->names[i], nl);
+			memcpy(body + nl, params->values[i], vl);
+			put_msg(win, 'S', body, nl + vl);
+		}
+		/* pid and key are kept in network order by Pgpool */
+		key[0] = (uint32_t) ws->pid;
+		key[1] = (uint32_t) ws->key;
+		put_msg(win, 'K', key, 8);
+		if (!pool_polarsplit_fresh_connection)
+		{
+			/* Pgpool sent the client its own ReadyForQuery: replay one, drop the answer */
+			z = ws->con->tstate ? ws->con->tstate : 'I';
+			put_msg(win, 'Z', &z, 1);
+		}
+		ps.nodes[ps.writer].synthetic = win->len;
+	}
+
+	/* On fresh connections the primary's real ReadyForQuery follows (fed as it arrives, and
+	 * forwarded to the client); every other node's is still unread: take it now. */
+	if (pool_polarsplit_fresh_connection)
+		for (int i = 0; i < NUM_BACKENDS; i++)
+		{
+			psnode	   *n = &ps.nodes[i];
+			char		kind = 0;
+			int			len;
+
+			if (!n->in_use || i == ps.writer)
+				continue;
+			while (kind != 'Z')
+			{
+				char	   *body = ps_read_message(n->cp, &kind, &len);
+
+				if (kind == 'Z' && body && len >= 1)
+					n->cp->tstate = body[0];
+			}
+		}
+
+	ps.cfed = 0;
+	ps_feed_client();			/* -> CONNECT_WRITER -> WRITER_CONNECTED */
+	ps_feed_backend(&ps.nodes[ps.writer]);
+	if (ps.close_client)
+		ereport(FATAL, (errmsg("polarsplit: the library refused the session start: %s", ps.why)));
+}
+
+/* Ends the session: a clean end lets Pgpool reset and cache the connections. */
+static POOL_STATUS
+ps_finish(void)
+{
+	bool		clean = !ps.fatal && ps_all_idle();
+
+	ps_flush_all();
+	psg_session_free(ps.s);
+	ps.s = NULL;
+	if (!clean)
+		ereport(FATAL,
+				(errmsg("polarsplit: session ended with a backend connection in an unknown state"),
+				 errdetail("%s", ps.why[0] ? ps.why : "a statement was still running")));
+	return POOL_END;
+}
+
+POOL_STATUS
+pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL * backend)
+{
+	ps_start(frontend, backend);
+
+	for (;;)
+	{
+		fd_set		rfds;
+		int			maxfd;
+		bool		any = false;
+
+		ps_flush_all();
+		if (ps.close_client)
+			return ps_finish();
+		if (ps.terminate_seen && ps.cnext == ps.cbase && ps_all_idle())
+			return ps_finish();
+
+		/* Data Pgpool already buffered is taken first: select() would not see it. */
+		if (ps_has_pending(frontend))
+		{
+			ps_read_available(frontend, &ps.cin);
+			any = true;
+		}
+		for (int i = 0; i < NUM_BACKENDS; i++)
+		{
+			psnode	   *n = &ps.nodes[i];
+
+			if (n->in_use && !n->closed && ps_has_pending(n->cp))
+			{
+				size_t		old = n->in.len;
+
+				ps_read_available(n->cp, &n->in);
+				ps_received(n, old);
+				any = true;
+			}
+		}
+		if (!any)
+		{
+			int			r;
+
+			FD_ZERO(&rfds);
+			maxfd = frontend->fd;
+			if (!ps.terminate_seen)
+				FD_SET(frontend->fd, &rfds);
+			for (int i = 0; i < NUM_BACKENDS; i++)
+			{
+				psnode	   *n = &ps.nodes[i];
+
+				if (!n->in_use || n->closed)
+					continue;
+				FD_SET(n->cp->fd, &rfds);
+				if (n->cp->fd > maxfd)
+					maxfd = n->cp->fd;
+			}
+			r = select(maxfd + 1, &rfds, NULL, NULL, NULL);
+			if (r < 0)
+			{
+				if (errno == EINTR)
+				{
+					check_stop_request();
+					continue;
+				}
+				ereport(FATAL, (errmsg("polarsplit: select failed: %m")));
+			}
+			if (!ps.terminate_seen && FD_ISSET(frontend->fd, &rfds))
+				ps_read_available(frontend, &ps.cin);
+			for (int i = 0; i < NUM_BACKENDS; i++)
+			{
+				psnode	   *n = &ps.nodes[i];
+
+				if (n->in_use && !n->closed && FD_ISSET(n->cp->fd, &rfds))
+				{
+					size_t		old = n->in.len;
+
+					if (i != ps.writer && ps_socket_lost(n->cp))
+					{
+						ps_reader_lost(n);
+						continue;
+					}
+					ps_read_available(n->cp, &n->in);
+					ps_received(n, old);
+				}
+			}
+		}
+		for (int i = 0; i < NUM_BACKENDS && !ps.close_client; i++)
+			if (ps.nodes[i].in_use)
+				ps_feed_backend(&ps.nodes[i]);
+		if (!ps.close_client)
+			ps_feed_client();
+	}
+}
+
+#else
+typedef int pool_polarsplit_unused; /* built without --with-polarsplit */
+#endif							/* USE_POLARSPLIT */

@@ -1,0 +1,365 @@
+/*
+ * pool_polarsplit_glue.c — libpolarsplit's C ABI, seen from Pgpool-II (ABI 2 today).
+ *
+ * The ONLY file of the integration that includes <polarsplit.h>: every use of polarsplit_action,
+ * of the action/event constants and of polarsplit_reader_key is here. Moving to another ABI
+ * (ABI 3: a growth-safe action struct with per-kind members, polarsplit_reader_key inside the
+ * action, reason enums) means rewriting psg_poll(), psg_event() and the key helpers below and
+ * nothing else. See integrations/pgpool/README.md.
+ */
+#include "config.h"
+
+#ifdef USE_POLARSPLIT
+
+#include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <polarsplit.h>
+
+#include "protocol/pool_polarsplit_glue.h"
+
+_Static_assert(sizeof(polarsplit_reader_key) <= sizeof(((psg_key *) 0)->opaque),
+			   "psg_key too small for polarsplit_reader_key");
+
+struct psg_engine
+{
+	polarsplit_engine *engine;
+};
+
+static psg_status
+map_status(polarsplit_status st)
+{
+	switch (st)
+	{
+		case POLARSPLIT_OK:
+			return PSG_OK;
+		case POLARSPLIT_DONE:
+			return PSG_DONE;
+		case POLARSPLIT_ERR_PROTOCOL:
+			return PSG_ERR_PROTOCOL;
+		case POLARSPLIT_ERR_CLOSED:
+			return PSG_ERR_CLOSED;
+		case POLARSPLIT_ERR_UNKNOWN_CONNECTION:
+			return PSG_ERR_UNKNOWN_CONNECTION;
+		case POLARSPLIT_ERR_POISONED:
+		case POLARSPLIT_ERR_PANIC:
+			return PSG_ERR_POISONED;
+		case POLARSPLIT_ERR_BAD_STATE:
+			return PSG_ERR_BAD_STATE;
+		default:
+			return PSG_ERR;
+	}
+}
+
+int
+psg_abi_matches(void)
+{
+	return polarsplit_abi_version() == POLARSPLIT_ABI_VERSION;
+}
+
+const char *
+psg_library_version(void)
+{
+	return polarsplit_version();
+}
+
+psg_engine *
+psg_engine_new(const char *settings, char *err, size_t errlen)
+{
+	polarsplit_config_builder *b = polarsplit_config_builder_new();
+	polarsplit_config *cfg = NULL;
+	psg_engine *e;
+	char	   *copy,
+			   *item,
+			   *save = NULL;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!b)
+		return NULL;
+	copy = strdup(settings ? settings : "");
+	if (!copy)
+	{
+		polarsplit_config_builder_free(b);
+		return NULL;
+	}
+	for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save))
+	{
+		char	   *eq = strchr(item, '=');
+		char	   *name = item;
+
+		while (*name == ' ')
+			name++;
+		if (!eq || eq == name)
+		{
+			snprintf(err, errlen, "polarsplit_settings: \"%s\" is not name=value", item);
+			free(copy);
+			polarsplit_config_builder_free(b);
+			return NULL;
+		}
+		*eq = '\0';
+		for (char *t = eq - 1; t > name && *t == ' '; t--)
+			*t = '\0';
+		if (polarsplit_config_builder_set(b, name, eq + 1, err, errlen) != POLARSPLIT_OK)
+		{
+			free(copy);
+			polarsplit_config_builder_free(b);
+			return NULL;
+		}
+	}
+	free(copy);
+	if (polarsplit_config_builder_build(b, &cfg, err, errlen) != POLARSPLIT_OK)
+		return NULL;
+	e = calloc(1, sizeof *e);
+	if (!e || polarsplit_engine_new(cfg, &e->engine) != POLARSPLIT_OK)
+	{
+		free(e);
+		polarsplit_config_free(cfg);
+		snprintf(err, errlen, "polarsplit_engine_new failed");
+		return NULL;
+	}
+	polarsplit_config_free(cfg);
+	return e;
+}
+
+void
+psg_engine_free(psg_engine *e)
+{
+	if (!e)
+		return;
+	polarsplit_engine_free(e->engine);
+	free(e);
+}
+
+void
+psg_engine_add_reader(psg_engine *e, uint32_t server, uint32_t hostgroup)
+{
+	polarsplit_engine_add_reader(e->engine, server, hostgroup);
+}
+
+void
+psg_engine_remove_reader(psg_engine *e, uint32_t server)
+{
+	polarsplit_engine_remove_reader(e->engine, server);
+}
+
+void
+psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy)
+{
+	polarsplit_engine_set_reader_health(e->engine, server, healthy != 0);
+}
+
+void
+psg_engine_reader_sample(psg_engine *e, uint32_t server, uint64_t lsn, uint64_t at_ms)
+{
+	polarsplit_engine_reader_sample(e->engine, server, lsn, at_ms);
+}
+
+void
+psg_engine_writer_changed(psg_engine *e)
+{
+	polarsplit_engine_writer_changed(e->engine, 0, NULL);
+}
+
+/* STUB until the library exports the catalogue API (see the header). */
+int
+psg_functions_supported(void)
+{
+	return 0;
+}
+
+void
+psg_engine_report_function(psg_engine *e, const char *database, const char *schema,
+						   const char *name, char volatility)
+{
+	(void) e;
+	(void) database;
+	(void) schema;
+	(void) name;
+	(void) volatility;
+}
+
+psg_status
+psg_session_new(psg_engine *e, const char *client_host, uint16_t client_port, psg_session **out)
+{
+	polarsplit_client_info info;
+
+	memset(&info, 0, sizeof info);
+	info.client_host = client_host;
+	info.client_port = client_port;
+	info.writer_hostgroup = -1;
+	return map_status(polarsplit_session_new(e->engine, &info, (polarsplit_session **) out));
+}
+
+void
+psg_session_free(psg_session *s)
+{
+	polarsplit_session_free((polarsplit_session *) s);
+}
+
+psg_status
+psg_recv_client(psg_session *s, const uint8_t *p, size_t len, uint64_t now_ms, size_t *consumed)
+{
+	return map_status(polarsplit_session_recv_client((polarsplit_session *) s, p, len, now_ms, consumed));
+}
+
+psg_status
+psg_recv_backend(psg_session *s, uint64_t conn, const uint8_t *p, size_t len, uint64_t now_ms)
+{
+	return map_status(polarsplit_session_recv_backend((polarsplit_session *) s, conn, p, len, now_ms));
+}
+
+psg_status
+psg_event(psg_session *s, uint64_t conn, psg_event_kind kind, uint32_t server, uint32_t flags,
+		  uint64_t now_ms)
+{
+	polarsplit_event_kind k;
+	uint32_t	f = 0;
+
+	switch (kind)
+	{
+		case PSG_EV_WRITER_CONNECTED:
+			k = POLARSPLIT_EVENT_WRITER_CONNECTED;
+			break;
+		case PSG_EV_WRITER_CONNECT_FAILED:
+			k = POLARSPLIT_EVENT_WRITER_CONNECT_FAILED;
+			break;
+		case PSG_EV_READER_ATTACHED:
+			k = POLARSPLIT_EVENT_READER_ATTACHED;
+			break;
+		case PSG_EV_READER_UNAVAILABLE:
+			k = POLARSPLIT_EVENT_READER_UNAVAILABLE;
+			break;
+		case PSG_EV_CONNECTION_LOST:
+			k = POLARSPLIT_EVENT_CONNECTION_LOST;
+			break;
+		default:
+			return PSG_ERR;
+	}
+	if (flags & PSG_FLAG_FRESH)
+		f |= POLARSPLIT_EVENT_FLAG_FRESH;
+	if (flags & PSG_FLAG_NEEDS_RESET)
+		f |= POLARSPLIT_EVENT_FLAG_NEEDS_RESET;
+	if (flags & PSG_FLAG_NO_CREDENTIALS)
+		f |= POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS;
+	return map_status(polarsplit_session_on_backend_event((polarsplit_session *) s, conn, k, server, f, now_ms));
+}
+
+static psg_outcome
+map_outcome(uint32_t o)
+{
+	switch (o)
+	{
+		case POLARSPLIT_OUTCOME_PASSTHROUGH:
+			return PSG_OUT_PASSTHROUGH;
+		case POLARSPLIT_OUTCOME_FORCE_PRIMARY:
+			return PSG_OUT_PRIMARY;
+		case POLARSPLIT_OUTCOME_REPLICA_WITH_WAIT:
+			return PSG_OUT_REPLICA;
+		case POLARSPLIT_OUTCOME_REPLICA_TXN_SPLIT:
+			return PSG_OUT_SPLIT;
+		case POLARSPLIT_OUTCOME_REJECT:
+			return PSG_OUT_REJECT;
+		default:
+			return PSG_OUT_OTHER;
+	}
+}
+
+psg_status
+psg_poll(psg_session *s, psg_action *out)
+{
+	polarsplit_action a;
+	polarsplit_status st = polarsplit_session_poll_action((polarsplit_session *) s, &a);
+
+	memset(out, 0, sizeof *out);
+	if (st != POLARSPLIT_OK)
+		return map_status(st);
+	out->conn = a.conn;
+	out->server = a.server;
+	out->n = a.n;
+	out->bytes = a.bytes;
+	out->bytes_len = a.bytes_len;
+	out->flag = a.flag ? 1 : 0;
+	switch (a.kind)
+	{
+		case POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST:
+			out->kind = PSG_ENCRYPTION_REQUEST;
+			break;
+		case POLARSPLIT_ACTION_CANCEL_REQUEST:
+			out->kind = PSG_CANCEL_REQUEST;
+			break;
+		case POLARSPLIT_ACTION_CONNECT_WRITER:
+			out->kind = PSG_CONNECT_WRITER;
+			break;
+		case POLARSPLIT_ACTION_DECISION:
+			out->kind = PSG_DECISION;
+			out->outcome = map_outcome(a.outcome);
+			out->outcome_name = polarsplit_outcome_name(a.outcome);
+			out->reason_name = polarsplit_reason_name(a.reason);
+			break;
+		case POLARSPLIT_ACTION_ACQUIRE_READER:
+			{
+				polarsplit_reader_key k = {a.key_profile_generation, a.key_auth_hash,
+				a.key_startup_identity_hash, a.key_startup_options_hash};
+
+				out->kind = PSG_ACQUIRE_READER;
+				memcpy(out->key.opaque, &k, sizeof k);
+				break;
+			}
+		case POLARSPLIT_ACTION_FORWARD_CLIENT:
+			out->kind = PSG_FORWARD_CLIENT;
+			break;
+		case POLARSPLIT_ACTION_DISCARD_CLIENT:
+			out->kind = PSG_DISCARD_CLIENT;
+			break;
+		case POLARSPLIT_ACTION_SEND_BACKEND:
+			out->kind = PSG_SEND_BACKEND;
+			break;
+		case POLARSPLIT_ACTION_FORWARD_BACKEND:
+			out->kind = PSG_FORWARD_BACKEND;
+			break;
+		case POLARSPLIT_ACTION_DISCARD_BACKEND:
+			out->kind = PSG_DISCARD_BACKEND;
+			break;
+		case POLARSPLIT_ACTION_SEND_CLIENT:
+			out->kind = PSG_SEND_CLIENT;
+			break;
+		case POLARSPLIT_ACTION_RELEASE_READER:
+			out->kind = PSG_RELEASE_READER;
+			break;
+		case POLARSPLIT_ACTION_PIN_WRITER:
+			out->kind = PSG_PIN_WRITER;
+			break;
+		case POLARSPLIT_ACTION_CLOSE_BACKEND:
+			out->kind = PSG_CLOSE_BACKEND;
+			break;
+		case POLARSPLIT_ACTION_CLOSE_CLIENT:
+			out->kind = PSG_CLOSE_CLIENT;
+			break;
+		default:
+			out->kind = PSG_UNKNOWN;
+	}
+	return PSG_OK;
+}
+
+int
+psg_key_equal(const psg_key *a, const psg_key *b)
+{
+	polarsplit_reader_key ka,
+				kb;
+
+	memcpy(&ka, a->opaque, sizeof ka);
+	memcpy(&kb, b->opaque, sizeof kb);
+	return polarsplit_reader_key_compatible(&ka, &kb) ? 1 : 0;
+}
+
+size_t
+psg_last_error(psg_session *s, char *buf, size_t len)
+{
+	return polarsplit_session_last_error((polarsplit_session *) s, buf, len);
+}
+
+#else
+typedef int pool_polarsplit_glue_unused;	/* built without --with-polarsplit */
+#endif							/* USE_POLARSPLIT */

@@ -1,0 +1,366 @@
+"""Issue 21: Pgpool-II 4.3.5 (Debian's source) patched to take every routing decision from
+libpolarsplit, against the real pair (standby applying WAL 200 ms late).
+
+integrations/pgpool/build.sh builds the patched tree twice: without the switch (`pgpool-plain`,
+Pgpool as it was), which runs Pgpool's own statement-level load balancing configured as its
+documentation describes for streaming replication, and `--with-polarsplit` (`pgpool`), run with
+`polarsplit = on`, and with `polarsplit = off` for the pgbench comparison. The workloads speak the
+simple query protocol (psycopg's ClientCursor binds parameters client-side). Where a statement
+ran is read from `inet_server_port()` (replica-safe on purpose, SPEC S-7).
+
+The figures are printed (pytest -s shows them) and written to target/pgpool/report.txt."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+
+from e2e_support import ROOT
+from pgpool_support import PGPOOL, PGPOOL_PLAIN, Counts, Pgpool
+
+REPORT = PGPOOL.parent.parent / "report.txt"
+CLIENTS = 4
+ITERATIONS = 15
+PAUSE_S = 0.3  # longer than the apply delay: the second read of a pair may go to the standby
+
+# Pgpool's load balancing, from its defaults to its strictest documented consistency options.
+BASELINES = {
+    "pgpool load balancing (delay_threshold = 0, the default)": {},
+    "pgpool load balancing + delay_threshold = 1 byte, sr_check_period = 1 s": {
+        "delay_threshold": "1", "sr_check_period": "1"},
+    "pgpool load balancing + disable_load_balance_on_write = 'always'": {
+        "disable_load_balance_on_write": "'always'"},
+}
+
+
+def report(text: str) -> None:
+    print(text)
+    with open(REPORT, "a") as f:
+        f.write(text + "\n")
+
+
+@pytest.fixture(scope="module")
+def pgpools(pair, tmp_path_factory):
+    """Started lazily by name; all stopped at the end of the module."""
+    started: dict[str, Pgpool] = {}
+    work = tmp_path_factory.mktemp("pgpool")
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+
+    def get(name: str, polarsplit: bool | None, settings: dict[str, str] | None = None) -> Pgpool:
+        if name not in started:
+            started[name] = Pgpool(pair, work, polarsplit=polarsplit, settings=settings).start()
+        return started[name]
+
+    try:
+        yield get
+    finally:
+        for p in started.values():
+            code = p.stop()
+            log = p.log_text()
+            assert "polarsplit: session ended with a backend connection in an unknown state" not in log, log[-4000:]
+            assert code == 0, f"pgpool exited with {code}:\n{log[-4000:]}"
+
+
+def _rows(pair, first: int, n: int) -> list[int]:
+    keys = list(range(first, first + n))
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute("INSERT INTO kv SELECT g, 0 FROM generate_series(%s::int, %s::int) g ON CONFLICT (k) DO UPDATE SET v = 0",
+                  (keys[0], keys[-1]))
+    pair.wait_replayed()
+    return keys
+
+
+def _run_clients(target, keys: list[int]) -> Counts:
+    total = Counts()
+    lock = threading.Lock()
+
+    def one(k: int) -> None:
+        c = target(k)
+        with lock:
+            total.add(c)
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return total
+
+
+def ryw_workload(pgpool: Pgpool, pair, keys: list[int]) -> Counts:
+    """Each client: write its row, read it at once, wait past the apply delay, read it again.
+    A read that misses the client's own committed write is stale."""
+    standby_port = pair.standby.port
+
+    def client(k: int) -> Counts:
+        out = Counts()
+        try:
+            with psycopg.connect(pgpool.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+                for _ in range(ITERATIONS):
+                    wrote = c.execute("UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v", (k,)).fetchone()[0]
+                    for pause in (0, PAUSE_S):
+                        time.sleep(pause)
+                        v, port = c.execute("SELECT v, inet_server_port() FROM kv WHERE k = %s", (k,)).fetchone()
+                        out.reads += 1
+                        out.stale += v < wrote
+                        out.standby += port == standby_port
+        except psycopg.Error as e:  # counted, and fails the test
+            out.errors.append(str(e))
+        return out
+
+    return _run_clients(client, keys)
+
+
+def txn_workload(pgpool: Pgpool, pair, keys: list[int]) -> tuple[Counts, Counts]:
+    """Each client, READ COMMITTED transactions: a read before the first write, the write, a read
+    of what it wrote; then a pause so the next transaction's first read may be offloaded."""
+    standby_port = pair.standby.port
+
+    def client(k: int) -> tuple[Counts, Counts]:
+        before, after = Counts(), Counts()
+        try:
+            with psycopg.connect(pgpool.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+                for _ in range(ITERATIONS):
+                    c.execute("BEGIN")
+                    v0, port = c.execute("SELECT v, inet_server_port() FROM kv WHERE k = %s", (k,)).fetchone()
+                    before.reads += 1
+                    before.standby += port == standby_port
+                    wrote = c.execute("UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v", (k,)).fetchone()[0]
+                    before.stale += wrote != v0 + 1  # the read before the write missed a commit
+                    v, port = c.execute("SELECT v, inet_server_port() FROM kv WHERE k = %s", (k,)).fetchone()
+                    after.reads += 1
+                    after.standby += port == standby_port
+                    after.stale += v != wrote
+                    c.execute("COMMIT")
+                    time.sleep(PAUSE_S)
+        except psycopg.Error as e:
+            after.errors.append(str(e))
+        return before, after
+
+    results: list[tuple[Counts, Counts]] = []
+    lock = threading.Lock()
+
+    def run(k: int) -> None:
+        r = client(k)
+        with lock:
+            results.append(r)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    before, after = Counts(), Counts()
+    for b, a in results:
+        before.add(b)
+        after.add(a)
+    return before, after
+
+
+def _line(name: str, c: Counts) -> str:
+    return f"  {name:<76} reads {c.reads:4}  stale {c.stale:4}  on the standby {c.standby_share:6.1%}"
+
+
+def test_s1a_pgpool_polarsplit_reads_your_writes_where_pgpool_load_balancing_does_not(pair, pgpools):
+    report(f"\nread-your-writes through Pgpool-II 4.3.5, {CLIENTS} clients x {ITERATIONS} x (write; read; "
+           f"{int(PAUSE_S * 1000)} ms; read), standby apply delay {pair.apply_delay_ms} ms")
+    results = {}
+    for i, (name, settings) in enumerate(BASELINES.items()):
+        p = pgpools(f"lb{i}", polarsplit=None, settings=settings)
+        results[name] = ryw_workload(p, pair, _rows(pair, 7000 + 10 * i, CLIENTS))
+        report(_line(name, results[name]))
+    ps = ryw_workload(pgpools("polarsplit", polarsplit=True), pair, _rows(pair, 7100, CLIENTS))
+    report(_line("patched pgpool, polarsplit = on (stock dialect, LSN probe + standby samples)", ps))
+
+    for name, c in {**results, "polarsplit": ps}.items():
+        assert not c.errors, f"{name}: {c.errors[:3]}"
+        assert c.reads == CLIENTS * ITERATIONS * 2
+    assert ps.stale == 0
+    # Offload is real: reads after the standby replayed the write are served there.
+    assert ps.standby > 0
+    # The same Pgpool balancing on its own shows the problem the library exists to solve.
+    assert results["pgpool load balancing (delay_threshold = 0, the default)"].stale > 0
+
+
+def test_p5_pgpool_transaction_reads_before_the_first_write_offloaded_after_it_on_the_primary(pair, pgpools):
+    report(f"\ntransactions through Pgpool-II, {CLIENTS} clients x {ITERATIONS} x (BEGIN; read; write; read; "
+           f"COMMIT; {int(PAUSE_S * 1000)} ms)")
+    runs = {
+        "pgpool load balancing, disable_load_balance_on_write = 'transaction'": pgpools("lb0", polarsplit=None),
+        "patched pgpool, polarsplit = on": pgpools("polarsplit", polarsplit=True),
+    }
+    out = {}
+    for i, (name, p) in enumerate(runs.items()):
+        before, after = txn_workload(p, pair, _rows(pair, 7200 + 10 * i, CLIENTS))
+        out[name] = (before, after)
+        report(f"  {name}\n    before the first write: reads {before.reads}, on the standby {before.standby} "
+               f"({before.standby_share:.1%}), missed a committed write {before.stale}\n"
+               f"    after it:               reads {after.reads}, on the standby {after.standby}, "
+               f"wrong {after.stale}")
+    before, after = out["patched pgpool, polarsplit = on"]
+    assert not after.errors, after.errors[:3]
+    assert before.reads == after.reads == CLIENTS * ITERATIONS
+    assert after.standby == 0 and after.stale == 0  # stock PostgreSQL: no XID import, the primary
+    assert before.stale == 0
+    assert before.standby > 0  # the read-only prefix is offloaded
+
+
+def _pgbench(pgpool: Pgpool, seconds: int) -> tuple[float, int, float]:
+    cpu0 = pgpool.cpu_seconds()
+    r = subprocess.run(
+        ["pgbench", "-n", "-S", "-c", "4", "-j", "2", "-T", str(seconds), "-h", "127.0.0.1", "-p", str(pgpool.port),
+         "-U", "app_trust", "app"], capture_output=True, text=True, timeout=seconds + 60)
+    cpu = pgpool.cpu_seconds() - cpu0
+    assert r.returncode == 0, r.stdout + r.stderr
+    tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", r.stdout).group(1))
+    txs = int(re.search(r"number of transactions actually processed: (\d+)", r.stdout).group(1))
+    assert "number of failed transactions: 0 " in r.stdout, r.stdout
+    return tps, txs, cpu
+
+
+def test_pgbench_select_only_through_pgpool_polarsplit_on_vs_off(pair, pgpools):
+    subprocess.run(["pgbench", "-i", "-q", "-s", "1", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres",
+                    "app"], check=True, capture_output=True)
+    pair.primary.psql("GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC", dbname="app")
+    pair.wait_replayed()
+    servers = {"off": pgpools("off", polarsplit=False), "on": pgpools("polarsplit", polarsplit=True),
+               "plain": pgpools("lb0", polarsplit=None)}
+    runs: dict[str, list[tuple[float, int, float]]] = {k: [] for k in servers}
+    for p in servers.values():
+        _pgbench(p, 1)  # warm: children connected, caches filled
+    for _ in range(3):
+        for name, p in servers.items():
+            runs[name].append(_pgbench(p, 4))
+    tps = {k: statistics.median(t for t, _, _ in v) for k, v in runs.items()}
+    cpu_us = {k: statistics.median(1e6 * c / n for _, n, c in v) for k, v in runs.items()}
+    report("\npgbench -S -c 4 -j 2 -T 4 through the same patched Pgpool, 3 alternating runs each (medians)")
+    for k, label in (("off", "polarsplit = off (Pgpool's load balancing)"), ("on", "polarsplit = on"),
+                     ("plain", "built without --with-polarsplit")):
+        report(f"  {label:<44} tps {tps[k]:9.1f}  pgpool CPU per transaction {cpu_us[k]:7.1f} us  "
+               f"(runs: {', '.join(f'{t:.0f}' for t, _, _ in runs[k])})")
+    report(f"  TPS ratio on/off {tps['on'] / tps['off']:.3f}; CPU per transaction on/off {cpu_us['on'] / cpu_us['off']:.3f}")
+    assert all(t > 0 for v in runs.values() for t, _, _ in v)
+
+
+def test_pgpool_built_without_the_switch_has_no_trace_of_the_library():
+    """Without --with-polarsplit the patched tree builds Pgpool as it was: no libpolarsplit
+    dependency, no symbol of ours, no polarsplit setting."""
+    needed = subprocess.run(["objdump", "-p", str(PGPOOL_PLAIN)], capture_output=True, text=True, check=True).stdout
+    assert "libpolarsplit" not in needed
+    assert "libpolarsplit" in subprocess.run(["objdump", "-p", str(PGPOOL)], capture_output=True, text=True,
+                                             check=True).stdout
+    symbols = subprocess.run(["nm", str(PGPOOL_PLAIN)], capture_output=True, text=True, check=True).stdout
+    assert "polarsplit" not in symbols.lower()
+    strings = PGPOOL_PLAIN.read_bytes()
+    assert b"polarsplit_settings" not in strings and b"polarsplit_settings" in PGPOOL.read_bytes()
+
+
+def test_e1_pgpool_polarsplit_relays_the_extended_protocol(pair, pgpools):
+    """psycopg's default protocol through the patched Pgpool: unnamed Parse/Bind/Execute reads of a
+    session with nothing to wait for are offloaded; with named prepared statements and writes no
+    read misses a write (this library version keeps named statements on the primary:
+    EXTENDED_NOT_SELF_CONTAINED)."""
+    p = pgpools("polarsplit", polarsplit=True)
+    (k,) = _rows(pair, 7300, 1)
+    q = "SELECT v, inet_server_port() FROM kv WHERE k = %s"
+    with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=None) as c:
+        unnamed = [c.execute(q, (k,)).fetchone() for _ in range(10)]
+    assert all(v == 0 for v, _ in unnamed)
+    offloaded = sum(port == pair.standby.port for _, port in unnamed)
+    stale = reads = 0
+    with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=0) as c:
+        for _ in range(10):
+            wrote = c.execute("UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v", (k,)).fetchone()[0]
+            for pause in (0, PAUSE_S):
+                time.sleep(pause)
+                v, _port = c.execute(q, (k,)).fetchone()
+                reads += 1
+                stale += v < wrote
+    report(f"\nextended protocol through patched Pgpool: unnamed reads on the standby {offloaded}/10; "
+           f"prepared statements with writes: reads {reads}, stale {stale}")
+    assert offloaded == 10
+    assert reads == 20 and stale == 0
+
+
+def test_cancel_through_pgpool_reaches_the_statement_on_the_standby(pair, pgpools):
+    """A CancelRequest goes to Pgpool, which forwards it to its node connections of that client
+    (docs/INTEGRATING.md: cancels); a read the library put on the standby is cancelled there."""
+    p = pgpools("polarsplit", polarsplit=True)
+    with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+        assert c.execute("SELECT inet_server_port()").fetchone()[0] == pair.standby.port
+        timer = threading.Timer(0.5, c.cancel)
+        timer.start()
+        t0 = time.time()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            c.execute("SELECT pg_sleep(20), inet_server_port()")
+        timer.join()
+        assert time.time() - t0 < 15
+        # The session goes on after the cancel.
+        assert c.execute("SELECT 41 + 1").fetchone()[0] == 42
+
+
+def test_s5_pgpool_reader_runs_with_the_writer_sessions_settings(pair, pgpools):
+    """The one standby connection of a Pgpool child serves every read of its client: when the
+    session's settings change, the host resets it (DISCARD ALL) and the library replays the
+    session's state on it before the read (SPEC S-5, S-6)."""
+    p = pgpools("polarsplit", polarsplit=True)
+    standby = pair.standby.port
+    q = "SELECT current_setting('application_name'), current_setting('search_path'), inet_server_port()"
+    with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+        c.execute("SET application_name = 'ps-one'")
+        c.execute("SET search_path = pg_catalog, public")
+        seen = []
+        for _ in range(20):  # the standby is used once the session's state is known
+            seen.append(c.execute(q).fetchone())
+            if seen[-1][2] == standby:
+                break
+            time.sleep(0.05)
+        assert seen[-1] == ("ps-one", "pg_catalog, public", standby), seen
+        c.execute("SET application_name = 'ps-two'")
+        c.execute("RESET search_path")
+        for _ in range(20):
+            seen.append(c.execute(q).fetchone())
+            if seen[-1][2] == standby:
+                break
+            time.sleep(0.05)
+        assert seen[-1] == ("ps-two", '"$user", public', standby), seen
+        # Nothing answered with another state than the session's at that moment.
+        assert all(s[:2] in {("ps-one", "pg_catalog, public"), ("ps-two", '"$user", public')} for s in seen), seen
+
+
+def test_f1_pgpool_polarsplit_standby_lost_mid_session_the_session_goes_on(tmp_path):
+    """The standby stops while a client is connected: the host reports CONNECTION_LOST (or the
+    library sees the server's FATAL), reads go on on the primary, the client notices nothing.
+    Its own pair: the shared one must keep its standby."""
+    from pgpair import PgPair
+
+    own = PgPair(apply_delay_ms=0)
+    own.start()
+    p = None
+    try:
+        with psycopg.connect(own.primary.dsn(dbname="app"), autocommit=True) as c:
+            c.execute("CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL); GRANT ALL ON kv TO PUBLIC;"
+                      "INSERT INTO kv VALUES (1, 7)")
+        own.wait_replayed()
+        p = Pgpool(own, tmp_path, polarsplit=True).start()
+        q = "SELECT v, inet_server_port() FROM kv WHERE k = 1"
+        with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+            assert c.execute(q).fetchone() == (7, own.standby.port)
+            own.standby.stop("immediate")
+            time.sleep(0.2)
+            after = [c.execute(q).fetchone() for _ in range(5)]
+            assert after == [(7, own.primary.port)] * 5, after
+            assert c.execute("UPDATE kv SET v = 8 WHERE k = 1 RETURNING v").fetchone() == (8,)
+            assert c.execute(q).fetchone() == (8, own.primary.port)
+        log = p.log_text()
+        assert "polarsplit: connection to node 1 lost" in log or "unexpected bytes from node 1" in log, log[-3000:]
+    finally:
+        if p:
+            assert p.stop() == 0
+        own.stop()
