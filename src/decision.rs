@@ -156,6 +156,7 @@ reasons! {
     PreparedLimit = 76, "PREPARED_LIMIT", "The session tracks max_prepared_statements that exist only on readers (E-2).";
     BatchNoStatement = 77, "BATCH_NO_STATEMENT", "A batch with nothing to route (a lone Sync, Close of portals): the writer.";
     ReaderUnresponsive = 78, "READER_UNRESPONSIVE", "A reader answered nothing within reader_response_timeout_ms (R-1b).";
+    CausalToken = 79, "CAUSAL_TOKEN", "SHOW/SET polarsplit.causal_token, answered by the engine (C-1, C-2).";
 }
 
 impl Reason {

@@ -15,6 +15,7 @@ pub mod policy;
 pub mod pool;
 pub mod protocol;
 pub mod session;
+pub mod token;
 
 pub use cluster::Engine;
 pub use config::{Config, ConfigBuilder, ConfigError};

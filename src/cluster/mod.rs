@@ -19,6 +19,7 @@ use parking_lot::RwLock;
 use crate::classify::{Classification, Classifier};
 use crate::config::{Config, ServerDialect};
 use crate::protocol::Lsn;
+use crate::token::WriterIdentity;
 use readers::{Hostgroup, Readers, ServerId};
 use stats::{Counter, Stats};
 
@@ -53,6 +54,9 @@ struct WriterGroup {
     writer_sample_lsn: AtomicU64,
     reader_hostgroup: AtomicU64,
     dialect: AtomicU8,
+    /// The writer's history as the host reported it (C-1): system identifier and timeline.
+    system_id: AtomicU64,
+    timeline: AtomicU64,
 }
 
 impl WriterGroup {
@@ -64,6 +68,8 @@ impl WriterGroup {
             writer_sample_lsn: AtomicU64::new(0),
             reader_hostgroup: AtomicU64::new(reader_hostgroup.map_or(NO_HOSTGROUP, u64::from)),
             dialect: AtomicU8::new(DIALECT_DEFAULT),
+            system_id: AtomicU64::new(0),
+            timeline: AtomicU64::new(0),
         }
     }
 }
@@ -77,6 +83,8 @@ pub struct WriterView {
     pub writer_sample: Option<(Lsn, u64)>,
     pub reader_hostgroup: Option<Hostgroup>,
     pub dialect: ServerDialect,
+    /// The writer's history for causal tokens (C-1); `{0, 0}` when the host reported none.
+    pub identity: WriterIdentity,
 }
 
 /// The engine: one per host process, shared by all threads.
@@ -234,6 +242,10 @@ impl Engine {
                     v => Some(v as Hostgroup),
                 },
                 dialect: dialect_from(g.dialect.load(Ordering::Acquire)).unwrap_or(default_dialect),
+                identity: WriterIdentity {
+                    system_id: g.system_id.load(Ordering::Acquire),
+                    timeline: g.timeline.load(Ordering::Acquire) as u32,
+                },
             },
             None => WriterView {
                 generation: 0,
@@ -241,6 +253,7 @@ impl Engine {
                 writer_sample: None,
                 reader_hostgroup: None,
                 dialect: default_dialect,
+                identity: WriterIdentity::default(),
             },
         }
     }
@@ -271,6 +284,28 @@ impl Engine {
         g.writer_sample_at.store(0, Ordering::Release);
         g.writer_sample_lsn.store(0, Ordering::Release);
         g.generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The writer's history (C-1): its system identifier (`pg_control_system()`) and the
+    /// timeline it writes now (e.g. from `pg_walfile_name(pg_current_wal_insert_lsn())`), as the
+    /// host's monitor reads them, so every proxy process formats the same causal tokens (C-3).
+    /// A different identity than the one known before is a new writer history: the writer
+    /// generation is bumped (S-2), as `writer_changed` does. Returns the generation.
+    pub fn set_writer_identity(
+        &self,
+        writer_hostgroup: Hostgroup,
+        identity: WriterIdentity,
+    ) -> u64 {
+        let g = self.group_or_create(writer_hostgroup);
+        let old_sys = g.system_id.swap(identity.system_id, Ordering::AcqRel);
+        let old_tli = g
+            .timeline
+            .swap(u64::from(identity.timeline), Ordering::AcqRel);
+        let changed = (old_sys, old_tli) != (identity.system_id, u64::from(identity.timeline));
+        if changed && (old_sys, old_tli) != (0, 0) {
+            return self.writer_changed(writer_hostgroup);
+        }
+        g.generation.load(Ordering::Acquire)
     }
 
     /// A writer LSN learned from a monitor sample or a writer RFQ of the given generation.

@@ -64,6 +64,10 @@ counters! {
     HiddenFailures = "hidden_failures", "Hidden writer statements (probe, capture) that failed.";
     ReaderDeadlines = "reader_deadlines", "Reader statements treated as lost after reader_response_timeout_ms (R-1b).";
     CancelledReadersClosed = "cancelled_readers_closed", "Reader connections closed because a cancel may still land on them (F-1).";
+    TokensIssued = "tokens_issued", "Causal tokens given to clients (SHOW, ParameterStatus, C-1).";
+    TokensAccepted = "tokens_accepted", "Causal tokens presented and applied (C-2).";
+    TokensIgnored = "tokens_ignored", "Causal tokens of another writer history: the writer's latest position used (C-2).";
+    TokensRejected = "tokens_rejected", "Malformed causal tokens refused with 22023 (C-2).";
 }
 
 const N_OUTCOMES: usize = 5;

@@ -175,10 +175,12 @@ impl Session {
                 Ok(s) => MsgInfo::Query {
                     class: Some(self.classifier.classify(s)),
                     why_not: None,
+                    token: crate::token::command(s),
                 },
                 Err(_) => MsgInfo::Query {
                     class: None,
                     why_not: Some(Reason::InvalidUtf8),
+                    token: None,
                 },
             },
             FrontendMessage::Parse { sql, .. } => MsgInfo::Parse {
@@ -239,6 +241,7 @@ impl Session {
             tag::QUERY => MsgInfo::Query {
                 class: None,
                 why_not: Some(Reason::QueryTooLarge),
+                token: None,
             },
             tag::PARSE | tag::BIND => MsgInfo::LargeExtended,
             tag::COPY_DATA => MsgInfo::CopyData,
@@ -368,6 +371,12 @@ impl Session {
                     }
                 }
             }
+            if self.local_batch.is_some() {
+                if self.continue_local_batch() {
+                    continue;
+                }
+                return;
+            }
             // Messages that belong to the unit in flight.
             if let Some(last) = self.units.back() {
                 if last.copy_in && head.info.is_copy() && last.attempt == Attempt::Writer {
@@ -421,8 +430,18 @@ impl Session {
                     self.pop_head();
                     true
                 }
+                MsgInfo::Query {
+                    token: Some(cmd), ..
+                } => {
+                    let cmd = cmd.clone();
+                    self.start_token_query(cmd)
+                }
                 MsgInfo::Query { .. } => self.start_query(fresh_here),
                 MsgInfo::FunctionCall => self.start_function_call(),
+                _ if self.units.is_empty() && self.head_is_token_batch() => {
+                    self.local_batch = Some(tokens::LocalBatch::default());
+                    self.continue_local_batch()
+                }
                 _ => self.start_batch(),
             };
             if !progressed {

@@ -38,6 +38,7 @@ mod route;
 mod startup;
 pub mod state;
 mod statements;
+mod tokens;
 mod writer;
 
 use std::collections::VecDeque;
@@ -135,6 +136,8 @@ enum MsgInfo {
     Query {
         class: Option<Classification>,
         why_not: Option<Reason>,
+        /// A causal-token statement the engine answers itself (C-1, C-2).
+        token: Option<crate::token::TokenCommand>,
     },
     Parse {
         class: Option<Classification>,
@@ -411,6 +414,13 @@ pub struct Session {
     /// An error ended a batch the client had not closed with a Sync yet: its messages are
     /// discarded up to its Sync, which the engine answers (as a server skips to the Sync).
     skip_to_sync: bool,
+    /// The token last reported or shown to the client (C-1).
+    reported_token: Option<Lsn>,
+    /// The client's RFQ held until the probe answers, so the token reported with it covers
+    /// the write (C-1, stock dialect).
+    held_rfq: Option<TxStatus>,
+    /// A batch of token statements being answered by the engine (C-1, C-2).
+    local_batch: Option<tokens::LocalBatch>,
     /// What the PinWriter action last said (S-4).
     pinned_writer: bool,
     /// The capture's rows so far `(kind, name, value)`, and whether it failed.
@@ -473,6 +483,9 @@ impl Session {
             reader_portals: Vec::new(),
             writer_continuation: false,
             skip_to_sync: false,
+            reported_token: None,
+            held_rfq: None,
+            local_batch: None,
             pinned_writer: false,
             capture_rows: Vec::new(),
             capture_failed: false,

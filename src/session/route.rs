@@ -150,6 +150,10 @@ impl Session {
     /// unit bound for the writer may follow other writer units there; everything else waits
     /// until nothing is in flight, and a read also waits for the probe and the capture.
     pub(super) fn must_wait(&self, d: &Decision, read: bool) -> bool {
+        if self.held_rfq.is_some() {
+            // The client's RFQ waits for the probe: nothing may overtake it.
+            return true;
+        }
         if read && self.learning() {
             return true;
         }
@@ -185,7 +189,7 @@ impl Session {
         let Some(head) = self.queue.front() else {
             return false;
         };
-        let MsgInfo::Query { class, why_not } = &head.info else {
+        let MsgInfo::Query { class, why_not, .. } = &head.info else {
             return false;
         };
         let (class, why_not) = (class.clone(), *why_not);
@@ -1106,6 +1110,7 @@ impl Session {
     /// target when the client asked for LSNs.
     pub(super) fn client_rfq(&mut self, status: TxStatus) {
         self.flush_held_writer();
+        self.report_token();
         if self.startup.as_ref().is_some_and(|s| s.client_wants_lsn) {
             let m = encode::ready_for_query_with_lsn(status, self.lsn.target());
             self.out.send_client(&m);

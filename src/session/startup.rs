@@ -47,6 +47,76 @@ pub struct Startup {
     /// unknown (the server would refuse LSN reporting without it).
     pub profile: StartupProfile,
     pub identity: Option<(String, u16)>,
+    /// `polarsplit.report_token=on` (C-1): the token as a ParameterStatus when it rises.
+    pub report_token: bool,
+    /// `polarsplit.causal_token=<token>` (C-2), as given; applied once the session is ready.
+    pub causal_token: Option<String>,
+}
+
+/// Splits `options` into its words: whitespace separates them unless escaped by `\`.
+fn option_words(options: &[u8]) -> Vec<Vec<u8>> {
+    let mut words = Vec::new();
+    let mut cur = Vec::new();
+    let mut escaped = false;
+    for &b in options {
+        if escaped {
+            cur.push(b);
+            escaped = false;
+        } else if b == b'\\' {
+            cur.push(b);
+            escaped = true;
+        } else if b.is_ascii_whitespace() {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+        } else {
+            cur.push(b);
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// The `name=value` a `-c`/`--` option word sets, if it names one of the engine's own
+/// (`polarsplit.*`) settings.
+fn own_setting(assignment: &[u8]) -> Option<(String, String)> {
+    let text = String::from_utf8_lossy(assignment).replace("\\ ", " ");
+    let (name, value) = text.split_once('=')?;
+    let name = name.replace('-', "_").to_ascii_lowercase();
+    name.starts_with("polarsplit.")
+        .then(|| (name, value.to_string()))
+}
+
+/// Removes the engine's own settings from an `options` value (C-2: they never reach a server
+/// nor the reader key) and returns what they said.
+fn strip_own_options(options: &[u8]) -> (Vec<u8>, Vec<(String, String)>) {
+    let words = option_words(options);
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    let mut own = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        let (assignment, used) = if w.as_slice() == b"-c" {
+            match words.get(i + 1) {
+                Some(next) => (Some(next.as_slice()), 2),
+                None => (None, 1),
+            }
+        } else if let Some(rest) = w.strip_prefix(b"--") {
+            (Some(rest), 1)
+        } else if let Some(rest) = w.strip_prefix(b"-c") {
+            (Some(rest), 1)
+        } else {
+            (None, 1)
+        };
+        match assignment.and_then(own_setting) {
+            Some(s) => own.push(s),
+            None => kept.extend(words[i..i + used].iter().cloned()),
+        }
+        i += used;
+    }
+    (kept.join(&b' '), own)
 }
 
 fn truthy(v: &[u8]) -> bool {
@@ -103,11 +173,33 @@ impl Startup {
             default_isolation: None,
             profile: StartupProfile::Off,
             identity: None,
+            report_token: false,
+            causal_token: None,
         };
+        let mut own = Vec::new();
         for (k, v) in params.iter() {
             if k.starts_with(b"_polar_") {
                 if (k == b"_polar_send_lsn" || k == b"_polar_proxy_send_lsn") && truthy(v) {
                     s.client_wants_lsn = true;
+                }
+                continue;
+            }
+            if k.starts_with(b"polarsplit.") {
+                // The engine's own settings given as startup parameters (C-1, C-2).
+                own.push((
+                    String::from_utf8_lossy(k).to_ascii_lowercase(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ));
+                continue;
+            }
+            if k == b"options" {
+                let (kept, mine) = strip_own_options(v);
+                own.extend(mine);
+                if let Some(i) = isolation_from_options(&kept) {
+                    s.default_isolation = Some(i);
+                }
+                if !kept.is_empty() {
+                    s.params.push((k.to_vec(), kept));
                 }
                 continue;
             }
@@ -118,14 +210,21 @@ impl Startup {
                 b"default_transaction_isolation" => {
                     s.default_isolation = Isolation::parse(&String::from_utf8_lossy(v))
                 }
-                b"options" => {
-                    if let Some(i) = isolation_from_options(v) {
-                        s.default_isolation = Some(i);
-                    }
-                }
                 _ => {}
             }
             s.params.push((k.to_vec(), v.to_vec()));
+        }
+        for (name, value) in own {
+            match name.as_str() {
+                crate::token::REPORT_OPTION => {
+                    s.report_token = matches!(
+                        value.to_ascii_lowercase().as_str(),
+                        "on" | "true" | "1" | "yes"
+                    )
+                }
+                crate::token::SETTING => s.causal_token = Some(value),
+                _ => {}
+            }
         }
         if s.database.is_empty() {
             s.database = s.user.clone();
@@ -391,6 +490,33 @@ mod tests {
             &info(),
         );
         assert_eq!(s.default_isolation, Some(Isolation::Serializable));
+    }
+
+    #[test]
+    fn c2_token_options_are_taken_out_of_what_servers_see() {
+        let c = Config::default();
+        let s = startup(
+            b"user\0u\0options\0-c polarsplit.causal_token=ps1:1.2:0/10 --search_path=a\\ b -cpolarsplit.report_token=on\0polarsplit.report_token\0off\0\0",
+            &c,
+            &info(),
+        );
+        assert_eq!(s.causal_token.as_deref(), Some("ps1:1.2:0/10"));
+        assert!(!s.report_token, "the later parameter wins");
+        let opts = s
+            .params
+            .iter()
+            .find(|(k, _)| k == b"options")
+            .map(|(_, v)| v.clone());
+        assert_eq!(opts.as_deref(), Some(&b"--search_path=a\\ b"[..]));
+        assert!(s.params.iter().all(|(k, _)| !k.starts_with(b"polarsplit.")));
+        // Only engine settings: no options parameter at all.
+        let s = startup(
+            b"user\0u\0options\0-c polarsplit.report_token=on\0\0",
+            &c,
+            &info(),
+        );
+        assert!(s.report_token);
+        assert!(s.params.iter().all(|(k, _)| k != b"options"));
     }
 
     #[test]

@@ -175,6 +175,9 @@ impl Session {
                     self.engine
                         .observe_writer_lsn(self.writer_hostgroup, self.lsn.generation, l);
                 }
+                if !self.apply_startup_token() {
+                    return Ok(());
+                }
                 self.writer_rfq_to_client(conn, body, rfq);
                 self.pump(None);
             }
@@ -387,6 +390,9 @@ impl Session {
                 self.apply_disp(conn, t, body, Disp::Discard);
                 self.writer_status = rfq.status;
                 self.learned(rfq);
+                if let Some(status) = self.held_rfq.take() {
+                    self.client_rfq(status);
+                }
                 self.pump(None);
                 return Ok(());
             }
@@ -449,7 +455,8 @@ impl Session {
     /// otherwise rewritten (P-8: no extended RFQ ever reaches a client that did not ask).
     pub(super) fn writer_rfq_to_client(&mut self, conn: ConnId, body: &[u8], rfq: Rfq<'_>) {
         let wants_lsn = self.startup.as_ref().is_some_and(|s| s.client_wants_lsn);
-        if body.len() == 1 && !wants_lsn && self.held_writer.is_empty() {
+        if body.len() == 1 && !wants_lsn && self.held_writer.is_empty() && !self.token_report_due()
+        {
             self.out.forward_backend(conn, body.len() + 5);
         } else {
             self.out.discard_backend(conn, body.len() + 5);
@@ -587,7 +594,6 @@ impl Session {
             let committed = prev_status == TxStatus::InTransaction && !errored && committed;
             self.end_txn(committed);
         }
-        self.writer_rfq_to_client(conn, body, rfq);
         if self.writer_continuation && kind != UnitKind::Batch {
             self.writer_continuation = false;
         }
@@ -601,6 +607,21 @@ impl Session {
             if probe || capture {
                 self.send_learning(probe, capture);
             }
+        }
+        let probe_in_flight = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.resp.has_who(Who::Probe));
+        if self.startup.as_ref().is_some_and(|s| s.report_token)
+            && self.lsn.write_unknown
+            && probe_in_flight
+        {
+            // C-1: the token reported with this RFQ must cover the write: the RFQ waits for
+            // the probe's answer.
+            self.out.discard_backend(conn, body.len() + 5);
+            self.held_rfq = Some(rfq.status);
+        } else {
+            self.writer_rfq_to_client(conn, body, rfq);
         }
         self.finish_unit(id);
     }

@@ -1,0 +1,264 @@
+//! Causal tokens (SPEC §11): a session's position as text an application can carry to another
+//! connection or another proxy process — `ps1:<system identifier>.<timeline>:<X>/<Y>`.
+//!
+//! The history part names the writer's history (its system identifier and the timeline it
+//! writes), so every proxy process serving the same cluster formats and accepts the same token
+//! (C-3). A host that reports no writer identity gets history `0.0`: such tokens mean something
+//! only to proxies that see the same writer, and the documentation says so.
+//!
+//! Parsing is strict: a string parses only if formatting the value gives back exactly that
+//! string (no leading zeros, upper-case hexadecimal as PostgreSQL prints LSNs, nothing around it).
+
+use std::fmt;
+
+use crate::protocol::Lsn;
+
+/// The writer's history: the system identifier from `pg_control_system()` and the timeline it
+/// writes now (C-1). `{0, 0}`: unknown (tokens valid where the same writer is seen).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WriterIdentity {
+    pub system_id: u64,
+    pub timeline: u32,
+}
+
+/// A parsed token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Token {
+    pub history: WriterIdentity,
+    pub lsn: Lsn,
+}
+
+const PREFIX: &str = "ps1:";
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{PREFIX}{}.{}:{:X}/{:X}",
+            self.history.system_id,
+            self.history.timeline,
+            self.lsn.0 >> 32,
+            self.lsn.0 & 0xffff_ffff
+        )
+    }
+}
+
+/// A decimal number in canonical form (no sign, no leading zero unless it is `0`).
+fn decimal(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0'))
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Upper-case hexadecimal in canonical form, at most 8 digits (one half of an LSN).
+fn hex_half(s: &str) -> Option<u64> {
+    if s.is_empty()
+        || s.len() > 8
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+        || (s.len() > 1 && s.starts_with('0'))
+    {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok()
+}
+
+impl Token {
+    /// Parses a token; `None` unless `s` is exactly a token's canonical text.
+    pub fn parse(s: &str) -> Option<Token> {
+        let rest = s.strip_prefix(PREFIX)?;
+        let (history, lsn) = rest.split_once(':')?;
+        let (sys, tli) = history.split_once('.')?;
+        let (hi, lo) = lsn.split_once('/')?;
+        let timeline = u32::try_from(decimal(tli)?).ok()?;
+        let t = Token {
+            history: WriterIdentity {
+                system_id: decimal(sys)?,
+                timeline,
+            },
+            lsn: Lsn(hex_half(hi)? << 32 | hex_half(lo)?),
+        };
+        // Canonical or nothing (e.g. `0A/1` is refused above; this also catches anything the
+        // pieces accept but formatting would not give back).
+        (t.to_string() == s).then_some(t)
+    }
+}
+
+/// A statement about the token that the engine answers itself (C-1, C-2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenCommand {
+    /// `SHOW polarsplit.causal_token`
+    Show,
+    /// `SET [SESSION] polarsplit.causal_token {=|TO} '<value>'` — the value as written
+    /// (unquoted; `None` when it is not a plain string literal).
+    Set(Option<String>),
+}
+
+/// The setting's name, lower-case.
+pub const SETTING: &str = "polarsplit.causal_token";
+/// The startup option that asks for the token as a ParameterStatus.
+pub const REPORT_OPTION: &str = "polarsplit.report_token";
+
+fn skip_ws(s: &str) -> &str {
+    s.trim_start_matches([' ', '\t', '\n', '\r'])
+}
+
+fn keyword<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
+    let s = skip_ws(s);
+    let head = s.get(..kw.len())?;
+    if !head.eq_ignore_ascii_case(kw) {
+        return None;
+    }
+    let rest = &s[kw.len()..];
+    match rest.as_bytes().first() {
+        None => Some(rest),
+        Some(b) if b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.' => None,
+        Some(_) => Some(rest),
+    }
+}
+
+/// Recognises the token statements (one statement, an optional trailing `;`). Anything else —
+/// including other spellings that would reach a server — is `None`.
+pub fn command(sql: &str) -> Option<TokenCommand> {
+    // Cheap exit for everything else (the hot path).
+    if !sql
+        .as_bytes()
+        .windows(12)
+        .any(|w| w.eq_ignore_ascii_case(b"causal_token"))
+    {
+        return None;
+    }
+    let body = skip_ws(sql).trim_end_matches([' ', '\t', '\n', '\r', ';']);
+    if let Some(rest) = keyword(body, "show") {
+        let name = skip_ws(rest);
+        return name
+            .eq_ignore_ascii_case(SETTING)
+            .then_some(TokenCommand::Show);
+    }
+    let rest = keyword(body, "set")?;
+    let rest = keyword(rest, "session").unwrap_or(rest);
+    let rest = keyword(rest, SETTING)?;
+    let rest = skip_ws(rest);
+    let rest = if let Some(r) = rest.strip_prefix('=') {
+        r
+    } else {
+        keyword(rest, "to")?
+    };
+    let value = skip_ws(rest);
+    Some(TokenCommand::Set(string_literal(value)))
+}
+
+/// A standard SQL string literal `'…'` with `''` escapes, and nothing after it.
+fn string_literal(s: &str) -> Option<String> {
+    let inner = s.strip_prefix('\'')?;
+    let mut out = String::new();
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\'' {
+            if chars.peek() == Some(&'\'') {
+                chars.next();
+                out.push('\'');
+            } else {
+                return chars.next().is_none().then_some(out);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn c1_format_is_canonical() {
+        let t = Token {
+            history: WriterIdentity {
+                system_id: 7_301_234_567_890_123_456,
+                timeline: 3,
+            },
+            lsn: Lsn(0x16_B374_D848),
+        };
+        assert_eq!(t.to_string(), "ps1:7301234567890123456.3:16/B374D848");
+        assert_eq!(Token::parse(&t.to_string()), Some(t));
+        for bad in [
+            "ps1:1.1:0/0 ",
+            " ps1:1.1:0/0",
+            "ps1:01.1:0/0",
+            "ps1:1.01:0/0",
+            "ps1:1.1:00/0",
+            "ps1:1.1:0/0a",
+            "ps1:1.1:0/+1",
+            "ps1:1.1:123456789/0",
+            "ps1:1.4294967296:0/0",
+            "ps1:-1.1:0/0",
+            "ps2:1.1:0/0",
+            "ps1:1:0/0",
+            "",
+        ] {
+            assert_eq!(Token::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn c1_any_string_parses_to_its_canonical_form_or_not_at_all(s in ".{0,40}") {
+            if let Some(t) = Token::parse(&s) {
+                prop_assert_eq!(t.to_string(), s);
+            }
+        }
+
+        #[test]
+        fn c1_near_misses_of_tokens_parse_only_when_canonical(
+            sys in any::<u64>(), tli in any::<u32>(), lsn in any::<u64>(),
+            edit in 0usize..40, with in "[0-9A-Fa-f.:/ps1 +-]{0,2}",
+        ) {
+            let t = Token { history: WriterIdentity { system_id: sys, timeline: tli }, lsn: Lsn(lsn) };
+            let s = t.to_string();
+            prop_assert_eq!(Token::parse(&s), Some(t));
+            let cut = edit.min(s.len());
+            let mutated = format!("{}{}{}", &s[..cut], with, &s[cut..]);
+            if let Some(p) = Token::parse(&mutated) {
+                prop_assert_eq!(p.to_string(), mutated);
+            }
+        }
+    }
+
+    #[test]
+    fn c2_commands_are_recognised_and_nothing_else() {
+        assert_eq!(
+            command("SHOW polarsplit.causal_token"),
+            Some(TokenCommand::Show)
+        );
+        assert_eq!(
+            command("  show POLARSPLIT.CAUSAL_TOKEN ;"),
+            Some(TokenCommand::Show)
+        );
+        assert_eq!(
+            command("SET polarsplit.causal_token = 'ps1:1.1:0/10'"),
+            Some(TokenCommand::Set(Some("ps1:1.1:0/10".into())))
+        );
+        assert_eq!(
+            command("set session polarsplit.causal_token to 'it''s'"),
+            Some(TokenCommand::Set(Some("it's".into())))
+        );
+        assert_eq!(
+            command("SET polarsplit.causal_token = 12"),
+            Some(TokenCommand::Set(None))
+        );
+        assert_eq!(command("SELECT 'polarsplit.causal_token'"), None);
+        assert_eq!(command("SHOW polarsplit.causal_tokens"), None);
+        assert_eq!(command("SET LOCAL polarsplit.causal_token = 'x'"), None);
+        assert_eq!(
+            command("SET polarsplit.causal_token = 'a'; SELECT 1"),
+            Some(TokenCommand::Set(None))
+        );
+        assert_eq!(command("SELECT 1"), None);
+    }
+}
