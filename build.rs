@@ -34,7 +34,7 @@ fn main() {
             abi,
             std::path::Path::new(&scratch),
         )
-            .unwrap_or_else(|e| panic!("header generation failed: {e}"));
+        .unwrap_or_else(|e| panic!("header generation failed: {e}"));
         let path = std::path::Path::new(&dir).join("include/polarsplit.h");
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&path, text).expect("write include/polarsplit.h");

@@ -285,7 +285,15 @@ macro_rules! put {
     ($out:expr, $size:expr, $kind:expr, $member:ident, $value:expr) => {
         // SAFETY: `$out` holds `$size` writable bytes (checked by the caller); the offset is
         // that of `$member`, whose type is the value's.
-        unsafe { emit($out, $size, $kind, offset_of!(PolarsplitAction, $member), $value) }
+        unsafe {
+            emit(
+                $out,
+                $size,
+                $kind,
+                offset_of!(PolarsplitAction, $member),
+                $value,
+            )
+        }
     };
 }
 
@@ -500,7 +508,10 @@ mod tests {
             assert_eq!(&buf[..4], &kind.to_ne_bytes());
             for (i, b) in buf.iter().enumerate().skip(4) {
                 if !range.contains(&i) {
-                    assert_eq!(*b, 0xA5, "{action:?}: byte {i} outside its member was written");
+                    assert_eq!(
+                        *b, 0xA5,
+                        "{action:?}: byte {i} outside its member was written"
+                    );
                 }
             }
         }

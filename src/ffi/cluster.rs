@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::config::PolarsplitConfig;
 use super::handle::{boundary, boxed, free, opt_out, try_arg, try_out, try_ref, Castable};
-use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_INVALID_ARGUMENT};
 use super::status::POLARSPLIT_OK;
+use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_INVALID_ARGUMENT};
 use crate::cluster::Engine;
 use crate::config::ServerDialect;
 use crate::protocol::Lsn;

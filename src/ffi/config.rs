@@ -4,8 +4,8 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use super::handle::{boundary, boxed, free, take, text, try_arg, try_mut, try_out, write_text};
 use super::handle::Castable;
+use super::handle::{boundary, boxed, free, take, text, try_arg, try_mut, try_out, write_text};
 use super::status::{PolarsplitStatus, POLARSPLIT_ERR_CONFIG, POLARSPLIT_ERR_NULL, POLARSPLIT_OK};
 use crate::config::{Config, ConfigBuilder};
 

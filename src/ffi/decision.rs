@@ -147,7 +147,11 @@ mod tests {
         let defines = header_defines("POLARSPLIT_OUTCOME_");
         for o in Outcome::ALL {
             let name = format!("POLARSPLIT_OUTCOME_{}", o.name());
-            assert_eq!(defines.get(&name).copied(), Some(u64::from(o as u8)), "{name}");
+            assert_eq!(
+                defines.get(&name).copied(),
+                Some(u64::from(o as u8)),
+                "{name}"
+            );
             assert_eq!(outcome_to_c(o), u32::from(o as u8));
             assert_eq!(outcome_from_c(outcome_to_c(o)), Some(o));
         }

@@ -105,9 +105,10 @@ mod tests {
                     u32::from(fresh) * POLARSPLIT_EVENT_FLAG_FRESH
                         | u32::from(needs_reset) * POLARSPLIT_EVENT_FLAG_NEEDS_RESET,
                 ),
-                Event::ReaderUnavailable { no_credentials } => {
-                    (0, u32::from(no_credentials) * POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS)
-                }
+                Event::ReaderUnavailable { no_credentials } => (
+                    0,
+                    u32::from(no_credentials) * POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS,
+                ),
                 _ => (0, 0),
             };
             assert_eq!(event_from_c(event_kind(&e), server, flags), Ok(e));

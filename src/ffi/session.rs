@@ -6,7 +6,7 @@ use std::ffi::c_char;
 use super::action::{write_action, write_none, PolarsplitAction};
 use super::cluster::{optional_hostgroup, PolarsplitEngine};
 use super::event::{event_from_c, PolarsplitEventKind};
-use super::facts::{fact_fields, fact_from_c, PolarsplitBackendFact, Fields};
+use super::facts::{fact_fields, fact_from_c, Fields, PolarsplitBackendFact};
 use super::facts::{POLARSPLIT_FACT_ERROR, POLARSPLIT_FACT_NOTICE};
 use super::handle::{boundary, boxed, free, opt_out, read_sized, slice, slice_mut, text};
 use super::handle::{try_arg, try_mut, try_out, try_ref, write_text, Castable, Growable};
@@ -445,9 +445,9 @@ pub unsafe extern "C" fn polarsplit_session_test_panic_next(
 mod tests {
     use super::*;
     use crate::ffi::action::{POLARSPLIT_ACTION_CLOSE_CLIENT, POLARSPLIT_ACTION_SEND_CLIENT};
-    use crate::ffi::config::{polarsplit_config_builder_build, polarsplit_config_builder_new};
-    use crate::ffi::config::polarsplit_config_free;
     use crate::ffi::cluster::{polarsplit_engine_free, polarsplit_engine_new};
+    use crate::ffi::config::polarsplit_config_free;
+    use crate::ffi::config::{polarsplit_config_builder_build, polarsplit_config_builder_new};
     use crate::ffi::status::POLARSPLIT_ERR_PROTOCOL;
     use std::mem::MaybeUninit;
 
@@ -457,7 +457,10 @@ mod tests {
             let mut e = std::ptr::null_mut();
             let mut s = std::ptr::null_mut();
             let b = polarsplit_config_builder_new();
-            assert_eq!(polarsplit_config_builder_build(b, &mut c, std::ptr::null_mut(), 0), 0);
+            assert_eq!(
+                polarsplit_config_builder_build(b, &mut c, std::ptr::null_mut(), 0),
+                0
+            );
             assert_eq!(polarsplit_engine_new(c, &mut e), 0);
             polarsplit_config_free(c);
             assert_eq!(polarsplit_session_new(e, std::ptr::null(), 0, &mut s), 0);
@@ -488,8 +491,16 @@ mod tests {
         let st = unsafe { polarsplit_session_recv_client(s, bad.as_ptr(), 4, 0, &mut consumed) };
         assert_eq!((st, consumed), (POLARSPLIT_ERR_PROTOCOL, 4));
         let kinds: Vec<u32> = drain(s).iter().map(|a| a.kind).collect();
-        assert_eq!(kinds.first(), Some(&POLARSPLIT_ACTION_SEND_CLIENT), "{kinds:?}");
-        assert_eq!(kinds.last(), Some(&POLARSPLIT_ACTION_CLOSE_CLIENT), "{kinds:?}");
+        assert_eq!(
+            kinds.first(),
+            Some(&POLARSPLIT_ACTION_SEND_CLIENT),
+            "{kinds:?}"
+        );
+        assert_eq!(
+            kinds.last(),
+            Some(&POLARSPLIT_ACTION_CLOSE_CLIENT),
+            "{kinds:?}"
+        );
         unsafe {
             polarsplit_session_free(s);
             polarsplit_engine_free(e);

@@ -47,9 +47,7 @@ pub const POLARSPLIT_ERR_ABI: PolarsplitStatus = -11;
 /// must be given its status here.
 pub(crate) fn session_status(e: &SessionError) -> PolarsplitStatus {
     match e {
-        SessionError::ActionsPending | SessionError::UnexpectedEvent(_) => {
-            POLARSPLIT_ERR_BAD_STATE
-        }
+        SessionError::ActionsPending | SessionError::UnexpectedEvent(_) => POLARSPLIT_ERR_BAD_STATE,
         SessionError::Closed => POLARSPLIT_ERR_CLOSED,
         SessionError::UnknownConnection(_) => POLARSPLIT_ERR_UNKNOWN_CONNECTION,
         SessionError::Protocol(_) => POLARSPLIT_ERR_PROTOCOL,
