@@ -87,18 +87,26 @@ static void drop_refusal(int i) {
     refusing[i] = refusing[--nrefusing];
 }
 
-/* EMFILE: the reserve descriptor pays for accepting and refusing one waiting connection. */
+/* EMFILE: the reserve descriptor pays for accepting and refusing one waiting connection.
+ * Returns 1 when one was refused, 0 when none was waiting (accept(2) says EMFILE before it looks
+ * at the backlog), -1 when even that failed. */
 static int shed_one(void) {
-    if (g.reserve_fd < 0) return 0;
+    if (g.reserve_fd < 0) {
+        g.reserve_fd = take_reserve();
+        return -1;
+    }
     close(g.reserve_fd);
     int fd = accept(g.listen_fd, NULL, NULL);
+    int err = errno;
     if (fd >= 0) {
         g.clients_refused++;
         send_fatal(fd, "53300", "polarsplit-proxy: out of file descriptors");
         close(fd);
     }
     g.reserve_fd = take_reserve();
-    return fd >= 0;
+    if (fd >= 0) return 1;
+    errno = err;
+    return err == EAGAIN || err == EWOULDBLOCK ? 0 : -1;
 }
 
 static void pause_listener(uint64_t now, int err) {
@@ -121,8 +129,9 @@ void listener_accept(uint64_t now) {
         }
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        if (errno == EMFILE && shed_one()) continue;
-        pause_listener(now, errno);
+        int shed = errno == EMFILE ? shed_one() : -1;
+        if (shed > 0) continue;
+        if (shed < 0) pause_listener(now, errno);
         return;
     }
 }
