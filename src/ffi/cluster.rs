@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::config::PolarsplitConfig;
-use super::handle::{boundary, boxed, free, opt_out, try_arg, try_out, try_ref, Castable};
+use super::handle::{boundary, create, free, opt_out, try_arg, try_ref, Castable};
 use super::status::POLARSPLIT_OK;
 use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_INVALID_ARGUMENT};
 use crate::cluster::Engine;
@@ -61,13 +61,13 @@ pub unsafe extern "C" fn polarsplit_engine_new(
     out: *mut *mut PolarsplitEngine,
 ) -> PolarsplitStatus {
     boundary! {
-        let mut out = try_out!(out);
-        out.set(std::ptr::null_mut());
-        let config = try_ref!(config);
-        out.set(boxed(PolarsplitEngine {
-            inner: Engine::new((*config.inner).clone()),
-        }));
-        POLARSPLIT_OK
+        let make = || {
+            Ok(PolarsplitEngine {
+                inner: Engine::new((*try_ref!(config).inner).clone()),
+            })
+        };
+        // SAFETY: `out` is a writable slot.
+        unsafe { create(out, make) }
     }
 }
 

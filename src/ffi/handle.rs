@@ -76,6 +76,13 @@ impl<T> Fallback for *const T {
     }
 }
 
+/// Inside a closure that builds a value (`create`), the macros return the error.
+impl<T> Fallback for Result<T, PolarsplitStatus> {
+    fn fallback(status: PolarsplitStatus) -> Self {
+        Err(status)
+    }
+}
+
 /// The value of a caught panic, as the function's return type.
 pub(crate) fn panicked<T: Fallback>() -> T {
     T::fallback(POLARSPLIT_ERR_PANIC)
@@ -144,6 +151,31 @@ pub(crate) unsafe fn exclusive<'a, T: Castable>(
 /// A new handle for the host (freed by [`free`] or consumed by [`take`]).
 pub(crate) fn boxed<T>(value: T) -> *mut T {
     Box::into_raw(Box::new(value))
+}
+
+/// The `_new` idiom: `*out` is set to NULL, then to a new handle when `make` succeeds; the
+/// status is `make`'s. Call it inside the exported function's [`boundary!`]; `make` may use the
+/// `try_*!` macros (they return its error).
+///
+/// # Safety
+/// `out` must be NULL or a writable pointer slot.
+pub(crate) unsafe fn create<T>(
+    out: *mut *mut T,
+    make: impl FnOnce() -> Result<T, PolarsplitStatus>,
+) -> PolarsplitStatus {
+    // SAFETY: as documented.
+    let mut out = match unsafe { self::out(out) } {
+        Ok(o) => o,
+        Err(status) => return status,
+    };
+    out.set(std::ptr::null_mut());
+    match make() {
+        Ok(v) => {
+            out.set(boxed(v));
+            super::status::POLARSPLIT_OK
+        }
+        Err(status) => status,
+    }
 }
 
 /// Takes a handle back from the host (a `_build` that consumes, a `_free`). NULL gives `None`.

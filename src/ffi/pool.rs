@@ -5,8 +5,8 @@
 //! host's own `uint64_t` values.
 
 use super::config::PolarsplitConfig;
-use super::handle::{boundary, boxed, free, opt_out, slice, slice_mut, try_arg, try_out, try_ref};
-use super::handle::{write_sized, Castable, Growable, Out};
+use super::handle::{boundary, create, free, opt_out, slice, slice_mut, try_arg, try_out, try_ref};
+use super::handle::{write_sized, Castable, Growable};
 use super::reader_key::{key_arg, PolarsplitReaderKey};
 use super::status::{PolarsplitStatus, POLARSPLIT_ERR_BAD_STATE, POLARSPLIT_ERR_INVALID_ARGUMENT};
 use super::status::{POLARSPLIT_ERR_NULL, POLARSPLIT_ERR_UNKNOWN_CONNECTION, POLARSPLIT_OK};
@@ -202,12 +202,35 @@ fn pool_status(r: Result<(), PoolError>) -> PolarsplitStatus {
     }
 }
 
-/// Stores `n` in an optional count output.
-fn set_queued(queued: Option<Out<'_, usize>>, n: usize) -> PolarsplitStatus {
-    if let Some(mut q) = queued {
-        q.set(n);
+/// A pool call on one connection id.
+///
+/// # Safety
+/// `pool` must be NULL or a live pool.
+unsafe fn on_conn<T>(
+    pool: *const PolarsplitPool,
+    f: impl FnOnce(&PoolIndex) -> Result<T, PoolError>,
+) -> PolarsplitStatus {
+    boundary! { pool_status(f(&try_ref!(pool).index).map(|_| ())) }
+}
+
+/// A pool call that queues connections for the host to close; `*queued`, if not NULL, gets how
+/// many.
+///
+/// # Safety
+/// `pool` must be NULL or a live pool; `queued` NULL or writable.
+unsafe fn queue_closes(
+    pool: *const PolarsplitPool,
+    queued: *mut usize,
+    f: impl FnOnce(&PoolIndex) -> usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let n = f(&try_ref!(pool).index);
+        // SAFETY: as documented.
+        if let Some(mut q) = unsafe { opt_out(queued) } {
+            q.set(n);
+        }
+        POLARSPLIT_OK
     }
-    POLARSPLIT_OK
 }
 
 /// Creates a pool index with its warmup queue and stores it in `*out`. The queue's mode and
@@ -226,20 +249,21 @@ pub unsafe extern "C" fn polarsplit_pool_new(
     out: *mut *mut PolarsplitPool,
 ) -> PolarsplitStatus {
     boundary! {
-        let mut out = try_out!(out);
-        out.set(std::ptr::null_mut());
-        let config = try_ref!(config);
-        if max_per_key == 0 || max_per_server == 0 {
-            return POLARSPLIT_ERR_INVALID_ARGUMENT;
-        }
-        out.set(boxed(PolarsplitPool {
-            index: PoolIndex::new(PoolLimits {
-                max_per_key,
-                max_per_server,
-            }),
-            warmup: WarmupQueue::from_config(&config.inner),
-        }));
-        POLARSPLIT_OK
+        let make = || {
+            let config = try_ref!(config);
+            if max_per_key == 0 || max_per_server == 0 {
+                return Err(POLARSPLIT_ERR_INVALID_ARGUMENT);
+            }
+            Ok(PolarsplitPool {
+                index: PoolIndex::new(PoolLimits {
+                    max_per_key,
+                    max_per_server,
+                }),
+                warmup: WarmupQueue::from_config(&config.inner),
+            })
+        };
+        // SAFETY: `out` is a writable slot.
+        unsafe { create(out, make) }
     }
 }
 
@@ -327,7 +351,8 @@ pub unsafe extern "C" fn polarsplit_pool_remove(
     pool: *const PolarsplitPool,
     conn: u64,
 ) -> PolarsplitStatus {
-    boundary! { pool_status(try_ref!(pool).index.remove(conn).map(|_| ())) }
+    // SAFETY: as documented.
+    unsafe { on_conn(pool, |i| i.remove(conn)) }
 }
 
 /// Marks a connection (idle or in use) as carrying an XID import: it is handed out again only
@@ -340,7 +365,8 @@ pub unsafe extern "C" fn polarsplit_pool_mark_dirty(
     pool: *const PolarsplitPool,
     conn: u64,
 ) -> PolarsplitStatus {
-    boundary! { pool_status(try_ref!(pool).index.mark_dirty(conn).map(|_| ())) }
+    // SAFETY: as documented.
+    unsafe { on_conn(pool, |i| i.mark_dirty(conn)) }
 }
 
 /// A server left the topology: its idle connections are queued for closing (fetch them with
@@ -355,11 +381,8 @@ pub unsafe extern "C" fn polarsplit_pool_remove_server(
     server: u32,
     queued: *mut usize,
 ) -> PolarsplitStatus {
-    boundary! {
-        let n = try_ref!(pool).index.remove_server(server);
-        // SAFETY: NULL or writable.
-        set_queued(unsafe { opt_out(queued) }, n)
-    }
+    // SAFETY: as documented.
+    unsafe { queue_closes(pool, queued, |i| i.remove_server(server)) }
 }
 
 /// A configuration/profile change: every connection whose key's `profile_generation` is older
@@ -374,11 +397,8 @@ pub unsafe extern "C" fn polarsplit_pool_invalidate_before(
     profile_generation: u64,
     queued: *mut usize,
 ) -> PolarsplitStatus {
-    boundary! {
-        let n = try_ref!(pool).index.invalidate_before(profile_generation);
-        // SAFETY: NULL or writable.
-        set_queued(unsafe { opt_out(queued) }, n)
-    }
+    // SAFETY: as documented.
+    unsafe { queue_closes(pool, queued, |i| i.invalidate_before(profile_generation)) }
 }
 
 /// Moves up to `cap` connection ids the host must close into `out`; `*n` gets how many. Call

@@ -8,7 +8,7 @@ use super::cluster::{optional_hostgroup, PolarsplitEngine};
 use super::event::{event_from_c, PolarsplitEventKind};
 use super::facts::{fact_fields, fact_from_c, Fields, PolarsplitBackendFact};
 use super::facts::{POLARSPLIT_FACT_ERROR, POLARSPLIT_FACT_NOTICE};
-use super::handle::{boundary, boxed, free, opt_out, read_sized, slice, slice_mut, text};
+use super::handle::{boundary, create, free, opt_out, read_sized, slice, slice_mut, text};
 use super::handle::{try_arg, try_mut, try_out, try_ref, write_text, Castable, Growable};
 use super::status::{session_status, PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_ABI};
 use super::status::{POLARSPLIT_ERR_NULL, POLARSPLIT_ERR_POISONED, POLARSPLIT_OK};
@@ -129,24 +129,25 @@ pub unsafe extern "C" fn polarsplit_session_new(
     out: *mut *mut PolarsplitSession,
 ) -> PolarsplitStatus {
     boundary! {
-        let mut out = try_out!(out);
-        out.set(std::ptr::null_mut());
-        let e = try_ref!(engine);
-        let info = if info.is_null() {
-            ClientInfo::default()
-        } else {
-            // SAFETY: `info_size` readable bytes; its strings NULL or NUL-terminated.
-            unsafe { try_arg!(client_info(&try_arg!(read_sized(info, info_size)))) }
+        let make = || {
+            let e = try_ref!(engine);
+            let info = if info.is_null() {
+                ClientInfo::default()
+            } else {
+                // SAFETY: `info_size` readable bytes; its strings NULL or NUL-terminated.
+                unsafe { client_info(&read_sized(info, info_size)?)? }
         };
-        out.set(boxed(PolarsplitSession {
+        Ok(PolarsplitSession {
             inner: Session::new(e.inner.clone(), info),
             poisoned: false,
             refused: false,
             last_error: String::new(),
             #[cfg(feature = "test-hooks")]
             panic_next: false,
-        }));
-        POLARSPLIT_OK
+        })
+        };
+        // SAFETY: `out` is a writable slot.
+        unsafe { create(out, make) }
     }
 }
 

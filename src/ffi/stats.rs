@@ -6,7 +6,7 @@ use super::cluster::PolarsplitEngine;
 use super::decision::{outcome_from_c, reason_from_c, PolarsplitOutcome, PolarsplitReason};
 use super::handle::{boundary, try_arg, try_out, try_ref};
 use super::status::{PolarsplitStatus, POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_OK};
-use crate::cluster::stats::Counter;
+use crate::cluster::stats::{Counter, Stats};
 
 /// The number of named counters; valid indexes are `0 .. polarsplit_counter_count()`.
 ///
@@ -29,6 +29,24 @@ pub extern "C" fn polarsplit_counter_name(index: u32) -> *const c_char {
     }
 }
 
+/// Reads one count of the engine into `*value`; `get` gives `None` for an index or code the engine
+/// does not know (`POLARSPLIT_ERR_INVALID_ARGUMENT`).
+///
+/// # Safety
+/// `engine` must be NULL or a live engine; `value` NULL or writable.
+unsafe fn read_count(
+    engine: *const PolarsplitEngine,
+    value: *mut u64,
+    get: impl FnOnce(&Stats) -> Option<u64>,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let mut value = try_out!(value);
+        value.set(try_arg!(get(e.inner.stats()).ok_or(POLARSPLIT_ERR_INVALID_ARGUMENT)));
+        POLARSPLIT_OK
+    }
+}
+
 /// Reads counter `index` into `*value`.
 ///
 /// # Safety
@@ -39,13 +57,9 @@ pub unsafe extern "C" fn polarsplit_engine_counter(
     index: u32,
     value: *mut u64,
 ) -> PolarsplitStatus {
-    boundary! {
-        let e = try_ref!(engine);
-        let mut value = try_out!(value);
-        let c = try_arg!(Counter::ALL.get(index as usize).ok_or(POLARSPLIT_ERR_INVALID_ARGUMENT));
-        value.set(e.inner.stats().get(*c));
-        POLARSPLIT_OK
-    }
+    let counter = Counter::ALL.get(index as usize);
+    // SAFETY: as documented.
+    unsafe { read_count(engine, value, |s| counter.map(|c| s.get(*c))) }
 }
 
 /// Decisions taken with `outcome` (`POLARSPLIT_OUTCOME_*`) into `*value`.
@@ -58,12 +72,11 @@ pub unsafe extern "C" fn polarsplit_engine_outcome_count(
     outcome: PolarsplitOutcome,
     value: *mut u64,
 ) -> PolarsplitStatus {
-    boundary! {
-        let e = try_ref!(engine);
-        let mut value = try_out!(value);
-        let o = try_arg!(outcome_from_c(outcome).ok_or(POLARSPLIT_ERR_INVALID_ARGUMENT));
-        value.set(e.inner.stats().outcome(o));
-        POLARSPLIT_OK
+    // SAFETY: as documented.
+    unsafe {
+        read_count(engine, value, |s| {
+            outcome_from_c(outcome).map(|o| s.outcome(o))
+        })
     }
 }
 
@@ -78,11 +91,10 @@ pub unsafe extern "C" fn polarsplit_engine_reason_count(
     reason: PolarsplitReason,
     value: *mut u64,
 ) -> PolarsplitStatus {
-    boundary! {
-        let e = try_ref!(engine);
-        let mut value = try_out!(value);
-        let r = try_arg!(reason_from_c(reason).ok_or(POLARSPLIT_ERR_INVALID_ARGUMENT));
-        value.set(e.inner.stats().reason(r));
-        POLARSPLIT_OK
+    // SAFETY: as documented.
+    unsafe {
+        read_count(engine, value, |s| {
+            reason_from_c(reason).map(|r| s.reason(r))
+        })
     }
 }
