@@ -47,11 +47,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+/* The library version this header was generated for (polarsplit_version() at run time). */
 #define POLARSPLIT_VERSION "0.1.0"
 #define POLARSPLIT_VERSION_MAJOR 0
 #define POLARSPLIT_VERSION_MINOR 1
 #define POLARSPLIT_VERSION_PATCH 0
-/* Compare with polarsplit_abi_version() at start-up and refuse a mismatch. */
+/* The C ABI: compare with polarsplit_abi_version() at start-up and refuse a mismatch. */
 #define POLARSPLIT_ABI_VERSION 3
 
 
