@@ -102,8 +102,8 @@ mod tests {
                     needs_reset,
                 } => (
                     server,
-                    u32::from(fresh) * POLARSPLIT_EVENT_FLAG_FRESH
-                        | u32::from(needs_reset) * POLARSPLIT_EVENT_FLAG_NEEDS_RESET,
+                    (u32::from(fresh) * POLARSPLIT_EVENT_FLAG_FRESH)
+                        | (u32::from(needs_reset) * POLARSPLIT_EVENT_FLAG_NEEDS_RESET),
                 ),
                 Event::ReaderUnavailable { no_credentials } => (
                     0,
