@@ -271,6 +271,17 @@ void backend_connected(backend_t *b) {
     }
 }
 
+/* The bytes of a connection a session uses (the writer, an attached reader) go to the session. */
+static void session_readable(backend_t *b, size_t old, int eof) {
+    client_t *c = b->owner;
+    if (!c || c->dead) {
+        backend_close(b);
+        return;
+    }
+    feed_backend(c, b, old);
+    if (eof && !b->dead) session_backend_lost(b);
+}
+
 /* A reader's bytes: its handshake, or (attached) the session's; idle in the pool, its end. */
 static void reader_readable(backend_t *b, size_t old, int eof) {
     if (b->state == BS_HANDSHAKE) {
@@ -296,23 +307,7 @@ static void reader_readable(backend_t *b, size_t old, int eof) {
         if (eof || buf_size(&b->in) > 0) backend_close(b);
         return;
     }
-    client_t *c = b->owner;
-    if (!c || c->dead) {
-        backend_close(b);
-        return;
-    }
-    feed_backend(c, b, old);
-    if (eof && !b->dead) session_backend_lost(b);
-}
-
-static void writer_readable(backend_t *b, size_t old, int eof) {
-    client_t *c = b->owner;
-    if (!c || c->dead) {
-        backend_close(b);
-        return;
-    }
-    feed_backend(c, b, old);
-    if (eof && !b->dead) session_backend_lost(b);
+    session_readable(b, old, eof);
 }
 
 /* Reads what the socket has (bounded), then dispatches by role. */
@@ -349,7 +344,7 @@ void backend_readable(backend_t *b) {
         monitor_readable(b, eof);
         return;
     case ROLE_READER: reader_readable(b, old, eof); return;
-    case ROLE_WRITER: writer_readable(b, old, eof); return;
+    case ROLE_WRITER: session_readable(b, old, eof); return;
     }
 }
 

@@ -40,16 +40,6 @@ typedef struct {
 static const uint8_t STARTUP[] = {0,   0,   0,   30,  0,   3,   0,   0,   'u', 's', 'e', 'r', 0,   'a', 'p',
                                   'p', 0,   'd', 'a', 't', 'a', 'b', 'a', 's', 'e', 0,   'd', 'b', 0,   0};
 
-static polarsplit_engine *engine(void) {
-    polarsplit_config_builder *b = polarsplit_config_builder_new();
-    polarsplit_config *c = NULL;
-    polarsplit_engine *e = NULL;
-    if (polarsplit_config_builder_build(b, &c, NULL, 0) != POLARSPLIT_OK) return NULL;
-    if (polarsplit_engine_new(c, &e) != POLARSPLIT_OK) e = NULL;
-    polarsplit_config_free(c);
-    return e;
-}
-
 /* A session with the startup's actions (DISCARD_CLIENT, CONNECT_WRITER) pending. */
 static polarsplit_session *session_with_actions(polarsplit_engine *e) {
     polarsplit_session *s = NULL;
@@ -78,7 +68,7 @@ static int poll_sized(polarsplit_session *s, size_t size, int *changed) {
 }
 
 int ctest_abi_older_action_layout_is_refused_and_never_overrun(void) {
-    polarsplit_engine *e = engine();
+    polarsplit_engine *e = harness_engine(0);
     CHECK(e != NULL);
     polarsplit_session *s = session_with_actions(e);
     CHECK(s != NULL);
@@ -120,7 +110,7 @@ int ctest_abi_newer_action_layout_gets_the_known_members(void) {
      * the library writes `kind` and the kind's member only; the bytes it does not know stay as
      * the host left them. */
     enum { GROWN = sizeof(polarsplit_action) + 64 };
-    polarsplit_engine *e = engine();
+    polarsplit_engine *e = harness_engine(0);
     CHECK(e != NULL);
     polarsplit_session *s = session_with_actions(e);
     CHECK(s != NULL);
@@ -142,7 +132,7 @@ int ctest_abi_newer_action_layout_gets_the_known_members(void) {
 }
 
 int ctest_abi_growable_inputs_and_pool_stats(void) {
-    polarsplit_engine *e = engine();
+    polarsplit_engine *e = harness_engine(0);
     CHECK(e != NULL);
     polarsplit_session *s = NULL;
 

@@ -64,17 +64,6 @@ static int count(const seen_t *seen, uint32_t kind) {
     return c;
 }
 
-static polarsplit_engine *engine(void) {
-    polarsplit_config_builder *b = polarsplit_config_builder_new();
-    polarsplit_config *c = NULL;
-    polarsplit_engine *e = NULL;
-    if (polarsplit_config_builder_build(b, &c, NULL, 0) != POLARSPLIT_OK) return NULL;
-    if (polarsplit_engine_new(c, &e) != POLARSPLIT_OK) e = NULL;
-    polarsplit_config_free(c);
-    if (e) polarsplit_engine_add_reader(e, 1, 1);
-    return e;
-}
-
 /* Startup, writer connected, trust auth, first RFQ. */
 static int connect(polarsplit_session *s) {
     seen_t seen;
@@ -95,7 +84,7 @@ static int connect(polarsplit_session *s) {
 }
 
 int ctest_recv_client_protocol_error_consumes_all_and_sends_the_fatal(void) {
-    polarsplit_engine *e = engine();
+    polarsplit_engine *e = harness_engine(1);
     CHECK(e != NULL);
     static const uint8_t bad[] = {'Q', 0, 0, 0, 2}; /* a length below its own size */
 
@@ -159,7 +148,7 @@ int ctest_recv_client_protocol_error_consumes_all_and_sends_the_fatal(void) {
 }
 
 int ctest_recv_client_other_errors_consume_nothing(void) {
-    polarsplit_engine *e = engine();
+    polarsplit_engine *e = harness_engine(1);
     CHECK(e != NULL);
     polarsplit_session *s = NULL;
     CHECK_STATUS(polarsplit_session_new(e, NULL, 0, &s), POLARSPLIT_OK);
