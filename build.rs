@@ -7,6 +7,9 @@ mod abi;
 #[cfg(feature = "generate-header")]
 #[path = "build/header.rs"]
 mod header;
+#[cfg(feature = "generate-header")]
+#[path = "build/reasons.rs"]
+mod reasons;
 
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
@@ -24,8 +27,14 @@ fn main() {
         println!("cargo:rerun-if-changed=src");
         println!("cargo:rerun-if-changed=cbindgen.toml");
         let version = std::env::var("CARGO_PKG_VERSION").expect("cargo sets CARGO_PKG_VERSION");
-        let text = header::generate(std::path::Path::new(&dir), &version, abi)
-            .unwrap_or_else(|e| panic!("header generation failed: {e}"));
+        let scratch = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+        let text = header::generate(
+            std::path::Path::new(&dir),
+            &version,
+            abi,
+            std::path::Path::new(&scratch),
+        )
+        .unwrap_or_else(|e| panic!("header generation failed: {e}"));
         let path = std::path::Path::new(&dir).join("include/polarsplit.h");
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&path, text).expect("write include/polarsplit.h");

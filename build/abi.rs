@@ -22,11 +22,12 @@ pub fn version_macros(version: &str, abi: u32) -> String {
     };
     let (major, minor, patch) = (next(), next(), next());
     format!(
-        "#define POLARSPLIT_VERSION \"{version}\"\n\
+        "/* The library version this header was generated for (polarsplit_version() at run time). */\n\
+         #define POLARSPLIT_VERSION \"{version}\"\n\
          #define POLARSPLIT_VERSION_MAJOR {major}\n\
          #define POLARSPLIT_VERSION_MINOR {minor}\n\
          #define POLARSPLIT_VERSION_PATCH {patch}\n\
-         /* Compare with polarsplit_abi_version() at start-up and refuse a mismatch. */\n\
+         /* The C ABI: compare with polarsplit_abi_version() at start-up and refuse a mismatch. */\n\
          #define POLARSPLIT_ABI_VERSION {abi}\n"
     )
 }

@@ -33,7 +33,7 @@ typedef struct {
     uint64_t conn;
     unsigned char *p;
     size_t len, cap;
-    unsigned long long fed, forwarded, discarded;
+    unsigned long long fed, forwarded, discarded, dropped;
 } stream_t;
 
 static stream_t streams[32]; /* [0] is the client */
@@ -133,62 +133,80 @@ static const char *kind_name(uint32_t k) {
     return k < sizeof names / sizeof names[0] ? names[k] : "UNKNOWN";
 }
 
-/* Step 2: poll until DONE, apply each action in order. */
+/* Covers the next n bytes of the client stream, or of backend `conn`, and prints them. */
+static void cover_and_describe(stream_t *s, size_t n, int forward, uint32_t kind) {
+    int first = s == &streams[0] && s->forwarded + s->discarded == 0;
+    describe(cover(s, n, forward, kind_name(kind)), n, first);
+}
+
+/* Step 2: poll until DONE, apply each action in order. Each kind has its own member. */
 static void drain(polarsplit_session *s) {
     polarsplit_action a;
     polarsplit_status st;
-    while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK) {
+    while ((st = polarsplit_session_poll_action(s, &a, sizeof a)) == POLARSPLIT_OK) {
         printf("  %s", kind_name(a.kind));
-        const unsigned char *bytes = NULL;
         switch (a.kind) {
         case POLARSPLIT_ACTION_DECISION: {
-            const char *o = polarsplit_outcome_name(a.outcome), *r = polarsplit_reason_name(a.reason);
+            const polarsplit_decision *d = &a.decision;
+            const char *o = polarsplit_outcome_name(d->outcome), *r = polarsplit_reason_name(d->reason);
             printf(" %s reason=%s", o ? o : "?", r ? r : "?");
-            if (a.outcome == POLARSPLIT_OUTCOME_REPLICA_WITH_WAIT || a.outcome == POLARSPLIT_OUTCOME_REPLICA_TXN_SPLIT)
-                printf(" server=%u wait=%s", a.server, a.wait ? "yes" : "no");
-            if (a.target_lsn) printf(" target=%llu", (unsigned long long)a.target_lsn);
-            if (a.attempt) printf(" attempt=%u", a.attempt);
+            if (d->has_server) printf(" server=%u wait=%s", d->server, d->wait ? "yes" : "no");
+            if (d->target_lsn) printf(" target=%llu", (unsigned long long)d->target_lsn);
+            if (d->attempt) printf(" attempt=%u", d->attempt);
             break;
         }
         case POLARSPLIT_ACTION_CONNECT_WRITER:
-            describe(a.bytes, a.bytes_len, 1);
+            describe(a.connect_writer.startup.ptr, a.connect_writer.startup.len, 1);
             break;
         case POLARSPLIT_ACTION_ACQUIRE_READER:
-            printf(" server=%u", a.server);
-            describe(a.bytes, a.bytes_len, 1);
+            printf(" server=%u", a.acquire_reader.server);
+            describe(a.acquire_reader.startup.ptr, a.acquire_reader.startup.len, 1);
             break;
         case POLARSPLIT_ACTION_FORWARD_CLIENT:
+            printf(" conn=%llu n=%zu", (unsigned long long)a.forward_client.conn, a.forward_client.n);
+            cover_and_describe(&streams[0], a.forward_client.n, 1, a.kind);
+            break;
         case POLARSPLIT_ACTION_DISCARD_CLIENT:
-            if (a.kind == POLARSPLIT_ACTION_FORWARD_CLIENT) printf(" conn=%llu", (unsigned long long)a.conn);
-            printf(" n=%zu", a.n);
-            bytes = cover(&streams[0], a.n, a.kind == POLARSPLIT_ACTION_FORWARD_CLIENT, kind_name(a.kind));
-            describe(bytes, a.n, streams[0].forwarded + streams[0].discarded == a.n);
+            printf(" n=%zu", a.discard_client.n);
+            cover_and_describe(&streams[0], a.discard_client.n, 0, a.kind);
             break;
         case POLARSPLIT_ACTION_FORWARD_BACKEND:
+            printf(" conn=%llu n=%zu", (unsigned long long)a.forward_backend.conn, a.forward_backend.n);
+            cover_and_describe(stream_of(a.forward_backend.conn), a.forward_backend.n, 1, a.kind);
+            break;
         case POLARSPLIT_ACTION_DISCARD_BACKEND:
-            printf(" conn=%llu n=%zu", (unsigned long long)a.conn, a.n);
-            bytes = cover(stream_of(a.conn), a.n, a.kind == POLARSPLIT_ACTION_FORWARD_BACKEND, kind_name(a.kind));
-            describe(bytes, a.n, 0);
+            printf(" conn=%llu n=%zu", (unsigned long long)a.discard_backend.conn, a.discard_backend.n);
+            cover_and_describe(stream_of(a.discard_backend.conn), a.discard_backend.n, 0, a.kind);
             break;
         case POLARSPLIT_ACTION_SEND_BACKEND:
-            printf(" conn=%llu", (unsigned long long)a.conn);
-            describe(a.bytes, a.bytes_len, 0);
+            printf(" conn=%llu", (unsigned long long)a.send_backend.conn);
+            describe(a.send_backend.bytes.ptr, a.send_backend.bytes.len, 0);
             break;
         case POLARSPLIT_ACTION_SEND_CLIENT:
-            describe(a.bytes, a.bytes_len, 0);
+            describe(a.send_client.bytes.ptr, a.send_client.bytes.len, 0);
             break;
         case POLARSPLIT_ACTION_RELEASE_READER:
+            printf(" conn=%llu%s", (unsigned long long)a.release_reader.conn,
+                   a.release_reader.needs_reset ? " needs_reset" : "");
+            break;
         case POLARSPLIT_ACTION_CLOSE_BACKEND:
-            printf(" conn=%llu", (unsigned long long)a.conn);
-            if (a.kind == POLARSPLIT_ACTION_RELEASE_READER && a.flag) printf(" needs_reset");
+            printf(" conn=%llu", (unsigned long long)a.close_backend.conn);
             break;
         case POLARSPLIT_ACTION_PIN_WRITER:
-            printf(" %s", a.flag ? "pinned" : "unpinned");
+            printf(" %s", a.pin_writer.pinned ? "pinned" : "unpinned");
             break;
         case POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST:
             printf(" (a host without TLS answers 'N')");
             break;
-        default:
+        case POLARSPLIT_ACTION_CANCEL_REQUEST:
+            printf(" pid=%d", a.cancel_request.pid);
+            break;
+        case POLARSPLIT_ACTION_CLOSE_CLIENT:
+            /* Client bytes no action covered go with the connection (a protocol error's rest). */
+            streams[0].dropped += streams[0].len;
+            streams[0].len = 0;
+            break;
+        default: /* a kind newer than this program: the library never sends one (ERR_ABI) */
             break;
         }
         printf("\n");
@@ -287,7 +305,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < nreaders; i++) polarsplit_engine_add_reader(engine, readers[i][0], readers[i][1]);
             polarsplit_client_info info = {chost[0] ? chost : NULL, (uint16_t)cport, phost[0] ? phost : NULL,
                                            (uint16_t)pport, -1};
-            if (polarsplit_session_new(engine, &info, &s) != POLARSPLIT_OK) return 2;
+            if (polarsplit_session_new(engine, &info, sizeof info, &s) != POLARSPLIT_OK) return 2;
         }
         now += 1;
         polarsplit_status st = POLARSPLIT_OK;
@@ -298,7 +316,7 @@ int main(int argc, char **argv) {
             describe(b, n, streams[0].fed == 0);
             printf("\n");
             st = polarsplit_session_recv_client(s, b, n, now, &consumed);
-            keep(&streams[0], b, consumed); /* step 3: keep what was fed */
+            keep(&streams[0], b, consumed); /* step 3: keep what was fed (on ERR_PROTOCOL: all of it) */
             if (st == POLARSPLIT_OK && consumed < n) printf("  (consumed %zu of %zu: feed the rest later)\n", consumed, n);
             free(b);
         } else if (!strcmp(word, "backend")) {
@@ -354,15 +372,17 @@ int main(int argc, char **argv) {
             printf("  client");
         else
             printf("  conn %llu", (unsigned long long)st->conn);
-        printf(": fed %llu = forwarded %llu + discarded %llu + kept %zu\n", st->fed, st->forwarded, st->discarded,
+        printf(": fed %llu = forwarded %llu + discarded %llu + kept %zu", st->fed, st->forwarded, st->discarded,
                st->len);
+        if (st->dropped) printf(" + dropped at close %llu", st->dropped);
+        printf("\n");
         if (st->len) balanced = 0;
         free(st->p);
     }
     printf("balanced: %s\n", balanced ? "yes" : "no (bytes still kept for an unfinished message)");
     if (engine) {
         printf("decisions:");
-        for (uint32_t r = 0; r < 128; r++) {
+        for (uint32_t r = 0; r < 1024; r++) { /* reason numbers are below 1024 */
             uint64_t v = 0;
             if (polarsplit_reason_name(r) && polarsplit_engine_reason_count(engine, r, &v) == POLARSPLIT_OK && v)
                 printf(" %s=%llu", polarsplit_reason_name(r), (unsigned long long)v);

@@ -21,6 +21,8 @@ fn main() {
         "c/transcript.c",
         "c/pool.c",
         "c/misuse.c",
+        "c/abi_growth.c",
+        "c/errors.c",
     ] {
         c.file(f);
         println!("cargo:rerun-if-changed={f}");

@@ -1,5 +1,5 @@
 /*
- * polarsplit — the read/write-splitting engine for PostgreSQL proxies.
+ * polarsplit — the read/write-splitting engine for PostgreSQL proxies. C ABI 3.
  *
  * SANS-IO. The library never opens a socket, reads a clock, starts a thread or calls back into
  * the host. The host owns connections, pools and time: it feeds client bytes, backend bytes (each
@@ -7,11 +7,11 @@
  *
  * THE DRAIN RULE. After every input call, call polarsplit_session_poll_action() until it returns
  * POLARSPLIT_DONE before the next input. An input while actions are pending is refused with
- * POLARSPLIT_ERR_BAD_STATE and changes nothing.
+ * POLARSPLIT_ERR_BAD_STATE and changes nothing. Every input function says what its error
+ * statuses mean for the bytes it was given and for the actions queued.
  *
  * THE LIFETIME RULE. Anything the library returns by pointer into its own memory (action bytes,
- * text) stays valid until the next non-const call on the same handle, and no longer. Structs the
- * host reads only ever grow at the end.
+ * text) stays valid until the next non-const call on the same handle, and no longer.
  *
  * THREAD SAFETY. Configurations, engines and pools are immutable or internally synchronised: share
  * them across threads freely. A session is used by one thread at a time and may move between threads
@@ -20,7 +20,23 @@
  * STATUSES AND VERSIONING. Every fallible call returns polarsplit_status: 0 ok, positive
  * informational (POLARSPLIT_DONE), negative errors; numbers are never reused. A panic never
  * crosses into C: it returns POLARSPLIT_ERR_PANIC and poisons that one session. Check
- * polarsplit_abi_version() == POLARSPLIT_ABI_VERSION at start-up.
+ * polarsplit_abi_version() == POLARSPLIT_ABI_VERSION at start-up; the SONAME is
+ * libpolarsplit.so.<ABI>. Outcomes and reasons are typedef'd integers with a constant for every
+ * value (POLARSPLIT_REASON_* is generated from the library's reasons table).
+ *
+ * GROWTH. The host allocates the structs it passes, so a struct that may grow within ABI 3 is
+ * always passed with the sizeof the host was built with: polarsplit_action (out),
+ * polarsplit_pool_stats (out), polarsplit_client_info and polarsplit_backend_fact (in). The
+ * library reads or writes only that many bytes: a field appended in a later 3.x reads as 0 from
+ * an older host and is never written into an older host's struct. An action kind added later
+ * comes with its own member appended at the end of polarsplit_action, so the size also says
+ * which kinds a host knows: an action whose member lies beyond it is refused with
+ * POLARSPLIT_ERR_ABI (nothing written, the session unusable) — a newer kind never reaches an
+ * older host unannounced, nor as another kind. A size below ABI 3.0's is refused the same way.
+ * Every other struct is frozen for ABI 3. A size handshake rather than opaque actions with
+ * accessor functions (quiche's events, rustls-ffi's objects): an action is read in place with no
+ * call per field on the hottest path (one poll per action), and a host can build actions itself
+ * in the same vocabulary (the example proxy's own routers do). Migrating from ABI 2: README.md.
  */
 
 #ifndef POLARSPLIT_H
@@ -31,33 +47,26 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+/* The library version this header was generated for (polarsplit_version() at run time). */
 #define POLARSPLIT_VERSION "0.1.0"
 #define POLARSPLIT_VERSION_MAJOR 0
 #define POLARSPLIT_VERSION_MINOR 1
 #define POLARSPLIT_VERSION_PATCH 0
-/* Compare with polarsplit_abi_version() at start-up and refuse a mismatch. */
-#define POLARSPLIT_ABI_VERSION 2
+/* The C ABI: compare with polarsplit_abi_version() at start-up and refuse a mismatch. */
+#define POLARSPLIT_ABI_VERSION 3
 
 
-// Server dialects (SPEC W-7) for `polarsplit_engine_set_dialect`.
+// Server dialects (SPEC W-7) for `polarsplit_engine_set_dialect`: back to the configured one.
 #define POLARSPLIT_DIALECT_DEFAULT -1
 
+// PolarDB with the full proxy extension (SPEC W-7 `awide`).
 #define POLARSPLIT_DIALECT_AWIDE 0
 
+// Upstream PolarDB for PostgreSQL 15 (SPEC W-7 `polardb`).
 #define POLARSPLIT_DIALECT_POLARDB 1
 
+// Plain PostgreSQL (SPEC W-7 `stock`).
 #define POLARSPLIT_DIALECT_STOCK 2
-
-// Outcomes (`polarsplit_action.outcome`, SPEC P-1).
-#define POLARSPLIT_OUTCOME_PASSTHROUGH 0
-
-#define POLARSPLIT_OUTCOME_FORCE_PRIMARY 1
-
-#define POLARSPLIT_OUTCOME_REPLICA_WITH_WAIT 2
-
-#define POLARSPLIT_OUTCOME_REPLICA_TXN_SPLIT 3
-
-#define POLARSPLIT_OUTCOME_REJECT 4
 
 // READER_ATTACHED: opened for this request (startup-default settings).
 #define POLARSPLIT_EVENT_FLAG_FRESH 1
@@ -68,29 +77,17 @@
 // READER_UNAVAILABLE: this user cannot log in on the readers at all.
 #define POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS 4
 
-// Fact kinds for `polarsplit_session_recv_backend_fact` (libpq-based hosts, SPEC §0).
-#define POLARSPLIT_FACT_READY_FOR_QUERY 1
-
-#define POLARSPLIT_FACT_COMMAND_COMPLETE 2
-
-#define POLARSPLIT_FACT_ERROR 3
-
-#define POLARSPLIT_FACT_NOTICE 4
-
-#define POLARSPLIT_FACT_PARAMETER_STATUS 5
-
-// Any other message, by its type byte in `tag` (rows, descriptions, COPY data…).
-#define POLARSPLIT_FACT_OTHER 6
-
-// `polarsplit_backend_fact.lsn_state`.
+// `polarsplit_backend_fact.lsn_state`: the RFQ carried no LSN (SPEC W-2 *missing*).
 #define POLARSPLIT_LSN_MISSING 0
 
+// The RFQ carried an LSN of 0 (*present-zero*).
 #define POLARSPLIT_LSN_ZERO 1
 
+// The RFQ carried the LSN in `lsn`.
 #define POLARSPLIT_LSN_AT 2
 
-// An immutable, validated configuration. It may be shared by any number of engines and freed
-// at any time: engines keep their own reference.
+// An immutable, validated configuration. It may be shared by any number of engines and pools
+// and freed at any time: they keep their own reference.
 typedef struct polarsplit_config polarsplit_config;
 
 // A mutable configuration under construction. Created by `polarsplit_config_builder_new`,
@@ -113,8 +110,15 @@ typedef struct polarsplit_session polarsplit_session;
 // reused for another meaning.
 typedef int32_t polarsplit_status;
 
+// Where a decision sends a statement (SPEC P-1): one of `POLARSPLIT_OUTCOME_*`.
+typedef uint32_t polarsplit_outcome;
+
+// Why a decision was taken: one of `POLARSPLIT_REASON_*` (stable numbers, never reused; a newer
+// library may report numbers this header does not name: `polarsplit_reason_name` names them).
+typedef uint32_t polarsplit_reason;
+
 // The four-part reader key (SPEC P-9). A pooled reader connection may serve a session only if
-// all four values are equal (`polarsplit_reader_key_compatible`).
+// all four values are equal (`polarsplit_reader_key_compatible`). Frozen for ABI 3.
 typedef struct {
   // Bumped when the startup profile or protocol settings change.
   uint64_t profile_generation;
@@ -126,7 +130,7 @@ typedef struct {
   uint64_t startup_options_hash;
 } polarsplit_reader_key;
 
-// Result of `polarsplit_pool_checkout`.
+// Result of `polarsplit_pool_checkout`. Frozen for ABI 3.
 typedef struct {
   // The connection handed out (valid when `found`).
   uint64_t conn;
@@ -139,31 +143,46 @@ typedef struct {
   bool needs_reset;
 } polarsplit_checkout;
 
-// Connection counts (of one server, or one key).
+// Connection counts (of one server, or one key). Frozen for ABI 3.
 typedef struct {
   // Idle and clean.
   uint32_t idle;
   // Idle, needing an XID reset before reuse.
   uint32_t dirty;
+  // Checked out.
   uint32_t in_use;
   // Reservations not yet published or cancelled.
   uint32_t reserved;
 } polarsplit_pool_counts;
 
-// Counters of a pool (SPEC §9).
+// Counters of a pool (SPEC §9). Grows at the end: `polarsplit_pool_read_stats` takes the
+// host's `sizeof`.
 typedef struct {
+  // Checkouts that found a compatible idle connection.
   uint64_t hits;
+  // Checkouts that found none.
   uint64_t misses;
+  // Hits handed out with `needs_reset`.
   uint64_t reset_handouts;
+  // Reservations taken.
   uint64_t reserved;
+  // Reservations refused (connection limits, stale profile).
   uint64_t reserve_refused;
+  // Connections published into the pool.
   uint64_t published;
+  // Reservations discarded at publish (re-validation failed).
   uint64_t discarded;
+  // Reservations cancelled by the host.
   uint64_t cancelled;
+  // Connections queued for the host to close.
   uint64_t closed;
+  // Warmup demands queued.
   uint64_t demands_queued;
+  // Demands dropped as duplicates of a queued one.
   uint64_t demands_duplicate;
+  // Demands dropped because the queue was full.
   uint64_t demands_dropped;
+  // Demands ignored because `warmup` does not cover their reason.
   uint64_t demands_disabled;
 } polarsplit_pool_stats;
 
@@ -174,94 +193,354 @@ typedef int32_t polarsplit_demand_reason;
 // whenever its arguments were valid). Values are never reused.
 typedef int32_t polarsplit_pool_outcome;
 
-// A request to open one connection to `server` under `key` (`polarsplit_pool_drain`).
+// A request to open one connection to `server` under `key` (`polarsplit_pool_drain`). Frozen
+// for ABI 3 (an array element).
 typedef struct {
+  // The key the new connection must have.
   polarsplit_reader_key key;
+  // The server to connect to.
   uint32_t server;
+  // Why it is wanted (`POLARSPLIT_DEMAND_*`).
   polarsplit_demand_reason reason;
 } polarsplit_demand;
 
 // Addresses of a client connection (SPEC W-1 identity modes), given at session creation.
 // Every field may be NULL/0 when unknown; LSN reporting is then disabled for the session when
-// the configured identity mode needs the missing address.
+// the configured identity mode needs the missing address. Grows at the end:
+// `polarsplit_session_new` takes the host's `sizeof`; a field appended later reads as 0.
 typedef struct {
   // The real client's address (identity mode `client`), NUL-terminated, or NULL.
   const char *client_host;
+  // The real client's port.
   uint16_t client_port;
   // The proxy's own listener address (identity mode `proxy`), or NULL.
   const char *proxy_host;
+  // The proxy's listener port.
   uint16_t proxy_port;
   // The writer hostgroup of this client, or -1 for the configured one.
   int64_t writer_hostgroup;
 } polarsplit_client_info;
 
-// Event kinds for `polarsplit_session_on_backend_event`.
-typedef uint32_t polarsplit_event_kind;
+// Fact kinds (`polarsplit_backend_fact.kind`).
+typedef uint32_t polarsplit_fact_kind;
 
-// Action kinds (`polarsplit_action.kind`). Apply actions in the order polled.
-typedef uint32_t polarsplit_action_kind;
-
-// One action. Fields not used by `kind` are zero/NULL. `bytes` points into the session and is
-// valid until the next non-const call on it. This struct only grows at the end.
-typedef struct {
-  polarsplit_action_kind kind;
-  // Backend connection id (the host's own).
-  uint64_t conn;
-  // Reader server id (ACQUIRE_READER, DECISION when a reader was chosen).
-  uint32_t server;
-  // Byte count (FORWARD_* / DISCARD_*).
-  size_t n;
-  const uint8_t *bytes;
-  size_t bytes_len;
-  uint32_t outcome;
-  uint32_t reason;
-  uint64_t target_lsn;
-  bool wait;
-  bool import_xids;
-  uint32_t attempt;
-  // Kind-specific flag (see each kind).
-  bool flag;
-  // CANCEL_REQUEST: the backend process id.
-  int32_t pid;
-  // ACQUIRE_READER: the reader key (SPEC P-9).
-  uint64_t key_profile_generation;
-  uint64_t key_auth_hash;
-  uint64_t key_startup_identity_hash;
-  uint64_t key_startup_options_hash;
-} polarsplit_action;
-
-// One ErrorResponse/NoticeResponse field.
+// One ErrorResponse/NoticeResponse field. Frozen for ABI 3 (an array element).
 typedef struct {
   // The field code ('S', 'V', 'C', 'M', 'D', 'R', …).
   uint8_t code;
+  // The value's bytes (no terminating NUL needed).
   const uint8_t *value;
+  // The value's length.
   size_t value_len;
 } polarsplit_error_field;
 
-// One backend message as parsed facts. Fields not used by `kind` are ignored.
+// One backend message as parsed facts. Fields not used by `kind` are ignored. Grows at the end:
+// `polarsplit_session_recv_backend_fact` takes the host's `sizeof`; a field appended later reads
+// as 0 for an older host.
 typedef struct {
-  uint32_t kind;
+  // What the message is (`POLARSPLIT_FACT_*`).
+  polarsplit_fact_kind kind;
   // READY_FOR_QUERY: 'I', 'T' or 'E'.
   uint8_t status;
-  // READY_FOR_QUERY: `POLARSPLIT_LSN_*`, and the LSN when AT.
+  // READY_FOR_QUERY: `POLARSPLIT_LSN_*`.
   uint32_t lsn_state;
+  // READY_FOR_QUERY: the LSN, when `lsn_state` is `POLARSPLIT_LSN_AT`.
   uint64_t lsn;
-  // READY_FOR_QUERY: 0 (no marker), 'x' or 'w', and the raw XID list.
+  // READY_FOR_QUERY: 0 (no marker), 'x' or 'w' (SPEC W-2).
   uint8_t marker;
+  // READY_FOR_QUERY: the raw XID list after the marker (SPEC W-3).
   const uint8_t *xids;
+  // Its length.
   size_t xids_len;
   // COMMAND_COMPLETE: the tag. PARAMETER_STATUS: the name.
   const uint8_t *text;
+  // Its length.
   size_t text_len;
   // PARAMETER_STATUS: the value.
   const uint8_t *value;
+  // Its length.
   size_t value_len;
   // ERROR / NOTICE: the fields.
   const polarsplit_error_field *fields;
+  // How many fields.
   size_t fields_len;
   // OTHER: the message type byte.
   uint8_t tag;
 } polarsplit_backend_fact;
+
+// Event kinds for `polarsplit_session_on_backend_event`: one of `POLARSPLIT_EVENT_*`.
+typedef uint32_t polarsplit_event_kind;
+
+// Action kinds (`polarsplit_action.kind`): one of `POLARSPLIT_ACTION_*`. Apply actions in the
+// order polled.
+typedef uint32_t polarsplit_action_kind;
+
+// CLIENT_ENCRYPTION_REQUEST: the client sent SSLRequest (or GSSENCRequest). Answer with one byte
+// sent to the client: 'S' (or 'G') to accept and run the handshake, 'N' to refuse. The client
+// then sends a new startup packet (decrypted bytes, if accepted).
+typedef struct {
+  // True for GSSENCRequest, false for SSLRequest.
+  bool gss;
+} polarsplit_action_client_encryption_request;
+
+// Bytes lent by the library: valid until the next non-const call on the session (the lifetime
+// rule). `ptr` is never NULL, also when `len` is 0 (then it must not be read).
+typedef struct {
+  // The first byte.
+  const uint8_t *ptr;
+  // How many bytes.
+  size_t len;
+} polarsplit_bytes;
+
+// CANCEL_REQUEST: find the session whose writer reported this BackendKeyData
+// (`polarsplit_session_backend_key`), send the cancel to the connection it reports as executing
+// (`polarsplit_session_executing_conn`), then close this client connection (CLOSE_CLIENT follows).
+typedef struct {
+  // The backend process id the client quoted.
+  int32_t pid;
+  // The secret key the client quoted.
+  polarsplit_bytes secret;
+} polarsplit_action_cancel_request;
+
+// CONNECT_WRITER: open a writer connection, send `startup` on it, then report
+// `POLARSPLIT_EVENT_WRITER_CONNECTED` (or `POLARSPLIT_EVENT_WRITER_CONNECT_FAILED`).
+typedef struct {
+  // A complete StartupMessage: the client's parameters without `_polar_*` keys, plus the
+  // writer role's keys (SPEC W-1).
+  polarsplit_bytes startup;
+} polarsplit_action_connect_writer;
+
+// The DECISION action's member: a routing decision, for logs and stats.
+typedef struct {
+  // Where the statement goes (`POLARSPLIT_OUTCOME_*`).
+  polarsplit_outcome outcome;
+  // Why (`POLARSPLIT_REASON_*`).
+  polarsplit_reason reason;
+  // The LSN the read needs; 0 when none.
+  uint64_t target_lsn;
+  // The reader chosen; valid when `has_server`.
+  uint32_t server;
+  // Whether a reader was chosen (reader outcomes).
+  bool has_server;
+  // Whether LSN-wait statements are sent ahead of the statement.
+  bool wait;
+  // Whether the transaction's XIDs are imported (REPLICA_TXN_SPLIT).
+  bool import_xids;
+  // 0 for the first attempt; each retry counts up.
+  uint32_t attempt;
+} polarsplit_decision;
+
+// ACQUIRE_READER: a reader connection to `server` whose key equals `key` is needed. Report
+// `POLARSPLIT_EVENT_READER_ATTACHED` (a pooled connection, or a new one opened with `startup`)
+// or `POLARSPLIT_EVENT_READER_UNAVAILABLE`. Never block waiting for a handshake (SPEC P-4).
+typedef struct {
+  // The reader server.
+  uint32_t server;
+  // The key a pooled connection must have (`polarsplit_reader_key_compatible`, SPEC P-9).
+  polarsplit_reader_key key;
+  // The StartupMessage for a new connection.
+  polarsplit_bytes startup;
+} polarsplit_action_acquire_reader;
+
+// FORWARD_CLIENT: send the next `n` client bytes (kept since they were fed) to `conn`.
+typedef struct {
+  // The backend connection (the host's id).
+  uint64_t conn;
+  // How many bytes.
+  size_t n;
+} polarsplit_action_forward_client;
+
+// DISCARD_CLIENT: drop the next `n` client bytes (the engine consumed or replaced them).
+typedef struct {
+  // How many bytes.
+  size_t n;
+} polarsplit_action_discard_client;
+
+// SEND_BACKEND: send `bytes` (built by the engine) to `conn`.
+typedef struct {
+  // The backend connection.
+  uint64_t conn;
+  // What to send.
+  polarsplit_bytes bytes;
+} polarsplit_action_send_backend;
+
+// FORWARD_BACKEND: send the next `n` bytes received from `conn` to the client. For facts input
+// (`polarsplit_session_recv_backend_fact`) `n` is 1: forward the message just reported.
+typedef struct {
+  // The backend connection.
+  uint64_t conn;
+  // How many bytes (messages, for facts input).
+  size_t n;
+} polarsplit_action_forward_backend;
+
+// DISCARD_BACKEND: drop the next `n` bytes received from `conn`. For facts input `n` is 1.
+typedef struct {
+  // The backend connection.
+  uint64_t conn;
+  // How many bytes (messages, for facts input).
+  size_t n;
+} polarsplit_action_discard_backend;
+
+// SEND_CLIENT: send `bytes` (built by the engine) to the client.
+typedef struct {
+  // What to send.
+  polarsplit_bytes bytes;
+} polarsplit_action_send_client;
+
+// RELEASE_READER: the session no longer needs reader connection `conn`: return it to the pool.
+typedef struct {
+  // The reader connection.
+  uint64_t conn;
+  // It holds an XID import: whoever uses it next must clear it first (report it with
+  // `POLARSPLIT_EVENT_FLAG_NEEDS_RESET`, or send `SET polar_xact_split_xids = ''`).
+  bool needs_reset;
+} polarsplit_action_release_reader;
+
+// PIN_WRITER: SPEC S-4 session state lives on the writer connection (`pinned`), or no longer
+// does. Hosts that multiplex writer connections keep a pinned one bound to this client.
+typedef struct {
+  // Whether the writer connection must stay bound to this client.
+  bool pinned;
+} polarsplit_action_pin_writer;
+
+// CLOSE_BACKEND: close backend connection `conn` and never reuse it.
+typedef struct {
+  // The backend connection.
+  uint64_t conn;
+} polarsplit_action_close_backend;
+
+// One action. The host allocates it and passes `sizeof(polarsplit_action)` to
+// `polarsplit_session_poll_action`, which writes `kind` and the member named after the kind —
+// no other member (do not read them) and never past the size the host passed. Members are
+// frozen; a kind added later appends its own member at the end.
+typedef struct {
+  // What to do (`POLARSPLIT_ACTION_*`); selects the valid member.
+  polarsplit_action_kind kind;
+  // CLIENT_ENCRYPTION_REQUEST.
+  polarsplit_action_client_encryption_request client_encryption_request;
+  // CANCEL_REQUEST.
+  polarsplit_action_cancel_request cancel_request;
+  // CONNECT_WRITER.
+  polarsplit_action_connect_writer connect_writer;
+  // DECISION.
+  polarsplit_decision decision;
+  // ACQUIRE_READER.
+  polarsplit_action_acquire_reader acquire_reader;
+  // FORWARD_CLIENT.
+  polarsplit_action_forward_client forward_client;
+  // DISCARD_CLIENT.
+  polarsplit_action_discard_client discard_client;
+  // SEND_BACKEND.
+  polarsplit_action_send_backend send_backend;
+  // FORWARD_BACKEND.
+  polarsplit_action_forward_backend forward_backend;
+  // DISCARD_BACKEND.
+  polarsplit_action_discard_backend discard_backend;
+  // SEND_CLIENT.
+  polarsplit_action_send_client send_client;
+  // RELEASE_READER.
+  polarsplit_action_release_reader release_reader;
+  // PIN_WRITER.
+  polarsplit_action_pin_writer pin_writer;
+  // CLOSE_BACKEND.
+  polarsplit_action_close_backend close_backend;
+} polarsplit_action;
+
+// No action: written by a poll that returns `POLARSPLIT_DONE`.
+#define POLARSPLIT_ACTION_NONE 0
+
+// Answer the client's encryption request (member `client_encryption_request`).
+#define POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST 1
+
+// A CancelRequest arrived on this client connection (member `cancel_request`).
+#define POLARSPLIT_ACTION_CANCEL_REQUEST 2
+
+// Open the writer connection (member `connect_writer`).
+#define POLARSPLIT_ACTION_CONNECT_WRITER 3
+
+// Informational: a routing decision (member `decision`).
+#define POLARSPLIT_ACTION_DECISION 4
+
+// A reader connection is needed (member `acquire_reader`).
+#define POLARSPLIT_ACTION_ACQUIRE_READER 5
+
+// Send the next client bytes to a backend (member `forward_client`).
+#define POLARSPLIT_ACTION_FORWARD_CLIENT 6
+
+// Drop the next client bytes (member `discard_client`).
+#define POLARSPLIT_ACTION_DISCARD_CLIENT 7
+
+// Send engine-built bytes to a backend (member `send_backend`).
+#define POLARSPLIT_ACTION_SEND_BACKEND 8
+
+// Send the next bytes of a backend to the client (member `forward_backend`).
+#define POLARSPLIT_ACTION_FORWARD_BACKEND 9
+
+// Drop the next bytes of a backend (member `discard_backend`).
+#define POLARSPLIT_ACTION_DISCARD_BACKEND 10
+
+// Send engine-built bytes to the client (member `send_client`).
+#define POLARSPLIT_ACTION_SEND_CLIENT 11
+
+// Return a reader connection to the pool (member `release_reader`).
+#define POLARSPLIT_ACTION_RELEASE_READER 12
+
+// The writer connection holds session state, or no longer does (member `pin_writer`).
+#define POLARSPLIT_ACTION_PIN_WRITER 13
+
+// Close a backend connection and never reuse it (member `close_backend`).
+#define POLARSPLIT_ACTION_CLOSE_BACKEND 14
+
+// Close the client connection after sending everything before this action. No member.
+#define POLARSPLIT_ACTION_CLOSE_CLIENT 15
+
+// The engine does not decide (mode `off`): route as the host normally would.
+#define POLARSPLIT_OUTCOME_PASSTHROUGH 0
+
+// The writer.
+#define POLARSPLIT_OUTCOME_FORCE_PRIMARY 1
+
+// A reader; LSN-wait statements are sent only when `wait` is set.
+#define POLARSPLIT_OUTCOME_REPLICA_WITH_WAIT 2
+
+// A reader inside an open transaction, with the transaction's XIDs imported.
+#define POLARSPLIT_OUTCOME_REPLICA_TXN_SPLIT 3
+
+// The engine answers the client with an error itself; nothing runs.
+#define POLARSPLIT_OUTCOME_REJECT 4
+
+// The writer connection of CONNECT_WRITER is open and its startup packet sent (`conn`: its id).
+#define POLARSPLIT_EVENT_WRITER_CONNECTED 1
+
+// The writer connection of CONNECT_WRITER could not be opened.
+#define POLARSPLIT_EVENT_WRITER_CONNECT_FAILED 2
+
+// A reader connection `conn` to `server` for ACQUIRE_READER (flags FRESH, NEEDS_RESET).
+#define POLARSPLIT_EVENT_READER_ATTACHED 3
+
+// No reader connection can be had now for ACQUIRE_READER (flag NO_CREDENTIALS).
+#define POLARSPLIT_EVENT_READER_UNAVAILABLE 4
+
+// Connection `conn` broke.
+#define POLARSPLIT_EVENT_CONNECTION_LOST 5
+
+// ReadyForQuery (`status`, `lsn_state`, `lsn`, `marker`, `xids`).
+#define POLARSPLIT_FACT_READY_FOR_QUERY 1
+
+// CommandComplete (`text`: the tag).
+#define POLARSPLIT_FACT_COMMAND_COMPLETE 2
+
+// ErrorResponse (`fields`).
+#define POLARSPLIT_FACT_ERROR 3
+
+// NoticeResponse (`fields`).
+#define POLARSPLIT_FACT_NOTICE 4
+
+// ParameterStatus (`text`: the name, `value`).
+#define POLARSPLIT_FACT_PARAMETER_STATUS 5
+
+// Any other message, by its type byte in `tag` (rows, descriptions, COPY data…).
+#define POLARSPLIT_FACT_OTHER 6
 
 // A checkout found no compatible idle connection.
 #define POLARSPLIT_DEMAND_MISS 1
@@ -305,75 +584,11 @@ typedef struct {
 // The configured `warmup` does not cover this reason.
 #define POLARSPLIT_POOL_DEMAND_DISABLED 11
 
-// Reply to the client's encryption request with one byte ('S'/'G' accept, 'N' refuse); `flag`
-// is true for GSSENCRequest. The client then sends a new startup packet.
-#define POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST 1
-
-// A CancelRequest (`pid`, secret in `bytes`): cancel the statement of the session whose writer
-// key matches (see `polarsplit_session_executing_conn`), then close this client connection.
-#define POLARSPLIT_ACTION_CANCEL_REQUEST 2
-
-// Open a writer connection, send `bytes` (a StartupMessage) on it, then report
-// `POLARSPLIT_EVENT_WRITER_CONNECTED` (or `_CONNECT_FAILED`).
-#define POLARSPLIT_ACTION_CONNECT_WRITER 3
-
-// Informational: a routing decision (`outcome`, `reason`, `target_lsn`, `server`, `wait`,
-// `import_xids`, `attempt`).
-#define POLARSPLIT_ACTION_DECISION 4
-
-// A reader connection to `server` whose key equals the `key_*` fields is needed: report
-// `POLARSPLIT_EVENT_READER_ATTACHED` or `_READER_UNAVAILABLE`. A new connection is opened with
-// `bytes` as its StartupMessage. Never block on a handshake.
-#define POLARSPLIT_ACTION_ACQUIRE_READER 5
-
-// Send the next `n` client bytes to backend connection `conn`.
-#define POLARSPLIT_ACTION_FORWARD_CLIENT 6
-
-// Drop the next `n` client bytes.
-#define POLARSPLIT_ACTION_DISCARD_CLIENT 7
-
-// Send `bytes` to backend connection `conn`.
-#define POLARSPLIT_ACTION_SEND_BACKEND 8
-
-// Send the next `n` bytes received from `conn` to the client.
-#define POLARSPLIT_ACTION_FORWARD_BACKEND 9
-
-// Drop the next `n` bytes received from `conn`.
-#define POLARSPLIT_ACTION_DISCARD_BACKEND 10
-
-// Send `bytes` to the client.
-#define POLARSPLIT_ACTION_SEND_CLIENT 11
-
-// Return reader connection `conn` to the pool; `flag`: it needs an XID reset before reuse.
-#define POLARSPLIT_ACTION_RELEASE_READER 12
-
-// `flag`: the writer connection holds session state and must stay bound to this client.
-#define POLARSPLIT_ACTION_PIN_WRITER 13
-
-// Close backend connection `conn`; never reuse it.
-#define POLARSPLIT_ACTION_CLOSE_BACKEND 14
-
-// Close the client connection (after sending everything before).
-#define POLARSPLIT_ACTION_CLOSE_CLIENT 15
-
-// The writer connection of CONNECT_WRITER is open and its startup packet sent.
-#define POLARSPLIT_EVENT_WRITER_CONNECTED 1
-
-#define POLARSPLIT_EVENT_WRITER_CONNECT_FAILED 2
-
-// A reader connection for ACQUIRE_READER (`server`; flags FRESH, NEEDS_RESET).
-#define POLARSPLIT_EVENT_READER_ATTACHED 3
-
-// No reader connection can be had now (flag NO_CREDENTIALS: never for this user).
-#define POLARSPLIT_EVENT_READER_UNAVAILABLE 4
-
-// Connection `conn` broke.
-#define POLARSPLIT_EVENT_CONNECTION_LOST 5
-
 // Success.
 #define POLARSPLIT_OK 0
 
-// Informational: there is nothing more to poll (no further action).
+// Informational: there is nothing more to poll (no further action), or the call's subject was
+// unknown and nothing changed (each function says which).
 #define POLARSPLIT_DONE 1
 
 // A required pointer argument was NULL.
@@ -387,7 +602,7 @@ typedef struct {
 #define POLARSPLIT_ERR_BAD_STATE -3
 
 // The peer's bytes violate the protocol; the session can no longer follow the stream (see the
-// session's error text).
+// session's error text, and each input function for what to do).
 #define POLARSPLIT_ERR_PROTOCOL -4
 
 // A configuration setting or combination was refused (see the error text).
@@ -396,11 +611,12 @@ typedef struct {
 // A panic was caught inside the library. A session that panicked is poisoned.
 #define POLARSPLIT_ERR_PANIC -6
 
-// The session is poisoned by an earlier panic: only `polarsplit_session_free` works. Route the
-// client to the primary yourself or close it.
+// The session is poisoned by an earlier panic: only `polarsplit_session_free`,
+// `polarsplit_session_last_error` and `polarsplit_session_is_poisoned` work. Route the client
+// to the primary yourself or close it.
 #define POLARSPLIT_ERR_POISONED -7
 
-// Bytes came from a backend connection the session is not using.
+// Bytes or an event came for a backend connection the session is not using.
 #define POLARSPLIT_ERR_UNKNOWN_CONNECTION -8
 
 // A bound was exceeded (message size, buffered bytes, queue length).
@@ -409,6 +625,283 @@ typedef struct {
 // The session is closed (the client terminated, broke the protocol, or a policy closed it):
 // only `polarsplit_session_free` is useful.
 #define POLARSPLIT_ERR_CLOSED -10
+
+// The host was built against a header this library cannot serve: a struct size below its ABI
+// 3.0 size, or an action whose member lies beyond the host's `polarsplit_action` (a kind newer
+// than the host). Nothing was written. For an action, the session is then unusable: free it.
+#define POLARSPLIT_ERR_ABI -11
+
+// Consistency mode `off`: the host routes.
+// (P-3 step 1)
+#define POLARSPLIT_REASON_MODE_OFF 1
+
+// The session's writer hostgroup has no reader hostgroup.
+// (P-3 step 1)
+#define POLARSPLIT_REASON_NO_READER_HOSTGROUP 2
+
+// The statement is not a SELECT/VALUES/TABLE (DML, DDL, utility…).
+// (P-3 step 2)
+#define POLARSPLIT_REASON_NOT_A_READ 3
+
+// FOR UPDATE / NO KEY UPDATE / SHARE / KEY SHARE.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_LOCKING_CLAUSE 4
+
+// INSERT/UPDATE/DELETE/MERGE inside WITH.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_DATA_MODIFYING_CTE 5
+
+// SELECT INTO creates a table.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_SELECT_INTO 6
+
+// Calls a function on the write list.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_WRITE_FUNCTION 7
+
+// EXPLAIN ANALYZE executes the statement.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_EXPLAIN_ANALYZE 8
+
+// The classifier could not understand the statement.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_UNPARSEABLE 9
+
+// The statement exceeded a classifier limit.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_TOO_COMPLEX 10
+
+// More than one statement in one Query.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_MULTI_STATEMENT 11
+
+// Leading `/* route=primary * /` hint.
+// (P-3 step 2)
+#define POLARSPLIT_REASON_HINT_PRIMARY 12
+
+// Session state lives only on the writer (S-4).
+// (P-3 step 2)
+#define POLARSPLIT_REASON_SESSION_HAZARD 13
+
+// A reader failed earlier in this transaction.
+// (P-3 step 3)
+#define POLARSPLIT_REASON_READER_FAILED_IN_TXN 14
+
+// Mode `eventual`: a reader, no wait.
+// (P-3 step 4)
+#define POLARSPLIT_REASON_EVENTUAL_READ 15
+
+// Mode `eventual` inside a transaction: the primary.
+// (P-3 step 4)
+#define POLARSPLIT_REASON_EVENTUAL_IN_TXN 16
+
+// `txn_split` is off.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_DISABLED 17
+
+// A split read in a batch on a dialect whose import ends with its statement (polardb).
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_EXTENDED_PROTOCOL 18
+
+// The session's LSN state is unknown.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_LSN_UNKNOWN 19
+
+// Not READ COMMITTED (or the level is unknown).
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_ISOLATION 20
+
+// No marker on the writer's RFQ and not a known read-only prefix.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_NO_MARKER 21
+
+// Marker `w` and no reader known to have replayed the transaction's LSN.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_WAL_PENDING 22
+
+// The transaction's reported LSN is zero.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_LSN_ZERO 23
+
+// A SET ran in the transaction before its first write.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_SET_IN_TXN 24
+
+// The writer's XID list failed validation (W-3).
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_INVALID_XIDS 25
+
+// The server dialect cannot import XIDs.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_NO_IMPORT 26
+
+// Read before the first write: a reader with an LSN wait, no import.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_PRE_WRITE 27
+
+// Read after a write: a reader with the XIDs imported.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_SPLIT_READ 28
+
+// The transaction is in failed state: only the writer can answer.
+// (P-5 split checks, in order)
+#define POLARSPLIT_REASON_TXN_FAILED 29
+
+// The session's LSN is unknown: the primary.
+// (P-3 step 7)
+#define POLARSPLIT_REASON_MISSING_LSN_PRIMARY 33
+
+// The session's LSN is unknown: a reader with a warning.
+// (P-3 step 7)
+#define POLARSPLIT_REASON_MISSING_LSN_WARNING 34
+
+// The session's LSN is unknown: rejected.
+// (P-3 step 7)
+#define POLARSPLIT_REASON_MISSING_LSN_REJECT 35
+
+// Nothing to wait for: a reader.
+// (P-3 step 8 and P-4)
+#define POLARSPLIT_REASON_READ_NO_TARGET 36
+
+// A reader with an LSN wait.
+// (P-3 step 8 and P-4)
+#define POLARSPLIT_REASON_READ_WAIT 37
+
+// A reader known to have replayed the target: no wait.
+// (P-3 step 8 and P-4)
+#define POLARSPLIT_REASON_READ_CAUGHT_UP 38
+
+// No reader known caught up and the dialect has no bounded wait.
+// (P-3 step 8 and P-4)
+#define POLARSPLIT_REASON_READ_NO_BOUNDED_WAIT 39
+
+// No healthy reader in the hostgroup.
+// (P-3 step 8 and P-4)
+#define POLARSPLIT_REASON_NO_READER_AVAILABLE 40
+
+// The host had no reader connection now.
+// (P-3 step 8 and P-4)
+#define POLARSPLIT_REASON_NO_READER_CONNECTION 41
+
+// The client's user cannot log in on the readers.
+// (P-3 step 8 and P-4)
+#define POLARSPLIT_REASON_READER_NO_CREDENTIALS 42
+
+// Retried on another reader after a failure.
+// (Failures and retries (§6))
+#define POLARSPLIT_REASON_RETRY_OTHER_READER 43
+
+// Re-run on the primary after a reader was lost.
+// (Failures and retries (§6))
+#define POLARSPLIT_REASON_RETRY_PRIMARY_AFTER_LOSS 44
+
+// Re-run on the primary after a wait timeout.
+// (Failures and retries (§6))
+#define POLARSPLIT_REASON_RETRY_PRIMARY_AFTER_TIMEOUT 45
+
+// Re-run on the primary after a reader error.
+// (Failures and retries (§6))
+#define POLARSPLIT_REASON_RETRY_PRIMARY_AFTER_ERROR 46
+
+// Not a routable statement (function call, COPY data, sync…).
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_NOT_A_STATEMENT 47
+
+// A replication connection is never routed.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_REPLICATION_CONNECTION 48
+
+// The client sent Terminate.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_CLIENT_TERMINATED 49
+
+// Continuation of an extended-protocol exchange on the writer.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_EXTENDED_IN_PROGRESS 50
+
+// The transaction's pinned reader, reused.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_READER_PINNED 51
+
+// Transaction control or a statement that stays with the transaction.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_TXN_ON_PRIMARY 52
+
+// COPY data for the writer.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_COPY_IN_PROGRESS 53
+
+// No reader could serve and `read_fallback = error`.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_REJECT_NO_READER 54
+
+// A reader failure answered with an error by policy.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_REPLICA_LOSS_ERROR 55
+
+// Dialect without a bounded wait and no reader known past the transaction's LSN.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_SPLIT_NO_CAUGHT_UP_READER 56
+
+// The query exceeded the inspection limit: streamed to the primary.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_QUERY_TOO_LARGE 57
+
+// The query text is not valid UTF-8.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_INVALID_UTF8 58
+
+// Only whitespace or comments.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_EMPTY_QUERY 59
+
+// The transaction began in a way the engine could not see.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_ISOLATION_UNKNOWN 60
+
+// Transaction control and session commands stay on the writer.
+// (Not statements / session-level)
+#define POLARSPLIT_REASON_WRITER_STATEMENT 61
+
+// A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_BATCH_UNKNOWN_STATEMENT 70
+
+// An Execute or Describe of a portal bound outside the batch (E-1).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_BATCH_PORTAL_ELSEWHERE 71
+
+// A row-limited Execute inside a transaction: its portal must survive the batch (E-4).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_BATCH_ROW_LIMITED_IN_TXN 72
+
+// The batch exceeded max_batch_bytes or holds a message too large to inspect (E-1).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_BATCH_TOO_LARGE 73
+
+// The writer's session state is not known yet or could not be captured (S-5).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_SESSION_STATE_UNKNOWN 74
+
+// The batch parses a name in use or closes a statement that exists on the writer (E-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_BATCH_STATEMENT_ON_WRITER 75
+
+// The session tracks max_prepared_statements that exist only on readers (E-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_PREPARED_LIMIT 76
+
+// A batch with nothing to route (a lone Sync, Close of portals): the writer.
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_BATCH_NO_STATEMENT 77
+
+// A reader answered nothing within reader_response_timeout_ms (R-1b).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_READER_UNRESPONSIVE 78
+
+// SHOW/SET polarsplit.causal_token, answered by the engine (C-1, C-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_CAUSAL_TOKEN 79
 
 #ifdef __cplusplus
 extern "C" {
@@ -421,57 +914,12 @@ extern "C" {
 // Always safe; the string is static.
 const char *polarsplit_version(void);
 
-// The library's ABI version. A host should refuse to run when it differs from the
-// `POLARSPLIT_ABI_VERSION` it was compiled with.
+// The library's ABI version. A host refuses to run when it differs from the
+// `POLARSPLIT_ABI_VERSION` it was compiled with (the SONAME carries it too).
 //
 // # Safety
 // Always safe.
 uint32_t polarsplit_abi_version(void);
-
-// Creates a configuration builder holding the defaults of SPEC §8. Returns NULL only if the
-// library failed internally.
-//
-// # Safety
-// Always safe. Free the result with `polarsplit_config_builder_free` or consume it with
-// `polarsplit_config_builder_build`.
-polarsplit_config_builder *polarsplit_config_builder_new(void);
-
-// Sets one setting by name from its text form (e.g. `"consistency"`, `"global"`). On
-// `POLARSPLIT_ERR_CONFIG` the reason, naming the setting, is written to `err` (NUL-terminated,
-// truncated to `err_len`); `err` may be NULL.
-//
-// # Safety
-// `builder` must be a live builder; `name` and `value` NUL-terminated strings; `err` NULL or
-// `err_len` writable bytes.
-polarsplit_status polarsplit_config_builder_set(polarsplit_config_builder *builder,
-                                                const char *name,
-                                                const char *value,
-                                                char *err,
-                                                size_t err_len);
-
-// Validates the builder and, on success, stores a new configuration in `*out`. The builder is
-// consumed in every case (also on failure and on NULL `out`): do not use or free it afterwards.
-// On `POLARSPLIT_ERR_CONFIG`, `*out` is set to NULL and the reason is written to `err`.
-//
-// # Safety
-// `builder` must be NULL or a live builder; `out` a writable pointer slot; `err` NULL or
-// `err_len` writable bytes.
-polarsplit_status polarsplit_config_builder_build(polarsplit_config_builder *builder,
-                                                  polarsplit_config **out,
-                                                  char *err,
-                                                  size_t err_len);
-
-// Frees a builder that was not built. NULL is a no-op.
-//
-// # Safety
-// `builder` must be NULL or a live builder not yet consumed.
-void polarsplit_config_builder_free(polarsplit_config_builder *builder);
-
-// Frees a configuration. Engines built from it keep their own reference. NULL is a no-op.
-//
-// # Safety
-// `config` must be NULL or a live configuration, freed once.
-void polarsplit_config_free(polarsplit_config *config);
 
 // Creates an engine from a configuration and stores it in `*out`.
 //
@@ -576,75 +1024,64 @@ polarsplit_status polarsplit_engine_set_dialect(const polarsplit_engine *engine,
 polarsplit_status polarsplit_engine_replace_config(const polarsplit_engine *engine,
                                                    const polarsplit_config *config);
 
-// The number of named counters; valid indexes are `0 .. polarsplit_counter_count()`.
+// Creates a configuration builder holding the defaults of SPEC §8. Returns NULL only if the
+// library failed internally.
 //
 // # Safety
-// Always safe.
-uint32_t polarsplit_counter_count(void);
+// Always safe. Free the result with `polarsplit_config_builder_free` or consume it with
+// `polarsplit_config_builder_build`.
+polarsplit_config_builder *polarsplit_config_builder_new(void);
 
-// The name of counter `index` (static, NUL-terminated), or NULL when out of range.
+// Sets one setting by name from its text form (e.g. `"consistency"`, `"global"`). On
+// `POLARSPLIT_ERR_CONFIG` the reason, naming the setting, is written to `err` (NUL-terminated,
+// truncated to `err_len`); `err` may be NULL.
 //
 // # Safety
-// Always safe.
-const char *polarsplit_counter_name(uint32_t index);
+// `builder` must be a live builder; `name` and `value` NUL-terminated strings; `err` NULL or
+// `err_len` writable bytes.
+polarsplit_status polarsplit_config_builder_set(polarsplit_config_builder *builder,
+                                                const char *name,
+                                                const char *value,
+                                                char *err,
+                                                size_t err_len);
 
-// Reads counter `index` into `*value`.
+// Validates the builder and, on success, stores a new configuration in `*out`. The builder is
+// consumed in every case (also on failure and on NULL `out`): do not use or free it afterwards.
+// On `POLARSPLIT_ERR_CONFIG`, `*out` is set to NULL and the reason is written to `err`.
 //
 // # Safety
-// `engine` must be a live engine; `value` writable.
-polarsplit_status polarsplit_engine_counter(const polarsplit_engine *engine,
-                                            uint32_t index,
-                                            uint64_t *value);
+// `builder` must be NULL or a live builder; `out` a writable pointer slot; `err` NULL or
+// `err_len` writable bytes.
+polarsplit_status polarsplit_config_builder_build(polarsplit_config_builder *builder,
+                                                  polarsplit_config **out,
+                                                  char *err,
+                                                  size_t err_len);
 
-// Decisions taken with `outcome` (`POLARSPLIT_OUTCOME_*`) into `*value`.
+// Frees a builder that was not built. NULL is a no-op.
 //
 // # Safety
-// `engine` must be a live engine; `value` writable.
-polarsplit_status polarsplit_engine_outcome_count(const polarsplit_engine *engine,
-                                                  uint32_t outcome,
-                                                  uint64_t *value);
+// `builder` must be NULL or a live builder not yet consumed.
+void polarsplit_config_builder_free(polarsplit_config_builder *builder);
 
-// Decisions taken for reason code `reason` into `*value` (`polarsplit_reason_name` names them;
-// codes are stable and below 128).
+// Frees a configuration. Engines and pools built from it keep their own reference. NULL is a
+// no-op.
 //
 // # Safety
-// `engine` must be a live engine; `value` writable.
-polarsplit_status polarsplit_engine_reason_count(const polarsplit_engine *engine,
-                                                 uint32_t reason,
-                                                 uint64_t *value);
+// `config` must be NULL or a live configuration, freed once.
+void polarsplit_config_free(polarsplit_config *config);
 
-// Whether a connection opened under key `a` may serve a session whose key is `b` (all four
-// values equal). NULL arguments give `false`.
+// The stable name of an outcome (`"FORCE_PRIMARY"`, …), or NULL for an unknown value.
 //
 // # Safety
-// `a` and `b` must be NULL or point to readable keys.
-bool polarsplit_reader_key_compatible(const polarsplit_reader_key *a,
-                                      const polarsplit_reader_key *b);
+// Always safe; the string is static.
+const char *polarsplit_outcome_name(polarsplit_outcome outcome);
 
-// Computes the reader key (P-9) of a connection into `*out`: `profile_generation` as given;
-// `user` and `database` hashed into `auth_hash`; the advertised identity into
-// `startup_identity_hash` — pass `identity_host = NULL` when the startup profile reports no
-// LSN (the hash is then 0); the startup parameters (`param_names[i]`, `param_values[i]`) and
-// the tracked session settings (`setting_names[i]`, `setting_values[i]`) into
-// `startup_options_hash`, each set independent of order (names compare case-insensitively;
-// a repeated name keeps its last value).
+// The stable name of a reason (`"READ_WAIT"`, …: the `POLARSPLIT_REASON_*` constant without its
+// prefix), or NULL for an unknown value. Reason numbers are below 1024.
 //
 // # Safety
-// `user`, `database` and every array element must be NUL-terminated strings;
-// `identity_host` NULL or a NUL-terminated string; each array NULL (only with a count of 0)
-// or holding that many pointers; `out` a writable key.
-polarsplit_status polarsplit_reader_key_build(uint64_t profile_generation,
-                                              const char *user,
-                                              const char *database,
-                                              const char *identity_host,
-                                              uint16_t identity_port,
-                                              const char *const *param_names,
-                                              const char *const *param_values,
-                                              size_t n_params,
-                                              const char *const *setting_names,
-                                              const char *const *setting_values,
-                                              size_t n_settings,
-                                              polarsplit_reader_key *out);
+// Always safe; the string is static.
+const char *polarsplit_reason_name(polarsplit_reason reason);
 
 // Creates a pool index with its warmup queue and stores it in `*out`. The queue's mode and
 // bound come from `config` (`warmup`, `warmup_queue_capacity`); `max_per_key` bounds the
@@ -752,12 +1189,15 @@ polarsplit_status polarsplit_pool_key_counts(const polarsplit_pool *pool,
                                              const polarsplit_reader_key *key,
                                              polarsplit_pool_counts *out);
 
-// Copies the pool's counters into `*out`.
+// Copies the pool's counters into `*out`, of which the host has `out_size` bytes: pass
+// `sizeof(polarsplit_pool_stats)`. Counters appended later are not written to an older host's
+// smaller struct; a size below the ABI 3.0 struct is `POLARSPLIT_ERR_ABI`.
 //
 // # Safety
-// `pool` must be a live pool; `out` writable.
+// `pool` must be a live pool; `out` NULL or `out_size` writable bytes.
 polarsplit_status polarsplit_pool_read_stats(const polarsplit_pool *pool,
-                                             polarsplit_pool_stats *out);
+                                             polarsplit_pool_stats *out,
+                                             size_t out_size);
 
 // Signals that a connection to `server` under `*key` is wanted (`reason`:
 // `POLARSPLIT_DEMAND_MISS` or `POLARSPLIT_DEMAND_BEGIN`). Deduplicated and bounded; `*outcome`,
@@ -822,14 +1262,50 @@ polarsplit_status polarsplit_pool_publish(const polarsplit_pool *pool,
 // `pool` must be a live pool.
 polarsplit_status polarsplit_pool_cancel(const polarsplit_pool *pool, uint64_t reservation);
 
-// Creates a session for a new client connection and stores it in `*out`. `info` may be NULL
-// (no addresses known; the configured writer hostgroup).
+// Whether a connection opened under key `a` may serve a session whose key is `b` (all four
+// values equal). NULL arguments give `false`.
 //
 // # Safety
-// `engine` must be a live engine; `info` NULL or a valid struct whose strings are NULL or
-// NUL-terminated; `out` a writable pointer slot.
+// `a` and `b` must be NULL or point to readable keys.
+bool polarsplit_reader_key_compatible(const polarsplit_reader_key *a,
+                                      const polarsplit_reader_key *b);
+
+// Computes the reader key (P-9) of a connection into `*out`: `profile_generation` as given;
+// `user` and `database` hashed into `auth_hash`; the advertised identity into
+// `startup_identity_hash` — pass `identity_host = NULL` when the startup profile reports no
+// LSN (the hash is then 0); the startup parameters (`param_names[i]`, `param_values[i]`) and
+// the tracked session settings (`setting_names[i]`, `setting_values[i]`) into
+// `startup_options_hash`, each set independent of order (names compare case-insensitively;
+// a repeated name keeps its last value).
+//
+// # Safety
+// `user`, `database` and every array element must be NUL-terminated strings;
+// `identity_host` NULL or a NUL-terminated string; each array NULL (only with a count of 0)
+// or holding that many pointers; `out` a writable key.
+polarsplit_status polarsplit_reader_key_build(uint64_t profile_generation,
+                                              const char *user,
+                                              const char *database,
+                                              const char *identity_host,
+                                              uint16_t identity_port,
+                                              const char *const *param_names,
+                                              const char *const *param_values,
+                                              size_t n_params,
+                                              const char *const *setting_names,
+                                              const char *const *setting_values,
+                                              size_t n_settings,
+                                              polarsplit_reader_key *out);
+
+// Creates a session for a new client connection and stores it in `*out`. `info` may be NULL
+// (no addresses known; the configured writer hostgroup); otherwise `info_size` is
+// `sizeof(polarsplit_client_info)` as the host was built with (`POLARSPLIT_ERR_ABI` when
+// smaller than ABI 3.0's).
+//
+// # Safety
+// `engine` must be a live engine; `info` NULL or `info_size` readable bytes of a struct whose
+// strings are NULL or NUL-terminated; `out` a writable pointer slot.
 polarsplit_status polarsplit_session_new(const polarsplit_engine *engine,
                                          const polarsplit_client_info *info,
+                                         size_t info_size,
                                          polarsplit_session **out);
 
 // Frees a session (also a poisoned one). NULL is a no-op.
@@ -838,12 +1314,22 @@ polarsplit_status polarsplit_session_new(const polarsplit_engine *engine,
 // `session` must be NULL or a live session, freed once.
 void polarsplit_session_free(polarsplit_session *session);
 
-// Feeds `len` bytes the client sent. `*consumed` receives how many were taken: all of them,
-// unless too many pipelined statements are undecided — keep the rest and feed it again after
-// the next backend input. Then poll actions until `POLARSPLIT_DONE`.
+// Feeds `len` bytes the client sent, then poll actions until `POLARSPLIT_DONE`. Keep every
+// byte fed until a FORWARD_CLIENT or DISCARD_CLIENT action covers it.
 //
-// On `POLARSPLIT_ERR_PROTOCOL` the client broke the protocol: poll the actions (an error for
-// the client and the closes) and see `polarsplit_session_last_error`.
+// `POLARSPLIT_OK`: `*consumed` bytes were taken — all of them, unless too many pipelined
+// statements are undecided: keep the rest and offer it again after the next backend input.
+//
+// `POLARSPLIT_ERR_PROTOCOL`: the client broke the protocol and the session is closed.
+// `*consumed` is `len`: every byte passed is taken (offer none again). Drain the actions and
+// carry them all out in order: byte actions cover the client's messages before the violation,
+// as usual; then SEND_CLIENT carries the 08P01 FatalResponse (send it), CLOSE_BACKEND closes
+// each backend connection and CLOSE_CLIENT comes last. Client bytes no byte action covered (the
+// bad message and everything after it) are dropped with the connection. No action asks for an
+// answer: the session refuses every later input with `POLARSPLIT_ERR_CLOSED`.
+//
+// Any other status: `*consumed` is 0, nothing was taken and nothing changed (there are no new
+// actions, except after `POLARSPLIT_ERR_PANIC`: the session is then poisoned).
 //
 // # Safety
 // `session` must be a live session; `bytes` NULL (with `len` 0) or `len` readable bytes;
@@ -855,7 +1341,10 @@ polarsplit_status polarsplit_session_recv_client(polarsplit_session *session,
                                                  size_t *consumed);
 
 // Feeds `len` bytes received from backend connection `conn`, then poll actions until
-// `POLARSPLIT_DONE`. `POLARSPLIT_ERR_UNKNOWN_CONNECTION` when the session does not use `conn`.
+// `POLARSPLIT_DONE`. `POLARSPLIT_ERR_UNKNOWN_CONNECTION` when the session does not use `conn`
+// (the bytes were not taken). On `POLARSPLIT_ERR_PROTOCOL` the bytes were taken: drain the
+// actions, they say what to close (a reader's violation is absorbed; the writer's ends the
+// session).
 //
 // # Safety
 // `session` must be a live session; `bytes` NULL (with `len` 0) or `len` readable bytes.
@@ -864,6 +1353,20 @@ polarsplit_status polarsplit_session_recv_backend(polarsplit_session *session,
                                                   const uint8_t *bytes,
                                                   size_t len,
                                                   uint64_t now_ms);
+
+// Feeds one backend message of connection `conn` as parsed facts (hosts that never see raw
+// backend bytes, e.g. libpq-based ones); `fact_size` is `sizeof(polarsplit_backend_fact)` as the
+// host was built with. The resulting FORWARD_BACKEND / DISCARD_BACKEND actions for `conn` have
+// `n == 1`: forward or drop that message. Then poll actions.
+//
+// # Safety
+// `session` must be a live session; `fact` NULL or `fact_size` readable bytes of a struct whose
+// pointers are NULL (with a zero length) or point to their lengths of readable bytes/fields.
+polarsplit_status polarsplit_session_recv_backend_fact(polarsplit_session *session,
+                                                       uint64_t conn,
+                                                       const polarsplit_backend_fact *fact,
+                                                       size_t fact_size,
+                                                       uint64_t now_ms);
 
 // Reports an event about backend connection `conn` (`POLARSPLIT_EVENT_*`, with
 // `POLARSPLIT_EVENT_FLAG_*` bits in `flags`; `server` for READER_ATTACHED). Then poll actions.
@@ -878,14 +1381,19 @@ polarsplit_status polarsplit_session_on_backend_event(polarsplit_session *sessio
                                                       uint32_t flags,
                                                       uint64_t now_ms);
 
-// Writes the next action into `*out` and returns `POLARSPLIT_OK`, or returns
-// `POLARSPLIT_DONE` when none is left (and zeroes `*out`). Pointers in `*out` are valid until
-// the next non-const call on the session.
+// Writes the next action into `*out` and returns `POLARSPLIT_OK`, or writes kind
+// `POLARSPLIT_ACTION_NONE` and returns `POLARSPLIT_DONE` when none is left. Pass
+// `out_size = sizeof(polarsplit_action)`: only `kind` and the kind's member are written, never
+// past `out_size`. `POLARSPLIT_ERR_ABI` (nothing written) when `out_size` is below ABI 3.0's
+// struct, or when the next action's kind is newer than the host (its member lies beyond
+// `out_size`): the session is then unusable — free it and close the client. Pointers in `*out`
+// are valid until the next non-const call on the session.
 //
 // # Safety
-// `session` must be a live session; `out` a writable `polarsplit_action`.
+// `session` must be a live session; `out` NULL or `out_size` writable bytes.
 polarsplit_status polarsplit_session_poll_action(polarsplit_session *session,
-                                                 polarsplit_action *out);
+                                                 polarsplit_action *out,
+                                                 size_t out_size);
 
 // The backend connection executing the client's current statement (for a CancelRequest):
 // `POLARSPLIT_OK` with `*conn` set, or `POLARSPLIT_DONE` when nothing is executing.
@@ -896,7 +1404,7 @@ polarsplit_status polarsplit_session_executing_conn(polarsplit_session *session,
 
 // The writer's BackendKeyData as the client saw it (to match a CancelRequest): `*pid` and up
 // to `cap` bytes of the secret into `secret` with its length in `*secret_len`. `POLARSPLIT_DONE`
-// before the writer sent one.
+// before the writer sent one (PostgreSQL sends it once authentication succeeded).
 //
 // # Safety
 // `session` must be a live session; `pid` and `secret_len` writable; `secret` `cap` writable
@@ -915,23 +1423,11 @@ polarsplit_status polarsplit_session_backend_key(polarsplit_session *session,
 // `session` must be NULL or a live session; `buf` NULL or `len` writable bytes.
 size_t polarsplit_session_last_error(const polarsplit_session *session, char *buf, size_t len);
 
-// Whether the session was poisoned by a panic (1) or not (0); 0 for NULL.
+// Whether the session was poisoned by a panic (true) or not; false for NULL.
 //
 // # Safety
 // `session` must be NULL or a live session.
 bool polarsplit_session_is_poisoned(const polarsplit_session *session);
-
-// The stable name of an outcome (`"FORCE_PRIMARY"`, …), or NULL for an unknown value.
-//
-// # Safety
-// Always safe; the string is static.
-const char *polarsplit_outcome_name(uint32_t outcome);
-
-// The stable name of a reason code (`"READ_WAIT"`, …), or NULL for an unknown value.
-//
-// # Safety
-// Always safe; the string is static.
-const char *polarsplit_reason_name(uint32_t reason);
 
 #if defined(POLARSPLIT_TEST_HOOKS)
 // Test hook: the next call on this session panics inside the library (to prove that the panic
@@ -942,17 +1438,42 @@ const char *polarsplit_reason_name(uint32_t reason);
 polarsplit_status polarsplit_session_test_panic_next(polarsplit_session *session);
 #endif
 
-// Feeds one backend message of connection `conn` as parsed facts (hosts that never see raw
-// backend bytes, e.g. libpq-based ones). The resulting FORWARD_BACKEND / DISCARD_BACKEND
-// actions for `conn` have `n == 1`: forward or drop that message. Then poll actions.
+// The number of named counters; valid indexes are `0 .. polarsplit_counter_count()`.
 //
 // # Safety
-// `session` must be a live session; `fact` a valid struct whose pointers are NULL (with a zero
-// length) or point to their lengths of readable bytes/fields.
-polarsplit_status polarsplit_session_recv_backend_fact(polarsplit_session *session,
-                                                       uint64_t conn,
-                                                       const polarsplit_backend_fact *fact,
-                                                       uint64_t now_ms);
+// Always safe.
+uint32_t polarsplit_counter_count(void);
+
+// The name of counter `index` (static, NUL-terminated), or NULL when out of range.
+//
+// # Safety
+// Always safe.
+const char *polarsplit_counter_name(uint32_t index);
+
+// Reads counter `index` into `*value`.
+//
+// # Safety
+// `engine` must be a live engine; `value` writable.
+polarsplit_status polarsplit_engine_counter(const polarsplit_engine *engine,
+                                            uint32_t index,
+                                            uint64_t *value);
+
+// Decisions taken with `outcome` (`POLARSPLIT_OUTCOME_*`) into `*value`.
+//
+// # Safety
+// `engine` must be a live engine; `value` writable.
+polarsplit_status polarsplit_engine_outcome_count(const polarsplit_engine *engine,
+                                                  polarsplit_outcome outcome,
+                                                  uint64_t *value);
+
+// Decisions taken for `reason` (`POLARSPLIT_REASON_*`) into `*value`. Reason numbers are below
+// 1024; `polarsplit_reason_name` names every one this library knows.
+//
+// # Safety
+// `engine` must be a live engine; `value` writable.
+polarsplit_status polarsplit_engine_reason_count(const polarsplit_engine *engine,
+                                                 polarsplit_reason reason,
+                                                 uint64_t *value);
 
 // A short, static, NUL-terminated description of a status. Unknown values get
 // `"unknown status"`.

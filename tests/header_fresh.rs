@@ -6,6 +6,8 @@
 mod abi;
 #[path = "../build/header.rs"]
 mod header;
+#[path = "../build/reasons.rs"]
+mod reasons;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,7 +17,9 @@ fn committed_header_is_fresh() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     let abi = abi::abi_version_from_manifest(&manifest);
-    let fresh = header::generate(dir, env!("CARGO_PKG_VERSION"), abi).unwrap();
+    let scratch = std::env::temp_dir().join(format!("polarsplit-header-{}", std::process::id()));
+    let fresh = header::generate(dir, env!("CARGO_PKG_VERSION"), abi, &scratch).unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
     let committed = std::fs::read_to_string(dir.join("include/polarsplit.h")).unwrap();
     assert!(
         fresh == committed,

@@ -78,22 +78,26 @@ const char *creds_lookup(const char *user) {
 /* Startup packets, LSNs, errors                                                               */
 
 int startup_param(const uint8_t *pkt, size_t len, const char *name, char *out, size_t cap) {
+    const char *found = NULL;
+    size_t found_len = 0;
     size_t pos = 8;
     while (pos < len && pkt[pos] != 0) {
         const char *k = (const char *)pkt + pos;
         size_t kl = strnlen(k, len - pos);
-        if (pos + kl + 1 >= len) return -1;
+        if (pos + kl + 1 >= len) break;
         const char *v = k + kl + 1;
         size_t vl = strnlen(v, len - (pos + kl + 1));
+        if (pos + kl + 1 + vl >= len) break; /* a value without its NUL */
         if (strcmp(k, name) == 0) {
-            if (vl + 1 > cap) return -1;
-            memcpy(out, v, vl);
-            out[vl] = '\0';
-            return 0;
+            found = v; /* the last one wins, as in PostgreSQL */
+            found_len = vl;
         }
         pos += kl + 1 + vl + 1;
     }
-    return -1;
+    if (!found || found_len + 1 > cap) return -1;
+    memcpy(out, found, found_len);
+    out[found_len] = '\0';
+    return 0;
 }
 
 void startup_build(buf_t *out, const char *const *kv) {
@@ -127,6 +131,23 @@ int parse_lsn(const char *text, size_t len, uint64_t *out) {
     if (digits == 0) return -1;
     *out = (hi << 32) | lo;
     return 0;
+}
+
+int error_is_fatal(const uint8_t *body, size_t len) {
+    char localized[32] = "", severity[32] = "";
+    size_t pos = 0;
+    while (pos < len && body[pos] != 0) {
+        char f = (char)body[pos++];
+        const char *v = (const char *)body + pos;
+        size_t vl = strnlen(v, len - pos);
+        if (f == 'V') snprintf(severity, sizeof severity, "%.*s", (int)vl, v);
+        if (f == 'S') snprintf(localized, sizeof localized, "%.*s", (int)vl, v);
+        pos += vl + 1;
+    }
+    /* 'V' is never translated (PostgreSQL 9.6+); 'S' is, by the server's lc_messages: only a
+     * server that sends no 'V' is judged by it. */
+    const char *s = severity[0] ? severity : localized;
+    return strcmp(s, "FATAL") == 0 || strcmp(s, "PANIC") == 0;
 }
 
 void error_fields(const uint8_t *body, size_t len, char *code, size_t code_cap, char *msg, size_t msg_cap) {

@@ -16,7 +16,8 @@ const char *creds_lookup(const char *user);
 void creds_free(void);
 
 /* --- Startup packets --- */
-/* Copies the value of parameter `name` of a StartupMessage (length word included) into out. */
+/* Copies the value of parameter `name` of a StartupMessage (length word included) into out.
+ * A name given twice counts by its last value, as PostgreSQL reads it. -1 when absent. */
 int startup_param(const uint8_t *pkt, size_t len, const char *name, char *out, size_t cap);
 /* Appends a StartupMessage (protocol 3.0) with NULL-terminated name/value pairs. */
 void startup_build(buf_t *out, const char *const *kv);
@@ -40,6 +41,8 @@ auth_result auth_step(const uint8_t *body, size_t len, const char *user, const c
                       scram_t **scram, buf_t *out, char *err, size_t err_len);
 void auth_free(scram_t *scram);
 
+/* Whether an ErrorResponse body is FATAL or PANIC, by its non-localised severity ('V'). */
+int error_is_fatal(const uint8_t *body, size_t len);
 /* The SQLSTATE ('C') and message ('M') of an ErrorResponse body. */
 void error_fields(const uint8_t *body, size_t len, char *code, size_t code_cap, char *msg, size_t msg_cap);
 

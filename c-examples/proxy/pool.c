@@ -133,4 +133,6 @@ void *pool_pop_any(void) {
 
 size_t pool_size(void) { return n_idle; }
 
-int pool_stats(polarsplit_pool_stats *out) { return polarsplit_pool_read_stats(index_, out) == POLARSPLIT_OK ? 0 : -1; }
+int pool_stats(polarsplit_pool_stats *out) {
+    return polarsplit_pool_read_stats(index_, out, sizeof *out) == POLARSPLIT_OK ? 0 : -1;
+}

@@ -13,8 +13,10 @@ typedef struct {
     polarsplit_status (*recv_client)(void *st, const uint8_t *b, size_t n, uint64_t now, size_t *consumed);
     polarsplit_status (*recv_backend)(void *st, uint64_t conn, const uint8_t *b, size_t n, uint64_t now);
     polarsplit_status (*event)(void *st, uint64_t conn, uint32_t kind, uint32_t server, uint32_t flags, uint64_t now);
-    polarsplit_status (*poll)(void *st, polarsplit_action *out);
+    polarsplit_status (*poll)(void *st, polarsplit_action *out, size_t out_size);
     size_t (*last_error)(const void *st, char *buf, size_t len);
+    /* Whether the writer accepted the client's login (the end of the authentication phase). */
+    int (*authenticated)(void *st);
     void (*free)(void *st);
 } router_ops;
 

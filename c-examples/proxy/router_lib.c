@@ -11,17 +11,27 @@ static polarsplit_status lib_event(void *st, uint64_t conn, uint32_t kind, uint3
                                    uint64_t now) {
     return polarsplit_session_on_backend_event(st, conn, kind, server, flags, now);
 }
-static polarsplit_status lib_poll(void *st, polarsplit_action *out) { return polarsplit_session_poll_action(st, out); }
+static polarsplit_status lib_poll(void *st, polarsplit_action *out, size_t out_size) {
+    return polarsplit_session_poll_action(st, out, out_size);
+}
 static size_t lib_last_error(const void *st, char *buf, size_t len) {
     return polarsplit_session_last_error(st, buf, len);
 }
+/* PostgreSQL sends BackendKeyData once authentication succeeded, before the first
+ * ReadyForQuery; the session has it then. */
+static int lib_authenticated(void *st) {
+    int32_t pid = 0;
+    size_t len = 0;
+    return polarsplit_session_backend_key(st, &pid, NULL, 0, &len) == POLARSPLIT_OK;
+}
 static void lib_free(void *st) { polarsplit_session_free(st); }
 
-static const router_ops LIB_OPS = {lib_recv_client, lib_recv_backend, lib_event, lib_poll, lib_last_error, lib_free};
+static const router_ops LIB_OPS = {lib_recv_client, lib_recv_backend, lib_event, lib_poll,
+                                   lib_last_error,  lib_authenticated, lib_free};
 
 polarsplit_status router_library(const polarsplit_engine *e, const polarsplit_client_info *info, router_t *out) {
     polarsplit_session *s = NULL;
-    polarsplit_status st = polarsplit_session_new(e, info, &s);
+    polarsplit_status st = polarsplit_session_new(e, info, sizeof *info, &s);
     out->ops = &LIB_OPS;
     out->st = s;
     out->is_library = 1;

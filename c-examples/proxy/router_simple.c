@@ -69,35 +69,54 @@ static polarsplit_action *push(simple_t *r, uint32_t kind) {
     return &it->a;
 }
 
-static void push_bytes(simple_t *r, uint32_t kind, uint64_t conn, const void *b, size_t n) {
+/* The bytes member of the kinds that carry bytes (filled in at poll: the arena may move). */
+static polarsplit_bytes *bytes_member(polarsplit_action *a) {
+    switch (a->kind) {
+    case POLARSPLIT_ACTION_CANCEL_REQUEST: return &a->cancel_request.secret;
+    case POLARSPLIT_ACTION_CONNECT_WRITER: return &a->connect_writer.startup;
+    case POLARSPLIT_ACTION_ACQUIRE_READER: return &a->acquire_reader.startup;
+    case POLARSPLIT_ACTION_SEND_CLIENT: return &a->send_client.bytes;
+    default: return NULL;
+    }
+}
+
+static polarsplit_action *push_bytes(simple_t *r, uint32_t kind, const void *b, size_t n) {
     polarsplit_action *a = push(r, kind);
-    a->conn = conn;
     qitem_t *it = &r->q[r->qn - 1];
     it->off = buf_size(&r->arena);
     it->len = n;
     buf_append(&r->arena, b, n);
+    return a;
 }
 
 static void fwd_client(simple_t *r, uint64_t conn, size_t n) {
     if (!n) return;
-    polarsplit_action *a = push(r, conn ? POLARSPLIT_ACTION_FORWARD_CLIENT : POLARSPLIT_ACTION_DISCARD_CLIENT);
-    a->conn = conn;
-    a->n = n;
+    if (conn) {
+        push(r, POLARSPLIT_ACTION_FORWARD_CLIENT)->forward_client = (polarsplit_action_forward_client){conn, n};
+    } else {
+        push(r, POLARSPLIT_ACTION_DISCARD_CLIENT)->discard_client.n = n;
+    }
 }
 
 static void backend_bytes(simple_t *r, uint64_t conn, size_t n, int forward) {
     if (!n) return;
+    uint32_t kind = forward ? POLARSPLIT_ACTION_FORWARD_BACKEND : POLARSPLIT_ACTION_DISCARD_BACKEND;
     if (r->qn > r->qhead) {
         polarsplit_action *last = &r->q[r->qn - 1].a;
-        uint32_t kind = forward ? POLARSPLIT_ACTION_FORWARD_BACKEND : POLARSPLIT_ACTION_DISCARD_BACKEND;
-        if (last->kind == kind && last->conn == conn) {
-            last->n += n;
+        if (last->kind == kind && forward && last->forward_backend.conn == conn) {
+            last->forward_backend.n += n;
+            return;
+        }
+        if (last->kind == kind && !forward && last->discard_backend.conn == conn) {
+            last->discard_backend.n += n;
             return;
         }
     }
-    polarsplit_action *a = push(r, forward ? POLARSPLIT_ACTION_FORWARD_BACKEND : POLARSPLIT_ACTION_DISCARD_BACKEND);
-    a->conn = conn;
-    a->n = n;
+    polarsplit_action *a = push(r, kind);
+    if (forward)
+        a->forward_backend = (polarsplit_action_forward_backend){conn, n};
+    else
+        a->discard_backend = (polarsplit_action_discard_backend){conn, n};
 }
 
 static void send_error(simple_t *r, const char *severity, const char *code, const char *msg, int rfq) {
@@ -112,7 +131,7 @@ static void send_error(simple_t *r, const char *severity, const char *code, cons
     buf_t m = {0};
     buf_msg(&m, 'E', buf_data(&body), buf_size(&body));
     if (rfq) buf_msg(&m, 'Z', &r->writer_status, 1);
-    push_bytes(r, POLARSPLIT_ACTION_SEND_CLIENT, 0, buf_data(&m), buf_size(&m));
+    push_bytes(r, POLARSPLIT_ACTION_SEND_CLIENT, buf_data(&m), buf_size(&m));
     buf_free(&body);
     buf_free(&m);
 }
@@ -161,18 +180,17 @@ static polarsplit_status s_recv_client(void *st, const uint8_t *b, size_t n, uin
             }
             if (avail < len) break;
             if (code == 80877103 || code == 80877104) {
-                polarsplit_action *a = push(r, POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST);
-                a->flag = code == 80877104;
+                push(r, POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST)->client_encryption_request.gss = code == 80877104;
                 fwd_client(r, 0, len);
             } else if (code == 80877102 && len == 16) {
-                push_bytes(r, POLARSPLIT_ACTION_CANCEL_REQUEST, 0, b + pos + 12, 4);
-                r->q[r->qn - 1].a.pid = (int32_t)rd32(b + pos + 8);
+                push_bytes(r, POLARSPLIT_ACTION_CANCEL_REQUEST, b + pos + 12, 4)->cancel_request.pid =
+                    (int32_t)rd32(b + pos + 8);
                 fwd_client(r, 0, len);
                 push(r, POLARSPLIT_ACTION_CLOSE_CLIENT);
                 r->phase = PH_CLOSED;
             } else {
                 buf_append(&r->startup, b + pos, len);
-                push_bytes(r, POLARSPLIT_ACTION_CONNECT_WRITER, 0, b + pos, len);
+                push_bytes(r, POLARSPLIT_ACTION_CONNECT_WRITER, b + pos, len);
                 fwd_client(r, 0, len);
                 r->phase = PH_AWAIT_WRITER;
             }
@@ -210,14 +228,13 @@ static polarsplit_status s_recv_client(void *st, const uint8_t *b, size_t n, uin
             int eligible = r->writer_queries == 0 && r->writer_status == 'I' &&
                            starts_with_select(b + pos + 5, need - 5);
             if (eligible && !r->reader && now >= r->reader_retry_at) {
-                polarsplit_action *a;
-                push_bytes(r, POLARSPLIT_ACTION_ACQUIRE_READER, 0, buf_data(&r->startup), buf_size(&r->startup));
-                a = &r->q[r->qn - 1].a;
-                a->server = r->server;
+                polarsplit_action *a = push_bytes(r, POLARSPLIT_ACTION_ACQUIRE_READER, buf_data(&r->startup),
+                                                  buf_size(&r->startup));
+                a->acquire_reader.server = r->server;
                 /* The key: this client's whole startup packet (a reader serves one client). */
                 uint64_t h = 1469598103934665603ull;
                 for (size_t i = 0; i < buf_size(&r->startup); i++) h = (h ^ buf_data(&r->startup)[i]) * 1099511628211ull;
-                a->key_auth_hash = h; /* shared by clients with the very same startup packet */
+                a->acquire_reader.key.auth_hash = h; /* shared by clients with the very same startup packet */
                 r->acquiring = 1;
                 break;
             }
@@ -234,8 +251,7 @@ static polarsplit_status s_recv_client(void *st, const uint8_t *b, size_t n, uin
             if (tag == 'Q') naive_statements_to_primary++;
         } else if (tag == 'X') {
             if (r->reader && !r->reader_busy) {
-                polarsplit_action *a = push(r, POLARSPLIT_ACTION_RELEASE_READER); /* idle: back to the pool */
-                a->conn = r->reader;
+                push(r, POLARSPLIT_ACTION_RELEASE_READER)->release_reader.conn = r->reader; /* idle: back to the pool */
                 r->reader = 0;
             }
             fwd_client(r, r->writer, avail < 5 + (size_t)len - 4 ? avail : 5 + (size_t)len - 4);
@@ -300,7 +316,9 @@ static polarsplit_status s_recv_backend(void *st, uint64_t conn, const uint8_t *
         snprintf(r->err, sizeof r->err, "connection %llu is not used by this session", (unsigned long long)conn);
         return POLARSPLIT_ERR_UNKNOWN_CONNECTION;
     }
-    if (!r->naive) {
+    if (!r->naive && r->auth_done && r->ws.hdr_n == 0) {
+        /* A plain relay once the login is done (scanned until then, to see it end), switching
+         * at a message boundary so no header byte is held by the scanner. */
         backend_bytes(r, conn, n, 1);
         return POLARSPLIT_OK;
     }
@@ -356,22 +374,24 @@ static polarsplit_status s_event(void *st, uint64_t conn, uint32_t kind, uint32_
     return POLARSPLIT_OK;
 }
 
-static polarsplit_status s_poll(void *st, polarsplit_action *out) {
+/* The library's contract: `out_size` is the caller's sizeof(polarsplit_action). */
+static polarsplit_status s_poll(void *st, polarsplit_action *out, size_t out_size) {
     simple_t *r = st;
+    if (out_size < sizeof *out) return POLARSPLIT_ERR_ABI;
     if (r->qhead == r->qn) {
         r->qhead = r->qn = 0;
         buf_consume(&r->arena, buf_size(&r->arena));
-        memset(out, 0, sizeof *out);
+        out->kind = POLARSPLIT_ACTION_NONE;
         return POLARSPLIT_DONE;
     }
     qitem_t *it = &r->q[r->qhead++];
     *out = it->a;
-    if (it->len) {
-        out->bytes = buf_data(&r->arena) + it->off;
-        out->bytes_len = it->len;
-    }
+    polarsplit_bytes *bytes = bytes_member(out);
+    if (bytes) *bytes = (polarsplit_bytes){buf_data(&r->arena) + it->off, it->len};
     return POLARSPLIT_OK;
 }
+
+static int s_authenticated(void *st) { return ((simple_t *)st)->auth_done; }
 
 static size_t s_last_error(const void *st, char *buf, size_t len) {
     const simple_t *r = st;
@@ -389,7 +409,8 @@ static void s_free(void *st) {
     free(r);
 }
 
-static const router_ops SIMPLE_OPS = {s_recv_client, s_recv_backend, s_event, s_poll, s_last_error, s_free};
+static const router_ops SIMPLE_OPS = {s_recv_client, s_recv_backend, s_event,  s_poll,
+                                      s_last_error,  s_authenticated, s_free};
 
 void router_simple(int naive, uint32_t server, router_t *out) {
     simple_t *r = calloc(1, sizeof *r);

@@ -33,7 +33,7 @@ int ctest_create_free(void) {
     CHECK_STATUS(polarsplit_engine_new(c, &e), POLARSPLIT_OK);
     CHECK(e != NULL);
     polarsplit_session *s = NULL;
-    CHECK_STATUS(polarsplit_session_new(e, NULL, &s), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_new(e, NULL, 0, &s), POLARSPLIT_OK);
     CHECK(s != NULL);
     CHECK(!polarsplit_session_is_poisoned(s));
     CHECK(polarsplit_session_last_error(s, err, sizeof err) == 0);
@@ -75,9 +75,9 @@ int ctest_null_arguments(void) {
     CHECK_STATUS(polarsplit_engine_new(c, &e), POLARSPLIT_OK);
 
     polarsplit_session *s = (polarsplit_session *)&err;
-    CHECK_STATUS(polarsplit_session_new(NULL, NULL, &s), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_new(NULL, NULL, 0, &s), POLARSPLIT_ERR_NULL);
     CHECK(s == NULL);
-    CHECK_STATUS(polarsplit_session_new(e, NULL, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_new(e, NULL, 0, NULL), POLARSPLIT_ERR_NULL);
 
     CHECK(polarsplit_session_last_error(NULL, err, sizeof err) == 0);
     CHECK(!polarsplit_session_is_poisoned(NULL));
@@ -92,7 +92,7 @@ int ctest_status_strings(void) {
                          POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_ERR_BAD_STATE,
                          POLARSPLIT_ERR_PROTOCOL, POLARSPLIT_ERR_CONFIG, POLARSPLIT_ERR_PANIC,
                          POLARSPLIT_ERR_POISONED, POLARSPLIT_ERR_UNKNOWN_CONNECTION,
-                         POLARSPLIT_ERR_LIMIT, POLARSPLIT_ERR_CLOSED};
+                         POLARSPLIT_ERR_LIMIT, POLARSPLIT_ERR_CLOSED, POLARSPLIT_ERR_ABI};
     const size_t n = sizeof codes / sizeof codes[0];
     const char *unknown = polarsplit_status_str(12345);
     CHECK(unknown != NULL && strcmp(unknown, "unknown status") == 0);
@@ -156,8 +156,8 @@ int ctest_lifetimes(void) {
     CHECK_STATUS(polarsplit_engine_new(c, &e), POLARSPLIT_OK);
     polarsplit_config_free(c);
     polarsplit_session *s1 = NULL, *s2 = NULL;
-    CHECK_STATUS(polarsplit_session_new(e, NULL, &s1), POLARSPLIT_OK);
-    CHECK_STATUS(polarsplit_session_new(e, NULL, &s2), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_new(e, NULL, 0, &s1), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_new(e, NULL, 0, &s2), POLARSPLIT_OK);
     polarsplit_engine_free(e);
     CHECK(!polarsplit_session_is_poisoned(s1));
     polarsplit_session_free(s1);

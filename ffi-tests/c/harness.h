@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "polarsplit.h"
+
 #define CHECK(cond)                                                              \
     do {                                                                         \
         if (!(cond)) {                                                           \
@@ -49,6 +51,18 @@ static inline size_t wire_rfq(uint8_t *out, char status, uint64_t lsn) {
 
 static inline size_t wire_command_complete(uint8_t *out, const char *tag) {
     return wire_msg(out, 'C', tag, strlen(tag) + 1);
+}
+
+/* An engine with the default configuration and `readers` reader servers 1.. in hostgroup 1. */
+static inline polarsplit_engine *harness_engine(uint32_t readers) {
+    polarsplit_config_builder *b = polarsplit_config_builder_new();
+    polarsplit_config *c = NULL;
+    polarsplit_engine *e = NULL;
+    if (polarsplit_config_builder_build(b, &c, NULL, 0) != POLARSPLIT_OK) return NULL;
+    if (polarsplit_engine_new(c, &e) != POLARSPLIT_OK) e = NULL;
+    polarsplit_config_free(c);
+    for (uint32_t i = 1; e && i <= readers; i++) polarsplit_engine_add_reader(e, i, 1);
+    return e;
 }
 
 #endif

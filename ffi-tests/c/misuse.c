@@ -44,7 +44,7 @@ static polarsplit_engine *make_engine(void) {
 /* A session for a client whose address is known (so backends report LSNs). */
 static int new_session(polarsplit_engine *e, polarsplit_session **out) {
     polarsplit_client_info info = {"10.0.0.7", 40000, "127.0.0.1", 6432, -1};
-    return polarsplit_session_new(e, &info, out);
+    return polarsplit_session_new(e, &info, sizeof info, out);
 }
 
 /* StartupMessage user=app database=db (30 bytes). */
@@ -55,7 +55,7 @@ static const uint8_t STARTUP[] = {0,   0,   0,   30,  0,   3,   0,   0,   'u', '
 static int drain(polarsplit_session *s, uint32_t *kinds, int cap) {
     polarsplit_action a;
     int n = 0, st;
-    while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK) {
+    while ((st = polarsplit_session_poll_action(s, &a, sizeof a)) == POLARSPLIT_OK) {
         if (kinds != NULL && n < cap) kinds[n] = a.kind;
         n++;
     }
@@ -101,19 +101,19 @@ static int write_then_read(polarsplit_session *s) {
     polarsplit_action a;
     uint32_t server = 0;
     int acquired = 0, st;
-    while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK)
+    while ((st = polarsplit_session_poll_action(s, &a, sizeof a)) == POLARSPLIT_OK)
         if (a.kind == POLARSPLIT_ACTION_ACQUIRE_READER) {
             acquired = 1;
-            server = a.server;
+            server = a.acquire_reader.server;
         }
     CHECK_STATUS(st, POLARSPLIT_DONE);
     CHECK(acquired);
     CHECK_STATUS(polarsplit_session_on_backend_event(s, READER, POLARSPLIT_EVENT_READER_ATTACHED, server, 0, 1000),
                  POLARSPLIT_OK);
     int waits = 0, sent = 0;
-    while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK) {
-        if (a.kind == POLARSPLIT_ACTION_DECISION) waits = a.wait;
-        if (a.kind == POLARSPLIT_ACTION_SEND_BACKEND && a.conn == READER) sent = 1;
+    while ((st = polarsplit_session_poll_action(s, &a, sizeof a)) == POLARSPLIT_OK) {
+        if (a.kind == POLARSPLIT_ACTION_DECISION) waits = a.decision.wait;
+        if (a.kind == POLARSPLIT_ACTION_SEND_BACKEND && a.send_backend.conn == READER) sent = 1;
     }
     CHECK_STATUS(st, POLARSPLIT_DONE);
     CHECK(sent);
@@ -126,7 +126,7 @@ static int write_then_read(polarsplit_session *s) {
     n += wire_rfq(b + n, 'I', 0x3000);
     CHECK_STATUS(polarsplit_session_recv_backend(s, READER, b, n, 1000), POLARSPLIT_OK);
     int released = 0;
-    while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK)
+    while ((st = polarsplit_session_poll_action(s, &a, sizeof a)) == POLARSPLIT_OK)
         if (a.kind == POLARSPLIT_ACTION_RELEASE_READER) released = 1;
     CHECK_STATUS(st, POLARSPLIT_DONE);
     CHECK(released);
@@ -193,15 +193,15 @@ int ctest_misuse_null_every_pointer(void) {
     /* Sessions. */
     polarsplit_session_free(NULL);
     polarsplit_session *s2 = (polarsplit_session *)&v;
-    CHECK_STATUS(polarsplit_session_new(NULL, NULL, &s2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_new(NULL, NULL, 0, &s2), POLARSPLIT_ERR_NULL);
     CHECK(s2 == NULL);
-    CHECK_STATUS(polarsplit_session_new(NULL, NULL, NULL), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_session_new(e, NULL, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_new(NULL, NULL, 0, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_new(e, NULL, 0, NULL), POLARSPLIT_ERR_NULL);
     polarsplit_client_info info = {NULL, 0, NULL, 0, -1};
-    CHECK_STATUS(polarsplit_session_new(e, &info, &s2), POLARSPLIT_OK); /* NULL strings allowed */
+    CHECK_STATUS(polarsplit_session_new(e, &info, sizeof info, &s2), POLARSPLIT_OK); /* NULL strings allowed */
     polarsplit_session_free(s2);
     polarsplit_client_info bad_utf8 = {"\xff\xfe", 1, NULL, 0, -1};
-    CHECK_STATUS(polarsplit_session_new(e, &bad_utf8, &s2), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_new(e, &bad_utf8, sizeof bad_utf8, &s2), POLARSPLIT_ERR_INVALID_ARGUMENT);
     CHECK(s2 == NULL);
 
     consumed = 77;
@@ -216,17 +216,17 @@ int ctest_misuse_null_every_pointer(void) {
     CHECK_STATUS(polarsplit_session_recv_backend(s, WRITER, NULL, 4, 0), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_on_backend_event(NULL, WRITER, POLARSPLIT_EVENT_WRITER_CONNECTED, 0, 0, 0),
                  POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_session_poll_action(NULL, &a), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_session_poll_action(s, NULL), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_session_poll_action(NULL, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_poll_action(NULL, &a, sizeof a), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_poll_action(s, NULL, sizeof(polarsplit_action)), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_poll_action(NULL, NULL, sizeof(polarsplit_action)), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_executing_conn(NULL, &v), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_executing_conn(s, NULL), POLARSPLIT_ERR_NULL);
     polarsplit_backend_fact fact;
     memset(&fact, 0, sizeof fact);
     fact.kind = POLARSPLIT_FACT_OTHER;
     fact.tag = 'D';
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(NULL, WRITER, &fact, 0), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, NULL, 0), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(NULL, WRITER, &fact, sizeof fact, 0), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, NULL, sizeof(polarsplit_backend_fact), 0), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_backend_key(NULL, &pid, secret, sizeof secret, &len), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_backend_key(s, NULL, secret, sizeof secret, &len), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_backend_key(s, &pid, NULL, 4, &len), POLARSPLIT_ERR_NULL);
@@ -284,7 +284,7 @@ int ctest_misuse_out_of_range_integers(void) {
         CHECK_STATUS(polarsplit_engine_set_reader_hostgroup(e, 7, bad_groups[i]), POLARSPLIT_ERR_INVALID_ARGUMENT);
         polarsplit_client_info info = {NULL, 0, NULL, 0, bad_groups[i]};
         polarsplit_session *s2 = (polarsplit_session *)&v;
-        CHECK_STATUS(polarsplit_session_new(e, &info, &s2), POLARSPLIT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(polarsplit_session_new(e, &info, sizeof info, &s2), POLARSPLIT_ERR_INVALID_ARGUMENT);
         CHECK(s2 == NULL);
     }
     CHECK_STATUS(polarsplit_engine_set_reader_hostgroup(e, 7, -1), POLARSPLIT_OK);
@@ -306,19 +306,19 @@ int ctest_misuse_out_of_range_integers(void) {
         CHECK(polarsplit_outcome_name(o) != NULL);
         CHECK_STATUS(polarsplit_engine_outcome_count(e, o, &v), POLARSPLIT_OK);
     }
-    /* Reason codes are below 128; every code either has a name and a count, or neither. */
+    /* Reason codes are below 1024; every code either has a name and a count, or neither. */
     for (uint32_t r = 0; r < 70000; r += (r < 300 ? 1 : 997)) {
         const char *name = polarsplit_reason_name(r);
         int st = polarsplit_engine_reason_count(e, r, &v);
         CHECK((name != NULL) == (st == POLARSPLIT_OK));
         CHECK(name != NULL || st == POLARSPLIT_ERR_INVALID_ARGUMENT);
-        CHECK(name == NULL || r < 128);
+        CHECK(name == NULL || r < 1024);
     }
     CHECK(polarsplit_reason_name(UINT32_MAX) == NULL);
     CHECK_STATUS(polarsplit_engine_reason_count(e, UINT32_MAX, &v), POLARSPLIT_ERR_INVALID_ARGUMENT);
 
     /* Statuses. */
-    const int32_t odd[] = {2, 3, -11, -12, 1000, -1000, INT32_MIN, INT32_MAX};
+    const int32_t odd[] = {2, 3, -12, -13, 1000, -1000, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
         CHECK(strcmp(polarsplit_status_str(odd[i]), "unknown status") == 0);
 
@@ -408,7 +408,7 @@ int ctest_misuse_input_while_actions_pending(void) {
      * inputs change nothing: the actions equal those of a session that never saw them. */
     CHECK_STATUS(polarsplit_session_recv_client(s, STARTUP, sizeof STARTUP, 0, &consumed), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_session_recv_client(ref, STARTUP, sizeof STARTUP, 0, &consumed), POLARSPLIT_OK);
-    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_OK); /* one polled, more pending */
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a, sizeof a), POLARSPLIT_OK); /* one polled, more pending */
     consumed = 5;
     CHECK_STATUS(polarsplit_session_recv_client(s, q, n, 0, &consumed), POLARSPLIT_ERR_BAD_STATE);
     CHECK(consumed == 0);
@@ -423,7 +423,7 @@ int ctest_misuse_input_while_actions_pending(void) {
     memset(&fact, 0, sizeof fact);
     fact.kind = POLARSPLIT_FACT_OTHER;
     fact.tag = 'D';
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &fact, 0), POLARSPLIT_ERR_BAD_STATE);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &fact, sizeof fact, 0), POLARSPLIT_ERR_BAD_STATE);
     char err[128];
     CHECK(polarsplit_session_last_error(s, err, sizeof err) > 0);
     CHECK(strstr(err, "pending") != NULL);
@@ -444,14 +444,14 @@ int ctest_misuse_input_while_actions_pending(void) {
     CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, POLARSPLIT_EVENT_WRITER_CONNECTED, 0, 0, 0),
                  POLARSPLIT_OK);
     CHECK(drain(s, NULL, 0) >= 0);
-    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_DONE);
-    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_DONE);
-    CHECK(a.kind == 0 && a.bytes == NULL && a.n == 0);
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a, sizeof a), POLARSPLIT_DONE);
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a, sizeof a), POLARSPLIT_DONE);
+    CHECK(a.kind == POLARSPLIT_ACTION_NONE);
     polarsplit_session_free(s);
     /* Freeing a session with actions still pending releases everything (valgrind/ASan check). */
     CHECK_STATUS(polarsplit_session_recv_client(ref, NULL, 0, 0, NULL), POLARSPLIT_OK);
     polarsplit_session *p = NULL;
-    CHECK_STATUS(polarsplit_session_new(e, NULL, &p), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_new(e, NULL, 0, &p), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_session_recv_client(p, STARTUP, sizeof STARTUP, 0, &consumed), POLARSPLIT_OK);
     polarsplit_session_free(p);
     polarsplit_session_free(ref);
@@ -570,15 +570,15 @@ int ctest_misuse_panic_poisons_one_session(void) {
     size_t n = wire_query(q, "INSERT INTO t VALUES (1)");
     CHECK_STATUS(polarsplit_session_recv_client(bad, q, n, 1000, &consumed), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_session_test_panic_next(bad), POLARSPLIT_OK);
-    CHECK_STATUS(polarsplit_session_poll_action(bad, &a), POLARSPLIT_ERR_PANIC);
+    CHECK_STATUS(polarsplit_session_poll_action(bad, &a, sizeof a), POLARSPLIT_ERR_PANIC);
     CHECK(polarsplit_session_is_poisoned(bad));
     CHECK(!polarsplit_session_is_poisoned(good));
     CHECK(polarsplit_session_last_error(bad, err, sizeof err) > 0);
     CHECK(strstr(err, "panic") != NULL);
 
     /* Every other call on the poisoned session is refused with POISONED. */
-    CHECK_STATUS(polarsplit_session_poll_action(bad, &a), POLARSPLIT_ERR_POISONED);
-    CHECK_STATUS(polarsplit_session_poll_action(bad, NULL), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_poll_action(bad, &a, sizeof a), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_poll_action(bad, NULL, sizeof(polarsplit_action)), POLARSPLIT_ERR_POISONED);
     CHECK_STATUS(polarsplit_session_recv_client(bad, q, n, 1000, &consumed), POLARSPLIT_ERR_POISONED);
     CHECK(consumed == 0);
     CHECK_STATUS(polarsplit_session_recv_client(bad, NULL, 0, 1000, NULL), POLARSPLIT_ERR_POISONED);
@@ -587,8 +587,8 @@ int ctest_misuse_panic_poisons_one_session(void) {
     memset(&fact, 0, sizeof fact);
     fact.kind = POLARSPLIT_FACT_OTHER;
     fact.tag = 'D';
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(bad, WRITER, &fact, 1000), POLARSPLIT_ERR_POISONED);
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(bad, WRITER, NULL, 1000), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(bad, WRITER, &fact, sizeof fact, 1000), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(bad, WRITER, NULL, sizeof(polarsplit_backend_fact), 1000), POLARSPLIT_ERR_POISONED);
     for (uint32_t k = 0; k <= POLARSPLIT_EVENT_CONNECTION_LOST + 1; k++)
         CHECK_STATUS(polarsplit_session_on_backend_event(bad, WRITER, k, 0, 0, 1000), POLARSPLIT_ERR_POISONED);
     CHECK_STATUS(polarsplit_session_executing_conn(bad, &v), POLARSPLIT_ERR_POISONED);
@@ -609,7 +609,7 @@ int ctest_misuse_panic_poisons_one_session(void) {
     polarsplit_session *victims[6];
     for (int i = 0; i < 6; i++) {
         victims[i] = NULL;
-        CHECK_STATUS(polarsplit_session_new(e, NULL, &victims[i]), POLARSPLIT_OK);
+        CHECK_STATUS(polarsplit_session_new(e, NULL, 0, &victims[i]), POLARSPLIT_OK);
         CHECK_STATUS(polarsplit_session_test_panic_next(victims[i]), POLARSPLIT_OK);
     }
     CHECK_STATUS(polarsplit_session_recv_client(victims[0], STARTUP, sizeof STARTUP, 0, &consumed),
@@ -618,7 +618,7 @@ int ctest_misuse_panic_poisons_one_session(void) {
     CHECK_STATUS(polarsplit_session_recv_backend(victims[1], WRITER, q, 0, 0), POLARSPLIT_ERR_PANIC);
     CHECK_STATUS(polarsplit_session_on_backend_event(victims[2], WRITER, POLARSPLIT_EVENT_WRITER_CONNECTED, 0, 0, 0),
                  POLARSPLIT_ERR_PANIC);
-    CHECK_STATUS(polarsplit_session_poll_action(victims[3], &a), POLARSPLIT_ERR_PANIC);
+    CHECK_STATUS(polarsplit_session_poll_action(victims[3], &a, sizeof a), POLARSPLIT_ERR_PANIC);
     CHECK_STATUS(polarsplit_session_executing_conn(victims[4], &v), POLARSPLIT_ERR_PANIC);
     CHECK_STATUS(polarsplit_session_backend_key(victims[5], &pid, secret, sizeof secret, &len), POLARSPLIT_ERR_PANIC);
     for (int i = 0; i < 6; i++) {
@@ -655,62 +655,62 @@ int ctest_misuse_facts_and_pool(void) {
     for (size_t i = 0; i < sizeof bad_kinds / sizeof bad_kinds[0]; i++) {
         FACT_RESET();
         f.kind = bad_kinds[i];
-        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     }
     /* ReadyForQuery: status, LSN state and marker. */
     FACT_RESET();
     f.kind = POLARSPLIT_FACT_READY_FOR_QUERY;
     f.status = 'Q';
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     f.status = 'I';
     f.lsn_state = 3;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     f.lsn_state = UINT32_MAX;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     f.lsn_state = POLARSPLIT_LSN_MISSING;
     f.marker = 'q';
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     f.marker = 'x';
     f.xids = NULL;
     f.xids_len = 3;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_NULL);
     f.xids = (const uint8_t *)"1,2";
     f.xids_len = SIZE_MAX;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     /* Text, value and field pointers. */
     FACT_RESET();
     f.kind = POLARSPLIT_FACT_COMMAND_COMPLETE;
     f.text_len = 4;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_NULL);
     f.text = (const uint8_t *)"SET";
     f.text_len = SIZE_MAX;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     FACT_RESET();
     f.kind = POLARSPLIT_FACT_PARAMETER_STATUS;
     f.text = (const uint8_t *)"x";
     f.text_len = 1;
     f.value_len = 2;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_NULL);
     for (uint32_t k = POLARSPLIT_FACT_ERROR; k <= POLARSPLIT_FACT_NOTICE; k++) {
         FACT_RESET();
         f.kind = k;
         f.fields_len = 1;
-        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_NULL);
         f.fields = &field;
         f.fields_len = SIZE_MAX;
-        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
         f.fields_len = SIZE_MAX / sizeof field + 1;
-        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
         polarsplit_error_field nullv = {'M', NULL, 3};
         f.fields = &nullv;
         f.fields_len = 1;
-        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 0), POLARSPLIT_ERR_NULL);
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 0), POLARSPLIT_ERR_NULL);
     }
     /* A fact from a connection the session does not use. */
     FACT_RESET();
     f.kind = POLARSPLIT_FACT_OTHER;
     f.tag = 'D';
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, 4242, &f, 0), POLARSPLIT_ERR_UNKNOWN_CONNECTION);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, 4242, &f, sizeof f, 0), POLARSPLIT_ERR_UNKNOWN_CONNECTION);
 #undef FACT_RESET
     /* None of the refused facts changed anything: the session works on. */
     CHECK(drain(s, NULL, 0) == 0);
@@ -766,8 +766,8 @@ int ctest_misuse_facts_and_pool(void) {
     CHECK_STATUS(polarsplit_pool_key_counts(p, &k, NULL), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_server_counts(NULL, 1, &counts), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_server_counts(p, 1, NULL), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_pool_read_stats(NULL, NULL), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_pool_read_stats(p, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_read_stats(NULL, NULL, sizeof(polarsplit_pool_stats)), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_read_stats(p, NULL, sizeof(polarsplit_pool_stats)), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_mark_dirty(NULL, 1), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_mark_dirty(p, UINT64_MAX), POLARSPLIT_ERR_UNKNOWN_CONNECTION);
     uint64_t token = 7;

@@ -123,7 +123,7 @@ int ctest_pool_checkout_checkin(void) {
     CHECK_STATUS(polarsplit_pool_remove(p, 100), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_pool_remove(p, 100), POLARSPLIT_ERR_UNKNOWN_CONNECTION);
     polarsplit_pool_stats st;
-    CHECK_STATUS(polarsplit_pool_read_stats(p, &st), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_pool_read_stats(p, &st, sizeof st), POLARSPLIT_OK);
     CHECK(st.hits == 3 && st.misses == 2 && st.reset_handouts == 2 && st.published == 2);
     polarsplit_pool_free(p);
     return 0;
@@ -181,7 +181,7 @@ int ctest_pool_warmup_reserve_publish(void) {
     /* A good one. */
     CHECK(open_conn(p, 1, &k, 13) == POLARSPLIT_POOL_OK);
     polarsplit_pool_stats st;
-    CHECK_STATUS(polarsplit_pool_read_stats(p, &st), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_pool_read_stats(p, &st, sizeof st), POLARSPLIT_OK);
     CHECK(st.discarded == 3 && st.cancelled == 1 && st.published == 1 && st.reserve_refused == 1);
     CHECK(st.demands_queued == 2 && st.demands_duplicate == 1 && st.demands_dropped == 1);
     polarsplit_pool_free(p);
@@ -291,8 +291,8 @@ int ctest_pool_null_arguments(void) {
     CHECK_STATUS(polarsplit_pool_server_counts(p, 1, NULL), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_key_counts(p, NULL, &c), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_key_counts(p, &k, NULL), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_pool_read_stats(NULL, &st), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_pool_read_stats(p, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_read_stats(NULL, &st, sizeof st), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_pool_read_stats(p, NULL, sizeof(polarsplit_pool_stats)), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_demand(NULL, 1, &k, POLARSPLIT_DEMAND_MISS, &o), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_demand(p, 1, NULL, POLARSPLIT_DEMAND_MISS, &o), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_drain(NULL, d, 2, &n), POLARSPLIT_ERR_NULL);
@@ -306,7 +306,7 @@ int ctest_pool_null_arguments(void) {
     CHECK_STATUS(polarsplit_pool_publish(p, 1, 1, 7, 1, true, NULL), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_pool_cancel(NULL, 1), POLARSPLIT_ERR_NULL);
     /* Nothing above changed the pool. */
-    CHECK_STATUS(polarsplit_pool_read_stats(p, &st), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_pool_read_stats(p, &st, sizeof st), POLARSPLIT_OK);
     CHECK(st.reserved == 0 && st.hits == 0 && st.misses == 0 && st.demands_queued == 0);
     /* Zero limits are refused. */
     polarsplit_pool_free(p);

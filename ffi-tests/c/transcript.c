@@ -40,7 +40,7 @@ typedef struct {
     buf_t reader_pending, reader_sent;
     uint32_t acquired_server;
     int acquired;
-    polarsplit_action last_decision;
+    polarsplit_decision last_decision;
     int released;
     uint8_t connect_startup[1024];
     size_t connect_startup_len;
@@ -58,33 +58,35 @@ static buf_t *sent_of(host_t *h, uint64_t conn) {
 static int drain(polarsplit_session *s, host_t *h) {
     polarsplit_action a;
     int st;
-    while ((st = polarsplit_session_poll_action(s, &a)) == POLARSPLIT_OK) {
+    while ((st = polarsplit_session_poll_action(s, &a, sizeof a)) == POLARSPLIT_OK) {
         switch (a.kind) {
         case POLARSPLIT_ACTION_CONNECT_WRITER:
-            CHECK(a.bytes_len <= sizeof h->connect_startup);
-            memcpy(h->connect_startup, a.bytes, a.bytes_len);
-            h->connect_startup_len = a.bytes_len;
+            CHECK(a.connect_writer.startup.len <= sizeof h->connect_startup);
+            memcpy(h->connect_startup, a.connect_writer.startup.ptr, a.connect_writer.startup.len);
+            h->connect_startup_len = a.connect_writer.startup.len;
             break;
-        case POLARSPLIT_ACTION_DECISION: h->last_decision = a; break;
+        case POLARSPLIT_ACTION_DECISION: h->last_decision = a.decision; break;
         case POLARSPLIT_ACTION_ACQUIRE_READER:
             h->acquired = 1;
-            h->acquired_server = a.server;
-            CHECK(a.key_auth_hash != 0);
+            h->acquired_server = a.acquire_reader.server;
+            CHECK(a.acquire_reader.key.auth_hash != 0);
             break;
         case POLARSPLIT_ACTION_FORWARD_CLIENT:
-            CHECK(buf_move(&h->client_pending, sent_of(h, a.conn), a.n) == 0);
+            CHECK(buf_move(&h->client_pending, sent_of(h, a.forward_client.conn), a.forward_client.n) == 0);
             break;
         case POLARSPLIT_ACTION_DISCARD_CLIENT:
-            CHECK(buf_move(&h->client_pending, NULL, a.n) == 0);
+            CHECK(buf_move(&h->client_pending, NULL, a.discard_client.n) == 0);
             break;
-        case POLARSPLIT_ACTION_SEND_BACKEND: buf_put(sent_of(h, a.conn), a.bytes, a.bytes_len); break;
+        case POLARSPLIT_ACTION_SEND_BACKEND:
+            buf_put(sent_of(h, a.send_backend.conn), a.send_backend.bytes.ptr, a.send_backend.bytes.len);
+            break;
         case POLARSPLIT_ACTION_FORWARD_BACKEND:
-            CHECK(buf_move(pending_of(h, a.conn), &h->to_client, a.n) == 0);
+            CHECK(buf_move(pending_of(h, a.forward_backend.conn), &h->to_client, a.forward_backend.n) == 0);
             break;
         case POLARSPLIT_ACTION_DISCARD_BACKEND:
-            CHECK(buf_move(pending_of(h, a.conn), NULL, a.n) == 0);
+            CHECK(buf_move(pending_of(h, a.discard_backend.conn), NULL, a.discard_backend.n) == 0);
             break;
-        case POLARSPLIT_ACTION_SEND_CLIENT: buf_put(&h->to_client, a.bytes, a.bytes_len); break;
+        case POLARSPLIT_ACTION_SEND_CLIENT: buf_put(&h->to_client, a.send_client.bytes.ptr, a.send_client.bytes.len); break;
         case POLARSPLIT_ACTION_RELEASE_READER: h->released = 1; break;
         default: break;
         }
@@ -145,7 +147,7 @@ int ctest_transcript_write_then_read(void) {
     CHECK(e != NULL);
     polarsplit_client_info info = {"10.0.0.7", 40000, "127.0.0.1", 6432, -1};
     polarsplit_session *s = NULL;
-    CHECK_STATUS(polarsplit_session_new(e, &info, &s), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_new(e, &info, sizeof info, &s), POLARSPLIT_OK);
 
     /* Startup: user=app database=db. */
     static const uint8_t startup[] = {0, 0, 0, 33, 0, 3, 0, 0, 'u', 's', 'e', 'r', 0, 'a', 'p', 'p', 0,
@@ -249,7 +251,7 @@ int ctest_session_misuse(void) {
     polarsplit_engine *e = engine_with_readers();
     CHECK(e != NULL);
     polarsplit_session *s = NULL;
-    CHECK_STATUS(polarsplit_session_new(e, NULL, &s), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_new(e, NULL, 0, &s), POLARSPLIT_OK);
     polarsplit_action a;
     uint8_t q[64];
     size_t n = wire_query(q, "SELECT 1");
@@ -258,8 +260,8 @@ int ctest_session_misuse(void) {
     CHECK_STATUS(polarsplit_session_recv_client(NULL, q, n, 0, &consumed), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_recv_client(s, NULL, 5, 0, &consumed), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_recv_client(s, NULL, 0, 0, NULL), POLARSPLIT_OK);
-    CHECK_STATUS(polarsplit_session_poll_action(s, NULL), POLARSPLIT_ERR_NULL);
-    CHECK_STATUS(polarsplit_session_poll_action(NULL, &a), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_poll_action(s, NULL, sizeof(polarsplit_action)), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_poll_action(NULL, &a, sizeof a), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_on_backend_event(s, 1, 99, 0, 0, 0), POLARSPLIT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(polarsplit_session_on_backend_event(s, 1, POLARSPLIT_EVENT_CONNECTION_LOST, 0, 1u << 20, 0),
                  POLARSPLIT_ERR_INVALID_ARGUMENT);
@@ -278,10 +280,10 @@ int ctest_session_misuse(void) {
     CHECK(consumed == sizeof startup);
     CHECK_STATUS(polarsplit_session_recv_client(s, q, n, 0, &consumed), POLARSPLIT_ERR_BAD_STATE);
     CHECK(consumed == 0);
-    while (polarsplit_session_poll_action(s, &a) == POLARSPLIT_OK) {
+    while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK) {
     }
-    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_DONE);
-    CHECK(a.kind == 0 && a.bytes == NULL);
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a, sizeof a), POLARSPLIT_DONE);
+    CHECK(a.kind == POLARSPLIT_ACTION_NONE);
 
     /* A malformed client message: protocol error, then the session is closed. */
     static const uint8_t bad[] = {'Q', 0, 0, 0, 2};
@@ -289,7 +291,7 @@ int ctest_session_misuse(void) {
                  POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_session_recv_client(s, bad, sizeof bad, 0, &consumed), POLARSPLIT_ERR_PROTOCOL);
     int closed = 0;
-    while (polarsplit_session_poll_action(s, &a) == POLARSPLIT_OK)
+    while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
         if (a.kind == POLARSPLIT_ACTION_CLOSE_CLIENT) closed = 1;
     CHECK(closed);
     CHECK_STATUS(polarsplit_session_recv_client(s, q, n, 0, &consumed), POLARSPLIT_ERR_CLOSED);
@@ -315,7 +317,7 @@ int ctest_facts_input(void) {
     CHECK(e != NULL);
     polarsplit_client_info info = {"10.0.0.7", 40000, NULL, 0, -1};
     polarsplit_session *s = NULL;
-    CHECK_STATUS(polarsplit_session_new(e, &info, &s), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_new(e, &info, sizeof info, &s), POLARSPLIT_OK);
     static const uint8_t startup[] = {0, 0, 0, 18, 0, 3, 0, 0, 'u', 's', 'e', 'r', 0, 'a', 'p', 'p', 0, 0};
     CHECK(feed_client(s, &h, startup, sizeof startup) == 0);
     CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, POLARSPLIT_EVENT_WRITER_CONNECTED, 0, 0, 1000),
@@ -326,11 +328,11 @@ int ctest_facts_input(void) {
     f.status = 'I';
     f.lsn_state = POLARSPLIT_LSN_AT;
     f.lsn = 0x1000;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_OK);
     polarsplit_action a;
     int saw_discard = 0;
-    while (polarsplit_session_poll_action(s, &a) == POLARSPLIT_OK)
-        if (a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND) saw_discard = (a.n == 1);
+    while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
+        if (a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND) saw_discard = (a.discard_backend.n == 1);
     CHECK(saw_discard); /* the extended RFQ is replaced by a standard one */
 
     uint8_t q[64];
@@ -340,22 +342,22 @@ int ctest_facts_input(void) {
     f.kind = POLARSPLIT_FACT_COMMAND_COMPLETE;
     f.text = (const uint8_t *)"INSERT 0 1";
     f.text_len = 10;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_OK);
-    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_OK);
-    CHECK(a.kind == POLARSPLIT_ACTION_FORWARD_BACKEND && a.n == 1);
-    CHECK_STATUS(polarsplit_session_poll_action(s, &a), POLARSPLIT_DONE);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a, sizeof a), POLARSPLIT_OK);
+    CHECK(a.kind == POLARSPLIT_ACTION_FORWARD_BACKEND && a.forward_backend.n == 1);
+    CHECK_STATUS(polarsplit_session_poll_action(s, &a, sizeof a), POLARSPLIT_DONE);
     /* Invalid facts are refused. */
     f.kind = 99;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_ERR_INVALID_ARGUMENT);
     f.kind = POLARSPLIT_FACT_READY_FOR_QUERY;
     f.status = 'Q';
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, NULL, 1000), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, NULL, sizeof(polarsplit_backend_fact), 1000), POLARSPLIT_ERR_NULL);
     f.status = 'I';
     f.lsn_state = POLARSPLIT_LSN_AT;
     f.lsn = 0x5000;
-    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, 1000), POLARSPLIT_OK);
-    while (polarsplit_session_poll_action(s, &a) == POLARSPLIT_OK) {
+    CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_OK);
+    while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK) {
     }
     polarsplit_session_free(s);
     polarsplit_engine_free(e);

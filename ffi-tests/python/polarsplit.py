@@ -34,12 +34,13 @@ def _library_path() -> Path:
 
 lib = C.CDLL(str(_library_path()))
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # Statuses
 OK, DONE = 0, 1
 ERR_NULL, ERR_INVALID_ARGUMENT, ERR_BAD_STATE, ERR_PROTOCOL, ERR_CONFIG = -1, -2, -3, -4, -5
 ERR_PANIC, ERR_POISONED, ERR_UNKNOWN_CONNECTION, ERR_LIMIT, ERR_CLOSED = -6, -7, -8, -9, -10
+ERR_ABI = -11
 
 # Action kinds
 ACTION_NAMES = {
@@ -65,15 +66,36 @@ class _ClientInfo(C.Structure):
     ]
 
 
-class _Action(C.Structure):
-    _fields_ = [
-        ("kind", C.c_uint32), ("conn", C.c_uint64), ("server", C.c_uint32), ("n", C.c_size_t),
-        ("bytes", C.POINTER(C.c_uint8)), ("bytes_len", C.c_size_t), ("outcome", C.c_uint32),
-        ("reason", C.c_uint32), ("target_lsn", C.c_uint64), ("wait", C.c_bool), ("import_xids", C.c_bool),
-        ("attempt", C.c_uint32), ("flag", C.c_bool), ("pid", C.c_int32),
-        ("key_profile_generation", C.c_uint64), ("key_auth_hash", C.c_uint64),
-        ("key_startup_identity_hash", C.c_uint64), ("key_startup_options_hash", C.c_uint64),
-    ]
+def _struct(name: str, *fields) -> type:
+    return type(name, (C.Structure,), {"_fields_": list(fields)})
+
+
+# The ABI 3 action: the kind, then one member per kind (include/polarsplit.h). The library writes
+# `kind` and that kind's member only, never past the size passed to poll_action.
+_Bytes = _struct("_Bytes", ("ptr", C.POINTER(C.c_uint8)), ("len", C.c_size_t))
+_ReaderKey = _struct("_ReaderKey", ("profile_generation", C.c_uint64), ("auth_hash", C.c_uint64),
+                     ("startup_identity_hash", C.c_uint64), ("startup_options_hash", C.c_uint64))
+_Decision = _struct("_Decision", ("outcome", C.c_uint32), ("reason", C.c_uint32), ("target_lsn", C.c_uint64),
+                    ("server", C.c_uint32), ("has_server", C.c_bool), ("wait", C.c_bool),
+                    ("import_xids", C.c_bool), ("attempt", C.c_uint32))
+_ConnCount = _struct("_ConnCount", ("conn", C.c_uint64), ("n", C.c_size_t))
+_ACTION_MEMBERS = [
+    ("client_encryption_request", _struct("_Encryption", ("gss", C.c_bool))),
+    ("cancel_request", _struct("_Cancel", ("pid", C.c_int32), ("secret", _Bytes))),
+    ("connect_writer", _struct("_ConnectWriter", ("startup", _Bytes))),
+    ("decision", _Decision),
+    ("acquire_reader", _struct("_Acquire", ("server", C.c_uint32), ("key", _ReaderKey), ("startup", _Bytes))),
+    ("forward_client", _ConnCount),
+    ("discard_client", _struct("_DiscardClient", ("n", C.c_size_t))),
+    ("send_backend", _struct("_SendBackend", ("conn", C.c_uint64), ("bytes", _Bytes))),
+    ("forward_backend", _ConnCount),
+    ("discard_backend", _ConnCount),
+    ("send_client", _struct("_SendClient", ("bytes", _Bytes))),
+    ("release_reader", _struct("_Release", ("conn", C.c_uint64), ("needs_reset", C.c_bool))),
+    ("pin_writer", _struct("_Pin", ("pinned", C.c_bool))),
+    ("close_backend", _struct("_Close", ("conn", C.c_uint64))),
+]
+_Action = _struct("_Action", ("kind", C.c_uint32), *_ACTION_MEMBERS)
 
 
 def _sig(name, res, *args):
@@ -105,13 +127,13 @@ _sig("polarsplit_engine_outcome_count", C.c_int32, _P, C.c_uint32, C.POINTER(C.c
 _sig("polarsplit_engine_reason_count", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
 _sig("polarsplit_outcome_name", C.c_char_p, C.c_uint32)
 _sig("polarsplit_reason_name", C.c_char_p, C.c_uint32)
-_sig("polarsplit_session_new", C.c_int32, _P, C.POINTER(_ClientInfo), C.POINTER(_P))
+_sig("polarsplit_session_new", C.c_int32, _P, C.POINTER(_ClientInfo), C.c_size_t, C.POINTER(_P))
 _sig("polarsplit_session_free", None, _P)
 _sig("polarsplit_session_recv_client", C.c_int32, _P, C.c_char_p, C.c_size_t, C.c_uint64, C.POINTER(C.c_size_t))
 _sig("polarsplit_session_recv_backend", C.c_int32, _P, C.c_uint64, C.c_char_p, C.c_size_t, C.c_uint64)
 _sig("polarsplit_session_on_backend_event", C.c_int32, _P, C.c_uint64, C.c_uint32, C.c_uint32, C.c_uint32,
      C.c_uint64)
-_sig("polarsplit_session_poll_action", C.c_int32, _P, C.POINTER(_Action))
+_sig("polarsplit_session_poll_action", C.c_int32, _P, C.POINTER(_Action), C.c_size_t)
 _sig("polarsplit_session_last_error", C.c_size_t, _P, C.c_char_p, C.c_size_t)
 
 
@@ -134,7 +156,18 @@ class PolarsplitError(Exception):
         self.status = status
 
 
+class ReaderKey(NamedTuple):
+    """polarsplit_reader_key (SPEC P-9)."""
+
+    profile_generation: int
+    auth_hash: int
+    startup_identity_hash: int
+    startup_options_hash: int
+
+
 class Action(NamedTuple):
+    """One polled action, copied out of the session: `kind` and the fields of its member."""
+
     kind: str
     conn: int = 0
     server: int = 0
@@ -144,10 +177,55 @@ class Action(NamedTuple):
     reason: str = ""
     target_lsn: int = 0
     wait: bool = False
+    import_xids: bool = False
     attempt: int = 0
-    flag: bool = False
     pid: int = 0
-    key: tuple = ()
+    key: ReaderKey | None = None
+    gss: bool = False
+    needs_reset: bool = False
+    pinned: bool = False
+
+
+def _copy(b) -> bytes:
+    return C.string_at(b.ptr, b.len) if b.len else b""
+
+
+def _action(a: _Action) -> Action:
+    """The Python value of the member `a.kind` selects (no other member is valid)."""
+    kind = ACTION_NAMES.get(a.kind, str(a.kind))
+    if a.kind == CLIENT_ENCRYPTION_REQUEST:
+        return Action(kind, gss=a.client_encryption_request.gss)
+    if a.kind == CANCEL_REQUEST:
+        return Action(kind, pid=a.cancel_request.pid, bytes=_copy(a.cancel_request.secret))
+    if a.kind == CONNECT_WRITER:
+        return Action(kind, bytes=_copy(a.connect_writer.startup))
+    if a.kind == DECISION:
+        d = a.decision
+        return Action(kind, server=d.server if d.has_server else 0, outcome=OUTCOMES.get(d.outcome, ""),
+                      reason=reason_name(d.reason) or "", target_lsn=d.target_lsn, wait=d.wait,
+                      import_xids=d.import_xids, attempt=d.attempt)
+    if a.kind == ACQUIRE_READER:
+        r = a.acquire_reader
+        key = ReaderKey(r.key.profile_generation, r.key.auth_hash, r.key.startup_identity_hash,
+                        r.key.startup_options_hash)
+        return Action(kind, server=r.server, key=key, bytes=_copy(r.startup))
+    if a.kind in (FORWARD_CLIENT, FORWARD_BACKEND, DISCARD_BACKEND):
+        m = {FORWARD_CLIENT: a.forward_client, FORWARD_BACKEND: a.forward_backend,
+             DISCARD_BACKEND: a.discard_backend}[a.kind]
+        return Action(kind, conn=m.conn, n=m.n)
+    if a.kind == DISCARD_CLIENT:
+        return Action(kind, n=a.discard_client.n)
+    if a.kind == SEND_BACKEND:
+        return Action(kind, conn=a.send_backend.conn, bytes=_copy(a.send_backend.bytes))
+    if a.kind == SEND_CLIENT:
+        return Action(kind, bytes=_copy(a.send_client.bytes))
+    if a.kind == RELEASE_READER:
+        return Action(kind, conn=a.release_reader.conn, needs_reset=a.release_reader.needs_reset)
+    if a.kind == PIN_WRITER:
+        return Action(kind, pinned=a.pin_writer.pinned)
+    if a.kind == CLOSE_BACKEND:
+        return Action(kind, conn=a.close_backend.conn)
+    return Action(kind)  # CLOSE_CLIENT
 
 
 class Engine:
@@ -225,7 +303,7 @@ class Session:
         self._keep = [client[0].encode() if client else None, proxy[0].encode() if proxy else None]
         info = _ClientInfo(self._keep[0], client[1] if client else 0, self._keep[1], proxy[1] if proxy else 0, -1)
         self._s = _P()
-        st = lib.polarsplit_session_new(engine._e, C.byref(info), C.byref(self._s))
+        st = lib.polarsplit_session_new(engine._e, C.byref(info), C.sizeof(info), C.byref(self._s))
         if st != OK:
             raise PolarsplitError("session_new", st)
         self.now = 1000
@@ -248,24 +326,16 @@ class Session:
         out = []
         a = _Action()
         while True:
-            st = lib.polarsplit_session_poll_action(self._s, C.byref(a))
+            st = lib.polarsplit_session_poll_action(self._s, C.byref(a), C.sizeof(a))
             if st == DONE:
                 return out
             if st != OK:
                 raise PolarsplitError("poll_action", st)
-            data = C.string_at(a.bytes, a.bytes_len) if a.bytes and a.bytes_len else b""
-            kind = ACTION_NAMES.get(a.kind, str(a.kind))
-            is_decision = a.kind == DECISION
-            out.append(Action(
-                kind=kind, conn=a.conn, server=a.server, n=a.n, bytes=data,
-                outcome=OUTCOMES.get(a.outcome, "") if is_decision else "",
-                reason=(reason_name(a.reason) or "") if is_decision else "",
-                target_lsn=a.target_lsn, wait=a.wait, attempt=a.attempt, flag=a.flag, pid=a.pid,
-                key=(a.key_profile_generation, a.key_auth_hash, a.key_startup_identity_hash,
-                     a.key_startup_options_hash) if a.kind == ACQUIRE_READER else (),
-            ))
+            out.append(_action(a))
 
     def recv_client(self, data: bytes) -> tuple[int, list[Action]]:
+        """Feeds client bytes; returns (consumed, actions). On a protocol error (the session then
+        closes) everything is consumed and the actions end with the FATAL and the closes."""
         consumed = C.c_size_t(0)
         st = lib.polarsplit_session_recv_client(self._s, data, len(data), self.now, C.byref(consumed))
         self._check("recv_client", st)
@@ -313,6 +383,8 @@ class Host:
                     self.sent.setdefault(a.conn, bytearray()).extend(a.bytes)
             elif a.kind == "SEND_CLIENT":
                 self.to_client.extend(a.bytes)
+            elif a.kind == "CLOSE_CLIENT":
+                self.client_pending.clear()  # bytes no action covered go with the connection
         self.log.extend(actions)
         return actions
 

@@ -6,8 +6,8 @@
 
 use std::ffi::c_int;
 
-// Keep the library's exported symbols linked into every test binary.
-pub use polarsplit::ffi as _link_polarsplit;
+// Keep the library (and its exported symbols) linked into every test binary.
+use polarsplit as _;
 
 extern "C" {
     pub fn ctest_create_free() -> c_int;
@@ -33,6 +33,11 @@ extern "C" {
     pub fn ctest_misuse_output_buffers() -> c_int;
     pub fn ctest_misuse_panic_poisons_one_session() -> c_int;
     pub fn ctest_misuse_facts_and_pool() -> c_int;
+    pub fn ctest_abi_older_action_layout_is_refused_and_never_overrun() -> c_int;
+    pub fn ctest_abi_newer_action_layout_gets_the_known_members() -> c_int;
+    pub fn ctest_abi_growable_inputs_and_pool_stats() -> c_int;
+    pub fn ctest_recv_client_protocol_error_consumes_all_and_sends_the_fatal() -> c_int;
+    pub fn ctest_recv_client_other_errors_consume_nothing() -> c_int;
 }
 
 /// Runs one C test and panics with its failing line.

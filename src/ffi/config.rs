@@ -1,11 +1,12 @@
-//! Config builder → immutable shared config → engine.
+//! Configuration: a mutable builder whose `_build` consumes it and yields an immutable,
+//! shareable configuration (SPEC §8).
 
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use super::{guard, guard_ptr, str_arg, write_text, PolarsplitStatus};
-use super::{POLARSPLIT_ERR_CONFIG, POLARSPLIT_ERR_NULL, POLARSPLIT_OK};
-use crate::cluster::Engine;
+use super::handle::Castable;
+use super::handle::{boundary, boxed, free, take, text, try_arg, try_mut, try_out, write_text};
+use super::status::{PolarsplitStatus, POLARSPLIT_ERR_CONFIG, POLARSPLIT_ERR_NULL, POLARSPLIT_OK};
 use crate::config::{Config, ConfigBuilder};
 
 /// A mutable configuration under construction. Created by `polarsplit_config_builder_new`,
@@ -14,18 +15,15 @@ pub struct PolarsplitConfigBuilder {
     inner: ConfigBuilder,
 }
 
-/// An immutable, validated configuration. It may be shared by any number of engines and freed
-/// at any time: engines keep their own reference.
+impl Castable for PolarsplitConfigBuilder {}
+
+/// An immutable, validated configuration. It may be shared by any number of engines and pools
+/// and freed at any time: they keep their own reference.
 pub struct PolarsplitConfig {
     pub(crate) inner: Arc<Config>,
 }
 
-/// The engine: topology, reader positions and counters shared by all sessions of a process.
-/// Thread-safe: any thread may use it concurrently. Sessions keep it alive, so it may be freed
-/// while sessions still exist.
-pub struct PolarsplitEngine {
-    pub(crate) inner: Arc<Engine>,
-}
+impl Castable for PolarsplitConfig {}
 
 /// Creates a configuration builder holding the defaults of SPEC §8. Returns NULL only if the
 /// library failed internally.
@@ -35,11 +33,11 @@ pub struct PolarsplitEngine {
 /// `polarsplit_config_builder_build`.
 #[no_mangle]
 pub extern "C" fn polarsplit_config_builder_new() -> *mut PolarsplitConfigBuilder {
-    guard_ptr(|| {
-        Box::into_raw(Box::new(PolarsplitConfigBuilder {
+    boundary! {
+        boxed(PolarsplitConfigBuilder {
             inner: ConfigBuilder::new(),
-        }))
-    })
+        })
+    }
 }
 
 /// Sets one setting by name from its text form (e.g. `"consistency"`, `"global"`). On
@@ -57,17 +55,10 @@ pub unsafe extern "C" fn polarsplit_config_builder_set(
     err: *mut c_char,
     err_len: usize,
 ) -> PolarsplitStatus {
-    guard(|| {
-        if builder.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
-        // SAFETY: the caller passes NUL-terminated strings or NULL.
-        let (name, value) = match unsafe { (str_arg(name), str_arg(value)) } {
-            (Ok(n), Ok(v)) => (n, v),
-            (Err(s), _) | (_, Err(s)) => return s,
-        };
-        // SAFETY: non-NULL and, by contract, a live builder used by one thread.
-        let b = unsafe { &mut *builder };
+    boundary! {
+        let mut b = try_mut!(builder);
+        // SAFETY: NUL-terminated strings.
+        let (name, value) = unsafe { (try_arg!(text(name)), try_arg!(text(value))) };
         match b.inner.set(name, value) {
             Ok(_) => POLARSPLIT_OK,
             Err(e) => {
@@ -76,7 +67,7 @@ pub unsafe extern "C" fn polarsplit_config_builder_set(
                 POLARSPLIT_ERR_CONFIG
             }
         }
-    })
+    }
 }
 
 /// Validates the builder and, on success, stores a new configuration in `*out`. The builder is
@@ -93,36 +84,26 @@ pub unsafe extern "C" fn polarsplit_config_builder_build(
     err: *mut c_char,
     err_len: usize,
 ) -> PolarsplitStatus {
-    guard(|| {
-        if builder.is_null() {
-            if !out.is_null() {
-                // SAFETY: `out` is a writable slot.
-                unsafe { *out = std::ptr::null_mut() };
-            }
+    boundary! {
+        // SAFETY: NULL or a live builder, consumed here whatever happens next.
+        let b = unsafe { take(builder) };
+        let mut out = try_out!(out);
+        out.set(std::ptr::null_mut());
+        let Some(b) = b else {
             return POLARSPLIT_ERR_NULL;
-        }
-        // SAFETY: a live builder created by `polarsplit_config_builder_new`; ownership moves here.
-        let b = unsafe { Box::from_raw(builder) };
-        if out.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
+        };
         match b.inner.build() {
             Ok(c) => {
-                let h = Box::new(PolarsplitConfig { inner: Arc::new(c) });
-                // SAFETY: `out` is a writable slot.
-                unsafe { *out = Box::into_raw(h) };
+                out.set(boxed(PolarsplitConfig { inner: Arc::new(c) }));
                 POLARSPLIT_OK
             }
             Err(e) => {
-                // SAFETY: as above; `err` is NULL or `err_len` writable bytes.
-                unsafe {
-                    *out = std::ptr::null_mut();
-                    write_text(err, err_len, &e.to_string());
-                }
+                // SAFETY: `err` is NULL or `err_len` writable bytes.
+                unsafe { write_text(err, err_len, &e.to_string()) };
                 POLARSPLIT_ERR_CONFIG
             }
         }
-    })
+    }
 }
 
 /// Frees a builder that was not built. NULL is a no-op.
@@ -131,69 +112,17 @@ pub unsafe extern "C" fn polarsplit_config_builder_build(
 /// `builder` must be NULL or a live builder not yet consumed.
 #[no_mangle]
 pub unsafe extern "C" fn polarsplit_config_builder_free(builder: *mut PolarsplitConfigBuilder) {
-    let _ = guard(|| {
-        if !builder.is_null() {
-            // SAFETY: a live builder; ownership returns to Rust.
-            drop(unsafe { Box::from_raw(builder) });
-        }
-        POLARSPLIT_OK
-    });
+    // SAFETY: as documented.
+    boundary! { unsafe { free(builder) } }
 }
 
-/// Frees a configuration. Engines built from it keep their own reference. NULL is a no-op.
+/// Frees a configuration. Engines and pools built from it keep their own reference. NULL is a
+/// no-op.
 ///
 /// # Safety
 /// `config` must be NULL or a live configuration, freed once.
 #[no_mangle]
 pub unsafe extern "C" fn polarsplit_config_free(config: *mut PolarsplitConfig) {
-    let _ = guard(|| {
-        if !config.is_null() {
-            // SAFETY: a live configuration; ownership returns to Rust.
-            drop(unsafe { Box::from_raw(config) });
-        }
-        POLARSPLIT_OK
-    });
-}
-
-/// Creates an engine from a configuration and stores it in `*out`.
-///
-/// # Safety
-/// `config` must be a live configuration; `out` a writable pointer slot.
-#[no_mangle]
-pub unsafe extern "C" fn polarsplit_engine_new(
-    config: *const PolarsplitConfig,
-    out: *mut *mut PolarsplitEngine,
-) -> PolarsplitStatus {
-    guard(|| {
-        if out.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
-        // SAFETY: `out` is a writable slot.
-        unsafe { *out = std::ptr::null_mut() };
-        if config.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
-        // SAFETY: a live configuration (shared, read-only).
-        let c = unsafe { &*config };
-        let engine = Engine::new((*c.inner).clone());
-        // SAFETY: `out` is a writable slot.
-        unsafe { *out = Box::into_raw(Box::new(PolarsplitEngine { inner: engine })) };
-        POLARSPLIT_OK
-    })
-}
-
-/// Releases the host's reference to an engine. Sessions created from it stay valid. NULL is a
-/// no-op.
-///
-/// # Safety
-/// `engine` must be NULL or a live engine handle, freed once.
-#[no_mangle]
-pub unsafe extern "C" fn polarsplit_engine_free(engine: *mut PolarsplitEngine) {
-    let _ = guard(|| {
-        if !engine.is_null() {
-            // SAFETY: a live engine handle; ownership returns to Rust.
-            drop(unsafe { Box::from_raw(engine) });
-        }
-        POLARSPLIT_OK
-    });
+    // SAFETY: as documented.
+    boundary! { unsafe { free(config) } }
 }

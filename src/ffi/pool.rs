@@ -1,59 +1,19 @@
-//! The reader key (P-9) and the optional pool index with warmup for C hosts.
+//! The optional pool index with warmup (SPEC P-9, R-3) for C hosts.
 //!
 //! A `polarsplit_pool` is thread-safe: every function may be called from any thread at any time
 //! (it is internally sharded and locked briefly; no call blocks on I/O). Connection ids are the
 //! host's own `uint64_t` values.
 
-use std::ffi::{c_char, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use super::{guard, PolarsplitConfig, PolarsplitStatus};
-use super::{
-    POLARSPLIT_ERR_BAD_STATE, POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_ERR_NULL,
-    POLARSPLIT_ERR_UNKNOWN_CONNECTION, POLARSPLIT_OK,
-};
+use super::config::PolarsplitConfig;
+use super::handle::{boundary, create, free, opt_out, slice, slice_mut, try_arg, try_out, try_ref};
+use super::handle::{write_sized, Castable, Growable};
+use super::reader_key::{key_arg, PolarsplitReaderKey};
+use super::status::{PolarsplitStatus, POLARSPLIT_ERR_BAD_STATE, POLARSPLIT_ERR_INVALID_ARGUMENT};
+use super::status::{POLARSPLIT_ERR_NULL, POLARSPLIT_ERR_UNKNOWN_CONNECTION, POLARSPLIT_OK};
 use crate::pool::{
     CheckinOutcome, DemandOutcome, DemandReason, PoolCounts, PoolError, PoolIndex, PoolLimits,
-    PoolStats, PublishCheck, PublishError, ReaderKey, ReaderKeyBuilder, ReservationId,
-    ReserveError, WarmupQueue,
+    PoolStats, PublishCheck, PublishError, ReservationId, ReserveError, WarmupQueue,
 };
-
-/// The four-part reader key (SPEC P-9). A pooled reader connection may serve a session only if
-/// all four values are equal (`polarsplit_reader_key_compatible`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PolarsplitReaderKey {
-    /// Bumped when the startup profile or protocol settings change.
-    pub profile_generation: u64,
-    /// User and database.
-    pub auth_hash: u64,
-    /// The advertised client identity (LSN-reporting profiles); 0 otherwise.
-    pub startup_identity_hash: u64,
-    /// Startup parameters and tracked session settings.
-    pub startup_options_hash: u64,
-}
-
-impl From<ReaderKey> for PolarsplitReaderKey {
-    fn from(k: ReaderKey) -> Self {
-        PolarsplitReaderKey {
-            profile_generation: k.profile_generation,
-            auth_hash: k.auth_hash,
-            startup_identity_hash: k.startup_identity_hash,
-            startup_options_hash: k.startup_options_hash,
-        }
-    }
-}
-
-impl From<PolarsplitReaderKey> for ReaderKey {
-    fn from(k: PolarsplitReaderKey) -> Self {
-        ReaderKey {
-            profile_generation: k.profile_generation,
-            auth_hash: k.auth_hash,
-            startup_identity_hash: k.startup_identity_hash,
-            startup_options_hash: k.startup_options_hash,
-        }
-    }
-}
 
 /// The pool index and its warmup queue. Thread-safe: share one handle among all host threads.
 pub struct PolarsplitPool {
@@ -61,7 +21,9 @@ pub struct PolarsplitPool {
     warmup: WarmupQueue,
 }
 
-/// Result of `polarsplit_pool_checkout`.
+impl Castable for PolarsplitPool {}
+
+/// Result of `polarsplit_pool_checkout`. Frozen for ABI 3.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PolarsplitCheckout {
@@ -76,7 +38,7 @@ pub struct PolarsplitCheckout {
     pub needs_reset: bool,
 }
 
-/// Connection counts (of one server, or one key).
+/// Connection counts (of one server, or one key). Frozen for ABI 3.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PolarsplitPoolCounts {
@@ -84,6 +46,7 @@ pub struct PolarsplitPoolCounts {
     pub idle: u32,
     /// Idle, needing an XID reset before reuse.
     pub dirty: u32,
+    /// Checked out.
     pub in_use: u32,
     /// Reservations not yet published or cancelled.
     pub reserved: u32,
@@ -100,23 +63,42 @@ impl From<PoolCounts> for PolarsplitPoolCounts {
     }
 }
 
-/// Counters of a pool (SPEC §9).
+/// Counters of a pool (SPEC §9). Grows at the end: `polarsplit_pool_read_stats` takes the
+/// host's `sizeof`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PolarsplitPoolStats {
+    /// Checkouts that found a compatible idle connection.
     pub hits: u64,
+    /// Checkouts that found none.
     pub misses: u64,
+    /// Hits handed out with `needs_reset`.
     pub reset_handouts: u64,
+    /// Reservations taken.
     pub reserved: u64,
+    /// Reservations refused (connection limits, stale profile).
     pub reserve_refused: u64,
+    /// Connections published into the pool.
     pub published: u64,
+    /// Reservations discarded at publish (re-validation failed).
     pub discarded: u64,
+    /// Reservations cancelled by the host.
     pub cancelled: u64,
+    /// Connections queued for the host to close.
     pub closed: u64,
+    /// Warmup demands queued.
     pub demands_queued: u64,
+    /// Demands dropped as duplicates of a queued one.
     pub demands_duplicate: u64,
+    /// Demands dropped because the queue was full.
     pub demands_dropped: u64,
+    /// Demands ignored because `warmup` does not cover their reason.
     pub demands_disabled: u64,
+}
+
+// SAFETY: repr(C) integers.
+unsafe impl Growable for PolarsplitPoolStats {
+    const BASE_SIZE: usize = std::mem::size_of::<PolarsplitPoolStats>();
 }
 
 /// Why a connection is wanted (`polarsplit_pool_demand`).
@@ -126,12 +108,16 @@ pub const POLARSPLIT_DEMAND_MISS: PolarsplitDemandReason = 1;
 /// A transaction began (configuration `warmup = begin | both`).
 pub const POLARSPLIT_DEMAND_BEGIN: PolarsplitDemandReason = 2;
 
-/// A request to open one connection to `server` under `key` (`polarsplit_pool_drain`).
+/// A request to open one connection to `server` under `key` (`polarsplit_pool_drain`). Frozen
+/// for ABI 3 (an array element).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PolarsplitDemand {
+    /// The key the new connection must have.
     pub key: PolarsplitReaderKey,
+    /// The server to connect to.
     pub server: u32,
+    /// Why it is wanted (`POLARSPLIT_DEMAND_*`).
     pub reason: PolarsplitDemandReason,
 }
 
@@ -184,172 +170,67 @@ fn publish_outcome(e: PublishError) -> PolarsplitPoolOutcome {
     }
 }
 
-fn pool_error(e: PoolError) -> PolarsplitStatus {
-    match e {
-        PoolError::UnknownConnection => POLARSPLIT_ERR_UNKNOWN_CONNECTION,
-        PoolError::NotInUse => POLARSPLIT_ERR_BAD_STATE,
+fn demand_outcome(o: DemandOutcome) -> PolarsplitPoolOutcome {
+    match o {
+        DemandOutcome::Queued => POLARSPLIT_POOL_OK,
+        DemandOutcome::Duplicate => POLARSPLIT_POOL_DEMAND_DUPLICATE,
+        DemandOutcome::Dropped => POLARSPLIT_POOL_DEMAND_DROPPED,
+        DemandOutcome::Disabled => POLARSPLIT_POOL_DEMAND_DISABLED,
     }
 }
 
-/// The value of a `Result<_, PolarsplitStatus>`, or return the status.
-macro_rules! ok_or_return {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(status) => return status,
-        }
-    };
-}
-
-/// # Safety
-/// `p` must be NULL or point to a readable key.
-unsafe fn key_arg(p: *const PolarsplitReaderKey) -> Result<ReaderKey, PolarsplitStatus> {
-    if p.is_null() {
-        return Err(POLARSPLIT_ERR_NULL);
+fn demand_reason_to_c(r: DemandReason) -> PolarsplitDemandReason {
+    match r {
+        DemandReason::Miss => POLARSPLIT_DEMAND_MISS,
+        DemandReason::Begin => POLARSPLIT_DEMAND_BEGIN,
     }
-    // SAFETY: non-NULL and readable by contract.
-    Ok(unsafe { *p }.into())
 }
 
-/// # Safety
-/// `p` must be NULL or a live pool.
-unsafe fn pool_arg<'a>(p: *const PolarsplitPool) -> Result<&'a PolarsplitPool, PolarsplitStatus> {
-    // SAFETY: NULL or a live pool (shared, internally synchronised).
-    unsafe { p.as_ref() }.ok_or(POLARSPLIT_ERR_NULL)
+fn demand_reason_from_c(r: PolarsplitDemandReason) -> Result<DemandReason, PolarsplitStatus> {
+    [DemandReason::Miss, DemandReason::Begin]
+        .into_iter()
+        .find(|x| demand_reason_to_c(*x) == r)
+        .ok_or(POLARSPLIT_ERR_INVALID_ARGUMENT)
 }
 
+/// The status of a pool call on a connection id.
+fn pool_status(r: Result<(), PoolError>) -> PolarsplitStatus {
+    match r {
+        Ok(()) => POLARSPLIT_OK,
+        Err(PoolError::UnknownConnection) => POLARSPLIT_ERR_UNKNOWN_CONNECTION,
+        Err(PoolError::NotInUse) => POLARSPLIT_ERR_BAD_STATE,
+    }
+}
+
+/// A pool call on one connection id.
+///
 /// # Safety
-/// `pool` must be NULL or a live pool; `key` NULL or a readable key.
-unsafe fn pool_and_key<'a>(
+/// `pool` must be NULL or a live pool.
+unsafe fn on_conn<T>(
     pool: *const PolarsplitPool,
-    key: *const PolarsplitReaderKey,
-) -> Result<(&'a PolarsplitPool, ReaderKey), PolarsplitStatus> {
-    // SAFETY: as documented.
-    unsafe { Ok((pool_arg(pool)?, key_arg(key)?)) }
-}
-
-/// The bytes of a NUL-terminated string (any encoding: startup values need not be UTF-8).
-///
-/// # Safety
-/// `p` must be NULL or a NUL-terminated string.
-unsafe fn cbytes<'a>(p: *const c_char) -> Result<&'a [u8], PolarsplitStatus> {
-    if p.is_null() {
-        return Err(POLARSPLIT_ERR_NULL);
-    }
-    // SAFETY: a NUL-terminated string by contract.
-    Ok(unsafe { CStr::from_ptr(p) }.to_bytes())
-}
-
-/// (name, value) byte strings.
-type Pairs<'a> = Vec<(&'a [u8], &'a [u8])>;
-
-/// `n` (name, value) string pairs from two parallel arrays; NULL arrays only with `n == 0`.
-///
-/// # Safety
-/// Each array must be NULL (with `n == 0`) or hold `n` NUL-terminated strings.
-unsafe fn cpairs<'a>(
-    names: *const *const c_char,
-    values: *const *const c_char,
-    n: usize,
-) -> Result<Pairs<'a>, PolarsplitStatus> {
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    if names.is_null() || values.is_null() {
-        return Err(POLARSPLIT_ERR_NULL);
-    }
-    (0..n)
-        .map(|i| {
-            // SAFETY: both arrays hold `n` string pointers.
-            unsafe { Ok((cbytes(*names.add(i))?, cbytes(*values.add(i))?)) }
-        })
-        .collect()
-}
-
-/// Whether a connection opened under key `a` may serve a session whose key is `b` (all four
-/// values equal). NULL arguments give `false`.
-///
-/// # Safety
-/// `a` and `b` must be NULL or point to readable keys.
-#[no_mangle]
-pub unsafe extern "C" fn polarsplit_reader_key_compatible(
-    a: *const PolarsplitReaderKey,
-    b: *const PolarsplitReaderKey,
-) -> bool {
-    catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: NULL or readable keys.
-        match unsafe { (key_arg(a), key_arg(b)) } {
-            (Ok(a), Ok(b)) => a.compatible_with(&b),
-            _ => false,
-        }
-    }))
-    .unwrap_or(false)
-}
-
-/// Computes the reader key (P-9) of a connection into `*out`: `profile_generation` as given;
-/// `user` and `database` hashed into `auth_hash`; the advertised identity into
-/// `startup_identity_hash` — pass `identity_host = NULL` when the startup profile reports no
-/// LSN (the hash is then 0); the startup parameters (`param_names[i]`, `param_values[i]`) and
-/// the tracked session settings (`setting_names[i]`, `setting_values[i]`) into
-/// `startup_options_hash`, each set independent of order (names compare case-insensitively;
-/// a repeated name keeps its last value).
-///
-/// # Safety
-/// `user`, `database` and every array element must be NUL-terminated strings;
-/// `identity_host` NULL or a NUL-terminated string; each array NULL (only with a count of 0)
-/// or holding that many pointers; `out` a writable key.
-#[no_mangle]
-pub unsafe extern "C" fn polarsplit_reader_key_build(
-    profile_generation: u64,
-    user: *const c_char,
-    database: *const c_char,
-    identity_host: *const c_char,
-    identity_port: u16,
-    param_names: *const *const c_char,
-    param_values: *const *const c_char,
-    n_params: usize,
-    setting_names: *const *const c_char,
-    setting_values: *const *const c_char,
-    n_settings: usize,
-    out: *mut PolarsplitReaderKey,
+    f: impl FnOnce(&PoolIndex) -> Result<T, PoolError>,
 ) -> PolarsplitStatus {
-    guard(|| {
-        if out.is_null() {
-            return POLARSPLIT_ERR_NULL;
+    boundary! { pool_status(f(&try_ref!(pool).index).map(|_| ())) }
+}
+
+/// A pool call that queues connections for the host to close; `*queued`, if not NULL, gets how
+/// many.
+///
+/// # Safety
+/// `pool` must be NULL or a live pool; `queued` NULL or writable.
+unsafe fn queue_closes(
+    pool: *const PolarsplitPool,
+    queued: *mut usize,
+    f: impl FnOnce(&PoolIndex) -> usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let n = f(&try_ref!(pool).index);
+        // SAFETY: as documented.
+        if let Some(mut q) = unsafe { opt_out(queued) } {
+            q.set(n);
         }
-        // SAFETY: the caller passes strings and arrays as documented.
-        let parsed = unsafe {
-            (|| {
-                let user = cbytes(user)?;
-                let database = cbytes(database)?;
-                let identity = if identity_host.is_null() {
-                    None
-                } else {
-                    Some(cbytes(identity_host)?)
-                };
-                let params = cpairs(param_names, param_values, n_params)?;
-                let settings = cpairs(setting_names, setting_values, n_settings)?;
-                Ok((user, database, identity, params, settings))
-            })()
-        };
-        let (user, database, identity, params, settings) = match parsed {
-            Ok(v) => v,
-            Err(s) => return s,
-        };
-        let mut b = ReaderKeyBuilder::new(profile_generation, user, database);
-        if let Some(host) = identity {
-            b.identity(true, host, identity_port);
-        }
-        for (n, v) in params {
-            b.startup_param(n, v);
-        }
-        for (n, v) in settings {
-            b.setting(n, v);
-        }
-        // SAFETY: `out` is a writable key.
-        unsafe { *out = b.build().into() };
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Creates a pool index with its warmup queue and stores it in `*out`. The queue's mode and
@@ -367,30 +248,23 @@ pub unsafe extern "C" fn polarsplit_pool_new(
     max_per_server: u32,
     out: *mut *mut PolarsplitPool,
 ) -> PolarsplitStatus {
-    guard(|| {
-        if out.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
-        // SAFETY: `out` is a writable slot.
-        unsafe { *out = std::ptr::null_mut() };
-        // SAFETY: NULL or a live configuration (shared, read-only).
-        let Some(config) = (unsafe { config.as_ref() }) else {
-            return POLARSPLIT_ERR_NULL;
-        };
-        if max_per_key == 0 || max_per_server == 0 {
-            return POLARSPLIT_ERR_INVALID_ARGUMENT;
-        }
-        let pool = PolarsplitPool {
-            index: PoolIndex::new(PoolLimits {
-                max_per_key,
-                max_per_server,
-            }),
-            warmup: WarmupQueue::from_config(&config.inner),
+    boundary! {
+        let make = || {
+            let config = try_ref!(config);
+            if max_per_key == 0 || max_per_server == 0 {
+                return Err(POLARSPLIT_ERR_INVALID_ARGUMENT);
+            }
+            Ok(PolarsplitPool {
+                index: PoolIndex::new(PoolLimits {
+                    max_per_key,
+                    max_per_server,
+                }),
+                warmup: WarmupQueue::from_config(&config.inner),
+            })
         };
         // SAFETY: `out` is a writable slot.
-        unsafe { *out = Box::into_raw(Box::new(pool)) };
-        POLARSPLIT_OK
-    })
+        unsafe { create(out, make) }
+    }
 }
 
 /// Frees a pool. The host still owns (and closes) every connection it held. NULL is a no-op.
@@ -399,13 +273,8 @@ pub unsafe extern "C" fn polarsplit_pool_new(
 /// `pool` must be NULL or a live pool no other thread is using, freed once.
 #[no_mangle]
 pub unsafe extern "C" fn polarsplit_pool_free(pool: *mut PolarsplitPool) {
-    let _ = guard(|| {
-        if !pool.is_null() {
-            // SAFETY: a live pool; ownership returns to Rust.
-            drop(unsafe { Box::from_raw(pool) });
-        }
-        POLARSPLIT_OK
-    });
+    // SAFETY: as documented.
+    boundary! { unsafe { free(pool) } }
 }
 
 /// Hands out an idle connection whose key equals `*key` exactly: from the `preferred` servers
@@ -425,28 +294,17 @@ pub unsafe extern "C" fn polarsplit_pool_checkout(
     preferred_only: bool,
     out: *mut PolarsplitCheckout,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: pointers as documented.
-        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
-        if out.is_null() || (preferred.is_null() && n_preferred != 0) {
-            return POLARSPLIT_ERR_NULL;
-        }
-        if n_preferred > isize::MAX as usize / std::mem::size_of::<u32>() {
-            // No such array can exist: refuse before making a slice of it.
-            return POLARSPLIT_ERR_INVALID_ARGUMENT;
-        }
-        let preferred: &[u32] = if n_preferred == 0 {
-            &[]
-        } else {
-            // SAFETY: `n_preferred` readable ids.
-            unsafe { std::slice::from_raw_parts(preferred, n_preferred) }
-        };
+    boundary! {
+        let pool = try_ref!(pool);
+        // SAFETY: a readable key, `n_preferred` readable ids.
+        let (key, preferred) = unsafe { (try_arg!(key_arg(key)), try_arg!(slice(preferred, n_preferred))) };
+        let mut out = try_out!(out);
         let got = if preferred_only {
             pool.index.checkout_from(&key, preferred)
         } else {
             pool.index.checkout(&key, preferred)
         };
-        let result = match got {
+        out.set(match got {
             Some(c) => PolarsplitCheckout {
                 conn: c.conn,
                 server: c.server,
@@ -454,11 +312,9 @@ pub unsafe extern "C" fn polarsplit_pool_checkout(
                 needs_reset: c.needs_reset,
             },
             None => PolarsplitCheckout::default(),
-        };
-        // SAFETY: `out` is writable.
-        unsafe { *out = result };
+        });
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Returns a checked-out connection. `dirty`: this use left an XID import on it. `*close` is
@@ -475,21 +331,15 @@ pub unsafe extern "C" fn polarsplit_pool_checkin(
     dirty: bool,
     close: *mut bool,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        if close.is_null() {
-            return POLARSPLIT_ERR_NULL;
+    boundary! {
+        let pool = try_ref!(pool);
+        let mut close = try_out!(close);
+        let r = pool.index.checkin(conn, dirty);
+        if let Ok(outcome) = &r {
+            close.set(*outcome == CheckinOutcome::Close);
         }
-        match pool.index.checkin(conn, dirty) {
-            Ok(outcome) => {
-                // SAFETY: `close` is writable.
-                unsafe { *close = outcome == CheckinOutcome::Close };
-                POLARSPLIT_OK
-            }
-            Err(e) => pool_error(e),
-        }
-    })
+        pool_status(r.map(|_| ()))
+    }
 }
 
 /// Forgets a connection (closed or broken by the host), idle or in use.
@@ -501,16 +351,8 @@ pub unsafe extern "C" fn polarsplit_pool_remove(
     pool: *const PolarsplitPool,
     conn: u64,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        match unsafe { pool_arg(pool) } {
-            Ok(p) => p
-                .index
-                .remove(conn)
-                .map_or_else(pool_error, |_| POLARSPLIT_OK),
-            Err(s) => s,
-        }
-    })
+    // SAFETY: as documented.
+    unsafe { on_conn(pool, |i| i.remove(conn)) }
 }
 
 /// Marks a connection (idle or in use) as carrying an XID import: it is handed out again only
@@ -523,16 +365,8 @@ pub unsafe extern "C" fn polarsplit_pool_mark_dirty(
     pool: *const PolarsplitPool,
     conn: u64,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        match unsafe { pool_arg(pool) } {
-            Ok(p) => p
-                .index
-                .mark_dirty(conn)
-                .map_or_else(pool_error, |_| POLARSPLIT_OK),
-            Err(s) => s,
-        }
-    })
+    // SAFETY: as documented.
+    unsafe { on_conn(pool, |i| i.mark_dirty(conn)) }
 }
 
 /// A server left the topology: its idle connections are queued for closing (fetch them with
@@ -547,16 +381,8 @@ pub unsafe extern "C" fn polarsplit_pool_remove_server(
     server: u32,
     queued: *mut usize,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        let n = pool.index.remove_server(server);
-        if !queued.is_null() {
-            // SAFETY: writable when not NULL.
-            unsafe { *queued = n };
-        }
-        POLARSPLIT_OK
-    })
+    // SAFETY: as documented.
+    unsafe { queue_closes(pool, queued, |i| i.remove_server(server)) }
 }
 
 /// A configuration/profile change: every connection whose key's `profile_generation` is older
@@ -571,16 +397,8 @@ pub unsafe extern "C" fn polarsplit_pool_invalidate_before(
     profile_generation: u64,
     queued: *mut usize,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        let n = pool.index.invalidate_before(profile_generation);
-        if !queued.is_null() {
-            // SAFETY: writable when not NULL.
-            unsafe { *queued = n };
-        }
-        POLARSPLIT_OK
-    })
+    // SAFETY: as documented.
+    unsafe { queue_closes(pool, queued, |i| i.invalidate_before(profile_generation)) }
 }
 
 /// Moves up to `cap` connection ids the host must close into `out`; `*n` gets how many. Call
@@ -596,26 +414,14 @@ pub unsafe extern "C" fn polarsplit_pool_drain_closed(
     cap: usize,
     n: *mut usize,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        if n.is_null() || (out.is_null() && cap != 0) {
-            return POLARSPLIT_ERR_NULL;
-        }
-        if cap > isize::MAX as usize / std::mem::size_of::<u64>() {
-            return POLARSPLIT_ERR_INVALID_ARGUMENT;
-        }
-        let got = if cap == 0 {
-            0
-        } else {
-            // SAFETY: `cap` writable ids at `out`.
-            let out = unsafe { std::slice::from_raw_parts_mut(out, cap) };
-            pool.index.take_closed_into(out)
-        };
-        // SAFETY: `n` is writable.
-        unsafe { *n = got };
+    boundary! {
+        let pool = try_ref!(pool);
+        let mut n = try_out!(n);
+        // SAFETY: `cap` writable ids.
+        let ids = try_arg!(unsafe { slice_mut(out, cap) });
+        n.set(if ids.is_empty() { 0 } else { pool.index.take_closed_into(ids) });
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Counts of one server over all keys.
@@ -628,16 +434,11 @@ pub unsafe extern "C" fn polarsplit_pool_server_counts(
     server: u32,
     out: *mut PolarsplitPoolCounts,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        if out.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
-        // SAFETY: `out` is writable.
-        unsafe { *out = pool.index.server_counts(server).into() };
+    boundary! {
+        let pool = try_ref!(pool);
+        try_out!(out).set(pool.index.server_counts(server).into());
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Counts of one key over all servers.
@@ -650,33 +451,29 @@ pub unsafe extern "C" fn polarsplit_pool_key_counts(
     key: *const PolarsplitReaderKey,
     out: *mut PolarsplitPoolCounts,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: pointers as documented.
-        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
-        if out.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
-        // SAFETY: `out` is writable.
-        unsafe { *out = pool.index.key_counts(&key).into() };
+    boundary! {
+        let pool = try_ref!(pool);
+        // SAFETY: a readable key.
+        let key = try_arg!(unsafe { key_arg(key) });
+        try_out!(out).set(pool.index.key_counts(&key).into());
         POLARSPLIT_OK
-    })
+    }
 }
 
-/// Copies the pool's counters into `*out`.
+/// Copies the pool's counters into `*out`, of which the host has `out_size` bytes: pass
+/// `sizeof(polarsplit_pool_stats)`. Counters appended later are not written to an older host's
+/// smaller struct; a size below the ABI 3.0 struct is `POLARSPLIT_ERR_ABI`.
 ///
 /// # Safety
-/// `pool` must be a live pool; `out` writable.
+/// `pool` must be a live pool; `out` NULL or `out_size` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn polarsplit_pool_read_stats(
     pool: *const PolarsplitPool,
     out: *mut PolarsplitPoolStats,
+    out_size: usize,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        if out.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
+    boundary! {
+        let pool = try_ref!(pool);
         let PoolStats {
             hits,
             misses,
@@ -704,10 +501,10 @@ pub unsafe extern "C" fn polarsplit_pool_read_stats(
             demands_dropped: w.dropped,
             demands_disabled: w.disabled,
         };
-        // SAFETY: `out` is writable.
-        unsafe { *out = stats };
+        // SAFETY: `out_size` writable bytes.
+        try_arg!(unsafe { write_sized(out, out_size, &stats) });
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Signals that a connection to `server` under `*key` is wanted (`reason`:
@@ -725,26 +522,18 @@ pub unsafe extern "C" fn polarsplit_pool_demand(
     reason: PolarsplitDemandReason,
     outcome: *mut PolarsplitPoolOutcome,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: pointers as documented.
-        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
-        let reason = match reason {
-            POLARSPLIT_DEMAND_MISS => DemandReason::Miss,
-            POLARSPLIT_DEMAND_BEGIN => DemandReason::Begin,
-            _ => return POLARSPLIT_ERR_INVALID_ARGUMENT,
-        };
-        let o = match pool.warmup.demand(server, &key, reason) {
-            DemandOutcome::Queued => POLARSPLIT_POOL_OK,
-            DemandOutcome::Duplicate => POLARSPLIT_POOL_DEMAND_DUPLICATE,
-            DemandOutcome::Dropped => POLARSPLIT_POOL_DEMAND_DROPPED,
-            DemandOutcome::Disabled => POLARSPLIT_POOL_DEMAND_DISABLED,
-        };
-        if !outcome.is_null() {
-            // SAFETY: writable when not NULL.
-            unsafe { *outcome = o };
+    boundary! {
+        let pool = try_ref!(pool);
+        // SAFETY: a readable key.
+        let key = try_arg!(unsafe { key_arg(key) });
+        let reason = try_arg!(demand_reason_from_c(reason));
+        let o = demand_outcome(pool.warmup.demand(server, &key, reason));
+        // SAFETY: NULL or writable.
+        if let Some(mut out) = unsafe { opt_out(outcome) } {
+            out.set(o);
         }
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Moves up to `cap` queued demands, oldest first, into `out`; `*n` gets how many.
@@ -759,10 +548,10 @@ pub unsafe extern "C" fn polarsplit_pool_drain(
     cap: usize,
     n: *mut usize,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        if n.is_null() || (out.is_null() && cap != 0) {
+    boundary! {
+        let pool = try_ref!(pool);
+        let mut n = try_out!(n);
+        if out.is_null() && cap != 0 {
             return POLARSPLIT_ERR_NULL;
         }
         let demands = pool.warmup.drain(cap);
@@ -770,18 +559,14 @@ pub unsafe extern "C" fn polarsplit_pool_drain(
             let c = PolarsplitDemand {
                 key: d.key.into(),
                 server: d.server,
-                reason: match d.reason {
-                    DemandReason::Miss => POLARSPLIT_DEMAND_MISS,
-                    DemandReason::Begin => POLARSPLIT_DEMAND_BEGIN,
-                },
+                reason: demand_reason_to_c(d.reason),
             };
-            // SAFETY: `i < cap` writable demands at `out`.
+            // SAFETY: `i < demands.len() <= cap` writable demands at `out`.
             unsafe { out.add(i).write(c) };
         }
-        // SAFETY: `n` is writable.
-        unsafe { *n = demands.len() };
+        n.set(demands.len());
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Reserves capacity for one new connection to `server` under `*key`. On
@@ -802,23 +587,19 @@ pub unsafe extern "C" fn polarsplit_pool_reserve(
     reservation: *mut u64,
     outcome: *mut PolarsplitPoolOutcome,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: pointers as documented.
-        let (pool, key) = ok_or_return!(unsafe { pool_and_key(pool, key) });
-        if reservation.is_null() || outcome.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
+    boundary! {
+        let pool = try_ref!(pool);
+        // SAFETY: a readable key.
+        let key = try_arg!(unsafe { key_arg(key) });
+        let (mut reservation, mut outcome) = (try_out!(reservation), try_out!(outcome));
         let (id, o) = match pool.index.reserve(server, &key, writer_generation) {
             Ok(r) => (r.id.0, POLARSPLIT_POOL_OK),
             Err(e) => (0, reserve_outcome(e)),
         };
-        // SAFETY: both are writable.
-        unsafe {
-            *reservation = id;
-            *outcome = o;
-        }
+        reservation.set(id);
+        outcome.set(o);
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Publishes connection `conn`, opened for `reservation`, after re-validating it: the writer
@@ -840,25 +621,20 @@ pub unsafe extern "C" fn polarsplit_pool_publish(
     still_member: bool,
     outcome: *mut PolarsplitPoolOutcome,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        let pool = ok_or_return!(unsafe { pool_arg(pool) });
-        if outcome.is_null() {
-            return POLARSPLIT_ERR_NULL;
-        }
+    boundary! {
+        let pool = try_ref!(pool);
+        let mut outcome = try_out!(outcome);
         let check = PublishCheck {
             writer_generation,
             profile_generation,
             member: still_member,
         };
-        let o = match pool.index.publish(ReservationId(reservation), conn, &check) {
+        outcome.set(match pool.index.publish(ReservationId(reservation), conn, &check) {
             Ok(()) => POLARSPLIT_POOL_OK,
             Err(e) => publish_outcome(e),
-        };
-        // SAFETY: `outcome` is writable.
-        unsafe { *outcome = o };
+        });
         POLARSPLIT_OK
-    })
+    }
 }
 
 /// Releases an abandoned reservation (the handshake failed). `POLARSPLIT_ERR_INVALID_ARGUMENT`
@@ -871,12 +647,11 @@ pub unsafe extern "C" fn polarsplit_pool_cancel(
     pool: *const PolarsplitPool,
     reservation: u64,
 ) -> PolarsplitStatus {
-    guard(|| {
-        // SAFETY: NULL or a live pool.
-        match unsafe { pool_arg(pool) } {
-            Ok(p) if p.index.cancel(ReservationId(reservation)) => POLARSPLIT_OK,
-            Ok(_) => POLARSPLIT_ERR_INVALID_ARGUMENT,
-            Err(s) => s,
+    boundary! {
+        if try_ref!(pool).index.cancel(ReservationId(reservation)) {
+            POLARSPLIT_OK
+        } else {
+            POLARSPLIT_ERR_INVALID_ARGUMENT
         }
-    })
+    }
 }

@@ -224,6 +224,13 @@ impl ActionQueue {
         self.recs.push_back(Rec::CloseBackend { conn });
     }
 
+    /// A closing session needs no reader: drop its requests not yet polled (the host would
+    /// answer them into a closed session).
+    pub fn withdraw_reader_requests(&mut self) {
+        self.recs
+            .retain(|r| !matches!(r, Rec::AcquireReader { .. }));
+    }
+
     pub fn close_client(&mut self) {
         if !matches!(self.recs.back(), Some(Rec::CloseClient)) {
             self.recs.push_back(Rec::CloseClient);

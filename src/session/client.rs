@@ -31,10 +31,9 @@ fn client_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> Body
 impl Session {
     /// Feeds bytes the client sent. Returns how many were consumed: all of them, unless the
     /// session already holds too many undecided pipelined messages — then keep the rest and feed
-    /// it again after the next backend input.
-    ///
-    /// On `Err(SessionError::Protocol)` every byte is consumed and the session is closed: drain
-    /// the queued actions (they send the client its FATAL error and close the connections).
+    /// it again after the next backend input. On `SessionError::Protocol` every byte given is
+    /// consumed and the session is closed: the queued actions cover the messages before the
+    /// violation, then send the 08P01 FATAL and close (nothing after the violation is covered).
     pub fn recv_client(&mut self, bytes: &[u8], now_ms: u64) -> Result<usize, SessionError> {
         self.check_input(now_ms)?;
         let mut pos = 0;
@@ -105,6 +104,7 @@ impl Session {
         if let Some(w) = self.writer.take() {
             self.out.close_backend(w.conn);
         }
+        self.out.withdraw_reader_requests();
         self.out.close_client();
         self.phase = Phase::Closed;
         self.units.clear();

@@ -1,0 +1,260 @@
+//! The engine (SPEC §0, R-1): topology, generations, monitor samples and configuration, shared by
+//! every session of a process.
+
+use std::sync::Arc;
+
+use super::config::PolarsplitConfig;
+use super::handle::{boundary, create, free, opt_out, try_arg, try_ref, Castable};
+use super::status::POLARSPLIT_OK;
+use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_INVALID_ARGUMENT};
+use crate::cluster::Engine;
+use crate::config::ServerDialect;
+use crate::protocol::Lsn;
+
+/// The engine: topology, reader positions and counters shared by all sessions of a process.
+/// Thread-safe: any thread may use it concurrently. Sessions keep it alive, so it may be freed
+/// while sessions still exist.
+pub struct PolarsplitEngine {
+    pub(crate) inner: Arc<Engine>,
+}
+
+impl Castable for PolarsplitEngine {}
+
+/// Server dialects (SPEC W-7) for `polarsplit_engine_set_dialect`: back to the configured one.
+pub const POLARSPLIT_DIALECT_DEFAULT: i32 = -1;
+/// PolarDB with the full proxy extension (SPEC W-7 `awide`).
+pub const POLARSPLIT_DIALECT_AWIDE: i32 = 0;
+/// Upstream PolarDB for PostgreSQL 15 (SPEC W-7 `polardb`).
+pub const POLARSPLIT_DIALECT_POLARDB: i32 = 1;
+/// Plain PostgreSQL (SPEC W-7 `stock`).
+pub const POLARSPLIT_DIALECT_STOCK: i32 = 2;
+
+/// `POLARSPLIT_OK` when the engine knew what the call named, else `POLARSPLIT_DONE`.
+fn ok_or_done(known: bool) -> PolarsplitStatus {
+    if known {
+        POLARSPLIT_OK
+    } else {
+        POLARSPLIT_DONE
+    }
+}
+
+/// A hostgroup argument where -1 means "none" (or "the configured one"); anything else must fit
+/// in 32 bits.
+pub(crate) fn optional_hostgroup(h: i64) -> Result<Option<u32>, PolarsplitStatus> {
+    match h {
+        -1 => Ok(None),
+        h => u32::try_from(h)
+            .ok()
+            .filter(|h| *h != u32::MAX)
+            .map(Some)
+            .ok_or(POLARSPLIT_ERR_INVALID_ARGUMENT),
+    }
+}
+
+/// Creates an engine from a configuration and stores it in `*out`.
+///
+/// # Safety
+/// `config` must be a live configuration; `out` a writable pointer slot.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_new(
+    config: *const PolarsplitConfig,
+    out: *mut *mut PolarsplitEngine,
+) -> PolarsplitStatus {
+    boundary! {
+        let make = || {
+            Ok(PolarsplitEngine {
+                inner: Engine::new((*try_ref!(config).inner).clone()),
+            })
+        };
+        // SAFETY: `out` is a writable slot.
+        unsafe { create(out, make) }
+    }
+}
+
+/// Releases the host's reference to an engine. Sessions created from it stay valid. NULL is a
+/// no-op.
+///
+/// # Safety
+/// `engine` must be NULL or a live engine handle, freed once.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_free(engine: *mut PolarsplitEngine) {
+    // SAFETY: as documented.
+    boundary! { unsafe { free(engine) } }
+}
+
+/// Registers a reader server (or moves it to another hostgroup). Healthy, no replay sample yet.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_add_reader(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    hostgroup: u32,
+) -> PolarsplitStatus {
+    boundary! {
+        try_ref!(engine).inner.add_reader(server, hostgroup);
+        POLARSPLIT_OK
+    }
+}
+
+/// Forgets a reader server. `POLARSPLIT_DONE` when it was not registered.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_remove_reader(
+    engine: *const PolarsplitEngine,
+    server: u32,
+) -> PolarsplitStatus {
+    boundary! { ok_or_done(try_ref!(engine).inner.remove_reader(server)) }
+}
+
+/// Marks a reader healthy or not (unhealthy readers are never chosen; a pin on one is dropped).
+/// `POLARSPLIT_DONE` when it is not registered.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_reader_health(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    healthy: bool,
+) -> PolarsplitStatus {
+    boundary! { ok_or_done(try_ref!(engine).inner.set_reader_health(server, healthy)) }
+}
+
+/// A monitor sample of a reader's replay LSN (e.g. `pg_last_wal_replay_lsn()`), taken at host
+/// time `at_ms` (SPEC R-1). `POLARSPLIT_DONE` when the reader is unknown or in no hostgroup
+/// mapped to a writer.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_sample(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    lsn: u64,
+    at_ms: u64,
+) -> PolarsplitStatus {
+    boundary! { ok_or_done(try_ref!(engine).inner.reader_sample(server, Lsn(lsn), at_ms)) }
+}
+
+/// A monitor sample of the writer's LSN for a writer hostgroup (e.g.
+/// `pg_current_wal_insert_lsn()`), whose query was *sent* at host time `sent_at_ms` (use the send
+/// time, not the answer's arrival: only then does a sample bound a write acknowledged before it).
+/// It feeds `global` mode and, on servers whose RFQs carry no LSN, positions writes the client
+/// saw acknowledged strictly before `sent_at_ms`.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_writer_sample(
+    engine: *const PolarsplitEngine,
+    writer_hostgroup: u32,
+    lsn: u64,
+    sent_at_ms: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        try_ref!(engine).inner.writer_sample(writer_hostgroup, Lsn(lsn), sent_at_ms);
+        POLARSPLIT_OK
+    }
+}
+
+/// Records a reader's `server_version_num` (e.g. 150018). On stock PostgreSQL 19 and later the
+/// engine may make that reader wait with `WAIT FOR LSN`.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_server_version(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    version_num: u32,
+) -> PolarsplitStatus {
+    boundary! {
+        try_ref!(engine).inner.set_server_version(server, version_num);
+        POLARSPLIT_OK
+    }
+}
+
+/// The writer of `writer_hostgroup` changed identity (failover, switchover): its generation is
+/// bumped and stored in `*generation` (may be NULL). Sessions forget their LSNs (SPEC S-2).
+///
+/// # Safety
+/// `engine` must be a live engine; `generation` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_writer_changed(
+    engine: *const PolarsplitEngine,
+    writer_hostgroup: u32,
+    generation: *mut u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let g = try_ref!(engine).inner.writer_changed(writer_hostgroup);
+        // SAFETY: NULL or writable.
+        if let Some(mut out) = unsafe { opt_out(generation) } {
+            out.set(g);
+        }
+        POLARSPLIT_OK
+    }
+}
+
+/// Maps a writer hostgroup to its reader hostgroup, or to none with `reader_hostgroup = -1`.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_reader_hostgroup(
+    engine: *const PolarsplitEngine,
+    writer_hostgroup: u32,
+    reader_hostgroup: i64,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let r = try_arg!(optional_hostgroup(reader_hostgroup));
+        e.inner.set_reader_hostgroup(writer_hostgroup, r);
+        POLARSPLIT_OK
+    }
+}
+
+/// Sets the server dialect of a writer hostgroup's pair (`POLARSPLIT_DIALECT_*`;
+/// `POLARSPLIT_DIALECT_DEFAULT` returns to the configured one).
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_dialect(
+    engine: *const PolarsplitEngine,
+    writer_hostgroup: u32,
+    dialect: i32,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let d = match dialect {
+            POLARSPLIT_DIALECT_DEFAULT => None,
+            POLARSPLIT_DIALECT_AWIDE => Some(ServerDialect::Awide),
+            POLARSPLIT_DIALECT_POLARDB => Some(ServerDialect::PolarDb),
+            POLARSPLIT_DIALECT_STOCK => Some(ServerDialect::Stock),
+            _ => return POLARSPLIT_ERR_INVALID_ARGUMENT,
+        };
+        e.inner.set_dialect(writer_hostgroup, d);
+        POLARSPLIT_OK
+    }
+}
+
+/// Replaces the engine's configuration at runtime. Sessions adopt it at their next statement;
+/// pooled readers opened under an older profile become incompatible (their key changes).
+///
+/// # Safety
+/// `engine` and `config` must be live handles.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_replace_config(
+    engine: *const PolarsplitEngine,
+    config: *const PolarsplitConfig,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        e.inner.replace_config((*try_ref!(config).inner).clone());
+        POLARSPLIT_OK
+    }
+}
