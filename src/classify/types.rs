@@ -262,6 +262,17 @@ pub enum NotSafe {
     Unparseable,
     /// Exceeded a classifier limit (length, nesting, token count).
     TooComplex,
+    /// Calls a function or names a relation whose answer depends on the server that answers
+    /// (SPEC S-7).
+    ServerDependent,
+    /// Calls a volatile built-in that is not on the reviewed read-safe list (F-policy).
+    VolatileFunction,
+    /// Calls a function the engine knows nothing of: not built-in, not in the database's
+    /// reported catalogue, not configured (F-policy, `unknown_functions = primary`).
+    UnknownFunction,
+    /// Calls a name under which the database's reported catalogue has a function that is not
+    /// read-safe (volatile), possibly shadowing a built-in (F-policy).
+    UserFunction,
 }
 
 /// Side effects on session state the engine tracks (SPEC S-3, S-4), as bit flags.
@@ -282,6 +293,11 @@ impl Effects {
     /// Creates a temporary object (CREATE TEMP/TEMPORARY TABLE/VIEW/SEQUENCE, SELECT INTO TEMP,
     /// CREATE TABLE pg_temp.…).
     pub const CREATES_TEMP: Effects = Effects(1 << 4);
+    /// Runs code the engine cannot see into (SPEC S-5, S-6): a function that is not a built-in
+    /// (or that a reported user function of the database may answer to), DO, CALL, or SQL text
+    /// a built-in runs (`query_to_xml`). A capture is due after it on the writer; a reader that
+    /// ran it is state-checked or reset before another session gets it.
+    pub const UNSEEN_CODE: Effects = Effects(1 << 5);
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
@@ -371,6 +387,13 @@ pub struct Classification {
     pub statements: Statements,
     /// A leading block comment whose trimmed text is `route=primary` (case-insensitive).
     pub hint_primary: bool,
+    /// A leading block comment whose trimmed text is `route=reader`: the statement's functions
+    /// are declared read-safe (the never-safe built-ins and `write_functions` excepted; locking
+    /// clauses, DML and the other rules of SPEC §7 still apply).
+    pub hint_reader: bool,
+    /// Calls still to be judged against the database's catalogue (only on a classification that
+    /// was not finished yet; see `functions.rs`).
+    pub(crate) calls: Option<Arc<[super::functions::Call]>>,
 }
 
 impl Classification {
@@ -378,6 +401,8 @@ impl Classification {
         Classification {
             statements: Statements::One(info),
             hint_primary: false,
+            hint_reader: false,
+            calls: None,
         }
     }
 
@@ -452,6 +477,27 @@ impl WriteFunctions {
         };
         wf.exact.sort();
         wf
+    }
+
+    /// An empty list.
+    pub const fn empty() -> WriteFunctions {
+        WriteFunctions {
+            exact: Vec::new(),
+            prefixes: Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.prefixes.is_empty()
+    }
+
+    /// Every entry, exact names then prefixes (with their `*`).
+    pub fn entries(&self) -> Vec<String> {
+        self.exact
+            .iter()
+            .cloned()
+            .chain(self.prefixes.iter().map(|p| format!("{p}*")))
+            .collect()
     }
 
     /// Adds a configured name; a trailing `*` makes it a prefix. Names are case-folded.

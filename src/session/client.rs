@@ -148,21 +148,27 @@ impl Session {
         let len = body.len() + 5;
         self.refresh_config();
         let info = match msg {
-            FrontendMessage::Query { sql } => match std::str::from_utf8(sql) {
-                Ok(s) => MsgInfo::Query {
-                    class: Some(self.classifier.classify(s)),
-                    why_not: None,
-                },
-                Err(_) => MsgInfo::Query {
-                    class: None,
-                    why_not: Some(Reason::InvalidUtf8),
-                },
-            },
+            FrontendMessage::Query { sql } => {
+                match std::str::from_utf8(sql) {
+                    Ok(s) => MsgInfo::Query {
+                        class: Some(self.classifier.classify_in(
+                            self.startup.as_ref().map_or(&[][..], |st| &st.database),
+                            s,
+                        )),
+                        why_not: None,
+                    },
+                    Err(_) => MsgInfo::Query {
+                        class: None,
+                        why_not: Some(Reason::InvalidUtf8),
+                    },
+                }
+            }
             FrontendMessage::Parse { statement, sql, .. } => MsgInfo::Parse {
                 unnamed: statement.is_empty(),
-                class: std::str::from_utf8(sql)
-                    .ok()
-                    .map(|s| self.classifier.classify(s)),
+                class: std::str::from_utf8(sql).ok().map(|s| {
+                    self.classifier
+                        .classify_in(self.startup.as_ref().map_or(&[][..], |st| &st.database), s)
+                }),
             },
             FrontendMessage::Bind { portal, statement } => MsgInfo::Bind {
                 unnamed: portal.is_empty() && statement.is_empty(),
