@@ -54,19 +54,9 @@ fn call_effects(name: &str) -> (Effects, bool) {
     }
 }
 
-/// Built-ins that run SQL given as text (verified on PostgreSQL 15: `query_to_xml('select
-/// pg_advisory_lock(1)', …)` takes the lock; `ts_rewrite(q, 'select …')` runs its query too).
-/// What they run cannot be seen, so a read calling them is never replica-safe, whatever the
-/// configured lists say.
+/// Built-ins that run SQL given as text: whatever the configured lists say, never safe.
 fn executes_sql_text(name: &str) -> bool {
-    matches!(
-        name,
-        "query_to_xml"
-            | "query_to_xmlschema"
-            | "query_to_xml_and_xmlschema"
-            | "ts_stat"
-            | "ts_rewrite"
-    )
+    builtins::RUNS_SQL_TEXT.contains(&name)
 }
 
 fn starts_ci(t: &[u8], p: &[u8]) -> bool {
@@ -489,6 +479,10 @@ impl Scan {
             return;
         };
         self.effects |= call_effects(name.as_str()).0;
+        if name.as_str() == "current_setting" {
+            // `('in_hot_standby'::text).current_setting`: the argument is not a plain literal.
+            self.server_dependent = true;
+        }
         self.function(&name, policy, false);
     }
 
@@ -579,7 +573,7 @@ impl Scan {
     ///   `substring(`, `numeric(10,2)` …): never a function name unless quoted or qualified, and
     ///   the special forms call fixed, immutable or stable `pg_catalog` functions;
     /// - `JOIN (` after a join keyword or a table, `LIKE`/`ILIKE`/`SIMILAR (` after an operand or
-    ///   NOT, `GROUPING SETS (`, `OPERATOR(…)`, `CHARACTER VARYING(n)`, `… TO SECOND(p)`,
+    ///   NOT, `GROUPING SETS (`, `GROUP BY CUBE|ROLLUP (`, `OPERATOR(…)`, `CHARACTER VARYING(n)`, `… TO SECOND(p)`,
     ///   `FETCH FIRST (n)`, an INSERT's `ON CONFLICT (cols)`, MERGE's `THEN INSERT (cols)`;
     /// - a name at the start of the statement (`EXPLAIN (…)`, `VACUUM (…)`: utility options);
     /// - a type after `::`, a name after `AS` (alias, cast type), `INTO`/`TABLE`/`COPY`/
@@ -617,6 +611,14 @@ impl Scan {
                 }
                 b"like" | b"ilike" | b"similar" => operand || pw == Some("not"),
                 b"sets" => pw == Some("grouping"),
+                // `GROUP BY CUBE (a, b)` is a grouping set (`ORDER BY cube(x)` a call).
+                b"cube" | b"rollup" => {
+                    pw == Some("by")
+                        && self.chain_pred2.is_some_and(|g| {
+                            g.kind == Tok::Ident
+                                && bytes(sql.as_bytes(), g).eq_ignore_ascii_case(b"group")
+                        })
+                }
                 b"operator" => true,
                 b"varying" => matches!(pw, Some("character" | "char" | "nchar" | "bit")),
                 b"second" => pw == Some("to"),

@@ -20,28 +20,28 @@
 mod pg15;
 
 /// Flag bits of a function name in a generated table, and keyword categories.
-pub(crate) mod flags {
+pub mod flags {
     /// Some overload is immutable.
-    pub(crate) const IMM: u8 = 1 << 0;
+    pub const IMM: u8 = 1 << 0;
     /// Some overload is stable.
-    pub(crate) const STA: u8 = 1 << 1;
+    pub const STA: u8 = 1 << 1;
     /// Some overload is volatile.
-    pub(crate) const VOL: u8 = 1 << 2;
+    pub const VOL: u8 = 1 << 2;
     /// Some overload is an aggregate.
-    pub(crate) const AGG: u8 = 1 << 3;
+    pub const AGG: u8 = 1 << 3;
     /// Some overload is a window function.
-    pub(crate) const WIN: u8 = 1 << 4;
+    pub const WIN: u8 = 1 << 4;
     /// Some overload is a procedure (PostgreSQL 15 has no built-in procedure).
     #[allow(dead_code)]
-    pub(crate) const PROC: u8 = 1 << 5;
+    pub const PROC: u8 = 1 << 5;
     /// Some overload lives in `information_schema` (the rest in `pg_catalog`).
-    pub(crate) const INFO_SCHEMA: u8 = 1 << 6;
+    pub const INFO_SCHEMA: u8 = 1 << 6;
 
     /// `pg_get_keywords()` categories.
-    pub(crate) const UNRESERVED: u8 = 1;
-    pub(crate) const COL_NAME: u8 = 2;
-    pub(crate) const TYPE_FUNC_NAME: u8 = 3;
-    pub(crate) const RESERVED: u8 = 4;
+    pub const UNRESERVED: u8 = 1;
+    pub const COL_NAME: u8 = 2;
+    pub const TYPE_FUNC_NAME: u8 = 3;
+    pub const RESERVED: u8 = 4;
 }
 
 use flags::*;
@@ -194,6 +194,17 @@ pub const NEVER_SAFE: &[&str] = &[
     "binary_upgrade_*",
 ];
 
+/// Built-ins that run SQL given as text (verified on PostgreSQL 15: `query_to_xml('select
+/// pg_advisory_lock(1)', …)` takes the lock; `ts_rewrite(q, 'select …')` runs its query too).
+/// What they run cannot be seen: never read-safe, and code the engine cannot see into (S-5).
+pub const RUNS_SQL_TEXT: &[&str] = &[
+    "query_to_xml",
+    "query_to_xml_and_xmlschema",
+    "query_to_xmlschema",
+    "ts_rewrite",
+    "ts_stat",
+];
+
 /// S-7: functions whose answer depends on the server that answers (some are stable in
 /// `pg_proc`). `current_setting` is decided by its argument (see [`SERVER_DEPENDENT_SETTINGS`]).
 /// `inet_server_addr()`/`inet_server_port()` are *not* here on purpose: they say where a read
@@ -326,12 +337,22 @@ impl BuiltinTable {
         self.index(name).map(|i| self.functions[i].1 & VOL != 0)
     }
 
+    /// Every function name with its [`flags`] (volatilities, kinds, schema), sorted by name.
+    pub fn entries(&self) -> impl Iterator<Item = (&'static str, u8)> + '_ {
+        self.functions.iter().copied()
+    }
+
+    /// Every keyword with its category ([`flags::RESERVED`] …), sorted.
+    pub fn keywords(&self) -> impl Iterator<Item = (&'static str, u8)> + '_ {
+        self.keywords.iter().copied()
+    }
+
     pub(crate) fn name_at(&self, id: u16) -> &'static str {
         self.functions.get(usize::from(id)).map_or("", |(n, _)| n)
     }
 
     /// The keyword category of a lower-case word (`None`: not a keyword).
-    pub(crate) fn keyword(&self, word: &[u8]) -> Option<u8> {
+    pub fn keyword(&self, word: &[u8]) -> Option<u8> {
         self.keywords
             .binary_search_by(|(w, _)| w.as_bytes().cmp(word))
             .ok()
@@ -340,7 +361,7 @@ impl BuiltinTable {
 
     /// The built-in half of the F-policy for a normalised name (SPEC §7, S-7).
     pub(crate) fn verdict(&self, name: &str) -> Builtin {
-        if matches(NEVER_SAFE, name) {
+        if matches(NEVER_SAFE, name) || RUNS_SQL_TEXT.contains(&name) {
             return Builtin::NeverSafe;
         }
         if matches(SERVER_DEPENDENT, name) {
@@ -426,7 +447,7 @@ mod tests {
                 assert_eq!(table.any_volatile(name), Some(true), "{name}");
                 assert!(matches!(table.verdict(name), Builtin::Safe(_)), "{name}");
             }
-            for list in [NEVER_SAFE, SERVER_DEPENDENT] {
+            for list in [NEVER_SAFE, SERVER_DEPENDENT, RUNS_SQL_TEXT] {
                 for entry in list {
                     let hit = match entry.strip_suffix('*') {
                         Some(p) => table.names().any(|n| n.starts_with(p)),
