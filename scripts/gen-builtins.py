@@ -120,6 +120,7 @@ def render(dsn: str) -> tuple[int, str]:
         "#[rustfmt::skip]",
         f"pub(super) static TABLE: BuiltinTable = BuiltinTable {{",
         f"    major: {major},",
+        "    memo: std::sync::OnceLock::new(),",
         f"    rows: {len(rows)},",
         "    functions: &[",
     ]

@@ -438,7 +438,6 @@ impl FunctionCatalogs {
         &self,
         database: &[u8],
         functions: impl IntoIterator<Item = UserFunction>,
-        builtins: &BuiltinTable,
     ) -> Result<usize, CatalogError> {
         let mut cat = DbCatalog::default();
         for f in functions {
@@ -450,7 +449,8 @@ impl FunctionCatalogs {
             }
             cat.functions += 1;
             let safe = f.volatility.read_safe();
-            cat.shadows_builtins |= builtins.contains(&f.name);
+            // Against every table: the writer's version may be reported later.
+            cat.shadows_builtins |= builtins::in_any_table(&f.name);
             let h = name_hash(&f.name);
             cat.names
                 .entry(f.name.into_boxed_str())

@@ -27,6 +27,10 @@ use super::{Effects, Limits, Span};
 /// quoted `"PG_ADVISORY_LOCK"` is another function on the server, but over-reporting an effect
 /// only keeps a session on the writer (lock *release* is believed only of the real spelling).
 fn call_effects(name: &str) -> (Effects, bool) {
+    // Every name below is 10 to 32 bytes and starts with `s` or `p`.
+    if !(10..=32).contains(&name.len()) || !matches!(name.as_bytes()[0] | 0x20, b's' | b'p') {
+        return (Effects::NONE, false);
+    }
     let mut buf = [0u8; 40];
     let lower = match buf.get_mut(..name.len()) {
         Some(b) if name.is_ascii() => {
@@ -478,12 +482,13 @@ impl Scan {
             self.bad_ident = true;
             return;
         };
-        self.effects |= call_effects(name.as_str()).0;
-        if name.as_str() == "current_setting" {
+        let s = name.as_str();
+        self.effects |= call_effects(s).0;
+        if s == "current_setting" {
             // `('in_hot_standby'::text).current_setting`: the argument is not a plain literal.
             self.server_dependent = true;
         }
-        self.function(&name, policy, false);
+        self.function(s, policy, false);
     }
 
     /// A `(` after a name may be a function call: judge it by the F-policy and track its effects.
@@ -499,7 +504,8 @@ impl Scan {
         if !self.is_call(sql, &name, policy.builtins) {
             return;
         }
-        let (fx, unlock_all) = call_effects(name.as_str());
+        let s = name.as_str();
+        let (fx, unlock_all) = call_effects(s);
         self.effects |= fx;
         if unlock_all {
             // Only the real one clears the locks: unqualified or pg_catalog-qualified.
@@ -511,29 +517,30 @@ impl Scan {
                 self.unlock_all = true;
             }
         }
-        self.function(&name, policy, true);
-        if name.as_str() == "current_setting" {
+        self.function(s, policy, true);
+        if s == "current_setting" {
             self.setting = Setting::Open;
         }
     }
 
     /// The F-policy's verdict on a call of `name` (`call`: with parentheses; otherwise attribute
     /// notation).
-    fn function(&mut self, name: &Name, policy: Rules<'_>, call: bool) {
-        let s = name.as_str();
-        if executes_sql_text(s) {
-            self.write_fn = true;
-            self.executes_sql = true;
-            self.unseen = true;
-        }
-        if policy.write_functions.contains(s) {
-            self.write_fn = true;
-        }
+    fn function(&mut self, s: &str, policy: Rules<'_>, call: bool) {
         let stmt = 0; // set when the statement is listed
         let hint = self.hint_reader;
-        match policy.builtins.verdict(s) {
-            Builtin::NeverSafe => self.write_fn = true,
-            _ if policy.read_functions.contains(s) => {
+        let verdict = policy.builtins.verdict(s);
+        if verdict != Builtin::NeverSafe && policy.write_functions.contains(s) {
+            self.write_fn = true;
+        }
+        match verdict {
+            Builtin::NeverSafe => {
+                self.write_fn = true;
+                if executes_sql_text(s) {
+                    self.executes_sql = true;
+                    self.unseen = true;
+                }
+            }
+            _ if !policy.read_functions.is_empty() && policy.read_functions.contains(s) => {
                 if !policy.builtins.contains(s) {
                     self.unseen |= call;
                 }

@@ -451,6 +451,11 @@ impl Classification {
 pub struct WriteFunctions {
     exact: Vec<String>,
     prefixes: Vec<String>,
+    /// The first three bytes of every entry, sorted: a name whose first three bytes are not here
+    /// is on no list (most names a statement mentions are rejected without a string compare).
+    heads: Vec<[u8; 3]>,
+    /// Some entry is shorter than three bytes: the filter is off.
+    short: bool,
 }
 
 impl WriteFunctions {
@@ -471,11 +476,13 @@ impl WriteFunctions {
             "pg_logical_emit_message",
         ];
         let prefixes = ["pg_advisory_", "pg_try_advisory_", "lo_", "dblink"];
-        let mut wf = WriteFunctions {
-            exact: exact.iter().map(|s| s.to_string()).collect(),
-            prefixes: prefixes.iter().map(|s| s.to_string()).collect(),
-        };
-        wf.exact.sort();
+        let mut wf = WriteFunctions::empty();
+        for name in exact {
+            wf.add(name);
+        }
+        for p in prefixes {
+            wf.add(&format!("{p}*"));
+        }
         wf
     }
 
@@ -484,7 +491,21 @@ impl WriteFunctions {
         WriteFunctions {
             exact: Vec::new(),
             prefixes: Vec::new(),
+            heads: Vec::new(),
+            short: false,
         }
+    }
+
+    fn rebuild_heads(&mut self) {
+        self.short = self.exact.iter().chain(&self.prefixes).any(|e| e.len() < 3);
+        self.heads = self
+            .exact
+            .iter()
+            .chain(&self.prefixes)
+            .filter_map(|e| e.as_bytes().get(..3).and_then(|h| h.try_into().ok()))
+            .collect();
+        self.heads.sort_unstable();
+        self.heads.dedup();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -522,11 +543,15 @@ impl WriteFunctions {
         } else if let Err(pos) = self.exact.binary_search(&base) {
             self.exact.insert(pos, base);
         }
+        self.rebuild_heads();
         true
     }
 
     /// Whether calling `name` (unqualified; compared case-insensitively) is on the list.
     pub fn contains(&self, name: &str) -> bool {
+        if !name.bytes().any(|b| b.is_ascii_uppercase()) {
+            return self.contains_slow(name);
+        }
         let mut buf = [0u8; 64];
         let lower: &str = if name.len() <= buf.len() && name.is_ascii() {
             let b = &mut buf[..name.len()];
@@ -540,6 +565,13 @@ impl WriteFunctions {
     }
 
     fn contains_slow(&self, lower: &str) -> bool {
+        if !self.short {
+            let head: Option<[u8; 3]> = lower.as_bytes().get(..3).and_then(|h| h.try_into().ok());
+            match head {
+                Some(h) if self.heads.binary_search(&h).is_ok() => {}
+                _ => return false,
+            }
+        }
         self.exact
             .binary_search_by(|e| e.as_str().cmp(lower))
             .is_ok()

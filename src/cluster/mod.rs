@@ -221,8 +221,7 @@ impl Engine {
         database: &[u8],
         functions: impl IntoIterator<Item = UserFunction>,
     ) -> Result<usize, CatalogError> {
-        let table = self.classifier.read().policy().builtins();
-        self.catalogs.set(database, functions, table)
+        self.catalogs.set(database, functions)
     }
 
     /// Forgets the catalogue of `database`: its user functions are unknown again.

@@ -45,11 +45,15 @@ pub mod flags {
 }
 
 use flags::*;
+use rustc_hash::FxHashMap;
 
 /// The built-in functions and keywords of one PostgreSQL major version (generated).
 #[derive(Debug)]
 pub struct BuiltinTable {
     pub(crate) major: u32,
+    /// Lookup structures and the reviewed lists' verdict on each function, computed once, on
+    /// first use (a pure function of this table and the lists: nothing that varies at runtime).
+    pub(crate) memo: std::sync::OnceLock<Memo>,
     /// `pg_proc` rows the table was generated from.
     pub(crate) rows: usize,
     /// Sorted by name (bytewise); flags from [`flags`].
@@ -67,6 +71,14 @@ impl PartialEq for BuiltinTable {
 
 impl Eq for BuiltinTable {}
 
+/// What a table derives from itself once: name → index, keyword → category, verdicts by index.
+#[derive(Debug)]
+pub(crate) struct Memo {
+    index: FxHashMap<&'static str, u16>,
+    keywords: FxHashMap<&'static [u8], u8>,
+    verdicts: Box<[Builtin]>,
+}
+
 /// Every generated table, oldest major first.
 static TABLES: &[&BuiltinTable] = &[&pg15::TABLE];
 
@@ -80,6 +92,11 @@ pub fn for_server_version(server_version_num: u32) -> &'static BuiltinTable {
         .find(|t| t.major <= major)
         .copied()
         .unwrap_or(TABLES[0])
+}
+
+/// Whether `name` is a built-in function of any supported version.
+pub(crate) fn in_any_table(name: &str) -> bool {
+    TABLES.iter().any(|t| t.contains(name))
 }
 
 /// The table used until the host reports a server version: PostgreSQL 15.
@@ -103,6 +120,10 @@ pub(crate) enum Builtin {
     /// Not a built-in of this version.
     Unknown,
 }
+
+/// What every prefix entry of [`NEVER_SAFE`] and [`SERVER_DEPENDENT`] starts with (a unit test
+/// keeps it complete).
+const PREFIX_STARTS: &[&str] = &["binary_upgrade_", "lo_", "pg_"];
 
 /// A list entry: an exact name, or a prefix when it ends with `*`.
 fn matches(list: &[&str], name: &str) -> bool {
@@ -321,10 +342,30 @@ impl BuiltinTable {
         self.functions.iter().map(|(n, _)| *n)
     }
 
+    fn memo(&self) -> &Memo {
+        self.memo.get_or_init(|| Memo {
+            index: self
+                .functions
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (*n, i as u16))
+                .collect(),
+            keywords: self
+                .keywords
+                .iter()
+                .map(|(w, c)| (w.as_bytes(), *c))
+                .collect(),
+            verdicts: self
+                .functions
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| self.reviewed(n, Some(i)))
+                .collect(),
+        })
+    }
+
     fn index(&self, name: &str) -> Option<usize> {
-        self.functions
-            .binary_search_by(|(n, _)| n.as_bytes().cmp(name.as_bytes()))
-            .ok()
+        self.memo().index.get(name).map(|&i| usize::from(i))
     }
 
     /// Whether `name` (normalised) is a built-in function of this version.
@@ -353,21 +394,34 @@ impl BuiltinTable {
 
     /// The keyword category of a lower-case word (`None`: not a keyword).
     pub fn keyword(&self, word: &[u8]) -> Option<u8> {
-        self.keywords
-            .binary_search_by(|(w, _)| w.as_bytes().cmp(word))
-            .ok()
-            .map(|i| self.keywords[i].1)
+        self.memo().keywords.get(word).copied()
     }
 
     /// The built-in half of the F-policy for a normalised name (SPEC §7, S-7).
     pub(crate) fn verdict(&self, name: &str) -> Builtin {
+        let memo = self.memo();
+        match memo.index.get(name) {
+            Some(&i) => memo
+                .verdicts
+                .get(usize::from(i))
+                .copied()
+                .unwrap_or(Builtin::Unknown),
+            // Every exact entry of the lists names a built-in (a unit test says so): only the
+            // prefixes can match another name.
+            None if PREFIX_STARTS.iter().any(|p| name.starts_with(p)) => self.reviewed(name, None),
+            None => Builtin::Unknown,
+        }
+    }
+
+    /// The lists, then the volatility, for `name` (at `index` in the table, if a built-in).
+    fn reviewed(&self, name: &str, index: Option<usize>) -> Builtin {
         if matches(NEVER_SAFE, name) || RUNS_SQL_TEXT.contains(&name) {
             return Builtin::NeverSafe;
         }
         if matches(SERVER_DEPENDENT, name) {
             return Builtin::ServerDependent;
         }
-        match self.index(name) {
+        match index {
             None => Builtin::Unknown,
             Some(i) if self.functions[i].1 & VOL != 0 && !READ_SAFE_VOLATILE.contains(&name) => {
                 Builtin::Volatile
@@ -427,6 +481,22 @@ mod tests {
             assert_eq!(table.keyword(b"zone"), Some(UNRESERVED));
             assert_eq!(table.keyword(b"lower"), None);
         }
+    }
+
+    #[test]
+    fn prefix_starts_cover_every_prefix_entry() {
+        for e in NEVER_SAFE.iter().chain(SERVER_DEPENDENT) {
+            if e.ends_with('*') {
+                assert!(PREFIX_STARTS.iter().any(|p| e.starts_with(p)), "{e}");
+            }
+        }
+        let t = t();
+        assert_eq!(
+            t.verdict("pg_stat_statements_reset"),
+            Builtin::ServerDependent
+        );
+        assert_eq!(t.verdict("lo_mine"), Builtin::NeverSafe);
+        assert_eq!(t.verdict("binary_upgrade_x"), Builtin::NeverSafe);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::BuiltinTable;
 #[rustfmt::skip]
 pub(super) static TABLE: BuiltinTable = BuiltinTable {
     major: 15,
+    memo: std::sync::OnceLock::new(),
     rows: 3241,
     functions: &[
         ("RI_FKey_cascade_del", VOL),
