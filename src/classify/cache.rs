@@ -140,6 +140,7 @@ impl Classifier {
         limits: Limits,
         catalogs: Arc<FunctionCatalogs>,
     ) -> Classifier {
+        policy.builtins().prepare();
         // Enough shards to keep host threads off each other's locks, each worth clearing.
         let nshards = (capacity / 64).clamp(1, SHARDS);
         let shard_entries = capacity.div_ceil(nshards);

@@ -342,6 +342,12 @@ impl BuiltinTable {
         self.functions.iter().map(|(n, _)| *n)
     }
 
+    /// Builds the lookup structures now (the engine does, when it builds a classifier) rather
+    /// than at the first statement that calls a function.
+    pub fn prepare(&self) {
+        self.memo();
+    }
+
     fn memo(&self) -> &Memo {
         self.memo.get_or_init(|| Memo {
             index: self
