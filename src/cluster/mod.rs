@@ -213,9 +213,20 @@ impl Engine {
 
     /// Replaces the catalogue of user functions of `database` (SPEC §7 F-policy): every function
     /// the writer's `pg_proc` has outside the built-in schemas, with its volatility, as the host
-    /// loads it at start and on demand (e.g. after DDL). Sessions of that database classify
-    /// against it from their next statement. Returns how many functions were recorded; on an
-    /// error nothing changes.
+    /// loads it at start and on demand (e.g. after DDL it forwarded). Sessions of that database
+    /// classify against it from their next statement (a statement already parsed keeps the
+    /// verdict it had). Returns how many functions were recorded; on an error nothing changes.
+    ///
+    /// The host's query, on a connection to that database (extension functions installed into
+    /// `pg_catalog` count as user functions; built-ins do not):
+    /// ```sql
+    /// SELECT n.nspname, p.proname, p.provolatile
+    /// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    /// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+    ///    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+    ///               WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+    ///                 AND d.objid = p.oid AND d.deptype = 'e')
+    /// ```
     pub fn set_function_catalog(
         &self,
         database: &[u8],
