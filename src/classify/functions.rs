@@ -172,7 +172,10 @@ impl FunctionPolicy {
         }
     }
 
-    /// Finishes a text-only classification for one database (see [`Rules::finish`]).
+    /// Finishes a text-only classification for one database (SPEC §7): the calls that depend on
+    /// the database's catalogue are resolved, which may make a read not replica-safe and mark
+    /// statements as running code the engine cannot see into ([`Effects::UNSEEN_CODE`]).
+    /// `catalog` is `None` for a database whose catalogue the host has not reported.
     pub fn finish(&self, c: Classification, catalog: Option<&DbCatalog>) -> Classification {
         self.rules().finish(c, catalog)
     }
@@ -199,10 +202,7 @@ impl<'a> Rules<'a> {
         }
     }
 
-    /// Finishes a text-only classification for one database (SPEC §7): the calls that depend on
-    /// the database's catalogue are resolved, which may make a read not replica-safe and mark
-    /// statements as running code the engine cannot see into ([`Effects::UNSEEN_CODE`]).
-    /// `catalog` is `None` for a database whose catalogue the host has not reported.
+    /// See [`FunctionPolicy::finish`].
     pub(crate) fn finish(
         &self,
         mut c: Classification,
