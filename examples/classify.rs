@@ -135,7 +135,7 @@ fn run() -> Result<(), String> {
         let line = line.strip_suffix('\r').unwrap_or(&line);
         let c = classifier.classify_in(database.as_bytes(), line);
         let (place, reason) = verdict(&c);
-        let fx = if c.effects().contains(Effects::UNSEEN_CODE) {
+        let fx = if c.effects().contains(Effects::RUNS_CODE) {
             "unseen"
         } else {
             "-"

@@ -537,7 +537,7 @@ fn f_policy_user_functions_come_from_the_catalogue_of_each_database() {
     let in_db = |db: &str, sql: &str| cl.classify_in(db.as_bytes(), sql);
     // Not reported: unknown, not read-safe (unknown_functions = primary), and unseen code.
     assert_eq!(why(&in_db("app", sql)), NotSafe::UnknownFunction);
-    assert!(in_db("app", sql).effects().contains(Effects::UNSEEN_CODE));
+    assert!(in_db("app", sql).effects().contains(Effects::RUNS_CODE));
     let n = engine
         .set_function_catalog(
             b"app",
@@ -552,7 +552,7 @@ fn f_policy_user_functions_come_from_the_catalogue_of_each_database() {
     assert_eq!(n, 4);
     assert!(in_db("app", sql).is_replica_safe());
     // Still code the engine cannot see into (S-6: the reader is state-checked).
-    assert!(in_db("app", sql).effects().contains(Effects::UNSEEN_CODE));
+    assert!(in_db("app", sql).effects().contains(Effects::RUNS_CODE));
     // Per database: another database does not know it.
     assert_eq!(why(&in_db("other", sql)), NotSafe::UnknownFunction);
     assert_eq!(why(&in_db("app", "SELECT touch()")), NotSafe::UserFunction);
@@ -591,13 +591,13 @@ fn f_policy_a_user_function_sharing_a_builtin_name_counts() {
     assert!(!cl
         .classify_in(b"app", sql)
         .effects()
-        .contains(Effects::UNSEEN_CODE));
+        .contains(Effects::RUNS_CODE));
     engine
         .set_function_catalog(b"app", [f("public", "lower", Volatility::Volatile)])
         .unwrap();
     let c = cl.classify_in(b"app", sql);
     assert_eq!(why(&c), NotSafe::UserFunction);
-    assert!(c.effects().contains(Effects::UNSEEN_CODE));
+    assert!(c.effects().contains(Effects::RUNS_CODE));
     assert!(cl.classify_in(b"other", sql).is_replica_safe());
     engine
         .set_function_catalog(b"app", [f("public", "lower", Volatility::Immutable)])
@@ -605,7 +605,7 @@ fn f_policy_a_user_function_sharing_a_builtin_name_counts() {
     let c = cl.classify_in(b"app", sql);
     assert!(c.is_replica_safe());
     assert!(
-        c.effects().contains(Effects::UNSEEN_CODE),
+        c.effects().contains(Effects::RUNS_CODE),
         "user code may run"
     );
     // A user function never makes a never-safe built-in name safe.
@@ -628,7 +628,7 @@ fn f_policy_configured_lists_and_the_reader_hint() {
     let cl = engine.classifier();
     let c = cl.classify_in(b"app", "SELECT report_daily(1), txid_status(1)");
     assert!(c.is_replica_safe(), "{c:?}");
-    assert!(c.effects().contains(Effects::UNSEEN_CODE));
+    assert!(c.effects().contains(Effects::RUNS_CODE));
     assert_eq!(
         why(&cl.classify_in(b"app", "SELECT report_purge()")),
         NotSafe::WriteFunction
@@ -639,7 +639,7 @@ fn f_policy_configured_lists_and_the_reader_hint() {
     let engine = Engine::new(b.build().unwrap());
     let c = engine.classifier().classify_in(b"app", "SELECT my_fn(1)");
     assert!(c.is_replica_safe());
-    assert!(c.effects().contains(Effects::UNSEEN_CODE));
+    assert!(c.effects().contains(Effects::RUNS_CODE));
     // The runtime replacement of the configuration rebuilds the classifier.
     let mut b = ConfigBuilder::from_config(&engine.config());
     b.set("unknown_functions", "primary").unwrap();

@@ -10,10 +10,10 @@ use polarsplit::classify::{
 const N: Effects = Effects::NONE;
 const SC: Effects = Effects::CALLS_SET_CONFIG;
 const AL: Effects = Effects::ADVISORY_LOCK;
+const CODE: Effects = Effects::RUNS_CODE;
 const AX: Effects = Effects::ADVISORY_XACT_LOCK;
 const AU: Effects = Effects::ADVISORY_UNLOCK_ALL;
 const TMP: Effects = Effects::CREATES_TEMP;
-const UN: Effects = Effects::UNSEEN_CODE;
 
 const R: Kind = Kind::Read;
 const RN: Kind = Kind::ReadNotSafe;
@@ -203,22 +203,22 @@ const TABLE: &[Row] = &[
     ("SELECT pg_advisory_unlock(1)", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_advisory_unlock_shared(1)", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_advisory_lock(1), pg_advisory_xact_lock(2), set_config('a.b','c',true)", RN, Ns::WriteFunction, Effects(AL.0 | AX.0 | SC.0), false),
-    ("SELECT \"PG_ADVISORY_LOCK\"(1)", RN, Ns::WriteFunction, Effects(AL.0 | UN.0), false),
+    ("SELECT \"PG_ADVISORY_LOCK\"(1)", RN, Ns::WriteFunction, Effects(AL.0 | CODE.0), false),
     ("SELECT lo_create(0)", RN, Ns::WriteFunction, N, false),
     ("SELECT lo_unlink(1)", RN, Ns::WriteFunction, N, false),
     ("SELECT lo_import('/x')", RN, Ns::WriteFunction, N, false),
-    ("SELECT dblink('c', 'select 1')", RN, Ns::WriteFunction, UN, false),
-    ("SELECT dblink_exec('c', 'x')", RN, Ns::WriteFunction, UN, false),
+    ("SELECT dblink('c', 'select 1')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT dblink_exec('c', 'x')", RN, Ns::WriteFunction, CODE, false),
     ("SELECT * FROM t WHERE id = (SELECT nextval('s'))", RN, Ns::WriteFunction, N, false),
     ("WITH x AS (SELECT nextval('s')) SELECT * FROM x", RN, Ns::WriteFunction, N, false),
     ("VALUES (nextval('s'))", RN, Ns::WriteFunction, N, false),
     ("SELECT * FROM nextval('s')", RN, Ns::WriteFunction, N, false),
     ("SELECT U&\"nextval\"('s')", RN, Ns::WriteFunction, N, false),
     // Built-ins that run SQL text: never safe, and the effects named in the text count.
-    ("SELECT query_to_xml('select 1', true, false, '')", RN, Ns::WriteFunction, UN, false),
-    ("SELECT query_to_xml('select pg_advisory_lock(1)', true, false, '')", RN, Ns::WriteFunction, Effects(AL.0 | UN.0), false),
-    ("SELECT pg_catalog.query_to_xml_and_xmlschema($q$select pg_try_advisory_xact_lock(1)$q$, true, false, '')", RN, Ns::WriteFunction, Effects(AX.0 | UN.0), false),
-    ("SELECT * FROM ts_stat('select to_tsvector(set_config(''a.b'',''c'',false))')", RN, Ns::WriteFunction, Effects(SC.0 | UN.0), false),
+    ("SELECT query_to_xml('select 1', true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT query_to_xml('select pg_advisory_lock(1)', true, false, '')", RN, Ns::WriteFunction, Effects(AL.0 | CODE.0), false),
+    ("SELECT pg_catalog.query_to_xml_and_xmlschema($q$select pg_try_advisory_xact_lock(1)$q$, true, false, '')", RN, Ns::WriteFunction, Effects(AX.0 | CODE.0), false),
+    ("SELECT * FROM ts_stat('select to_tsvector(set_config(''a.b'',''c'',false))')", RN, Ns::WriteFunction, Effects(SC.0 | CODE.0), false),
     // Attribute notation calls one-argument functions (verified on PostgreSQL 15).
     ("SELECT ('s'::regclass).nextval", RN, Ns::WriteFunction, N, false),
     ("SELECT (7::bigint).pg_advisory_lock", RN, Ns::WriteFunction, AL, false),
@@ -284,10 +284,11 @@ const TABLE: &[Row] = &[
     ("CLUSTER t", W, Ns::NotARead, N, false),
     ("REINDEX TABLE t", W, Ns::NotARead, N, false),
     ("REFRESH MATERIALIZED VIEW mv", W, Ns::NotARead, N, false),
-    ("CALL p()", W, Ns::NotARead, UN, false),
-    ("DO $$BEGIN PERFORM 1; END$$", W, Ns::NotARead, UN, false),
-    ("DO $$BEGIN PERFORM pg_advisory_lock(1); PERFORM set_config('a.b', 'c', false); END$$", W, Ns::NotARead, Effects(AL.0 | SC.0 | UN.0), false),
-    ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, Effects(AL.0 | UN.0), false),
+    // DO and CALL run code the engine cannot see into (S-5: a capture follows them).
+    ("CALL p()", W, Ns::NotARead, CODE, false),
+    ("DO $$BEGIN PERFORM 1; END$$", W, Ns::NotARead, CODE, false),
+    ("DO $$BEGIN PERFORM pg_advisory_lock(1); PERFORM set_config('a.b', 'c', false); END$$", W, Ns::NotARead, Effects(AL.0 | SC.0 | CODE.0), false),
+    ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, Effects(AL.0 | CODE.0), false),
     ("CHECKPOINT", W, Ns::NotARead, N, false),
     ("NOTIFY ch, 'x'", W, Ns::NotARead, N, false),
     ("PREPARE TRANSACTION 'g'", W, Ns::NotARead, N, false),
@@ -410,8 +411,8 @@ const TABLE: &[Row] = &[
     ("PREPARE p AS SELECT 1", Kind::Prepare, Ns::NotARead, N, false),
     ("PREPARE p (int, text) AS SELECT $1, $2", Kind::Prepare, Ns::NotARead, N, false),
     ("PREPARE p AS UPDATE t SET x = 1", Kind::Prepare, Ns::NotARead, N, false),
-    ("EXECUTE p", Kind::Execute, Ns::NotARead, UN, false),
-    ("EXECUTE p (1, 'a')", Kind::Execute, Ns::NotARead, UN, false),
+    ("EXECUTE p", Kind::Execute, Ns::NotARead, CODE, false),
+    ("EXECUTE p (1, 'a')", Kind::Execute, Ns::NotARead, CODE, false),
     ("DEALLOCATE p", Kind::Deallocate { all: false }, Ns::NotARead, N, false),
     ("DEALLOCATE PREPARE p", Kind::Deallocate { all: false }, Ns::NotARead, N, false),
     ("DEALLOCATE ALL", Kind::Deallocate { all: true }, Ns::NotARead, N, false),

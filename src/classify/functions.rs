@@ -174,7 +174,7 @@ impl FunctionPolicy {
 
     /// Finishes a text-only classification for one database (SPEC §7): the calls that depend on
     /// the database's catalogue are resolved, which may make a read not replica-safe and mark
-    /// statements as running code the engine cannot see into ([`Effects::UNSEEN_CODE`]).
+    /// statements as running code the engine cannot see into ([`Effects::RUNS_CODE`]).
     /// `catalog` is `None` for a database whose catalogue the host has not reported.
     pub fn finish(&self, c: Classification, catalog: Option<&DbCatalog>) -> Classification {
         self.rules().finish(c, catalog)
@@ -223,7 +223,7 @@ impl<'a> Rules<'a> {
         }
         let apply = |s: &mut super::StatementInfo, why: NotSafe, unseen: bool| {
             if unseen {
-                s.effects |= Effects::UNSEEN_CODE;
+                s.effects |= Effects::RUNS_CODE;
             }
             if why != NotSafe::None && s.kind == Kind::Read && s.not_safe == NotSafe::None {
                 s.kind = Kind::ReadNotSafe;
@@ -279,7 +279,7 @@ impl<'a> Rules<'a> {
                         UnknownFunctions::Replica => NotSafe::None,
                     },
                 };
-                // UNSEEN_CODE was set from the text already.
+                // RUNS_CODE was set from the text already.
                 (*stmt, (why != NotSafe::None).then_some((why, false)))
             }
             Call::Attr { stmt, hash, hint } => {

@@ -246,7 +246,7 @@ fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     // S-5/S-6: code the engine cannot see into (EXECUTE runs a prepared statement whose calls
     // are not tracked).
     if scan.unseen || is_do || first_is(b"call") || first_is(b"execute") {
-        fx |= Effects::UNSEEN_CODE;
+        fx |= Effects::RUNS_CODE;
     }
     if scan.error || scan.semicolon_in_parens {
         return info(Kind::Unknown, NotSafe::Unparseable, fx, span);

@@ -293,11 +293,12 @@ impl Effects {
     /// Creates a temporary object (CREATE TEMP/TEMPORARY TABLE/VIEW/SEQUENCE, SELECT INTO TEMP,
     /// CREATE TABLE pg_temp.…).
     pub const CREATES_TEMP: Effects = Effects(1 << 4);
-    /// Runs code the engine cannot see into (SPEC S-5, S-6): a function that is not a built-in
-    /// (or that a reported user function of the database may answer to), DO, CALL, or SQL text
-    /// a built-in runs (`query_to_xml`). A capture is due after it on the writer; a reader that
-    /// ran it is state-checked or reset before another session gets it.
-    pub const UNSEEN_CODE: Effects = Effects(1 << 5);
+    /// Runs code the engine cannot see into (DO, CALL, and — with the F-policy — any function
+    /// that is not a built-in, or that a reported user function of the database may answer to;
+    /// EXECUTE of a prepared statement; SQL text a built-in runs, `query_to_xml`): it may change
+    /// session state (S-5: a capture follows it on the writer; S-6: a reader that ran it is
+    /// state-checked or reset before another session gets it).
+    pub const RUNS_CODE: Effects = Effects(1 << 5);
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
