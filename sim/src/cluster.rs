@@ -556,7 +556,7 @@ impl Cluster {
             .collect();
         for cid in ids {
             let mut c = self.conns.remove(&cid).expect("listed");
-            crate::exec::send_fatal(
+            crate::server::send_fatal(
                 &mut c,
                 "57P01",
                 "terminating connection due to administrator command",

@@ -46,11 +46,11 @@
 pub mod client;
 mod cluster;
 mod config;
-mod exec;
 mod fault;
 pub mod harness;
 pub mod history;
 mod rng;
+mod server;
 mod session;
 pub mod sql;
 mod store;
