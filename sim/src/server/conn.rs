@@ -73,6 +73,8 @@ impl Cluster {
             self.abort_tx(c);
         }
         c.phase = Phase::Closed;
+        // What the server had produced goes out before the end of the stream.
+        c.hold_from = None;
         c.inbox.clear();
         c.inbuf.clear();
         self.log(Event::Closed {
@@ -108,6 +110,9 @@ impl Cluster {
             Dialect::Stock => {}
         }
         self.send_rfq(c);
+        if c.tx.is_none() {
+            self.send_notifies(c);
+        }
     }
 
     /// ParameterStatus for changed reported settings, then ReadyForQuery (W-2).

@@ -2,6 +2,7 @@
 //! knows.
 
 use super::prelude::*;
+use crate::session::Suspended;
 
 pub(super) fn columns_of(stmt: &Stmt) -> Option<Vec<Column>> {
     Some(match stmt {
@@ -17,6 +18,9 @@ pub(super) fn columns_of(stmt: &Stmt) -> Option<Vec<Column>> {
                     oid::PG_LSN
                 }
                 Func::IsInRecovery => oid::BOOL,
+                Func::CurrentUser | Func::SessionUser => oid::TEXT,
+                Func::CurrentSetting { .. } => oid::TEXT,
+                Func::SetTenant(_) | Func::PgNotify { .. } => oid::VOID,
             };
             vec![Column::new(f.column(), t)]
         }
@@ -51,27 +55,54 @@ impl Cluster {
             .push((code.to_string(), detail.map(str::to_string)));
     }
 
+    /// A statement's rows: a simple Query describes them itself (an Execute's were described
+    /// by a Describe message, or not at all); a row-limited Execute sends its limit and keeps
+    /// the rest in its portal (PortalSuspended follows instead of CommandComplete).
     pub(super) fn emit_rows(
         c: &mut Conn,
-        describe: bool,
+        r: &Running,
         stmt: &Stmt,
-        rows: Vec<Vec<Option<String>>>,
+        mut rows: Vec<Vec<Option<String>>>,
         info: &mut StmtInfo,
     ) -> String {
-        if describe {
+        if !r.extended {
             if let Some(cols) = columns_of(stmt) {
                 c.out.extend(be::row_description(&cols));
             }
         }
         let n = rows.len();
-        for r in rows {
-            c.out.extend(be::data_row(&r));
-        }
         info.rows = n;
+        if let Some((portal, limit)) = r.limit.as_ref().filter(|(_, l)| n > *l) {
+            let rest = rows.split_off(*limit);
+            for row in &rows {
+                c.out.extend(be::data_row(row));
+            }
+            if let Some(p) = c.portals.get_mut(portal) {
+                p.suspended = Some(Suspended {
+                    rows: rest.into(),
+                    sent: *limit,
+                });
+            }
+            info.suspended = true;
+            return format!("SELECT {n}");
+        }
+        for row in rows {
+            c.out.extend(be::data_row(&row));
+        }
         format!("SELECT {n}")
     }
 
+    /// The current user's privileges on `kv` (the catalogue, the same on every server).
+    pub(super) fn check_kv_access(c: &Conn) -> Result<(), SqlError> {
+        if may_use_kv(&c.current_user()) {
+            Ok(())
+        } else {
+            Err(SqlError::new("42501", "permission denied for table kv"))
+        }
+    }
+
     pub(super) fn check_writable(&self, c: &mut Conn, verb: &str) -> Result<(), SqlError> {
+        Self::check_kv_access(c)?;
         if self.server(c.server).role == Role::Reader {
             return Err(read_only_tx(verb).refused());
         }
@@ -208,6 +239,22 @@ impl Cluster {
             }
             Func::LastWalReplayLsn => is_reader.then(|| self.server(c.server).replay.to_string()),
             Func::IsInRecovery => Some(if is_reader { "t" } else { "f" }.to_string()),
+            Func::CurrentUser => Some(c.current_user()),
+            Func::SessionUser => Some(c.session_user()),
+            Func::CurrentSetting { name, missing_ok } => match self.show(c, name) {
+                Ok(v) => Some(v),
+                Err(_) if *missing_ok => None,
+                Err(e) => return Err(e),
+            },
+            Func::SetTenant(tenant) => {
+                // A user function: whatever server runs it, its set_config runs there.
+                self.set(c, "app.tenant", SetValue::Text(tenant.clone()), false)?;
+                Some(String::new())
+            }
+            Func::PgNotify { channel, payload } => {
+                self.notify(c, channel, payload)?;
+                Some(String::new())
+            }
             Func::TxidCurrent => {
                 if is_reader {
                     return Err(SqlError::new(
@@ -299,6 +346,7 @@ impl Cluster {
         p: &Parsed,
         info: &mut StmtInfo,
     ) -> ExecResult {
+        Self::check_kv_access(c)?;
         let snap = self.select_prelude(c, r, info)?;
         let rows = self.store.scan(&snap);
         info.reads = rows.iter().map(|(k, v)| (*k, Some(*v))).collect();
@@ -306,7 +354,7 @@ impl Cluster {
             .into_iter()
             .map(|(k, v)| vec![Some(k.to_string()), Some(v.to_string())])
             .collect();
-        Ok(Self::emit_rows(c, !r.extended, &p.stmt, rows, info))
+        Ok(Self::emit_rows(c, r, &p.stmt, rows, info))
     }
 
     pub(super) fn select_v(
@@ -319,6 +367,7 @@ impl Cluster {
         lock: Option<RowLock>,
     ) -> ExecResult {
         let k = int4(k)?;
+        Self::check_kv_access(c)?;
         let snap = self.select_prelude(c, r, info)?;
         let value = match lock {
             None => self.store.read(k, &snap),
@@ -329,6 +378,6 @@ impl Cluster {
             .map(|v| vec![Some(v.to_string())])
             .into_iter()
             .collect();
-        Ok(Self::emit_rows(c, !r.extended, &p.stmt, rows, info))
+        Ok(Self::emit_rows(c, r, &p.stmt, rows, info))
     }
 }

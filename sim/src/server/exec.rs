@@ -10,9 +10,6 @@ impl Cluster {
         p: &Parsed,
         info: &mut StmtInfo,
     ) -> ExecResult {
-        // A simple Query describes its rows itself; an Execute's rows were described by a
-        // Describe message (or not at all).
-        let describe = !r.extended;
         match &p.stmt {
             Stmt::Begin { start, modes } => self.begin(c, info, *start, *modes),
             Stmt::Commit => self.commit(c, info),
@@ -26,7 +23,7 @@ impl Cluster {
             Stmt::Reset(name) => self.reset(c, name.as_deref()),
             Stmt::Show(name) => {
                 let value = self.show(c, name)?;
-                Self::emit_rows(c, describe, &p.stmt, vec![vec![Some(value)]], info);
+                Self::emit_rows(c, r, &p.stmt, vec![vec![Some(value)]], info);
                 Ok("SHOW".into())
             }
             Stmt::DiscardAll => self.discard_all(c),
@@ -48,20 +45,38 @@ impl Cluster {
             Stmt::SelectConst(n) => {
                 self.select_prelude(c, r, info)?;
                 let rows = vec![vec![Some(n.to_string())]];
-                Ok(Self::emit_rows(c, describe, &p.stmt, rows, info))
+                Ok(Self::emit_rows(c, r, &p.stmt, rows, info))
             }
             Stmt::SelectAll => self.select_all(c, r, p, info),
             Stmt::SelectV { k, lock } => self.select_v(c, r, p, info, *k, *lock),
+            Stmt::Listen(channel) => self.listen(c, channel),
+            Stmt::Unlisten(channel) => {
+                match channel {
+                    Some(ch) => c.listening.remove(ch),
+                    None => {
+                        c.listening.clear();
+                        true
+                    }
+                };
+                Ok("UNLISTEN".into())
+            }
+            Stmt::Notify { channel, payload } => {
+                self.notify(c, channel, payload)?;
+                Ok("NOTIFY".into())
+            }
+            Stmt::Deallocate(name) => self.deallocate(c, name.as_deref()),
+            Stmt::SetRole(role) => {
+                self.set_role(c, role.as_deref())?;
+                Ok("SET".into())
+            }
+            Stmt::SetSessionAuthorization(user) => {
+                self.set_session_authorization(c, user.as_deref())?;
+                Ok("SET".into())
+            }
             Stmt::SelectFunc(f) => {
                 self.select_prelude(c, r, info)?;
                 let value = self.func(c, f)?;
-                Ok(Self::emit_rows(
-                    c,
-                    describe,
-                    &p.stmt,
-                    vec![vec![value]],
-                    info,
-                ))
+                Ok(Self::emit_rows(c, r, &p.stmt, vec![vec![value]], info))
             }
         }
     }

@@ -126,6 +126,20 @@ impl Cluster {
         let name = name.to_ascii_lowercase();
         let role = self.server(c.server).role;
         match name.as_str() {
+            "role" if !local => {
+                return match value {
+                    SetValue::Default => self.set_role(c, None),
+                    SetValue::Text(v) => {
+                        self.set_role(c, Some(v.as_str()).filter(|v| *v != "none"))
+                    }
+                }
+            }
+            "session_authorization" if !local => {
+                return match value {
+                    SetValue::Default => self.set_session_authorization(c, None),
+                    SetValue::Text(v) => self.set_session_authorization(c, Some(&v)),
+                }
+            }
             "transaction_isolation" | "transaction_read_only" => {
                 let SetValue::Text(v) = value else {
                     return Ok(());
@@ -328,8 +342,11 @@ impl Cluster {
     /// `RESET name`; `None` is `RESET ALL`.
     pub(super) fn reset(&mut self, c: &mut Conn, name: Option<&str>) -> ExecResult {
         let Some(name) = name else {
-            c.gucs.session.clear();
-            c.gucs.local.clear();
+            // RESET ALL leaves role and session_authorization alone (NOTES.md).
+            let keep =
+                |k: &String, _: &mut crate::session::GucVal| NO_RESET_ALL.contains(&k.as_str());
+            c.gucs.session.retain(keep);
+            c.gucs.local.retain(keep);
             return Ok("RESET".into());
         };
         let name = name.to_ascii_lowercase();
@@ -355,6 +372,73 @@ impl Cluster {
         c.advisory.clear();
         c.prepared.clear();
         c.portals.clear();
+        c.listening.clear();
         Ok("DISCARD ALL".into())
+    }
+
+    /// `SET ROLE` (`None`: NONE): only to a role the session user may become.
+    pub(super) fn set_role(&mut self, c: &mut Conn, role: Option<&str>) -> Result<(), SqlError> {
+        let v = match role {
+            None => "none".to_string(),
+            Some(r) => {
+                let r = r.to_ascii_lowercase();
+                if !ROLES.iter().any(|(n, _, _)| *n == r) {
+                    return Err(SqlError::new(
+                        "22023",
+                        format!("role \"{r}\" does not exist"),
+                    ));
+                }
+                if !may_set_role(&c.session_user(), &r) {
+                    return Err(SqlError::new(
+                        "42501",
+                        format!("permission denied to set role \"{r}\""),
+                    ));
+                }
+                r
+            }
+        };
+        self.store_guc(c, "role", v, false);
+        Ok(())
+    }
+
+    /// `SET SESSION AUTHORIZATION` (`None`: DEFAULT): only for a superuser login; it resets
+    /// the role (NOTES.md).
+    pub(super) fn set_session_authorization(
+        &mut self,
+        c: &mut Conn,
+        user: Option<&str>,
+    ) -> Result<(), SqlError> {
+        let user = user.map(str::to_ascii_lowercase);
+        if let Some(u) = &user {
+            if !ROLES.iter().any(|(n, _, _)| n == u) {
+                return Err(SqlError::new(
+                    "22023",
+                    format!("role \"{u}\" does not exist"),
+                ));
+            }
+            if !is_superuser(&c.user) {
+                return Err(SqlError::new(
+                    "42501",
+                    "permission denied to set session authorization",
+                ));
+            }
+        }
+        self.store_guc(c, "session_authorization", user.unwrap_or_default(), false);
+        self.store_guc(c, "role", "none".into(), false);
+        Ok(())
+    }
+
+    /// Stores a session (or `SET LOCAL`) value.
+    fn store_guc(&mut self, c: &mut Conn, name: &str, value: String, local: bool) {
+        let gv = crate::session::GucVal {
+            value,
+            query_seq: c.query_seq,
+        };
+        if local {
+            c.gucs.local.insert(name.to_string(), gv);
+        } else {
+            c.gucs.local.remove(name);
+            c.gucs.session.insert(name.to_string(), gv);
+        }
     }
 }

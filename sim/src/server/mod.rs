@@ -7,6 +7,7 @@
 //!   history records;
 //! - [`exec`]: one statement, dispatched by kind to [`txn`] (transaction control), [`gucs`]
 //!   (settings) and [`data`] (reads, writes, functions);
+//! - [`notify`]: LISTEN / NOTIFY and when notifications are sent;
 //! - [`wait`]: the W-4 wait and the snapshot a statement reads through;
 //! - [`error`]: the errors a server sends.
 
@@ -16,6 +17,7 @@ mod error;
 mod exec;
 mod gucs;
 mod messages;
+mod notify;
 mod startup;
 mod step;
 mod txn;
@@ -33,14 +35,14 @@ mod prelude {
     };
 
     pub(super) use crate::cluster::Cluster;
-    pub(super) use crate::config::{Dialect, Role};
+    pub(super) use crate::config::{ConnId, Dialect, Role};
     pub(super) use crate::history::{
-        CloseReason, CommitRecord, Event, ImportRecord, SnapshotRecord, StatementRecord,
-        StmtResult, TxRecord, WaitOutcome, WaitRecord, WriteRecord,
+        CloseReason, CommitRecord, Event, ImportRecord, SnapshotRecord, StateRecord,
+        StatementRecord, StmtResult, TxRecord, WaitOutcome, WaitRecord, WriteRecord,
     };
     pub(super) use crate::session::{
-        known_default, parse_ms, ActiveWait, Conn, Gucs, Inbound, Level, Phase, Running, Tx,
-        TxWrite, FIXED_GUCS, KNOWN_GUCS,
+        is_superuser, known_default, may_set_role, may_use_kv, parse_ms, ActiveWait, Conn, Gucs,
+        Inbound, Level, Phase, Running, Tx, TxWrite, FIXED_GUCS, KNOWN_GUCS, NO_RESET_ALL, ROLES,
     };
     pub(super) use crate::sql::{
         parse_query, Func, Isolation, LockMode, Parsed, RowLock, SetValue, Stmt, TxModes,
@@ -65,6 +67,8 @@ struct StmtInfo {
     rows: usize,
     warnings: Vec<(String, Option<String>)>,
     wait: Option<WaitRecord>,
+    /// A row-limited Execute stopped at its limit.
+    suspended: bool,
 }
 
 /// Why a statement did not complete now.

@@ -97,7 +97,8 @@ impl Cluster {
                     let (msg, n) = match frame(&c.inbuf, &Limits::default()) {
                         Ok(None) => return,
                         Ok(Some(f)) => (
-                            FrontendMessage::parse(f.tag, f.body).map(|m| to_inbound(f.tag, m)),
+                            FrontendMessage::parse(f.tag, f.body)
+                                .map(|m| to_inbound(f.tag, f.body, m)),
                             f.wire_len,
                         ),
                         Err(e) => (Err(e), 0),
@@ -132,6 +133,11 @@ impl Cluster {
     }
 
     pub(super) fn startup(&mut self, c: &mut Conn, params: &[(String, String)]) {
+        if self.server(c.server).starting_until.is_some() {
+            let e = SqlError::new("57P03", "the database system is starting up");
+            self.refuse(c, e);
+            return;
+        }
         if let Err(e) = self.check_startup(c, params) {
             self.refuse(c, e);
             return;
@@ -254,16 +260,22 @@ impl Cluster {
             .iter()
             .filter_map(|(n, _, d)| d.map(|d| (d.to_string(), c.guc_or_default(n))))
             .collect();
+        let session_user = c.session_user();
+        let superuser = if is_superuser(&c.current_user()) {
+            "on"
+        } else {
+            "off"
+        };
         let fixed = [
             (
                 "in_hot_standby",
                 if role == Role::Reader { "on" } else { "off" },
             ),
             ("integer_datetimes", "on"),
-            ("is_superuser", "on"),
+            ("is_superuser", superuser),
             ("server_encoding", "UTF8"),
             ("server_version", self.cfg.server_version.as_str()),
-            ("session_authorization", c.user.as_str()),
+            ("session_authorization", session_user.as_str()),
         ];
         v.extend(
             fixed
@@ -298,7 +310,7 @@ impl Cluster {
     }
 }
 
-fn to_inbound(t: u8, m: FrontendMessage<'_>) -> Inbound {
+fn to_inbound(t: u8, body: &[u8], m: FrontendMessage<'_>) -> Inbound {
     let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     match m {
         FrontendMessage::Query { sql } => Inbound::Query(s(sql)),
@@ -309,12 +321,16 @@ fn to_inbound(t: u8, m: FrontendMessage<'_>) -> Inbound {
         FrontendMessage::Bind { portal, statement } => Inbound::Bind {
             portal: s(portal),
             statement: s(statement),
+            params: bind_params(body, portal.len() + statement.len() + 2).unwrap_or_default(),
         },
         FrontendMessage::Describe { kind, name } => Inbound::Describe {
             portal: kind == b'P',
             name: s(name),
         },
-        FrontendMessage::Execute { portal, .. } => Inbound::Execute { portal: s(portal) },
+        FrontendMessage::Execute { portal, max_rows } => Inbound::Execute {
+            portal: s(portal),
+            max_rows,
+        },
         FrontendMessage::Close { kind, name } => Inbound::Close {
             portal: kind == b'P',
             name: s(name),
@@ -324,4 +340,28 @@ fn to_inbound(t: u8, m: FrontendMessage<'_>) -> Inbound {
         FrontendMessage::Terminate => Inbound::Terminate,
         _ => Inbound::Unsupported(t),
     }
+}
+
+/// The text parameter values of a Bind body (from `at`, after the two names): format codes,
+/// then the values. Binary values are read as text too (the simulator's drivers send text).
+fn bind_params(b: &[u8], at: usize) -> Option<Vec<Option<String>>> {
+    let i16_at = |i: usize| Some(i16::from_be_bytes([*b.get(i)?, *b.get(i + 1)?]));
+    let mut i = at;
+    let formats = usize::try_from(i16_at(i)?).ok()?;
+    i += 2 + 2 * formats;
+    let n = usize::try_from(i16_at(i)?).ok()?;
+    i += 2;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = i32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?);
+        i += 4;
+        if len < 0 {
+            out.push(None);
+        } else {
+            let v = b.get(i..i + len as usize)?;
+            out.push(Some(String::from_utf8_lossy(v).into_owned()));
+            i += len as usize;
+        }
+    }
+    Some(out)
 }

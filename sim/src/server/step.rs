@@ -63,7 +63,11 @@ impl Cluster {
                             t.cid_used = false;
                         }
                     }
-                    c.out.extend(be::command_complete(&tag));
+                    if info.suspended {
+                        c.out.extend(be::portal_suspended());
+                    } else {
+                        c.out.extend(be::command_complete(&tag));
+                    }
                     let txr = self
                         .tx_record(c)
                         .unwrap_or(before.clone().expect("tx existed"));
@@ -163,6 +167,7 @@ impl Cluster {
             warnings: info.warnings,
             wait: info.wait,
             refused_write,
+            state: self.state_record(c),
         };
         self.log(Event::Statement(Box::new(rec)));
     }
@@ -198,7 +203,29 @@ impl Cluster {
             warnings: Vec::new(),
             wait: None,
             refused_write: false,
+            state: self.state_record(c),
         };
         self.log(Event::Statement(Box::new(rec)));
+    }
+
+    /// The session-state ground truth of a statement on `c` (when recorded).
+    fn state_record(&self, c: &Conn) -> Option<Box<StateRecord>> {
+        if !self.cfg.record_session_state {
+            return None;
+        }
+        let primary = self.primary();
+        let writer = c.owner.and_then(|o| {
+            self.conns
+                .values()
+                .find(|w| {
+                    w.owner == Some(o) && w.server == primary && !w.is_closed() && w.id != c.id
+                })
+                .map(|w| (w.state(), w.running.is_none() && w.inbox.is_empty()))
+        });
+        Some(Box::new(StateRecord {
+            owner: c.owner,
+            own: c.state(),
+            writer,
+        }))
     }
 }

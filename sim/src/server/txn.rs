@@ -4,10 +4,17 @@ use super::prelude::*;
 
 impl Cluster {
     pub(super) fn commit_tx(&mut self, c: &mut Conn) {
-        let Some(t) = c.tx.take() else {
+        let Some(mut t) = c.tx.take() else {
             return;
         };
         c.gucs.local.clear();
+        if t.explicit {
+            c.portals.clear();
+        }
+        let notifies = std::mem::take(&mut t.notifies);
+        if !notifies.is_empty() {
+            self.deliver_notifies(c, notifies);
+        }
         let xids = t.all_xids();
         if xids.is_empty() {
             return;
@@ -40,6 +47,9 @@ impl Cluster {
             return;
         };
         c.gucs = t.gucs_at_start.clone();
+        if t.explicit {
+            c.portals.clear();
+        }
         let xids = t.all_xids();
         if xids.is_empty() {
             return;
