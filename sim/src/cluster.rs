@@ -680,6 +680,18 @@ impl Cluster {
         id: ServerId,
         restart_point: Lsn,
     ) -> Result<(), SimError> {
+        let refusal = self.cfg.startup_refusal_ms;
+        self.crash_restart_reader_for(id, restart_point, refusal)
+    }
+
+    /// [`Cluster::crash_restart_reader`] with a startup of `refusal_ms` (0: it accepts
+    /// connections again at once — a restart a monitor may never see).
+    pub fn crash_restart_reader_for(
+        &mut self,
+        id: ServerId,
+        restart_point: Lsn,
+        refusal_ms: u64,
+    ) -> Result<(), SimError> {
         self.reader_check(id)?;
         let ids: Vec<ConnId> = self
             .conns
@@ -696,13 +708,13 @@ impl Cluster {
         }
         self.refresh_replays();
         let now = self.now;
-        let refusal = self.cfg.startup_refusal_ms;
+        let refusal = refusal_ms;
         let s = &mut self.servers[id.0 as usize];
         let before = s.replay;
         let point = restart_point.min(before);
         s.replay = point;
         s.redo = Some((point, now + refusal));
-        s.starting_until = Some(now + refusal);
+        s.starting_until = (refusal > 0).then_some(now + refusal);
         s.frozen_until = None;
         self.log(Event::ReaderCrashRestarted {
             server: id,
@@ -735,6 +747,11 @@ impl Cluster {
         self.servers
             .get(id.0 as usize)
             .is_some_and(|s| s.up && s.frozen_until.is_none() && s.starting_until.is_none())
+    }
+
+    /// The client the host last said connection `conn` serves.
+    pub fn owner_of(&self, conn: ConnId) -> Option<u64> {
+        self.conns.get(&conn).and_then(|c| c.owner)
     }
 
     /// Says which client a connection serves now (`None`: nobody), so that statements record

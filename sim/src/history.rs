@@ -244,8 +244,8 @@ pub struct StatementRecord {
     pub wait: Option<WaitRecord>,
     /// A write a reader refused.
     pub refused_write: bool,
-    /// With `ClusterConfig::record_session_state`: the session state it ran with, and that
-    /// of its client's writer connection at the same moment.
+    /// With `ClusterConfig::record_session_state`: the session state it ran with (and left),
+    /// and that of its client's writer connection when it began.
     pub state: Option<Box<StateRecord>>,
 }
 
@@ -254,7 +254,9 @@ pub struct StatementRecord {
 pub struct StateRecord {
     /// The client the host said the connection serves.
     pub owner: Option<u64>,
+    /// Before the statement ran, and after.
     pub own: SessionState,
+    pub after: SessionState,
     /// The client's writer connection: its state, and whether it was idle (no statement
     /// running or queued — otherwise its state is between two of the client's statements).
     pub writer: Option<(SessionState, bool)>,

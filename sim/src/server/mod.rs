@@ -69,6 +69,8 @@ struct StmtInfo {
     wait: Option<WaitRecord>,
     /// A row-limited Execute stopped at its limit.
     suspended: bool,
+    /// The session state before it ran (when recorded).
+    state: Option<Box<StateRecord>>,
 }
 
 /// Why a statement did not complete now.

@@ -28,7 +28,10 @@ impl Cluster {
                 r.started = self.now;
             }
             let before = self.tx_record(c);
-            let mut info = StmtInfo::default();
+            let mut info = StmtInfo {
+                state: self.state_record(c),
+                ..StmtInfo::default()
+            };
             let failed = c.tx.as_ref().is_some_and(|t| t.failed);
             let res = if failed
                 && !matches!(p.stmt, Stmt::Rollback | Stmt::Commit | Stmt::RollbackTo(_))
@@ -167,7 +170,10 @@ impl Cluster {
             warnings: info.warnings,
             wait: info.wait,
             refused_write,
-            state: self.state_record(c),
+            state: info.state.map(|mut s| {
+                s.after = c.state();
+                s
+            }),
         };
         self.log(Event::Statement(Box::new(rec)));
     }
@@ -222,9 +228,11 @@ impl Cluster {
                 })
                 .map(|w| (w.state(), w.running.is_none() && w.inbox.is_empty()))
         });
+        let own = c.state();
         Some(Box::new(StateRecord {
             owner: c.owner,
-            own: c.state(),
+            after: own.clone(),
+            own,
             writer,
         }))
     }
