@@ -56,11 +56,12 @@ fn explore(families: Families) {
     );
 }
 
-/// A violation's kind: its text with numbers and quoted parts folded, cut short.
+/// A violation's kind: its text with numbers, LSNs and quoted parts folded, cut short.
 fn kind(v: &str) -> String {
     let mut out = String::new();
     let mut quoted = false;
-    for ch in v.chars() {
+    let mut chars = v.chars().peekable();
+    while let Some(ch) = chars.next() {
         match ch {
             '"' => {
                 quoted = !quoted;
@@ -69,12 +70,19 @@ fn kind(v: &str) -> String {
                 }
             }
             _ if quoted => {}
-            '0'..='9' if out.ends_with('#') => {}
-            '0'..='9' => out.push('#'),
+            '0'..='9' => {
+                while chars
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_hexdigit() || *c == '/')
+                {
+                    chars.next();
+                }
+                out.push('#');
+            }
             _ => out.push(ch),
         }
     }
-    out.chars().take(110).collect()
+    out.chars().take(120).collect()
 }
 
 fn only(f: impl FnOnce(&mut Families)) -> Families {

@@ -138,6 +138,8 @@ pub struct FamilyWork {
     listener: bool,
     listened: bool,
     notifies: u32,
+    /// Operations already decided (a write and the reads that re-read it).
+    queued: std::collections::VecDeque<Op>,
 }
 
 impl FamilyWork {
@@ -157,11 +159,12 @@ impl FamilyWork {
             listener,
             listened: false,
             notifies: 0,
+            queued: Default::default(),
         }
     }
 
     pub fn has_more(&self) -> bool {
-        self.left > 0
+        self.left > 0 || !self.queued.is_empty()
     }
 
     /// Values unique in the scenario (client × 1,000,000 + 500,000 + counter).
@@ -191,6 +194,9 @@ impl FamilyWork {
 
     /// The next family operation, or `None` to let the client's ordinary workload go on.
     pub fn next_op(&mut self) -> Option<Op> {
+        if let Some(op) = self.queued.pop_front() {
+            return Some(op);
+        }
         if self.left == 0 {
             return None;
         }
@@ -238,6 +244,9 @@ impl FamilyWork {
                 FamilyWork::state_change,
                 FamilyWork::state_read,
             ]);
+        }
+        if self.f.reader_faults {
+            menu.push(FamilyWork::write_then_reread);
         }
         if menu.is_empty() {
             // Nothing of this family is left to do (the notifications are all sent).
@@ -521,6 +530,34 @@ impl FamilyWork {
         }
         script.push(Front::Sync);
         Self::op("batch-failure", READ, script, steps)
+    }
+
+    /// A write, then the same key read back again and again (as the end-to-end R-1a test
+    /// does): the session's target stays at its write, so a reader believed past it is used
+    /// without a wait — also after it restarted behind.
+    fn write_then_reread(&mut self) -> Op {
+        let k = self.key();
+        let v = self.value();
+        let sql = format!("UPDATE kv SET v = {v} WHERE k = {k}");
+        let mut op = Self::op(
+            "write",
+            &sql,
+            vec![Front::Query(sql.clone())],
+            vec![(0, Step::Write { k, v })],
+        );
+        op.extended = false;
+        for _ in 0..12 {
+            let sql = format!("SELECT v FROM kv WHERE k = {k}");
+            let mut r = Self::op(
+                "reread",
+                &sql,
+                vec![Front::Query(sql.clone())],
+                vec![(0, Step::Read { k })],
+            );
+            r.extended = false;
+            self.queued.push_back(r);
+        }
+        op
     }
 
     fn notify(&mut self) -> Op {

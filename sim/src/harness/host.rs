@@ -503,7 +503,7 @@ impl Host {
         if self.sc.fault_per_mille > 0 && self.rng.range(0, 999) < self.sc.fault_per_mille {
             self.fault();
         }
-        if self.sc.families.reader_faults && self.family_rng.range(0, 999) < 4 {
+        if self.sc.families.reader_faults && self.family_rng.range(0, 999) < 6 {
             self.reader_fault();
         }
         if self.sc.families.causal {
@@ -1085,7 +1085,8 @@ impl Host {
         match self.family_rng.range(0, 5) {
             0 | 1 => {
                 let replay = self.cluster.replay_lsn(r).unwrap_or_default();
-                let back = self.family_rng.range(2_000, 40_000);
+                // Back to a restart point well behind (recent writes are redone).
+                let back = self.family_rng.range(1_000, 40_000);
                 let point = crate::Lsn(replay.0.saturating_sub(back).max(0x4000_0000));
                 // A fast restart may fall between two probes of the monitor (every 10 ms).
                 let refusal = self.family_rng.range(0, 25);
@@ -1152,8 +1153,17 @@ impl Host {
             else {
                 continue;
             };
+            // The position goes to a session that has not seen the write itself (as the
+            // next request of a web application lands on another pooled connection).
             let n = self.clients.len();
             let j = (i + 1 + self.family_rng.range(0, n as u64 - 2) as usize) % n;
+            let behind = self.clients[j]
+                .session
+                .as_ref()
+                .is_some_and(|s| s.lsn_state().target().0 < lsn);
+            if !behind {
+                continue;
+            }
             let cj = &mut self.clients[j];
             if j != i && !cj.closed && cj.token.is_empty() && !cj.work.in_transaction() {
                 cj.token.push_back(present_token(lsn, i, k, v));
