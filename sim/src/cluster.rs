@@ -317,12 +317,7 @@ impl Cluster {
             self.servers[i].frozen_until = None;
             let id = self.servers[i].id;
             self.log(Event::ServerThawed { server: id });
-            let ids: Vec<ConnId> = self
-                .conns
-                .values()
-                .filter(|c| c.server == id && !c.is_closed())
-                .map(|c| c.id)
-                .collect();
+            let ids = self.open_conns_of(id);
             self.refresh_replays();
             for cid in ids {
                 let mut c = self.conns.remove(&cid).expect("listed");
@@ -581,6 +576,15 @@ impl Cluster {
         self.conns.get(&conn).map(|c| (c.pid, c.secret))
     }
 
+    /// Open connections of one server, in id order.
+    pub(crate) fn open_conns_of(&self, id: ServerId) -> Vec<ConnId> {
+        self.conns
+            .values()
+            .filter(|c| c.server == id && !c.is_closed())
+            .map(|c| c.id)
+            .collect()
+    }
+
     /// Open (not closed) connections, in id order.
     pub fn open_conns(&self) -> Vec<ConnId> {
         self.conns
@@ -621,12 +625,7 @@ impl Cluster {
     /// accepts no writes (its flushed WAL still reaches readers).
     pub fn stop_server(&mut self, id: ServerId) -> Result<(), SimError> {
         self.server_check(id)?;
-        let ids: Vec<ConnId> = self
-            .conns
-            .values()
-            .filter(|c| c.server == id && !c.is_closed())
-            .map(|c| c.id)
-            .collect();
+        let ids = self.open_conns_of(id);
         for cid in ids {
             let mut c = self.conns.remove(&cid).expect("listed");
             crate::server::send_fatal(
@@ -693,12 +692,7 @@ impl Cluster {
         refusal_ms: u64,
     ) -> Result<(), SimError> {
         self.reader_check(id)?;
-        let ids: Vec<ConnId> = self
-            .conns
-            .values()
-            .filter(|c| c.server == id && !c.is_closed())
-            .map(|c| c.id)
-            .collect();
+        let ids = self.open_conns_of(id);
         for cid in ids {
             let mut c = self.conns.remove(&cid).expect("listed");
             c.out.clear();

@@ -6,27 +6,17 @@ mod common;
 
 use common::*;
 use polarsplit_sim::client::{self, Msg};
+use polarsplit_sim::harness::shape;
 use polarsplit_sim::{Cluster, ClusterConfig, Dialect, Event, Lsn, ServerId, ServerRef};
 
+/// The answer's message types, asynchronous ones by their own letters.
 fn kinds(m: &[Msg]) -> String {
     m.iter()
         .map(|m| match m {
-            Msg::ParseComplete => '1',
-            Msg::BindComplete => '2',
-            Msg::CloseComplete => '3',
-            Msg::ParameterDescription => 't',
-            Msg::RowDescription(_) => 'T',
-            Msg::NoData => 'n',
-            Msg::DataRow(_) => 'D',
-            Msg::CommandComplete(_) => 'C',
-            Msg::PortalSuspended => 's',
-            Msg::Error(_) => 'E',
-            Msg::EmptyQuery => 'I',
-            Msg::ReadyForQuery { .. } => 'Z',
             Msg::Notification { .. } => 'A',
             Msg::ParameterStatus(..) => 'S',
             Msg::Notice(_) => 'N',
-            _ => '?',
+            m => shape::kind(m),
         })
         .collect()
 }

@@ -538,26 +538,13 @@ impl FamilyWork {
     fn write_then_reread(&mut self) -> Op {
         let k = self.key();
         let v = self.value();
-        let sql = format!("UPDATE kv SET v = {v} WHERE k = {k}");
-        let mut op = Self::op(
-            "write",
-            &sql,
-            vec![Front::Query(sql.clone())],
-            vec![(0, Step::Write { k, v })],
-        );
-        op.extended = false;
         for _ in 0..12 {
-            let sql = format!("SELECT v FROM kv WHERE k = {k}");
-            let mut r = Self::op(
-                "reread",
-                &sql,
-                vec![Front::Query(sql.clone())],
-                vec![(0, Step::Read { k })],
-            );
-            r.extended = false;
-            self.queued.push_back(r);
+            let read = format!("SELECT v FROM kv WHERE k = {k}");
+            self.queued
+                .push_back(query_op("reread", read, Step::Read { k }, None));
         }
-        op
+        let write = format!("UPDATE kv SET v = {v} WHERE k = {k}");
+        query_op("write", write, Step::Write { k, v }, None)
     }
 
     fn notify(&mut self) -> Op {
@@ -568,16 +555,10 @@ impl FamilyWork {
         } else {
             format!("SELECT pg_notify('ch', '{payload}')")
         };
-        let mut op = Self::op(
-            "notify",
-            &sql,
-            vec![Front::Query(sql.clone())],
-            vec![(0, Step::Other)],
-        );
+        let mut op = query_op("notify", sql, Step::Other, None);
         if let OpKind::Family(f) = &mut op.kind {
             f.notify = Some(payload);
         }
-        op.extended = false;
         op
     }
 
@@ -606,14 +587,7 @@ impl FamilyWork {
             self.psycopg.clear();
             self.listened = !self.listener;
         }
-        let mut op = Self::op(
-            "state-change",
-            sql,
-            vec![Front::Query(sql.into())],
-            vec![(0, Step::Other)],
-        );
-        op.extended = false;
-        op
+        query_op("state-change", sql.into(), Step::Other, None)
     }
 
     fn state_read(&mut self) -> Op {
@@ -632,48 +606,37 @@ impl FamilyWork {
         } else {
             Step::StateRead
         };
-        let mut op = Self::op(
-            "state-read",
-            &sql,
-            vec![Front::Query(sql.clone())],
-            vec![(0, step)],
-        );
-        op.extended = false;
-        op
+        query_op("state-read", sql, step, None)
     }
+}
+
+/// A family operation of one simple Query.
+fn query_op(
+    what: &'static str,
+    sql: String,
+    step: Step,
+    token_for: Option<(usize, i64, i64)>,
+) -> Op {
+    let mut op = FamilyWork::op(what, &sql, vec![Front::Query(sql.clone())], vec![(0, step)]);
+    if let OpKind::Family(f) = &mut op.kind {
+        f.token_for = token_for;
+    }
+    op
 }
 
 /// A causal token presented by a client (§11 C-2), carrying another session's position.
 pub fn present_token(lsn: u64, from: usize, k: i64, v: i64) -> Op {
     let token = format!("ps1:0.1:{:X}/{:X}", lsn >> 32, lsn & 0xffff_ffff);
     let sql = format!("SET polarsplit.causal_token = '{token}'");
-    Op {
-        kind: OpKind::Family(FamilyOp {
-            what: "present-token",
-            steps: vec![(0, Step::Other)],
-            notify: None,
-            flush_tail: false,
-            token_for: Some((from, k, v)),
-        }),
-        sql: sql.clone(),
-        extended: false,
-        script: vec![Front::Query(sql)],
-    }
+    query_op("present-token", sql, Step::Other, Some((from, k, v)))
 }
 
 /// The read a causal token is presented for: the key whose write it covers.
 pub fn token_read(k: i64) -> Op {
-    let sql = format!("SELECT v FROM kv WHERE k = {k}");
-    Op {
-        kind: OpKind::Family(FamilyOp {
-            what: "token-read",
-            steps: vec![(0, Step::Read { k })],
-            notify: None,
-            flush_tail: false,
-            token_for: None,
-        }),
-        sql: sql.clone(),
-        extended: false,
-        script: vec![Front::Query(sql)],
-    }
+    query_op(
+        "token-read",
+        format!("SELECT v FROM kv WHERE k = {k}"),
+        Step::Read { k },
+        None,
+    )
 }

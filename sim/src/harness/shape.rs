@@ -84,7 +84,8 @@ pub struct Progress {
     pub violation: Option<String>,
 }
 
-fn kind(m: &Msg) -> char {
+/// A backend message's type letter as on the wire (`?` for asynchronous and startup ones).
+pub fn kind(m: &Msg) -> char {
     match m {
         Msg::ParseComplete => '1',
         Msg::BindComplete => '2',

@@ -198,11 +198,7 @@ impl Cluster {
         if !t.explicit {
             return Err(no_tx_block("RELEASE SAVEPOINT").into());
         }
-        let idx = t
-            .subs
-            .iter()
-            .rposition(|l| l.name == name)
-            .ok_or_else(|| no_savepoint(name))?;
+        let idx = savepoint_index(t, name)?;
         let removed: Vec<Level> = t.subs.drain(idx..).collect();
         let parent = if idx == 0 {
             &mut t.top
@@ -221,11 +217,7 @@ impl Cluster {
         if !t.explicit {
             return Err(no_tx_block("ROLLBACK TO SAVEPOINT").into());
         }
-        let idx = t
-            .subs
-            .iter()
-            .rposition(|l| l.name == name)
-            .ok_or_else(|| no_savepoint(name))?;
+        let idx = savepoint_index(t, name)?;
         let removed: Vec<Level> = t.subs.drain(idx..).collect();
         let gucs = removed[0].gucs.clone();
         let aborted: Vec<Xid> = removed
@@ -247,4 +239,12 @@ impl Cluster {
         c.gucs = gucs;
         Ok("ROLLBACK".into())
     }
+}
+
+/// The level of the innermost savepoint of that name (3B001 if there is none).
+fn savepoint_index(t: &Tx, name: &str) -> Result<usize, SqlError> {
+    t.subs
+        .iter()
+        .rposition(|l| l.name == name)
+        .ok_or_else(|| no_savepoint(name))
 }
