@@ -315,11 +315,24 @@ impl Session {
             self.pin = None;
             self.engine.stats().inc(Counter::PinsReleased);
         }
-        let Some(id) = b.resp.front().map(|e| e.unit) else {
+        // The unit whose attempt ran there: the one still expecting answers from it, or an open
+        // batch (routed at a Flush) that has had all its answers so far.
+        let attempt_unit = self.units.iter().find_map(|u| match u.attempt {
+            Attempt::Reader { conn: c, .. } if c == conn => Some(u.id),
+            _ => None,
+        });
+        let Some(id) = b.resp.front().map(|e| e.unit).or(attempt_unit) else {
             return;
         };
         if let Some(s) = b.server {
             self.engine.readers().end_use(s);
+        }
+        if b.resp.is_empty() {
+            // An open batch that had every answer it asked for (a Parse/Describe/Flush): nothing
+            // the client waits for is lost — its statements are tracked and can be prepared
+            // anywhere — so the rest of the batch is simply routed anew.
+            self.finish_unit(id);
+            return;
         }
         let Some(u) = self.unit(id) else {
             return;

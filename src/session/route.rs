@@ -828,6 +828,7 @@ impl Session {
         if let Some(u) = self.unit_mut(id) {
             u.decision = d;
             u.attempt = Attempt::Writer;
+            u.hidden_sync = false;
             u.sent_at = now;
             u.result_started = false;
             u.saw_error = false;
@@ -1223,6 +1224,7 @@ impl Session {
                     } => {
                         if let Some(u) = self.unit_mut(id) {
                             u.attempt = Attempt::AwaitReader { server };
+                            u.hidden_sync = false;
                             u.decision = Decision {
                                 reason: Reason::RetryOtherReader,
                                 ..decision

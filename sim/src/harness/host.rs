@@ -352,6 +352,13 @@ impl Host {
             if now > LIMIT_MS || idle_rounds > idle_limit {
                 self.host_errors
                     .push(format!("stuck: clients did not finish by t={now}"));
+                if std::env::var("SIM_STUCK").is_ok() {
+                    for (i, c) in self.clients.iter().enumerate() {
+                        if c.current.is_some() {
+                            eprintln!("stuck client {i}: {:#?}", c.session);
+                        }
+                    }
+                }
                 break;
             }
             let next = self
@@ -803,7 +810,16 @@ impl Host {
                 self.pin_leaks
                     .push(format!("client {i}: pinned reader outside a transaction"));
             }
-            if c.current.is_none() && !c.readers.is_empty() && !s.is_closed() && !s.in_transaction()
+            // A batch the client left open at a Flush (asyncpg's Parse/Describe/Flush) keeps
+            // its reader until the rest of it follows (E-1): that reader is still executing.
+            let open_batch = s
+                .executing_connection()
+                .is_some_and(|conn| c.readers.contains(&conn));
+            if c.current.is_none()
+                && !c.readers.is_empty()
+                && !s.is_closed()
+                && !s.in_transaction()
+                && !open_batch
             {
                 self.pin_leaks.push(format!(
                     "client {i}: reader connections {:?} held while idle",
