@@ -919,6 +919,10 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_CAUSAL_TOKEN 79
 
+// A prepared statement parsed under another standard_conforming_strings than now: only the writer holds its parse (E-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_STATEMENT_LEXED_OTHERWISE 80
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

@@ -327,6 +327,14 @@ impl Session {
         let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
         let changes_state = class.as_ref().is_some_and(|c| self.changes_state(c));
         self.mirror_deallocated(w, class.as_ref(), sql.as_deref());
+        let lexing = class.as_ref().is_some_and(effects::may_change_lexing);
+        self.mirror_before_lexing_change(w, lexing);
+        if let (Some(c), Some(t)) = (
+            class.as_ref(),
+            sql.as_deref().and_then(|b| std::str::from_utf8(b).ok()),
+        ) {
+            self.note_custom_names(c, t);
+        }
         let id = self.push_unit(UnitKind::Query, d, class, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {
             u.sql = sql;
@@ -339,6 +347,36 @@ impl Session {
             self.settings.mark_due();
         }
         self.after_writer_send(id, may_write, known && no_copy_in);
+    }
+
+    /// E-2: a server keeps a prepared statement's parse, and `standard_conforming_strings`
+    /// decides how its string literals were lexed. Before a unit that may change it (SET or
+    /// RESET of it, RESET ALL, code the engine cannot see into) runs on the writer, every
+    /// statement that exists only on readers is prepared on the writer too, under the rules it
+    /// was parsed with — so its parse lives somewhere for good (hidden, answers swallowed).
+    pub(super) fn mirror_before_lexing_change(&mut self, w: ConnId, changes: bool) {
+        if !changes {
+            return;
+        }
+        let todo = self.statements.reader_only();
+        if todo.is_empty() {
+            return;
+        }
+        for (name, _) in &todo {
+            self.statements.set_on_writer(name);
+        }
+        self.out.send_backend_with(w, |o| {
+            for (name, rest) in &todo {
+                hidden::parse_as(o, name, rest);
+            }
+            hidden::sync(o);
+        });
+        if let Some(wb) = self.writer.as_mut() {
+            for _ in &todo {
+                wb.resp.push(Req::Parse, Who::Mirror, 0);
+            }
+            wb.resp.push(Req::Sync, Who::Mirror, 0);
+        }
     }
 
     /// E-2: a `DEALLOCATE` of a statement the client prepared only on readers would fail on

@@ -256,8 +256,6 @@ def test_f1_cancel_storm_cancels_no_innocent_statement(i17, proxy):
 
 # -- 17.6: pg_backend_pid() is the client's own backend, and terminating it ends the client ---------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.6: pg_backend_pid()/pg_is_in_recovery() are answered by the standby")
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("protocol", ["simple", "extended"])
 def test_s7_backend_pid_recovery_and_terminate_are_the_writer_sessions(i17, tmp_path, protocol):
