@@ -865,6 +865,22 @@ typedef struct {
 // (Not statements / session-level)
 #define POLARSPLIT_REASON_WRITER_STATEMENT 61
 
+// Calls a function or names a relation whose answer depends on the server (S-7).
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_SERVER_DEPENDENT 62
+
+// Calls a volatile built-in that is not on the reviewed read-safe list.
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_VOLATILE_FUNCTION 63
+
+// Calls a function that is not built-in, reported or configured (`unknown_functions = primary`).
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_UNKNOWN_FUNCTION 64
+
+// Calls a name under which the database has a user function that is not read-safe.
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_USER_FUNCTION 65
+
 // A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_BATCH_UNKNOWN_STATEMENT 70

@@ -145,6 +145,11 @@ reasons! {
     EmptyQuery = 59, "EMPTY_QUERY", "Only whitespace or comments.";
     IsolationUnknown = 60, "ISOLATION_UNKNOWN", "The transaction began in a way the engine could not see.";
     WriterStatement = 61, "WRITER_STATEMENT", "Transaction control and session commands stay on the writer.";
+    // P-3 step 2, F-policy and S-7 (SPEC §7)
+    ServerDependent = 62, "SERVER_DEPENDENT", "Calls a function or names a relation whose answer depends on the server (S-7).";
+    VolatileFunction = 63, "VOLATILE_FUNCTION", "Calls a volatile built-in that is not on the reviewed read-safe list.";
+    UnknownFunction = 64, "UNKNOWN_FUNCTION", "Calls a function that is not built-in, reported or configured (`unknown_functions = primary`).";
+    UserFunction = 65, "USER_FUNCTION", "Calls a name under which the database has a user function that is not read-safe.";
     // 62-69: classification (F-policy, S-7).
     // Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b)
     BatchUnknownStatement = 70, "BATCH_UNKNOWN_STATEMENT", "A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).";
@@ -172,6 +177,10 @@ impl Reason {
             N::ExplainAnalyze => Reason::ExplainAnalyze,
             N::Unparseable => Reason::Unparseable,
             N::TooComplex => Reason::TooComplex,
+            N::ServerDependent => Reason::ServerDependent,
+            N::VolatileFunction => Reason::VolatileFunction,
+            N::UnknownFunction => Reason::UnknownFunction,
+            N::UserFunction => Reason::UserFunction,
             #[allow(unreachable_patterns)]
             _ => Reason::NotARead,
         }

@@ -11,12 +11,15 @@ pub mod readers;
 pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::classify::{Classification, Classifier};
+use crate::classify::{
+    builtins, CatalogError, Classification, Classifier, DbCatalog, FunctionCatalogs,
+    FunctionPolicy, UserFunction,
+};
 use crate::config::{Config, ServerDialect};
 use crate::protocol::Lsn;
 use crate::token::WriterIdentity;
@@ -87,12 +90,36 @@ pub struct WriterView {
     pub identity: WriterIdentity,
 }
 
+/// The classifier for a configuration and the writer's reported version (0: not reported).
+fn build_classifier(
+    config: &Config,
+    server_version_num: u32,
+    catalogs: &Arc<FunctionCatalogs>,
+) -> Classifier {
+    let policy = FunctionPolicy::new(config.write_functions.clone())
+        .with_read_functions(config.read_functions.clone())
+        .with_unknown_functions(config.unknown_functions)
+        .with_builtins(builtins::for_server_version(server_version_num));
+    Classifier::with_policy(
+        policy,
+        config.classify_cache_capacity,
+        crate::classify::Limits::DEFAULT,
+        catalogs.clone(),
+    )
+}
+
 /// The engine: one per host process, shared by all threads.
 #[derive(Debug)]
 pub struct Engine {
     config: RwLock<Arc<Config>>,
-    /// Rebuilt with each configuration (the write-function list changes verdicts).
+    /// Rebuilt with each configuration (the function lists change verdicts) and when the writer's
+    /// major version picks another built-in table.
     classifier: RwLock<Arc<Classifier>>,
+    /// The user functions of each database, as the host reports them (F-policy); shared with
+    /// every classifier, so a new catalogue takes effect at the next statement.
+    catalogs: Arc<FunctionCatalogs>,
+    /// The writer's `server_version_num` as the host reported it (0: not yet: PostgreSQL 15).
+    writer_version: AtomicU32,
     config_generation: AtomicU64,
     profile_generation: AtomicU64,
     /// The configured dialect, readable without the config lock (hot path).
@@ -116,13 +143,13 @@ impl Engine {
             config.writer_hostgroup,
             Arc::new(WriterGroup::new(config.reader_hostgroup)),
         );
-        let classifier = Classifier::new(
-            config.write_functions.clone(),
-            config.classify_cache_capacity,
-        );
+        let catalogs = Arc::new(FunctionCatalogs::new());
+        let classifier = build_classifier(&config, 0, &catalogs);
         let default_dialect = AtomicU8::new(dialect_code(config.server_dialect));
         Arc::new(Engine {
             classifier: RwLock::new(Arc::new(classifier)),
+            catalogs,
+            writer_version: AtomicU32::new(0),
             config: RwLock::new(Arc::new(config)),
             config_generation: AtomicU64::new(1),
             profile_generation: AtomicU64::new(1),
@@ -173,12 +200,12 @@ impl Engine {
             || cur.identity_port != new.identity_port
             || cur.server_dialect != new.server_dialect;
         if cur.write_functions != new.write_functions
+            || cur.read_functions != new.read_functions
+            || cur.unknown_functions != new.unknown_functions
             || cur.classify_cache_capacity != new.classify_cache_capacity
         {
-            *self.classifier.write() = Arc::new(Classifier::new(
-                new.write_functions.clone(),
-                new.classify_cache_capacity,
-            ));
+            let version = self.writer_version.load(Ordering::Acquire);
+            *self.classifier.write() = Arc::new(build_classifier(&new, version, &self.catalogs));
         }
         self.default_dialect
             .store(dialect_code(new.server_dialect), Ordering::Release);
@@ -205,6 +232,58 @@ impl Engine {
     /// Classifies a Query string with the current configuration (cached).
     pub fn classify(&self, sql: &str) -> Classification {
         self.classifier.read().classify(sql)
+    }
+
+    /// Replaces the catalogue of user functions of `database` (SPEC §7 F-policy): every function
+    /// the writer's `pg_proc` has outside the built-in schemas, with its volatility, as the host
+    /// loads it at start and on demand (e.g. after DDL it forwarded). Sessions of that database
+    /// classify against it from their next statement (a statement already parsed keeps the
+    /// verdict it had). Returns how many functions were recorded; on an error nothing changes.
+    ///
+    /// The host's query, on a connection to that database (extension functions installed into
+    /// `pg_catalog` count as user functions; built-ins do not):
+    /// ```sql
+    /// SELECT n.nspname, p.proname, p.provolatile
+    /// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    /// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+    ///    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+    ///               WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+    ///                 AND d.objid = p.oid AND d.deptype = 'e')
+    /// ```
+    pub fn set_function_catalog(
+        &self,
+        database: &[u8],
+        functions: impl IntoIterator<Item = UserFunction>,
+    ) -> Result<usize, CatalogError> {
+        self.catalogs.set(database, functions)
+    }
+
+    /// Forgets the catalogue of `database`: its user functions are unknown again.
+    pub fn remove_function_catalog(&self, database: &[u8]) -> bool {
+        self.catalogs.remove(database)
+    }
+
+    /// The catalogue the host reported for `database`.
+    pub fn function_catalog(&self, database: &[u8]) -> Option<Arc<DbCatalog>> {
+        self.catalogs.get(database)
+    }
+
+    /// The writer's `server_version_num` (from its ParameterStatus or a query): picks the table
+    /// of built-in functions classification uses (the same major's, else the nearest lower one).
+    /// Until the host reports one, PostgreSQL 15's table is used; it is the only one generated
+    /// today, so this changes nothing yet.
+    pub fn set_writer_server_version(&self, server_version_num: u32) {
+        let old = self
+            .writer_version
+            .swap(server_version_num, Ordering::AcqRel);
+        if builtins::for_server_version(old) != builtins::for_server_version(server_version_num) {
+            let config = self.config.read();
+            *self.classifier.write() = Arc::new(build_classifier(
+                &config,
+                server_version_num,
+                &self.catalogs,
+            ));
+        }
     }
 
     fn group(&self, hg: Hostgroup) -> Option<Arc<WriterGroup>> {

@@ -424,7 +424,7 @@ impl Session {
                     .unwrap_or_default();
                 let class = std::str::from_utf8(sql)
                     .ok()
-                    .map(|s| self.classifier.classify(s));
+                    .map(|s| self.classify_sql(s));
                 self.statements
                     .insert(statement, parse_rest(body), class, true, limit);
             }
@@ -500,7 +500,7 @@ impl Session {
                 let hash = statement_hash(rest);
                 let class = std::str::from_utf8(sql)
                     .ok()
-                    .map(|s| self.classifier.classify(s));
+                    .map(|s| self.classify_sql(s));
                 self.statements.insert(statement, rest, class, false, limit);
                 let b = self.backend_mut(i);
                 b.parses.push_back(statements::ParseNote {

@@ -173,7 +173,7 @@ impl Session {
         let info = match msg {
             FrontendMessage::Query { sql } => match std::str::from_utf8(sql) {
                 Ok(s) => MsgInfo::Query {
-                    class: Some(self.classifier.classify(s)),
+                    class: Some(self.classify_sql(s)),
                     why_not: None,
                     token: crate::token::command(s),
                 },
@@ -184,9 +184,7 @@ impl Session {
                 },
             },
             FrontendMessage::Parse { sql, .. } => MsgInfo::Parse {
-                class: std::str::from_utf8(sql)
-                    .ok()
-                    .map(|s| self.classifier.classify(s)),
+                class: std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s)),
             },
             FrontendMessage::Bind { .. } => MsgInfo::Bind,
             FrontendMessage::Execute { .. } => MsgInfo::Execute,

@@ -20,7 +20,10 @@ pub(super) fn keeps_text(c: &Classification) -> bool {
 /// Whether a statement runs code the engine cannot see into (DO, CALL, a user function not
 /// known to be read-safe): it may change the session's state in ways no text shows (S-5).
 pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
-    s.effects.contains(Effects::RUNS_CODE) || s.effects.contains(Effects::CALLS_SET_CONFIG)
+    // A read that calls only functions known to be read-safe (reported stable or immutable,
+    // configured, hinted) runs code too, but code the engine was told is safe: no capture.
+    (s.effects.contains(Effects::RUNS_CODE) && !s.is_replica_safe())
+        || s.effects.contains(Effects::CALLS_SET_CONFIG)
 }
 
 /// The name a `DEALLOCATE [PREPARE] name` statement closes, case-folded unless quoted.

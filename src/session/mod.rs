@@ -621,6 +621,13 @@ impl Session {
         e
     }
 
+    /// Classifies statement text for this session's database (the F-policy finishes verdicts
+    /// against the database's function catalogue, SPEC §7).
+    fn classify_sql(&self, sql: &str) -> Classification {
+        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
+        self.classifier.classify_in(db, sql)
+    }
+
     fn new_unit_id(&mut self) -> u32 {
         let id = self.next_unit;
         self.next_unit = self.next_unit.wrapping_add(1).max(1);
