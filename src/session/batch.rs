@@ -422,9 +422,7 @@ impl Session {
                     .split(|&b| b == 0)
                     .next()
                     .unwrap_or_default();
-                let class = std::str::from_utf8(sql)
-                    .ok()
-                    .map(|s| self.classify_sql(s));
+                let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
                 self.statements
                     .insert(statement, parse_rest(body), class, true, limit);
             }
@@ -498,9 +496,7 @@ impl Session {
             FrontendMessage::Parse { statement, sql, .. } => {
                 let rest = parse_rest(body);
                 let hash = statement_hash(rest);
-                let class = std::str::from_utf8(sql)
-                    .ok()
-                    .map(|s| self.classify_sql(s));
+                let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
                 self.statements.insert(statement, rest, class, false, limit);
                 let b = self.backend_mut(i);
                 b.parses.push_back(statements::ParseNote {
