@@ -42,8 +42,9 @@ void monitor_failed(backend_t *b, const char *why) {
     server_health(b->server, 0);
     /* CALL SITE for the engine's reader-failure report (SPEC R-1a/R-1b: a failed monitor sample
      * is an outage of that reader — its known position no longer holds — and counts towards its
-     * hold-out). The engine has no public call for it yet (src/cluster is being extended); until
-     * it does, the reader is marked unhealthy above and comes back with its next good sample. */
+     * hold-out): `Engine::reader_monitor_failed(server, now)` is being added to src/cluster (not
+     * on main yet, no C function yet). Until it is, the reader is marked unhealthy above and
+     * comes back with its next good sample. */
     s->monitor_next = now_ms() + 200;
     backend_close(b);
 }
