@@ -190,8 +190,6 @@ STORM_S = 6.0
 INNOCENT = "SELECT count(*), inet_server_port() FROM generate_series(1, 20000)"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.7: the example proxy does not yet tell the session a cancel was forwarded (cancel_forwarded), so the reader is pooled")
 @pytest.mark.timeout(90)
 def test_f1_cancel_storm_cancels_no_innocent_statement(i17, proxy):
     """Four clients run plain reads (simple protocol, so they share the pooled standby connections)
