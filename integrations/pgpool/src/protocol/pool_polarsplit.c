@@ -579,7 +579,7 @@ ps_exec(const psg_action *a)
 			ps.close_client = true;
 			break;
 		case PSG_DECISION:
-			if (a->reason_name && strcmp(a->reason_name, "READ_NO_BOUNDED_WAIT") == 0)
+			if (a->reader_behind)
 				ps.want_samples = true;
 			ereport(DEBUG1,
 					(errmsg("polarsplit: %s %s server %u",
@@ -699,7 +699,10 @@ ps_feed_client(void)
 		}
 		if (st == PSG_ERR_PROTOCOL)
 		{
-			ps_pump();			/* the client's error and the closes */
+			/* ABI 3: every byte passed is taken; the actions cover the messages before the
+			 * violation, then send the 08P01 FATAL, close the backends and the client. */
+			ps.cfed += consumed;
+			ps_pump();
 			ps.close_client = true;
 			return;
 		}

@@ -8,7 +8,7 @@
  * alone (and of this header only if the library grows a capability the host must use).
  *
  * Lifetime: pointers inside a psg_action (bytes) are valid until the next call on the same
- * session, exactly as the library's own lifetime rule says.
+ * session, exactly as the library's own lifetime rule says. Fields a kind does not use are 0.
  */
 #ifndef POOL_POLARSPLIT_GLUE_H
 #define POOL_POLARSPLIT_GLUE_H
@@ -73,6 +73,8 @@ typedef struct
 	psg_outcome outcome;		/* DECISION */
 	const char *outcome_name;	/* DECISION: static string */
 	const char *reason_name;	/* DECISION: static string (stable names, SPEC P-1) */
+	int			wait;			/* DECISION: LSN-wait statements go ahead of the statement */
+	int			reader_behind;	/* DECISION: no reader was known to have replayed the target */
 } psg_action;
 
 typedef enum
@@ -98,6 +100,7 @@ typedef enum
 	PSG_ERR_UNKNOWN_CONNECTION, /* bytes of a connection the session does not use */
 	PSG_ERR_POISONED,			/* a panic poisoned the session: close it */
 	PSG_ERR_BAD_STATE,
+	PSG_ERR_ABI,				/* library and header disagree: the session is unusable */
 	PSG_ERR
 } psg_status;
 
