@@ -164,22 +164,28 @@ psg_engine_writer_changed(psg_engine *e)
 	polarsplit_engine_writer_changed(e->engine, 0, NULL);
 }
 
-/* STUB until the library exports the catalogue API (see the header). */
+/*
+ * F-policy catalogue. STUB: wiring it is this one function — call the library's catalogue API
+ * (expected: one call per database that replaces its list, taking (schema, name, volatility)
+ * rows, e.g. polarsplit_engine_set_functions(engine, writer_hostgroup, database, rows, n)) and
+ * set PSG_FUNCTION_CATALOGUE to 1.
+ */
+#define PSG_FUNCTION_CATALOGUE 0
+
 int
 psg_functions_supported(void)
 {
-	return 0;
+	return PSG_FUNCTION_CATALOGUE;
 }
 
-void
-psg_engine_report_function(psg_engine *e, const char *database, const char *schema,
-						   const char *name, char volatility)
+psg_status
+psg_engine_set_functions(psg_engine *e, const char *database, const psg_function *fns, size_t n)
 {
 	(void) e;
 	(void) database;
-	(void) schema;
-	(void) name;
-	(void) volatility;
+	(void) fns;
+	(void) n;
+	return PSG_ERR;
 }
 
 psg_status
@@ -378,6 +384,29 @@ size_t
 psg_last_error(psg_session *s, char *buf, size_t len)
 {
 	return polarsplit_session_last_error((polarsplit_session *) s, buf, len);
+}
+
+/*
+ * Deadlines (R-1b). STUB: the C functions are not in this library's header yet. Wiring them is
+ * these two bodies:
+ *   uint64_t at; if (polarsplit_session_next_deadline(s, &at) != POLARSPLIT_OK) return 0;
+ *   *at_ms = at; return 1;
+ * and return map_status(polarsplit_session_on_timeout(s, now_ms)).
+ */
+int
+psg_next_deadline(psg_session *s, uint64_t *at_ms)
+{
+	(void) s;
+	*at_ms = UINT64_MAX;
+	return 0;
+}
+
+psg_status
+psg_on_timeout(psg_session *s, uint64_t now_ms)
+{
+	(void) s;
+	(void) now_ms;
+	return PSG_DONE;
 }
 
 #else
