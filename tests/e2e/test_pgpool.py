@@ -352,6 +352,24 @@ def test_e2_pgpool_polarsplit_prepared_statements_read_your_writes(pair, pgpools
     assert lb.stale > 0  # the comparison shows the problem
 
 
+def test_e2_pgpool_polarsplit_needs_a_reset_that_drops_prepared_statements(pair, tmp_path):
+    """The library's own prepared statements live on Pgpool's cached connections (the probe on the
+    primary, client statements under engine names on the standby); a reset_query_list that does
+    not drop them would hand them to the next session, which takes a connection it has not seen
+    as having none; so would the client's own (Pgpool's own path deallocates the statements it
+    tracked, the library's session does not). Without the check the second psycopg session of a
+    child (prepare_threshold=0) failed with `prepared statement "_pg3_0" already exists`. Such a
+    Pgpool routes as it always did, and says so."""
+    p = Pgpool(pair, tmp_path, polarsplit=True, settings={"reset_query_list": "'ABORT'"}).start()
+    try:
+        with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=0) as c:
+            for _ in range(3):
+                assert c.execute("SELECT %s::int + 1", (41,)).fetchone() == (42,)
+        assert "polarsplit: reset_query_list drops no prepared statements" in p.log_text()
+    finally:
+        assert p.stop() == 0
+
+
 def test_cancel_through_pgpool_reaches_the_statement_on_the_standby(pair, pgpools):
     """A CancelRequest goes to Pgpool, which forwards it to its node connections of that client
     (docs/INTEGRATING.md: cancels); a read the library put on the standby is cancelled there."""

@@ -1049,10 +1049,11 @@ ps_engine_ready(void)
 /*
  * The library prepares statements of its own on the node connections (the probe and the
  * capture on the primary, every client statement under an engine name on the standbys: SPEC
- * W-7, S-5, E-2) and takes a connection it has not seen in this session as having none. Pgpool
- * hands cached connections to the next session after its reset_query_list, so that list must
- * drop prepared statements (the default 'ABORT; DISCARD ALL' does); otherwise such a session
- * takes Pgpool's own path (logged once per child).
+ * W-7, S-5, E-2) and takes a connection it has not seen in this session as having none; the
+ * client's own named statements stay on the primary too (Pgpool's own path deallocates those it
+ * tracked; this loop tracks none). Pgpool hands cached connections to the next session after its
+ * reset_query_list, so that list must drop prepared statements (the default 'ABORT; DISCARD ALL'
+ * does); otherwise such a session takes Pgpool's own path (logged once per child).
  */
 static bool
 ps_reset_drops_statements(void)
