@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use polarsplit::cluster::readers::{ChoiceRequest, Readers};
+use polarsplit::cluster::readers::{ChoiceRequest, Readers, Waits};
 use polarsplit::protocol::Lsn;
 
 /// Every LSN written encodes its generation (`gen * 1_000_000 + n`), so a reader that ever sees
@@ -88,6 +88,7 @@ fn r2_choice_is_always_a_healthy_member_while_topology_changes() {
                         target: Lsn(salt % 100),
                         now_ms: 3000,
                         max_age_ms: 5000,
+                        waits: Waits::Bounded,
                         exclude: &exclude,
                         salt: salt ^ t,
                     };
