@@ -5,9 +5,10 @@
 //! maximum: a monitor sample replaces it (it may lower it: a standby restarted after a crash
 //! redoes WAL from far behind where it was); a position reported on one of its own RFQs may raise
 //! it only when that evidence is newer than the latest sample; an *outage* (the reader reported
-//! unhealthy or back, its monitor failed, a connection to it was lost or refused, it restarted,
-//! was re-cloned or changed timeline) clears the position, and evidence taken at or before the
-//! outage never counts again. Every piece of evidence carries the host time it was *taken*: for a
+//! unhealthy or back, its monitor failed, a connection to it was lost or refused, the host saw it
+//! restart, be re-cloned or change timeline) clears the position, and evidence taken at or before the
+//! outage never counts again. (A restart, re-clone or timeline change the host did not notice
+//! shows in the next monitor sample, which replaces the position.) Every piece of evidence carries the host time it was *taken*: for a
 //! monitor sample the time its query was sent, for an RFQ the time the statement it ends was sent
 //! — both lower bounds of the moment the server reported the position, so a position reported by
 //! a server that then crashed can never be dated after the crash.
@@ -56,8 +57,6 @@ pub(crate) struct State {
     pub failures: u32,
     pub last_failure: u64,
     pub held_out: bool,
-    /// The host's id of the server instance the evidence comes from (0: not reported).
-    pub instance: u64,
 }
 
 /// What a monitor sample did.
@@ -147,18 +146,6 @@ impl State {
         self.outage = Some(max_opt(self.outage, at));
     }
 
-    /// R-1a: the host reported which server instance answers (`instance` changes when the server
-    /// restarts, is re-cloned or changes timeline) with evidence taken at `at`. A change is an
-    /// outage just before `at`: evidence taken from `at` on belongs to the new instance.
-    pub fn instance(&mut self, instance: u64, at: u64) -> bool {
-        let changed = self.instance != 0 && self.instance != instance;
-        self.instance = instance;
-        if changed {
-            self.outage(at.saturating_sub(1));
-        }
-        changed
-    }
-
     /// R-1b: a failure reported at `now`. Returns whether it held the reader out just now
     /// (`threshold` 0: never).
     pub fn failure(&mut self, now: u64, threshold: u32) -> bool {
@@ -218,7 +205,6 @@ impl State {
             self.outage.unwrap_or(NONE),
             self.last_failure,
             flags,
-            self.instance,
         ]
     }
 
@@ -234,12 +220,11 @@ impl State {
             failures: w[6] as u32,
             known: w[6] & (1 << 32) != 0,
             held_out: w[6] & (1 << 33) != 0,
-            instance: w[7],
         }
     }
 }
 
-const WORDS: usize = 8;
+const WORDS: usize = 7;
 
 /// A [`State`] shared by threads under a sequence lock: readers never block and always see one
 /// consistent state (an LSN of one generation is never paired with another generation, a
@@ -386,20 +371,6 @@ mod tests {
     }
 
     #[test]
-    fn r1a_a_new_instance_is_an_outage_its_own_evidence_survives() {
-        let mut s = known(500, 10);
-        assert!(!s.instance(7, 10));
-        assert!(!s.instance(7, 20));
-        assert_eq!(s.position(), Some(500));
-        // Restarted: the report and the sample taken with it (at 30) belong to the new one.
-        assert!(s.instance(8, 30));
-        assert_eq!(s.position(), None);
-        assert!(!s.rfq(G, 900, 29));
-        assert_eq!(s.sample(G, 100, 30), Sampled::Accepted { back_in: false });
-        assert_eq!(s.position(), Some(100));
-    }
-
-    #[test]
     fn r1a_generations_are_never_compared() {
         let mut s = known(500, 10);
         assert_eq!(s.sample(G + 1, 5, 9), Sampled::Accepted { back_in: false });
@@ -482,7 +453,6 @@ mod tests {
             failures: 4,
             last_failure: 9,
             held_out: true,
-            instance: 77,
         };
         assert_eq!(State::from_words(s.to_words()), s);
         assert_eq!(

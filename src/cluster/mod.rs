@@ -344,41 +344,16 @@ impl Engine {
     /// reader's latest failure lets a held-out reader back in and lifts its back-off. Returns
     /// whether the reader is known (under a writer hostgroup).
     pub fn reader_sample(&self, server: ServerId, lsn: Lsn, at_ms: u64) -> bool {
-        self.sample(server, None, lsn, at_ms)
-    }
-
-    /// [`Engine::reader_sample`] that also names the server instance that answered: any value
-    /// the host derives from the server's identity that changes when it restarts, is re-cloned
-    /// or changes timeline (e.g. a hash of `pg_postmaster_start_time()` and the timeline); 0 =
-    /// unknown. R-1a: a new instance is an outage just before this sample, which is then the
-    /// reader's position — so a restart is caught even when the host saw no connection break.
-    pub fn reader_sample_instance(
-        &self,
-        server: ServerId,
-        instance: u64,
-        lsn: Lsn,
-        at_ms: u64,
-    ) -> bool {
-        self.sample(server, Some(instance), lsn, at_ms)
-    }
-
-    fn sample(&self, server: ServerId, instance: Option<u64>, lsn: Lsn, at_ms: u64) -> bool {
         let Some(generation) = self.generation_for_reader(server) else {
             return false;
         };
         self.stats.inc(Counter::MonitorSamples);
-        let c = self
-            .readers
-            .observe_sample_of(server, instance, generation, lsn, at_ms);
+        let c = self.readers.observe_sample(server, generation, lsn, at_ms);
         if c.before_outage {
             self.stats.inc(Counter::SamplesBeforeOutage);
         }
         if c.back_in {
             self.stats.inc(Counter::ReadersBackIn);
-        }
-        if c.new_instance {
-            self.stats.inc(Counter::ReaderInstanceChanges);
-            self.stats.inc(Counter::ReaderOutages);
         }
         c.found
     }
@@ -412,7 +387,8 @@ impl Engine {
     }
 
     /// R-1a: reader `server` was out at host time `now_ms` in a way the host noticed and no other
-    /// call names (it restarted, was re-cloned, changed timeline): nothing known of its position
+    /// call names (it restarted, was re-cloned or changed timeline — e.g. its monitor query saw
+    /// `pg_postmaster_start_time()` or the timeline change): nothing known of its position
     /// before `now_ms` counts. Not a failure.
     pub fn reader_outage(&self, server: ServerId, now_ms: u64) {
         if self.readers.outage(server, now_ms) {

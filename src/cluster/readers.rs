@@ -214,8 +214,6 @@ pub struct Change {
     pub back_in: bool,
     /// A sample was taken at or before the latest outage: not used (R-1a).
     pub before_outage: bool,
-    /// The reader's instance changed: an outage (R-1a).
-    pub new_instance: bool,
     /// The report was an outage (R-1a).
     pub outage: bool,
 }
@@ -433,36 +431,15 @@ impl Readers {
         lsn: Lsn,
         at_ms: u64,
     ) -> Change {
-        self.observe_sample_of(server, None, generation, lsn, at_ms)
-    }
-
-    /// [`Readers::observe_sample`] that also says which server instance answered (the host's
-    /// id: it changes when the server restarts, is re-cloned or changes timeline; 0 = unknown).
-    /// A new instance is an outage just before the sample: only its own evidence counts.
-    pub fn observe_sample_of(
-        &self,
-        server: ServerId,
-        instance: Option<u64>,
-        generation: u64,
-        lsn: Lsn,
-        at_ms: u64,
-    ) -> Change {
         self.tick(at_ms);
         self.with(server, |m| {
-            m.reader.update(|s| {
-                let new_instance = match instance {
-                    Some(i) if i != 0 => s.instance(i, at_ms),
-                    _ => false,
-                };
-                let r = s.sample(generation, lsn.0, at_ms);
-                Change {
-                    found: true,
-                    back_in: r == Sampled::Accepted { back_in: true },
-                    before_outage: r == Sampled::BeforeOutage,
-                    new_instance,
-                    ..Change::default()
-                }
-            })
+            let r = m.reader.update(|s| s.sample(generation, lsn.0, at_ms));
+            Change {
+                found: true,
+                back_in: r == Sampled::Accepted { back_in: true },
+                before_outage: r == Sampled::BeforeOutage,
+                ..Change::default()
+            }
         })
         .unwrap_or_default()
     }
@@ -821,20 +798,6 @@ mod tests {
         assert!(!r.snapshot(1).unwrap().known);
         r.observe_sample(1, 1, Lsn(260), 113);
         assert!(r.snapshot(1).unwrap().known);
-    }
-
-    #[test]
-    fn r1a_a_new_server_instance_is_an_outage() {
-        let r = Readers::new();
-        r.upsert(1, 1);
-        let c = r.observe_sample_of(1, Some(7), 1, Lsn(900), 100);
-        assert!(!c.new_instance);
-        r.observe_rfq(1, 1, Lsn(950), 101);
-        // Restarted (no connection break reported): the new instance's sample is all there is.
-        let c = r.observe_sample_of(1, Some(8), 1, Lsn(300), 102);
-        assert!(c.new_instance);
-        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(300));
-        assert!(!r.is_caught_up(1, 1, 1, Lsn(900), 102, 5000));
     }
 
     #[test]

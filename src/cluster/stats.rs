@@ -80,7 +80,6 @@ counters! {
     ReaderStartingUp = "reader_starting_up", "Reader connections refused with 57P03: the standby is starting up (R-1a).";
     MonitorFailures = "monitor_failures", "Monitor queries that failed or timed out (R-1a, R-1b).";
     SamplesBeforeOutage = "samples_before_outage", "Monitor samples not used: taken at or before the reader's latest outage (R-1a).";
-    ReaderInstanceChanges = "reader_instance_changes", "Monitor samples from a new server instance (restart, re-clone, timeline change): outages (R-1a).";
 }
 
 const N_OUTCOMES: usize = 5;
