@@ -224,11 +224,9 @@ pub struct Readers {
     /// Serializes topology writers (so each rebuild starts from the latest snapshot). Readers of
     /// the topology never take it.
     writer: Mutex<()>,
-    /// The latest host time any input carried (`u64::MAX`: none yet).
+    /// One more than the latest host time any input carried (0: none yet).
     clock: AtomicU64,
 }
-
-const NO_TIME: u64 = u64::MAX;
 
 const _: fn() = || {
     fn shared<T: Send + Sync>() {}
@@ -240,7 +238,7 @@ impl Default for Readers {
         Readers {
             topology: ShardedLock::new(Arc::new(Topology::default())),
             writer: Mutex::new(()),
-            clock: AtomicU64::new(NO_TIME),
+            clock: AtomicU64::new(0),
         }
     }
 }
@@ -335,20 +333,18 @@ impl Readers {
         drop(old); // outside the lock
     }
 
-    /// Moves the watermark to `t` (the latest host time seen).
+    /// Moves the watermark to `t` (the latest host time seen). On every RFQ: a plain load
+    /// unless the time is new (at most one store per host millisecond).
     fn tick(&self, t: u64) {
-        // `NO_TIME` is the maximum: replace it, else keep the larger.
-        let _ = self
-            .clock
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                (c == NO_TIME || t > c).then_some(t)
-            });
+        let t = t.saturating_add(1);
+        if t > self.clock.load(Ordering::Relaxed) {
+            self.clock.fetch_max(t, Ordering::Relaxed);
+        }
     }
 
     /// The latest host time any input carried.
     pub fn clock(&self) -> Option<u64> {
-        let c = self.clock.load(Ordering::Relaxed);
-        (c != NO_TIME).then_some(c)
+        self.clock.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// Adds a reader (healthy, nothing known) or moves an existing one to `hostgroup` (keeping
