@@ -167,3 +167,112 @@ def test_r1a_a_standby_restarted_behind_its_old_position_serves_no_stale_read(fa
         if not pair.standby.running():
             pair.standby.start()
         stop_proxy(proxy)
+
+
+FREEZE_S = 30
+RESPONSE_TIMEOUT_S = 10.0  # reader_response_timeout_ms (default)
+WAIT_TIMEOUT_S = 1.0  # wait_timeout_ms (default)
+SLACK_S = 1.5
+
+
+@pytest.mark.xfail(strict=True, reason="needs the proxy to drive R-1b (deadlines, monitor timeouts, connect failures)")
+def test_r1b_a_frozen_standby_bounds_every_read_and_new_sessions_skip_it(fault_pair, tmp_path):
+    """The standby frozen with SIGSTOP for 30 s under a read workload: no client request waits
+    longer than the response deadline plus the wait timeout; once the reader is held out, new
+    sessions read on the primary without paying the connect timeout; within 2 s of SIGCONT reads
+    are back on the standby (its monitor keeps sampling while it is held out)."""
+    pair = fault_pair
+    proxy = start_proxy(pair, tmp_path)
+    records: list[tuple[str, float, float, str]] = []  # (kind, start, latency, where)
+    lock = threading.Lock()
+    stop = threading.Event()
+    try:
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+            admin.execute("INSERT INTO w VALUES (2, 2) ON CONFLICT (k) DO NOTHING")
+        pair.wait_replayed()
+        deadline = time.monotonic() + 20
+        with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+            while c.execute(READ, (2,)).fetchone()[2] is not True:
+                assert time.monotonic() < deadline, "reads never reached the standby"
+                time.sleep(0.05)
+
+        def record(kind, t, where):
+            with lock:
+                records.append((kind, t, time.monotonic() - t, where))
+
+        def one_read(conn, kind):
+            t = time.monotonic()
+            try:
+                with bounded(conn, FREEZE_S + 15, f"a {kind} read"):
+                    row = conn.execute(READ, (2,)).fetchone()
+                record(kind, t, "standby" if row[2] else "primary")
+                return True
+            except (psycopg.Error, AssertionError) as e:
+                record(kind, t, f"error: {type(e).__name__}: {str(e)[:80]}")
+                return False
+
+        def pooled():
+            conn = psycopg.connect(proxy.dsn(), autocommit=True)
+            while not stop.is_set():
+                if not one_read(conn, "pooled"):
+                    conn.close()
+                    conn = psycopg.connect(proxy.dsn(), autocommit=True, connect_timeout=FREEZE_S + 15)
+                time.sleep(0.02)
+            conn.close()
+
+        def fresh():
+            while not stop.is_set():
+                t = time.monotonic()
+                try:
+                    with psycopg.connect(proxy.dsn(), autocommit=True, connect_timeout=FREEZE_S + 15) as conn:
+                        t = time.monotonic()
+                        one_read(conn, "new")
+                except psycopg.Error as e:
+                    record("new", t, f"error: connect: {str(e)[:80]}")
+                time.sleep(0.1)
+
+        workers = [threading.Thread(target=pooled) for _ in range(3)] + [threading.Thread(target=fresh)]
+        for w in workers:
+            w.start()
+        time.sleep(1)
+        tree = process_tree(postmaster_pid(pair.standby.datadir))
+        frozen_at = time.monotonic()
+        for p in tree:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            time.sleep(FREEZE_S)
+        finally:
+            for p in tree:
+                try:
+                    os.kill(p, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        resumed_at = time.monotonic()
+        time.sleep(5)
+        stop.set()
+        for w in workers:
+            w.join(timeout=FREEZE_S + 30)
+        stats = proxy.stats()
+    finally:
+        stop.set()
+        stop_proxy(proxy)
+    rel = [(k, s - frozen_at, lat, wh) for k, s, lat, wh in records]
+    during = [r for r in rel if 0 <= r[1] < FREEZE_S]
+    worst = max(rel, key=lambda r: r[2])
+    back = [r for r in rel if r[1] >= resumed_at - frozen_at and r[3] == "standby"]
+    late_new = [r for r in during if r[0] == "new" and r[1] >= RESPONSE_TIMEOUT_S + 5]
+    report("R-1b: standby frozen with SIGSTOP",
+           f"{len(rel)} requests ({len(during)} begun during the {FREEZE_S} s freeze); slowest "
+           f"{worst[2]:.1f} s ({worst[0]}, {worst[3]}); new sessions in the freeze's last "
+           f"{FREEZE_S - RESPONSE_TIMEOUT_S - 5:.0f} s: {len(late_new)}, slowest "
+           f"{max((r[2] for r in late_new), default=0):.2f} s; first standby read "
+           f"{(back[0][1] + frozen_at - resumed_at) if back else float('nan'):.2f} s after SIGCONT; "
+           f"reader_deadlines {stats['counter'].get('reader_deadlines', 0)}, "
+           f"readers_held_out {stats['counter'].get('readers_held_out', 0)}")
+    bound = RESPONSE_TIMEOUT_S + WAIT_TIMEOUT_S + SLACK_S
+    assert worst[2] <= bound, (
+        f"a {worst[0]} read begun {worst[1]:.1f} s into the freeze waited {worst[2]:.1f} s (bound {bound} s): "
+        "the proxy does not drive the engine's response deadline (R-1b)")
+    assert late_new and all(r[2] < 1.0 and r[3] == "primary" for r in late_new), (
+        f"new sessions late in the freeze paid for the frozen reader: {late_new[:5]}")
+    assert back and back[0][1] + frozen_at - resumed_at <= 2.0, "reads did not return to the standby within 2 s"
