@@ -297,6 +297,11 @@ impl Session {
         if i == 0 {
             return;
         }
+        if let Some(s) = self.backend(i).server {
+            // R-1a: evidence from before the loss says nothing of where it is now; R-1b: a
+            // failure toward the hold-out.
+            self.engine.reader_lost(s, self.now);
+        }
         if self.client_mid_message() {
             // Half of a large message (this reader's, or the writer's) reached the client: its
             // stream cannot be repaired.
@@ -308,11 +313,6 @@ impl Session {
             return;
         }
         let b = self.readers.remove(i - 1);
-        if let Some(s) = b.server {
-            // R-1a: evidence from before the loss says nothing of where it is now; R-1b: a
-            // failure toward the hold-out.
-            self.engine.reader_lost(s, self.now);
-        }
         if self.pin.is_some_and(|p| p.conn == conn) {
             self.pin = None;
             self.engine.stats().inc(Counter::PinsReleased);
