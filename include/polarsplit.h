@@ -79,6 +79,9 @@
 // READER_UNAVAILABLE: this user cannot log in on the readers at all.
 #define POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS 4
 
+// READER_CONNECT_FAILED: the standby refused with 57P03 (it is starting up).
+#define POLARSPLIT_EVENT_FLAG_STARTING_UP 8
+
 // `polarsplit_backend_fact.lsn_state`: the RFQ carried no LSN (SPEC W-2 *missing*).
 #define POLARSPLIT_LSN_MISSING 0
 
@@ -525,6 +528,12 @@ typedef struct {
 
 // Connection `conn` broke.
 #define POLARSPLIT_EVENT_CONNECTION_LOST 5
+
+// The reader connection ACQUIRE_READER asked for could not be opened: refused, failed, timed
+// out, or refused with SQLSTATE 57P03 (flag STARTING_UP). The writer answers the read; the
+// reader has an outage (R-1a) and a failure toward its hold-out (R-1b). An authentication
+// failure is READER_UNAVAILABLE with NO_CREDENTIALS instead.
+#define POLARSPLIT_EVENT_READER_CONNECT_FAILED 6
 
 // ReadyForQuery (`status`, `lsn_state`, `lsn`, `marker`, `xids`).
 #define POLARSPLIT_FACT_READY_FOR_QUERY 1

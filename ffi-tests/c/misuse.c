@@ -266,13 +266,13 @@ int ctest_misuse_out_of_range_integers(void) {
     CHECK_STATUS(new_session(e, &s), POLARSPLIT_OK);
 
     /* Event kinds and flag bits. */
-    const uint32_t bad_kinds[] = {0, 6, 7, 1000, 0x80000000u, UINT32_MAX};
+    const uint32_t bad_kinds[] = {0, 7, 8, 1000, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad_kinds / sizeof bad_kinds[0]; i++)
         CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, bad_kinds[i], 0, 0, 0),
                      POLARSPLIT_ERR_INVALID_ARGUMENT);
-    const uint32_t bad_flags[] = {8, 16, 0x80000000u, UINT32_MAX};
+    const uint32_t bad_flags[] = {16, 32, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++)
-        for (uint32_t k = POLARSPLIT_EVENT_WRITER_CONNECTED; k <= POLARSPLIT_EVENT_CONNECTION_LOST; k++)
+        for (uint32_t k = POLARSPLIT_EVENT_WRITER_CONNECTED; k <= POLARSPLIT_EVENT_READER_CONNECT_FAILED; k++)
             CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, k, 0, bad_flags[i], 0),
                          POLARSPLIT_ERR_INVALID_ARGUMENT);
 

@@ -7,7 +7,7 @@ use super::response::{Req, Who};
 use super::state::Known;
 use super::*;
 use crate::classify::Kind;
-use crate::cluster::readers::ChoiceRequest;
+use crate::cluster::readers::{ChoiceRequest, Waits};
 use crate::cluster::stats::Counter;
 use crate::cluster::WriterView;
 use crate::config::{Consistency, OnWaitTimeout, ReadFallback};
@@ -625,11 +625,23 @@ impl Session {
         if self.txn.active {
             if let Some(pin) = self.pin {
                 if !exclude.contains(&pin.server) {
+                    // P-7: the pinned reader's own RFQs, or the engine's fresh evidence of it
+                    // (a monitor sample not older than reader_lsn_max_age_ms, taken after its
+                    // latest outage, R-1a) show it has replayed the target.
+                    let same = pin.generation == view.generation
+                        && pin.profile_generation == self.engine.profile_generation()
+                        && pin.config_generation == self.config_generation;
                     let caught_up = target.is_zero()
-                        || (pin.replay >= target
-                            && pin.generation == view.generation
-                            && pin.profile_generation == self.engine.profile_generation()
-                            && pin.config_generation == self.config_generation);
+                        || (same
+                            && (pin.replay >= target
+                                || self.engine.readers().is_caught_up(
+                                    pin.server,
+                                    pin.hostgroup,
+                                    view.generation,
+                                    target,
+                                    self.now,
+                                    max_age,
+                                )));
                     return self.decide_wait(d, view, pin.server, caught_up, Some(pin.conn));
                 }
             }
@@ -641,6 +653,7 @@ impl Session {
             target,
             now_ms: self.now,
             max_age_ms: max_age,
+            waits: Self::waits(view.dialect),
             exclude,
             salt,
         });
@@ -708,20 +721,20 @@ impl Session {
         }
     }
 
-    /// Whether a read may wait for its target on `server` (W-7): awide's bounded wait, or stock
-    /// PostgreSQL 19's `WAIT FOR LSN`; never polardb's unbounded one; never a server that refused.
-    fn can_wait_on(&self, dialect: ServerDialect, server: ServerId) -> bool {
-        if self.engine.waits_unsupported(server) {
-            return false;
-        }
+    /// Which readers may wait for a target under `dialect` (W-7): awide's bounded wait, or stock
+    /// PostgreSQL 19's `WAIT FOR LSN`; never polardb's unbounded one.
+    fn waits(dialect: ServerDialect) -> Waits {
         match dialect {
-            ServerDialect::Awide => true,
-            ServerDialect::Stock => self
-                .engine
-                .server_version(server)
-                .is_some_and(|v| v >= 190_000),
-            ServerDialect::PolarDb => false,
+            ServerDialect::Awide => Waits::Bounded,
+            ServerDialect::Stock => Waits::FromVersion(190_000),
+            ServerDialect::PolarDb => Waits::Never,
         }
+    }
+
+    /// Whether a read may wait for its target on `server` (W-7); never on a server that refused
+    /// the wait statements.
+    fn can_wait_on(&self, dialect: ServerDialect, server: ServerId) -> bool {
+        self.engine.readers().can_wait(server, Self::waits(dialect))
     }
 
     pub(super) fn acquire_reader(&mut self, server: ServerId) {
@@ -823,6 +836,19 @@ impl Session {
         });
         self.send_to_reader(id, conn, server, fresh, needs_reset);
         Ok(())
+    }
+
+    /// The connection `AcquireReader` asked for could not be opened: an outage and a failure of
+    /// the reader (R-1a, R-1b); the writer answers, as when no connection can be had.
+    pub(super) fn reader_connect_failed(&mut self, starting_up: bool) -> Result<(), SessionError> {
+        let Some((_, server)) = self.awaiting_reader() else {
+            return Err(SessionError::UnexpectedEvent(
+                "ReaderConnectFailed without AcquireReader",
+            ));
+        };
+        self.engine
+            .reader_connect_failed(server, self.now, starting_up);
+        self.reader_unavailable(false)
     }
 
     /// The host has no reader connection: the writer answers (P-4 never blocks).
