@@ -27,9 +27,11 @@
 pub mod actions;
 mod backend;
 mod batch;
+mod bind;
 mod client;
 mod effects;
 mod facts;
+mod finish;
 mod hidden;
 pub mod plan;
 mod reader;
