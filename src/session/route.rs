@@ -247,6 +247,7 @@ impl Session {
             UnitKind::FunctionCall => false,
             _ => class.is_none() || begin.is_some(),
         };
+        reserve_one(&mut self.units);
         self.units.push_back(Unit {
             id,
             kind,
