@@ -26,8 +26,10 @@ pub use startup::StartupPacket;
 pub struct Lsn(pub u64);
 
 impl Lsn {
+    /// No position: nothing to wait for.
     pub const ZERO: Lsn = Lsn(0);
 
+    /// Whether this is [`Lsn::ZERO`].
     pub fn is_zero(self) -> bool {
         self.0 == 0
     }
@@ -53,6 +55,9 @@ impl fmt::Display for Lsn {
 
 /// Message type bytes.
 pub mod tag {
+    // Each constant is the type byte of the message of the same name in the PostgreSQL protocol
+    // documentation ("Message Formats"); a doc line per constant would only repeat its name.
+    #![allow(missing_docs)]
     // Frontend.
     pub const QUERY: u8 = b'Q';
     pub const PARSE: u8 = b'P';
@@ -121,20 +126,55 @@ impl Default for Limits {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
+    /// A declared length below 4 (the length counts itself).
     #[error("message '{}' declares length {len}, less than the 4 bytes of the length itself", printable(*tag))]
-    LengthTooSmall { tag: u8, len: u32 },
+    LengthTooSmall {
+        /// The message's type byte (0 in the startup phase).
+        tag: u8,
+        /// The length it declared.
+        len: u32,
+    },
+    /// A message longer than the [`Limits`] allow for its kind.
     #[error("message '{}' of {len} bytes exceeds the limit of {limit} bytes", printable(*tag))]
-    TooLarge { tag: u8, len: usize, limit: usize },
+    TooLarge {
+        /// The message's type byte (0 in the startup phase).
+        tag: u8,
+        /// Its declared length.
+        len: usize,
+        /// The limit it exceeded.
+        limit: usize,
+    },
+    /// A malformed startup-phase packet (what is wrong).
     #[error("startup packet: {0}")]
     Startup(&'static str),
+    /// A StartupMessage of a protocol version the engine does not speak (only 3.0).
     #[error("unsupported protocol version {major}.{minor}")]
-    UnsupportedVersion { major: u16, minor: u16 },
+    UnsupportedVersion {
+        /// Major version.
+        major: u16,
+        /// Minor version.
+        minor: u16,
+    },
+    /// A message whose body does not parse as its type says.
     #[error("message '{}' is malformed: {what}", printable(*tag))]
-    Malformed { tag: u8, what: &'static str },
+    Malformed {
+        /// The message's type byte.
+        tag: u8,
+        /// What was wrong.
+        what: &'static str,
+    },
+    /// A type byte that peer never sends.
     #[error("unexpected message type '{}' from the {side}", printable(*tag))]
-    UnexpectedTag { tag: u8, side: &'static str },
+    UnexpectedTag {
+        /// The type byte.
+        tag: u8,
+        /// `"client"` or `"server"`.
+        side: &'static str,
+    },
+    /// A malformed PolarDB ReadyForQuery extension (what is wrong).
     #[error("ReadyForQuery extension: {0}")]
     Rfq(&'static str),
+    /// A malformed transaction XID list (the `'x'` marker's payload).
     #[error("transaction XID list: {0}")]
     XidList(#[from] XidError),
 }
