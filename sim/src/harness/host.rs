@@ -20,7 +20,7 @@ use polarsplit::session::{
 };
 use polarsplit::Engine;
 
-use super::families::{present_token, token_read, Families, FamilyWork};
+use super::families::{present_token, resync, take_token, token_read, Families, FamilyWork};
 use super::shape;
 use super::workload::{Op, OpKind, Workload};
 use crate::client::{self, Decoder, Msg};
@@ -193,6 +193,13 @@ struct ClientState {
     async_log: Vec<(u64, Msg)>,
     /// A write of this client just committed (causal family: its position may be handed on).
     committed_write: Option<(i64, i64)>,
+    /// Causal family: the write whose token this client asked for (`SHOW`), and the token
+    /// the engine answered, to hand on.
+    token_asked: Option<(i64, i64)>,
+    token_taken: Option<(String, i64, i64)>,
+    /// An error answered the batch this client left open at a Flush: its next message is
+    /// the Sync a driver sends then.
+    resync: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -251,6 +258,72 @@ pub struct Host {
     /// Readers the host's monitor has reported down, since when its probe failed.
     monitor_failing: BTreeMap<ServerId, (u64, bool)>,
     reader_faults: Vec<(u64, String)>,
+    /// `SIM_TRACE=<client>`: that client's wire traffic on stderr (a debugging aid).
+    trace: Option<Trace>,
+}
+
+/// The wire traffic of one client, printed as it happens (`SIM_TRACE=<client>`).
+struct Trace {
+    client: usize,
+    backends: BTreeMap<u64, Decoder>,
+}
+
+impl Trace {
+    fn from_env() -> Option<Trace> {
+        let client = std::env::var("SIM_TRACE").ok()?.parse().ok()?;
+        Some(Trace {
+            client,
+            backends: BTreeMap::new(),
+        })
+    }
+
+    /// Frontend messages the engine sent to a backend connection.
+    fn sent(&self, now: u64, i: usize, conn: u64, bytes: &[u8]) {
+        if i != self.client {
+            return;
+        }
+        let mut rest = bytes;
+        while let Ok(Some(f)) = frame(rest, &Limits::default()) {
+            use polarsplit::protocol::FrontendMessage as F;
+            let short = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(90)]).into_owned();
+            let what = match F::parse(f.tag, f.body) {
+                Ok(F::Query { sql }) => format!("Query {:?}", short(sql)),
+                Ok(F::Parse { statement, sql, .. }) => {
+                    format!("Parse {:?} {:?}", short(statement), short(sql))
+                }
+                Ok(F::Bind { portal, statement }) => {
+                    format!("Bind {:?} {:?}", short(portal), short(statement))
+                }
+                Ok(F::Close { kind, name }) => format!("Close {} {:?}", kind as char, short(name)),
+                Ok(F::Describe { kind, name }) => {
+                    format!("Describe {} {:?}", kind as char, short(name))
+                }
+                Ok(other) => format!("{other:?}"),
+                Err(e) => format!("{} ({e})", f.tag as char),
+            };
+            eprintln!("t={now} -> {conn}: {what}");
+            rest = &rest[f.wire_len..];
+        }
+    }
+
+    /// Backend messages read from a connection.
+    fn read(&mut self, now: u64, i: usize, conn: u64, bytes: &[u8]) {
+        if i != self.client {
+            return;
+        }
+        let ext = RfqExtensions {
+            lsn: true,
+            xact: true,
+        };
+        for m in self
+            .backends
+            .entry(conn)
+            .or_insert_with(|| Decoder::new(ext))
+            .feed(bytes)
+        {
+            eprintln!("t={now} <- {conn}: {m:?}");
+        }
+    }
 }
 
 const LIMIT_MS: u64 = 600_000;
@@ -299,6 +372,9 @@ impl Host {
                 lost_reported: BTreeSet::new(),
                 async_log: Vec::new(),
                 committed_write: None,
+                token_asked: None,
+                token_taken: None,
+                resync: false,
             })
             .collect();
         Host {
@@ -306,6 +382,7 @@ impl Host {
             family_rng: Rng::derive(sc.seed, "family-host", 0),
             monitor_failing: BTreeMap::new(),
             reader_faults: Vec::new(),
+            trace: Trace::from_env(),
             sc,
             cluster,
             engine,
@@ -326,6 +403,7 @@ impl Host {
 
     /// Runs the scenario to the end (every client done or closed) or to the time limit.
     pub fn run(mut self) -> Run {
+        self.engine.set_writer_identity(0, self.writer_identity());
         for i in 0..self.clients.len() {
             self.start_client(i);
         }
@@ -365,7 +443,8 @@ impl Host {
                 .cluster
                 .next_event_time()
                 .unwrap_or(now + 5)
-                .min(now + 5);
+                .min(now + 5)
+                .min(self.next_deadline().unwrap_or(u64::MAX));
             self.cluster.advance_to(next.max(now + 1));
         }
         if self.sc.families.notify {
@@ -457,8 +536,47 @@ impl Host {
         self.feed_client(i, &startup);
     }
 
-    /// One round: clients send, backends answer, faults strike. Returns whether anything moved.
+    /// The earliest time a session asked to be called back at (R-1b).
+    fn next_deadline(&self) -> Option<u64> {
+        self.clients
+            .iter()
+            .filter(|c| !c.closed)
+            .filter_map(|c| c.session.as_ref().and_then(Session::next_deadline))
+            .min()
+    }
+
+    /// Tells every session whose deadline has come that the time passed (R-1b), as a proxy's
+    /// timer does; the session may give up on a reader (the host then closes it). A deadline
+    /// still due right after `on_timeout` would spin a real host's timer: a host error.
+    fn deadlines(&mut self) {
+        let now = self.cluster.now();
+        for i in 0..self.clients.len() {
+            if self.clients[i].closed {
+                continue;
+            }
+            let Some(s) = self.clients[i].session.as_mut() else {
+                continue;
+            };
+            if s.is_closed() || s.next_deadline().is_none_or(|d| d > now) {
+                continue;
+            }
+            if let Err(e) = s.on_timeout(now) {
+                self.host_errors
+                    .push(format!("client {i}: on_timeout: {e}"));
+            }
+            if let Some(d) = s.next_deadline().filter(|d| *d <= now) {
+                self.host_errors.push(format!(
+                    "client {i}: deadline {d} still due after on_timeout at t={now}"
+                ));
+            }
+            self.drain(i);
+        }
+    }
+
+    /// One round: deadlines pass, clients send, backends answer, faults strike. Returns
+    /// whether anything moved.
     fn step(&mut self) -> bool {
+        self.deadlines();
         let mut progressed = false;
         for i in 0..self.clients.len() {
             if self.clients[i].closed {
@@ -493,6 +611,10 @@ impl Host {
                     _ => usize::MAX,
                 };
                 let bytes = self.cluster.read(ConnId(conn), chunk);
+                let now = self.cluster.now();
+                if let Some(t) = self.trace.as_mut() {
+                    t.read(now, i, conn, &bytes);
+                }
                 self.backend_bytes(i, conn, &bytes);
                 progressed = true;
             } else if self.cluster.server_closed(ConnId(conn))
@@ -523,6 +645,14 @@ impl Host {
         let now = self.cluster.now();
         let view = self.engine.writer_view(0);
         let bytes = op.bytes();
+        if self.trace.as_ref().is_some_and(|t| t.client == i) {
+            eprintln!(
+                "t={now} client {i} op {} => {:?} {:?}",
+                self.clients[i].log.len(),
+                op.sql,
+                op.script
+            );
+        }
         self.clients[i].current = Some(InFlight {
             op,
             msgs: Vec::new(),
@@ -737,6 +867,9 @@ impl Host {
                 .map(|(c, b)| (*c, std::mem::take(&mut b.sent)))
                 .collect();
             for (conn, bytes) in sends {
+                if let Some(t) = self.trace.as_ref() {
+                    t.sent(now, i, conn, &bytes);
+                }
                 self.attribute(i, conn, &bytes);
                 let _ = self.cluster.write(ConnId(conn), &bytes);
             }
@@ -916,6 +1049,12 @@ impl Host {
 
     fn client_receives(&mut self, i: usize, bytes: Vec<u8>) {
         let msgs = self.clients[i].decoder.feed(&bytes);
+        if self.trace.as_ref().is_some_and(|t| t.client == i) {
+            let now = self.cluster.now();
+            for m in &msgs {
+                eprintln!("t={now} client {i} <= {m:?}");
+            }
+        }
         self.client_messages(i, msgs);
     }
 
@@ -942,8 +1081,19 @@ impl Host {
                 };
                 if done {
                     let f = c.current.take().expect("in flight");
+                    c.resync = shape::leaves_batch_open(&f.op.script)
+                        && f.msgs.iter().any(|m| matches!(m, Msg::Error(_)));
                     if self.sc.families.causal {
                         c.committed_write = committed_write(&f.op, &f.msgs);
+                        if matches!(&f.op.kind, OpKind::Family(x) if x.what == "take-token") {
+                            let text = f.msgs.iter().find_map(|m| match m {
+                                Msg::DataRow(cols) => cols.first().cloned().flatten(),
+                                _ => None,
+                            });
+                            if let (Some(t), Some((k, v))) = (text, c.token_asked.take()) {
+                                c.token_taken = Some((t, k, v));
+                            }
+                        }
                     }
                     if let Some(r) = c.think.as_mut() {
                         c.ready_at = self.cluster.now() + r.range(0, 30);
@@ -1054,7 +1204,8 @@ impl Host {
                 {
                     self.failovers += 1;
                     self.engine.remove_reader(r.0);
-                    self.engine.writer_changed(0);
+                    // A new timeline is a new writer history: the generation moves (S-2).
+                    self.engine.set_writer_identity(0, self.writer_identity());
                 }
             }
         }
@@ -1152,25 +1303,31 @@ impl Host {
         }
     }
 
-    /// A client whose write just committed hands its session's position to another client,
-    /// as a web application passes a causal token to its next request (§11).
+    /// A client whose write just committed asks the engine for its causal token (C-1) and
+    /// hands it to another client, as a web application passes a token to its next request,
+    /// which may land on another connection or proxy (§11).
     fn pass_positions(&mut self) {
         for i in 0..self.clients.len() {
-            let Some((k, v)) = self.clients[i].committed_write.take() else {
-                continue;
-            };
-            if self.family_rng.range(0, 1) != 0 {
-                continue;
+            if let Some((k, v)) = self.clients[i].committed_write.take() {
+                let c = &mut self.clients[i];
+                if self.family_rng.range(0, 1) == 0
+                    && c.token.is_empty()
+                    && !c.work.in_transaction()
+                {
+                    c.token_asked = Some((k, v));
+                    c.token.push_back(take_token());
+                }
             }
-            let Some(lsn) = self.clients[i]
-                .session
-                .as_ref()
-                .map(|s| s.lsn_state().target().0)
-            else {
+            let Some((token, k, v)) = self.clients[i].token_taken.take() else {
                 continue;
             };
-            // The position goes to a session that has not seen the write itself (as the
-            // next request of a web application lands on another pooled connection).
+            let Some(lsn) = polarsplit::token::Token::parse(&token).map(|t| t.lsn.0) else {
+                self.host_errors.push(format!(
+                    "client {i}: the engine's causal token {token:?} does not parse"
+                ));
+                continue;
+            };
+            // The token goes to a session that has not seen the write itself.
             let n = self.clients.len();
             let j = (i + 1 + self.family_rng.range(0, n as u64 - 2) as usize) % n;
             let behind = self.clients[j]
@@ -1182,9 +1339,18 @@ impl Host {
             }
             let cj = &mut self.clients[j];
             if j != i && !cj.closed && cj.token.is_empty() && !cj.work.in_transaction() {
-                cj.token.push_back(present_token(lsn, i, k, v));
+                cj.token.push_back(present_token(&token, i, k, v));
                 cj.token.push_back(token_read(k));
             }
+        }
+    }
+
+    /// The writer's history as a monitor reads it (C-1): one system identifier per simulated
+    /// cluster, and the timeline the writer writes now.
+    fn writer_identity(&self) -> polarsplit::token::WriterIdentity {
+        polarsplit::token::WriterIdentity {
+            system_id: 7_000_000_000_000_000_000 + self.sc.seed,
+            timeline: self.cluster.timeline(),
         }
     }
 }
@@ -1214,6 +1380,7 @@ fn committed_write(op: &Op, msgs: &[Msg]) -> Option<(i64, i64)> {
 impl ClientState {
     fn work_left(&self) -> bool {
         self.work.has_more()
+            || self.resync
             || !self.token.is_empty()
             || self.family.as_ref().is_some_and(FamilyWork::has_more)
     }
@@ -1221,6 +1388,9 @@ impl ClientState {
     /// A token to present first; a family operation between transactions; else the ordinary
     /// workload's next operation.
     fn next_op(&mut self) -> Option<Op> {
+        if std::mem::take(&mut self.resync) {
+            return Some(resync());
+        }
         if let Some(t) = self.token.pop_front() {
             return Some(t);
         }
