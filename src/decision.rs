@@ -162,6 +162,7 @@ reasons! {
     BatchNoStatement = 77, "BATCH_NO_STATEMENT", "A batch with nothing to route (a lone Sync, Close of portals): the writer.";
     ReaderUnresponsive = 78, "READER_UNRESPONSIVE", "A reader answered nothing within reader_response_timeout_ms (R-1b).";
     CausalToken = 79, "CAUSAL_TOKEN", "SHOW/SET polarsplit.causal_token, answered by the engine (C-1, C-2).";
+    StatementLexedOtherwise = 80, "STATEMENT_LEXED_OTHERWISE", "A prepared statement parsed under another standard_conforming_strings than now: only the writer holds its parse (E-2).";
 }
 
 impl Reason {

@@ -7,6 +7,7 @@
 //! (the engine never calls the host).
 
 pub(crate) mod conns;
+mod health;
 pub mod readers;
 pub mod stats;
 
@@ -414,14 +415,31 @@ impl Engine {
     /// Registers (or moves) a reader server.
     pub fn add_reader(&self, server: ServerId, hostgroup: Hostgroup) {
         self.readers.upsert(server, hostgroup);
+        // What is known of its wait support survives a removal (keyed by server).
+        let refused = self.no_wait.read().contains(&server);
+        let version = self.versions.read().get(&server).copied();
+        self.readers.set_wait_support(server, refused, version);
     }
 
     pub fn remove_reader(&self, server: ServerId) -> bool {
         self.readers.remove(server)
     }
 
+    /// The host's health verdict for a reader. R-1a: a change either way is an outage, dated
+    /// by the latest host time the engine has seen; prefer [`Engine::set_reader_health_at`].
     pub fn set_reader_health(&self, server: ServerId, healthy: bool) -> bool {
-        self.readers.set_health(server, healthy)
+        let at = self.readers.clock().unwrap_or(0);
+        self.set_reader_health_at(server, healthy, at)
+    }
+
+    /// The host's health verdict for a reader at host time `now_ms`. R-1a: a change either way
+    /// is an outage: only evidence taken after `now_ms` gives the reader a position again.
+    pub fn set_reader_health_at(&self, server: ServerId, healthy: bool, now_ms: u64) -> bool {
+        let c = self.readers.set_health_at(server, healthy, now_ms);
+        if c.outage {
+            self.stats.inc(Counter::ReaderOutages);
+        }
+        c.found
     }
 
     /// The generation of the writer hostgroup whose reader hostgroup holds `server`.
@@ -434,19 +452,96 @@ impl Engine {
             .map(|g| g.generation.load(Ordering::Acquire))
     }
 
-    /// A monitor sample of a reader's replay LSN taken at host time `at_ms`.
+    /// A monitor sample of a reader's replay LSN whose query was *sent* at host time `at_ms`
+    /// (R-1, R-1a): it replaces what is known of the reader's position — it may lower it — unless
+    /// it was taken at or before the reader's latest outage. R-1b: a sample taken after the
+    /// reader's latest failure lets a held-out reader back in and lifts its back-off. Returns
+    /// whether the reader is known (under a writer hostgroup).
     pub fn reader_sample(&self, server: ServerId, lsn: Lsn, at_ms: u64) -> bool {
         let Some(generation) = self.generation_for_reader(server) else {
             return false;
         };
         self.stats.inc(Counter::MonitorSamples);
-        self.readers.observe_replay(server, generation, lsn, at_ms)
+        let c = self.readers.observe_sample(server, generation, lsn, at_ms);
+        if c.before_outage {
+            self.stats.inc(Counter::SamplesBeforeOutage);
+        }
+        if c.back_in {
+            self.stats.inc(Counter::ReadersBackIn);
+        }
+        c.found
+    }
+
+    /// R-1a, R-1b: the host's monitor query to `server` failed or timed out at host time
+    /// `now_ms` (its connection broke, refused, or answered nothing in the host's monitor
+    /// timeout). An outage — nothing known of the position before `now_ms` counts — and a
+    /// failure toward the hold-out.
+    pub fn reader_monitor_failed(&self, server: ServerId, now_ms: u64) {
+        self.stats.inc(Counter::MonitorFailures);
+        self.outage_and_failure(server, now_ms);
+    }
+
+    /// R-1a, R-1b: a connection to reader `server` broke at host time `now_ms` (sessions report
+    /// theirs with `Event::ConnectionLost`; hosts report pooled idle connections here). An
+    /// outage and a failure.
+    pub fn reader_lost(&self, server: ServerId, now_ms: u64) {
+        self.outage_and_failure(server, now_ms);
+    }
+
+    /// R-1a, R-1b: a new connection to reader `server` could not be opened at host time
+    /// `now_ms` — refused, failed, timed out, or refused with 57P03 (`starting_up`: the standby
+    /// accepts no connections yet). An outage and a failure. Sessions report theirs with
+    /// `Event::ReaderConnectFailed`; hosts report their own attempts (warmups, pool refills) here.
+    pub fn reader_connect_failed(&self, server: ServerId, now_ms: u64, starting_up: bool) {
+        self.stats.inc(Counter::ReaderConnectFailures);
+        if starting_up {
+            self.stats.inc(Counter::ReaderStartingUp);
+        }
+        self.outage_and_failure(server, now_ms);
+    }
+
+    /// R-1a: reader `server` was out at host time `now_ms` in a way the host noticed and no other
+    /// call names (it restarted, was re-cloned or changed timeline — e.g. its monitor query saw
+    /// `pg_postmaster_start_time()` or the timeline change): nothing known of its position
+    /// before `now_ms` counts. Not a failure.
+    pub fn reader_outage(&self, server: ServerId, now_ms: u64) {
+        if self.readers.outage(server, now_ms) {
+            self.stats.inc(Counter::ReaderOutages);
+        }
+    }
+
+    fn outage_and_failure(&self, server: ServerId, now_ms: u64) {
+        if !self.readers.outage(server, now_ms) {
+            return;
+        }
+        self.stats.inc(Counter::ReaderOutages);
+        self.stats.inc(Counter::ReaderFailures);
+        let threshold = self.config.read().reader_failure_threshold;
+        if self.readers.failed(server, now_ms, threshold).held_out {
+            self.stats.inc(Counter::ReadersHeldOut);
+        }
+    }
+
+    /// R-1b: the earliest host time at which the host should open a new connection to reader
+    /// `server` — for pool refills, warmups, and an `AcquireReader` it has no pooled connection
+    /// for (answer `ReaderUnavailable` until then). `None`: any time. See
+    /// [`readers::Readers::retry_after`].
+    pub fn reader_retry_after(&self, server: ServerId) -> Option<u64> {
+        self.readers.retry_after(server)
+    }
+
+    /// R-1b: whether reader `server` is held out of reader choice (until a monitor sample taken
+    /// after its latest failure).
+    pub fn reader_held_out(&self, server: ServerId) -> bool {
+        self.readers.is_held_out(server)
     }
 
     /// Records a reader's `server_version_num` (e.g. 150008, 190000) from its ParameterStatus
     /// or a query: stock PostgreSQL 19 and later can wait with `WAIT FOR LSN` (issue 11).
     pub fn set_server_version(&self, server: ServerId, version_num: u32) {
         self.versions.write().insert(server, version_num);
+        self.readers
+            .set_wait_support(server, self.waits_unsupported(server), Some(version_num));
     }
 
     pub fn server_version(&self, server: ServerId) -> Option<u32> {
@@ -460,33 +555,66 @@ impl Engine {
 
     /// Remembers that `server` refused a wait statement; returns whether this is news.
     pub fn mark_waits_unsupported(&self, server: ServerId) -> bool {
-        self.no_wait.write().insert(server)
+        let news = self.no_wait.write().insert(server);
+        self.readers.set_wait_support(server, true, None);
+        news
     }
 
     /// Forgets that (e.g. after the host upgraded or replaced the server).
     pub fn clear_waits_unsupported(&self, server: ServerId) {
         self.no_wait.write().remove(&server);
+        self.readers.set_wait_support(server, false, None);
     }
 
-    /// R-1a: a reader connection was lost, refused, or the reader was otherwise out: what the
-    /// engine knew of its position no longer holds.
-    pub(crate) fn reader_outage(&self, server: ServerId) {
-        self.readers.outage(server);
-    }
-
-    /// R-1b: a reader failed (a lost connection, a response deadline, a connect failure).
-    pub(crate) fn reader_failed(&self, server: ServerId, now_ms: u64) {
-        self.readers.failed(server, now_ms);
-    }
-
-    /// R-1b: a reader answered a statement.
+    /// R-1b: a reader answered a statement: its consecutive failures restart from zero.
     pub(crate) fn reader_answered(&self, server: ServerId) {
         self.readers.answered(server);
     }
 
-    /// A replay position a reader reported on its own RFQ, under a known generation.
-    pub(crate) fn reader_rfq_lsn(&self, server: ServerId, generation: u64, lsn: Lsn, at_ms: u64) {
+    /// A replay position a reader reported on the RFQ ending a statement sent at host time
+    /// `sent_at_ms`, under a known generation (R-1a: raises only when newer than the latest
+    /// sample and the latest outage).
+    pub(crate) fn reader_rfq_lsn(
+        &self,
+        server: ServerId,
+        generation: u64,
+        lsn: Lsn,
+        sent_at_ms: u64,
+    ) {
         self.stats.inc(Counter::ReaderRfqLsns);
-        self.readers.observe_replay(server, generation, lsn, at_ms);
+        self.readers
+            .observe_rfq(server, generation, lsn, sent_at_ms);
+    }
+
+    /// Every counter, outcome and reason, and per-reader gauges (known position, lag behind the
+    /// writer, health, hold-out, consecutive failures, active statements), in the Prometheus
+    /// text exposition format (SPEC §9).
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        self.stats.write_prometheus(&mut out);
+        let writers: Vec<(Option<Hostgroup>, u64, u64)> = self
+            .hostgroups
+            .read()
+            .values()
+            .map(|g| {
+                let hg = match g.reader_hostgroup.load(Ordering::Acquire) {
+                    NO_HOSTGROUP => None,
+                    v => Some(v as Hostgroup),
+                };
+                (
+                    hg,
+                    g.generation.load(Ordering::Acquire),
+                    g.writer_lsn.load(Ordering::Acquire),
+                )
+            })
+            .collect();
+        let readers = self.readers.all();
+        stats::write_reader_gauges(&mut out, &readers, |hg| {
+            writers
+                .iter()
+                .find(|(h, _, _)| *h == Some(hg))
+                .map(|&(_, generation, lsn)| (generation, Lsn(lsn)))
+        });
+        out
     }
 }

@@ -91,8 +91,14 @@ pub enum Event {
         needs_reset: bool,
     },
     /// No reader connection can be had now (`no_credentials`: this user cannot log in on the
-    /// readers at all).
+    /// readers at all). Not a failure of the reader: the pool is empty, the back-off of
+    /// `Engine::reader_retry_after` says not yet, a connection limit was reached.
     ReaderUnavailable { no_credentials: bool },
+    /// The connection `AcquireReader` asked for could not be opened: refused, failed, timed out
+    /// (the host's connect timeout), or refused with SQLSTATE 57P03 (`starting_up`: the standby
+    /// accepts no connections yet). The writer answers, as for `ReaderUnavailable`, and the
+    /// reader has an outage (R-1a) and a failure toward its hold-out (R-1b).
+    ReaderConnectFailed { starting_up: bool },
     /// The connection broke.
     ConnectionLost,
 }
@@ -582,7 +588,9 @@ impl Session {
     }
 
     /// The earliest host time at which the session needs [`Session::on_timeout`] (R-1b): a
-    /// reader that has answered nothing for `reader_response_timeout_ms`. `None`: no deadline.
+    /// reader that has answered nothing for `reader_response_timeout_ms` while its monitor did
+    /// not answer either. `None`: no deadline. It moves later whenever the reader's monitor
+    /// answers: ask again after every input and after each monitor sample.
     pub fn next_deadline(&self) -> Option<u64> {
         let timeout = self.config.reader_response_timeout_ms;
         if timeout == 0 {
@@ -590,8 +598,12 @@ impl Session {
         }
         self.units
             .iter()
-            .filter(|u| matches!(u.attempt, Attempt::Reader { .. }))
-            .map(|u| u.sent_at.saturating_add(timeout))
+            .filter_map(|u| match u.attempt {
+                Attempt::Reader { server, .. } => {
+                    Some(self.reader_deadline(u.sent_at, server, timeout))
+                }
+                _ => None,
+            })
             .min()
     }
 

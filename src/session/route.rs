@@ -7,7 +7,7 @@ use super::response::{Req, Who};
 use super::state::Known;
 use super::*;
 use crate::classify::Kind;
-use crate::cluster::readers::ChoiceRequest;
+use crate::cluster::readers::{ChoiceRequest, Waits};
 use crate::cluster::stats::Counter;
 use crate::cluster::WriterView;
 use crate::config::{Consistency, OnWaitTimeout, ReadFallback};
@@ -327,6 +327,14 @@ impl Session {
         let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
         let changes_state = class.as_ref().is_some_and(|c| self.changes_state(c));
         self.mirror_deallocated(w, class.as_ref(), sql.as_deref());
+        let lexing = class.as_ref().is_some_and(effects::may_change_lexing);
+        self.mirror_before_lexing_change(w, lexing);
+        if let (Some(c), Some(t)) = (
+            class.as_ref(),
+            sql.as_deref().and_then(|b| std::str::from_utf8(b).ok()),
+        ) {
+            self.note_custom_names(c, t);
+        }
         let id = self.push_unit(UnitKind::Query, d, class, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {
             u.sql = sql;
@@ -339,6 +347,36 @@ impl Session {
             self.settings.mark_due();
         }
         self.after_writer_send(id, may_write, known && no_copy_in);
+    }
+
+    /// E-2: a server keeps a prepared statement's parse, and `standard_conforming_strings`
+    /// decides how its string literals were lexed. Before a unit that may change it (SET or
+    /// RESET of it, RESET ALL, code the engine cannot see into) runs on the writer, every
+    /// statement that exists only on readers is prepared on the writer too, under the rules it
+    /// was parsed with — so its parse lives somewhere for good (hidden, answers swallowed).
+    pub(super) fn mirror_before_lexing_change(&mut self, w: ConnId, changes: bool) {
+        if !changes {
+            return;
+        }
+        let todo = self.statements.reader_only();
+        if todo.is_empty() {
+            return;
+        }
+        for (name, _) in &todo {
+            self.statements.set_on_writer(name);
+        }
+        self.out.send_backend_with(w, |o| {
+            for (name, rest) in &todo {
+                hidden::parse_as(o, name, rest);
+            }
+            hidden::sync(o);
+        });
+        if let Some(wb) = self.writer.as_mut() {
+            for _ in &todo {
+                wb.resp.push(Req::Parse, Who::Mirror, 0);
+            }
+            wb.resp.push(Req::Sync, Who::Mirror, 0);
+        }
     }
 
     /// E-2: a `DEALLOCATE` of a statement the client prepared only on readers would fail on
@@ -587,11 +625,23 @@ impl Session {
         if self.txn.active {
             if let Some(pin) = self.pin {
                 if !exclude.contains(&pin.server) {
+                    // P-7: the pinned reader's own RFQs, or the engine's fresh evidence of it
+                    // (a monitor sample not older than reader_lsn_max_age_ms, taken after its
+                    // latest outage, R-1a) show it has replayed the target.
+                    let same = pin.generation == view.generation
+                        && pin.profile_generation == self.engine.profile_generation()
+                        && pin.config_generation == self.config_generation;
                     let caught_up = target.is_zero()
-                        || (pin.replay >= target
-                            && pin.generation == view.generation
-                            && pin.profile_generation == self.engine.profile_generation()
-                            && pin.config_generation == self.config_generation);
+                        || (same
+                            && (pin.replay >= target
+                                || self.engine.readers().is_caught_up(
+                                    pin.server,
+                                    pin.hostgroup,
+                                    view.generation,
+                                    target,
+                                    self.now,
+                                    max_age,
+                                )));
                     return self.decide_wait(d, view, pin.server, caught_up, Some(pin.conn));
                 }
             }
@@ -603,6 +653,7 @@ impl Session {
             target,
             now_ms: self.now,
             max_age_ms: max_age,
+            waits: Self::waits(view.dialect),
             exclude,
             salt,
         });
@@ -670,20 +721,20 @@ impl Session {
         }
     }
 
-    /// Whether a read may wait for its target on `server` (W-7): awide's bounded wait, or stock
-    /// PostgreSQL 19's `WAIT FOR LSN`; never polardb's unbounded one; never a server that refused.
-    fn can_wait_on(&self, dialect: ServerDialect, server: ServerId) -> bool {
-        if self.engine.waits_unsupported(server) {
-            return false;
-        }
+    /// Which readers may wait for a target under `dialect` (W-7): awide's bounded wait, or stock
+    /// PostgreSQL 19's `WAIT FOR LSN`; never polardb's unbounded one.
+    fn waits(dialect: ServerDialect) -> Waits {
         match dialect {
-            ServerDialect::Awide => true,
-            ServerDialect::Stock => self
-                .engine
-                .server_version(server)
-                .is_some_and(|v| v >= 190_000),
-            ServerDialect::PolarDb => false,
+            ServerDialect::Awide => Waits::Bounded,
+            ServerDialect::Stock => Waits::FromVersion(190_000),
+            ServerDialect::PolarDb => Waits::Never,
         }
+    }
+
+    /// Whether a read may wait for its target on `server` (W-7); never on a server that refused
+    /// the wait statements.
+    fn can_wait_on(&self, dialect: ServerDialect, server: ServerId) -> bool {
+        self.engine.readers().can_wait(server, Self::waits(dialect))
     }
 
     pub(super) fn acquire_reader(&mut self, server: ServerId) {
@@ -785,6 +836,19 @@ impl Session {
         });
         self.send_to_reader(id, conn, server, fresh, needs_reset);
         Ok(())
+    }
+
+    /// The connection `AcquireReader` asked for could not be opened: an outage and a failure of
+    /// the reader (R-1a, R-1b); the writer answers, as when no connection can be had.
+    pub(super) fn reader_connect_failed(&mut self, starting_up: bool) -> Result<(), SessionError> {
+        let Some((_, server)) = self.awaiting_reader() else {
+            return Err(SessionError::UnexpectedEvent(
+                "ReaderConnectFailed without AcquireReader",
+            ));
+        };
+        self.engine
+            .reader_connect_failed(server, self.now, starting_up);
+        self.reader_unavailable(false)
     }
 
     /// The host has no reader connection: the writer answers (P-4 never blocks).

@@ -104,6 +104,11 @@ impl Session {
                 )
             }
         };
+        if let BackendMessage::ParameterStatus { name, value } = msg {
+            if name == b"standard_conforming_strings" {
+                self.statements.scs_off = value.eq_ignore_ascii_case(b"off");
+            }
+        }
         if a.kind == AKind::Async {
             let hidden_notice =
                 matches!(msg, BackendMessage::NoticeResponse(_)) && !a.who.is_client();

@@ -61,6 +61,25 @@ impl Host {
         }
     }
 
+    /// A new client session on an existing engine (several sessions share its readers), at host
+    /// time `now`.
+    pub fn on(engine: &Arc<Engine>, now: u64) -> Host {
+        let session = Session::new(engine.clone(), client_info());
+        Host {
+            engine: engine.clone(),
+            session,
+            streams: Streams::new(),
+            now,
+            log: Vec::new(),
+        }
+    }
+
+    /// Reports that time passed (R-1b) and drains the actions.
+    pub fn timeout(&mut self) -> Vec<A> {
+        self.session.on_timeout(self.now).expect("on_timeout");
+        self.drain()
+    }
+
     /// Drains every action, applies the byte actions to the streams, returns them owned.
     pub fn drain(&mut self) -> Vec<A> {
         let mut out = Vec::new();

@@ -41,7 +41,7 @@ int main(void) {
     polarsplit_engine *eng = NULL;
     polarsplit_session *s = NULL;
     if (polarsplit_config_builder_build(b, &cfg, err, sizeof err) != POLARSPLIT_OK ||
-        polarsplit_engine_new(cfg, &eng) != POLARSPLIT_OK || polarsplit_session_new(eng, NULL, &s) != POLARSPLIT_OK) {
+        polarsplit_engine_new(cfg, &eng) != POLARSPLIT_OK || polarsplit_session_new(eng, NULL, 0, &s) != POLARSPLIT_OK) {
         fprintf(stderr, "setup: %s\n", err);
         return 1;
     }
@@ -55,8 +55,8 @@ int main(void) {
     if (polarsplit_session_recv_client(s, pkt, n, 0, &consumed) != POLARSPLIT_OK || consumed != n) return 1;
     polarsplit_action a;
     int connect = 0;
-    while (polarsplit_session_poll_action(s, &a) == POLARSPLIT_OK)
-        if (a.kind == POLARSPLIT_ACTION_CONNECT_WRITER) connect++;
+    while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
+        if (a.kind == POLARSPLIT_ACTION_CONNECT_WRITER && a.connect_writer.startup.len > 8) connect++;
     polarsplit_session_free(s);
     polarsplit_engine_free(eng);
     polarsplit_config_free(cfg);

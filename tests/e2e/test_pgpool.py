@@ -5,8 +5,10 @@ integrations/pgpool/build.sh builds the patched tree twice: without the switch (
 Pgpool as it was), which runs Pgpool's own statement-level load balancing configured as its
 documentation describes for streaming replication, and `--with-polarsplit` (`pgpool`), run with
 `polarsplit = on`, and with `polarsplit = off` for the pgbench comparison. The workloads speak the
-simple query protocol (psycopg's ClientCursor binds parameters client-side). Where a statement
-ran is read from `inet_server_port()` (replica-safe on purpose, SPEC S-7).
+simple query protocol (psycopg's ClientCursor binds parameters client-side) unless they say they
+use the extended one (psycopg's server-side binding, with named statements per prepare_threshold).
+Where a statement ran is read from `inet_server_port()` (replica-safe on purpose, SPEC S-7) or,
+for pgbench, from each server's own statistics.
 
 The figures are printed (pytest -s shows them) and written to target/pgpool/report.txt."""
 
@@ -93,23 +95,42 @@ def _run_clients(target, keys: list[int]) -> Counts:
     return total
 
 
-def ryw_workload(pgpool: Pgpool, pair, keys: list[int]) -> Counts:
+SIMPLE = {"cursor_factory": psycopg.ClientCursor}  # parameters bound client-side: simple Query
+
+
+def ryw_workload(pgpool: Pgpool, pair, keys: list[int], connect: dict | None = None,
+                 pipeline: bool = False) -> Counts:
     """Each client: write its row, read it at once, wait past the apply delay, read it again.
-    A read that misses the client's own committed write is stale."""
+    A read that misses the client's own committed write is stale. `connect`: psycopg options
+    (the protocol: SIMPLE, or the extended protocol with a prepare_threshold); `pipeline`: the
+    write and the first read go in one psycopg pipeline (one batch, the read right behind the
+    write)."""
     standby_port = pair.standby.port
+    write = "UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v"
+    read = "SELECT v, inet_server_port() FROM kv WHERE k = %s"
+
+    def count(out: Counts, row, wrote: int) -> None:
+        v, port = row
+        out.reads += 1
+        out.stale += v < wrote
+        out.standby += port == standby_port
 
     def client(k: int) -> Counts:
         out = Counts()
         try:
-            with psycopg.connect(pgpool.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+            with psycopg.connect(pgpool.dsn(), autocommit=True, **(SIMPLE if connect is None else connect)) as c:
                 for _ in range(ITERATIONS):
-                    wrote = c.execute("UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v", (k,)).fetchone()[0]
-                    for pause in (0, PAUSE_S):
-                        time.sleep(pause)
-                        v, port = c.execute("SELECT v, inet_server_port() FROM kv WHERE k = %s", (k,)).fetchone()
-                        out.reads += 1
-                        out.stale += v < wrote
-                        out.standby += port == standby_port
+                    if pipeline:
+                        with c.pipeline():
+                            w = c.execute(write, (k,))
+                            r = c.execute(read, (k,))
+                        wrote = w.fetchone()[0]
+                        count(out, r.fetchone(), wrote)
+                    else:
+                        wrote = c.execute(write, (k,)).fetchone()[0]
+                        count(out, c.execute(read, (k,)).fetchone(), wrote)
+                    time.sleep(PAUSE_S)
+                    count(out, c.execute(read, (k,)).fetchone(), wrote)
         except psycopg.Error as e:  # counted, and fails the test
             out.errors.append(str(e))
         return out
@@ -211,11 +232,19 @@ def test_p5_pgpool_transaction_reads_before_the_first_write_offloaded_after_it_o
     assert before.standby > 0  # the read-only prefix is offloaded
 
 
-def _pgbench(pgpool: Pgpool, seconds: int) -> tuple[float, int, float]:
+@pytest.fixture(scope="module")
+def pgbench_tables(pair):
+    subprocess.run(["pgbench", "-i", "-q", "-s", "1", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres",
+                    "app"], check=True, capture_output=True)
+    pair.primary.psql("GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC", dbname="app")
+    pair.wait_replayed()
+
+
+def _pgbench(pgpool: Pgpool, seconds: int, *args: str) -> tuple[float, int, float]:
     cpu0 = pgpool.cpu_seconds()
     r = subprocess.run(
-        ["pgbench", "-n", "-S", "-c", "4", "-j", "2", "-T", str(seconds), "-h", "127.0.0.1", "-p", str(pgpool.port),
-         "-U", "app_trust", "app"], capture_output=True, text=True, timeout=seconds + 60)
+        ["pgbench", "-n", "-S", "-c", "4", "-j", "2", "-T", str(seconds), *args, "-h", "127.0.0.1", "-p",
+         str(pgpool.port), "-U", "app_trust", "app"], capture_output=True, text=True, timeout=seconds + 60)
     cpu = pgpool.cpu_seconds() - cpu0
     assert r.returncode == 0, r.stdout + r.stderr
     tps = float(re.search(r"tps = ([0-9.]+) \(without initial connection time\)", r.stdout).group(1))
@@ -224,11 +253,39 @@ def _pgbench(pgpool: Pgpool, seconds: int) -> tuple[float, int, float]:
     return tps, txs, cpu
 
 
-def test_pgbench_select_only_through_pgpool_polarsplit_on_vs_off(pair, pgpools):
-    subprocess.run(["pgbench", "-i", "-q", "-s", "1", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres",
-                    "app"], check=True, capture_output=True)
-    pair.primary.psql("GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC", dbname="app")
-    pair.wait_replayed()
+SUMMARY = re.compile(r"polarsplit: session summary: decisions primary (\d+) standby (\d+) split (\d+)")
+
+
+def _session_summaries(pgpool: Pgpool, after: int, sessions: int) -> tuple[int, int]:
+    """(decisions for the primary, for the standby) of the session summaries the Pgpool children
+    logged (DEBUG1) past log offset `after`, once at least `sessions` of them are there (a child
+    logs its summary when its client has gone: bounded wait)."""
+    deadline = time.time() + 10
+    while len(SUMMARY.findall(pgpool.log_text()[after:])) < sessions and time.time() < deadline:
+        time.sleep(0.1)
+    found = SUMMARY.findall(pgpool.log_text()[after:])
+    assert len(found) >= sessions, found
+    return sum(int(p) for p, _, _ in found), sum(int(r) + int(x) for _, r, x in found)
+
+
+def test_e1_pgbench_select_only_through_pgpool_in_every_query_mode(pair, pgpools, pgbench_tables):
+    """pgbench -S -M simple|extended|prepared through the patched Pgpool (no writes: nothing to
+    wait for): the share of its selects sent to the standby, from the session summaries of a
+    Pgpool logging at DEBUG1 (its TPS is not a figure: it logs)."""
+    p = pgpools("polarsplit-debug1", polarsplit=True, settings={"log_min_messages": "'debug1'"})
+    report("\npgbench -S -c 4 -j 2 -T 3 through patched Pgpool, polarsplit = on: decisions by server "
+           "(the children's session summaries)")
+    for mode in ("simple", "extended", "prepared"):
+        offset = len(p.log_text())
+        _tps, txs, _ = _pgbench(p, 3, "-M", mode)
+        # pgbench's 4 clients and its own first connection (it reads the scale, on the primary)
+        on_primary, on_standby = _session_summaries(p, offset, sessions=5)
+        report(f"  -M {mode:<9} transactions {txs:6}  to the standby {on_standby:6}, to the primary {on_primary:4} "
+               f"({on_standby / max(1, txs):.1%} of the selects on the standby)")
+        assert on_standby >= 0.95 * txs, (mode, on_standby, on_primary, txs)
+
+
+def test_pgbench_select_only_through_pgpool_polarsplit_on_vs_off(pair, pgpools, pgbench_tables):
     servers = {"off": pgpools("off", polarsplit=False), "on": pgpools("polarsplit", polarsplit=True),
                "plain": pgpools("lb0", polarsplit=None)}
     runs: dict[str, list[tuple[float, int, float]]] = {k: [] for k in servers}
@@ -261,31 +318,61 @@ def test_pgpool_built_without_the_switch_has_no_trace_of_the_library():
     assert b"polarsplit_settings" not in strings and b"polarsplit_settings" in PGPOOL.read_bytes()
 
 
-def test_e1_pgpool_polarsplit_relays_the_extended_protocol(pair, pgpools):
-    """psycopg's default protocol through the patched Pgpool: unnamed Parse/Bind/Execute reads of a
-    session with nothing to wait for are offloaded; with named prepared statements and writes no
-    read misses a write (this library version keeps named statements on the primary:
-    EXTENDED_NOT_SELF_CONTAINED)."""
-    p = pgpools("polarsplit", polarsplit=True)
-    (k,) = _rows(pair, 7300, 1)
-    q = "SELECT v, inet_server_port() FROM kv WHERE k = %s"
-    with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=None) as c:
-        unnamed = [c.execute(q, (k,)).fetchone() for _ in range(10)]
-    assert all(v == 0 for v, _ in unnamed)
-    offloaded = sum(port == pair.standby.port for _, port in unnamed)
-    stale = reads = 0
-    with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=0) as c:
-        for _ in range(10):
-            wrote = c.execute("UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v", (k,)).fetchone()[0]
-            for pause in (0, PAUSE_S):
-                time.sleep(pause)
-                v, _port = c.execute(q, (k,)).fetchone()
-                reads += 1
-                stale += v < wrote
-    report(f"\nextended protocol through patched Pgpool: unnamed reads on the standby {offloaded}/10; "
-           f"prepared statements with writes: reads {reads}, stale {stale}")
-    assert offloaded == 10
-    assert reads == 20 and stale == 0
+# psycopg's extended protocol (server-side binding) in the ways applications meet it.
+EXTENDED_MODES = {
+    "extended, unnamed statements (prepare_threshold=None)": ({"prepare_threshold": None}, False),
+    "extended, named after 5 executions (psycopg's default)": ({}, False),
+    "extended, named from the first execution (prepare_threshold=0)": ({"prepare_threshold": 0}, False),
+    "extended, pipeline: the read right behind the write (threshold 0)": ({"prepare_threshold": 0}, True),
+}
+
+
+def test_e2_pgpool_polarsplit_prepared_statements_read_your_writes(pair, pgpools):
+    """The extended protocol through the patched Pgpool (E-1, E-2): named prepared statements are
+    prepared on the standby under the library's names and their reads served there once the
+    standby has replayed the session's writes; none misses a write under the 200 ms apply delay.
+    The same workload through Pgpool's own load balancing for comparison."""
+    report(f"\nread-your-writes, extended protocol (psycopg), {CLIENTS} clients x {ITERATIONS} x (write; read; "
+           f"{int(PAUSE_S * 1000)} ms; read), apply delay {pair.apply_delay_ms} ms")
+    results = {}
+    for i, (name, (connect, pipeline)) in enumerate(EXTENDED_MODES.items()):
+        keys = _rows(pair, 7400 + 10 * i, CLIENTS)
+        results[name] = ryw_workload(pgpools("polarsplit", polarsplit=True), pair, keys, connect, pipeline)
+        report(_line(f"polarsplit = on: {name}", results[name]))
+    lb = ryw_workload(pgpools("lb0", polarsplit=None), pair, _rows(pair, 7490, CLIENTS), {"prepare_threshold": 0})
+    report(_line("pgpool load balancing (default): named from the first execution", lb))
+    for name, c in results.items():
+        assert not c.errors, f"{name}: {c.errors[:3]}"
+        assert c.reads == CLIENTS * ITERATIONS * 2, name
+        assert c.stale == 0, name
+        # Reads after the standby replayed the write are served there: with prepare_threshold=0
+        # every one of them is a named prepared statement, so this is named-statement offload.
+        assert c.standby > 0, name
+    assert not lb.errors, lb.errors[:3]
+    assert lb.stale > 0  # the comparison shows the problem
+
+
+def test_e2_pgpool_polarsplit_needs_a_reset_that_drops_prepared_statements(pair, tmp_path):
+    """The library's own prepared statements live on Pgpool's cached connections (the probe on the
+    primary, client statements under engine names on the standby); a reset_query_list that does
+    not drop them would hand them to the next session, which takes a connection it has not seen
+    as having none; so would the client's own (Pgpool's own path deallocates the statements it
+    tracked, the library's session does not). Without the check the second psycopg session of a
+    child (prepare_threshold=0) failed with `prepared statement "_pg3_0" already exists`. Such a
+    Pgpool routes as it always did, and says so."""
+    p = Pgpool(pair, tmp_path, polarsplit=True, settings={"reset_query_list": "'ABORT'"}).start()
+    try:
+        with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=0) as c:
+            for _ in range(3):
+                assert c.execute("SELECT %s::int + 1", (41,)).fetchone() == (42,)
+        # The child logs it as the session starts; the log file is written by another process, so
+        # the line is waited for (bounded) rather than expected at once.
+        line, deadline = "polarsplit: reset_query_list drops no prepared statements", time.time() + 5
+        while line not in p.log_text() and time.time() < deadline:
+            time.sleep(0.05)
+        assert line in p.log_text()
+    finally:
+        assert p.stop() == 0
 
 
 def test_cancel_through_pgpool_reaches_the_statement_on_the_standby(pair, pgpools):

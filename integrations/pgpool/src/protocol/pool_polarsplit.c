@@ -35,7 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/select.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -117,6 +119,9 @@ typedef struct
 	bool		fatal;			/* a connection's state is uncertain: never cache */
 	bool		dirty_fe;
 	bool		want_samples;	/* the session wrote: reads need standbys' positions */
+	const char *database;		/* the session's database (Pgpool's StartupPacket) */
+	uint64_t	decisions[PSG_OUT_OTHER + 1];	/* by outcome, for the session's summary */
+	bool		catalogue_checked;
 	uint64_t	last_sample_ms;
 	char		why[256];
 } pssession;
@@ -279,7 +284,19 @@ ps_node(uint64_t conn)
 static bool
 ps_node_idle(const psnode *n)
 {
-	return n->outstanding == 0 && n->in.len == 0;
+	return n->closed || (n->outstanding == 0 && n->in.len == 0);
+}
+
+/* A node connection the session no longer reads: whatever it still owes is never awaited. */
+static void
+ps_node_drop(psnode *n)
+{
+	n->closed = true;
+	n->attached = false;
+	psbuf_consume(&n->in, n->in.len);
+	n->fed = 0;
+	n->synthetic = 0;
+	n->outstanding = 0;
 }
 
 static bool
@@ -355,18 +372,22 @@ ps_read_message(POOL_CONNECTION *cp, char *kind, int *len)
 	return l > 0 ? pool_read2(cp, l) : NULL;
 }
 
-/* Runs one simple query of the host's own on an idle node; returns the first column of its
- * first row (copied into out) or false. */
+/*
+ * Runs one simple query of the host's own on an idle node, calling on_row for each DataRow
+ * (columns as NUL-terminated copies in a bounded buffer; NULL for SQL NULL). Returns true when
+ * the query completed without an error.
+ */
+#define PS_HOST_MAX_COLS 4
+typedef void (*ps_row_fn) (void *arg, const char *const *cols, int ncols);
+
 static bool
-ps_host_query(psnode *n, const char *sql, char *out, size_t outlen)
+ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg)
 {
 	size_t		qlen = strlen(sql) + 1;
 	uint32_t	l = htonl((uint32_t) (qlen + 4));
 	char		kind = 'Q';
-	bool		got = false;
+	bool		ok = true;
 
-	if (outlen)
-		out[0] = '\0';
 	pool_write(n->cp, &kind, 1);
 	pool_write(n->cp, &l, 4);
 	pool_write(n->cp, (void *) sql, (int) qlen);
@@ -376,24 +397,86 @@ ps_host_query(psnode *n, const char *sql, char *out, size_t outlen)
 		int			len;
 		char	   *body = ps_read_message(n->cp, &kind, &len);
 
-		if (kind == 'D' && body && len >= 6 && !got)
+		if (kind == 'D' && body && len >= 2 && on_row)
 		{
-			int32_t		vlen = (int32_t) be32((const uint8_t *) body + 2);
+			char		copy[1024];
+			const char *cols[PS_HOST_MAX_COLS];
+			int			ncols = (int) (((uint8_t) body[0] << 8) | (uint8_t) body[1]);
+			size_t		pos = 2,
+						used = 0;
+			bool		fits = ncols <= PS_HOST_MAX_COLS;
 
-			if (vlen >= 0 && (size_t) vlen < outlen && 6 + vlen <= len)
+			for (int c = 0; fits && c < ncols; c++)
 			{
-				memcpy(out, body + 6, (size_t) vlen);
-				out[vlen] = '\0';
-				got = true;
+				int32_t		vlen;
+
+				if (pos + 4 > (size_t) len)
+				{
+					fits = false;
+					break;
+				}
+				vlen = (int32_t) be32((const uint8_t *) body + pos);
+				pos += 4;
+				if (vlen < 0)
+				{
+					cols[c] = NULL;
+					continue;
+				}
+				if (pos + (size_t) vlen > (size_t) len || used + (size_t) vlen + 1 > sizeof copy)
+				{
+					fits = false;
+					break;
+				}
+				memcpy(copy + used, body + pos, (size_t) vlen);
+				copy[used + (size_t) vlen] = '\0';
+				cols[c] = copy + used;
+				used += (size_t) vlen + 1;
+				pos += (size_t) vlen;
 			}
+			if (fits)
+				on_row(arg, cols, ncols);
+			else
+				ok = false;		/* a row the host cannot hold: the answer is incomplete */
 		}
+		else if (kind == 'E')
+			ok = false;
 		else if (kind == 'Z')
 		{
 			if (body && len >= 1)
 				n->cp->tstate = body[0];
-			return got;
+			return ok;
 		}
 	}
+}
+
+typedef struct
+{
+	char	   *out;
+	size_t		outlen;
+	bool		got;
+} ps_first_value;
+
+static void
+ps_take_first_value(void *arg, const char *const *cols, int ncols)
+{
+	ps_first_value *f = arg;
+
+	if (f->got || ncols < 1 || !cols[0] || strlen(cols[0]) >= f->outlen)
+		return;
+	strcpy(f->out, cols[0]);
+	f->got = true;
+}
+
+/* Runs one simple query of the host's own on an idle node; returns the first column of its
+ * first row (copied into out) or false. */
+static bool
+ps_host_query(psnode *n, const char *sql, char *out, size_t outlen)
+{
+	ps_first_value f = {out, outlen, false};
+
+	if (outlen)
+		out[0] = '\0';
+	return ps_host_query_rows(n, sql, ps_take_first_value, &f) && f.got;
 }
 
 static bool
@@ -428,12 +511,127 @@ ps_sample_readers(void)
 		char		text[64];
 		uint64_t	lsn;
 
-		if (!n->in_use || i == ps.writer || n->closed || !ps_node_idle(n) || ps_has_pending(n->cp))
+		if (!n->in_use || i == ps.writer || n->closed || n->attached || !ps_node_idle(n) ||
+			ps_has_pending(n->cp) || n->cp->tstate != 'I')
 			continue;
 		if (ps_host_query(n, "SELECT pg_catalog.pg_last_wal_replay_lsn()", text, sizeof text) &&
 			parse_lsn(text, &lsn))
 			psg_engine_reader_sample(ps_engine, (uint32_t) n->conn, lsn, now);
 	}
+}
+
+/*
+ * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of the
+ * session's database (outside the built-in schemas, one row per overload, with pg_proc's
+ * volatility), loaded on the primary connection once per database per child, at the first
+ * moment the session is idle before its first statement. Functions created later stay unknown
+ * (the primary) until the child is recycled. A catalogue that does not fit the bounds or
+ * cannot be read entirely is not reported at all: a partial list could hide a volatile overload.
+ * STUB in the glue until the library's API lands: psg_functions_supported() is false and
+ * nothing is queried.
+ */
+#define PS_MAX_FUNCTIONS		100000
+#define PS_MAX_CATALOGUE_DBS	64
+
+typedef struct
+{
+	psg_function *fns;
+	char	  **strings;		/* owned copies of schema and name, two per function */
+	size_t		n,
+				cap;
+	bool		overflow;
+} ps_catalogue;
+
+static char *ps_catalogue_dbs[PS_MAX_CATALOGUE_DBS];
+static int	ps_n_catalogue_dbs;
+
+static void
+ps_catalogue_row(void *arg, const char *const *cols, int ncols)
+{
+	ps_catalogue *c = arg;
+	psg_function *f;
+
+	if (c->overflow || ncols != 3 || !cols[0] || !cols[1] || !cols[2])
+		return;
+	if (c->n == c->cap)
+	{
+		size_t		cap = c->cap ? c->cap * 2 : 256;
+		psg_function *fns;
+		char	  **strings;
+
+		if (cap > PS_MAX_FUNCTIONS)
+			cap = PS_MAX_FUNCTIONS;
+		if (c->n == cap)
+		{
+			c->overflow = true;
+			return;
+		}
+		fns = realloc(c->fns, cap * sizeof *fns);
+		if (fns)
+			c->fns = fns;
+		strings = realloc(c->strings, 2 * cap * sizeof *strings);
+		if (strings)
+			c->strings = strings;
+		if (!fns || !strings)
+		{
+			c->overflow = true;
+			return;
+		}
+		c->cap = cap;
+	}
+	f = &c->fns[c->n];
+	c->strings[2 * c->n] = strdup(cols[0]);
+	c->strings[2 * c->n + 1] = strdup(cols[1]);
+	if (!c->strings[2 * c->n] || !c->strings[2 * c->n + 1])
+	{
+		free(c->strings[2 * c->n]);
+		free(c->strings[2 * c->n + 1]);
+		c->overflow = true;
+		return;
+	}
+	f->schema = c->strings[2 * c->n];
+	f->name = c->strings[2 * c->n + 1];
+	f->volatility = cols[2][0];
+	c->n++;
+}
+
+static void
+ps_load_function_catalogue(const char *database)
+{
+	ps_catalogue c = {0};
+	bool		ok;
+
+	if (!psg_functions_supported() || !database)
+		return;
+	for (int i = 0; i < ps_n_catalogue_dbs; i++)
+		if (strcmp(ps_catalogue_dbs[i], database) == 0)
+			return;
+	if (ps_n_catalogue_dbs == PS_MAX_CATALOGUE_DBS)
+		return;					/* more databases than a child remembers: unknown functions stay on the primary */
+	ps_catalogue_dbs[ps_n_catalogue_dbs++] = strdup(database);
+	if (!ps_catalogue_dbs[ps_n_catalogue_dbs - 1])
+	{
+		ps_n_catalogue_dbs--;
+		return;
+	}
+	ok = ps_host_query_rows(&ps.nodes[ps.writer],
+							"SELECT n.nspname, p.proname, p.provolatile FROM pg_catalog.pg_proc p "
+							"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+							"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
+							"AND n.nspname !~ '^pg_(toast|temp_|toast_temp_)'",
+							ps_catalogue_row, &c);
+	if (ok && !c.overflow)
+	{
+		if (psg_engine_set_functions(ps_engine, database, c.fns, c.n) != PSG_OK)
+			ereport(LOG, (errmsg("polarsplit: the library refused the function catalogue of \"%s\"", database)));
+	}
+	else
+		ereport(LOG, (errmsg("polarsplit: the function catalogue of \"%s\" was not read whole: not reported",
+							 database)));
+	for (size_t i = 0; i < 2 * c.n; i++)
+		free(c.strings[i]);
+	free(c.strings);
+	free(c.fns);
 }
 
 /* --- the library's actions -------------------------------------------------------------- */
@@ -569,8 +767,7 @@ ps_exec(const psg_action *a)
 		case PSG_CLOSE_BACKEND:
 			if ((n = ps_node(a->conn)) != NULL)
 			{
-				n->closed = true;
-				n->attached = false;
+				ps_node_drop(n);
 				ps.fatal = true;	/* Pgpool must not cache it: the child ends */
 				snprintf(ps.why, sizeof ps.why, "the library closed node %d's connection", (int) a->conn - 1);
 			}
@@ -579,9 +776,11 @@ ps_exec(const psg_action *a)
 			ps.close_client = true;
 			break;
 		case PSG_DECISION:
-			if (a->reason_name && strcmp(a->reason_name, "READ_NO_BOUNDED_WAIT") == 0)
+			if (a->reader_behind)
 				ps.want_samples = true;
-			ereport(DEBUG1,
+			if ((int) a->outcome >= 0 && a->outcome <= PSG_OUT_OTHER)
+				ps.decisions[a->outcome]++;
+			ereport(DEBUG2,
 					(errmsg("polarsplit: %s %s server %u",
 							a->outcome_name ? a->outcome_name : "?",
 							a->reason_name ? a->reason_name : "?", a->server)));
@@ -680,12 +879,20 @@ ps_feed_client(void)
 			limit = ps.cin.len;
 		if (ps.cfed >= limit)
 			return;
-		/* Between statements, with every node idle: refresh standby positions if needed. */
-		if (ps.cfed == 0 && ps_all_idle())
+		/* Between statements, with every node idle: the function catalogue before the first
+		 * one; standby positions when needed. */
+		if (ps.cfed == 0 && ps.csynthetic == 0 && ps_all_idle())
 		{
 			uint8_t		k = *psbuf_at(&ps.cin, 0);
 
-			if (k == 'Q' || k == 'P')
+			if (!ps.catalogue_checked)
+			{
+				ps.catalogue_checked = true;
+				ps_load_function_catalogue(ps.database);
+			}
+			/* any statement's start: Query, or Parse/Bind of the extended protocol (a named
+			 * statement's Bind comes without a Parse), FunctionCall */
+			if (k != 'X')
 				ps_sample_readers();
 		}
 		st = psg_recv_client(ps.s, psbuf_at(&ps.cin, ps.cfed), limit - ps.cfed, ps_now_ms(), &consumed);
@@ -699,7 +906,10 @@ ps_feed_client(void)
 		}
 		if (st == PSG_ERR_PROTOCOL)
 		{
-			ps_pump();			/* the client's error and the closes */
+			/* ABI 3: every byte passed is taken; the actions cover the messages before the
+			 * violation, then send the 08P01 FATAL, close the backends and the client. */
+			ps.cfed += consumed;
+			ps_pump();
 			ps.close_client = true;
 			return;
 		}
@@ -782,18 +992,17 @@ ps_flush_all(void)
 static void
 ps_reader_lost(psnode *n)
 {
+	bool		was_attached;
+
 	ereport(LOG, (errmsg("polarsplit: connection to node %d lost", (int) n->conn - 1)));
 	psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0);
 	n->closed = true;
 	ps.fatal = true;
 	snprintf(ps.why, sizeof ps.why, "the connection to node %d was lost", (int) n->conn - 1);
-	psbuf_consume(&n->in, n->in.len);
-	n->fed = 0;
-	n->synthetic = 0;
-	n->outstanding = 0;
-	if (n->attached)
+	was_attached = n->attached;
+	ps_node_drop(n);
+	if (was_attached)
 	{
-		n->attached = false;
 		ps_push_event(n->conn, PSG_EV_CONNECTION_LOST, (uint32_t) n->conn, 0);
 		ps_pump();
 	}
@@ -837,6 +1046,38 @@ ps_engine_ready(void)
 	return true;
 }
 
+/*
+ * The library prepares statements of its own on the node connections (the probe and the
+ * capture on the primary, every client statement under an engine name on the standbys: SPEC
+ * W-7, S-5, E-2) and takes a connection it has not seen in this session as having none; the
+ * client's own named statements stay on the primary too (Pgpool's own path deallocates those it
+ * tracked; this loop tracks none). Pgpool hands cached connections to the next session after its
+ * reset_query_list, so that list must drop prepared statements (the default 'ABORT; DISCARD ALL'
+ * does); otherwise such a session takes Pgpool's own path (logged once per child).
+ */
+static bool
+ps_reset_drops_statements(void)
+{
+	static bool warned;
+
+	if (!pool_config->connection_cache)
+		return true;
+	for (int i = 0; i < pool_config->num_reset_queries; i++)
+	{
+		const char *q = pool_config->reset_query_list[i];
+
+		while (*q == ' ')
+			q++;
+		if (strncasecmp(q, "DISCARD ALL", 11) == 0 || strncasecmp(q, "DEALLOCATE ALL", 14) == 0)
+			return true;
+	}
+	if (!warned)
+		ereport(LOG, (errmsg("polarsplit: reset_query_list drops no prepared statements (add DISCARD ALL): "
+							 "sessions take Pgpool's own routing")));
+	warned = true;
+	return false;
+}
+
 bool
 pool_polarsplit_wanted(POOL_CONNECTION_POOL * backend)
 {
@@ -850,24 +1091,9 @@ pool_polarsplit_wanted(POOL_CONNECTION_POOL * backend)
 		return false;
 	if (!CONNECTION_SLOT(backend, primary)->sp || CONNECTION_SLOT(backend, primary)->sp->major != PROTO_MAJOR_V3)
 		return false;
+	if (!ps_reset_drops_statements())
+		return false;
 	return ps_engine_ready();
-}
-
-/*
- * The function catalogue of the writer for the F-policy (SPEC §7), once per database per child.
- * STUB CALL SITE: the library's C API for reporting functions is being added by another engineer
- * (issue 21). psg_functions_supported() is false until then, and nothing is queried: functions
- * the library does not know stay on the primary. When it lands, this runs
- *   SELECT n.nspname, p.proname, p.provolatile FROM pg_proc p JOIN pg_namespace n ON ...
- *   WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
- * on the primary with ps_host_query-style reading and reports each row.
- */
-static void
-ps_load_function_catalogue(const char *database)
-{
-	if (!psg_functions_supported())
-		return;
-	(void) database;
 }
 
 static void
@@ -895,6 +1121,7 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 	ps.close_client = ps.fatal = ps.dirty_fe = ps.want_samples = false;
 	ps.last_sample_ms = 0;
 	ps.why[0] = '\0';
+	memset(ps.decisions, 0, sizeof ps.decisions);
 
 	if (ps_engine_primary != ps.writer)
 	{
@@ -935,7 +1162,8 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 
 	ws = CONNECTION_SLOT(backend, ps.writer);
 	sp = ws->sp;
-	ps_load_function_catalogue(sp->database);
+	ps.database = sp->database;
+	ps.catalogue_checked = false;
 
 	st = psg_session_new(ps_engine, remote_host[0] && strcmp(remote_host, "[local]") != 0 ? remote_host : NULL,
 						 (uint16_t) atoi(remote_port), &ps.s);
@@ -986,6 +1214,8 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 	/* On fresh connections the primary's real ReadyForQuery follows (fed as it arrives, and
 	 * forwarded to the client); every other node's is still unread: take it now. */
 	if (pool_polarsplit_fresh_connection)
+		ps.nodes[ps.writer].outstanding = 1;
+	if (pool_polarsplit_fresh_connection)
 		for (int i = 0; i < NUM_BACKENDS; i++)
 		{
 			psnode	   *n = &ps.nodes[i];
@@ -1010,6 +1240,41 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 		ereport(FATAL, (errmsg("polarsplit: the library refused the session start: %s", ps.why)));
 }
 
+/*
+ * Deadlines (SPEC R-1b): the session's next deadline bounds the wait in select(), and when it
+ * has passed the library hears it (on_timeout is an input: drain afterwards). A reader it then
+ * gives up on comes back as CLOSE_BACKEND.
+ */
+static struct timeval *
+ps_select_timeout(struct timeval *tv)
+{
+	uint64_t	at,
+				now;
+
+	if (!psg_next_deadline(ps.s, &at))
+		return NULL;
+	now = ps_now_ms();
+	at = at > now ? at - now : 0;
+	tv->tv_sec = (time_t) (at / 1000u);
+	tv->tv_usec = (suseconds_t) ((at % 1000u) * 1000u);
+	return tv;
+}
+
+static void
+ps_deadline_check(void)
+{
+	uint64_t	at,
+				now = ps_now_ms();
+	psg_status	st;
+
+	if (!psg_next_deadline(ps.s, &at) || at > now)
+		return;
+	st = psg_on_timeout(ps.s, now);
+	if (st != PSG_OK && st != PSG_DONE)
+		ps_fail("on_timeout", st);
+	ps_pump();
+}
+
 /* Ends the session: a clean end lets Pgpool reset and cache the connections. */
 static POOL_STATUS
 ps_finish(void)
@@ -1017,6 +1282,14 @@ ps_finish(void)
 	bool		clean = !ps.fatal && ps_all_idle();
 
 	ps_flush_all();
+	ereport(DEBUG1,
+			(errmsg("polarsplit: session summary: decisions primary %llu standby %llu split %llu reject %llu "
+					"passthrough %llu",
+					(unsigned long long) ps.decisions[PSG_OUT_PRIMARY],
+					(unsigned long long) ps.decisions[PSG_OUT_REPLICA],
+					(unsigned long long) ps.decisions[PSG_OUT_SPLIT],
+					(unsigned long long) ps.decisions[PSG_OUT_REJECT],
+					(unsigned long long) ps.decisions[PSG_OUT_PASSTHROUGH])));
 	psg_session_free(ps.s);
 	ps.s = NULL;
 	if (!clean)
@@ -1037,6 +1310,7 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 		int			maxfd;
 		bool		any = false;
 
+		ps_deadline_check();
 		ps_flush_all();
 		if (ps.close_client)
 			return ps_finish();
@@ -1065,6 +1339,7 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 		if (!any)
 		{
 			int			r;
+			struct timeval tv;
 
 			FD_ZERO(&rfds);
 			maxfd = frontend->fd;
@@ -1080,7 +1355,7 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 				if (n->cp->fd > maxfd)
 					maxfd = n->cp->fd;
 			}
-			r = select(maxfd + 1, &rfds, NULL, NULL, NULL);
+			r = select(maxfd + 1, &rfds, NULL, NULL, ps_select_timeout(&tv));
 			if (r < 0)
 			{
 				if (errno == EINTR)
@@ -1090,6 +1365,8 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 				}
 				ereport(FATAL, (errmsg("polarsplit: select failed: %m")));
 			}
+			if (r == 0)
+				continue;		/* a deadline passed: ps_deadline_check() at the top */
 			if (!ps.terminate_seen && FD_ISSET(frontend->fd, &rfds))
 				ps_read_available(frontend, &ps.cin);
 			for (int i = 0; i < NUM_BACKENDS; i++)

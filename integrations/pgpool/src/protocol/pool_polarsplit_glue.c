@@ -1,11 +1,11 @@
 /*
- * pool_polarsplit_glue.c — libpolarsplit's C ABI, seen from Pgpool-II (ABI 2 today).
+ * pool_polarsplit_glue.c — libpolarsplit's C ABI 3, seen from Pgpool-II.
  *
  * The ONLY file of the integration that includes <polarsplit.h>: every use of polarsplit_action,
- * of the action/event constants and of polarsplit_reader_key is here. Moving to another ABI
- * (ABI 3: a growth-safe action struct with per-kind members, polarsplit_reader_key inside the
- * action, reason enums) means rewriting psg_poll(), psg_event() and the key helpers below and
- * nothing else. See integrations/pgpool/README.md.
+ * of the action/event constants and of polarsplit_reader_key is here. ABI 3's action is
+ * growth-safe: psg_poll() passes sizeof(polarsplit_action) and reads only the member named after
+ * the kind. Moving to another ABI means rewriting psg_poll(), psg_event() and the key helpers
+ * below and nothing else. See integrations/pgpool/README.md.
  */
 #include "config.h"
 
@@ -47,6 +47,8 @@ map_status(polarsplit_status st)
 			return PSG_ERR_POISONED;
 		case POLARSPLIT_ERR_BAD_STATE:
 			return PSG_ERR_BAD_STATE;
+		case POLARSPLIT_ERR_ABI:
+			return PSG_ERR_ABI;
 		default:
 			return PSG_ERR;
 	}
@@ -162,22 +164,28 @@ psg_engine_writer_changed(psg_engine *e)
 	polarsplit_engine_writer_changed(e->engine, 0, NULL);
 }
 
-/* STUB until the library exports the catalogue API (see the header). */
+/*
+ * F-policy catalogue. STUB: wiring it is this one function — call the library's catalogue API
+ * (expected: one call per database that replaces its list, taking (schema, name, volatility)
+ * rows, e.g. polarsplit_engine_set_functions(engine, writer_hostgroup, database, rows, n)) and
+ * set PSG_FUNCTION_CATALOGUE to 1.
+ */
+#define PSG_FUNCTION_CATALOGUE 0
+
 int
 psg_functions_supported(void)
 {
-	return 0;
+	return PSG_FUNCTION_CATALOGUE;
 }
 
-void
-psg_engine_report_function(psg_engine *e, const char *database, const char *schema,
-						   const char *name, char volatility)
+psg_status
+psg_engine_set_functions(psg_engine *e, const char *database, const psg_function *fns, size_t n)
 {
 	(void) e;
 	(void) database;
-	(void) schema;
-	(void) name;
-	(void) volatility;
+	(void) fns;
+	(void) n;
+	return PSG_ERR;
 }
 
 psg_status
@@ -189,7 +197,7 @@ psg_session_new(psg_engine *e, const char *client_host, uint16_t client_port, ps
 	info.client_host = client_host;
 	info.client_port = client_port;
 	info.writer_hostgroup = -1;
-	return map_status(polarsplit_session_new(e->engine, &info, (polarsplit_session **) out));
+	return map_status(polarsplit_session_new(e->engine, &info, sizeof info, (polarsplit_session **) out));
 }
 
 void
@@ -247,7 +255,7 @@ psg_event(psg_session *s, uint64_t conn, psg_event_kind kind, uint32_t server, u
 }
 
 static psg_outcome
-map_outcome(uint32_t o)
+map_outcome(polarsplit_outcome o)
 {
 	switch (o)
 	{
@@ -270,74 +278,92 @@ psg_status
 psg_poll(psg_session *s, psg_action *out)
 {
 	polarsplit_action a;
-	polarsplit_status st = polarsplit_session_poll_action((polarsplit_session *) s, &a);
+	polarsplit_status st = polarsplit_session_poll_action((polarsplit_session *) s, &a, sizeof a);
 
 	memset(out, 0, sizeof *out);
 	if (st != POLARSPLIT_OK)
 		return map_status(st);
-	out->conn = a.conn;
-	out->server = a.server;
-	out->n = a.n;
-	out->bytes = a.bytes;
-	out->bytes_len = a.bytes_len;
-	out->flag = a.flag ? 1 : 0;
+	/* Only `kind` and the kind's own member are written (ABI 3): read nothing else. */
 	switch (a.kind)
 	{
 		case POLARSPLIT_ACTION_CLIENT_ENCRYPTION_REQUEST:
 			out->kind = PSG_ENCRYPTION_REQUEST;
+			out->flag = a.client_encryption_request.gss ? 1 : 0;
 			break;
 		case POLARSPLIT_ACTION_CANCEL_REQUEST:
 			out->kind = PSG_CANCEL_REQUEST;
 			break;
 		case POLARSPLIT_ACTION_CONNECT_WRITER:
 			out->kind = PSG_CONNECT_WRITER;
+			out->bytes = a.connect_writer.startup.ptr;
+			out->bytes_len = a.connect_writer.startup.len;
 			break;
 		case POLARSPLIT_ACTION_DECISION:
 			out->kind = PSG_DECISION;
-			out->outcome = map_outcome(a.outcome);
-			out->outcome_name = polarsplit_outcome_name(a.outcome);
-			out->reason_name = polarsplit_reason_name(a.reason);
+			out->outcome = map_outcome(a.decision.outcome);
+			out->outcome_name = polarsplit_outcome_name(a.decision.outcome);
+			out->reason_name = polarsplit_reason_name(a.decision.reason);
+			out->server = a.decision.server;
+			out->flag = a.decision.has_server ? 1 : 0;
+			out->wait = a.decision.wait ? 1 : 0;
+			out->reader_behind = a.decision.reason == POLARSPLIT_REASON_READ_NO_BOUNDED_WAIT ||
+				a.decision.reason == POLARSPLIT_REASON_SPLIT_NO_CAUGHT_UP_READER;
 			break;
 		case POLARSPLIT_ACTION_ACQUIRE_READER:
-			{
-				polarsplit_reader_key k = {a.key_profile_generation, a.key_auth_hash,
-				a.key_startup_identity_hash, a.key_startup_options_hash};
-
-				out->kind = PSG_ACQUIRE_READER;
-				memcpy(out->key.opaque, &k, sizeof k);
-				break;
-			}
+			out->kind = PSG_ACQUIRE_READER;
+			out->server = a.acquire_reader.server;
+			memcpy(out->key.opaque, &a.acquire_reader.key, sizeof a.acquire_reader.key);
+			out->bytes = a.acquire_reader.startup.ptr;
+			out->bytes_len = a.acquire_reader.startup.len;
+			break;
 		case POLARSPLIT_ACTION_FORWARD_CLIENT:
 			out->kind = PSG_FORWARD_CLIENT;
+			out->conn = a.forward_client.conn;
+			out->n = a.forward_client.n;
 			break;
 		case POLARSPLIT_ACTION_DISCARD_CLIENT:
 			out->kind = PSG_DISCARD_CLIENT;
+			out->n = a.discard_client.n;
 			break;
 		case POLARSPLIT_ACTION_SEND_BACKEND:
 			out->kind = PSG_SEND_BACKEND;
+			out->conn = a.send_backend.conn;
+			out->bytes = a.send_backend.bytes.ptr;
+			out->bytes_len = a.send_backend.bytes.len;
 			break;
 		case POLARSPLIT_ACTION_FORWARD_BACKEND:
 			out->kind = PSG_FORWARD_BACKEND;
+			out->conn = a.forward_backend.conn;
+			out->n = a.forward_backend.n;
 			break;
 		case POLARSPLIT_ACTION_DISCARD_BACKEND:
 			out->kind = PSG_DISCARD_BACKEND;
+			out->conn = a.discard_backend.conn;
+			out->n = a.discard_backend.n;
 			break;
 		case POLARSPLIT_ACTION_SEND_CLIENT:
 			out->kind = PSG_SEND_CLIENT;
+			out->bytes = a.send_client.bytes.ptr;
+			out->bytes_len = a.send_client.bytes.len;
 			break;
 		case POLARSPLIT_ACTION_RELEASE_READER:
 			out->kind = PSG_RELEASE_READER;
+			out->conn = a.release_reader.conn;
+			out->flag = a.release_reader.needs_reset ? 1 : 0;
 			break;
 		case POLARSPLIT_ACTION_PIN_WRITER:
 			out->kind = PSG_PIN_WRITER;
+			out->flag = a.pin_writer.pinned ? 1 : 0;
 			break;
 		case POLARSPLIT_ACTION_CLOSE_BACKEND:
 			out->kind = PSG_CLOSE_BACKEND;
+			out->conn = a.close_backend.conn;
 			break;
 		case POLARSPLIT_ACTION_CLOSE_CLIENT:
 			out->kind = PSG_CLOSE_CLIENT;
 			break;
 		default:
+			/* Cannot happen: a kind newer than this build is refused with ERR_ABI. */
 			out->kind = PSG_UNKNOWN;
 	}
 	return PSG_OK;
@@ -358,6 +384,29 @@ size_t
 psg_last_error(psg_session *s, char *buf, size_t len)
 {
 	return polarsplit_session_last_error((polarsplit_session *) s, buf, len);
+}
+
+/*
+ * Deadlines (R-1b). STUB: the C functions are not in this library's header yet. Wiring them is
+ * these two bodies:
+ *   uint64_t at; if (polarsplit_session_next_deadline(s, &at) != POLARSPLIT_OK) return 0;
+ *   *at_ms = at; return 1;
+ * and return map_status(polarsplit_session_on_timeout(s, now_ms)).
+ */
+int
+psg_next_deadline(psg_session *s, uint64_t *at_ms)
+{
+	(void) s;
+	*at_ms = UINT64_MAX;
+	return 0;
+}
+
+psg_status
+psg_on_timeout(psg_session *s, uint64_t now_ms)
+{
+	(void) s;
+	(void) now_ms;
+	return PSG_DONE;
 }
 
 #else

@@ -8,7 +8,7 @@
  * alone (and of this header only if the library grows a capability the host must use).
  *
  * Lifetime: pointers inside a psg_action (bytes) are valid until the next call on the same
- * session, exactly as the library's own lifetime rule says.
+ * session, exactly as the library's own lifetime rule says. Fields a kind does not use are 0.
  */
 #ifndef POOL_POLARSPLIT_GLUE_H
 #define POOL_POLARSPLIT_GLUE_H
@@ -73,6 +73,8 @@ typedef struct
 	psg_outcome outcome;		/* DECISION */
 	const char *outcome_name;	/* DECISION: static string */
 	const char *reason_name;	/* DECISION: static string (stable names, SPEC P-1) */
+	int			wait;			/* DECISION: LSN-wait statements go ahead of the statement */
+	int			reader_behind;	/* DECISION: no reader was known to have replayed the target */
 } psg_action;
 
 typedef enum
@@ -98,6 +100,7 @@ typedef enum
 	PSG_ERR_UNKNOWN_CONNECTION, /* bytes of a connection the session does not use */
 	PSG_ERR_POISONED,			/* a panic poisoned the session: close it */
 	PSG_ERR_BAD_STATE,
+	PSG_ERR_ABI,				/* library and header disagree: the session is unusable */
 	PSG_ERR
 } psg_status;
 
@@ -114,14 +117,23 @@ extern void psg_engine_reader_sample(psg_engine *e, uint32_t server, uint64_t ls
 extern void psg_engine_writer_changed(psg_engine *e);
 
 /*
- * The writer's function catalogue for the F-policy (SPEC §7): user functions and their
- * volatility, per database. STUB: the library's API for it is being added (issue 21 names it;
- * another engineer writes it). Until then psg_functions_supported() is false and the host loads
- * nothing; unknown functions stay on the primary (`unknown_functions = primary`).
+ * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of one
+ * database (schema, name, pg_proc.provolatile 'i'/'s'/'v'; one row per overload), replacing what
+ * the engine knew of that database. STUB: the library's C API for it is being added by another
+ * engineer; until psg_engine_set_functions() is wired to it (its body in
+ * pool_polarsplit_glue.c, and psg_functions_supported() returning 1), the host loads nothing
+ * and calls to functions the library does not know stay on the primary.
  */
+typedef struct
+{
+	const char *schema;
+	const char *name;
+	char		volatility;
+} psg_function;
+
 extern int psg_functions_supported(void);
-extern void psg_engine_report_function(psg_engine *e, const char *database, const char *schema,
-									   const char *name, char volatility);
+extern psg_status psg_engine_set_functions(psg_engine *e, const char *database, const psg_function *fns,
+										   size_t n);
 
 /* Session: one per client. client_host may be NULL. */
 extern psg_status psg_session_new(psg_engine *e, const char *client_host, uint16_t client_port,
@@ -137,5 +149,14 @@ extern psg_status psg_event(psg_session *s, uint64_t conn, psg_event_kind kind, 
 extern psg_status psg_poll(psg_session *s, psg_action *out);
 extern int psg_key_equal(const psg_key *a, const psg_key *b);
 extern size_t psg_last_error(psg_session *s, char *buf, size_t len);
+
+/*
+ * Deadlines (SPEC R-1b). psg_next_deadline: 1 with *at_ms set when the session needs
+ * psg_on_timeout() at host time *at_ms (read it after every drain), 0 when it has none.
+ * psg_on_timeout: an input like the others (drain afterwards). STUB until the library's C API
+ * has polarsplit_session_next_deadline()/polarsplit_session_on_timeout(): no deadline.
+ */
+extern int psg_next_deadline(psg_session *s, uint64_t *at_ms);
+extern psg_status psg_on_timeout(psg_session *s, uint64_t now_ms);
 
 #endif							/* POOL_POLARSPLIT_GLUE_H */
