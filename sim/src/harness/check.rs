@@ -217,6 +217,31 @@ impl Ctx<'_> {
     }
 }
 
+/// A recovery conflict (ERROR 40001 of a reader) forwarded where the engine could still have
+/// retried the statement on the primary: nothing of its batch or Query but ParseComplete and
+/// BindComplete had reached the client before it (F-2, E-3: once anything beyond those was
+/// forwarded there is no retry, and the error is forwarded as PostgreSQL would).
+fn unretried_conflict(msgs: &[Msg]) -> bool {
+    let mut answered_beyond = false;
+    for m in msgs.iter().filter(|m| !m.is_async()) {
+        match m {
+            Msg::ReadyForQuery { .. } => answered_beyond = false,
+            Msg::ParseComplete | Msg::BindComplete => {}
+            Msg::Error(e)
+                if e.severity() == Some("ERROR")
+                    && e.message()
+                        .is_some_and(|t| t.contains("conflict with recovery")) =>
+            {
+                if !answered_beyond {
+                    return true;
+                }
+            }
+            _ => answered_beyond = true,
+        }
+    }
+    false
+}
+
 /// Where the first batch of a script ends (its first Sync or Query), if anywhere.
 fn first_sync(script: &[Front]) -> Option<usize> {
     script
@@ -420,18 +445,11 @@ pub fn check(run: &Run) -> Vec<Violation> {
                         reads.tokens.insert(k, (v, cm.lsn, from));
                     }
                 }
-                for m in msgs {
-                    if let Msg::Error(e) = m {
-                        if e.message()
-                            .is_some_and(|t| t.contains("conflict with recovery"))
-                            && e.severity() == Some("ERROR")
-                        {
-                            out.push(format!(
-                                "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
-                                f.what
-                            ));
-                        }
-                    }
+                if unretried_conflict(msgs) {
+                    out.push(format!(
+                        "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
+                        f.what
+                    ));
                 }
             }
             if sc.families.reader_faults {
@@ -449,19 +467,11 @@ pub fn check(run: &Run) -> Vec<Violation> {
                         op.sql, rec.sent_at, rec.done_at
                     ));
                 }
-                for m in msgs {
-                    if let Msg::Error(e) = m {
-                        if e.message()
-                            .is_some_and(|t| t.contains("conflict with recovery"))
-                            && e.severity() == Some("ERROR")
-                            && !matches!(op.kind, OpKind::Family(_))
-                        {
-                            out.push(format!(
-                                "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
-                                op.sql
-                            ));
-                        }
-                    }
+                if !matches!(op.kind, OpKind::Family(_)) && unretried_conflict(msgs) {
+                    out.push(format!(
+                        "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
+                        op.sql
+                    ));
                 }
             }
             // The client's model of its own writes and transaction.

@@ -255,8 +255,14 @@ pub struct Host {
     failovers: u32,
     /// The families' own random stream (faults, token passing).
     family_rng: Rng,
-    /// Readers the host's monitor has reported down, since when its probe failed.
-    monitor_failing: BTreeMap<ServerId, (u64, bool)>,
+    /// The monitor's connection to each reader: the server incarnation it was opened at.
+    monitor_conn: BTreeMap<ServerId, u64>,
+    /// A frozen reader's probe: when it was sent (it times out after 1 s).
+    monitor_waiting: BTreeMap<ServerId, u64>,
+    /// Readers the monitor has reported down.
+    monitor_down: BTreeSet<ServerId>,
+    /// After a failure the monitor tries a reader again only 200 ms later.
+    monitor_retry: BTreeMap<ServerId, u64>,
     reader_faults: Vec<(u64, String)>,
     /// `SIM_TRACE=<client>`: that client's wire traffic on stderr (a debugging aid).
     trace: Option<Trace>,
@@ -380,7 +386,10 @@ impl Host {
         Host {
             rng: Rng::derive(sc.seed, "host", 0),
             family_rng: Rng::derive(sc.seed, "family-host", 0),
-            monitor_failing: BTreeMap::new(),
+            monitor_conn: BTreeMap::new(),
+            monitor_waiting: BTreeMap::new(),
+            monitor_down: BTreeSet::new(),
+            monitor_retry: BTreeMap::new(),
             reader_faults: Vec::new(),
             trace: Trace::from_env(),
             sc,
@@ -491,7 +500,7 @@ impl Host {
         }
         self.last_monitor = now.max(1);
         for r in self.cluster.readers() {
-            if self.sc.families.reader_faults && !self.monitor_probe(r, now) {
+            if !self.monitor_probe(r, now) {
                 continue;
             }
             if self.cluster.is_up(r) {
@@ -536,6 +545,42 @@ impl Host {
         self.feed_client(i, &startup);
     }
 
+    /// What the host's sockets tell at once, before anything else of this round: an idle
+    /// pooled connection or the monitor's connection of a reader that ended (a stop, a crash —
+    /// its EOF arrives within a network round trip) is reported (R-1a: an outage of that
+    /// reader; R-1b: a failure). Returns whether anything was reported.
+    fn watch_connections(&mut self) -> bool {
+        let now = self.cluster.now();
+        let cluster = &self.cluster;
+        let (gone, kept): (Vec<Pooled>, Vec<Pooled>) = std::mem::take(&mut self.pool)
+            .into_iter()
+            .partition(|p| cluster.server_closed(ConnId(p.conn)));
+        self.pool = kept;
+        let mut reported = !gone.is_empty();
+        for p in gone {
+            if self.trace.is_some() {
+                eprintln!(
+                    "t={now} pooled connection {} of server{} lost",
+                    p.conn, p.server
+                );
+            }
+            self.engine.reader_lost(p.server, now);
+            self.engine.connection_closed(p.conn);
+        }
+        let broken: Vec<ServerId> = self
+            .monitor_conn
+            .iter()
+            .filter(|(r, at)| self.cluster.incarnation(**r) != Some(**at))
+            .map(|(r, _)| *r)
+            .collect();
+        for r in broken {
+            self.monitor_conn.remove(&r);
+            self.monitor_failed(r, now);
+            reported = true;
+        }
+        reported
+    }
+
     /// The earliest time a session asked to be called back at (R-1b).
     fn next_deadline(&self) -> Option<u64> {
         self.clients
@@ -577,7 +622,7 @@ impl Host {
     /// whether anything moved.
     fn step(&mut self) -> bool {
         self.deadlines();
-        let mut progressed = false;
+        let mut progressed = self.watch_connections();
         for i in 0..self.clients.len() {
             if self.clients[i].closed {
                 continue;
@@ -626,9 +671,6 @@ impl Host {
                 progressed = true;
             }
         }
-        // Pooled connections the server closed are dropped.
-        let cluster = &self.cluster;
-        self.pool.retain(|p| !cluster.server_closed(ConnId(p.conn)));
         if self.sc.fault_per_mille > 0 && self.rng.range(0, 999) < self.sc.fault_per_mille {
             self.fault();
         }
@@ -787,6 +829,9 @@ impl Host {
             return;
         }
         let now = self.cluster.now();
+        if self.trace.is_some() {
+            eprintln!("t={now} client {i}: connection {conn} lost");
+        }
         self.clients[i].readers.remove(&conn);
         let Some(s) = self.clients[i].session.as_mut() else {
             return;
@@ -894,6 +939,7 @@ impl Host {
                     }
                     _ => {
                         let _ = self.cluster.kill(ConnId(conn));
+                        self.engine.connection_closed(conn);
                     }
                 }
             }
@@ -984,33 +1030,39 @@ impl Host {
                 },
             );
         }
-        let Ok(conn) = self.cluster.connect(ServerRef::Id(ServerId(server))) else {
+        let now = self.cluster.now();
+        // R-1b: while a failing reader's back-off runs, the host opens no new connection to it.
+        if self
+            .engine
+            .reader_retry_after(server)
+            .is_some_and(|t| t > now)
+        {
             return (
                 0,
                 SEvent::ReaderUnavailable {
                     no_credentials: false,
                 },
             );
+        }
+        let Ok(conn) = self.cluster.connect(ServerRef::Id(ServerId(server))) else {
+            return (0, SEvent::ReaderConnectFailed { starting_up: false });
         };
         let _ = self.cluster.write(conn, startup);
-        let auth = self.cluster.read_all(conn);
-        let ok = !self.cluster.server_closed(conn)
-            && client::decode_all(
-                &auth,
-                RfqExtensions {
-                    lsn: true,
-                    xact: false,
-                },
-            )
-            .iter()
-            .any(Msg::is_rfq);
-        if !ok {
-            return (
-                0,
-                SEvent::ReaderUnavailable {
-                    no_credentials: false,
-                },
-            );
+        let auth = client::decode_all(
+            &self.cluster.read_all(conn),
+            RfqExtensions {
+                lsn: true,
+                xact: false,
+            },
+        );
+        if self.cluster.server_closed(conn) || !auth.iter().any(Msg::is_rfq) {
+            // Refused (57P03 while the standby starts up), or no answer at all (a frozen
+            // server: the host's connect timeout, taken at once here).
+            let starting_up = auth
+                .iter()
+                .any(|m| matches!(m, Msg::Error(f) if f.code() == Some("57P03")));
+            let _ = self.cluster.kill(conn);
+            return (0, SEvent::ReaderConnectFailed { starting_up });
         }
         self.keys.insert(conn.0, key);
         self.owner.insert(conn.0, i);
@@ -1034,6 +1086,7 @@ impl Host {
         for conn in conns {
             self.owner.remove(&conn);
             let _ = self.cluster.kill(ConnId(conn));
+            self.engine.connection_closed(conn);
         }
         if let Some(f) = self.clients[i].current.take() {
             self.clients[i].log.push(OpRecord {
@@ -1077,7 +1130,9 @@ impl Host {
                 } else {
                     let p = shape::progress(&f.op.script, &f.msgs);
                     p.complete
-                        || (p.violation.is_some() && p.rfqs >= shape::rfqs_expected(&f.op.script))
+                        || (p.violation.is_some()
+                            && f.msgs.iter().filter(|m| m.is_rfq()).count()
+                                >= shape::rfqs_expected(&f.op.script))
                 };
                 if done {
                     let f = c.current.take().expect("in flight");
@@ -1214,29 +1269,62 @@ impl Host {
 
 /// Reader faults and causal tokens (families), and the host's monitor of readers that hang.
 impl Host {
-    /// The monitor's probe of reader `r`, as a proxy's monitor with a 1 s timeout sees it: a
-    /// reader starting up refuses at once (57P03), a frozen one answers nothing. Returns
-    /// whether the probe answered; reports the reader down when it failed, up when it
-    /// answers again.
+    /// The monitor's probe of reader `r`, as a proxy's monitor sees it: it holds one
+    /// connection per reader and asks for the replay position every 10 ms, with a 1 s timeout.
+    /// A connection that broke (the server stopped or crashed — even a restart too fast to
+    /// refuse anything — or was rewound at a failover), a refused connect (down, or 57P03
+    /// while starting up) and a timeout (frozen) are monitor failures (R-1a, R-1b); the
+    /// reader is reported down at its first failure and up when the monitor answers again;
+    /// after a failure it is tried again 200 ms later. Returns whether the probe answered.
     fn monitor_probe(&mut self, r: ServerId, now: u64) -> bool {
-        if !self.cluster.is_up(r) {
-            return true;
+        if self.monitor_retry.get(&r).is_some_and(|t| now < *t) {
+            return false;
         }
-        if self.cluster.accepts_connections(r) {
-            if let Some((_, reported)) = self.monitor_failing.remove(&r) {
-                if reported {
-                    self.engine.set_reader_health(r.0, true);
-                }
+        let incarnation = self.cluster.incarnation(r).unwrap_or(0);
+        let mut failed = false;
+        if self
+            .monitor_conn
+            .get(&r)
+            .is_some_and(|at| *at != incarnation)
+        {
+            // Its connection broke.
+            self.monitor_conn.remove(&r);
+            failed = true;
+        } else if self.cluster.is_frozen(r) {
+            let since = *self.monitor_waiting.entry(r).or_insert(now);
+            if now < since + 1000 {
+                return false;
             }
-            return true;
+            // Timed out: the monitor closes the connection and tries again.
+            self.monitor_conn.remove(&r);
+            failed = true;
+        } else if !self.monitor_conn.contains_key(&r) && !self.cluster.accepts_connections(r) {
+            failed = true;
         }
-        let frozen = self.cluster.is_frozen(r);
-        let e = self.monitor_failing.entry(r).or_insert((now, false));
-        if !e.1 && (!frozen || now >= e.0 + 1000) {
-            e.1 = true;
-            self.engine.set_reader_health(r.0, false);
+        if failed {
+            self.monitor_failed(r, now);
+            return false;
         }
-        false
+        self.monitor_waiting.remove(&r);
+        self.monitor_conn.entry(r).or_insert(incarnation);
+        if self.monitor_down.remove(&r) {
+            self.engine.set_reader_health_at(r.0, true, now);
+        }
+        true
+    }
+
+    /// The monitor's query or connection to reader `r` failed: reported at once (R-1a,
+    /// R-1b), the reader is down until the monitor answers again (tried 200 ms later).
+    fn monitor_failed(&mut self, r: ServerId, now: u64) {
+        if self.trace.is_some() {
+            eprintln!("t={now} monitor of {r} failed");
+        }
+        self.monitor_waiting.remove(&r);
+        self.monitor_retry.insert(r, now + 200);
+        self.engine.reader_monitor_failed(r.0, now);
+        if self.monitor_down.insert(r) {
+            self.engine.set_reader_health_at(r.0, false, now);
+        }
     }
 
     fn reader_fault(&mut self) {
