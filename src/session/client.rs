@@ -222,6 +222,7 @@ impl Session {
             wire(t, body, &mut self.pending);
             start..self.pending.len()
         });
+        reserve_one(&mut self.queue);
         self.queue.push_back(ClientMsg {
             tag: t,
             len,
@@ -259,6 +260,7 @@ impl Session {
                 }))
             }
         };
+        reserve_one(&mut self.queue);
         self.queue.push_back(ClientMsg {
             tag: t,
             len: body_len + 5,

@@ -27,9 +27,11 @@
 pub mod actions;
 mod backend;
 mod batch;
+mod bind;
 mod client;
 mod effects;
 mod facts;
+mod finish;
 mod hidden;
 pub mod plan;
 mod reader;
@@ -455,15 +457,16 @@ impl Session {
             now: 0,
             phase: Phase::AwaitStartup,
             client_framer: Framer::new_startup(limits),
-            // Almost always one message at a time: room for one, grown only by pipelining.
-            queue: VecDeque::with_capacity(1),
+            // Almost always one message at a time: room for one on first use (`reserve_one`),
+            // grown only by pipelining; nothing for a session that never sent a statement.
+            queue: VecDeque::new(),
             pending: Vec::new(),
             client_streaming: None,
             startup: None,
             writer: None,
             readers: Vec::new(),
             spare_backends: Vec::new(),
-            units: VecDeque::with_capacity(1),
+            units: VecDeque::new(),
             next_unit: 1,
             lsn: LsnState {
                 generation,
@@ -678,4 +681,12 @@ fn wire(tag: u8, body: &[u8], out: &mut Vec<u8>) {
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Room for one more element, exactly one on first use (a plain `push_back` would allocate four:
+/// the queues of units and client messages hold one almost always).
+fn reserve_one<T>(q: &mut VecDeque<T>) {
+    if q.capacity() == 0 {
+        q.reserve_exact(1);
+    }
 }

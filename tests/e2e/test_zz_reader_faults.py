@@ -18,7 +18,9 @@ import pytest
 
 from e2e_support import PgPair, bounded, report, start_proxy, stop_proxy
 
-READ = "SELECT v, inet_server_port(), pg_is_in_recovery() FROM w WHERE k = %s"
+# The third column says whether the standby served the read: inet_server_port() is replica-safe
+# (S-7), pg_is_in_recovery() is server-dependent and always answered by the primary.
+READ = "SELECT v, inet_server_port(), inet_server_port() = %s FROM w WHERE k = %s"
 # Updates of a small table: hundreds of MB of WAL that dirty few pages, so the standby flushes
 # (and advances its minimum recovery point) rarely: after a crash it is consistent — and accepts
 # reads — long before it has redone what it had replayed.
@@ -100,7 +102,7 @@ def test_r1a_a_standby_restarted_behind_its_old_position_serves_no_stale_read(fa
         session = psycopg.connect(proxy.dsn(), autocommit=True)
         session.execute("INSERT INTO w VALUES (1, 1)")
         pair.wait_replayed(timeout=120)
-        before = [session.execute(READ, (1,)).fetchone() for _ in range(20)]
+        before = [session.execute(READ, (pair.standby.port, 1)).fetchone() for _ in range(20)]
         assert all(r is not None for r in before), before
         assert any(r[2] for r in before), f"the standby served none of the reads before the crash: {before}"
         pid = postmaster_pid(pair.standby.datadir)
@@ -121,7 +123,7 @@ def test_r1a_a_standby_restarted_behind_its_old_position_serves_no_stale_read(fa
         while time.monotonic() < end:
             try:
                 with bounded(session, 15, "a read through the proxy"):
-                    row = session.execute(READ, (1,)).fetchone()
+                    row = session.execute(READ, (pair.standby.port, 1)).fetchone()
                 counts["proxy"] += 1
                 if row is None:
                     counts["proxy_stale"] += 1
@@ -175,7 +177,6 @@ WAIT_TIMEOUT_S = 1.0  # wait_timeout_ms (default)
 SLACK_S = 1.5
 
 
-@pytest.mark.xfail(strict=True, reason="needs the proxy to drive R-1b (deadlines, monitor timeouts, connect failures)")
 def test_r1b_a_frozen_standby_bounds_every_read_and_new_sessions_skip_it(fault_pair, tmp_path):
     """The standby frozen with SIGSTOP for 30 s under a read workload: no client request waits
     longer than the response deadline plus the wait timeout; once the reader is held out, new
@@ -192,7 +193,7 @@ def test_r1b_a_frozen_standby_bounds_every_read_and_new_sessions_skip_it(fault_p
         pair.wait_replayed()
         deadline = time.monotonic() + 20
         with psycopg.connect(proxy.dsn(), autocommit=True) as c:
-            while c.execute(READ, (2,)).fetchone()[2] is not True:
+            while c.execute(READ, (pair.standby.port, 2)).fetchone()[2] is not True:
                 assert time.monotonic() < deadline, "reads never reached the standby"
                 time.sleep(0.05)
 
@@ -204,7 +205,7 @@ def test_r1b_a_frozen_standby_bounds_every_read_and_new_sessions_skip_it(fault_p
             t = time.monotonic()
             try:
                 with bounded(conn, FREEZE_S + 15, f"a {kind} read"):
-                    row = conn.execute(READ, (2,)).fetchone()
+                    row = conn.execute(READ, (pair.standby.port, 2)).fetchone()
                 record(kind, t, "standby" if row[2] else "primary")
                 return True
             except (psycopg.Error, AssertionError) as e:
