@@ -31,6 +31,9 @@ pub(crate) struct Server {
     /// After a crash restart: redo from the restart point, `redo_bytes_per_ms` from `since`,
     /// until it catches up with the lag model again.
     pub redo: Option<(Lsn, u64)>,
+    /// Bumped whenever the server's processes end (stop, crash): a connection opened before
+    /// is gone, so a monitor that holds one notices even a restart too fast to refuse it.
+    pub incarnation: u64,
 }
 
 /// What a host can learn about a server.
@@ -127,6 +130,7 @@ impl Cluster {
                 injections: VecDeque::new(),
                 frozen_until: None,
                 starting_until: None,
+                incarnation: 0,
                 redo: None,
             });
         }
@@ -639,6 +643,7 @@ impl Cluster {
         self.refresh_replays();
         let s = &mut self.servers[id.0 as usize];
         s.up = false;
+        s.incarnation += 1;
         if s.role == Role::Primary && self.store.flush(self.now) {
             let lsn = self.store.flushed;
             self.log(Event::Flush { lsn });
@@ -710,6 +715,7 @@ impl Cluster {
         s.redo = Some((point, now + refusal));
         s.starting_until = (refusal > 0).then_some(now + refusal);
         s.frozen_until = None;
+        s.incarnation += 1;
         self.log(Event::ReaderCrashRestarted {
             server: id,
             replay_before: before,
@@ -734,6 +740,12 @@ impl Cluster {
         self.servers
             .get(id.0 as usize)
             .is_some_and(|s| s.frozen_until.is_some())
+    }
+
+    /// How many times the server's processes ended (stopped, crashed): a connection opened at
+    /// another incarnation is gone. (A host's monitor holds one connection and sees it break.)
+    pub fn incarnation(&self, id: ServerId) -> Option<u64> {
+        self.servers.get(id.0 as usize).map(|s| s.incarnation)
     }
 
     /// Whether a server accepts connections now (up, not frozen, not starting up).
@@ -847,11 +859,13 @@ impl Cluster {
                 s.up = false;
                 s.role = Role::Reader;
                 s.replay = cut;
+                s.incarnation += 1;
             } else if s.id == id {
                 s.role = Role::Primary;
                 s.lag_ms = 0;
             } else if s.replay > cut {
                 s.replay = cut;
+                s.incarnation += 1;
             }
         }
         self.generation += 1;

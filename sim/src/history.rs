@@ -225,6 +225,9 @@ pub struct StatementRecord {
     pub text: String,
     /// A `SET polar_*` (the kind of statement the engine hides in front of a client's query).
     pub polar_set: bool,
+    /// One of the engine's own statements no client writes: the capture of the writer's
+    /// session state and the settings replay's encoded `set_config` (S-5).
+    pub engine: bool,
     /// Sent through the extended protocol.
     pub extended: bool,
     /// Virtual time the statement began (the entry's `time` is when it ended).

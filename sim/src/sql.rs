@@ -89,13 +89,74 @@ pub enum SetValue {
     Default,
 }
 
-/// Functions callable as `SELECT f(…)`.
+/// A text argument: a literal, or the form the engine's settings replay sends (S-5):
+/// `[pg_catalog.]convert_from([pg_catalog.]decode('<hex>', 'hex'), 'UTF8')`, evaluated when the
+/// statement runs (bad hex is 22023, bytes that are not UTF-8 22021, as in PostgreSQL).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StrExpr {
+    Lit(String),
+    FromHex(String),
+}
+
+impl StrExpr {
+    /// The value, or the error PostgreSQL 15 gives for it (verified on 15.18).
+    pub fn eval(&self) -> Result<String, (&'static str, String)> {
+        let h = match self {
+            StrExpr::Lit(s) => return Ok(s.clone()),
+            StrExpr::FromHex(h) => h.as_bytes(),
+        };
+        // decode() skips whitespace in front of each digit pair, nowhere else.
+        let mut bytes = Vec::with_capacity(h.len() / 2);
+        let mut i = 0;
+        while i < h.len() {
+            if b" \t\n\r".contains(&h[i]) {
+                i += 1;
+                continue;
+            }
+            let hi = hex_digit(h[i])?;
+            let Some(&lo) = h.get(i + 1) else {
+                return Err((
+                    "22023",
+                    "invalid hexadecimal data: odd number of digits".to_string(),
+                ));
+            };
+            bytes.push(hi << 4 | hex_digit(lo)?);
+            i += 2;
+        }
+        String::from_utf8(bytes).map_err(|e| {
+            let bad = e.as_bytes()[e.utf8_error().valid_up_to()];
+            (
+                "22021",
+                format!("invalid byte sequence for encoding \"UTF8\": 0x{bad:02x}"),
+            )
+        })
+    }
+
+    /// Whether this is the engine's encoded form (a client writes literals).
+    pub fn is_encoded(&self) -> bool {
+        matches!(self, StrExpr::FromHex(_))
+    }
+}
+
+fn hex_digit(c: u8) -> Result<u8, (&'static str, String)> {
+    match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        b'A'..=b'F' => Ok(c - b'A' + 10),
+        _ => Err((
+            "22023",
+            format!("invalid hexadecimal digit: \"{}\"", char::from(c)),
+        )),
+    }
+}
+
+/// Functions callable as `SELECT f(…)` (optionally `pg_catalog.f(…)`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Func {
     Nextval(String),
     SetConfig {
-        name: String,
-        value: String,
+        name: StrExpr,
+        value: StrExpr,
         is_local: bool,
     },
     AdvisoryLock(i64),
@@ -206,6 +267,21 @@ pub enum Stmt {
     SetRole(Option<String>),
     /// `SET SESSION AUTHORIZATION name` (`None`: `DEFAULT`, `RESET SESSION AUTHORIZATION`).
     SetSessionAuthorization(Option<String>),
+    /// The engine's capture of the writer's session state (S-5, [`CAPTURE_TEXT`]); the
+    /// argument is what stands in its `$1` (a `text[]` literal once bound).
+    Capture(CaptureArg),
+    /// `DO $$ BEGIN RAISE EXCEPTION '<message>'; END $$` — the only DO block of the subset
+    /// (the engine's F-3 abort, `hidden.rs::ABORT_STATEMENT`): it fails with P0001.
+    DoRaise(String),
+}
+
+/// What stands in the capture's `$1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CaptureArg {
+    /// A string literal: the `text[]` value as text (parsed when the statement runs).
+    Array(String),
+    /// `NULL` (no names), or the `0` a Parse reads its placeholders as for Describe.
+    Other,
 }
 
 impl Stmt {
@@ -218,6 +294,7 @@ impl Stmt {
                 | Stmt::SelectV { .. }
                 | Stmt::SelectAll
                 | Stmt::SelectFunc(_)
+                | Stmt::Capture(_)
                 | Stmt::Insert { .. }
                 | Stmt::Update { .. }
                 | Stmt::Delete { .. }
@@ -227,8 +304,24 @@ impl Stmt {
     pub fn is_select(&self) -> bool {
         matches!(
             self,
-            Stmt::SelectConst(_) | Stmt::SelectV { .. } | Stmt::SelectAll | Stmt::SelectFunc(_)
+            Stmt::SelectConst(_)
+                | Stmt::SelectV { .. }
+                | Stmt::SelectAll
+                | Stmt::SelectFunc(_)
+                | Stmt::Capture(_)
         )
+    }
+
+    /// One of the engine's own hidden statements that a client does not write: the capture
+    /// and the settings replay's encoded `set_config` (S-5).
+    pub fn is_engine_statement(&self) -> bool {
+        match self {
+            Stmt::Capture(_) => true,
+            Stmt::SelectFunc(Func::SetConfig { name, value, .. }) => {
+                name.is_encoded() || value.is_encoded()
+            }
+            _ => false,
+        }
     }
 
     /// A `SET polar_*` statement (the kind the engine hides in front of a client's query).
@@ -417,6 +510,135 @@ fn lex(s: &str) -> Result<(Vec<Tok>, Vec<Range<usize>>), SyntaxError> {
     Ok((toks, spans))
 }
 
+/// The engine's capture of the writer's session state, as `src/session/hidden.rs`
+/// (`CAPTURE_STATEMENT`) sends it. The simulated servers recognise it token by token (so
+/// spacing, comments and keyword case do not matter), with any one literal in the place of
+/// `$1`; `tests/hidden_statements.rs` fails if the engine's text drifts from this one.
+pub const CAPTURE_TEXT: &str = "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE source = 'session' AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS x WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
+
+/// The capture template's tokens, with `None` where its `$1` is.
+fn capture_template() -> &'static [Option<Tok>] {
+    static T: std::sync::OnceLock<Vec<Option<Tok>>> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let (toks, _) = lex(CAPTURE_TEXT).expect("the capture template lexes");
+        let mut out = Vec::with_capacity(toks.len());
+        let mut i = 0;
+        while i < toks.len() {
+            if toks[i] == Tok::Sym('$') && toks.get(i + 1) == Some(&Tok::Num("1".into())) {
+                out.push(None);
+                i += 2;
+            } else {
+                out.push(Some(toks[i].clone()));
+                i += 1;
+            }
+        }
+        out
+    })
+}
+
+/// The capture's `$1` when `toks` are the capture statement's.
+fn capture_arg(toks: &[Tok]) -> Option<CaptureArg> {
+    let t = capture_template();
+    if toks.len() != t.len() {
+        return None;
+    }
+    let mut arg = None;
+    for (got, want) in toks.iter().zip(t) {
+        match (want, got) {
+            (Some(w), g) if w == g => {}
+            (Some(_), _) => return None,
+            (None, Tok::Str(s)) => arg = Some(CaptureArg::Array(s.clone())),
+            (None, Tok::Num(_)) => arg = Some(CaptureArg::Other),
+            (None, Tok::Word(w)) if w == "null" => arg = Some(CaptureArg::Other),
+            (None, _) => return None,
+        }
+    }
+    arg
+}
+
+/// Parses a one-dimensional `text[]` literal (`{a,"b c",NULL}`); `None` elements are SQL
+/// NULLs. Anything else is PostgreSQL's 22P02.
+pub fn parse_text_array(s: &str) -> Result<Vec<Option<String>>, String> {
+    let bad = || format!("malformed array literal: \"{s}\"");
+    let t = s.trim();
+    let inner = t
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .ok_or_else(bad)?;
+    let mut out = Vec::new();
+    if inner.trim().is_empty() {
+        return Ok(out);
+    }
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut v = String::new();
+        let quoted = chars.peek() == Some(&'"');
+        if quoted {
+            chars.next();
+            loop {
+                match chars.next() {
+                    None => return Err(bad()),
+                    Some('"') => break,
+                    Some('\\') => v.push(chars.next().ok_or_else(bad)?),
+                    Some(c) => v.push(c),
+                }
+            }
+            while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                chars.next();
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                if matches!(c, '{' | '}' | '"') {
+                    return Err(bad());
+                }
+                if c == '\\' {
+                    chars.next();
+                    v.push(chars.next().ok_or_else(bad)?);
+                    continue;
+                }
+                v.push(c);
+                chars.next();
+            }
+            let trimmed = v.trim_end().to_string();
+            if trimmed.is_empty() {
+                return Err(bad());
+            }
+            v = trimmed;
+        }
+        let null = !quoted && v.eq_ignore_ascii_case("null");
+        out.push((!null).then_some(v));
+        match chars.next() {
+            None => return Ok(out),
+            Some(',') => {}
+            Some(_) => return Err(bad()),
+        }
+    }
+}
+
+/// The message of a PL/pgSQL body that is exactly `BEGIN RAISE EXCEPTION '<message>'; END`.
+fn parse_statement_body_raise(body: &str) -> Option<String> {
+    let (toks, _) = lex(body).ok()?;
+    let word = |t: &Tok, w: &str| matches!(t, Tok::Word(x) if x == w);
+    match toks.as_slice() {
+        [b, r, e, Tok::Str(m), Tok::Sym(';'), end, rest @ ..]
+            if word(b, "begin")
+                && word(r, "raise")
+                && word(e, "exception")
+                && word(end, "end")
+                && matches!(rest, [] | [Tok::Sym(';')]) =>
+        {
+            Some(m.clone())
+        }
+        _ => None,
+    }
+}
+
 /// Parses a whole Query string: every statement must parse, or nothing runs (W-6).
 pub fn parse_query(sql: &str) -> Result<Vec<Parsed>, SyntaxError> {
     split(sql)?
@@ -433,6 +655,9 @@ pub fn parse_query(sql: &str) -> Result<Vec<Parsed>, SyntaxError> {
 /// Parses one statement (no top-level semicolon).
 pub fn parse_statement(text: &str) -> Result<Stmt, SyntaxError> {
     let (toks, spans) = lex(text)?;
+    if let Some(arg) = capture_arg(&toks) {
+        return Ok(Stmt::Capture(arg));
+    }
     let raw = spans.into_iter().map(|r| text[r].to_string()).collect();
     let mut p = P { toks, raw, pos: 0 };
     let st = p.statement()?;
@@ -689,6 +914,17 @@ impl P {
                 self.kw("all")?;
                 Ok(Stmt::DiscardAll)
             }
+            "do" => {
+                let body = self.string()?;
+                if self.eat_kw("language") {
+                    self.kw("plpgsql")?;
+                }
+                let raise = parse_statement_body_raise(&body).ok_or_else(|| {
+                    self.pos -= 1;
+                    self.err()
+                })?;
+                Ok(Stmt::DoRaise(raise))
+            }
             "listen" => Ok(Stmt::Listen(self.ident()?)),
             "unlisten" => {
                 if self.eat_sym('*') {
@@ -907,12 +1143,8 @@ impl P {
             }
             return Ok(Stmt::SelectAll);
         }
-        // SELECT f(…)
-        let name = match self.toks.get(self.pos) {
-            Some(Tok::Word(w)) | Some(Tok::QIdent(w)) => w.clone(),
-            _ => return Err(self.err()),
-        };
-        self.pos += 1;
+        // SELECT f(…) or SELECT pg_catalog.f(…)
+        let name = self.func_name()?;
         match name.as_str() {
             "current_user" | "current_role" => return Ok(Stmt::SelectFunc(Func::CurrentUser)),
             "session_user" => return Ok(Stmt::SelectFunc(Func::SessionUser)),
@@ -922,9 +1154,9 @@ impl P {
         let f = match name.as_str() {
             "nextval" => Func::Nextval(self.regclass()?),
             "set_config" => {
-                let name = self.string()?;
+                let name = self.str_expr()?;
                 self.sym(',')?;
-                let value = self.string()?;
+                let value = self.str_expr()?;
                 self.sym(',')?;
                 let is_local = if self.eat_kw("true") {
                     true
@@ -973,6 +1205,63 @@ impl P {
         };
         self.sym(')')?;
         Ok(Stmt::SelectFunc(f))
+    }
+
+    /// A function name, optionally qualified with `pg_catalog` (the schema of every built-in
+    /// function; the engine qualifies its hidden statements' calls).
+    fn func_name(&mut self) -> R<String> {
+        let mut name = match self.toks.get(self.pos) {
+            Some(Tok::Word(w)) | Some(Tok::QIdent(w)) => w.clone(),
+            _ => return Err(self.err()),
+        };
+        self.pos += 1;
+        if name == "pg_catalog" && self.eat_sym('.') {
+            name = match self.toks.get(self.pos) {
+                Some(Tok::Word(w)) | Some(Tok::QIdent(w)) => w.clone(),
+                _ => return Err(self.err()),
+            };
+            self.pos += 1;
+        }
+        Ok(name)
+    }
+
+    /// A text argument: a string literal, or
+    /// `convert_from(decode('<hex>', 'hex'), 'UTF8')` (each optionally `pg_catalog.`).
+    fn str_expr(&mut self) -> R<StrExpr> {
+        if matches!(self.toks.get(self.pos), Some(Tok::Str(_))) {
+            return Ok(StrExpr::Lit(self.string()?));
+        }
+        let at = self.pos;
+        if self.func_name().ok().as_deref() != Some("convert_from") {
+            self.pos = at;
+            return Err(self.err());
+        }
+        self.sym('(')?;
+        let at = self.pos;
+        if self.func_name().ok().as_deref() != Some("decode") {
+            self.pos = at;
+            return Err(self.err());
+        }
+        self.sym('(')?;
+        let hex = self.string()?;
+        self.sym(',')?;
+        // Only the hex format is in the subset.
+        if !self.string()?.eq_ignore_ascii_case("hex") {
+            self.pos -= 1;
+            return Err(self.err());
+        }
+        self.sym(')')?;
+        self.sym(',')?;
+        let enc = self.string()?;
+        if !matches!(
+            enc.to_ascii_lowercase().replace(['-', '_'], "").as_str(),
+            "utf8" | "unicode"
+        ) {
+            self.pos -= 1;
+            return Err(self.err());
+        }
+        self.sym(')')?;
+        Ok(StrExpr::FromHex(hex))
     }
 
     /// A role name: an identifier or a string.
@@ -1122,8 +1411,8 @@ mod tests {
         assert_eq!(
             one("SELECT set_config('a.b', 'x', true)"),
             Stmt::SelectFunc(Func::SetConfig {
-                name: "a.b".into(),
-                value: "x".into(),
+                name: StrExpr::Lit("a.b".into()),
+                value: StrExpr::Lit("x".into()),
                 is_local: true
             })
         );
@@ -1155,6 +1444,115 @@ mod tests {
             Stmt::Show("transaction_isolation".into())
         );
         assert_eq!(one("reset all"), Stmt::Reset(None));
+    }
+
+    #[test]
+    fn w7_probe_is_schema_qualified() {
+        assert_eq!(
+            one("SELECT pg_catalog.pg_current_wal_insert_lsn()"),
+            Stmt::SelectFunc(Func::CurrentWalInsertLsn)
+        );
+        assert_eq!(
+            one("select PG_CATALOG.\"current_setting\"('role')"),
+            Stmt::SelectFunc(Func::CurrentSetting {
+                name: "role".into(),
+                missing_ok: false
+            })
+        );
+        // Only pg_catalog qualifies a built-in function.
+        assert!(parse_statement("SELECT public.pg_current_wal_insert_lsn()").is_err());
+    }
+
+    #[test]
+    fn s5_settings_replay_decodes_hex_as_postgresql_does() {
+        let replay = "SELECT pg_catalog.set_config(pg_catalog.convert_from(pg_catalog.decode('6170702e74656e616e74', 'hex'), 'UTF8'), pg_catalog.convert_from(pg_catalog.decode('61 6362', 'hex'), 'UTF8'), false)";
+        let Stmt::SelectFunc(Func::SetConfig {
+            name,
+            value,
+            is_local,
+        }) = one(replay)
+        else {
+            panic!("not set_config");
+        };
+        assert!(!is_local);
+        assert_eq!(name.eval(), Ok("app.tenant".to_string()));
+        // decode() skips whitespace in front of a digit pair.
+        assert_eq!(value.eval(), Ok("acb".to_string()));
+        assert!(one(replay).is_engine_statement());
+        assert!(!one("SELECT set_config('a.b', 'x', false)").is_engine_statement());
+        // The errors PostgreSQL 15.18 gives (verified here).
+        let err = |h: &str| StrExpr::FromHex(h.into()).eval().unwrap_err();
+        assert_eq!(
+            err("7"),
+            (
+                "22023",
+                "invalid hexadecimal data: odd number of digits".into()
+            )
+        );
+        assert_eq!(
+            err("7x"),
+            ("22023", "invalid hexadecimal digit: \"x\"".into())
+        );
+        assert_eq!(
+            err("ff"),
+            (
+                "22021",
+                "invalid byte sequence for encoding \"UTF8\": 0xff".into()
+            )
+        );
+        assert!(parse_statement(
+            "SELECT set_config(convert_from(decode('61', 'base64'), 'UTF8'), 'x', false)"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn s5_capture_is_recognised_token_by_token() {
+        let bound = CAPTURE_TEXT.replace("$1", "'{\"app.tenant\",\"app.x\"}'");
+        assert_eq!(
+            one(&bound),
+            Stmt::Capture(CaptureArg::Array("{\"app.tenant\",\"app.x\"}".into()))
+        );
+        // Spacing, comments and keyword case do not matter; the Describe stand-in and NULL
+        // bind as no names.
+        let spaced = CAPTURE_TEXT
+            .replace(", ", " ,\n  ")
+            .replace("SELECT", "select /* x */")
+            .replace("$1", "0");
+        assert_eq!(one(&spaced), Stmt::Capture(CaptureArg::Other));
+        assert_eq!(
+            one(&CAPTURE_TEXT.replace("$1", "NULL")),
+            Stmt::Capture(CaptureArg::Other)
+        );
+        // Anything else is not the capture.
+        assert!(parse_statement(&CAPTURE_TEXT.replace("'session'", "'client'")).is_err());
+        assert!(parse_statement(&CAPTURE_TEXT.replace("ORDER BY 1, 2", "ORDER BY 2")).is_err());
+    }
+
+    #[test]
+    fn f3_abort_block_raises() {
+        assert_eq!(
+            one("DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$"),
+            Stmt::DoRaise("polarsplit: transaction aborted after a failed replica read".into())
+        );
+        assert!(parse_statement("DO $$ BEGIN PERFORM 1; END $$").is_err());
+    }
+
+    #[test]
+    fn text_array_literals() {
+        assert_eq!(parse_text_array("{}"), Ok(vec![]));
+        assert_eq!(
+            parse_text_array("{\"app.tenant\", app.x ,NULL,\"a\\\"b\"}"),
+            Ok(vec![
+                Some("app.tenant".into()),
+                Some("app.x".into()),
+                None,
+                Some("a\"b".into())
+            ])
+        );
+        for bad in ["", "x", "{a", "{a,}", "{\"a}", "{a}b"] {
+            assert!(parse_text_array(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

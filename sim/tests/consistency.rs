@@ -2,14 +2,31 @@
 //! against the simulated cluster, with randomized lag and faults, checked against exactly what
 //! SPEC S-1a promises. A naive router must be caught by the same checker.
 //!
-//! Replay one scenario: `SIM_SEED=<seed> cargo test -p polarsplit-sim --test consistency replay -- --nocapture`.
+//! The scenario families the engine passes (`harness::families`, [`CI_FAMILIES`]) run on the
+//! first [`family_scenarios`] seeds as well; the others wait in `tests/families.rs`.
+//!
+//! Replay one scenario: `SIM_SEED=<seed> cargo test -p polarsplit-sim --test consistency replay -- --nocapture`
+//! (with families: `SIM_SEED=<seed> SIM_FAMILIES=<list> cargo test -p polarsplit-sim --test families replay -- --nocapture`).
 //! A longer soak: `SIM_SCENARIOS=50000 cargo test --release -p polarsplit-sim --test consistency soak -- --ignored --nocapture`.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use polarsplit::session::{Outcome, Reason};
-use polarsplit_sim::harness::{coverage, run_seed};
+use polarsplit_sim::harness::{coverage, run_families, run_seed, Families};
+
+/// The families on in CI: prepared statements as drivers use them (E-2, E-5), pipelines and
+/// batch failures (E-1), LISTEN/NOTIFY through hidden statements (S-4), causal tokens taken
+/// with SHOW and presented by another session (§11). Together, on the same scenarios.
+const CI_FAMILIES: &str = "extended,pipeline,notify,causal";
+
+/// Seeds run with [`CI_FAMILIES`] on (`SIM_FAMILY_SCENARIOS`, default 400).
+fn family_scenarios() -> u64 {
+    std::env::var("SIM_FAMILY_SCENARIOS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400)
+}
 
 fn scenarios(default: u64) -> u64 {
     std::env::var("SIM_SCENARIOS")
@@ -96,6 +113,64 @@ fn naive_router_is_caught_by_the_checker() {
     println!("naive router: {caught}/{n} scenarios with violations, {ryw} with read-your-writes violations");
     assert!(
         ryw > 0,
+        "the checker must catch the naive router's stale reads"
+    );
+}
+
+/// E-6: the random scenarios with the families the engine passes switched on, checked by the
+/// same checker plus the families' checks (what one server sends for every Execute, no
+/// notification lost, a presented token makes its write visible).
+#[test]
+fn e6_families_keep_every_promise_across_random_scenarios() {
+    let start = Instant::now();
+    let families = Families::parse(CI_FAMILIES).expect("CI_FAMILIES");
+    let n = family_scenarios();
+    let mut failures = Vec::new();
+    let mut ops = 0usize;
+    for seed in 0..n {
+        let (run, v) = run_families(seed, false, families);
+        ops += run.clients.iter().map(|c| c.len()).sum::<usize>();
+        if !v.is_empty() {
+            failures.push(format!(
+                "seed {seed}: {} violations, first: {}",
+                v.len(),
+                v[0]
+            ));
+        }
+    }
+    println!(
+        "{CI_FAMILIES}: {n} scenarios, {ops} client operations in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failing scenarios (replay with SIM_SEED and SIM_FAMILIES={CI_FAMILIES}):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The checker still catches a router that sends every SELECT to a replica with those
+/// families on.
+#[test]
+fn naive_router_is_caught_with_the_ci_families() {
+    let families = Families::parse(CI_FAMILIES).expect("CI_FAMILIES");
+    let n = family_scenarios().min(100);
+    let (mut caught, mut stale) = (0, 0);
+    for seed in 0..n {
+        let (_, v) = run_families(seed, true, families);
+        caught += usize::from(!v.is_empty());
+        stale += usize::from(
+            v.iter()
+                .any(|x| x.contains("read-your-writes") || x.contains("causal token")),
+        );
+    }
+    println!(
+        "naive router with {CI_FAMILIES}: {caught}/{n} scenarios with violations, {stale} with stale reads"
+    );
+    assert!(caught > n as usize / 2, "caught only {caught} of {n}");
+    assert!(
+        stale > 0,
         "the checker must catch the naive router's stale reads"
     );
 }

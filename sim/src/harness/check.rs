@@ -159,6 +159,7 @@ impl Ctx<'_> {
         (c, i, sql): (usize, usize, &str),
         rec: &OpRecord,
         in_rr_txn: bool,
+        global_at: Lsn,
         k: i64,
         v: i64,
         own_now: Option<i64>,
@@ -200,7 +201,7 @@ impl Ctx<'_> {
         // A REPEATABLE READ transaction reads its first snapshot: later commits are rightly
         // invisible to it.
         if self.global && !in_rr_txn && rec.generation_at_send == self.run.cluster.generation() {
-            let at = Lsn(rec.writer_lsn_at_send);
+            let at = global_at;
             if let Some(expected) = self.run.cluster.committed_value(k, at) {
                 if let Some(exp_ver) = version(&self.commits, k, expected) {
                     if ver < exp_ver {
@@ -214,6 +215,38 @@ impl Ctx<'_> {
         let e = st.seen.entry(k).or_insert(ver);
         *e = (*e).max(ver);
     }
+}
+
+/// A recovery conflict (ERROR 40001 of a reader) forwarded where the engine could still have
+/// retried the statement on the primary: nothing of its batch or Query but ParseComplete and
+/// BindComplete had reached the client before it (F-2, E-3: once anything beyond those was
+/// forwarded there is no retry, and the error is forwarded as PostgreSQL would).
+fn unretried_conflict(msgs: &[Msg]) -> bool {
+    let mut answered_beyond = false;
+    for m in msgs.iter().filter(|m| !m.is_async()) {
+        match m {
+            Msg::ReadyForQuery { .. } => answered_beyond = false,
+            Msg::ParseComplete | Msg::BindComplete => {}
+            Msg::Error(e)
+                if e.severity() == Some("ERROR")
+                    && e.message()
+                        .is_some_and(|t| t.contains("conflict with recovery")) =>
+            {
+                if !answered_beyond {
+                    return true;
+                }
+            }
+            _ => answered_beyond = true,
+        }
+    }
+    false
+}
+
+/// Where the first batch of a script ends (its first Sync or Query), if anywhere.
+fn first_sync(script: &[Front]) -> Option<usize> {
+    script
+        .iter()
+        .position(|m| matches!(m, Front::Sync | Front::Query(_)))
 }
 
 /// The frontend messages of an operation.
@@ -270,8 +303,30 @@ pub fn check(run: &Run) -> Vec<Violation> {
         let mut reads = Reads::default();
         let mut pending_txn_writes: Vec<(i64, i64)> = Vec::new();
         let mut generation = None;
+        // E-1: a batch left open at a Flush is decided there; the messages that continue it
+        // (up to their first Sync) run on the connection and with the target chosen then. In
+        // `global` mode their reads are held to the writer position known when it was decided.
+        let mut open_batch_at: Option<u64> = None;
         for (i, rec) in log.iter().enumerate() {
             let OpRecord { op, msgs, .. } = rec;
+            let script = script_of(op);
+            let carried = open_batch_at.filter(|_| op.extended);
+            let first = first_sync(&script);
+            open_batch_at = if shape::leaves_batch_open(&script) && op.extended {
+                Some(match first {
+                    None => carried.unwrap_or(rec.writer_lsn_at_send),
+                    Some(_) => rec.writer_lsn_at_send,
+                })
+            } else {
+                None
+            };
+            // The writer position a read at script message `idx` is held to (global mode).
+            let global_at = |idx: usize| {
+                Lsn(match carried {
+                    Some(at) if first.is_none_or(|f| idx < f) => at,
+                    _ => rec.writer_lsn_at_send,
+                })
+            };
             if generation != Some(rec.generation_at_send) {
                 // S-2: nothing is compared across writer generations.
                 generation = Some(rec.generation_at_send);
@@ -335,6 +390,7 @@ pub fn check(run: &Run) -> Vec<Violation> {
                         (c, i, &op.sql),
                         rec,
                         in_txn && rr,
+                        global_at(0),
                         k,
                         v,
                         own_now,
@@ -366,7 +422,7 @@ pub fn check(run: &Run) -> Vec<Violation> {
                         Step::Read { k } if o.error.is_none() && !relaxed && !warned(msgs) => {
                             let v = o.rows.first().and_then(|r| r.first().cloned().flatten());
                             if let Some(v) = v.and_then(|v| v.parse::<i64>().ok()) {
-                                ctx.check_read(&mut out, &mut reads, (c, i, f.what), rec, false, *k, v, None);
+                                ctx.check_read(&mut out, &mut reads, (c, i, f.what), rec, false, global_at(*idx), *k, v, None);
                             }
                         }
                         Step::Write { k, v }
@@ -389,18 +445,11 @@ pub fn check(run: &Run) -> Vec<Violation> {
                         reads.tokens.insert(k, (v, cm.lsn, from));
                     }
                 }
-                for m in msgs {
-                    if let Msg::Error(e) = m {
-                        if e.message()
-                            .is_some_and(|t| t.contains("conflict with recovery"))
-                            && e.severity() == Some("ERROR")
-                        {
-                            out.push(format!(
-                                "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
-                                f.what
-                            ));
-                        }
-                    }
+                if unretried_conflict(msgs) {
+                    out.push(format!(
+                        "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
+                        f.what
+                    ));
                 }
             }
             if sc.families.reader_faults {
@@ -418,19 +467,11 @@ pub fn check(run: &Run) -> Vec<Violation> {
                         op.sql, rec.sent_at, rec.done_at
                     ));
                 }
-                for m in msgs {
-                    if let Msg::Error(e) = m {
-                        if e.message()
-                            .is_some_and(|t| t.contains("conflict with recovery"))
-                            && e.severity() == Some("ERROR")
-                            && !matches!(op.kind, OpKind::Family(_))
-                        {
-                            out.push(format!(
-                                "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
-                                op.sql
-                            ));
-                        }
-                    }
+                if !matches!(op.kind, OpKind::Family(_)) && unretried_conflict(msgs) {
+                    out.push(format!(
+                        "client {c} op {i} ({}): a reader's recovery conflict reached the client instead of a retry on the primary",
+                        op.sql
+                    ));
                 }
             }
             // The client's model of its own writes and transaction.
@@ -502,6 +543,15 @@ pub fn check(run: &Run) -> Vec<Violation> {
                 e.time
             )),
             Event::Statement(s) => {
+                // Everything the workloads and the engine send is in the simulator's SQL
+                // subset: a syntax error means a server did not understand a statement (an
+                // engine text the simulator does not know yet, or a workload bug).
+                if s.result.sqlstate() == Some("42601") {
+                    out.push(format!(
+                        "t={}: {} did not understand {:?} (42601): outside the simulator's SQL subset",
+                        e.time, s.server, s.text
+                    ));
+                }
                 if let Some(imp) = s.snapshot.as_ref().and_then(|sn| sn.import.as_ref()) {
                     if imp.from_earlier_query {
                         out.push(format!(
@@ -510,7 +560,7 @@ pub fn check(run: &Run) -> Vec<Violation> {
                         ));
                     }
                 }
-                if s.role == Role::Reader && !s.polar_set {
+                if s.role == Role::Reader && !s.polar_set && !s.engine {
                     let who = run
                         .attribution
                         .get(&s.conn.0)
@@ -586,6 +636,7 @@ fn state_mismatches(run: &Run) -> Vec<Violation> {
         };
         if s.role != Role::Reader
             || s.polar_set
+            || s.engine
             || !s
                 .text
                 .trim_start()

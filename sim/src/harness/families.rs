@@ -624,9 +624,27 @@ fn query_op(
     op
 }
 
-/// A causal token presented by a client (§11 C-2), carrying another session's position.
-pub fn present_token(lsn: u64, from: usize, k: i64, v: i64) -> Op {
-    let token = format!("ps1:0.1:{:X}/{:X}", lsn >> 32, lsn & 0xffff_ffff);
+/// What a driver sends after an error answered a batch it left open at a Flush (asyncpg's
+/// Parse/Describe/Flush prepare): a Sync, so that the server's skipping ends and it answers
+/// ReadyForQuery (PostgreSQL discards everything else until then).
+pub fn resync() -> Op {
+    FamilyWork::op("resync", "", vec![Front::Sync], Vec::new())
+}
+
+/// A client whose write just committed reads its session's causal token, as an application
+/// does to hand it on (§11 C-1); the engine answers it.
+pub fn take_token() -> Op {
+    query_op(
+        "take-token",
+        "SHOW polarsplit.causal_token".into(),
+        Step::Other,
+        None,
+    )
+}
+
+/// A causal token presented by a client (§11 C-2): the text another session's
+/// `SHOW polarsplit.causal_token` returned after its write of `k` = `v`.
+pub fn present_token(token: &str, from: usize, k: i64, v: i64) -> Op {
     let sql = format!("SET polarsplit.causal_token = '{token}'");
     query_op("present-token", sql, Step::Other, Some((from, k, v)))
 }

@@ -20,7 +20,7 @@ use polarsplit::session::{
 };
 use polarsplit::Engine;
 
-use super::families::{present_token, token_read, Families, FamilyWork};
+use super::families::{present_token, resync, take_token, token_read, Families, FamilyWork};
 use super::shape;
 use super::workload::{Op, OpKind, Workload};
 use crate::client::{self, Decoder, Msg};
@@ -193,6 +193,13 @@ struct ClientState {
     async_log: Vec<(u64, Msg)>,
     /// A write of this client just committed (causal family: its position may be handed on).
     committed_write: Option<(i64, i64)>,
+    /// Causal family: the write whose token this client asked for (`SHOW`), and the token
+    /// the engine answered, to hand on.
+    token_asked: Option<(i64, i64)>,
+    token_taken: Option<(String, i64, i64)>,
+    /// An error answered the batch this client left open at a Flush: its next message is
+    /// the Sync a driver sends then.
+    resync: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -248,9 +255,81 @@ pub struct Host {
     failovers: u32,
     /// The families' own random stream (faults, token passing).
     family_rng: Rng,
-    /// Readers the host's monitor has reported down, since when its probe failed.
-    monitor_failing: BTreeMap<ServerId, (u64, bool)>,
+    /// The monitor's connection to each reader: the server incarnation it was opened at.
+    monitor_conn: BTreeMap<ServerId, u64>,
+    /// A frozen reader's probe: when it was sent (it times out after 1 s).
+    monitor_waiting: BTreeMap<ServerId, u64>,
+    /// Readers the monitor has reported down.
+    monitor_down: BTreeSet<ServerId>,
+    /// After a failure the monitor tries a reader again only 200 ms later.
+    monitor_retry: BTreeMap<ServerId, u64>,
     reader_faults: Vec<(u64, String)>,
+    /// `SIM_TRACE=<client>`: that client's wire traffic on stderr (a debugging aid).
+    trace: Option<Trace>,
+}
+
+/// The wire traffic of one client, printed as it happens (`SIM_TRACE=<client>`).
+struct Trace {
+    client: usize,
+    backends: BTreeMap<u64, Decoder>,
+}
+
+impl Trace {
+    fn from_env() -> Option<Trace> {
+        let client = std::env::var("SIM_TRACE").ok()?.parse().ok()?;
+        Some(Trace {
+            client,
+            backends: BTreeMap::new(),
+        })
+    }
+
+    /// Frontend messages the engine sent to a backend connection.
+    fn sent(&self, now: u64, i: usize, conn: u64, bytes: &[u8]) {
+        if i != self.client {
+            return;
+        }
+        let mut rest = bytes;
+        while let Ok(Some(f)) = frame(rest, &Limits::default()) {
+            use polarsplit::protocol::FrontendMessage as F;
+            let short = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(90)]).into_owned();
+            let what = match F::parse(f.tag, f.body) {
+                Ok(F::Query { sql }) => format!("Query {:?}", short(sql)),
+                Ok(F::Parse { statement, sql, .. }) => {
+                    format!("Parse {:?} {:?}", short(statement), short(sql))
+                }
+                Ok(F::Bind { portal, statement }) => {
+                    format!("Bind {:?} {:?}", short(portal), short(statement))
+                }
+                Ok(F::Close { kind, name }) => format!("Close {} {:?}", kind as char, short(name)),
+                Ok(F::Describe { kind, name }) => {
+                    format!("Describe {} {:?}", kind as char, short(name))
+                }
+                Ok(other) => format!("{other:?}"),
+                Err(e) => format!("{} ({e})", f.tag as char),
+            };
+            eprintln!("t={now} -> {conn}: {what}");
+            rest = &rest[f.wire_len..];
+        }
+    }
+
+    /// Backend messages read from a connection.
+    fn read(&mut self, now: u64, i: usize, conn: u64, bytes: &[u8]) {
+        if i != self.client {
+            return;
+        }
+        let ext = RfqExtensions {
+            lsn: true,
+            xact: true,
+        };
+        for m in self
+            .backends
+            .entry(conn)
+            .or_insert_with(|| Decoder::new(ext))
+            .feed(bytes)
+        {
+            eprintln!("t={now} <- {conn}: {m:?}");
+        }
+    }
 }
 
 const LIMIT_MS: u64 = 600_000;
@@ -299,13 +378,20 @@ impl Host {
                 lost_reported: BTreeSet::new(),
                 async_log: Vec::new(),
                 committed_write: None,
+                token_asked: None,
+                token_taken: None,
+                resync: false,
             })
             .collect();
         Host {
             rng: Rng::derive(sc.seed, "host", 0),
             family_rng: Rng::derive(sc.seed, "family-host", 0),
-            monitor_failing: BTreeMap::new(),
+            monitor_conn: BTreeMap::new(),
+            monitor_waiting: BTreeMap::new(),
+            monitor_down: BTreeSet::new(),
+            monitor_retry: BTreeMap::new(),
             reader_faults: Vec::new(),
+            trace: Trace::from_env(),
             sc,
             cluster,
             engine,
@@ -326,6 +412,7 @@ impl Host {
 
     /// Runs the scenario to the end (every client done or closed) or to the time limit.
     pub fn run(mut self) -> Run {
+        self.engine.set_writer_identity(0, self.writer_identity());
         for i in 0..self.clients.len() {
             self.start_client(i);
         }
@@ -365,7 +452,8 @@ impl Host {
                 .cluster
                 .next_event_time()
                 .unwrap_or(now + 5)
-                .min(now + 5);
+                .min(now + 5)
+                .min(self.next_deadline().unwrap_or(u64::MAX));
             self.cluster.advance_to(next.max(now + 1));
         }
         if self.sc.families.notify {
@@ -412,7 +500,7 @@ impl Host {
         }
         self.last_monitor = now.max(1);
         for r in self.cluster.readers() {
-            if self.sc.families.reader_faults && !self.monitor_probe(r, now) {
+            if !self.monitor_probe(r, now) {
                 continue;
             }
             if self.cluster.is_up(r) {
@@ -457,9 +545,84 @@ impl Host {
         self.feed_client(i, &startup);
     }
 
-    /// One round: clients send, backends answer, faults strike. Returns whether anything moved.
+    /// What the host's sockets tell at once, before anything else of this round: an idle
+    /// pooled connection or the monitor's connection of a reader that ended (a stop, a crash —
+    /// its EOF arrives within a network round trip) is reported (R-1a: an outage of that
+    /// reader; R-1b: a failure). Returns whether anything was reported.
+    fn watch_connections(&mut self) -> bool {
+        let now = self.cluster.now();
+        let cluster = &self.cluster;
+        let (gone, kept): (Vec<Pooled>, Vec<Pooled>) = std::mem::take(&mut self.pool)
+            .into_iter()
+            .partition(|p| cluster.server_closed(ConnId(p.conn)));
+        self.pool = kept;
+        let mut reported = !gone.is_empty();
+        for p in gone {
+            if self.trace.is_some() {
+                eprintln!(
+                    "t={now} pooled connection {} of server{} lost",
+                    p.conn, p.server
+                );
+            }
+            self.engine.reader_lost(p.server, now);
+            self.engine.connection_closed(p.conn);
+        }
+        let broken: Vec<ServerId> = self
+            .monitor_conn
+            .iter()
+            .filter(|(r, at)| self.cluster.incarnation(**r) != Some(**at))
+            .map(|(r, _)| *r)
+            .collect();
+        for r in broken {
+            self.monitor_conn.remove(&r);
+            self.monitor_failed(r, now);
+            reported = true;
+        }
+        reported
+    }
+
+    /// The earliest time a session asked to be called back at (R-1b).
+    fn next_deadline(&self) -> Option<u64> {
+        self.clients
+            .iter()
+            .filter(|c| !c.closed)
+            .filter_map(|c| c.session.as_ref().and_then(Session::next_deadline))
+            .min()
+    }
+
+    /// Tells every session whose deadline has come that the time passed (R-1b), as a proxy's
+    /// timer does; the session may give up on a reader (the host then closes it). A deadline
+    /// still due right after `on_timeout` would spin a real host's timer: a host error.
+    fn deadlines(&mut self) {
+        let now = self.cluster.now();
+        for i in 0..self.clients.len() {
+            if self.clients[i].closed {
+                continue;
+            }
+            let Some(s) = self.clients[i].session.as_mut() else {
+                continue;
+            };
+            if s.is_closed() || s.next_deadline().is_none_or(|d| d > now) {
+                continue;
+            }
+            if let Err(e) = s.on_timeout(now) {
+                self.host_errors
+                    .push(format!("client {i}: on_timeout: {e}"));
+            }
+            if let Some(d) = s.next_deadline().filter(|d| *d <= now) {
+                self.host_errors.push(format!(
+                    "client {i}: deadline {d} still due after on_timeout at t={now}"
+                ));
+            }
+            self.drain(i);
+        }
+    }
+
+    /// One round: deadlines pass, clients send, backends answer, faults strike. Returns
+    /// whether anything moved.
     fn step(&mut self) -> bool {
-        let mut progressed = false;
+        self.deadlines();
+        let mut progressed = self.watch_connections();
         for i in 0..self.clients.len() {
             if self.clients[i].closed {
                 continue;
@@ -493,6 +656,10 @@ impl Host {
                     _ => usize::MAX,
                 };
                 let bytes = self.cluster.read(ConnId(conn), chunk);
+                let now = self.cluster.now();
+                if let Some(t) = self.trace.as_mut() {
+                    t.read(now, i, conn, &bytes);
+                }
                 self.backend_bytes(i, conn, &bytes);
                 progressed = true;
             } else if self.cluster.server_closed(ConnId(conn))
@@ -504,9 +671,6 @@ impl Host {
                 progressed = true;
             }
         }
-        // Pooled connections the server closed are dropped.
-        let cluster = &self.cluster;
-        self.pool.retain(|p| !cluster.server_closed(ConnId(p.conn)));
         if self.sc.fault_per_mille > 0 && self.rng.range(0, 999) < self.sc.fault_per_mille {
             self.fault();
         }
@@ -523,6 +687,14 @@ impl Host {
         let now = self.cluster.now();
         let view = self.engine.writer_view(0);
         let bytes = op.bytes();
+        if self.trace.as_ref().is_some_and(|t| t.client == i) {
+            eprintln!(
+                "t={now} client {i} op {} => {:?} {:?}",
+                self.clients[i].log.len(),
+                op.sql,
+                op.script
+            );
+        }
         self.clients[i].current = Some(InFlight {
             op,
             msgs: Vec::new(),
@@ -657,6 +829,9 @@ impl Host {
             return;
         }
         let now = self.cluster.now();
+        if self.trace.is_some() {
+            eprintln!("t={now} client {i}: connection {conn} lost");
+        }
         self.clients[i].readers.remove(&conn);
         let Some(s) = self.clients[i].session.as_mut() else {
             return;
@@ -737,6 +912,9 @@ impl Host {
                 .map(|(c, b)| (*c, std::mem::take(&mut b.sent)))
                 .collect();
             for (conn, bytes) in sends {
+                if let Some(t) = self.trace.as_ref() {
+                    t.sent(now, i, conn, &bytes);
+                }
                 self.attribute(i, conn, &bytes);
                 let _ = self.cluster.write(ConnId(conn), &bytes);
             }
@@ -761,6 +939,7 @@ impl Host {
                     }
                     _ => {
                         let _ = self.cluster.kill(ConnId(conn));
+                        self.engine.connection_closed(conn);
                     }
                 }
             }
@@ -851,33 +1030,39 @@ impl Host {
                 },
             );
         }
-        let Ok(conn) = self.cluster.connect(ServerRef::Id(ServerId(server))) else {
+        let now = self.cluster.now();
+        // R-1b: while a failing reader's back-off runs, the host opens no new connection to it.
+        if self
+            .engine
+            .reader_retry_after(server)
+            .is_some_and(|t| t > now)
+        {
             return (
                 0,
                 SEvent::ReaderUnavailable {
                     no_credentials: false,
                 },
             );
+        }
+        let Ok(conn) = self.cluster.connect(ServerRef::Id(ServerId(server))) else {
+            return (0, SEvent::ReaderConnectFailed { starting_up: false });
         };
         let _ = self.cluster.write(conn, startup);
-        let auth = self.cluster.read_all(conn);
-        let ok = !self.cluster.server_closed(conn)
-            && client::decode_all(
-                &auth,
-                RfqExtensions {
-                    lsn: true,
-                    xact: false,
-                },
-            )
-            .iter()
-            .any(Msg::is_rfq);
-        if !ok {
-            return (
-                0,
-                SEvent::ReaderUnavailable {
-                    no_credentials: false,
-                },
-            );
+        let auth = client::decode_all(
+            &self.cluster.read_all(conn),
+            RfqExtensions {
+                lsn: true,
+                xact: false,
+            },
+        );
+        if self.cluster.server_closed(conn) || !auth.iter().any(Msg::is_rfq) {
+            // Refused (57P03 while the standby starts up), or no answer at all (a frozen
+            // server: the host's connect timeout, taken at once here).
+            let starting_up = auth
+                .iter()
+                .any(|m| matches!(m, Msg::Error(f) if f.code() == Some("57P03")));
+            let _ = self.cluster.kill(conn);
+            return (0, SEvent::ReaderConnectFailed { starting_up });
         }
         self.keys.insert(conn.0, key);
         self.owner.insert(conn.0, i);
@@ -901,6 +1086,7 @@ impl Host {
         for conn in conns {
             self.owner.remove(&conn);
             let _ = self.cluster.kill(ConnId(conn));
+            self.engine.connection_closed(conn);
         }
         if let Some(f) = self.clients[i].current.take() {
             self.clients[i].log.push(OpRecord {
@@ -916,6 +1102,12 @@ impl Host {
 
     fn client_receives(&mut self, i: usize, bytes: Vec<u8>) {
         let msgs = self.clients[i].decoder.feed(&bytes);
+        if self.trace.as_ref().is_some_and(|t| t.client == i) {
+            let now = self.cluster.now();
+            for m in &msgs {
+                eprintln!("t={now} client {i} <= {m:?}");
+            }
+        }
         self.client_messages(i, msgs);
     }
 
@@ -938,12 +1130,25 @@ impl Host {
                 } else {
                     let p = shape::progress(&f.op.script, &f.msgs);
                     p.complete
-                        || (p.violation.is_some() && p.rfqs >= shape::rfqs_expected(&f.op.script))
+                        || (p.violation.is_some()
+                            && f.msgs.iter().filter(|m| m.is_rfq()).count()
+                                >= shape::rfqs_expected(&f.op.script))
                 };
                 if done {
                     let f = c.current.take().expect("in flight");
+                    c.resync = shape::leaves_batch_open(&f.op.script)
+                        && f.msgs.iter().any(|m| matches!(m, Msg::Error(_)));
                     if self.sc.families.causal {
                         c.committed_write = committed_write(&f.op, &f.msgs);
+                        if matches!(&f.op.kind, OpKind::Family(x) if x.what == "take-token") {
+                            let text = f.msgs.iter().find_map(|m| match m {
+                                Msg::DataRow(cols) => cols.first().cloned().flatten(),
+                                _ => None,
+                            });
+                            if let (Some(t), Some((k, v))) = (text, c.token_asked.take()) {
+                                c.token_taken = Some((t, k, v));
+                            }
+                        }
                     }
                     if let Some(r) = c.think.as_mut() {
                         c.ready_at = self.cluster.now() + r.range(0, 30);
@@ -1054,7 +1259,8 @@ impl Host {
                 {
                     self.failovers += 1;
                     self.engine.remove_reader(r.0);
-                    self.engine.writer_changed(0);
+                    // A new timeline is a new writer history: the generation moves (S-2).
+                    self.engine.set_writer_identity(0, self.writer_identity());
                 }
             }
         }
@@ -1063,29 +1269,62 @@ impl Host {
 
 /// Reader faults and causal tokens (families), and the host's monitor of readers that hang.
 impl Host {
-    /// The monitor's probe of reader `r`, as a proxy's monitor with a 1 s timeout sees it: a
-    /// reader starting up refuses at once (57P03), a frozen one answers nothing. Returns
-    /// whether the probe answered; reports the reader down when it failed, up when it
-    /// answers again.
+    /// The monitor's probe of reader `r`, as a proxy's monitor sees it: it holds one
+    /// connection per reader and asks for the replay position every 10 ms, with a 1 s timeout.
+    /// A connection that broke (the server stopped or crashed — even a restart too fast to
+    /// refuse anything — or was rewound at a failover), a refused connect (down, or 57P03
+    /// while starting up) and a timeout (frozen) are monitor failures (R-1a, R-1b); the
+    /// reader is reported down at its first failure and up when the monitor answers again;
+    /// after a failure it is tried again 200 ms later. Returns whether the probe answered.
     fn monitor_probe(&mut self, r: ServerId, now: u64) -> bool {
-        if !self.cluster.is_up(r) {
-            return true;
+        if self.monitor_retry.get(&r).is_some_and(|t| now < *t) {
+            return false;
         }
-        if self.cluster.accepts_connections(r) {
-            if let Some((_, reported)) = self.monitor_failing.remove(&r) {
-                if reported {
-                    self.engine.set_reader_health(r.0, true);
-                }
+        let incarnation = self.cluster.incarnation(r).unwrap_or(0);
+        let mut failed = false;
+        if self
+            .monitor_conn
+            .get(&r)
+            .is_some_and(|at| *at != incarnation)
+        {
+            // Its connection broke.
+            self.monitor_conn.remove(&r);
+            failed = true;
+        } else if self.cluster.is_frozen(r) {
+            let since = *self.monitor_waiting.entry(r).or_insert(now);
+            if now < since + 1000 {
+                return false;
             }
-            return true;
+            // Timed out: the monitor closes the connection and tries again.
+            self.monitor_conn.remove(&r);
+            failed = true;
+        } else if !self.monitor_conn.contains_key(&r) && !self.cluster.accepts_connections(r) {
+            failed = true;
         }
-        let frozen = self.cluster.is_frozen(r);
-        let e = self.monitor_failing.entry(r).or_insert((now, false));
-        if !e.1 && (!frozen || now >= e.0 + 1000) {
-            e.1 = true;
-            self.engine.set_reader_health(r.0, false);
+        if failed {
+            self.monitor_failed(r, now);
+            return false;
         }
-        false
+        self.monitor_waiting.remove(&r);
+        self.monitor_conn.entry(r).or_insert(incarnation);
+        if self.monitor_down.remove(&r) {
+            self.engine.set_reader_health_at(r.0, true, now);
+        }
+        true
+    }
+
+    /// The monitor's query or connection to reader `r` failed: reported at once (R-1a,
+    /// R-1b), the reader is down until the monitor answers again (tried 200 ms later).
+    fn monitor_failed(&mut self, r: ServerId, now: u64) {
+        if self.trace.is_some() {
+            eprintln!("t={now} monitor of {r} failed");
+        }
+        self.monitor_waiting.remove(&r);
+        self.monitor_retry.insert(r, now + 200);
+        self.engine.reader_monitor_failed(r.0, now);
+        if self.monitor_down.insert(r) {
+            self.engine.set_reader_health_at(r.0, false, now);
+        }
     }
 
     fn reader_fault(&mut self) {
@@ -1152,25 +1391,31 @@ impl Host {
         }
     }
 
-    /// A client whose write just committed hands its session's position to another client,
-    /// as a web application passes a causal token to its next request (§11).
+    /// A client whose write just committed asks the engine for its causal token (C-1) and
+    /// hands it to another client, as a web application passes a token to its next request,
+    /// which may land on another connection or proxy (§11).
     fn pass_positions(&mut self) {
         for i in 0..self.clients.len() {
-            let Some((k, v)) = self.clients[i].committed_write.take() else {
-                continue;
-            };
-            if self.family_rng.range(0, 1) != 0 {
-                continue;
+            if let Some((k, v)) = self.clients[i].committed_write.take() {
+                let c = &mut self.clients[i];
+                if self.family_rng.range(0, 1) == 0
+                    && c.token.is_empty()
+                    && !c.work.in_transaction()
+                {
+                    c.token_asked = Some((k, v));
+                    c.token.push_back(take_token());
+                }
             }
-            let Some(lsn) = self.clients[i]
-                .session
-                .as_ref()
-                .map(|s| s.lsn_state().target().0)
-            else {
+            let Some((token, k, v)) = self.clients[i].token_taken.take() else {
                 continue;
             };
-            // The position goes to a session that has not seen the write itself (as the
-            // next request of a web application lands on another pooled connection).
+            let Some(lsn) = polarsplit::token::Token::parse(&token).map(|t| t.lsn.0) else {
+                self.host_errors.push(format!(
+                    "client {i}: the engine's causal token {token:?} does not parse"
+                ));
+                continue;
+            };
+            // The token goes to a session that has not seen the write itself.
             let n = self.clients.len();
             let j = (i + 1 + self.family_rng.range(0, n as u64 - 2) as usize) % n;
             let behind = self.clients[j]
@@ -1182,9 +1427,18 @@ impl Host {
             }
             let cj = &mut self.clients[j];
             if j != i && !cj.closed && cj.token.is_empty() && !cj.work.in_transaction() {
-                cj.token.push_back(present_token(lsn, i, k, v));
+                cj.token.push_back(present_token(&token, i, k, v));
                 cj.token.push_back(token_read(k));
             }
+        }
+    }
+
+    /// The writer's history as a monitor reads it (C-1): one system identifier per simulated
+    /// cluster, and the timeline the writer writes now.
+    fn writer_identity(&self) -> polarsplit::token::WriterIdentity {
+        polarsplit::token::WriterIdentity {
+            system_id: 7_000_000_000_000_000_000 + self.sc.seed,
+            timeline: self.cluster.timeline(),
         }
     }
 }
@@ -1214,6 +1468,7 @@ fn committed_write(op: &Op, msgs: &[Msg]) -> Option<(i64, i64)> {
 impl ClientState {
     fn work_left(&self) -> bool {
         self.work.has_more()
+            || self.resync
             || !self.token.is_empty()
             || self.family.as_ref().is_some_and(FamilyWork::has_more)
     }
@@ -1221,6 +1476,9 @@ impl ClientState {
     /// A token to present first; a family operation between transactions; else the ordinary
     /// workload's next operation.
     fn next_op(&mut self) -> Option<Op> {
+        if std::mem::take(&mut self.resync) {
+            return Some(resync());
+        }
         if let Some(t) = self.token.pop_front() {
             return Some(t);
         }

@@ -280,6 +280,17 @@ pub fn progress(script: &[Front], msgs: &[Msg]) -> Progress {
 }
 
 /// How many ReadyForQuery messages one server sends for `script`.
+/// Whether a script leaves an extended batch open behind it: messages after its last Sync
+/// (a Parse/Describe/Flush that waits for its answer, E-1) that the next operation's
+/// messages continue.
+pub fn leaves_batch_open(script: &[Front]) -> bool {
+    script
+        .iter()
+        .rev()
+        .find(|m| !matches!(m, Front::Flush))
+        .is_some_and(|m| !matches!(m, Front::Sync | Front::Query(_)))
+}
+
 pub fn rfqs_expected(script: &[Front]) -> usize {
     script
         .iter()

@@ -25,6 +25,11 @@ pub(super) fn columns_of(stmt: &Stmt) -> Option<Vec<Column>> {
             vec![Column::new(f.column(), t)]
         }
         Stmt::Show(name) => vec![Column::new(&display_name(name), oid::TEXT)],
+        Stmt::Capture(_) => vec![
+            Column::new("k", oid::INT4),
+            Column::new("encode", oid::TEXT),
+            Column::new("encode", oid::TEXT),
+        ],
         _ => return None,
     })
 }
@@ -213,8 +218,10 @@ impl Cluster {
                 value,
                 is_local,
             } => {
-                self.set(c, name, SetValue::Text(value.clone()), *is_local)?;
-                Some(value.clone())
+                let eval = |e: &StrExpr| e.eval().map_err(|(code, m)| SqlError::new(code, m));
+                let (name, value) = (eval(name)?, eval(value)?);
+                self.set(c, &name, SetValue::Text(value.clone()), *is_local)?;
+                Some(self.show(c, &name).unwrap_or(value))
             }
             Func::AdvisoryLock(n) => {
                 c.advisory.insert(*n);

@@ -73,6 +73,12 @@ impl Cluster {
                 self.set_session_authorization(c, user.as_deref())?;
                 Ok("SET".into())
             }
+            Stmt::DoRaise(message) => Err(SqlError::new("P0001", message.clone()).into()),
+            Stmt::Capture(arg) => {
+                self.select_prelude(c, r, info)?;
+                let rows = self.capture(c, arg)?;
+                Ok(Self::emit_rows(c, r, &p.stmt, rows, info))
+            }
             Stmt::SelectFunc(f) => {
                 self.select_prelude(c, r, info)?;
                 let value = self.func(c, f)?;

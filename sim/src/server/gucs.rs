@@ -11,6 +11,59 @@ pub(super) fn display_name(name: &str) -> String {
         .unwrap_or_else(|| name.to_string())
 }
 
+/// `DateStyle` is two parts, output style and field order; a SET changes the parts it names
+/// and keeps the other (`SET datestyle TO iso; SET datestyle TO ymd` leaves `ISO, YMD`,
+/// NOTES.md), as PostgreSQL's check hook does. `DEFAULT` stands for the default's part.
+fn compose_datestyle(current: &str, v: &str) -> Result<String, SqlError> {
+    let parts = |s: &str| -> (Option<&'static str>, Option<&'static str>) {
+        let mut out = (None, None);
+        for w in s.split(',').map(|w| w.trim().to_ascii_lowercase()) {
+            match w.as_str() {
+                "iso" => out.0 = Some("ISO"),
+                "sql" => out.0 = Some("SQL"),
+                "postgres" => out.0 = Some("Postgres"),
+                "german" => out.0 = Some("German"),
+                "ymd" => out.1 = Some("YMD"),
+                "dmy" | "euro" | "european" => out.1 = Some("DMY"),
+                "mdy" | "us" | "noneuro" | "noneuropean" => out.1 = Some("MDY"),
+                _ => {}
+            }
+        }
+        out
+    };
+    let default = known_default("datestyle").unwrap_or("ISO, MDY");
+    let (mut style, mut order) = parts(current);
+    let (mut new_style, mut new_order) = (None, None);
+    for w in v.split(',').map(str::trim) {
+        let (s, o) = match w.to_ascii_lowercase().as_str() {
+            "default" => parts(default),
+            _ => match parts(w) {
+                (None, None) => {
+                    return Err(invalid_value("DateStyle", v)
+                        .detail(format!("Unrecognized key word: \"{w}\".")))
+                }
+                p => p,
+            },
+        };
+        for (new, got) in [(&mut new_style, s), (&mut new_order, o)] {
+            if let Some(g) = got {
+                if new.is_some_and(|n| n != g) {
+                    return Err(invalid_value("DateStyle", v)
+                        .detail("Conflicting \"datestyle\" specifications."));
+                }
+                *new = Some(g);
+            }
+        }
+    }
+    style = new_style.or(style);
+    order = new_order.or(order);
+    Ok(format!(
+        "{}, {}",
+        style.unwrap_or("ISO"),
+        order.unwrap_or("MDY")
+    ))
+}
+
 /// What kind of setting a name is, for this dialect.
 pub(super) enum GucKind {
     Known,
@@ -186,6 +239,9 @@ impl Cluster {
                 }
                 return Ok(());
             }
+            SetValue::Text(v) if name == "datestyle" => {
+                compose_datestyle(&c.guc_or_default("datestyle"), &v)?
+            }
             SetValue::Text(v) => self.guc_value(&kind, &name, &v)?,
         };
         match kind {
@@ -245,7 +301,7 @@ impl Cluster {
             "server_version" => self.cfg.server_version.clone(),
             "server_encoding" => "UTF8".into(),
             "integer_datetimes" | "is_superuser" => "on".into(),
-            "session_authorization" => c.user.clone(),
+            "session_authorization" => c.session_user(),
             _ => {
                 let kind = self.guc_kind(&name)?;
                 match (kind, c.guc(&name)) {
@@ -259,6 +315,66 @@ impl Cluster {
                 }
             }
         })
+    }
+}
+
+/// The capture of a session's state (S-5), answered from the connection's real state.
+impl Cluster {
+    /// The rows of the engine's capture statement, as PostgreSQL 15 returns them (verified
+    /// on 15.18): `(kind, hex(name), hex(value))` ordered by kind, then the hex name —
+    /// (1) every setting whose source is `session` (`SET`, `SET LOCAL`, `set_config`; not
+    /// startup parameters), under its `pg_settings` name, minus the transaction ones,
+    /// `role` and `session_authorization`; placeholders are not in `pg_settings`, so (1) also
+    /// each name of `$1` that `current_setting(name, true)` finds; (2) the session
+    /// authorization; (3) the role (`none` when none is set).
+    pub(super) fn capture(
+        &mut self,
+        c: &mut Conn,
+        arg: &CaptureArg,
+    ) -> Result<Vec<Vec<Option<String>>>, SqlError> {
+        let names = match arg {
+            CaptureArg::Array(a) => {
+                crate::sql::parse_text_array(a).map_err(|m| SqlError::new("22P02", m))?
+            }
+            CaptureArg::Other => Vec::new(),
+        };
+        const NOT_CAPTURED: &[&str] = &[
+            "transaction_isolation",
+            "transaction_read_only",
+            "transaction_deferrable",
+            "session_authorization",
+            "role",
+        ];
+        let mut rows: Vec<(u8, String, String)> = Vec::new();
+        let session: std::collections::BTreeSet<&String> =
+            c.gucs.session.keys().chain(c.gucs.local.keys()).collect();
+        for name in session {
+            if NOT_CAPTURED.contains(&name.as_str()) {
+                continue;
+            }
+            if !matches!(self.guc_kind(name), Ok(k) if !matches!(k, GucKind::Placeholder)) {
+                continue;
+            }
+            rows.push((1, display_name(name), c.guc_or_default(name)));
+        }
+        for name in names.into_iter().flatten() {
+            if let Ok(v) = self.show(c, &name) {
+                rows.push((1, name, v));
+            }
+        }
+        rows.push((2, "session_authorization".into(), c.session_user()));
+        let role = c.guc("role").filter(|r| !r.is_empty()).unwrap_or("none");
+        rows.push((3, "role".into(), role.to_string()));
+        let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        let mut rows: Vec<(u8, String, String)> = rows
+            .into_iter()
+            .map(|(k, n, v)| (k, hex(&n), hex(&v)))
+            .collect();
+        rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Ok(rows
+            .into_iter()
+            .map(|(k, n, v)| vec![Some(k.to_string()), Some(n), Some(v)])
+            .collect())
     }
 }
 
@@ -416,10 +532,11 @@ impl Cluster {
                     format!("role \"{u}\" does not exist"),
                 ));
             }
-            if !is_superuser(&c.user) {
+            // The authenticated user may always become itself (PostgreSQL 15.18's message).
+            if *u != c.user && !is_superuser(&c.user) {
                 return Err(SqlError::new(
                     "42501",
-                    "permission denied to set session authorization",
+                    format!("permission denied to set session authorization \"{u}\""),
                 ));
             }
         }

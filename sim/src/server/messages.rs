@@ -117,7 +117,10 @@ impl Cluster {
             Ok(v) => Ok(v.into_iter().next()),
         };
         match parsed {
-            Err(e) => self.ext_error(c, e),
+            Err(e) => {
+                self.record_parse_error(c, &sql, &e);
+                self.ext_error(c, e)
+            }
             Ok(_) if !name.is_empty() && c.prepared.contains_key(&name) => self.ext_error(
                 c,
                 SqlError::new(

@@ -45,7 +45,8 @@ mod prelude {
         Inbound, Level, Phase, Running, Tx, TxWrite, FIXED_GUCS, KNOWN_GUCS, NO_RESET_ALL, ROLES,
     };
     pub(super) use crate::sql::{
-        parse_query, Func, Isolation, LockMode, Parsed, RowLock, SetValue, Stmt, TxModes,
+        parse_query, CaptureArg, Func, Isolation, LockMode, Parsed, RowLock, SetValue, Stmt,
+        StrExpr, TxModes,
     };
     pub(super) use crate::store::{OwnView, Snapshot, WriteConflict, Xid, XidStatus};
     pub(super) use crate::wire::{self, be, oid, Column, RfqBody};
