@@ -737,3 +737,87 @@ fn e2_a_statement_lexed_under_other_string_rules_runs_where_its_parse_lives() {
         .take(3)
         .any(|a| matches!(a, A::Acquire { .. })));
 }
+
+#[test]
+fn e1_a_batch_rejected_at_a_flush_is_answered_at_its_sync() {
+    // A server that fails a batch the client has not closed yet sends the error and skips to
+    // the Sync, which it answers; the engine's REJECT does the same (found by the simulator's
+    // flush family, seed 207).
+    let mut h = Host::new(config(|c| {
+        c.read_fallback = polarsplit::config::ReadFallback::Error;
+    }));
+    h.engine.remove_reader(1);
+    h.engine.remove_reader(2);
+    h.connect();
+    let mut b = parse("", "SELECT v FROM t WHERE k = $1");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(flush());
+    h.client(&b);
+    assert_eq!(h.last_decision().outcome, Outcome::Reject);
+    assert_eq!(
+        tags(&h.take_client()),
+        "E",
+        "the error at once, no RFQ: the client has not sent its Sync"
+    );
+    // The rest of the batch is skipped up to the Sync, which is answered.
+    let mut rest = bind("", "");
+    rest.extend(execute(""));
+    rest.extend(sync());
+    h.client(&rest);
+    assert_eq!(tags(&h.take_client()), "Z");
+    assert!(h.take_sent(WRITER).is_empty(), "nothing of it ran");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e1_a_reader_lost_under_the_engines_own_sync_loses_nothing_of_the_clients() {
+    // An open batch had all its answers; the client's next simple Query made the engine close
+    // it with its own Sync, and the reader connection broke before that Sync's RFQ (a standby
+    // shutting down, 57P01). Nothing the client waits for is lost: its Query is routed anew,
+    // not swallowed as if a Sync were still to come (simulator, flush family, seed 377).
+    for fatal in [false, true] {
+        let mut h = host();
+        let mut first = parse("", "SELECT v FROM t WHERE k = $1");
+        first.extend(describe(b'S', ""));
+        first.extend(flush());
+        h.client(&first);
+        attach_fresh(&mut h, R1);
+        h.take_sent(R1);
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+        ans.extend(row_description(1));
+        h.backend(R1, &ans);
+        assert_eq!(tags(&h.take_client()), "1tT");
+        h.client(&query("SELECT 2"));
+        assert_eq!(tags(&h.take_sent(R1)), "S", "the engine's own Sync");
+        if fatal {
+            h.backend(
+                R1,
+                &error(
+                    "FATAL",
+                    "57P01",
+                    "terminating connection due to administrator command",
+                    None,
+                    None,
+                ),
+            );
+        } else {
+            h.event(R1, Event::ConnectionLost);
+        }
+        assert!(
+            !tags(&h.take_client()).contains('E'),
+            "no error for the client (fatal {fatal})"
+        );
+        // The Query is decided and routed: a reader is asked for (or the writer runs it).
+        let routed =
+            h.log.iter().any(|a| matches!(a, A::Acquire { .. })) || !h.take_sent(WRITER).is_empty();
+        assert!(routed, "the client's Query was routed (fatal {fatal})");
+        let acts = h.log.clone();
+        let acquires = acts
+            .iter()
+            .filter(|a| matches!(a, A::Acquire { .. }))
+            .count();
+        assert_eq!(acquires, 2, "a second reader for the Query (fatal {fatal})");
+    }
+}

@@ -597,3 +597,36 @@ fn reader_without_credentials_keeps_the_session_on_the_writer() {
     );
     assert_eq!(h.last_decision().reason, Reason::ReaderNoCredentials);
 }
+
+#[test]
+fn p6_a_read_the_writer_answered_without_its_position_makes_the_session_position_unknown() {
+    // The writer shows its latest state to a read it answers; if its RFQ then lacks the LSN
+    // it should carry, the session has seen a state newer than any position it knows, and a
+    // later read on a reader that reached only the older target could go back in time
+    // (monotonic reads; simulator, reader_faults family, seed 35).
+    let mut h = host();
+    h.client(&query("/* route=primary */ SELECT v FROM t"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    h.take_sent(WRITER);
+    let mut ans = select_result(&["1"]);
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    h.client(&query("SELECT v FROM t"));
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::MissingLsnPrimary)
+    );
+    // The writer reports a position again: reads go back to readers, waiting for it.
+    let mut ans = select_result(&["1"]);
+    ans.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    read_on_reader(&mut h, "SELECT v FROM t", R1);
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.target),
+        (Outcome::ReplicaWithWait, polarsplit::protocol::Lsn(0x5000)),
+        "{d:?}"
+    );
+}

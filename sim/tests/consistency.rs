@@ -2,8 +2,8 @@
 //! against the simulated cluster, with randomized lag and faults, checked against exactly what
 //! SPEC S-1a promises. A naive router must be caught by the same checker.
 //!
-//! The scenario families the engine passes (`harness::families`, [`CI_FAMILIES`]) run on the
-//! first [`family_scenarios`] seeds as well; the others wait in `tests/families.rs`.
+//! The scenario families (`harness::families`, [`CI_FAMILIES`]: all of them) run together on the
+//! first [`family_scenarios`] seeds as well; `tests/families.rs` runs each alone, on demand.
 //!
 //! Replay one scenario: `SIM_SEED=<seed> cargo test -p polarsplit-sim --test consistency replay -- --nocapture`
 //! (with families: `SIM_SEED=<seed> SIM_FAMILIES=<list> cargo test -p polarsplit-sim --test families replay -- --nocapture`).
@@ -15,10 +15,12 @@ use std::time::Instant;
 use polarsplit::session::{Outcome, Reason};
 use polarsplit_sim::harness::{coverage, run_families, run_seed, Families};
 
-/// The families on in CI: prepared statements as drivers use them (E-2, E-5), pipelines and
-/// batch failures (E-1), LISTEN/NOTIFY through hidden statements (S-4), causal tokens taken
+/// The families on in CI, every one of them: prepared statements as drivers use them (E-2,
+/// E-5), pipelines and batch failures (E-1), batches routed at a Flush (E-1), LISTEN/NOTIFY
+/// through hidden statements (S-4), the writer's session state replayed on readers (S-5/S-6),
+/// readers that crash, restart behind, freeze and refuse (R-1a/R-1b), and causal tokens taken
 /// with SHOW and presented by another session (§11). Together, on the same scenarios.
-const CI_FAMILIES: &str = "extended,pipeline,notify,causal";
+const CI_FAMILIES: &str = "extended,pipeline,flush,notify,session_state,reader_faults,causal";
 
 /// Seeds run with [`CI_FAMILIES`] on (`SIM_FAMILY_SCENARIOS`, default 400).
 fn family_scenarios() -> u64 {

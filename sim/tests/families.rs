@@ -1,7 +1,6 @@
 //! Scenario families (SPEC §10, S-4…S-6, R-1a/R-1b, §11): the same random scenarios as the
 //! `consistency` test, with a family's workload, faults and checks switched on, one family at a
-//! time. Those the engine passes also run together in CI (`tests/consistency.rs`); each
-//! `#[ignore]` says which, or what the family waits for. Run them with
+//! time, on demand. CI runs every family together (`tests/consistency.rs`). Run them with
 //!
 //! `cargo test -p polarsplit-sim --test families -- --ignored --nocapture`
 //!
@@ -92,52 +91,43 @@ fn only(f: impl FnOnce(&mut Families)) -> Families {
 }
 
 #[test]
-#[ignore = "on in CI with pipeline, notify and causal (tests/consistency.rs); this explores \
-            it alone"]
+#[ignore = "on demand (SIM_SCENARIOS seeds of one family); CI runs every family together in tests/consistency.rs"]
 fn e6_extended_protocol_family() {
     explore(only(|f| f.extended = true));
 }
 
 #[test]
-#[ignore = "on in CI with extended, notify and causal (tests/consistency.rs); alone, seed \
-            1533 of 2000 fails: a reader lost after a batch's last CommandComplete answers \
-            55000 before the RFQ"]
+#[ignore = "on demand (SIM_SCENARIOS seeds of one family); CI runs every family together in tests/consistency.rs"]
 fn e1_pipeline_family() {
     explore(only(|f| f.pipeline = true));
 }
 
 #[test]
-#[ignore = "waits for E-1 fixes: a REJECT of a batch left open at a Flush answers RFQ at once \
-            (seed 207); a failure under the hidden Sync that closed such a batch swallows the \
-            client's next Query (seed 377 of 2000)"]
+#[ignore = "on demand (SIM_SCENARIOS seeds of one family); CI runs every family together in tests/consistency.rs"]
 fn e1_flush_family() {
     explore(only(|f| f.flush = true));
 }
 
 #[test]
-#[ignore = "on in CI with extended, pipeline and causal (tests/consistency.rs); this explores \
-            it alone"]
+#[ignore = "on demand (SIM_SCENARIOS seeds of one family); CI runs every family together in tests/consistency.rs"]
 fn s4_notify_family() {
     explore(only(|f| f.notify = true));
 }
 
 #[test]
-#[ignore = "waits for P-5: a split read after the first write ignores a SET LOCAL of its \
-            transaction (seed 69)"]
+#[ignore = "on demand (SIM_SCENARIOS seeds of one family); CI runs every family together in tests/consistency.rs"]
 fn s5_session_state_family() {
     explore(only(|f| f.session_state = true));
 }
 
 #[test]
-#[ignore = "waits for P-6: a read the writer answered without an LSN does not make the \
-            observed position unknown, so monotonic reads break (seed 35)"]
+#[ignore = "on demand (SIM_SCENARIOS seeds of one family); CI runs every family together in tests/consistency.rs"]
 fn r1_reader_faults_family() {
     explore(only(|f| f.reader_faults = true));
 }
 
 #[test]
-#[ignore = "on in CI with extended, pipeline and notify (tests/consistency.rs); this explores \
-            it alone"]
+#[ignore = "on demand (SIM_SCENARIOS seeds of one family); CI runs every family together in tests/consistency.rs"]
 fn c2_causal_token_family() {
     explore(only(|f| f.causal = true));
 }

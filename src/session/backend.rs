@@ -329,16 +329,36 @@ impl Session {
         if let Some(s) = b.server {
             self.engine.readers().end_use(s);
         }
-        if b.resp.is_empty() {
-            // An open batch that had every answer it asked for (a Parse/Describe/Flush): nothing
-            // the client waits for is lost — its statements are tracked and can be prepared
-            // anywhere — so the rest of the batch is simply routed anew.
-            self.finish_unit(id);
-            return;
-        }
         let Some(u) = self.unit(id) else {
             return;
         };
+        if b.resp.is_empty() || (b.resp.only_hidden_sync_left() && u.failure.is_none()) {
+            // An open batch that had every answer it asked for (a Parse/Describe/Flush), perhaps
+            // with only the engine's own Sync closing it still out: nothing the client waits for
+            // is lost — its statements are tracked and can be prepared anywhere — so the rest of
+            // the batch, or the client's next message, is simply routed anew.
+            self.finish_unit(id);
+            return;
+        }
+        if u.kind == UnitKind::Batch
+            && u.failure.is_none()
+            && !u.saw_error
+            && b.resp.only_client_sync_left()
+        {
+            // A read batch whose every answer but the ReadyForQuery reached the client: what
+            // one server would have sent next is that RFQ, so the engine sends it (no error for
+            // a result that is complete). Where the reader replayed to is unknown now: the rows
+            // seen may be newer than any position the session knows, so monotonic reads are no
+            // longer promised by position (P-6).
+            if b.ext.lsn {
+                self.lsn.observed_unknown = true;
+            }
+            self.flush_held();
+            let status = self.writer_status;
+            self.client_rfq(status);
+            self.finish_unit(id);
+            return;
+        }
         // The unit's attempt broke.
         let (class, rec, text) = match u.failure {
             Some((c, r)) if c == FailureClass::ConnectionLost => (c, r, u.failure_text.clone()),

@@ -14,6 +14,9 @@ impl Session {
     pub(super) fn reject_unit(&mut self, kind: UnitKind, d: Decision, count: usize) {
         self.record(d);
         self.engine.stats().inc(Counter::Rejects);
+        // A batch routed at a Flush before its Sync (E-1): like a server after an error, the
+        // engine answers the Sync when it comes, not now.
+        let open = kind == UnitKind::Batch && self.batch_ends_open(count);
         for _ in 0..count {
             if let Some(m) = self.queue.front() {
                 let n = m.len;
@@ -36,6 +39,7 @@ impl Session {
         let id = self.push_unit(kind, d, None, Attempt::Local);
         if let Some(u) = self.unit_mut(id) {
             u.errored = true;
+            u.open = open;
         }
         self.end_with_error(id);
     }

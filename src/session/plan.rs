@@ -192,10 +192,12 @@ fn plan_split(i: &PlanInput) -> Decision {
     if !t.xids_valid {
         return Decision::primary(Reason::SplitInvalidXids);
     }
+    // Either branch: a state change inside the transaction (SET, SET LOCAL, set_config, unseen
+    // code) is not on any reader, before the first write or after it (S-5).
+    if t.set_ran {
+        return Decision::primary(Reason::SplitSetInTxn);
+    }
     if prefix {
-        if t.set_ran {
-            return Decision::primary(Reason::SplitSetInTxn);
-        }
         return Decision::reader(Outcome::ReplicaWithWait, Reason::SplitPreWrite, i.target);
     }
     if !i.dialect.can_import_xids() {
@@ -416,5 +418,14 @@ mod tests {
         i.txn.read_only_prefix = true;
         i.txn.xids_empty = true;
         assert_eq!(reason(&i).1, Reason::SplitPreWrite);
+    }
+
+    #[test]
+    fn p5_a_state_change_keeps_post_write_reads_on_the_writer_too() {
+        // After the first write (marker, XIDs): a SET LOCAL since BEGIN is not on any reader.
+        let mut i = in_txn(base());
+        assert_eq!(reason(&i), (Outcome::ReplicaTxnSplit, Reason::SplitRead));
+        i.txn.set_ran = true;
+        assert_eq!(reason(&i), (Outcome::ForcePrimary, Reason::SplitSetInTxn));
     }
 }

@@ -163,6 +163,18 @@ impl Session {
             return;
         };
         u.saw_error = true;
+        if a.who == Who::Sync && u.failure.is_none() {
+            // The engine's own Sync closing a batch that had all its answers (E-1) failed — a
+            // FATAL (the server is shutting down, 57P01): nothing of the client's is lost. The
+            // connection is gone; the client's next message is routed anew.
+            self.apply_disp(conn, t, body, Disp::Discard);
+            if f.is_fatal() {
+                self.out.close_backend(conn);
+                self.engine.conns().forget(conn);
+                self.reader_lost(conn);
+            }
+            return;
+        }
         if u.failure.is_some() {
             // Already failed: the rest of this answer is swallowed.
             self.apply_disp(conn, t, body, Disp::Discard);

@@ -179,6 +179,22 @@ impl Responses {
         self.queue.iter().any(|e| e.unit == unit)
     }
 
+    /// Whether every request still unanswered is the engine's own Sync closing an open batch
+    /// (E-1): the client's part of that batch has had all its answers.
+    pub(crate) fn only_hidden_sync_left(&self) -> bool {
+        !self.queue.is_empty() && self.queue.iter().all(|e| e.who == Who::Sync)
+    }
+
+    /// Whether the one request still unanswered is the client's Sync: everything before it
+    /// completed, and its only answer is the ReadyForQuery.
+    pub(crate) fn only_client_sync_left(&self) -> bool {
+        self.queue.len() == 1
+            && self
+                .queue
+                .front()
+                .is_some_and(|e| e.req == Req::Sync && e.who == Who::Client)
+    }
+
     /// Whether a request of this kind of hidden work is in flight.
     pub(crate) fn has_who(&self, who: Who) -> bool {
         self.queue.iter().any(|e| e.who == who)

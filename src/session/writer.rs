@@ -539,6 +539,13 @@ impl Session {
                     self.lsn.write_unknown = true;
                     self.write_ack_ms = Some(self.now);
                     self.engine.stats().inc(Counter::MissingLsn);
+                } else if self.writer.as_ref().is_some_and(|w| w.ext.lsn) {
+                    // P-6: a read the writer answered showed the writer's latest state, at a
+                    // position the writer should have reported and did not: a later read on a
+                    // reader could show an older state (monotonic reads), so until the writer
+                    // reports a position again the session's position counts as unknown.
+                    self.lsn.observed_unknown = true;
+                    self.engine.stats().inc(Counter::MissingLsn);
                 }
             }
         }
