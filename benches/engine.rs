@@ -20,9 +20,11 @@ use std::time::Instant;
 use polarsplit::classify::{classify, Classifier, WriteFunctions};
 use polarsplit::config::Config;
 use polarsplit::protocol::framer::{BodyMode, Framer, Step};
-use polarsplit::protocol::{encode, Limits, Lsn};
+use polarsplit::protocol::{Limits, Lsn};
 use polarsplit::session::{Action, ClientInfo, Event, Session};
 use polarsplit::Engine;
+use polarsplit_test_support::be::{self, command_complete};
+use polarsplit_test_support::fe::{self, query};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
@@ -120,47 +122,16 @@ fn measure(quick: bool, fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
         .collect()
 }
 
-fn query(sql: &str) -> Vec<u8> {
-    let mut v = Vec::new();
-    encode::query(&mut v, &[sql.as_bytes()]);
-    v
-}
-
-fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
-    let mut v = vec![tag];
-    v.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
-    v.extend_from_slice(body);
-    v
-}
-
+/// An RFQ with an LSN and, when given, the `x` marker with this XID list (W-2).
 fn rfq(status: u8, lsn: u64, xact: Option<&str>) -> Vec<u8> {
-    let mut b = vec![status];
-    b.extend_from_slice(&lsn.to_be_bytes());
-    if let Some(x) = xact {
-        b.push(b'x');
-        b.extend_from_slice(x.as_bytes());
-        b.push(0);
-    }
-    msg(b'Z', &b)
-}
-
-fn command_complete(tag: &str) -> Vec<u8> {
-    msg(b'C', format!("{tag}\0").as_bytes())
+    be::rfq(status, Some(lsn), xact.map(|x| (b'x', x.as_bytes())))
 }
 
 /// RowDescription, three DataRows, CommandComplete: a typical small result.
 fn result_set() -> Vec<u8> {
-    let mut rd = 1u16.to_be_bytes().to_vec();
-    rd.extend_from_slice(b"abalance\0");
-    rd.extend_from_slice(&[
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 23, 0, 4, 255, 255, 255, 255, 0, 0,
-    ]);
-    let mut b = msg(b'T', &rd);
+    let mut b = be::row_description(&[be::Column::new("abalance", be::oid::INT4)]);
     for v in ["-2748", "1024", "77"] {
-        let mut row = 1u16.to_be_bytes().to_vec();
-        row.extend_from_slice(&(v.len() as i32).to_be_bytes());
-        row.extend_from_slice(v.as_bytes());
-        b.extend(msg(b'D', &row));
+        b.extend(be::data_row(&[Some(v)]));
     }
     b.extend(command_complete("SELECT 3"));
     b
@@ -178,19 +149,12 @@ fn ready_session(engine: &Arc<Engine>) -> Session {
             ..ClientInfo::default()
         },
     );
-    let mut st = Vec::new();
-    encode::startup_message(
-        &mut st,
-        3,
-        0,
-        [(&b"user"[..], &b"app"[..]), (&b"database"[..], &b"db"[..])],
-    );
-    s.recv_client(&st, 0).unwrap();
+    s.recv_client(&fe::startup_plain("app", "db"), 0).unwrap();
     while s.poll_action().is_some() {}
     s.on_backend_event(WRITER, Event::WriterConnected, 0)
         .unwrap();
     while s.poll_action().is_some() {}
-    let mut auth = msg(b'R', &0i32.to_be_bytes());
+    let mut auth = be::auth_ok();
     auth.extend(rfq(b'I', 0x1000, None));
     s.recv_backend(WRITER, &auth, 0).unwrap();
     while s.poll_action().is_some() {}

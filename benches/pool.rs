@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use polarsplit::cluster::readers::{ChoiceRequest, Readers};
+use polarsplit::cluster::readers::{ChoiceRequest, Readers, Waits};
 use polarsplit::pool::{PoolIndex, PoolLimits, PublishCheck, ReaderKey};
 use polarsplit::protocol::Lsn;
 
@@ -275,6 +275,7 @@ fn bench_choose(c: &mut Criterion, tally: &Tally) {
                         target: Lsn(r % 2000),
                         now_ms: 1000,
                         max_age_ms: 5000,
+                        waits: Waits::Bounded,
                         exclude: &[],
                         salt: r,
                     };

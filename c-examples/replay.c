@@ -4,8 +4,10 @@
  * host's events, in the order they happened) through one session and prints every action the
  * library asks for. A real host does the same, with sockets where this one has buffers:
  *
- *   1. feed one input (recv_client / recv_backend / on_backend_event);
- *   2. poll actions until POLARSPLIT_DONE and apply them in order (the drain rule);
+ *   1. feed one input (recv_client / recv_backend / on_backend_event / on_timeout);
+ *   2. poll actions until POLARSPLIT_DONE and apply them in order (the drain rule), then ask
+ *      polarsplit_session_next_deadline when the session wants on_timeout (a real host puts it
+ *      into its poll timeout);
  *   3. keep every byte it fed until an action covers it: FORWARD_* moves the next n bytes on,
  *      DISCARD_* drops them — so at the end, forwarded + discarded = fed on every stream.
  *
@@ -19,6 +21,8 @@
  *   event NAME CONN SERVER FLAGS       writer_connected | writer_connect_failed | reader_attached |
  *                                      reader_unavailable | connection_lost
  *   sample SERVER LSN                  a monitor sample of a reader's replay LSN
+ *   timeout                            the session's deadline came: the clock jumps to it and
+ *                                      on_timeout is called (the proxy records one per call)
  *
  * Usage: replay FILE     (exit status 0 when every action could be applied and streams balance) */
 #define _POSIX_C_SOURCE 200809L
@@ -215,6 +219,8 @@ static void drain(polarsplit_session *s) {
         printf("  !! poll_action: %s\n", polarsplit_status_str(st));
         failed = 1;
     }
+    uint64_t at;
+    if (polarsplit_session_next_deadline(s, &at) == POLARSPLIT_OK) printf("  (deadline at %llu)\n", (unsigned long long)at);
 }
 
 static size_t unhex(const char *h, unsigned char **out) {
@@ -344,6 +350,11 @@ int main(int argc, char **argv) {
             }
             printf("> event %s conn=%llu server=%u flags=%u\n", name, conn, server, flags);
             st = polarsplit_session_on_backend_event(s, conn, event_kind(name), server, flags, now);
+        } else if (!strcmp(word, "timeout")) {
+            uint64_t at;
+            if (polarsplit_session_next_deadline(s, &at) == POLARSPLIT_OK && at > now) now = at;
+            printf("> timeout at %llu\n", (unsigned long long)now);
+            st = polarsplit_session_on_timeout(s, now);
         } else if (!strcmp(word, "sample")) {
             unsigned server;
             unsigned long long lsn;

@@ -23,6 +23,7 @@ fn main() {
         "c/misuse.c",
         "c/abi_growth.c",
         "c/errors.c",
+        "c/host_duties.c",
     ] {
         c.file(f);
         println!("cargo:rerun-if-changed={f}");

@@ -3,7 +3,9 @@
  *
  * SANS-IO. The library never opens a socket, reads a clock, starts a thread or calls back into
  * the host. The host owns connections, pools and time: it feeds client bytes, backend bytes (each
- * naming the host's own connection id) and events in, and gets actions out.
+ * naming the host's own connection id), events and the passing of time in, and gets actions out.
+ * Time: after each drain, polarsplit_session_next_deadline() says when the session needs
+ * polarsplit_session_on_timeout() (an input like the others); keep it in the poll timeout.
  *
  * THE DRAIN RULE. After every input call, call polarsplit_session_poll_action() until it returns
  * POLARSPLIT_DONE before the next input. An input while actions are pending is refused with
@@ -76,6 +78,9 @@
 
 // READER_UNAVAILABLE: this user cannot log in on the readers at all.
 #define POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS 4
+
+// READER_CONNECT_FAILED: the standby refused with 57P03 (it is starting up).
+#define POLARSPLIT_EVENT_FLAG_STARTING_UP 8
 
 // `polarsplit_backend_fact.lsn_state`: the RFQ carried no LSN (SPEC W-2 *missing*).
 #define POLARSPLIT_LSN_MISSING 0
@@ -524,6 +529,12 @@ typedef struct {
 // Connection `conn` broke.
 #define POLARSPLIT_EVENT_CONNECTION_LOST 5
 
+// The reader connection ACQUIRE_READER asked for could not be opened: refused, failed, timed
+// out, or refused with SQLSTATE 57P03 (flag STARTING_UP). The writer answers the read; the
+// reader has an outage (R-1a) and a failure toward its hold-out (R-1b). An authentication
+// failure is READER_UNAVAILABLE with NO_CREDENTIALS instead.
+#define POLARSPLIT_EVENT_READER_CONNECT_FAILED 6
+
 // ReadyForQuery (`status`, `lsn_state`, `lsn`, `marker`, `xids`).
 #define POLARSPLIT_FACT_READY_FOR_QUERY 1
 
@@ -863,6 +874,22 @@ typedef struct {
 // (Not statements / session-level)
 #define POLARSPLIT_REASON_WRITER_STATEMENT 61
 
+// Calls a function or names a relation whose answer depends on the server (S-7).
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_SERVER_DEPENDENT 62
+
+// Calls a volatile built-in that is not on the reviewed read-safe list.
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_VOLATILE_FUNCTION 63
+
+// Calls a function that is not built-in, reported or configured (`unknown_functions = primary`).
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_UNKNOWN_FUNCTION 64
+
+// Calls a name under which the database has a user function that is not read-safe.
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_USER_FUNCTION 65
+
 // A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_BATCH_UNKNOWN_STATEMENT 70
@@ -902,6 +929,10 @@ typedef struct {
 // SHOW/SET polarsplit.causal_token, answered by the engine (C-1, C-2).
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_CAUSAL_TOKEN 79
+
+// A prepared statement parsed under another standard_conforming_strings than now: only the writer holds its parse (E-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_STATEMENT_LEXED_OTHERWISE 80
 
 #ifdef __cplusplus
 extern "C" {
@@ -998,6 +1029,38 @@ polarsplit_status polarsplit_engine_set_server_version(const polarsplit_engine *
 polarsplit_status polarsplit_engine_writer_changed(const polarsplit_engine *engine,
                                                    uint32_t writer_hostgroup,
                                                    uint64_t *generation);
+
+// The writer's history for causal tokens (SPEC C-1, C-3): its system identifier (`SELECT
+// system_identifier FROM pg_catalog.pg_control_system()`) and the timeline it writes now (the
+// first 8 hexadecimal digits of `pg_walfile_name(pg_current_wal_insert_lsn())`; not
+// `pg_control_checkpoint()`, which lags a promotion). Report it at start and whenever the
+// monitor reads it again: every proxy process that reports the same identity formats and
+// accepts the same tokens. Until the host reports one (or after it reports `0, 0`: unknown),
+// tokens carry history `0.0` and hold only where the same writer is seen. An identity other
+// than the one known before is a new writer history: the generation is bumped as by
+// `polarsplit_engine_writer_changed` (sessions forget their LSNs, SPEC S-2) — the first
+// identity reported is not a change. The writer generation after the call is stored in
+// `*generation` (may be NULL).
+//
+// # Safety
+// `engine` must be a live engine; `generation` NULL or writable.
+polarsplit_status polarsplit_engine_set_writer_identity(const polarsplit_engine *engine,
+                                                        uint32_t writer_hostgroup,
+                                                        uint64_t system_id,
+                                                        uint32_t timeline,
+                                                        uint64_t *generation);
+
+// The host closed backend connection `conn` itself — a pooled reader connection it timed out
+// as idle, or one that broke or said something while idle in its pool, or one it could not
+// pool: the engine forgets what it knew of that connection (the statements prepared on it,
+// SPEC E-2), so the id may be used again for another connection. Connections the session
+// asked to close (CLOSE_BACKEND) and those reported lost to a session need no report;
+// reporting one anyway is harmless. Returns `POLARSPLIT_OK`.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_connection_closed(const polarsplit_engine *engine,
+                                                      uint64_t conn);
 
 // Maps a writer hostgroup to its reader hostgroup, or to none with `reader_hostgroup = -1`.
 //
@@ -1401,6 +1464,44 @@ polarsplit_status polarsplit_session_poll_action(polarsplit_session *session,
 // # Safety
 // `session` must be a live session; `conn` writable.
 polarsplit_status polarsplit_session_executing_conn(polarsplit_session *session, uint64_t *conn);
+
+// The host forwarded a CancelRequest to backend connection `conn` (SPEC F-1): call it right
+// after sending the cancel to the connection `polarsplit_session_executing_conn` named. A
+// reader connection that may have received a cancel is then closed when the session is done
+// with it (a CLOSE_BACKEND action instead of RELEASE_READER), never handed to another session:
+// the cancel's signal may land after the statement it was meant for has ended, on whatever that
+// connection runs next. A `conn` that is not one of the session's readers (the writer, a
+// connection already released) changes nothing. Not an input: it queues no action, is allowed
+// while actions are pending, and needs no drain. Returns `POLARSPLIT_OK`.
+//
+// # Safety
+// `session` must be a live session.
+polarsplit_status polarsplit_session_cancel_forwarded(polarsplit_session *session, uint64_t conn);
+
+// The earliest host time (in the milliseconds of the `now_ms` the host passes) at which the
+// session needs `polarsplit_session_on_timeout` (SPEC R-1b: a reader statement that has had no
+// answer for `reader_response_timeout_ms`). `POLARSPLIT_OK` with `*at` set, or
+// `POLARSPLIT_DONE` with `*at = UINT64_MAX` when the session has no deadline. Read it after
+// every drain (any input may set, move or clear it) and take it into the host's poll timeout.
+// Changes nothing; allowed while actions are pending.
+//
+// # Safety
+// `session` must be a live session; `at` writable.
+polarsplit_status polarsplit_session_next_deadline(polarsplit_session *session, uint64_t *at);
+
+// Reports that host time `now_ms` has come (SPEC R-1b): an input, like the `recv_*` functions
+// — then poll actions until `POLARSPLIT_DONE`. Call it when the time from
+// `polarsplit_session_next_deadline` has passed; an early or extra call is harmless (nothing is
+// due yet: no actions). A reader whose statement has had no answer within
+// `reader_response_timeout_ms` — and whose monitor reported no sample since the statement was
+// sent (a long report on a healthy reader is never cut short: its deadline moves on) — is
+// treated as lost: the actions close it (CLOSE_BACKEND) and retry the statement per the failure
+// policy (SPEC F-2, F-3) or answer the client. `POLARSPLIT_ERR_BAD_STATE` while actions are
+// pending, `POLARSPLIT_ERR_CLOSED` after the session ended; then nothing changed.
+//
+// # Safety
+// `session` must be a live session.
+polarsplit_status polarsplit_session_on_timeout(polarsplit_session *session, uint64_t now_ms);
 
 // The writer's BackendKeyData as the client saw it (to match a CancelRequest): `*pid` and up
 // to `cap` bytes of the secret into `secret` with its length in `*secret_len`. `POLARSPLIT_DONE`

@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use crate::classify::{Isolation, WriteFunctions};
+use crate::classify::{
+    may_be_read_function, Isolation, ReadFunctions, UnknownFunctions, WriteFunctions,
+};
 use crate::protocol::Limits;
 
 macro_rules! setting_enum {
@@ -140,6 +142,10 @@ pub struct Config {
     pub identity_port: Option<u16>,
     pub server_default_isolation: Isolation,
     pub write_functions: WriteFunctions,
+    /// Functions declared read-safe (SPEC §7 F-policy; never a never-safe built-in).
+    pub read_functions: ReadFunctions,
+    /// Where a statement calling a function the engine knows nothing of goes (default primary).
+    pub unknown_functions: UnknownFunctions,
     pub warmup: Warmup,
     /// Bound of the warmup demand queue.
     pub warmup_queue_capacity: usize,
@@ -199,6 +205,8 @@ impl Default for Config {
             identity_port: None,
             server_default_isolation: Isolation::ReadCommitted,
             write_functions: WriteFunctions::defaults(),
+            read_functions: ReadFunctions::new(),
+            unknown_functions: UnknownFunctions::Primary,
             warmup: Warmup::Off,
             warmup_queue_capacity: 256,
             seed: 0x5eed_0f90_11a7,
@@ -239,6 +247,8 @@ pub const SETTING_NAMES: &[&str] = &[
     "identity_port",
     "server_default_isolation",
     "write_functions",
+    "read_functions",
+    "unknown_functions",
     "warmup",
     "warmup_queue_capacity",
     "seed",
@@ -391,6 +401,30 @@ impl ConfigBuilder {
                     }
                 }
             }
+            "read_functions" => {
+                for f in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                    if !may_be_read_function(f) {
+                        return Err(ConfigError::new(
+                            name,
+                            format!("'{f}' names a built-in that is never read-safe"),
+                        ));
+                    }
+                    if !c.read_functions.add(f) {
+                        return Err(ConfigError::new(
+                            name,
+                            format!("'{f}' is not a function name"),
+                        ));
+                    }
+                }
+            }
+            "unknown_functions" => {
+                c.unknown_functions = parse_enum(
+                    name,
+                    value,
+                    UnknownFunctions::parse,
+                    UnknownFunctions::NAMES,
+                )?
+            }
             "warmup" => c.warmup = parse_enum(name, value, Warmup::parse, Warmup::NAMES)?,
             "warmup_queue_capacity" => c.warmup_queue_capacity = parse_num(name, value, 1 << 20)?,
             "seed" => c.seed = parse_num(name, value, u64::MAX)?,
@@ -525,6 +559,17 @@ impl ConfigBuilder {
                 "must be at least wal_block_size",
             ));
         }
+        if let Some(f) = c
+            .read_functions
+            .entries()
+            .into_iter()
+            .find(|f| c.write_functions.contains(f.trim_end_matches('*')))
+        {
+            return Err(ConfigError::new(
+                "read_functions",
+                format!("'{f}' is also on write_functions"),
+            ));
+        }
         if c.reader_hostgroup == Some(c.writer_hostgroup) {
             return Err(ConfigError::new(
                 "reader_hostgroup",
@@ -591,6 +636,38 @@ mod tests {
         assert_eq!(e.setting, "nonsense");
         let e = b.set("write_functions", "bad name").unwrap_err();
         assert_eq!(e.setting, "write_functions");
+    }
+
+    #[test]
+    fn f_policy_settings_parse_and_refuse_never_safe_read_functions() {
+        let c = ConfigBuilder::new().build().unwrap();
+        assert_eq!(c.unknown_functions, UnknownFunctions::Primary);
+        assert!(c.read_functions.is_empty());
+        let mut b = ConfigBuilder::new();
+        b.set("unknown_functions", "Replica").unwrap();
+        b.set("read_functions", "my_report, stats_*").unwrap();
+        let c = b.clone().build().unwrap();
+        assert_eq!(c.unknown_functions, UnknownFunctions::Replica);
+        assert!(c.read_functions.contains("my_report"));
+        assert!(c.read_functions.contains("stats_daily"));
+        assert_eq!(
+            b.set("unknown_functions", "reader").unwrap_err().setting,
+            "unknown_functions"
+        );
+        for never in [
+            "set_config",
+            "pg_advisory_lock",
+            "pg_try_*",
+            "lo_open",
+            "pg_stat_reset_shared",
+        ] {
+            let e = b.set("read_functions", never).unwrap_err();
+            assert_eq!(e.setting, "read_functions", "{never}");
+        }
+        let mut b = ConfigBuilder::new();
+        b.set("write_functions", "audit_log").unwrap();
+        b.set("read_functions", "audit_log").unwrap();
+        assert_eq!(b.build().unwrap_err().setting, "read_functions");
     }
 
     #[test]

@@ -145,6 +145,11 @@ reasons! {
     EmptyQuery = 59, "EMPTY_QUERY", "Only whitespace or comments.";
     IsolationUnknown = 60, "ISOLATION_UNKNOWN", "The transaction began in a way the engine could not see.";
     WriterStatement = 61, "WRITER_STATEMENT", "Transaction control and session commands stay on the writer.";
+    // P-3 step 2, F-policy and S-7 (SPEC §7)
+    ServerDependent = 62, "SERVER_DEPENDENT", "Calls a function or names a relation whose answer depends on the server (S-7).";
+    VolatileFunction = 63, "VOLATILE_FUNCTION", "Calls a volatile built-in that is not on the reviewed read-safe list.";
+    UnknownFunction = 64, "UNKNOWN_FUNCTION", "Calls a function that is not built-in, reported or configured (`unknown_functions = primary`).";
+    UserFunction = 65, "USER_FUNCTION", "Calls a name under which the database has a user function that is not read-safe.";
     // 62-69: classification (F-policy, S-7).
     // Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b)
     BatchUnknownStatement = 70, "BATCH_UNKNOWN_STATEMENT", "A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).";
@@ -157,6 +162,7 @@ reasons! {
     BatchNoStatement = 77, "BATCH_NO_STATEMENT", "A batch with nothing to route (a lone Sync, Close of portals): the writer.";
     ReaderUnresponsive = 78, "READER_UNRESPONSIVE", "A reader answered nothing within reader_response_timeout_ms (R-1b).";
     CausalToken = 79, "CAUSAL_TOKEN", "SHOW/SET polarsplit.causal_token, answered by the engine (C-1, C-2).";
+    StatementLexedOtherwise = 80, "STATEMENT_LEXED_OTHERWISE", "A prepared statement parsed under another standard_conforming_strings than now: only the writer holds its parse (E-2).";
 }
 
 impl Reason {
@@ -172,6 +178,10 @@ impl Reason {
             N::ExplainAnalyze => Reason::ExplainAnalyze,
             N::Unparseable => Reason::Unparseable,
             N::TooComplex => Reason::TooComplex,
+            N::ServerDependent => Reason::ServerDependent,
+            N::VolatileFunction => Reason::VolatileFunction,
+            N::UnknownFunction => Reason::UnknownFunction,
+            N::UserFunction => Reason::UserFunction,
             #[allow(unreachable_patterns)]
             _ => Reason::NotARead,
         }

@@ -52,6 +52,7 @@ const PGBENCH_SELECT: &str = "SELECT abalance FROM pgbench_accounts WHERE aid = 
 #[test]
 fn s7_cache_hit_and_cold_point_select_do_not_allocate() {
     let wf = WriteFunctions::defaults();
+    // Building a classifier prepares the built-in table's lookup maps (once per process).
     let cl = Classifier::new(wf.clone(), 1000);
     let multi = "BEGIN; SELECT 1; COMMIT";
     // A text is cached on its second sighting (the cache's doorkeeper).

@@ -2,8 +2,9 @@
 //! expected `(Kind, NotSafe, Effects, Classification::is_replica_safe)`.
 
 use polarsplit::classify::{
-    classify, Access, Classification, Classifier, DiscardWhat, Effects, Isolation, Kind,
-    NotSafe as Ns, Span, Var, WriteFunctions,
+    classify, classify_with_policy, Access, Classification, Classifier, DiscardWhat, Effects,
+    FunctionPolicy, Isolation, Kind, Limits, NotSafe as Ns, Span, UnknownFunctions, Var,
+    WriteFunctions,
 };
 
 const N: Effects = Effects::NONE;
@@ -202,29 +203,30 @@ const TABLE: &[Row] = &[
     ("SELECT pg_advisory_unlock(1)", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_advisory_unlock_shared(1)", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_advisory_lock(1), pg_advisory_xact_lock(2), set_config('a.b','c',true)", RN, Ns::WriteFunction, Effects(AL.0 | AX.0 | SC.0), false),
-    ("SELECT \"PG_ADVISORY_LOCK\"(1)", RN, Ns::WriteFunction, AL, false),
+    ("SELECT \"PG_ADVISORY_LOCK\"(1)", RN, Ns::WriteFunction, Effects(AL.0 | CODE.0), false),
     ("SELECT lo_create(0)", RN, Ns::WriteFunction, N, false),
     ("SELECT lo_unlink(1)", RN, Ns::WriteFunction, N, false),
     ("SELECT lo_import('/x')", RN, Ns::WriteFunction, N, false),
-    ("SELECT dblink('c', 'select 1')", RN, Ns::WriteFunction, N, false),
-    ("SELECT dblink_exec('c', 'x')", RN, Ns::WriteFunction, N, false),
+    ("SELECT dblink('c', 'select 1')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT dblink_exec('c', 'x')", RN, Ns::WriteFunction, CODE, false),
     ("SELECT * FROM t WHERE id = (SELECT nextval('s'))", RN, Ns::WriteFunction, N, false),
     ("WITH x AS (SELECT nextval('s')) SELECT * FROM x", RN, Ns::WriteFunction, N, false),
     ("VALUES (nextval('s'))", RN, Ns::WriteFunction, N, false),
     ("SELECT * FROM nextval('s')", RN, Ns::WriteFunction, N, false),
     ("SELECT U&\"nextval\"('s')", RN, Ns::WriteFunction, N, false),
     // Built-ins that run SQL text: never safe, and the effects named in the text count.
-    ("SELECT query_to_xml('select 1', true, false, '')", RN, Ns::WriteFunction, N, false),
-    ("SELECT query_to_xml('select pg_advisory_lock(1)', true, false, '')", RN, Ns::WriteFunction, AL, false),
-    ("SELECT pg_catalog.query_to_xml_and_xmlschema($q$select pg_try_advisory_xact_lock(1)$q$, true, false, '')", RN, Ns::WriteFunction, AX, false),
-    ("SELECT * FROM ts_stat('select to_tsvector(set_config(''a.b'',''c'',false))')", RN, Ns::WriteFunction, SC, false),
+    ("SELECT query_to_xml('select 1', true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT query_to_xml('select pg_advisory_lock(1)', true, false, '')", RN, Ns::WriteFunction, Effects(AL.0 | CODE.0), false),
+    ("SELECT pg_catalog.query_to_xml_and_xmlschema($q$select pg_try_advisory_xact_lock(1)$q$, true, false, '')", RN, Ns::WriteFunction, Effects(AX.0 | CODE.0), false),
+    ("SELECT * FROM ts_stat('select to_tsvector(set_config(''a.b'',''c'',false))')", RN, Ns::WriteFunction, Effects(SC.0 | CODE.0), false),
     // Attribute notation calls one-argument functions (verified on PostgreSQL 15).
     ("SELECT ('s'::regclass).nextval", RN, Ns::WriteFunction, N, false),
     ("SELECT (7::bigint).pg_advisory_lock", RN, Ns::WriteFunction, AL, false),
     ("SELECT (7::bigint).\"pg_try_advisory_xact_lock\"", RN, Ns::WriteFunction, AX, false),
     // ... so a column that merely shares a listed name is not safe when qualified.
     ("SELECT t.nextval FROM t", RN, Ns::WriteFunction, N, false),
-    ("SELECT (x).U&\"d\\0061t\" FROM t", RN, Ns::WriteFunction, N, false),
+    // A `U&` name is normalised (`dat`): a column, not a listed function.
+    ("SELECT (x).U&\"d\\0061t\" FROM t", R, Ns::None, N, true),
 
     // ---- EXPLAIN ----
     ("EXPLAIN ANALYZE SELECT 1", RN, Ns::ExplainAnalyze, N, false),
@@ -409,8 +411,8 @@ const TABLE: &[Row] = &[
     ("PREPARE p AS SELECT 1", Kind::Prepare, Ns::NotARead, N, false),
     ("PREPARE p (int, text) AS SELECT $1, $2", Kind::Prepare, Ns::NotARead, N, false),
     ("PREPARE p AS UPDATE t SET x = 1", Kind::Prepare, Ns::NotARead, N, false),
-    ("EXECUTE p", Kind::Execute, Ns::NotARead, N, false),
-    ("EXECUTE p (1, 'a')", Kind::Execute, Ns::NotARead, N, false),
+    ("EXECUTE p", Kind::Execute, Ns::NotARead, CODE, false),
+    ("EXECUTE p (1, 'a')", Kind::Execute, Ns::NotARead, CODE, false),
     ("DEALLOCATE p", Kind::Deallocate { all: false }, Ns::NotARead, N, false),
     ("DEALLOCATE PREPARE p", Kind::Deallocate { all: false }, Ns::NotARead, N, false),
     ("DEALLOCATE ALL", Kind::Deallocate { all: true }, Ns::NotARead, N, false),
@@ -839,6 +841,11 @@ fn s7_configured_write_functions() {
     assert!(wf.add("my_writer"));
     assert!(wf.add("Audit_*"));
     assert!(!wf.add("bad name"));
+    // With `unknown_functions = replica` only the write list keeps these off readers (with the
+    // default, `primary`, an unknown function is not read-safe anyway: F-policy).
+    let lenient = |wf: &WriteFunctions| {
+        FunctionPolicy::new(wf.clone()).with_unknown_functions(UnknownFunctions::Replica)
+    };
     for sql in [
         "SELECT my_writer(1)",
         "SELECT public.My_Writer(1)",
@@ -852,8 +859,22 @@ fn s7_configured_write_functions() {
             (RN, Ns::WriteFunction),
             "{sql:?}"
         );
+        let limits = Limits::DEFAULT;
+        assert_eq!(
+            classify_with_policy(sql, &lenient(&wf), None, &limits)
+                .first()
+                .not_safe,
+            Ns::WriteFunction,
+            "{sql:?}"
+        );
         assert!(
-            classify(sql, &WriteFunctions::defaults()).is_replica_safe(),
+            classify_with_policy(sql, &lenient(&WriteFunctions::defaults()), None, &limits)
+                .is_replica_safe(),
+            "{sql:?}"
+        );
+        assert_eq!(
+            classify(sql, &WriteFunctions::defaults()).first().not_safe,
+            Ns::UnknownFunction,
             "{sql:?}"
         );
         let cl = Classifier::new(wf.clone(), 16);
@@ -861,7 +882,10 @@ fn s7_configured_write_functions() {
         assert_eq!(cl.write_functions(), &wf);
     }
     assert!(classify("SELECT my_writer FROM t", &wf).is_replica_safe());
-    assert!(classify("SELECT my_writer_2(1)", &wf).is_replica_safe());
+    assert_eq!(
+        classify("SELECT my_writer_2(1)", &wf).first().not_safe,
+        Ns::UnknownFunction
+    );
 }
 
 #[test]

@@ -17,6 +17,8 @@ fn s8_every_listed_setting_is_settable() {
             "identity_host" => "10.0.0.1",
             "server_default_isolation" => "read committed",
             "write_functions" => "audit_*",
+            "read_functions" => "report_*",
+            "unknown_functions" => "replica",
             "warmup" => "demand",
             "max_inspected_message_bytes" => "65536",
             "writer_hostgroup" => "7",

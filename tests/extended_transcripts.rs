@@ -687,3 +687,53 @@ fn e2_a_pooled_reader_shared_by_clients_with_colliding_statement_names_never_mix
     assert_eq!(tags(&sent), "BDES");
     assert_eq!(named(&sent)[0], ('B', name_a));
 }
+
+#[test]
+fn e2_a_statement_lexed_under_other_string_rules_runs_where_its_parse_lives() {
+    // A server keeps a prepared statement's parse: `'a\b'` means what it meant when the client
+    // prepared it. After `standard_conforming_strings` changed, a reader would lex it anew.
+    let mut h = host();
+    let mut b = parse("s1", "SELECT length('a\\b')");
+    b.extend(named_execute("s1"));
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.backend(R1, &parsed_answer(&["3"], Some(0x1000)));
+    h.take_client();
+    h.take_sent(WRITER);
+    h.client(&query("SET standard_conforming_strings = off"));
+    // Before the SET runs, s1 is prepared on the writer under the rules it was parsed with.
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PSQPBES", "mirror, the SET, its capture");
+    assert_eq!(named(&sent)[0], ('P', "s1".to_string()));
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(command_complete("SET"));
+    ans.extend(param_status("standard_conforming_strings", "off"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(
+        true,
+        &[("standard_conforming_strings", "off")],
+        None,
+    ));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    h.take_sent(WRITER);
+    h.client(&named_execute("s1"));
+    assert_eq!(h.last_decision().reason, Reason::StatementLexedOtherwise);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "BDES",
+        "the writer holds its parse"
+    );
+    // A statement parsed now is lexed the same way on a reader.
+    let mut b = parse("s2", "SELECT length('a\\b')");
+    b.extend(named_execute("s2"));
+    h.backend(WRITER, &bound_answer(&["3"], Some(0x1000)));
+    h.client(&b);
+    assert!(h
+        .log
+        .iter()
+        .rev()
+        .take(3)
+        .any(|a| matches!(a, A::Acquire { .. })));
+}

@@ -327,8 +327,11 @@ fn f2_policies_error_and_disconnect() {
 #[test]
 fn f3_error_after_the_row_description_is_still_retried() {
     // PostgreSQL sends RowDescription before executing a SELECT: a writing function the standby
-    // refuses fails after it. The RowDescription is held, so the retry is allowed.
-    let mut h = after_write(config(|_| {}));
+    // refuses fails after it. The RowDescription is held, so the retry is allowed. (An unknown
+    // function is read-safe only with `unknown_functions = replica`: F-policy.)
+    let mut h = after_write(config(|c| {
+        c.unknown_functions = polarsplit::classify::UnknownFunctions::Replica
+    }));
     h.client(&query("SELECT f_that_writes()"));
     h.attach(R1);
     h.take_sent(WRITER);

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use polarsplit::cluster::readers::{ChoiceRequest, Readers};
+use polarsplit::cluster::readers::{ChoiceRequest, Readers, Waits};
 use polarsplit::config::Warmup;
 use polarsplit::pool::{
     CheckinOutcome, DemandReason, PoolIndex, PoolLimits, ReaderKey, WarmupQueue,
@@ -87,6 +87,7 @@ impl World {
             target: Lsn(rng.below(2000)),
             now_ms: 1000,
             max_age_ms: 5000,
+            waits: Waits::Bounded,
             exclude: if rng.below(4) == 0 { &exclude } else { &[] },
             salt: rng.next(),
         };

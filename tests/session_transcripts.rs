@@ -546,7 +546,13 @@ fn s5_captured_state_is_replayed_on_a_fresh_reader_as_its_own_message_and_keys_i
     );
     h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
     // A placeholder setting is asked for by name in the capture and replayed like any other.
+    h.take_sent(WRITER);
     h.client(&query("SET myapp.tenant = 5"));
+    let sent = h.take_sent(WRITER);
+    assert!(
+        String::from_utf8_lossy(&sent).contains("{\"myapp.tenant\"}"),
+        "the capture in the same write asks for the new name"
+    );
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
     ans.extend(capture_answer(false, &[("myapp.tenant", "5")], None));

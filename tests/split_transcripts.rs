@@ -272,12 +272,22 @@ fn w7_polardb_prefix_without_marker_and_split_without_wait() {
         (Outcome::ForcePrimary, Reason::SplitNoCaughtUpReader)
     );
     h.writer_answers("SELECT 1", b'T', Some(0x8000), Some((b'x', "1,733")));
-    // The pinned reader reports it has replayed past the LSN: the split goes there, import only.
+    // A fresh monitor sample shows the pinned reader past the LSN (P-7 may use it as well as
+    // the pin's own RFQ, which said 0x1200): the split goes there, import only.
+    h.take_sent(R1);
     h.engine.reader_sample(1, Lsn(0x9000), h.now);
     h.client(&query("SELECT 1"));
-    h.writer_answers("SELECT 1", b'T', Some(0x8000), Some((b'x', "1,733")));
-    // Its own RFQ said 0x1200; the sample is not the pin's own report — on polardb the pin is
-    // only reused past the target when its RFQ says so. Make it say so:
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason, d.server),
+        (Outcome::ReplicaTxnSplit, Reason::SplitRead, Some(1))
+    );
+    assert_eq!(
+        sent_queries(&h.take_sent(R1)),
+        vec!["SET polar_xact_split_xids = '1,733'; SELECT 1".to_string()]
+    );
+    reader_rows(&mut h, R1, 1, 0x9000);
+    // The pin's own RFQ says so too:
     let mut h = host_with(ServerDialect::PolarDb);
     begin(&mut h, "BEGIN", None);
     h.client(&query("SELECT 1"));

@@ -7,7 +7,10 @@
 #include "proxy.h"
 
 /* CANCEL_REQUEST: find the session whose writer key the client quoted and cancel whatever its
- * current statement runs on (the writer, or a reader with our own handshake's key). */
+ * current statement runs on (the writer, or a reader with our own handshake's key), then tell
+ * that session (SPEC F-1): a pooled reader a cancel was sent to is closed when the session is
+ * done with it, never handed to another client — the cancel's signal may land after the
+ * statement it was meant for has ended, on whatever that connection runs next. */
 static void do_cancel(const polarsplit_action_cancel_request *r) {
     const uint8_t *secret = r->secret.ptr;
     size_t len = r->secret.len;
@@ -30,6 +33,8 @@ static void do_cancel(const polarsplit_action_cancel_request *r) {
             send_cancel(0, r->pid, secret, len);
         else
             send_cancel(b->server, b->pid, b->secret, 4);
+        c->router.ops->cancel_forwarded(c->router.st, conn);
+        g.cancels_reported++;
         return;
     }
 }

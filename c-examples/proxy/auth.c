@@ -133,6 +133,58 @@ int parse_lsn(const char *text, size_t len, uint64_t *out) {
     return 0;
 }
 
+int row_field(const uint8_t *body, size_t blen, unsigned i, const uint8_t **val, size_t *len) {
+    if (blen < 2) return -1;
+    unsigned n = ((unsigned)body[0] << 8) | body[1];
+    size_t pos = 2;
+    for (unsigned k = 0; k < n; k++) {
+        if (blen - pos < 4) return -1;
+        uint32_t l = rd32(body + pos);
+        pos += 4;
+        if (l == 0xffffffffu) {
+            if (k == i) return 1;
+            continue;
+        }
+        if (l > blen - pos) return -1;
+        if (k == i) {
+            *val = body + pos;
+            *len = l;
+            return 0;
+        }
+        pos += l;
+    }
+    return -1;
+}
+
+int parse_system_id(const char *text, size_t len, uint64_t *out) {
+    size_t i = 0;
+    int neg = len > 0 && text[0] == '-';
+    if (neg) i++;
+    if (i == len || len - i > 20) return -1;
+    uint64_t v = 0;
+    for (; i < len; i++) {
+        if (!isdigit((unsigned char)text[i])) return -1;
+        uint64_t d = (uint64_t)(text[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    if (v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX)) return -1; /* not a bigint */
+    *out = neg ? (uint64_t)0 - v : v;
+    return 0;
+}
+
+int parse_walfile_timeline(const char *text, size_t len, uint32_t *out) {
+    if (len != 24) return -1;
+    uint32_t t = 0;
+    for (size_t i = 0; i < 24; i++) {
+        if (!isxdigit((unsigned char)text[i])) return -1;
+        if (i < 8) t = t * 16 + (uint32_t)(isdigit((unsigned char)text[i]) ? text[i] - '0' : (tolower((unsigned char)text[i]) - 'a' + 10));
+    }
+    if (t == 0) return -1;
+    *out = t;
+    return 0;
+}
+
 int error_is_fatal(const uint8_t *body, size_t len) {
     char localized[32] = "", severity[32] = "";
     size_t pos = 0;

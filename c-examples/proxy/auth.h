@@ -25,6 +25,17 @@ void startup_build(buf_t *out, const char *const *kv);
 /* --- LSN text "X/Y" --- */
 int parse_lsn(const char *text, size_t len, uint64_t *out);
 
+/* --- What the writer monitor reads for causal tokens (SPEC C-1) --- */
+/* Column `i` of a DataRow body: 0 with *val and *len set, 1 when it is NULL, -1 when the row has
+ * no such column or is cut short. */
+int row_field(const uint8_t *body, size_t blen, unsigned i, const uint8_t **val, size_t *len);
+/* pg_control_system().system_identifier as text (a bigint: decimal, maybe negative, its bits are
+ * the identifier's). 0 or -1. */
+int parse_system_id(const char *text, size_t len, uint64_t *out);
+/* The timeline of a WAL file name (pg_walfile_name(): 24 hex digits, the first 8 the timeline;
+ * timelines start at 1). 0 or -1. */
+int parse_walfile_timeline(const char *text, size_t len, uint32_t *out);
+
 /* --- Authentication exchange of one connection. --- */
 typedef struct scram scram_t;
 

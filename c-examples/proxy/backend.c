@@ -55,6 +55,14 @@ void detach(client_t *c, backend_t *b) {
 void backend_close(backend_t *b) {
     if (b->dead) return;
     b->dead = 1;
+    /* A reader connection the proxy closes on its own — idle too long in the pool, broken or
+     * talking while idle there, not poolable after a session released it, or at shutdown — and
+     * not at its session's CLOSE_BACKEND (then it is still attached): the engine forgets what
+     * it knew of it (SPEC E-2: the statements prepared on it travel with the connection id). */
+    if (b->role == ROLE_READER && !b->attached && b->state == BS_READY && g.engine) {
+        polarsplit_engine_connection_closed(g.engine, b->id);
+        g.reader_closes_reported++;
+    }
     if (b->owner) detach(b->owner, b);
     b->owner = NULL;
     pool_remove(b);

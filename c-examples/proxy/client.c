@@ -34,6 +34,8 @@ static void report_status(client_t *c, const char *what, polarsplit_status st) {
     logf_("client %llu: %s: %s (%s)", (unsigned long long)c->id, what, polarsplit_status_str(st), err);
 }
 
+/* Executes every action, then takes the session's next deadline (any input may set, move or
+ * clear it) into the loop's timers. */
 static void drain(client_t *c) {
     polarsplit_action a;
     polarsplit_status st = POLARSPLIT_DONE;
@@ -41,7 +43,9 @@ static void drain(client_t *c) {
     if (!c->dead && st != POLARSPLIT_DONE) {
         report_status(c, "poll_action", st);
         client_teardown(c);
+        return;
     }
+    if (!c->dead && c->router.ops->next_deadline(c->router.st, &c->deadline) < 0) c->deadline = UINT64_MAX;
 }
 
 /* Drains the actions, then feeds queued events one by one (each followed by a drain). */
@@ -166,6 +170,7 @@ void client_start(int fd, const struct sockaddr_storage *sa, uint64_t now) {
     c->id = g.next_id++;
     c->fd = fd;
     c->accepted_at = now;
+    c->deadline = UINT64_MAX;
     peer_address(c, sa);
     polarsplit_status st = client_router(c);
     if (st != POLARSPLIT_OK) {
@@ -222,6 +227,32 @@ uint64_t clients_check_auth_deadlines(uint64_t now) {
               g.o.auth_timeout_ms);
         g.clients_auth_timeouts++;
         client_teardown(c);
+    }
+    return next;
+}
+
+uint64_t clients_check_session_deadlines(uint64_t now) {
+    uint64_t next = UINT64_MAX;
+    for (client_t *c = g.clients; c; c = c->next) {
+        if (c->dead || c->deadline == UINT64_MAX) continue;
+        if (now < c->deadline) {
+            if (c->deadline < next) next = c->deadline;
+            continue;
+        }
+        /* Due: an input like the others (then the drain rule). A reader that answered nothing
+         * in time is closed by the actions and its statement retried or answered. */
+        c->deadline = UINT64_MAX;
+        record_timeout(c, now);
+        g.session_timeouts++;
+        polarsplit_status st = c->router.ops->on_timeout(c->router.st, now);
+        if (st != POLARSPLIT_OK && st != POLARSPLIT_ERR_CLOSED) report_status(c, "on_timeout", st);
+        if (st == POLARSPLIT_ERR_POISONED || st == POLARSPLIT_ERR_PANIC) {
+            client_teardown(c);
+            continue;
+        }
+        pump(c);
+        if (!c->dead) feed_client(c);
+        if (!c->dead && c->deadline < next) next = c->deadline;
     }
     return next;
 }

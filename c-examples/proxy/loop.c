@@ -51,6 +51,7 @@ static uint64_t run_timers(uint64_t now) {
     listener_tick(now);
     next = min_u64(next, listener_next_deadline(now));
     next = min_u64(next, clients_check_auth_deadlines(now));
+    next = min_u64(next, clients_check_session_deadlines(now));
     return next;
 }
 

@@ -1,11 +1,22 @@
-/* A monitor connection per server (SPEC R-1): standbys' replay LSN, the primary's WAL position,
- * reader health. */
+/* A monitor connection per server (SPEC R-1): standbys' replay LSN, the primary's WAL position
+ * and — every --identity-interval-ms — the writer's identity for causal tokens (C-1: system
+ * identifier and the timeline it writes now), reader health. A monitor query with no answer
+ * within --monitor-timeout-ms is a failed sample: the server is marked down and its monitor
+ * reconnects (R-1b: a hung standby must not look healthy). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "proxy.h"
+
+/* The writer's LSN and, in the same statement, its history: the system identifier, and the
+ * timeline of the WAL it inserts into now (pg_control_checkpoint() would lag a promotion). */
+static const char IDENTITY_QUERY[] =
+    "SELECT pg_current_wal_insert_lsn(), system_identifier, pg_walfile_name(pg_current_wal_insert_lsn()) "
+    "FROM pg_catalog.pg_control_system()";
+/* After the identity query failed (e.g. a monitor role without the right to run it). */
+#define IDENTITY_RETRY_MS 60000
 
 static void monitor_startup(backend_t *b) {
     const char *kv[] = {"user", g.o.monitor_user, "database", g.o.monitor_db, "application_name", "polarsplit-monitor",
@@ -29,6 +40,11 @@ void monitor_failed(backend_t *b, const char *why) {
     if (!s->warned || g.o.verbose) logf_("monitor of server %u: %s", b->server, why);
     s->warned = 1;
     server_health(b->server, 0);
+    /* CALL SITE for the engine's reader-failure report (SPEC R-1a/R-1b: a failed monitor sample
+     * is an outage of that reader — its known position no longer holds — and counts towards its
+     * hold-out): `Engine::reader_monitor_failed(server, now)` is being added to src/cluster (not
+     * on main yet, no C function yet). Until it is, the reader is marked unhealthy above and
+     * comes back with its next good sample. */
     s->monitor_next = now_ms() + 200;
     backend_close(b);
 }
@@ -38,7 +54,25 @@ static void monitor_connect(uint32_t server, uint64_t now) {
     monitor_startup(b);
     b->deadline = now + 2000;
     g.servers[server].monitor = b;
+    /* The primary may have been replaced while its monitor was away: read who it is first. */
+    if (server == 0) g.servers[server].identity_next = 0;
     if (backend_connect(b) != 0) monitor_failed(b, "connect failed");
+}
+
+static void monitor_query(uint32_t i, backend_t *b, uint64_t now) {
+    server_t *s = &g.servers[i];
+    const char *q = i == 0 ? "SELECT pg_current_wal_insert_lsn()" : "SELECT pg_last_wal_replay_lsn()";
+    b->mon_identity = i == 0 && g.engine && g.o.identity_interval_ms > 0 && now >= s->identity_next;
+    if (b->mon_identity) {
+        q = IDENTITY_QUERY;
+        s->identity_next = now + g.o.identity_interval_ms;
+    }
+    buf_msg(&b->out, 'Q', q, strlen(q) + 1);
+    b->mon_busy = 1;
+    b->mon_has_value = 0;
+    b->mon_has_identity = 0;
+    b->mon_sent_at = now;
+    s->monitor_next = now + g.o.monitor_interval_ms;
 }
 
 void monitor_tick(uint64_t now) {
@@ -48,12 +82,13 @@ void monitor_tick(uint64_t now) {
         if (!b) {
             if (now >= s->monitor_next) monitor_connect(i, now);
         } else if (b->state == BS_READY && !b->mon_busy && now >= s->monitor_next) {
-            const char *q = i == 0 ? "SELECT pg_current_wal_insert_lsn()" : "SELECT pg_last_wal_replay_lsn()";
-            buf_msg(&b->out, 'Q', q, strlen(q) + 1);
-            b->mon_busy = 1;
-            b->mon_has_value = 0;
-            b->mon_sent_at = now;
-            s->monitor_next = now + g.o.monitor_interval_ms;
+            monitor_query(i, b, now);
+        } else if (b->state == BS_READY && b->mon_busy && g.o.monitor_timeout_ms &&
+                   now >= b->mon_sent_at + g.o.monitor_timeout_ms) {
+            char why[96];
+            snprintf(why, sizeof why, "no answer to its query within %u ms", g.o.monitor_timeout_ms);
+            g.monitor_timeouts++;
+            monitor_failed(b, why);
         } else if (b->state != BS_READY && now > b->deadline) {
             monitor_failed(b, "handshake timed out");
         }
@@ -64,10 +99,31 @@ uint64_t monitor_next_due(void) {
     uint64_t next = UINT64_MAX;
     for (uint32_t i = 0; i < g.nservers; i++) {
         const server_t *s = &g.servers[i];
-        int idle = !s->monitor || (s->monitor->state == BS_READY && !s->monitor->mon_busy);
-        if (idle && s->monitor_next < next) next = s->monitor_next;
+        const backend_t *b = s->monitor;
+        uint64_t due = UINT64_MAX;
+        if (!b || (b->state == BS_READY && !b->mon_busy))
+            due = s->monitor_next;
+        else if (b->state == BS_READY && g.o.monitor_timeout_ms)
+            due = b->mon_sent_at + g.o.monitor_timeout_ms;
+        else if (b->state != BS_READY)
+            due = b->deadline + 1;
+        if (due < next) next = due;
     }
     return next;
+}
+
+/* The writer's identity as the monitor read it (SPEC C-1, C-3): every proxy process serving this
+ * primary reports the same, so they all format and accept the same causal tokens. A different
+ * history than before (a promotion moved the timeline, another cluster) bumps the generation. */
+static void report_identity(const backend_t *b) {
+    uint64_t generation = 0;
+    polarsplit_engine_set_writer_identity(g.engine, 0, b->mon_system_id, b->mon_timeline, &generation);
+    g.writer_identities++;
+    if (b->mon_system_id != g.writer_system_id || b->mon_timeline != g.writer_timeline)
+        logf_("writer identity: system identifier %llu, timeline %u (generation %llu)",
+              (unsigned long long)b->mon_system_id, b->mon_timeline, (unsigned long long)generation);
+    g.writer_system_id = b->mon_system_id;
+    g.writer_timeline = b->mon_timeline;
 }
 
 /* The sample is in: feed it to the engine (SPEC R-1). */
@@ -77,6 +133,7 @@ static void monitor_answered(backend_t *b) {
     if (b->mon_has_value) {
         s->warned = 0;
         if (b->server == 0) {
+            if (b->mon_has_identity) report_identity(b);
             if (!g.o.no_writer_samples) polarsplit_engine_writer_sample(g.engine, 0, b->mon_value, b->mon_sent_at);
         } else {
             /* Replay only moves forward: the position read is at least the one at send time. */
@@ -98,6 +155,13 @@ static int monitor_error(backend_t *b, const uint8_t *body, size_t blen) {
     error_fields(body, blen, code, sizeof code, msg, sizeof msg);
     g.monitor_errors++;
     if (!error_is_fatal(body, blen)) {
+        if (b->mon_identity) {
+            /* Tokens stay valid in this process only until the identity can be read. */
+            logf_("monitor of server %u: cannot read the writer identity: %s %s (retrying in %d s)", b->server, code,
+                  msg, IDENTITY_RETRY_MS / 1000);
+            s->identity_next = now_ms() + IDENTITY_RETRY_MS;
+            return 0;
+        }
         if (!s->warned || g.o.verbose) logf_("monitor of server %u: %s %s", b->server, code, msg);
         s->warned = 1;
         return 0;
@@ -108,11 +172,19 @@ static int monitor_error(backend_t *b, const uint8_t *body, size_t blen) {
 }
 
 static void monitor_row(backend_t *b, const uint8_t *body, size_t blen) {
-    if (blen < 6 || rd32(body + 2) == 0xffffffffu || 6 + (size_t)rd32(body + 2) > blen) return;
-    uint64_t lsn;
-    if (parse_lsn((const char *)body + 6, rd32(body + 2), &lsn) == 0) {
+    const uint8_t *v;
+    size_t n;
+    uint64_t lsn, sys;
+    uint32_t tli;
+    if (row_field(body, blen, 0, &v, &n) == 0 && parse_lsn((const char *)v, n, &lsn) == 0) {
         b->mon_value = lsn;
         b->mon_has_value = 1;
+    }
+    if (b->mon_identity && row_field(body, blen, 1, &v, &n) == 0 && parse_system_id((const char *)v, n, &sys) == 0 &&
+        row_field(body, blen, 2, &v, &n) == 0 && parse_walfile_timeline((const char *)v, n, &tli) == 0) {
+        b->mon_system_id = sys;
+        b->mon_timeline = tli;
+        b->mon_has_identity = 1;
     }
 }
 

@@ -24,6 +24,11 @@ static void usage(FILE *f) {
             "  --auth-timeout-ms N         a client that has not logged in this long after connecting\n"
             "                              is closed (default 10000; 0: never)\n"
             "  --monitor-interval-ms N     how often monitors sample LSNs (default 10)\n"
+            "  --monitor-timeout-ms N      a monitor query unanswered this long is a failed sample: the\n"
+            "                              server is marked down and its monitor reconnects (default 2000)\n"
+            "  --identity-interval-ms N    how often the writer monitor reads the writer's system\n"
+            "                              identifier and timeline for causal tokens (default 1000;\n"
+            "                              0: never, tokens then hold only in this process)\n"
             "  --monitor-user NAME         monitor login (default postgres; password from --credentials)\n"
             "  --monitor-database NAME     (default postgres)\n"
             "  --reader-connect-timeout-ms N  reader handshake limit before READER_UNAVAILABLE (default 2000)\n"
@@ -125,6 +130,8 @@ static int option(polarsplit_config_builder *builder, const char *a, const char 
     if (strcmp(a, "--max-clients") == 0) return number(a, v, &g.o.max_clients);
     if (strcmp(a, "--auth-timeout-ms") == 0) return number(a, v, &g.o.auth_timeout_ms);
     if (strcmp(a, "--monitor-interval-ms") == 0) return number(a, v, &g.o.monitor_interval_ms);
+    if (strcmp(a, "--monitor-timeout-ms") == 0) return number(a, v, &g.o.monitor_timeout_ms);
+    if (strcmp(a, "--identity-interval-ms") == 0) return number(a, v, &g.o.identity_interval_ms);
     if (strcmp(a, "--monitor-user") == 0) return (g.o.monitor_user = v), 0;
     if (strcmp(a, "--monitor-database") == 0) return (g.o.monitor_db = v), 0;
     if (strcmp(a, "--reader-connect-timeout-ms") == 0) return number(a, v, &g.o.reader_connect_timeout_ms);

@@ -64,6 +64,10 @@ typedef struct backend {
     uint64_t mon_sent_at;
     uint64_t mon_value;
     int mon_has_value;
+    int mon_identity;       /* the query in flight also reads the writer's identity */
+    uint64_t mon_system_id; /* its answer */
+    uint32_t mon_timeline;
+    int mon_has_identity;
     struct backend *next_attached; /* the owner's attached readers */
     struct backend *next, *prev;   /* all backends */
 } backend_t;
@@ -86,6 +90,7 @@ typedef struct client {
     int closing;
     int dead;
     uint64_t accepted_at;
+    uint64_t deadline; /* the session's next deadline after the last drain (UINT64_MAX: none) */
     int authenticated; /* the writer accepted the login: no more authentication deadline */
     event_t evq[8];
     int nev;
@@ -103,6 +108,7 @@ typedef struct {
     socklen_t alen;
     backend_t *monitor;
     uint64_t monitor_next;
+    uint64_t identity_next; /* the primary: when its monitor reads the writer's identity again */
     int healthy;
     int warned;
 } server_t;
@@ -116,6 +122,8 @@ typedef struct {
     uint32_t reader_connect_timeout_ms;
     uint32_t pool_idle_ms;
     uint32_t auth_timeout_ms; /* 0: none */
+    uint32_t monitor_timeout_ms;  /* a monitor query unanswered this long is a failed sample */
+    uint32_t identity_interval_ms; /* how often the writer monitor reads the writer's identity */
     uint32_t max_clients;
     const char *monitor_user, *monitor_db;
     const char *stats_file;
@@ -144,6 +152,13 @@ typedef struct {
     /* the proxy's own numbers */
     uint64_t clients_total, clients_refused, clients_auth_timeouts, accept_errors, reader_conns_opened,
         reader_handshake_failures, reader_nocreds, cancels_sent, monitor_errors;
+    uint64_t session_timeouts;       /* on_timeout calls for a deadline that had come (R-1b) */
+    uint64_t cancels_reported;       /* cancel_forwarded calls (F-1) */
+    uint64_t reader_closes_reported; /* connection_closed calls for readers the proxy closed itself (E-2) */
+    uint64_t monitor_timeouts;       /* monitor queries unanswered within --monitor-timeout-ms */
+    uint64_t writer_identities;      /* writer identity reports (C-1) */
+    uint64_t writer_system_id;       /* the last identity reported (0: none yet) */
+    uint32_t writer_timeline;
     int stop;
 } proxy_t;
 
@@ -191,6 +206,8 @@ backend_t *find_conn(client_t *c, uint64_t id);
 /* Closes clients that have not authenticated within --auth-timeout-ms; returns the next such
  * deadline (UINT64_MAX when none). */
 uint64_t clients_check_auth_deadlines(uint64_t now);
+/* Reports the time to sessions whose deadline (SPEC R-1b) has come; returns the next one. */
+uint64_t clients_check_session_deadlines(uint64_t now);
 
 /* actions.c */
 void exec_action(client_t *c, const polarsplit_action *a);
@@ -226,5 +243,6 @@ void dump_stats(void);
 void record_open(client_t *c);
 void record_hex(FILE *f, const char *prefix, const uint8_t *b, size_t n);
 void record_event(client_t *c, const event_t *e);
+void record_timeout(client_t *c, uint64_t now);
 
 #endif

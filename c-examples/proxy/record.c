@@ -29,6 +29,14 @@ void record_event(client_t *c, const event_t *e) {
     fprintf(c->record, "event %s %llu %u %u\n", event_name(e->kind), (unsigned long long)e->conn, e->server, e->flags);
 }
 
+/* on_timeout: replay reports its own clock at the session's deadline. */
+void record_timeout(client_t *c, uint64_t now) {
+    (void)now;
+    if (!c->record) return;
+    fputs("timeout\n", c->record);
+    fflush(c->record);
+}
+
 void record_open(client_t *c) {
     if (!g.o.record_dir || !c->router.is_library) return;
     char path[4096];

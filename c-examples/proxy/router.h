@@ -18,6 +18,12 @@ typedef struct {
     /* Whether the writer accepted the client's login (the end of the authentication phase). */
     int (*authenticated)(void *st);
     void (*free)(void *st);
+    /* Time (SPEC R-1b): when the router needs on_timeout (UINT64_MAX: never), and that time
+     * coming (an input: drain after it). */
+    polarsplit_status (*next_deadline)(void *st, uint64_t *at);
+    polarsplit_status (*on_timeout)(void *st, uint64_t now);
+    /* A CancelRequest was forwarded to `conn` (SPEC F-1). Not an input. */
+    polarsplit_status (*cancel_forwarded)(void *st, uint64_t conn);
 } router_ops;
 
 typedef struct {

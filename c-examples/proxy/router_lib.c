@@ -25,9 +25,15 @@ static int lib_authenticated(void *st) {
     return polarsplit_session_backend_key(st, &pid, NULL, 0, &len) == POLARSPLIT_OK;
 }
 static void lib_free(void *st) { polarsplit_session_free(st); }
+static polarsplit_status lib_next_deadline(void *st, uint64_t *at) { return polarsplit_session_next_deadline(st, at); }
+static polarsplit_status lib_on_timeout(void *st, uint64_t now) { return polarsplit_session_on_timeout(st, now); }
+static polarsplit_status lib_cancel_forwarded(void *st, uint64_t conn) {
+    return polarsplit_session_cancel_forwarded(st, conn);
+}
 
-static const router_ops LIB_OPS = {lib_recv_client, lib_recv_backend, lib_event, lib_poll,
-                                   lib_last_error,  lib_authenticated, lib_free};
+static const router_ops LIB_OPS = {lib_recv_client,   lib_recv_backend, lib_event,        lib_poll,
+                                   lib_last_error,    lib_authenticated, lib_free,        lib_next_deadline,
+                                   lib_on_timeout,    lib_cancel_forwarded};
 
 polarsplit_status router_library(const polarsplit_engine *e, const polarsplit_client_info *info, router_t *out) {
     polarsplit_session *s = NULL;

@@ -409,8 +409,27 @@ static void s_free(void *st) {
     free(r);
 }
 
-static const router_ops SIMPLE_OPS = {s_recv_client, s_recv_backend, s_event,  s_poll,
-                                      s_last_error,  s_authenticated, s_free};
+/* The simple routers keep no deadlines (a reader that hangs hangs its client, as in a naive
+ * splitter); their cancels go to the primary only (actions.c), never to a pooled reader. */
+static polarsplit_status s_next_deadline(void *st, uint64_t *at) {
+    (void)st;
+    *at = UINT64_MAX;
+    return POLARSPLIT_DONE;
+}
+static polarsplit_status s_on_timeout(void *st, uint64_t now) {
+    (void)st;
+    (void)now;
+    return POLARSPLIT_OK;
+}
+static polarsplit_status s_cancel_forwarded(void *st, uint64_t conn) {
+    (void)st;
+    (void)conn;
+    return POLARSPLIT_OK;
+}
+
+static const router_ops SIMPLE_OPS = {s_recv_client,  s_recv_backend,  s_event, s_poll,
+                                      s_last_error,   s_authenticated, s_free,  s_next_deadline,
+                                      s_on_timeout,   s_cancel_forwarded};
 
 void router_simple(int naive, uint32_t server, router_t *out) {
     simple_t *r = calloc(1, sizeof *r);

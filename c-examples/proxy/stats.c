@@ -49,6 +49,12 @@ static void print_stats(FILE *f) {
         {"readers_pooled_idle", pool_size()},
         {"cancels_sent", g.cancels_sent},
         {"monitor_errors", g.monitor_errors},
+        {"monitor_timeouts", g.monitor_timeouts},
+        {"session_timeouts", g.session_timeouts},
+        {"cancels_reported", g.cancels_reported},
+        {"reader_closes_reported", g.reader_closes_reported},
+        {"writer_identities", g.writer_identities},
+        {"writer_timeline", g.writer_timeline},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) fprintf(f, "proxy %s %llu\n", own[i].name, own[i].v);
     polarsplit_pool_stats ps;

@@ -3,7 +3,9 @@
  *   - error_is_fatal judges by 'V', never translated, not by 'S', which a server with another
  *     lc_messages translates ("ВАЖНО" is a Russian server's FATAL); a body cut anywhere is read
  *     within its length (the old check compared 6 bytes of a body it knew to have 5);
- *   - startup_param takes the last of a key given twice, as PostgreSQL and the library do. */
+ *   - startup_param takes the last of a key given twice, as PostgreSQL and the library do;
+ *   - the writer monitor's identity answer (SPEC C-1): DataRow columns read within the row's
+ *     length, a system identifier that is a bigint, a timeline from a WAL file name. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,43 @@ int main(void) {
         (void)startup_param(b, cut, "user", out, sizeof out);
         free(b);
     }
+    /* A DataRow: '0/3000060', NULL, '7301234567890123456', '000000020000000000000003'. */
+    static const uint8_t row[] = "\0\x04"
+                                 "\0\0\0\x09" "0/3000060"
+                                 "\xff\xff\xff\xff"
+                                 "\0\0\0\x13" "7301234567890123456"
+                                 "\0\0\0\x18" "000000020000000000000003";
+    const uint8_t *v = NULL;
+    size_t vl = 0;
+    EXPECT(row_field(row, sizeof row - 1, 0, &v, &vl) == 0 && vl == 9 && memcmp(v, "0/3000060", 9) == 0);
+    EXPECT(row_field(row, sizeof row - 1, 1, &v, &vl) == 1);
+    EXPECT(row_field(row, sizeof row - 1, 2, &v, &vl) == 0 && vl == 19);
+    uint64_t sys = 0;
+    EXPECT(parse_system_id((const char *)v, vl, &sys) == 0 && sys == 7301234567890123456ull);
+    EXPECT(row_field(row, sizeof row - 1, 3, &v, &vl) == 0 && vl == 24);
+    uint32_t tli = 0;
+    EXPECT(parse_walfile_timeline((const char *)v, vl, &tli) == 0 && tli == 2);
+    EXPECT(row_field(row, sizeof row - 1, 4, &v, &vl) == -1);
+    for (size_t cut = 0; cut < sizeof row - 1; cut++) {
+        uint8_t *b = malloc(cut ? cut : 1);
+        if (!b) abort();
+        memcpy(b, row, cut);
+        EXPECT(row_field(b, cut, 3, &v, &vl) == -1); /* the last column is never whole in a cut row */
+        free(b);
+    }
+    EXPECT(parse_system_id(BODY("-1"), &sys) == 0 && sys == UINT64_MAX);
+    EXPECT(parse_system_id(BODY("9223372036854775807"), &sys) == 0 && sys == 9223372036854775807ull);
+    EXPECT(parse_system_id(BODY("-9223372036854775808"), &sys) == 0 && sys == 9223372036854775808ull);
+    EXPECT(parse_system_id(BODY("9223372036854775808"), &sys) == -1);
+    EXPECT(parse_system_id(BODY("18446744073709551616"), &sys) == -1);
+    EXPECT(parse_system_id(BODY(""), &sys) == -1 && parse_system_id(BODY("-"), &sys) == -1);
+    EXPECT(parse_system_id(BODY("12a"), &sys) == -1);
+    EXPECT(parse_walfile_timeline(BODY("0000000A0000000000000003"), &tli) == 0 && tli == 10);
+    EXPECT(parse_walfile_timeline(BODY("FFFFFFFF0000000000000003"), &tli) == 0 && tli == UINT32_MAX);
+    EXPECT(parse_walfile_timeline(BODY("000000000000000000000003"), &tli) == -1);
+    EXPECT(parse_walfile_timeline(BODY("00000001000000000000003"), &tli) == -1);
+    EXPECT(parse_walfile_timeline(BODY("0000000100000000000000G3"), &tli) == -1);
+
     if (failed) return 1;
     printf("wire helpers: ok\n");
     return 0;

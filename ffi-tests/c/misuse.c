@@ -178,6 +178,9 @@ int ctest_misuse_null_every_pointer(void) {
     CHECK_STATUS(polarsplit_engine_writer_changed(NULL, 0, &v), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_changed(NULL, 0, NULL), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_changed(e, 0, NULL), POLARSPLIT_OK); /* NULL allowed */
+    CHECK_STATUS(polarsplit_engine_set_writer_identity(NULL, 0, 1, 1, &v), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_writer_identity(e, 0, 1, 1, NULL), POLARSPLIT_OK); /* NULL allowed */
+    CHECK_STATUS(polarsplit_engine_connection_closed(NULL, 1), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_set_reader_hostgroup(NULL, 0, 1), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_set_dialect(NULL, 0, POLARSPLIT_DIALECT_DEFAULT), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_replace_config(NULL, c), POLARSPLIT_ERR_NULL);
@@ -221,6 +224,10 @@ int ctest_misuse_null_every_pointer(void) {
     CHECK_STATUS(polarsplit_session_poll_action(NULL, NULL, sizeof(polarsplit_action)), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_executing_conn(NULL, &v), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_session_executing_conn(s, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_cancel_forwarded(NULL, WRITER), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_next_deadline(NULL, &v), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_next_deadline(s, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_session_on_timeout(NULL, 0), POLARSPLIT_ERR_NULL);
     polarsplit_backend_fact fact;
     memset(&fact, 0, sizeof fact);
     fact.kind = POLARSPLIT_FACT_OTHER;
@@ -259,13 +266,13 @@ int ctest_misuse_out_of_range_integers(void) {
     CHECK_STATUS(new_session(e, &s), POLARSPLIT_OK);
 
     /* Event kinds and flag bits. */
-    const uint32_t bad_kinds[] = {0, 6, 7, 1000, 0x80000000u, UINT32_MAX};
+    const uint32_t bad_kinds[] = {0, 7, 8, 1000, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad_kinds / sizeof bad_kinds[0]; i++)
         CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, bad_kinds[i], 0, 0, 0),
                      POLARSPLIT_ERR_INVALID_ARGUMENT);
-    const uint32_t bad_flags[] = {8, 16, 0x80000000u, UINT32_MAX};
+    const uint32_t bad_flags[] = {16, 32, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++)
-        for (uint32_t k = POLARSPLIT_EVENT_WRITER_CONNECTED; k <= POLARSPLIT_EVENT_CONNECTION_LOST; k++)
+        for (uint32_t k = POLARSPLIT_EVENT_WRITER_CONNECTED; k <= POLARSPLIT_EVENT_READER_CONNECT_FAILED; k++)
             CHECK_STATUS(polarsplit_session_on_backend_event(s, WRITER, k, 0, bad_flags[i], 0),
                          POLARSPLIT_ERR_INVALID_ARGUMENT);
 
@@ -594,6 +601,9 @@ int ctest_misuse_panic_poisons_one_session(void) {
     CHECK_STATUS(polarsplit_session_executing_conn(bad, &v), POLARSPLIT_ERR_POISONED);
     CHECK_STATUS(polarsplit_session_executing_conn(bad, NULL), POLARSPLIT_ERR_POISONED);
     CHECK_STATUS(polarsplit_session_backend_key(bad, &pid, secret, sizeof secret, &len), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_cancel_forwarded(bad, WRITER), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_next_deadline(bad, &v), POLARSPLIT_ERR_POISONED);
+    CHECK_STATUS(polarsplit_session_on_timeout(bad, 1000), POLARSPLIT_ERR_POISONED);
     CHECK(polarsplit_session_is_poisoned(bad));
 
     /* The other session, and the engine they share, keep working. */

@@ -120,6 +120,9 @@ _sig("polarsplit_engine_add_reader", C.c_int32, _P, C.c_uint32, C.c_uint32)
 _sig("polarsplit_engine_set_reader_health", C.c_int32, _P, C.c_uint32, C.c_bool)
 _sig("polarsplit_engine_reader_sample", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint64)
 _sig("polarsplit_engine_writer_sample", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint64)
+_sig("polarsplit_engine_set_writer_identity", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint32,
+     C.POINTER(C.c_uint64))
+_sig("polarsplit_engine_connection_closed", C.c_int32, _P, C.c_uint64)
 _sig("polarsplit_counter_count", C.c_uint32)
 _sig("polarsplit_counter_name", C.c_char_p, C.c_uint32)
 _sig("polarsplit_engine_counter", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
@@ -135,6 +138,10 @@ _sig("polarsplit_session_on_backend_event", C.c_int32, _P, C.c_uint64, C.c_uint3
      C.c_uint64)
 _sig("polarsplit_session_poll_action", C.c_int32, _P, C.POINTER(_Action), C.c_size_t)
 _sig("polarsplit_session_last_error", C.c_size_t, _P, C.c_char_p, C.c_size_t)
+_sig("polarsplit_session_next_deadline", C.c_int32, _P, C.POINTER(C.c_uint64))
+_sig("polarsplit_session_on_timeout", C.c_int32, _P, C.c_uint64)
+_sig("polarsplit_session_cancel_forwarded", C.c_int32, _P, C.c_uint64)
+_sig("polarsplit_session_executing_conn", C.c_int32, _P, C.POINTER(C.c_uint64))
 
 
 def version() -> str:
@@ -268,6 +275,18 @@ class Engine:
     def writer_sample(self, hostgroup: int, lsn: int, sent_at_ms: int) -> int:
         return lib.polarsplit_engine_writer_sample(self._e, hostgroup, lsn, sent_at_ms)
 
+    def set_writer_identity(self, hostgroup: int, system_id: int, timeline: int) -> int:
+        """The writer's history for causal tokens (C-1); returns the writer generation."""
+        g = C.c_uint64()
+        st = lib.polarsplit_engine_set_writer_identity(self._e, hostgroup, system_id, timeline, C.byref(g))
+        if st != OK:
+            raise PolarsplitError("set_writer_identity", st)
+        return g.value
+
+    def connection_closed(self, conn: int) -> None:
+        """The host closed a pooled backend connection itself (E-2: the engine forgets it)."""
+        lib.polarsplit_engine_connection_closed(self._e, conn)
+
     def counters(self) -> dict[str, int]:
         out = {}
         v = C.c_uint64()
@@ -351,6 +370,31 @@ class Session:
         self._check("event", st)
         return self.drain()
 
+    def next_deadline(self) -> int | None:
+        """When the session needs on_timeout (R-1b), or None."""
+        at = C.c_uint64()
+        st = lib.polarsplit_session_next_deadline(self._s, C.byref(at))
+        if st not in (OK, DONE):
+            raise PolarsplitError("next_deadline", st, self.last_error())
+        return at.value if st == OK else None
+
+    def on_timeout(self) -> list[Action]:
+        """Reports that `self.now` has come (an input), then drains."""
+        st = lib.polarsplit_session_on_timeout(self._s, self.now)
+        self._check("on_timeout", st)
+        return self.drain()
+
+    def executing_conn(self) -> int | None:
+        conn = C.c_uint64()
+        st = lib.polarsplit_session_executing_conn(self._s, C.byref(conn))
+        return conn.value if st == OK else None
+
+    def cancel_forwarded(self, conn: int) -> None:
+        """The host forwarded a CancelRequest to `conn` (F-1). Not an input."""
+        st = lib.polarsplit_session_cancel_forwarded(self._s, conn)
+        if st != OK:
+            raise PolarsplitError("cancel_forwarded", st, self.last_error())
+
 
 class Host:
     """A host over in-memory streams: keeps fed bytes until actions cover them (src/host.rs)."""
@@ -401,6 +445,11 @@ class Host:
 
     def event(self, conn: int, kind: int, server: int = 0, flags: int = 0) -> list[Action]:
         return self._apply(self.s.event(conn, kind, server, flags))
+
+    def timeout(self, now: int) -> list[Action]:
+        """The clock reached `now`: on_timeout (R-1b), then drain."""
+        self.s.now = now
+        return self._apply(self.s.on_timeout())
 
     def take_client(self) -> bytes:
         out = bytes(self.to_client)

@@ -126,10 +126,11 @@ def test_f3_refused_after_row_description():
     25006. The reader's RowDescription is held until its first row, so the statement is re-run on
     the primary (F-2) and nothing of the reader's attempt reaches the client."""
     engine, host, _ = connected(STOCK)
-    acts = host.client(ps.query("SELECT log_note('hello')"))
+    # The hint declares the (unknown) function read-safe: F-policy.
+    acts = host.client(ps.query("/* route=reader */ SELECT log_note('hello')"))
     server = [a for a in acts if a.kind == "ACQUIRE_READER"][0].server
     host.event(READER, ps.READER_ATTACHED, server, ps.FLAG_FRESH)
     row_desc = ps.msg("T", b"\x00\x01log_note\x00" + bytes(18))
     host.backend(READER, row_desc + ps.error("25006", "cannot execute INSERT in a read-only transaction") + ps.rfq("I"))
     assert ps.tags(host.take_client()) == ""
-    assert ps.queries(host.take_sent(WRITER)) == ["SELECT log_note('hello')"]
+    assert ps.queries(host.take_sent(WRITER)) == ["/* route=reader */ SELECT log_note('hello')"]

@@ -6,8 +6,9 @@
 //! The host plays by the contract — it drains every action after each input, feeds back client
 //! bytes the session did not consume, answers ConnectWriter/AcquireReader with events, pools
 //! released readers — and checks after every action:
-//! - byte accounting: on the client stream and on every backend stream, forwarded + discarded
-//!   never exceeds what was fed (an action never covers bytes the host does not have);
+//! - byte accounting (`polarsplit::host::Streams`, the contract's reference implementation): on
+//!   the client stream and on every backend stream, forwarded + discarded never exceeds what was
+//!   fed (an action never covers bytes the host does not have);
 //! - stream integrity: engine-built bytes (SendClient, SendBackend) are whole, well-framed
 //!   messages, start at a message boundary of the stream they go into, and no message reaches
 //!   the client interleaved with another; nothing reaches the client after CloseClient;
@@ -19,11 +20,12 @@
 //! - the drain rule: an input while actions are pending is refused and changes nothing;
 //! - determinism: the same input yields the same action sequence twice.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use polarsplit::config::ConfigBuilder;
+use polarsplit::host::Streams;
 use polarsplit::protocol::framer::frame;
 use polarsplit::protocol::frontend::FrontendMessage;
 use polarsplit::protocol::startup::StartupPacket;
@@ -31,6 +33,9 @@ use polarsplit::protocol::{Limits, Lsn};
 use polarsplit::protocol::{LsnField, Marker, TxStatus};
 use polarsplit::session::{Action, BackendFact, ClientInfo, ConnId, Event, Session, SessionError};
 use polarsplit::Engine;
+use polarsplit_test_support::be::{self, Column};
+use polarsplit_test_support::contains;
+use polarsplit_test_support::fe::{self, msg};
 
 use super::input::Input;
 
@@ -189,12 +194,9 @@ impl Framing {
     }
 }
 
+/// What the host knows of one backend connection besides its bytes (those are in `Streams`).
 #[derive(Debug, Default)]
 struct Conn {
-    /// Bytes received from the server, fed to the session, not covered by an action yet.
-    pending: VecDeque<u8>,
-    fed: u64,
-    acted: u64,
     /// What the host sent to the server after its startup packet.
     sent: Framing,
     open: bool,
@@ -214,9 +216,10 @@ struct Host {
 struct State {
     /// Client bytes received by the host and not yet consumed by the session.
     client_backlog: Vec<u8>,
-    client_pending: VecDeque<u8>,
-    client_fed: u64,
-    client_acted: u64,
+    /// The bytes fed to the session and not yet covered by an action, per stream. With facts
+    /// input a backend stream holds one placeholder byte per message fed as a fact (the
+    /// engine then forwards and discards by message count).
+    streams: Streams,
     /// Every client byte the session consumed (what the engine may legitimately echo).
     client_all: Vec<u8>,
     to_client: Framing,
@@ -234,24 +237,9 @@ struct State {
     facts: bool,
 }
 
-fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
-    let mut v = vec![tag];
-    v.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
-    v.extend_from_slice(body);
-    v
-}
-
-fn cstr(parts: &[&[u8]]) -> Vec<u8> {
-    let mut v = Vec::new();
-    for p in parts {
-        v.extend_from_slice(p);
-        v.push(0);
-    }
-    v
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+/// Bytes of the fuzz input as text (they name fixed, ASCII choices).
+fn text(b: &[u8]) -> &str {
+    std::str::from_utf8(b).expect("ASCII")
 }
 
 /// Matches one fixed hidden statement (W-4) at the start of `p`: its length.
@@ -541,37 +529,22 @@ impl State {
         );
     }
 
-    fn take_client(&mut self, n: usize, what: &str) -> Vec<u8> {
-        assert!(
-            n <= self.client_pending.len(),
-            "{what} {n} client bytes, only {} fed and not yet acted on",
-            self.client_pending.len()
-        );
-        self.client_acted += n as u64;
-        self.client_pending.drain(..n).collect()
+    /// Carries out a byte action on the streams (panics where it covers bytes the host does
+    /// not have); returns the bytes it moved to their destination.
+    fn carry(&mut self, a: &Action<'_>) -> Vec<u8> {
+        if let Err(e) = self.streams.apply(a) {
+            panic!("{e}");
+        }
+        match *a {
+            Action::ForwardClient { conn, .. } | Action::SendBackend { conn, .. } => {
+                std::mem::take(&mut self.streams.backend(conn).sent)
+            }
+            _ => std::mem::take(&mut self.streams.to_client),
+        }
     }
 
-    fn take_backend(&mut self, c: ConnId, n: usize, what: &str) -> Vec<u8> {
-        let facts = self.facts;
-        let conn = self.conn_mut(c);
-        if facts {
-            // `pending` holds one placeholder byte per message fed as a fact.
-            assert!(
-                n <= conn.pending.len(),
-                "{what} {n} messages of connection {c}, only {} fed and not yet acted on",
-                conn.pending.len()
-            );
-            conn.acted += n as u64;
-            conn.pending.drain(..n);
-            return Vec::new();
-        }
-        assert!(
-            n <= conn.pending.len(),
-            "{what} {n} bytes of connection {c}, only {} fed and not yet acted on",
-            conn.pending.len()
-        );
-        conn.acted += n as u64;
-        conn.pending.drain(..n).collect()
+    fn client_acted(&self) -> u64 {
+        self.streams.client_forwarded + self.streams.client_discarded
     }
 
     fn send_to_client(&mut self, bytes: &[u8], owner: Option<ConnId>) {
@@ -613,26 +586,26 @@ impl State {
                 check_startup(startup, true);
                 self.acquire = Some((server, key_of(&key)));
             }
-            Action::ForwardClient { conn, n } => {
+            Action::ForwardClient { conn, .. } => {
                 self.assert_open(conn, "ForwardClient");
-                let b = self.take_client(n, "ForwardClient");
+                let b = self.carry(a);
                 self.conn_mut(conn).sent.feed(&b, None);
             }
-            Action::DiscardClient { n } => {
-                self.take_client(n, "DiscardClient");
+            Action::DiscardClient { .. } => {
+                self.carry(a);
             }
             Action::SendBackend { conn, bytes } => {
                 self.assert_open(conn, "SendBackend");
-                let c = self.conn_mut(conn);
                 assert!(
-                    c.sent.at_boundary(),
+                    self.conn_mut(conn).sent.at_boundary(),
                     "SendBackend inside a message being forwarded to {conn}"
                 );
-                c.sent.feed(bytes, None);
+                let b = self.carry(a);
+                self.conn_mut(conn).sent.feed(&b, None);
                 check_send_backend(bytes, &self.client_all);
             }
-            Action::ForwardBackend { conn, n } => {
-                let b = self.take_backend(conn, n, "ForwardBackend");
+            Action::ForwardBackend { conn, .. } => {
+                let b = self.carry(a);
                 if self.facts {
                     // Whole messages the host holds: the client stream stays framed.
                     assert!(
@@ -644,8 +617,8 @@ impl State {
                     self.send_to_client(&b, Some(conn));
                 }
             }
-            Action::DiscardBackend { conn, n } => {
-                self.take_backend(conn, n, "DiscardBackend");
+            Action::DiscardBackend { .. } => {
+                self.carry(a);
             }
             Action::SendClient { bytes } => {
                 assert!(
@@ -660,7 +633,8 @@ impl State {
                         .expect("engine-built client bytes are whole messages");
                     rest = &rest[f.wire_len..];
                 }
-                self.send_to_client(bytes, None);
+                let b = self.carry(a);
+                self.send_to_client(&b, None);
             }
             Action::ReleaseReader { conn, needs_reset } => {
                 assert_ne!(conn, WRITER, "the writer released as a reader");
@@ -714,12 +688,16 @@ impl Host {
         for (id, c) in &self.st.conns {
             if c.pooled.is_some() {
                 assert!(
-                    c.pending.is_empty(),
+                    self.st
+                        .streams
+                        .backends
+                        .get(id)
+                        .is_none_or(|b| b.pending.is_empty()),
                     "released reader {id} still has unacted bytes"
                 );
             }
         }
-        assert!(self.st.client_acted <= self.st.client_fed);
+        assert!(self.st.client_acted() <= self.st.streams.client_fed);
     }
 
     fn result(&mut self, what: &str, r: Result<(), SessionError>) {
@@ -760,12 +738,10 @@ impl Host {
         assert!(consumed <= backlog.len());
         if matches!(r, Err(SessionError::Protocol { .. })) {
             // Bytes after the violation are not the session's business; count what it saw.
-            self.st.client_pending.extend(&backlog);
-            self.st.client_fed += backlog.len() as u64;
+            self.st.streams.fed_client(&backlog);
             self.st.client_all.extend_from_slice(&backlog);
         } else {
-            self.st.client_pending.extend(&backlog[..consumed]);
-            self.st.client_fed += consumed as u64;
+            self.st.streams.fed_client(&backlog[..consumed]);
             if self.st.client_all.len() < 1 << 18 {
                 self.st.client_all.extend_from_slice(&backlog[..consumed]);
             }
@@ -787,9 +763,8 @@ impl Host {
                 | SessionError::Closed
                 | SessionError::ActionsPending)
         ) {
-            let c = self.st.conn_mut(conn);
-            c.pending.extend(bytes);
-            c.fed += bytes.len() as u64;
+            self.st.conn_mut(conn);
+            self.st.streams.fed_backend(conn, bytes);
         }
         self.result("backend", r);
         self.drain(stop_after);
@@ -802,9 +777,8 @@ impl Host {
         // Taken: accepted, or it broke the protocol and ended the session (a refused fact, or
         // one for a closed session, was not taken).
         if r.is_ok() || (!was_closed && self.session.is_closed()) {
-            let c = self.st.conn_mut(conn);
-            c.pending.push_back(0);
-            c.fed += 1;
+            self.st.conn_mut(conn);
+            self.st.streams.fed_backend(conn, &[0]);
         }
         self.result("fact", r);
         self.drain(stop_after);
@@ -846,69 +820,63 @@ fn client_bytes(inp: &mut Input<'_>, out: &mut Vec<u8>) {
     match inp.u8() % 16 {
         0..=3 => {
             let sql = *inp.pick(SQL);
-            out.extend(msg(b'Q', &cstr(&[sql.as_bytes()])));
+            out.extend(fe::query(sql));
         }
         4 => {
             // Query with fuzzer text (not necessarily UTF-8, maybe with NULs).
             let text = inp.chunk(64);
-            out.extend(msg(b'Q', &cstr(&[text])));
+            out.extend(fe::query_bytes(text));
         }
         5 => {
             // An extended batch: Parse/Bind/Describe/Execute/Sync, named or not.
             let named = inp.bool();
             let sql = *inp.pick(SQL);
-            let name: &[u8] = if named { b"s1" } else { b"" };
-            let mut p = cstr(&[name, sql.as_bytes()]);
-            p.extend_from_slice(&0i16.to_be_bytes());
-            out.extend(msg(b'P', &p));
-            let mut b = cstr(&[b"", name]);
-            b.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
-            out.extend(msg(b'B', &b));
-            out.extend(msg(b'D', b"P\0"));
-            let mut e = cstr(&[b""]);
-            e.extend_from_slice(&0i32.to_be_bytes());
-            out.extend(msg(b'E', &e));
+            let name = if named { "s1" } else { "" };
+            out.extend(fe::parse(name, sql));
+            out.extend(fe::bind("", name));
+            out.extend(fe::describe(true, ""));
+            out.extend(fe::execute(""));
             if inp.u8() % 4 != 0 {
-                out.extend(msg(b'S', b""));
+                out.extend(fe::sync());
             }
         }
         6 => out.extend(msg(*inp.pick(b"SHXcd"), b"")),
         7 => {
-            let len = inp.chunk(32);
-            out.extend(msg(b'd', len));
+            out.extend(fe::copy_data(inp.chunk(32)));
         }
-        8 => out.extend(msg(b'f', b"no\0")),
+        8 => out.extend(fe::copy_fail("no")),
         9 => {
             // PasswordMessage / SASL response with a recognisable secret.
-            out.extend(msg(b'p', b"hunter2-SECRET\0"));
+            out.extend(fe::password(b"hunter2-SECRET"));
         }
         10 => {
             // A startup-phase packet.
-            let code: u32 = *inp.pick(&[196_608, 80_877_103, 80_877_104, 80_877_102, 131_072]);
-            let mut body = code.to_be_bytes().to_vec();
+            let code: u32 = *inp.pick(&[
+                fe::PROTOCOL_3_0,
+                fe::SSL_REQUEST_CODE,
+                fe::GSSENC_REQUEST_CODE,
+                fe::CANCEL_REQUEST_CODE,
+                131_072,
+            ]);
             match code {
-                196_608 => {
+                fe::PROTOCOL_3_0 => {
                     let user = *inp.pick(USERS);
-                    body.extend(cstr(&[b"user", user, b"database", b"db"]));
+                    let mut params = vec![("user", text(user)), ("database", "db")];
                     if inp.bool() {
-                        body.extend(cstr(&[b"_polar_proxy_send_lsn", b"1"]));
+                        params.push(("_polar_proxy_send_lsn", "1"));
                     }
                     if inp.bool() {
-                        body.extend(cstr(&[
-                            b"options",
-                            b"-c default_transaction_isolation=serializable",
-                        ]));
+                        params.push(("options", "-c default_transaction_isolation=serializable"));
                     }
-                    body.push(0);
+                    out.extend(fe::startup(&params));
                 }
-                80_877_102 => {
-                    body.extend_from_slice(&7i32.to_be_bytes());
+                fe::CANCEL_REQUEST_CODE => {
+                    let mut body = 7i32.to_be_bytes().to_vec();
                     body.extend_from_slice(inp.bytes(8));
+                    out.extend(fe::untagged(code, &body));
                 }
-                _ => {}
+                _ => out.extend(fe::untagged(code, &[])),
             }
-            out.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
-            out.extend(body);
         }
         11 => {
             // A header declaring a large body, then part of it.
@@ -918,7 +886,7 @@ fn client_bytes(inp: &mut Input<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(&len.to_be_bytes());
             out.extend_from_slice(inp.chunk(256));
         }
-        12 => out.extend(msg(b'F', &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0])),
+        12 => out.extend(fe::function_call(1)),
         _ => out.extend_from_slice(inp.chunk(128)),
     }
 }
@@ -949,55 +917,45 @@ fn rfq_body(inp: &mut Input<'_>) -> Vec<u8> {
 /// Builds one backend message (or raw bytes) from the input.
 fn backend_bytes(inp: &mut Input<'_>, out: &mut Vec<u8>) {
     match inp.u8() % 24 {
-        0 => out.extend(msg(b'R', &0i32.to_be_bytes())),
+        0 => out.extend(be::auth_ok()),
         1 => {
             let code: i32 = *inp.pick(&[3, 5, 10, 11, 12, 7, 99]);
-            let mut b = code.to_be_bytes().to_vec();
-            b.extend_from_slice(inp.chunk(24));
-            out.extend(msg(b'R', &b));
+            out.extend(be::auth(code, inp.chunk(24)));
         }
-        2 => out.extend(msg(b'S', &cstr(&[b"in_hot_standby", b"off"]))),
-        3 => out.extend(msg(b'K', &[0, 0, 0, 7, 0, 0, 0, 8])),
+        2 => out.extend(be::param_status("in_hot_standby", "off")),
+        3 => out.extend(be::backend_key(7, 8)),
         4..=7 => out.extend(msg(b'Z', &rfq_body(inp))),
         8 | 9 => {
             let tag = *inp.pick(TAGS);
-            out.extend(msg(b'C', &cstr(&[tag.as_bytes()])));
+            out.extend(be::command_complete(tag));
         }
-        10 => out.extend(msg(
-            b'T',
-            &[
-                0, 1, b'c', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-            ],
-        )),
+        10 => out.extend(be::row_description(&[Column::untyped("c")])),
         11 => {
             let n = inp.below(8);
             for _ in 0..n {
-                out.extend(msg(b'D', &[0, 1, 0, 0, 0, 1, b'7']));
+                out.extend(be::data_row(&[Some("7")]));
             }
         }
         12 | 13 => {
             let sev = *inp.pick(SEVERITIES);
+            let sev = text(sev);
             let code = *inp.pick(SQLSTATES);
-            let mut b = cstr(&[&[&b"S"[..], sev].concat(), &[&b"V"[..], sev].concat()]);
-            b.extend(cstr(&[&[b"C", code.as_bytes()].concat(), b"Mboom"]));
+            let mut f = vec![(b'S', sev), (b'V', sev), (b'C', code), (b'M', "boom")];
             if code == "72000" {
-                b.extend(cstr(&[
-                    b"Dpolar_proxy_lsn_wait_timeout",
-                    b"Rpolar_proxy_wait_for_lsn",
-                ]));
+                f.push((b'D', "polar_proxy_lsn_wait_timeout"));
+                f.push((b'R', "polar_proxy_wait_for_lsn"));
             }
-            b.push(0);
-            out.extend(msg(b'E', &b));
+            out.extend(be::fields(false, &f));
         }
-        14 => out.extend(msg(b'N', b"SWARNING\0C01000\0Mnote\0\0")),
+        14 => out.extend(be::fields(
+            true,
+            &[(b'S', "WARNING"), (b'C', "01000"), (b'M', "note")],
+        )),
         15 => out.extend(msg(*inp.pick(b"123nsIc"), b"")),
-        16 => out.extend(msg(b'G', &[0, 0, 0])),
-        17 => out.extend(msg(b'H', &[0, 0, 0])),
-        18 => {
-            let d = inp.chunk(16);
-            out.extend(msg(b'd', d));
-        }
-        19 => out.extend(msg(b'A', &[0, 0, 0, 1, b'c', 0, b'p', 0])),
+        16 => out.extend(be::copy_response(b'G', 0)),
+        17 => out.extend(be::copy_response(b'H', 0)),
+        18 => out.extend(be::copy_data(inp.chunk(16))),
+        19 => out.extend(be::notification(1, "c", "p")),
         20 => {
             // A header declaring a large body, then part of it.
             let t = *inp.pick(b"DTdZCEKRA");
@@ -1006,7 +964,7 @@ fn backend_bytes(inp: &mut Input<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(&len.to_be_bytes());
             out.extend_from_slice(inp.chunk(256));
         }
-        21 => out.extend(msg(b't', &[0, 0])),
+        21 => out.extend(be::parameter_description(&[])),
         _ => out.extend_from_slice(inp.chunk(64)),
     }
 }
@@ -1143,9 +1101,7 @@ fn run_once(data: &[u8]) -> String {
         session,
         st: State {
             client_backlog: Vec::new(),
-            client_pending: VecDeque::new(),
-            client_fed: 0,
-            client_acted: 0,
+            streams: Streams::new(),
             client_all: Vec::new(),
             to_client: Framing::default(),
             client_closed: false,
@@ -1162,12 +1118,7 @@ fn run_once(data: &[u8]) -> String {
 
     // Usually start from a connected, authenticated session.
     if inp.u8() % 4 != 0 {
-        let mut s = 196_608u32.to_be_bytes().to_vec();
-        s.extend(cstr(&[b"user", b"app", b"database", b"db"]));
-        s.push(0);
-        let mut p = ((s.len() + 4) as u32).to_be_bytes().to_vec();
-        p.extend(s);
-        h.feed_client(&p, None);
+        h.feed_client(&fe::startup_plain("app", "db"), None);
         h.event(WRITER, Event::WriterConnected, None);
         if h.st.facts {
             h.feed_fact(WRITER, BackendFact::Other { tag: b'R' }, None);
@@ -1178,11 +1129,9 @@ fn run_once(data: &[u8]) -> String {
             };
             h.feed_fact(WRITER, rfq, None);
         } else {
-            let mut auth = msg(b'R', &0i32.to_be_bytes());
-            auth.extend(msg(b'K', &[0, 0, 0, 7, 0, 0, 0, 8]));
-            let mut z = vec![b'I'];
-            z.extend_from_slice(&0x1000u64.to_be_bytes());
-            auth.extend(msg(b'Z', &z));
+            let mut auth = be::auth_ok();
+            auth.extend(be::backend_key(7, 8));
+            auth.extend(be::rfq(b'I', Some(0x1000), None));
             h.feed_backend(WRITER, &auth, None);
         }
     }

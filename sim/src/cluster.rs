@@ -24,6 +24,13 @@ pub(crate) struct Server {
     pub lag_pinned: bool,
     pub rng_lag: Rng,
     pub injections: VecDeque<Injection>,
+    /// SIGSTOP: until then the server reads, answers and replays nothing.
+    pub frozen_until: Option<u64>,
+    /// After a restart: connections are refused with 57P03 until then.
+    pub starting_until: Option<u64>,
+    /// After a crash restart: redo from the restart point, `redo_bytes_per_ms` from `since`,
+    /// until it catches up with the lag model again.
+    pub redo: Option<(Lsn, u64)>,
 }
 
 /// What a host can learn about a server.
@@ -118,6 +125,9 @@ impl Cluster {
                 lag_pinned: false,
                 rng_lag,
                 injections: VecDeque::new(),
+                frozen_until: None,
+                starting_until: None,
+                redo: None,
             });
         }
         Cluster {
@@ -212,6 +222,14 @@ impl Cluster {
         {
             consider((now / lci + 1) * lci);
         }
+        for s in &self.servers {
+            s.frozen_until.into_iter().for_each(&mut consider);
+            s.starting_until.into_iter().for_each(&mut consider);
+            if s.redo.is_some() {
+                // Redo moves the replay position by itself: look again soon.
+                consider(now + 5);
+            }
+        }
         for c in self.conns.values() {
             let Some(w) = c.running.as_ref().and_then(|r| r.wait.as_ref()) else {
                 continue;
@@ -239,6 +257,7 @@ impl Cluster {
 
     /// Runs everything due at `now` until nothing changes.
     pub(crate) fn process_now(&mut self) {
+        self.thaw();
         loop {
             self.refresh_replays();
             let mut progress = false;
@@ -284,19 +303,57 @@ impl Cluster {
         }
     }
 
+    /// Frozen servers whose time has come resume: their connections work through the input
+    /// that waited; a restarted server whose startup is over accepts connections.
+    fn thaw(&mut self) {
+        let now = self.now;
+        for i in 0..self.servers.len() {
+            if self.servers[i].starting_until.is_some_and(|t| t <= now) {
+                self.servers[i].starting_until = None;
+            }
+            if self.servers[i].frozen_until.is_none_or(|t| t > now) {
+                continue;
+            }
+            self.servers[i].frozen_until = None;
+            let id = self.servers[i].id;
+            self.log(Event::ServerThawed { server: id });
+            let ids = self.open_conns_of(id);
+            self.refresh_replays();
+            for cid in ids {
+                let mut c = self.conns.remove(&cid).expect("listed");
+                self.ingest(&mut c);
+                self.run(&mut c);
+                self.conns.insert(cid, c);
+            }
+        }
+    }
+
     /// Replay positions at `now` with each reader's current lag (never backwards).
     pub(crate) fn refresh_replays(&mut self) {
         let now = self.now;
         for i in 0..self.servers.len() {
             let s = &self.servers[i];
-            if s.role != Role::Reader || !s.up {
+            if s.role != Role::Reader || !s.up || s.frozen_until.is_some() {
                 continue;
             }
             let Some(t) = now.checked_sub(s.lag_ms) else {
                 continue;
             };
-            let l = self.store.flushed_at(t);
+            let mut l = self.store.flushed_at(t);
             let s = &mut self.servers[i];
+            if let Some((from, since)) = s.redo {
+                // Redo after a crash: at its own pace until it has caught up.
+                let redone = Lsn(from.0.saturating_add(
+                    self.cfg
+                        .redo_bytes_per_ms
+                        .saturating_mul(now.saturating_sub(since)),
+                ));
+                if redone < l {
+                    l = redone;
+                } else {
+                    s.redo = None;
+                }
+            }
             if l > s.replay {
                 s.replay = l;
             }
@@ -440,8 +497,10 @@ impl Cluster {
             return Err(SimError::Closed(conn));
         }
         c.inbuf.extend_from_slice(bytes);
-        self.ingest(&mut c);
-        self.run(&mut c);
+        if self.servers[c.server.0 as usize].frozen_until.is_none() {
+            self.ingest(&mut c);
+            self.run(&mut c);
+        }
         self.conns.insert(conn, c);
         self.process_now();
         Ok(())
@@ -452,10 +511,13 @@ impl Cluster {
         let Some(c) = self.conns.get_mut(&conn) else {
             return Vec::new();
         };
-        let end = c.out.len().min(c.out_pos.saturating_add(max));
+        if self.servers[c.server.0 as usize].frozen_until.is_some() {
+            return Vec::new();
+        }
+        let end = c.visible_end().min(c.out_pos.saturating_add(max));
         let v = c.out[c.out_pos..end].to_vec();
         c.out_pos = end;
-        if c.out_pos == c.out.len() {
+        if c.out_pos == c.out.len() && c.hold_from.is_none() {
             c.out.clear();
             c.out_pos = 0;
         }
@@ -468,7 +530,13 @@ impl Cluster {
 
     /// Bytes sent and not yet read.
     pub fn pending_output(&self, conn: ConnId) -> usize {
-        self.conns.get(&conn).map_or(0, |c| c.out.len() - c.out_pos)
+        self.conns.get(&conn).map_or(0, |c| {
+            if self.servers[c.server.0 as usize].frozen_until.is_some() {
+                0
+            } else {
+                c.visible_end() - c.out_pos
+            }
+        })
     }
 
     /// End of stream: the server closed the connection and every byte it sent was read
@@ -506,6 +574,15 @@ impl Cluster {
     /// The BackendKeyData (process id, secret) of a connection, for CancelRequest.
     pub fn backend_key(&self, conn: ConnId) -> Option<(i32, u32)> {
         self.conns.get(&conn).map(|c| (c.pid, c.secret))
+    }
+
+    /// Open connections of one server, in id order.
+    pub(crate) fn open_conns_of(&self, id: ServerId) -> Vec<ConnId> {
+        self.conns
+            .values()
+            .filter(|c| c.server == id && !c.is_closed())
+            .map(|c| c.id)
+            .collect()
     }
 
     /// Open (not closed) connections, in id order.
@@ -548,15 +625,10 @@ impl Cluster {
     /// accepts no writes (its flushed WAL still reaches readers).
     pub fn stop_server(&mut self, id: ServerId) -> Result<(), SimError> {
         self.server_check(id)?;
-        let ids: Vec<ConnId> = self
-            .conns
-            .values()
-            .filter(|c| c.server == id && !c.is_closed())
-            .map(|c| c.id)
-            .collect();
+        let ids = self.open_conns_of(id);
         for cid in ids {
             let mut c = self.conns.remove(&cid).expect("listed");
-            crate::exec::send_fatal(
+            crate::server::send_fatal(
                 &mut c,
                 "57P01",
                 "terminating connection due to administrator command",
@@ -596,6 +668,92 @@ impl Cluster {
     pub fn restart_server(&mut self, id: ServerId) -> Result<(), SimError> {
         self.stop_server(id)?;
         self.start_server(id)
+    }
+
+    /// `kill -9` of a reader and its restart (R-1a): every connection drops without a word,
+    /// the server refuses connections with 57P03 for `startup_refusal_ms`, then accepts
+    /// reads while it redoes WAL from `restart_point` (at most its replay position before the
+    /// crash) at `redo_bytes_per_ms` — serving a past it had already replayed.
+    pub fn crash_restart_reader(
+        &mut self,
+        id: ServerId,
+        restart_point: Lsn,
+    ) -> Result<(), SimError> {
+        let refusal = self.cfg.startup_refusal_ms;
+        self.crash_restart_reader_for(id, restart_point, refusal)
+    }
+
+    /// [`Cluster::crash_restart_reader`] with a startup of `refusal_ms` (0: it accepts
+    /// connections again at once — a restart a monitor may never see).
+    pub fn crash_restart_reader_for(
+        &mut self,
+        id: ServerId,
+        restart_point: Lsn,
+        refusal_ms: u64,
+    ) -> Result<(), SimError> {
+        self.reader_check(id)?;
+        let ids = self.open_conns_of(id);
+        for cid in ids {
+            let mut c = self.conns.remove(&cid).expect("listed");
+            c.out.clear();
+            c.out_pos = 0;
+            self.close_conn(&mut c, CloseReason::Killed);
+            self.conns.insert(cid, c);
+        }
+        self.refresh_replays();
+        let now = self.now;
+        let refusal = refusal_ms;
+        let s = &mut self.servers[id.0 as usize];
+        let before = s.replay;
+        let point = restart_point.min(before);
+        s.replay = point;
+        s.redo = Some((point, now + refusal));
+        s.starting_until = (refusal > 0).then_some(now + refusal);
+        s.frozen_until = None;
+        self.log(Event::ReaderCrashRestarted {
+            server: id,
+            replay_before: before,
+            restart_point: point,
+        });
+        self.process_now();
+        Ok(())
+    }
+
+    /// SIGSTOP of a server until `until` (then SIGCONT): it reads, answers and replays nothing
+    /// meanwhile; bytes sent to it wait; connects are accepted but not answered.
+    pub fn freeze(&mut self, id: ServerId, until: u64) -> Result<(), SimError> {
+        self.server_check(id)?;
+        self.refresh_replays();
+        self.servers[id.0 as usize].frozen_until = Some(until.max(self.now + 1));
+        self.log(Event::ServerFrozen { server: id, until });
+        Ok(())
+    }
+
+    /// Whether a server is frozen now.
+    pub fn is_frozen(&self, id: ServerId) -> bool {
+        self.servers
+            .get(id.0 as usize)
+            .is_some_and(|s| s.frozen_until.is_some())
+    }
+
+    /// Whether a server accepts connections now (up, not frozen, not starting up).
+    pub fn accepts_connections(&self, id: ServerId) -> bool {
+        self.servers
+            .get(id.0 as usize)
+            .is_some_and(|s| s.up && s.frozen_until.is_none() && s.starting_until.is_none())
+    }
+
+    /// The client the host last said connection `conn` serves.
+    pub fn owner_of(&self, conn: ConnId) -> Option<u64> {
+        self.conns.get(&conn).and_then(|c| c.owner)
+    }
+
+    /// Says which client a connection serves now (`None`: nobody), so that statements record
+    /// the state of that client's writer connection next to their own (S-5 ground truth).
+    pub fn set_owner(&mut self, conn: ConnId, owner: Option<u64>) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.owner = owner;
+        }
     }
 
     /// Arms an error for the next matching statement of a connection or server.

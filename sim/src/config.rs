@@ -91,6 +91,17 @@ pub struct ClusterConfig {
     pub default_wait_timeout_ms: u64,
     /// What every server reports as `server_version` (ParameterStatus and SHOW).
     pub server_version: String,
+    /// Hold the answers to extended-protocol messages until Sync or Flush, as a real backend
+    /// buffers them (off: every answer is readable at once, the model the CI scenarios were
+    /// counted with).
+    pub hold_until_flush: bool,
+    /// Record each statement's session state and that of its client's writer connection
+    /// (S-5; [`crate::history::StatementRecord::state`]).
+    pub record_session_state: bool,
+    /// How long a restarted reader refuses connections with 57P03 ("starting up").
+    pub startup_refusal_ms: u64,
+    /// How fast a restarted reader redoes WAL from its restart point, in bytes per ms.
+    pub redo_bytes_per_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -111,6 +122,10 @@ impl Default for ClusterConfig {
             missing_lsn_per_million: 0,
             default_wait_timeout_ms: 0,
             server_version: "15.8".to_string(),
+            hold_until_flush: false,
+            record_session_state: false,
+            startup_refusal_ms: 20,
+            redo_bytes_per_ms: 16,
         }
     }
 }

@@ -6,6 +6,7 @@
 use polarsplit::protocol::Lsn;
 
 use crate::config::{ConnId, Role, ServerId};
+use crate::session::SessionState;
 use crate::sql::Isolation;
 use crate::store::Xid;
 
@@ -132,6 +133,37 @@ pub enum Event {
         target: Option<ConnId>,
         effective: bool,
     },
+    /// SIGSTOP until `until`.
+    ServerFrozen {
+        server: ServerId,
+        until: u64,
+    },
+    /// SIGCONT: the server works through what waited.
+    ServerThawed {
+        server: ServerId,
+    },
+    /// `kill -9` and restart of a reader: it redoes WAL from `restart_point`, behind the
+    /// `replay_before` it had reached.
+    ReaderCrashRestarted {
+        server: ServerId,
+        replay_before: Lsn,
+        restart_point: Lsn,
+    },
+    /// A transaction that ran NOTIFY committed: the connections listening then.
+    Notify {
+        conn: ConnId,
+        pid: i32,
+        channel: String,
+        payload: String,
+        listeners: Vec<ConnId>,
+    },
+    /// A NotificationResponse was put on a connection's output.
+    NotificationSent {
+        conn: ConnId,
+        pid: i32,
+        channel: String,
+        payload: String,
+    },
 }
 
 impl Event {
@@ -212,6 +244,22 @@ pub struct StatementRecord {
     pub wait: Option<WaitRecord>,
     /// A write a reader refused.
     pub refused_write: bool,
+    /// With `ClusterConfig::record_session_state`: the session state it ran with (and left),
+    /// and that of its client's writer connection when it began.
+    pub state: Option<Box<StateRecord>>,
+}
+
+/// The session state a statement ran with (S-5) and its client's writer's at that moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateRecord {
+    /// The client the host said the connection serves.
+    pub owner: Option<u64>,
+    /// Before the statement ran, and after.
+    pub own: SessionState,
+    pub after: SessionState,
+    /// The client's writer connection: its state, and whether it was idle (no statement
+    /// running or queued — otherwise its state is between two of the client's statements).
+    pub writer: Option<(SessionState, bool)>,
 }
 
 /// The transaction a statement ran in.

@@ -65,6 +65,8 @@ pub(crate) const KNOWN_GUCS: &[(&str, &str, Option<&str>)] = &[
     ("intervalstyle", "postgres", Some("IntervalStyle")),
     ("lock_timeout", "0", None),
     ("role", "none", None),
+    // Reported, but computed (the session user): see `reported_params`.
+    ("session_authorization", "", None),
     ("search_path", "\"$user\", public", None),
     (
         "standard_conforming_strings",
@@ -84,7 +86,40 @@ pub(crate) const FIXED_GUCS: &[&str] = &[
     "integer_datetimes",
     "in_hot_standby",
     "is_superuser",
-    "session_authorization",
+];
+
+/// Settings `RESET ALL` leaves alone (PostgreSQL's `GUC_NO_RESET_ALL`; NOTES.md).
+pub(crate) const NO_RESET_ALL: &[&str] = &["role", "session_authorization"];
+
+/// Whether a role is a superuser: every user but the unprivileged roles of [`ROLES`].
+pub(crate) fn is_superuser(role: &str) -> bool {
+    !ROLES.iter().any(|(r, _, _)| *r != "app" && *r == role)
+}
+
+/// Whether `role` may read and write `kv`.
+pub(crate) fn may_use_kv(role: &str) -> bool {
+    ROLES
+        .iter()
+        .find(|(r, _, _)| *r == role)
+        .is_none_or(|(_, ok, _)| *ok)
+}
+
+/// Whether `user` may `SET ROLE role` (superusers may become anyone; others their groups).
+pub(crate) fn may_set_role(user: &str, role: &str) -> bool {
+    user == role
+        || is_superuser(user)
+        || ROLES
+            .iter()
+            .any(|(r, _, member_of)| *r == user && member_of.contains(&role))
+}
+
+/// The roles the simulated servers know: (name, may read and write `kv`, roles it is a member
+/// of). The login user `app` is a superuser (it may become any role).
+pub(crate) const ROLES: &[(&str, bool, &[&str])] = &[
+    ("app", true, &[]),
+    ("ru", true, &["rr"]),
+    ("rr", false, &[]),
+    ("nobody", false, &[]),
 ];
 
 pub(crate) fn known_default(name: &str) -> Option<&'static str> {
@@ -155,6 +190,8 @@ pub(crate) struct Tx {
     /// LOCK TABLE ran or an error happened: no RFQ marker for the rest of it (W-7).
     pub unsplittable: bool,
     pub gucs_at_start: Gucs,
+    /// NOTIFY (channel, payload) pairs sent at commit, each pair once.
+    pub notifies: Vec<(String, String)>,
 }
 
 impl Tx {
@@ -180,6 +217,7 @@ impl Tx {
             last_wal: None,
             unsplittable: false,
             gucs_at_start: gucs,
+            notifies: Vec::new(),
         }
     }
 
@@ -214,6 +252,15 @@ impl Tx {
     }
 }
 
+/// The session state of a connection at one moment (S-5): settings that differ from their
+/// defaults, `current_user`, `session_user`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionState {
+    pub settings: BTreeMap<String, String>,
+    pub current_user: String,
+    pub session_user: String,
+}
+
 /// A frontend message, owned.
 #[derive(Clone, Debug)]
 pub(crate) enum Inbound {
@@ -225,6 +272,8 @@ pub(crate) enum Inbound {
     Bind {
         portal: String,
         statement: String,
+        /// Parameter values (text format; `None` is NULL).
+        params: Vec<Option<String>>,
     },
     Describe {
         portal: bool,
@@ -232,6 +281,8 @@ pub(crate) enum Inbound {
     },
     Execute {
         portal: String,
+        /// Row limit (0: all rows).
+        max_rows: i32,
     },
     Sync,
     Flush,
@@ -275,6 +326,32 @@ pub(crate) struct Running {
     pub wait: Option<ActiveWait>,
     /// How the current statement's wait ended (set when it resumes).
     pub outcome: Option<(WaitOutcome, WaitRecord)>,
+    /// An Execute with a row limit: the portal and the limit (rows beyond it wait in the
+    /// portal behind PortalSuspended).
+    pub limit: Option<(String, usize)>,
+}
+
+/// A prepared statement: the text as parsed (with `$n` placeholders), the statement with
+/// placeholders read as 0 (for Describe), and how many parameters it takes.
+#[derive(Clone, Debug)]
+pub(crate) struct Prepared {
+    pub text: String,
+    pub stmt: Option<Parsed>,
+    pub params: usize,
+}
+
+/// A portal: the bound statement, and the rows of a suspended Execute still to send.
+#[derive(Clone, Debug)]
+pub(crate) struct Portal {
+    pub stmt: Option<Parsed>,
+    pub suspended: Option<Suspended>,
+}
+
+/// What a row-limited Execute left in its portal.
+#[derive(Clone, Debug)]
+pub(crate) struct Suspended {
+    pub rows: VecDeque<Vec<Option<String>>>,
+    pub sent: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,10 +385,18 @@ pub(crate) struct Conn {
     pub batch_open: bool,
     pub reported: BTreeMap<String, String>,
     pub injections: VecDeque<Injection>,
-    pub prepared: BTreeMap<String, Option<Parsed>>,
-    pub portals: BTreeMap<String, Option<Parsed>>,
+    pub prepared: BTreeMap<String, Prepared>,
+    pub portals: BTreeMap<String, Portal>,
     pub skip_until_sync: bool,
     pub advisory: BTreeSet<i64>,
+    /// LISTEN channels.
+    pub listening: BTreeSet<String>,
+    /// Notifications not yet sent: (notifying pid, channel, payload).
+    pub notifies: VecDeque<(i32, String, String)>,
+    /// Output from here on is held until Sync or Flush (`ClusterConfig::hold_until_flush`).
+    pub hold_from: Option<usize>,
+    /// Who the host says this connection serves (for the session-state ground truth).
+    pub owner: Option<u64>,
 }
 
 impl Conn {
@@ -341,6 +426,10 @@ impl Conn {
             portals: BTreeMap::new(),
             skip_until_sync: false,
             advisory: BTreeSet::new(),
+            listening: BTreeSet::new(),
+            notifies: VecDeque::new(),
+            hold_from: None,
+            owner: None,
         }
     }
 
@@ -370,6 +459,52 @@ impl Conn {
 
     pub fn is_closed(&self) -> bool {
         self.phase == Phase::Closed
+    }
+
+    /// The session user: `SET SESSION AUTHORIZATION`, else the login user.
+    pub fn session_user(&self) -> String {
+        match self.guc("session_authorization") {
+            Some(u) if !u.is_empty() => u.to_string(),
+            _ => self.user.clone(),
+        }
+    }
+
+    /// The current user: `SET ROLE`, else the session user.
+    pub fn current_user(&self) -> String {
+        match self.guc("role") {
+            Some(r) if !r.is_empty() && r != "none" => r.to_string(),
+            _ => self.session_user(),
+        }
+    }
+
+    /// Output a host may read: everything up to a held part.
+    pub fn visible_end(&self) -> usize {
+        self.hold_from.unwrap_or(self.out.len()).max(self.out_pos)
+    }
+
+    /// The session state a read runs with: every setting not at its default (the PolarDB
+    /// wait and import settings excluded: they are the engine's, per query), and the users.
+    pub fn state(&self) -> SessionState {
+        let mut settings = BTreeMap::new();
+        for (name, _) in self.gucs.session.iter().chain(self.gucs.local.iter()) {
+            if name.starts_with("polar_") || NO_RESET_ALL.contains(&name.as_str()) {
+                continue;
+            }
+            settings.insert(name.clone(), self.guc_or_default(name));
+        }
+        for (name, v) in &self.startup_gucs {
+            if !name.starts_with("polar_") && !NO_RESET_ALL.contains(&name.as_str()) {
+                settings
+                    .entry(name.clone())
+                    .or_insert_with(|| self.guc(name).unwrap_or(v).to_string());
+            }
+        }
+        settings.retain(|name, v| known_default(name) != Some(v.as_str()));
+        SessionState {
+            settings,
+            current_user: self.current_user(),
+            session_user: self.session_user(),
+        }
     }
 }
 

@@ -105,6 +105,23 @@ pub enum Func {
     LastWalReplayLsn,
     IsInRecovery,
     TxidCurrent,
+    /// `current_user` (no parentheses in SQL).
+    CurrentUser,
+    /// `session_user`.
+    SessionUser,
+    /// `current_setting('name'[, missing_ok])`.
+    CurrentSetting {
+        name: String,
+        missing_ok: bool,
+    },
+    /// A user function (`LANGUAGE sql`) that runs `set_config('app.tenant', $1, false)`: the
+    /// row-level-security tenant pattern (S-6).
+    SetTenant(String),
+    /// `pg_notify('channel', 'payload')`.
+    PgNotify {
+        channel: String,
+        payload: String,
+    },
 }
 
 impl Func {
@@ -120,6 +137,11 @@ impl Func {
             Func::LastWalReplayLsn => "pg_last_wal_replay_lsn",
             Func::IsInRecovery => "pg_is_in_recovery",
             Func::TxidCurrent => "txid_current",
+            Func::CurrentUser => "current_user",
+            Func::SessionUser => "session_user",
+            Func::CurrentSetting { .. } => "current_setting",
+            Func::SetTenant(_) => "set_tenant",
+            Func::PgNotify { .. } => "pg_notify",
         }
     }
 }
@@ -171,6 +193,19 @@ pub enum Stmt {
     Lock(LockMode),
     CreateTemp,
     DiscardAll,
+    Listen(String),
+    /// `UNLISTEN channel`; `None` is `UNLISTEN *`.
+    Unlisten(Option<String>),
+    Notify {
+        channel: String,
+        payload: String,
+    },
+    /// `DEALLOCATE [PREPARE] name`; `None` is `DEALLOCATE ALL`.
+    Deallocate(Option<String>),
+    /// `SET ROLE name` (`None`: `SET ROLE NONE`, `RESET ROLE`).
+    SetRole(Option<String>),
+    /// `SET SESSION AUTHORIZATION name` (`None`: `DEFAULT`, `RESET SESSION AUTHORIZATION`).
+    SetSessionAuthorization(Option<String>),
 }
 
 impl Stmt {
@@ -576,6 +611,12 @@ impl P {
             "reset" => {
                 if self.eat_kw("all") {
                     Ok(Stmt::Reset(None))
+                } else if self.is_kw("role") && self.toks.len() == self.pos + 1 {
+                    self.pos += 1;
+                    Ok(Stmt::SetRole(None))
+                } else if self.eat_kw("session") {
+                    self.kw("authorization")?;
+                    Ok(Stmt::SetSessionAuthorization(None))
                 } else {
                     Ok(Stmt::Reset(Some(self.dotted_name()?)))
                 }
@@ -647,6 +688,31 @@ impl P {
             "discard" => {
                 self.kw("all")?;
                 Ok(Stmt::DiscardAll)
+            }
+            "listen" => Ok(Stmt::Listen(self.ident()?)),
+            "unlisten" => {
+                if self.eat_sym('*') {
+                    Ok(Stmt::Unlisten(None))
+                } else {
+                    Ok(Stmt::Unlisten(Some(self.ident()?)))
+                }
+            }
+            "notify" => {
+                let channel = self.ident()?;
+                let payload = if self.eat_sym(',') {
+                    self.string()?
+                } else {
+                    String::new()
+                };
+                Ok(Stmt::Notify { channel, payload })
+            }
+            "deallocate" => {
+                self.eat_kw("prepare");
+                if self.eat_kw("all") {
+                    Ok(Stmt::Deallocate(None))
+                } else {
+                    Ok(Stmt::Deallocate(Some(self.ident()?)))
+                }
             }
             _ => {
                 self.pos -= 1;
@@ -732,10 +798,30 @@ impl P {
             return Ok(Stmt::SetTransaction(self.tx_modes()?));
         }
         let local = self.eat_kw("local");
-        if !local && self.eat_kw("session") && self.eat_kw("characteristics") {
-            self.kw("as")?;
-            self.kw("transaction")?;
-            return Ok(Stmt::SetSessionCharacteristics(self.tx_modes()?));
+        if !local && self.is_kw("session") {
+            self.pos += 1;
+            if self.eat_kw("authorization") {
+                if self.eat_kw("default") {
+                    return Ok(Stmt::SetSessionAuthorization(None));
+                }
+                return Ok(Stmt::SetSessionAuthorization(Some(self.role_name()?)));
+            }
+            if self.eat_kw("characteristics") {
+                self.kw("as")?;
+                self.kw("transaction")?;
+                return Ok(Stmt::SetSessionCharacteristics(self.tx_modes()?));
+            }
+        }
+        if !local
+            && self.is_kw("role")
+            && !matches!(self.toks.get(self.pos + 1), Some(Tok::Sym('=')) | None)
+            && !matches!(self.toks.get(self.pos + 1), Some(Tok::Word(w)) if w == "to")
+        {
+            self.pos += 1;
+            if self.eat_kw("none") {
+                return Ok(Stmt::SetRole(None));
+            }
+            return Ok(Stmt::SetRole(Some(self.role_name()?)));
         }
         if self.is_kw("time")
             && matches!(self.toks.get(self.pos + 1), Some(Tok::Word(w)) if w == "zone")
@@ -827,6 +913,11 @@ impl P {
             _ => return Err(self.err()),
         };
         self.pos += 1;
+        match name.as_str() {
+            "current_user" | "current_role" => return Ok(Stmt::SelectFunc(Func::CurrentUser)),
+            "session_user" => return Ok(Stmt::SelectFunc(Func::SessionUser)),
+            _ => {}
+        }
         self.sym('(')?;
         let f = match name.as_str() {
             "nextval" => Func::Nextval(self.regclass()?),
@@ -854,6 +945,27 @@ impl P {
             "pg_last_wal_replay_lsn" => Func::LastWalReplayLsn,
             "pg_is_in_recovery" => Func::IsInRecovery,
             "txid_current" => Func::TxidCurrent,
+            "current_setting" => {
+                let name = self.string()?.to_ascii_lowercase();
+                let missing_ok = if self.eat_sym(',') {
+                    if self.eat_kw("true") {
+                        true
+                    } else {
+                        self.kw("false")?;
+                        false
+                    }
+                } else {
+                    false
+                };
+                Func::CurrentSetting { name, missing_ok }
+            }
+            "set_tenant" => Func::SetTenant(self.string()?),
+            "pg_notify" => {
+                let channel = self.string()?;
+                self.sym(',')?;
+                let payload = self.string()?;
+                Func::PgNotify { channel, payload }
+            }
             _ => {
                 self.pos -= 2;
                 return Err(self.err());
@@ -861,6 +973,17 @@ impl P {
         };
         self.sym(')')?;
         Ok(Stmt::SelectFunc(f))
+    }
+
+    /// A role name: an identifier or a string.
+    fn role_name(&mut self) -> R<String> {
+        match self.toks.get(self.pos).cloned() {
+            Some(Tok::Str(s)) => {
+                self.pos += 1;
+                Ok(s)
+            }
+            _ => self.ident(),
+        }
     }
 
     /// `'s'` or `'s'::regclass`.

@@ -13,10 +13,13 @@
 //! instead of once; a text seen once is admitted only by a 32-bit fingerprint collision.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
+use rustc_hash::FxBuildHasher;
 
+use super::functions::{FunctionCatalogs, FunctionPolicy};
 use super::{statement, Classification, Limits, WriteFunctions};
 
 /// Texts longer than this are classified every time: they are rare and would crowd out the rest.
@@ -27,67 +30,24 @@ const BYTES_PER_ENTRY: usize = 512;
 
 const SHARDS: usize = 16;
 
-/// FxHash (as in rustc): a multiply-rotate hash, fast on short keys. Not DoS-resistant; the
-/// byte and entry bounds keep a hostile client from growing anything, only from evicting.
-#[derive(Clone, Copy, Default)]
-struct FxHasher {
-    hash: u64,
+/// The text's hash for the shard choice and the doorkeeper: FxHash (`rustc-hash`, fast on short
+/// keys; not DoS-resistant — the byte and entry bounds keep a hostile client from growing
+/// anything, only from evicting), finished by MurmurHash3's fmix64 so that every bit depends on
+/// every input byte (the shard index, the doorkeeper positions and its fingerprint take
+/// different bit ranges).
+fn text_hash(sql: &str) -> u64 {
+    let mut h = FxBuildHasher.build_hasher();
+    h.write(sql.as_bytes());
+    let mut x = h.finish();
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }
-
-const K: u64 = 0xf135_7aea_2e62_a9c5;
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.hash = (self.hash ^ w).wrapping_mul(K);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        // The multiply-xor rounds leave a change in the last word's high bytes in the product's
-        // high bits only; MurmurHash3's finalizer (fmix64) spreads it over all 64, which the
-        // table's index and tag bits, the shard choice and the doorkeeper all need.
-        let mut x = self.hash;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        x ^ (x >> 33)
-    }
-}
-
-type FxBuild = BuildHasherDefault<FxHasher>;
 
 struct Shard {
-    map: HashMap<Box<str>, Classification, FxBuild>,
+    map: HashMap<Box<str>, Classification, FxBuildHasher>,
     bytes: usize,
     /// The doorkeeper: 32-bit fingerprints (never 0; 0 is an empty slot) of texts missed once,
     /// each at one of two positions derived from its hash.
@@ -103,8 +63,7 @@ fn doorkeeper_slots(shard_entries: usize) -> usize {
 }
 
 impl Shard {
-    /// A text's fingerprint and its two doorkeeper positions, from its hash (as returned by
-    /// `FxHasher::finish`).
+    /// A text's fingerprint and its two doorkeeper positions, from its [`text_hash`].
     fn seen_slots(&self, hash: u64) -> (u32, [usize; 2]) {
         // Positions from bits 0.. and 42.. (bits 22..26 are the same for a whole shard); the
         // fingerprint from a further multiply, so it is not the positions' bits again.
@@ -134,11 +93,13 @@ impl Shard {
     }
 }
 
-/// The classifier the engine shares between all sessions: a [`WriteFunctions`] list, the
-/// [`Limits`], and the decision cache.
+/// The classifier the engine shares between all sessions: the [`FunctionPolicy`], the
+/// [`Limits`], the decision cache (by text), and the per-database catalogues the host reports
+/// (shared with the engine, so a replaced catalogue takes effect at once, cache and all).
 pub struct Classifier {
-    write_functions: WriteFunctions,
+    policy: FunctionPolicy,
     limits: Limits,
+    catalogs: Arc<FunctionCatalogs>,
     shards: Box<[Mutex<Shard>]>,
     shard_entries: usize,
     shard_bytes: usize,
@@ -151,8 +112,9 @@ const _: fn() = || {
 };
 
 impl Classifier {
-    /// A classifier caching up to `capacity` statement texts (0 disables the cache). Key bytes
-    /// are bounded too: about 512 per entry, at least 16 KiB per shard.
+    /// A classifier caching up to `capacity` statement texts (0 disables the cache), with the
+    /// default F-policy for these write functions and no catalogues. Key bytes are bounded too:
+    /// about 512 per entry, at least 16 KiB per shard.
     pub fn new(write_functions: WriteFunctions, capacity: usize) -> Classifier {
         Classifier::with_limits(write_functions, capacity, Limits::DEFAULT)
     }
@@ -163,6 +125,22 @@ impl Classifier {
         capacity: usize,
         limits: Limits,
     ) -> Classifier {
+        Classifier::with_policy(
+            FunctionPolicy::new(write_functions),
+            capacity,
+            limits,
+            Arc::new(FunctionCatalogs::new()),
+        )
+    }
+
+    /// The full constructor: an F-policy and the catalogues to finish classifications against.
+    pub fn with_policy(
+        policy: FunctionPolicy,
+        capacity: usize,
+        limits: Limits,
+        catalogs: Arc<FunctionCatalogs>,
+    ) -> Classifier {
+        policy.builtins().prepare();
         // Enough shards to keep host threads off each other's locks, each worth clearing.
         let nshards = (capacity / 64).clamp(1, SHARDS);
         let shard_entries = capacity.div_ceil(nshards);
@@ -178,8 +156,9 @@ impl Classifier {
             })
             .collect();
         Classifier {
-            write_functions,
+            policy,
             limits,
+            catalogs,
             shards,
             shard_entries,
             shard_bytes,
@@ -187,22 +166,47 @@ impl Classifier {
     }
 
     pub fn write_functions(&self) -> &WriteFunctions {
-        &self.write_functions
+        &self.policy.write_functions
+    }
+
+    pub fn policy(&self) -> &FunctionPolicy {
+        &self.policy
     }
 
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
 
-    /// Classifies `sql` (see [`super::classify`]), from the cache when it was seen before.
+    /// The per-database catalogues classifications are finished against.
+    pub fn catalogs(&self) -> &Arc<FunctionCatalogs> {
+        &self.catalogs
+    }
+
+    /// Classifies `sql` for a database whose catalogue is not known (see [`super::classify`]).
     pub fn classify(&self, sql: &str) -> Classification {
+        self.policy.finish(self.classify_text(sql), None)
+    }
+
+    /// Classifies `sql` for a session connected to `database` (the startup packet's `database`):
+    /// the text's classification, from the cache when it was seen before, finished against that
+    /// database's reported catalogue (SPEC §7). Statements that call no function, or only
+    /// built-ins of a database whose catalogue shadows none, pay nothing for the finish.
+    pub fn classify_in(&self, database: &[u8], sql: &str) -> Classification {
+        let c = self.classify_text(sql);
+        if !self.catalogs.needed_for(&c) {
+            return self.policy.finish(c, None);
+        }
+        let catalog = self.catalogs.get(database);
+        self.policy.finish(c, catalog.as_deref())
+    }
+
+    /// The text-only classification (cached).
+    fn classify_text(&self, sql: &str) -> Classification {
         if self.shard_entries == 0 || sql.len() > MAX_CACHED_LEN {
             return self.classify_uncached(sql);
         }
-        let mut h = FxHasher::default();
-        h.write(sql.as_bytes());
-        // Bits 22.. choose the shard: away from the table's index (low) and tag (top 7) bits.
-        let hash = h.finish();
+        // Bits 22.. choose the shard: away from the doorkeeper's positions (low bits, 42..).
+        let hash = text_hash(sql);
         let idx = (hash >> 22) as usize % self.shards.len();
         let Some(shard) = self.shards.get(idx) else {
             return self.classify_uncached(sql);
@@ -226,7 +230,7 @@ impl Classifier {
     }
 
     fn classify_uncached(&self, sql: &str) -> Classification {
-        statement::classify_str(sql, &self.write_functions, &self.limits)
+        statement::classify_str(sql, self.policy.rules(), &self.limits)
     }
 
     /// Entries currently cached.
@@ -253,7 +257,8 @@ impl Classifier {
 impl std::fmt::Debug for Classifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Classifier")
-            .field("write_functions", &self.write_functions)
+            .field("policy", &self.policy)
+            .field("catalogs", &self.catalogs.len())
             .field("limits", &self.limits)
             .field("shards", &self.shards.len())
             .field("shard_entries", &self.shard_entries)

@@ -27,9 +27,10 @@ pub(crate) enum Tok {
     Ident,
     /// `"…"` with `""` doubling; case preserved, never a keyword.
     QuotedIdent,
-    /// `U&"…"`: its real name needs escape processing, so callers treat it as unknown.
+    /// `U&"…"`, with a trailing `UESCAPE '<c>'` clause when there is one (as the server's grammar
+    /// takes it): case kept, escapes decoded by `ident::normalise`.
     UnicodeIdent,
-    /// `'…'`, `E'…'`, `N'…'`, `B'…'`, `X'…'`, `U&'…'`.
+    /// `'…'`, `E'…'`, `N'…'`, `B'…'`, `X'…'`, `U&'…'` (with its `UESCAPE '<c>'` clause).
     String,
     /// `$$…$$` or `$tag$…$tag$`.
     DollarString,
@@ -366,6 +367,31 @@ impl<'a> Lexer<'a> {
         self.tok(Tok::Operator, start, i)
     }
 
+    /// After a `U&` token: the server's grammar takes a following `UESCAPE '<c>'` (comments and
+    /// white space allowed between) as part of it, so the token grows to cover it. `UESCAPE` not
+    /// followed by a string literal is a syntax error on the server: the token becomes `Other`.
+    fn uescape(&mut self, t: Token) -> Token {
+        if matches!(t.kind, Tok::Error(_)) {
+            return t;
+        }
+        let mut ahead = self.clone();
+        let mut next = || loop {
+            match ahead.next_token() {
+                Some(n) if n.is_comment() => continue,
+                other => return other,
+            }
+        };
+        let Some(kw) = next() else { return t };
+        let word = self.src.get(kw.start..kw.end).unwrap_or(&[]);
+        if kw.kind != Tok::Ident || !word.eq_ignore_ascii_case(b"uescape") {
+            return t;
+        }
+        match next() {
+            Some(lit) if lit.kind == Tok::String => self.tok(t.kind, t.start, lit.end),
+            _ => self.tok(Tok::Other, t.start, kw.end),
+        }
+    }
+
     /// The next token (comments included, whitespace skipped), or `None` at the end.
     pub fn next_token(&mut self) -> Option<Token> {
         while self.has(self.pos) && is_space(self.at(self.pos)) {
@@ -399,10 +425,12 @@ impl<'a> Lexer<'a> {
             }
             b'b' | b'B' | b'x' | b'X' if b1 == b'\'' && has1 => self.string(s, s + 2, false, false),
             b'u' | b'U' if b1 == b'&' && has1 && self.has(s + 2) && self.at(s + 2) == b'\'' => {
-                self.string(s, s + 3, false, false)
+                let t = self.string(s, s + 3, false, false);
+                self.uescape(t)
             }
             b'u' | b'U' if b1 == b'&' && has1 && self.has(s + 2) && self.at(s + 2) == b'"' => {
-                self.quoted_ident(s, s + 3, Tok::UnicodeIdent)
+                let t = self.quoted_ident(s, s + 3, Tok::UnicodeIdent);
+                self.uescape(t)
             }
             b'$' => self.dollar(s),
             b'0'..=b'9' => self.number(s),

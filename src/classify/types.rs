@@ -262,6 +262,17 @@ pub enum NotSafe {
     Unparseable,
     /// Exceeded a classifier limit (length, nesting, token count).
     TooComplex,
+    /// Calls a function or names a relation whose answer depends on the server that answers
+    /// (SPEC S-7).
+    ServerDependent,
+    /// Calls a volatile built-in that is not on the reviewed read-safe list (F-policy).
+    VolatileFunction,
+    /// Calls a function the engine knows nothing of: not built-in, not in the database's
+    /// reported catalogue, not configured (F-policy, `unknown_functions = primary`).
+    UnknownFunction,
+    /// Calls a name under which the database's reported catalogue has a function that is not
+    /// read-safe (volatile), possibly shadowing a built-in (F-policy).
+    UserFunction,
 }
 
 /// Side effects on session state the engine tracks (SPEC S-3, S-4), as bit flags.
@@ -282,8 +293,11 @@ impl Effects {
     /// Creates a temporary object (CREATE TEMP/TEMPORARY TABLE/VIEW/SEQUENCE, SELECT INTO TEMP,
     /// CREATE TABLE pg_temp.…).
     pub const CREATES_TEMP: Effects = Effects(1 << 4);
-    /// Runs code the engine cannot see into (DO, CALL, and — with the F-policy — user
-    /// functions not known to be read-safe): it may change session state (S-5, S-6).
+    /// Runs code the engine cannot see into (DO, CALL, and — with the F-policy — any function
+    /// that is not a built-in, or that a reported user function of the database may answer to;
+    /// EXECUTE of a prepared statement; SQL text a built-in runs, `query_to_xml`): it may change
+    /// session state (S-5: a capture follows it on the writer; S-6: a reader that ran it is
+    /// state-checked or reset before another session gets it).
     pub const RUNS_CODE: Effects = Effects(1 << 5);
 
     pub fn contains(self, other: Effects) -> bool {
@@ -374,6 +388,13 @@ pub struct Classification {
     pub statements: Statements,
     /// A leading block comment whose trimmed text is `route=primary` (case-insensitive).
     pub hint_primary: bool,
+    /// A leading block comment whose trimmed text is `route=reader`: the statement's functions
+    /// are declared read-safe (the never-safe built-ins and `write_functions` excepted; locking
+    /// clauses, DML and the other rules of SPEC §7 still apply).
+    pub hint_reader: bool,
+    /// Calls still to be judged against the database's catalogue (only on a classification that
+    /// was not finished yet; see `functions.rs`).
+    pub(crate) calls: Option<Arc<[super::functions::Call]>>,
 }
 
 impl Classification {
@@ -381,6 +402,8 @@ impl Classification {
         Classification {
             statements: Statements::One(info),
             hint_primary: false,
+            hint_reader: false,
+            calls: None,
         }
     }
 
@@ -429,6 +452,11 @@ impl Classification {
 pub struct WriteFunctions {
     exact: Vec<String>,
     prefixes: Vec<String>,
+    /// The first three bytes of every entry, sorted: a name whose first three bytes are not here
+    /// is on no list (most names a statement mentions are rejected without a string compare).
+    heads: Vec<[u8; 3]>,
+    /// Some entry is shorter than three bytes: the filter is off.
+    short: bool,
 }
 
 impl WriteFunctions {
@@ -449,12 +477,49 @@ impl WriteFunctions {
             "pg_logical_emit_message",
         ];
         let prefixes = ["pg_advisory_", "pg_try_advisory_", "lo_", "dblink"];
-        let mut wf = WriteFunctions {
-            exact: exact.iter().map(|s| s.to_string()).collect(),
-            prefixes: prefixes.iter().map(|s| s.to_string()).collect(),
-        };
-        wf.exact.sort();
+        let mut wf = WriteFunctions::empty();
+        for name in exact {
+            wf.add(name);
+        }
+        for p in prefixes {
+            wf.add(&format!("{p}*"));
+        }
         wf
+    }
+
+    /// An empty list.
+    pub const fn empty() -> WriteFunctions {
+        WriteFunctions {
+            exact: Vec::new(),
+            prefixes: Vec::new(),
+            heads: Vec::new(),
+            short: false,
+        }
+    }
+
+    fn rebuild_heads(&mut self) {
+        self.short = self.exact.iter().chain(&self.prefixes).any(|e| e.len() < 3);
+        self.heads = self
+            .exact
+            .iter()
+            .chain(&self.prefixes)
+            .filter_map(|e| e.as_bytes().get(..3).and_then(|h| h.try_into().ok()))
+            .collect();
+        self.heads.sort_unstable();
+        self.heads.dedup();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.prefixes.is_empty()
+    }
+
+    /// Every entry, exact names then prefixes (with their `*`).
+    pub fn entries(&self) -> Vec<String> {
+        self.exact
+            .iter()
+            .cloned()
+            .chain(self.prefixes.iter().map(|p| format!("{p}*")))
+            .collect()
     }
 
     /// Adds a configured name; a trailing `*` makes it a prefix. Names are case-folded.
@@ -479,11 +544,15 @@ impl WriteFunctions {
         } else if let Err(pos) = self.exact.binary_search(&base) {
             self.exact.insert(pos, base);
         }
+        self.rebuild_heads();
         true
     }
 
     /// Whether calling `name` (unqualified; compared case-insensitively) is on the list.
     pub fn contains(&self, name: &str) -> bool {
+        if !name.bytes().any(|b| b.is_ascii_uppercase()) {
+            return self.contains_slow(name);
+        }
         let mut buf = [0u8; 64];
         let lower: &str = if name.len() <= buf.len() && name.is_ascii() {
             let b = &mut buf[..name.len()];
@@ -497,6 +566,13 @@ impl WriteFunctions {
     }
 
     fn contains_slow(&self, lower: &str) -> bool {
+        if !self.short {
+            let head: Option<[u8; 3]> = lower.as_bytes().get(..3).and_then(|h| h.try_into().ok());
+            match head {
+                Some(h) if self.heads.binary_search(&h).is_ok() => {}
+                _ => return false,
+            }
+        }
         self.exact
             .binary_search_by(|e| e.as_str().cmp(lower))
             .is_ok()

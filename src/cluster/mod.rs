@@ -7,16 +7,20 @@
 //! (the engine never calls the host).
 
 pub(crate) mod conns;
+mod health;
 pub mod readers;
 pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::classify::{Classification, Classifier};
+use crate::classify::{
+    builtins, CatalogError, Classification, Classifier, DbCatalog, FunctionCatalogs,
+    FunctionPolicy, UserFunction,
+};
 use crate::config::{Config, ServerDialect};
 use crate::protocol::Lsn;
 use crate::token::WriterIdentity;
@@ -87,12 +91,36 @@ pub struct WriterView {
     pub identity: WriterIdentity,
 }
 
+/// The classifier for a configuration and the writer's reported version (0: not reported).
+fn build_classifier(
+    config: &Config,
+    server_version_num: u32,
+    catalogs: &Arc<FunctionCatalogs>,
+) -> Classifier {
+    let policy = FunctionPolicy::new(config.write_functions.clone())
+        .with_read_functions(config.read_functions.clone())
+        .with_unknown_functions(config.unknown_functions)
+        .with_builtins(builtins::for_server_version(server_version_num));
+    Classifier::with_policy(
+        policy,
+        config.classify_cache_capacity,
+        crate::classify::Limits::DEFAULT,
+        catalogs.clone(),
+    )
+}
+
 /// The engine: one per host process, shared by all threads.
 #[derive(Debug)]
 pub struct Engine {
     config: RwLock<Arc<Config>>,
-    /// Rebuilt with each configuration (the write-function list changes verdicts).
+    /// Rebuilt with each configuration (the function lists change verdicts) and when the writer's
+    /// major version picks another built-in table.
     classifier: RwLock<Arc<Classifier>>,
+    /// The user functions of each database, as the host reports them (F-policy); shared with
+    /// every classifier, so a new catalogue takes effect at the next statement.
+    catalogs: Arc<FunctionCatalogs>,
+    /// The writer's `server_version_num` as the host reported it (0: not yet: PostgreSQL 15).
+    writer_version: AtomicU32,
     config_generation: AtomicU64,
     profile_generation: AtomicU64,
     /// The configured dialect, readable without the config lock (hot path).
@@ -116,13 +144,13 @@ impl Engine {
             config.writer_hostgroup,
             Arc::new(WriterGroup::new(config.reader_hostgroup)),
         );
-        let classifier = Classifier::new(
-            config.write_functions.clone(),
-            config.classify_cache_capacity,
-        );
+        let catalogs = Arc::new(FunctionCatalogs::new());
+        let classifier = build_classifier(&config, 0, &catalogs);
         let default_dialect = AtomicU8::new(dialect_code(config.server_dialect));
         Arc::new(Engine {
             classifier: RwLock::new(Arc::new(classifier)),
+            catalogs,
+            writer_version: AtomicU32::new(0),
             config: RwLock::new(Arc::new(config)),
             config_generation: AtomicU64::new(1),
             profile_generation: AtomicU64::new(1),
@@ -173,12 +201,12 @@ impl Engine {
             || cur.identity_port != new.identity_port
             || cur.server_dialect != new.server_dialect;
         if cur.write_functions != new.write_functions
+            || cur.read_functions != new.read_functions
+            || cur.unknown_functions != new.unknown_functions
             || cur.classify_cache_capacity != new.classify_cache_capacity
         {
-            *self.classifier.write() = Arc::new(Classifier::new(
-                new.write_functions.clone(),
-                new.classify_cache_capacity,
-            ));
+            let version = self.writer_version.load(Ordering::Acquire);
+            *self.classifier.write() = Arc::new(build_classifier(&new, version, &self.catalogs));
         }
         self.default_dialect
             .store(dialect_code(new.server_dialect), Ordering::Release);
@@ -205,6 +233,58 @@ impl Engine {
     /// Classifies a Query string with the current configuration (cached).
     pub fn classify(&self, sql: &str) -> Classification {
         self.classifier.read().classify(sql)
+    }
+
+    /// Replaces the catalogue of user functions of `database` (SPEC §7 F-policy): every function
+    /// the writer's `pg_proc` has outside the built-in schemas, with its volatility, as the host
+    /// loads it at start and on demand (e.g. after DDL it forwarded). Sessions of that database
+    /// classify against it from their next statement (a statement already parsed keeps the
+    /// verdict it had). Returns how many functions were recorded; on an error nothing changes.
+    ///
+    /// The host's query, on a connection to that database (extension functions installed into
+    /// `pg_catalog` count as user functions; built-ins do not):
+    /// ```sql
+    /// SELECT n.nspname, p.proname, p.provolatile
+    /// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    /// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+    ///    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+    ///               WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+    ///                 AND d.objid = p.oid AND d.deptype = 'e')
+    /// ```
+    pub fn set_function_catalog(
+        &self,
+        database: &[u8],
+        functions: impl IntoIterator<Item = UserFunction>,
+    ) -> Result<usize, CatalogError> {
+        self.catalogs.set(database, functions)
+    }
+
+    /// Forgets the catalogue of `database`: its user functions are unknown again.
+    pub fn remove_function_catalog(&self, database: &[u8]) -> bool {
+        self.catalogs.remove(database)
+    }
+
+    /// The catalogue the host reported for `database`.
+    pub fn function_catalog(&self, database: &[u8]) -> Option<Arc<DbCatalog>> {
+        self.catalogs.get(database)
+    }
+
+    /// The writer's `server_version_num` (from its ParameterStatus or a query): picks the table
+    /// of built-in functions classification uses (the same major's, else the nearest lower one).
+    /// Until the host reports one, PostgreSQL 15's table is used; it is the only one generated
+    /// today, so this changes nothing yet.
+    pub fn set_writer_server_version(&self, server_version_num: u32) {
+        let old = self
+            .writer_version
+            .swap(server_version_num, Ordering::AcqRel);
+        if builtins::for_server_version(old) != builtins::for_server_version(server_version_num) {
+            let config = self.config.read();
+            *self.classifier.write() = Arc::new(build_classifier(
+                &config,
+                server_version_num,
+                &self.catalogs,
+            ));
+        }
     }
 
     fn group(&self, hg: Hostgroup) -> Option<Arc<WriterGroup>> {
@@ -335,14 +415,31 @@ impl Engine {
     /// Registers (or moves) a reader server.
     pub fn add_reader(&self, server: ServerId, hostgroup: Hostgroup) {
         self.readers.upsert(server, hostgroup);
+        // What is known of its wait support survives a removal (keyed by server).
+        let refused = self.no_wait.read().contains(&server);
+        let version = self.versions.read().get(&server).copied();
+        self.readers.set_wait_support(server, refused, version);
     }
 
     pub fn remove_reader(&self, server: ServerId) -> bool {
         self.readers.remove(server)
     }
 
+    /// The host's health verdict for a reader. R-1a: a change either way is an outage, dated
+    /// by the latest host time the engine has seen; prefer [`Engine::set_reader_health_at`].
     pub fn set_reader_health(&self, server: ServerId, healthy: bool) -> bool {
-        self.readers.set_health(server, healthy)
+        let at = self.readers.clock().unwrap_or(0);
+        self.set_reader_health_at(server, healthy, at)
+    }
+
+    /// The host's health verdict for a reader at host time `now_ms`. R-1a: a change either way
+    /// is an outage: only evidence taken after `now_ms` gives the reader a position again.
+    pub fn set_reader_health_at(&self, server: ServerId, healthy: bool, now_ms: u64) -> bool {
+        let c = self.readers.set_health_at(server, healthy, now_ms);
+        if c.outage {
+            self.stats.inc(Counter::ReaderOutages);
+        }
+        c.found
     }
 
     /// The generation of the writer hostgroup whose reader hostgroup holds `server`.
@@ -355,19 +452,96 @@ impl Engine {
             .map(|g| g.generation.load(Ordering::Acquire))
     }
 
-    /// A monitor sample of a reader's replay LSN taken at host time `at_ms` (R-1).
+    /// A monitor sample of a reader's replay LSN whose query was *sent* at host time `at_ms`
+    /// (R-1, R-1a): it replaces what is known of the reader's position — it may lower it — unless
+    /// it was taken at or before the reader's latest outage. R-1b: a sample taken after the
+    /// reader's latest failure lets a held-out reader back in and lifts its back-off. Returns
+    /// whether the reader is known (under a writer hostgroup).
     pub fn reader_sample(&self, server: ServerId, lsn: Lsn, at_ms: u64) -> bool {
         let Some(generation) = self.generation_for_reader(server) else {
             return false;
         };
         self.stats.inc(Counter::MonitorSamples);
-        self.readers.observe_replay(server, generation, lsn, at_ms)
+        let c = self.readers.observe_sample(server, generation, lsn, at_ms);
+        if c.before_outage {
+            self.stats.inc(Counter::SamplesBeforeOutage);
+        }
+        if c.back_in {
+            self.stats.inc(Counter::ReadersBackIn);
+        }
+        c.found
+    }
+
+    /// R-1a, R-1b: the host's monitor query to `server` failed or timed out at host time
+    /// `now_ms` (its connection broke, refused, or answered nothing in the host's monitor
+    /// timeout). An outage — nothing known of the position before `now_ms` counts — and a
+    /// failure toward the hold-out.
+    pub fn reader_monitor_failed(&self, server: ServerId, now_ms: u64) {
+        self.stats.inc(Counter::MonitorFailures);
+        self.outage_and_failure(server, now_ms);
+    }
+
+    /// R-1a, R-1b: a connection to reader `server` broke at host time `now_ms` (sessions report
+    /// theirs with `Event::ConnectionLost`; hosts report pooled idle connections here). An
+    /// outage and a failure.
+    pub fn reader_lost(&self, server: ServerId, now_ms: u64) {
+        self.outage_and_failure(server, now_ms);
+    }
+
+    /// R-1a, R-1b: a new connection to reader `server` could not be opened at host time
+    /// `now_ms` — refused, failed, timed out, or refused with 57P03 (`starting_up`: the standby
+    /// accepts no connections yet). An outage and a failure. Sessions report theirs with
+    /// `Event::ReaderConnectFailed`; hosts report their own attempts (warmups, pool refills) here.
+    pub fn reader_connect_failed(&self, server: ServerId, now_ms: u64, starting_up: bool) {
+        self.stats.inc(Counter::ReaderConnectFailures);
+        if starting_up {
+            self.stats.inc(Counter::ReaderStartingUp);
+        }
+        self.outage_and_failure(server, now_ms);
+    }
+
+    /// R-1a: reader `server` was out at host time `now_ms` in a way the host noticed and no other
+    /// call names (it restarted, was re-cloned or changed timeline — e.g. its monitor query saw
+    /// `pg_postmaster_start_time()` or the timeline change): nothing known of its position
+    /// before `now_ms` counts. Not a failure.
+    pub fn reader_outage(&self, server: ServerId, now_ms: u64) {
+        if self.readers.outage(server, now_ms) {
+            self.stats.inc(Counter::ReaderOutages);
+        }
+    }
+
+    fn outage_and_failure(&self, server: ServerId, now_ms: u64) {
+        if !self.readers.outage(server, now_ms) {
+            return;
+        }
+        self.stats.inc(Counter::ReaderOutages);
+        self.stats.inc(Counter::ReaderFailures);
+        let threshold = self.config.read().reader_failure_threshold;
+        if self.readers.failed(server, now_ms, threshold).held_out {
+            self.stats.inc(Counter::ReadersHeldOut);
+        }
+    }
+
+    /// R-1b: the earliest host time at which the host should open a new connection to reader
+    /// `server` — for pool refills, warmups, and an `AcquireReader` it has no pooled connection
+    /// for (answer `ReaderUnavailable` until then). `None`: any time. See
+    /// [`readers::Readers::retry_after`].
+    pub fn reader_retry_after(&self, server: ServerId) -> Option<u64> {
+        self.readers.retry_after(server)
+    }
+
+    /// R-1b: whether reader `server` is held out of reader choice (until a monitor sample taken
+    /// after its latest failure).
+    pub fn reader_held_out(&self, server: ServerId) -> bool {
+        self.readers.is_held_out(server)
     }
 
     /// Records a reader's `server_version_num` (e.g. 150008, 190000) from its ParameterStatus
     /// or a query: stock PostgreSQL 19 and later can wait with `WAIT FOR LSN` (issue 11).
     pub fn set_server_version(&self, server: ServerId, version_num: u32) {
         self.versions.write().insert(server, version_num);
+        self.readers
+            .set_wait_support(server, self.waits_unsupported(server), Some(version_num));
     }
 
     pub fn server_version(&self, server: ServerId) -> Option<u32> {
@@ -381,33 +555,66 @@ impl Engine {
 
     /// Remembers that `server` refused a wait statement; returns whether this is news.
     pub fn mark_waits_unsupported(&self, server: ServerId) -> bool {
-        self.no_wait.write().insert(server)
+        let news = self.no_wait.write().insert(server);
+        self.readers.set_wait_support(server, true, None);
+        news
     }
 
     /// Forgets that (e.g. after the host upgraded or replaced the server).
     pub fn clear_waits_unsupported(&self, server: ServerId) {
         self.no_wait.write().remove(&server);
+        self.readers.set_wait_support(server, false, None);
     }
 
-    /// R-1a: a reader connection was lost, refused, or the reader was otherwise out: what the
-    /// engine knew of its position no longer holds.
-    pub(crate) fn reader_outage(&self, server: ServerId) {
-        self.readers.outage(server);
-    }
-
-    /// R-1b: a reader failed (a lost connection, a response deadline, a connect failure).
-    pub(crate) fn reader_failed(&self, server: ServerId, now_ms: u64) {
-        self.readers.failed(server, now_ms);
-    }
-
-    /// R-1b: a reader answered a statement.
+    /// R-1b: a reader answered a statement: its consecutive failures restart from zero.
     pub(crate) fn reader_answered(&self, server: ServerId) {
         self.readers.answered(server);
     }
 
-    /// A replay position a reader reported on its own RFQ, under a known generation.
-    pub(crate) fn reader_rfq_lsn(&self, server: ServerId, generation: u64, lsn: Lsn, at_ms: u64) {
+    /// A replay position a reader reported on the RFQ ending a statement sent at host time
+    /// `sent_at_ms`, under a known generation (R-1a: raises only when newer than the latest
+    /// sample and the latest outage).
+    pub(crate) fn reader_rfq_lsn(
+        &self,
+        server: ServerId,
+        generation: u64,
+        lsn: Lsn,
+        sent_at_ms: u64,
+    ) {
         self.stats.inc(Counter::ReaderRfqLsns);
-        self.readers.observe_replay(server, generation, lsn, at_ms);
+        self.readers
+            .observe_rfq(server, generation, lsn, sent_at_ms);
+    }
+
+    /// Every counter, outcome and reason, and per-reader gauges (known position, lag behind the
+    /// writer, health, hold-out, consecutive failures, active statements), in the Prometheus
+    /// text exposition format (SPEC §9).
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        self.stats.write_prometheus(&mut out);
+        let writers: Vec<(Option<Hostgroup>, u64, u64)> = self
+            .hostgroups
+            .read()
+            .values()
+            .map(|g| {
+                let hg = match g.reader_hostgroup.load(Ordering::Acquire) {
+                    NO_HOSTGROUP => None,
+                    v => Some(v as Hostgroup),
+                };
+                (
+                    hg,
+                    g.generation.load(Ordering::Acquire),
+                    g.writer_lsn.load(Ordering::Acquire),
+                )
+            })
+            .collect();
+        let readers = self.readers.all();
+        stats::write_reader_gauges(&mut out, &readers, |hg| {
+            writers
+                .iter()
+                .find(|(h, _, _)| *h == Some(hg))
+                .map(|&(_, generation, lsn)| (generation, Lsn(lsn)))
+        });
+        out
     }
 }

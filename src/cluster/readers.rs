@@ -1,5 +1,7 @@
-//! The engine's view of reader servers (SPEC ): hostgroup, health, the latest known replay
-//! LSN with its sample time and writer generation, and how many statements each is serving.
+//! The engine's view of reader servers (SPEC R-1, R-1a, R-1b, R-2): hostgroup, health, what is
+//! known of each one's replay position (see `health` for the rules), whether it is held out after
+//! consecutive failures, whether it can wait for a position, and how many statements each is
+//! serving.
 //!
 //! Shared by every host thread, and on the query path of every statement, so it is built for
 //! many readers and many threads at once:
@@ -9,114 +11,80 @@
 //!   added, moved or removed. It sits behind a [`ShardedLock`]: a reader takes the read lock of
 //!   its own thread's shard (no cache line shared with other threads); a topology writer builds
 //!   the new snapshot *outside* that lock and only swaps a pointer under it.
-//! - **Per-reader state** lives in atomics on the reader's own cache line: health, the active
-//!   count, and the replay sample `(generation, lsn, sample time)` under a per-reader sequence
-//!   lock, so the three are always read as one consistent triple (an LSN of one generation is
-//!   never paired with another generation) while readers never block writers.
+//! - **Per-reader state** lives in atomics on the reader's own cache line: health, the hold-out
+//!   flag, wait support, the active count, and the evidence `(generation, lsn, time, outage,
+//!   failures …)` under a per-reader sequence lock, so it is always read as one consistent state
+//!   (an LSN of one generation is never paired with another generation, a position never with
+//!   an older outage) while readers never block writers.
 //! - **Choice** (R-2) is one pass over the hostgroup's members with no allocation: it keeps the
 //!   two members with the smallest salted hashes in each preference tier (a uniformly random
 //!   pair, by rendezvous hashing), then takes the less loaded of the two (power of two choices).
+//!   Tiers, best first: known to have reached the target; able to wait for it; the rest.
+//! - **Time.** The registry never reads a clock: every input that carries a host time moves a
+//!   watermark (the latest host time seen), which dates the inputs that carry none
+//!   ([`Readers::set_health`]) conservatively.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
+use super::health::{Sampled, SeqState, State};
 use crate::protocol::Lsn;
 
+pub use super::health::{backoff_ms, BACKOFF_BASE_MS, BACKOFF_CAP_MS};
 pub use crate::ids::{Hostgroup, ServerId};
 
-/// `(generation, replay LSN, sample time)` of one reader, written under a sequence lock.
-#[derive(Debug, Default)]
-struct Sample {
-    /// Even: stable; odd: a writer is between its stores.
-    seq: AtomicU64,
-    generation: AtomicU64,
-    lsn: AtomicU64,
-    at_ms: AtomicU64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SampleValue {
-    generation: u64,
-    lsn: u64,
-    at_ms: u64,
-}
-
-impl Sample {
-    /// A consistent triple; retries while a writer is mid-update (a handful of stores).
-    fn load(&self) -> SampleValue {
-        let backoff = Backoff::new();
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 0 {
-                let v = SampleValue {
-                    generation: self.generation.load(Ordering::Relaxed),
-                    lsn: self.lsn.load(Ordering::Relaxed),
-                    at_ms: self.at_ms.load(Ordering::Relaxed),
-                };
-                fence(Ordering::Acquire);
-                if self.seq.load(Ordering::Relaxed) == s1 {
-                    return v;
-                }
-            }
-            backoff.snooze();
-        }
-    }
-
-    /// R-1's update rule, applied atomically with respect to [`Sample::load`] and other updates.
-    /// Returns false when the sample belongs to an older generation (ignored).
-    fn observe(&self, generation: u64, lsn: u64, at_ms: u64) -> bool {
-        // Fast path: nothing to raise (the common case for a busy reader's repeated RFQs).
-        let cur = self.load();
-        if generation < cur.generation {
-            return false;
-        }
-        if generation == cur.generation && lsn <= cur.lsn && at_ms <= cur.at_ms {
-            return true;
-        }
-        // Writer lock: make `seq` odd.
-        let backoff = Backoff::new();
-        let mut s = self.seq.load(Ordering::Relaxed);
-        loop {
-            if s & 1 == 0 {
-                match self
-                    .seq
-                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                {
-                    Ok(_) => break,
-                    Err(now) => s = now,
-                }
-            } else {
-                backoff.snooze();
-                s = self.seq.load(Ordering::Relaxed);
-            }
-        }
-        fence(Ordering::Release);
-        let cur_gen = self.generation.load(Ordering::Relaxed);
-        let accepted = generation >= cur_gen;
-        if generation > cur_gen {
-            self.generation.store(generation, Ordering::Relaxed);
-            self.lsn.store(lsn, Ordering::Relaxed);
-        } else if accepted && lsn > self.lsn.load(Ordering::Relaxed) {
-            self.lsn.store(lsn, Ordering::Relaxed);
-        }
-        if accepted && at_ms > self.at_ms.load(Ordering::Relaxed) {
-            self.at_ms.store(at_ms, Ordering::Relaxed);
-        }
-        self.seq.store(s + 2, Ordering::Release);
-        accepted
-    }
-}
-
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Reader {
     healthy: AtomicBool,
-    sample: Sample,
+    /// Mirrors the state's hold-out flag (read on every choice without the sequence lock).
+    held_out: AtomicBool,
+    /// The reader refused the wait statements (F-1): it gets no more waits.
+    no_wait: AtomicBool,
+    /// `server_version_num` as the host reported it (0: unknown).
+    version: AtomicU32,
+    state: SeqState,
     /// Statements currently served (for R-2's "less loaded").
     active: AtomicU32,
+}
+
+impl Reader {
+    fn new(state: State) -> Reader {
+        Reader {
+            healthy: AtomicBool::new(true),
+            held_out: AtomicBool::new(false),
+            no_wait: AtomicBool::new(false),
+            version: AtomicU32::new(0),
+            state: SeqState::new(state),
+            active: AtomicU32::new(0),
+        }
+    }
+
+    /// Healthy and not held out (R-1b): a candidate for reader choice and a valid pin.
+    fn usable(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed) & !self.held_out.load(Ordering::Relaxed)
+    }
+
+    /// Applies `f` to the state under its lock and mirrors the hold-out flag.
+    fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        self.state.update(|s| {
+            let r = f(s);
+            self.held_out.store(s.held_out, Ordering::Relaxed);
+            r
+        })
+    }
+
+    fn can_wait(&self, waits: Waits) -> bool {
+        !self.no_wait.load(Ordering::Relaxed)
+            && match waits {
+                Waits::Never => false,
+                Waits::Bounded => true,
+                Waits::FromVersion(v) => self.version.load(Ordering::Relaxed) >= v,
+            }
+    }
 }
 
 /// One reader in a topology snapshot.
@@ -176,10 +144,35 @@ pub struct ReaderSnapshot {
     pub server: ServerId,
     pub hostgroup: Hostgroup,
     pub healthy: bool,
+    /// The known replay position (`Lsn::ZERO` when none is known: see `known`).
     pub replay_lsn: Lsn,
+    /// Whether a position is known (R-1a: none after an outage until newer evidence).
+    pub known: bool,
+    /// When the evidence for `replay_lsn` was taken.
     pub sample_at_ms: u64,
+    /// When the latest monitor sample's query was sent.
+    pub last_sample_at_ms: Option<u64>,
+    /// The latest outage (R-1a).
+    pub outage_at_ms: Option<u64>,
     pub generation: u64,
+    /// Consecutive failures (R-1b), and whether they hold the reader out of choice.
+    pub failures: u32,
+    pub held_out: bool,
+    /// R-1b's back-off: no new connection before this host time (`None`: any time).
+    pub retry_after_ms: Option<u64>,
     pub active: u32,
+}
+
+/// Which readers can wait for a position (W-7), for a reader hostgroup's dialect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waits {
+    /// None (polardb: its wait has no timeout).
+    Never,
+    /// Every reader that has not refused the wait statements (awide).
+    Bounded,
+    /// Readers reporting at least this `server_version_num` that have not refused the wait
+    /// statement (stock PostgreSQL 19's `WAIT FOR LSN`).
+    FromVersion(u32),
 }
 
 /// A request for R-2's reader choice.
@@ -188,22 +181,41 @@ pub struct ChoiceRequest<'a> {
     pub hostgroup: Hostgroup,
     /// The writer generation the target belongs to: samples of another generation are unknown.
     pub generation: u64,
-    /// The LSN the read needs; `Lsn::ZERO` means any healthy reader is caught up.
+    /// The LSN the read needs; `Lsn::ZERO` means any usable reader is caught up.
     pub target: Lsn,
     pub now_ms: u64,
     /// Samples older than this are not used to skip a wait (`reader_lsn_max_age_ms`).
     pub max_age_ms: u64,
+    /// Which readers can wait for the target when none is known to have reached it.
+    pub waits: Waits,
     /// Readers excluded for this request (they just failed it).
     pub exclude: &'a [ServerId],
     /// Mixed into tie-breaks so choices are deterministic given the inputs yet spread load.
     pub salt: u64,
 }
 
-/// The chosen reader, and whether it is known (fresh sample) to have replayed the target.
+/// The chosen reader: whether it is known (fresh evidence) to have replayed the target, and
+/// whether it can wait for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Choice {
     pub server: ServerId,
     pub caught_up: bool,
+    pub can_wait: bool,
+}
+
+/// What a report changed for a reader (for the engine's counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// The report was about a known reader.
+    pub found: bool,
+    /// It held the reader out just now (R-1b).
+    pub held_out: bool,
+    /// It let a held-out reader back in (R-1b).
+    pub back_in: bool,
+    /// A sample was taken at or before the latest outage: not used (R-1a).
+    pub before_outage: bool,
+    /// The report was an outage (R-1a).
+    pub outage: bool,
 }
 
 /// The reader registry. `Send + Sync`: one per engine, shared by every host thread.
@@ -212,6 +224,8 @@ pub struct Readers {
     /// Serializes topology writers (so each rebuild starts from the latest snapshot). Readers of
     /// the topology never take it.
     writer: Mutex<()>,
+    /// One more than the latest host time any input carried (0: none yet).
+    clock: AtomicU64,
 }
 
 const _: fn() = || {
@@ -224,6 +238,7 @@ impl Default for Readers {
         Readers {
             topology: ShardedLock::new(Arc::new(Topology::default())),
             writer: Mutex::new(()),
+            clock: AtomicU64::new(0),
         }
     }
 }
@@ -318,7 +333,23 @@ impl Readers {
         drop(old); // outside the lock
     }
 
-    /// Adds a reader (healthy, no sample) or moves an existing one to `hostgroup`.
+    /// Moves the watermark to `t` (the latest host time seen). On every RFQ: a plain load
+    /// unless the time is new (at most one store per host millisecond).
+    fn tick(&self, t: u64) {
+        let t = t.saturating_add(1);
+        if t > self.clock.load(Ordering::Relaxed) {
+            self.clock.fetch_max(t, Ordering::Relaxed);
+        }
+    }
+
+    /// The latest host time any input carried.
+    pub fn clock(&self) -> Option<u64> {
+        self.clock.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Adds a reader (healthy, nothing known) or moves an existing one to `hostgroup` (keeping
+    /// what is known of it). A reader added again after removal knows nothing from before: its
+    /// evidence must be newer than the latest host time the registry saw.
     pub fn upsert(&self, server: ServerId, hostgroup: Hostgroup) {
         let _w = self.writer.lock();
         let cur = self.current();
@@ -327,10 +358,7 @@ impl Readers {
             Ok(i) if members[i].hostgroup == hostgroup => return,
             Ok(i) => members[i].hostgroup = hostgroup,
             Err(i) => {
-                let reader = Reader {
-                    healthy: AtomicBool::new(true),
-                    ..Reader::default()
-                };
+                let reader = Reader::new(State::new(self.clock()));
                 members.insert(
                     i,
                     Member {
@@ -362,21 +390,146 @@ impl Readers {
         self.read().get(server).map(f)
     }
 
+    /// The host's health verdict, dated by the watermark (the latest host time seen). Prefer
+    /// [`Readers::set_health_at`]. See there.
     pub fn set_health(&self, server: ServerId, healthy: bool) -> bool {
-        self.with(server, |m| {
-            m.reader.healthy.store(healthy, Ordering::Relaxed)
-        })
-        .is_some()
+        let at = self.clock().unwrap_or(0);
+        self.set_health_at(server, healthy, at).found
     }
 
-    /// Records a replay position (monitor sample or a reader's own RFQ). Within a generation the
-    /// position only rises; a sample of a newer generation replaces the old one; a sample of an
-    /// older generation is ignored. The sample time always moves to the newest.
-    pub fn observe_replay(&self, server: ServerId, generation: u64, lsn: Lsn, at_ms: u64) -> bool {
+    /// The host's health verdict at host time `now_ms`. R-1a: a change either way is an outage —
+    /// going down, what was known no longer holds; coming back, nothing learned while it was
+    /// down counts: only evidence taken after `now_ms` gives it a position again.
+    pub fn set_health_at(&self, server: ServerId, healthy: bool, now_ms: u64) -> Change {
+        self.tick(now_ms);
         self.with(server, |m| {
-            m.reader.sample.observe(generation, lsn.0, at_ms)
+            let was = m.reader.healthy.swap(healthy, Ordering::Relaxed);
+            if was != healthy {
+                m.reader.update(|s| s.outage(now_ms));
+            }
+            Change {
+                found: true,
+                outage: was != healthy,
+                ..Change::default()
+            }
         })
-        .unwrap_or(false)
+        .unwrap_or_default()
+    }
+
+    /// R-1a: a monitor sample of `lsn` whose query was sent at host time `at_ms`, under writer
+    /// `generation`. It replaces the known position (it may lower it) unless it was taken at or
+    /// before the reader's latest outage; a sample older than the latest one is ignored. R-1b: a
+    /// sample taken after the latest failure lets a held-out reader back in.
+    pub fn observe_sample(
+        &self,
+        server: ServerId,
+        generation: u64,
+        lsn: Lsn,
+        at_ms: u64,
+    ) -> Change {
+        self.tick(at_ms);
+        self.with(server, |m| {
+            let r = m.reader.update(|s| s.sample(generation, lsn.0, at_ms));
+            Change {
+                found: true,
+                back_in: r == Sampled::Accepted { back_in: true },
+                before_outage: r == Sampled::BeforeOutage,
+                ..Change::default()
+            }
+        })
+        .unwrap_or_default()
+    }
+
+    /// The older name of [`Readers::observe_sample`]; returns whether the reader exists.
+    pub fn observe_replay(&self, server: ServerId, generation: u64, lsn: Lsn, at_ms: u64) -> bool {
+        self.observe_sample(server, generation, lsn, at_ms).found
+    }
+
+    /// R-1a: a replay position the reader reported on the RFQ ending a statement sent at host
+    /// time `sent_at_ms`. It may raise the known position only when newer than the latest
+    /// sample and the latest outage; it never lowers it. Lock-free when it changes nothing.
+    pub fn observe_rfq(&self, server: ServerId, generation: u64, lsn: Lsn, sent_at_ms: u64) {
+        self.tick(sent_at_ms);
+        self.with(server, |m| {
+            // Most RFQs of a busy reader change nothing: decide on a copy first.
+            if !m.reader.state.load().rfq(generation, lsn.0, sent_at_ms) {
+                return;
+            }
+            m.reader.update(|s| s.rfq(generation, lsn.0, sent_at_ms));
+        });
+    }
+
+    /// R-1a: the reader was out at host time `now_ms` (a lost or refused connection, a failed
+    /// monitor, a restart the host noticed): no known position until newer evidence.
+    pub fn outage(&self, server: ServerId, now_ms: u64) -> bool {
+        self.tick(now_ms);
+        self.with(server, |m| m.reader.update(|s| s.outage(now_ms)))
+            .is_some()
+    }
+
+    /// R-1b: a failure of this reader at host time `now_ms`; at `threshold` consecutive ones it
+    /// is held out of choice (0: never).
+    pub fn failed(&self, server: ServerId, now_ms: u64, threshold: u32) -> Change {
+        self.tick(now_ms);
+        self.with(server, |m| Change {
+            found: true,
+            held_out: m.reader.update(|s| s.failure(now_ms, threshold)),
+            ..Change::default()
+        })
+        .unwrap_or_default()
+    }
+
+    /// R-1b: the reader answered a statement: its consecutive failures restart from zero.
+    pub fn answered(&self, server: ServerId) {
+        self.with(server, |m| {
+            if m.reader.state.load().failures != 0 {
+                m.reader.update(State::answered);
+            }
+        });
+    }
+
+    /// R-1b: whether the host's monitor sampled this reader with a query sent at or after
+    /// `at_ms` (the reader answered something since then).
+    pub fn sampled_since(&self, server: ServerId, at_ms: u64) -> bool {
+        self.last_sample_at(server).is_some_and(|t| t >= at_ms)
+    }
+
+    /// When the latest monitor sample's query was sent.
+    pub fn last_sample_at(&self, server: ServerId) -> Option<u64> {
+        self.with(server, |m| m.reader.state.load().last_sample)
+            .flatten()
+    }
+
+    /// R-1b: the earliest host time at which the host should open a new connection to `server`
+    /// (pool refills, warmups, a connection for `AcquireReader`): `None` when it may connect any
+    /// time — no failure since its last answer, or its monitor answered a query sent after the
+    /// latest failure. Otherwise the latest failure plus a back-off that doubles with each
+    /// consecutive failure ([`BACKOFF_BASE_MS`] … [`BACKOFF_CAP_MS`]).
+    pub fn retry_after(&self, server: ServerId) -> Option<u64> {
+        self.with(server, |m| m.reader.state.load().retry_after())
+            .flatten()
+    }
+
+    /// R-1b: whether `server` is held out of reader choice.
+    pub fn is_held_out(&self, server: ServerId) -> bool {
+        self.with(server, |m| m.reader.held_out.load(Ordering::Relaxed))
+            .unwrap_or(false)
+    }
+
+    /// Whether `server` refused the wait statements, and its `server_version_num` (W-7).
+    pub fn set_wait_support(&self, server: ServerId, refused: bool, version: Option<u32>) {
+        self.with(server, |m| {
+            m.reader.no_wait.store(refused, Ordering::Relaxed);
+            if let Some(v) = version {
+                m.reader.version.store(v, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Whether `server` can wait for a position under `waits` (W-7).
+    pub fn can_wait(&self, server: ServerId, waits: Waits) -> bool {
+        self.with(server, |m| m.reader.can_wait(waits))
+            .unwrap_or(false)
     }
 
     pub fn snapshot(&self, server: ServerId) -> Option<ReaderSnapshot> {
@@ -384,14 +537,20 @@ impl Readers {
     }
 
     fn snap(m: &Member) -> ReaderSnapshot {
-        let s = m.reader.sample.load();
+        let s = m.reader.state.load();
         ReaderSnapshot {
             server: m.server,
             hostgroup: m.hostgroup,
             healthy: m.reader.healthy.load(Ordering::Relaxed),
-            replay_lsn: Lsn(s.lsn),
+            replay_lsn: Lsn(s.position().unwrap_or(0)),
+            known: s.known,
             sample_at_ms: s.at_ms,
+            last_sample_at_ms: s.last_sample,
+            outage_at_ms: s.outage,
             generation: s.generation,
+            failures: s.failures,
+            held_out: s.held_out,
+            retry_after_ms: s.retry_after(),
             active: m.reader.active.load(Ordering::Relaxed),
         }
     }
@@ -402,8 +561,8 @@ impl Readers {
         self.current().all.iter().map(Self::snap).collect()
     }
 
-    /// Whether `server` is a healthy reader of `hostgroup` known (fresh sample of `generation`)
-    /// to have replayed `target`.
+    /// Whether `server` is a usable reader of `hostgroup` known (fresh evidence of `generation`,
+    /// newer than its latest outage) to have replayed `target`.
     pub fn is_caught_up(
         &self,
         server: ServerId,
@@ -415,24 +574,21 @@ impl Readers {
     ) -> bool {
         self.with(server, |m| {
             m.hostgroup == hostgroup
-                && m.reader.healthy.load(Ordering::Relaxed)
+                && m.reader.usable()
                 && Self::fresh_at(m, generation, target, now_ms, max_age_ms)
         })
         .unwrap_or(false)
     }
 
     fn fresh_at(m: &Member, generation: u64, target: Lsn, now_ms: u64, max_age_ms: u64) -> bool {
-        if target.is_zero() {
-            return true;
-        }
-        let s = m.reader.sample.load();
-        // Non-short-circuit: three cheap compares beat two unpredictable branches.
-        (s.generation == generation)
-            & (s.lsn >= target.0)
-            & (now_ms.saturating_sub(s.at_ms) <= max_age_ms)
+        target.is_zero()
+            || m.reader
+                .state
+                .load()
+                .caught_up(generation, target.0, now_ms, max_age_ms)
     }
 
-    /// Whether any healthy reader of `hostgroup` is known to have replayed `target` (P-5's `'w'`
+    /// Whether any usable reader of `hostgroup` is known to have replayed `target` (P-5's `'w'`
     /// exception).
     pub fn any_caught_up(
         &self,
@@ -442,31 +598,32 @@ impl Readers {
         now_ms: u64,
         max_age_ms: u64,
     ) -> bool {
-        self.read().group(hostgroup).iter().any(|m| {
-            m.reader.healthy.load(Ordering::Relaxed)
-                && Self::fresh_at(m, generation, target, now_ms, max_age_ms)
-        })
+        self.read()
+            .group(hostgroup)
+            .iter()
+            .any(|m| m.reader.usable() && Self::fresh_at(m, generation, target, now_ms, max_age_ms))
     }
 
-    /// Whether `server` is still a healthy reader of `hostgroup` (a pin stays valid).
+    /// Whether `server` is still a usable reader of `hostgroup` (a pin stays valid): healthy and
+    /// not held out.
     pub fn is_valid(&self, server: ServerId, hostgroup: Hostgroup) -> bool {
-        self.with(server, |m| {
-            m.hostgroup == hostgroup && m.reader.healthy.load(Ordering::Relaxed)
-        })
-        .unwrap_or(false)
+        self.with(server, |m| m.hostgroup == hostgroup && m.reader.usable())
+            .unwrap_or(false)
     }
 
-    /// among healthy, non-excluded readers of the hostgroup, prefer those known to have
-    /// reached the target; among those equally preferred, sample two (deterministically, from
-    /// `salt`) and take the one with fewer active statements (power of two choices; on equal
-    /// load the first sample). Deterministic given the registry state and the request; one pass,
-    /// no allocation, no lock other than this thread's shard of the topology read lock.
+    /// among usable (healthy, not held out), non-excluded readers of the hostgroup, prefer
+    /// those known to have reached the target, then those that can wait for it (so a read that
+    /// needs a wait is not sent to the primary while some reader could wait), then the rest;
+    /// among those equally preferred, sample two (deterministically, from `salt`) and take the
+    /// one with fewer active statements (power of two choices; on equal load the first sample).
+    /// Deterministic given the registry state and the request; one pass, no allocation, no lock
+    /// other than this thread's shard of the topology read lock.
     pub fn choose(&self, req: &ChoiceRequest<'_>) -> Option<Choice> {
         let topology = self.read();
-        let (mut caught_up, mut rest) = (Tier::EMPTY, Tier::EMPTY);
+        let (mut caught_up, mut waitable, mut rest) = (Tier::EMPTY, Tier::EMPTY, Tier::EMPTY);
         let salt = mix(req.salt);
         for m in topology.group(req.hostgroup) {
-            if !m.reader.healthy.load(Ordering::Relaxed) || req.exclude.contains(&m.server) {
+            if !m.reader.usable() || req.exclude.contains(&m.server) {
                 continue;
             }
             // Top bit cleared: u64::MAX stays free to mean "no candidate".
@@ -474,45 +631,25 @@ impl Readers {
             let active = m.reader.active.load(Ordering::Relaxed);
             if Self::fresh_at(m, req.generation, req.target, req.now_ms, req.max_age_ms) {
                 caught_up.offer(hash, m.server, active);
+            } else if m.reader.can_wait(req.waits) {
+                waitable.offer(hash, m.server, active);
             } else {
                 rest.offer(hash, m.server, active);
             }
         }
-        if let Some(server) = caught_up.pick() {
-            return Some(Choice {
+        let pick = |tier: &Tier, caught_up: bool, can_wait: bool| {
+            tier.pick().map(|server| Choice {
                 server,
-                caught_up: true,
-            });
-        }
-        rest.pick().map(|server| Choice {
-            server,
-            caught_up: false,
-        })
+                caught_up,
+                can_wait,
+            })
+        };
+        pick(&caught_up, true, false)
+            .or_else(|| pick(&waitable, false, true))
+            .or_else(|| pick(&rest, false, false))
     }
 
     /// A statement starts on `server` (R-2's load count).
-    /// R-1a: the reader was out (lost connection, refusal): its position is unknown until a
-    /// sample taken after this.
-    pub(crate) fn outage(&self, server: ServerId) {
-        let _ = server;
-    }
-
-    /// R-1b: a failure of this reader.
-    pub(crate) fn failed(&self, server: ServerId, now_ms: u64) {
-        let _ = (server, now_ms);
-    }
-
-    /// R-1b: the reader answered.
-    pub(crate) fn answered(&self, server: ServerId) {
-        let _ = server;
-    }
-
-    /// R-1b: whether the host's monitor sampled this reader at or after `at_ms`.
-    pub(crate) fn sampled_since(&self, server: ServerId, at_ms: u64) -> bool {
-        let _ = (server, at_ms);
-        false
-    }
-
     pub fn begin_use(&self, server: ServerId) {
         self.with(server, |m| m.reader.active.fetch_add(1, Ordering::Relaxed));
     }
@@ -539,9 +676,18 @@ mod tests {
             target: Lsn(target),
             now_ms: 1000,
             max_age_ms: 100,
+            waits: Waits::Bounded,
             exclude,
             salt: 7,
         }
+    }
+
+    fn choice(server: ServerId, caught_up: bool, can_wait: bool) -> Option<Choice> {
+        Some(Choice {
+            server,
+            caught_up,
+            can_wait,
+        })
     }
 
     #[test]
@@ -552,25 +698,13 @@ mod tests {
         r.upsert(12, 2);
         r.observe_replay(10, 0, Lsn(50), 990);
         r.observe_replay(11, 0, Lsn(100), 990);
-        assert_eq!(
-            r.choose(&req(80, &[])),
-            Some(Choice {
-                server: 11,
-                caught_up: true
-            })
-        );
+        assert_eq!(r.choose(&req(80, &[])), choice(11, true, false));
         // Stale sample: not known caught up.
         let mut q = req(80, &[]);
         q.now_ms = 2000;
         assert!(!r.choose(&q).unwrap().caught_up);
         // Excluded.
-        assert_eq!(
-            r.choose(&req(80, &[11])),
-            Some(Choice {
-                server: 10,
-                caught_up: false
-            })
-        );
+        assert_eq!(r.choose(&req(80, &[11])), choice(10, false, true));
         // Less loaded among equals.
         r.begin_use(10);
         assert_eq!(r.choose(&req(0, &[])).unwrap().server, 11);
@@ -584,20 +718,169 @@ mod tests {
     }
 
     #[test]
-    fn r1_samples_rise_within_a_generation_and_reset_across() {
+    fn r1a_samples_replace_the_position_lower_ones_too_and_generations_reset() {
         let r = Readers::new();
         r.upsert(1, 1);
         r.observe_replay(1, 3, Lsn(100), 10);
+        // A restarted standby reports less: that is where it is now.
         r.observe_replay(1, 3, Lsn(90), 20);
-        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(100));
-        assert_eq!(r.snapshot(1).unwrap().sample_at_ms, 20);
+        let s = r.snapshot(1).unwrap();
+        assert_eq!((s.replay_lsn, s.sample_at_ms, s.known), (Lsn(90), 20, true));
+        assert!(!r.is_caught_up(1, 1, 3, Lsn(100), 20, 100));
+        // A sample older than the latest one, or of an older generation, changes nothing.
+        r.observe_replay(1, 3, Lsn(500), 15);
         r.observe_replay(1, 2, Lsn(500), 30);
-        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(100));
+        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(90));
         r.observe_replay(1, 4, Lsn(5), 40);
         let s = r.snapshot(1).unwrap();
         assert_eq!((s.replay_lsn, s.generation), (Lsn(5), 4));
-        assert!(!r.is_caught_up(1, 1, 3, Lsn(50), 40, 100));
+        assert!(!r.is_caught_up(1, 1, 3, Lsn(5), 40, 100));
         assert!(r.is_caught_up(1, 1, 4, Lsn(5), 40, 100));
+    }
+
+    #[test]
+    fn r1a_rfq_positions_raise_only_when_newer_than_the_latest_sample() {
+        let r = Readers::new();
+        r.upsert(1, 1);
+        r.observe_sample(1, 1, Lsn(100), 50);
+        // A statement sent before the sample: its RFQ says less than the sample.
+        r.observe_rfq(1, 1, Lsn(400), 49);
+        r.observe_rfq(1, 1, Lsn(400), 50);
+        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(100));
+        r.observe_rfq(1, 1, Lsn(400), 51);
+        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(400));
+        r.observe_rfq(1, 1, Lsn(300), 52);
+        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(400), "never lowered");
+        assert!(r.is_caught_up(1, 1, 1, Lsn(400), 60, 100));
+        // The next sample replaces it.
+        r.observe_sample(1, 1, Lsn(350), 60);
+        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(350));
+    }
+
+    #[test]
+    fn r1a_an_outage_clears_and_evidence_taken_before_it_never_counts() {
+        let r = Readers::new();
+        r.upsert(1, 1);
+        r.observe_sample(1, 1, Lsn(900), 100);
+        assert!(r.is_caught_up(1, 1, 1, Lsn(900), 100, 5000));
+        // A connection to it broke at 110.
+        assert!(r.outage(1, 110));
+        let s = r.snapshot(1).unwrap();
+        assert_eq!(
+            (s.known, s.replay_lsn, s.outage_at_ms),
+            (false, Lsn::ZERO, Some(110))
+        );
+        assert!(!r.is_caught_up(1, 1, 1, Lsn(1), 120, 5000));
+        // A sample and an RFQ taken before the outage, reported after it: not used.
+        r.observe_sample(1, 1, Lsn(900), 105);
+        r.observe_rfq(1, 1, Lsn(900), 108);
+        assert!(!r.snapshot(1).unwrap().known);
+        // The restarted standby, sampled after: far behind.
+        r.observe_sample(1, 1, Lsn(200), 111);
+        assert!(!r.is_caught_up(1, 1, 1, Lsn(900), 120, 5000));
+        assert!(r.is_caught_up(1, 1, 1, Lsn(200), 120, 5000));
+        // Down and back up (dated by the latest time seen, 111): both transitions are outages.
+        r.set_health(1, false);
+        r.set_health(1, true);
+        assert!(!r.snapshot(1).unwrap().known);
+        r.observe_sample(1, 1, Lsn(250), 111);
+        assert!(!r.snapshot(1).unwrap().known);
+        r.observe_sample(1, 1, Lsn(250), 112);
+        assert_eq!(r.snapshot(1).unwrap().replay_lsn, Lsn(250));
+        // Removed and added again: only evidence newer than anything seen before counts.
+        r.remove(1);
+        r.upsert(1, 1);
+        r.observe_sample(1, 1, Lsn(260), 112);
+        assert!(!r.snapshot(1).unwrap().known);
+        r.observe_sample(1, 1, Lsn(260), 113);
+        assert!(r.snapshot(1).unwrap().known);
+    }
+
+    #[test]
+    fn r1b_a_held_out_reader_is_not_chosen_until_a_later_sample() {
+        let r = Readers::new();
+        r.upsert(1, 1);
+        r.upsert(2, 1);
+        for t in 0..2 {
+            assert!(!r.failed(1, 100 + t, 3).held_out);
+        }
+        assert!(r.failed(1, 102, 3).held_out);
+        assert!(r.is_held_out(1));
+        assert!(!r.is_valid(1, 1));
+        for salt in 0..50 {
+            let mut q = req(0, &[]);
+            q.salt = salt;
+            assert_eq!(r.choose(&q).unwrap().server, 2);
+        }
+        r.answered(1);
+        assert!(r.is_held_out(1), "an answer does not let it back in");
+        let c = r.observe_sample(1, 0, Lsn(10), 102);
+        assert!(
+            !c.back_in && r.is_held_out(1),
+            "taken at the latest failure: not after"
+        );
+        let c = r.observe_sample(1, 0, Lsn(10), 103);
+        assert!(c.back_in && !r.is_held_out(1));
+        assert!(r.is_valid(1, 1));
+    }
+
+    #[test]
+    fn r1b_sampled_since_and_retry_after() {
+        let r = Readers::new();
+        r.upsert(1, 1);
+        assert!(!r.sampled_since(1, 0));
+        r.observe_sample(1, 0, Lsn(10), 500);
+        assert!(r.sampled_since(1, 500));
+        assert!(r.sampled_since(1, 400));
+        assert!(!r.sampled_since(1, 501));
+        // An outage does not erase that the monitor answered then.
+        r.outage(1, 600);
+        assert!(r.sampled_since(1, 500));
+        assert_eq!(r.last_sample_at(1), Some(500));
+        assert_eq!(r.retry_after(1), None);
+        r.failed(1, 700, 3);
+        assert_eq!(r.retry_after(1), Some(700 + BACKOFF_BASE_MS));
+        r.failed(1, 800, 3);
+        assert_eq!(r.retry_after(1), Some(800 + 2 * BACKOFF_BASE_MS));
+        r.observe_sample(1, 0, Lsn(10), 801);
+        assert_eq!(r.retry_after(1), None);
+        assert_eq!(r.retry_after(99), None);
+    }
+
+    #[test]
+    fn r2_a_reader_that_can_wait_is_preferred_to_one_that_cannot() {
+        let r = Readers::new();
+        for s in 1..=4 {
+            r.upsert(s, 1);
+        }
+        // Readers 1..3 refused the wait statements; 4 is the only one that can wait.
+        for s in 1..=3 {
+            r.set_wait_support(s, true, None);
+        }
+        for _ in 0..5 {
+            r.begin_use(4);
+        }
+        for salt in 0..50u64 {
+            let mut q = req(80, &[]);
+            q.salt = salt;
+            assert_eq!(r.choose(&q), choice(4, false, true));
+        }
+        // No reader can wait under polardb: any of them, none waitable.
+        let mut q = req(80, &[]);
+        q.waits = Waits::Never;
+        assert!(!r.choose(&q).unwrap().can_wait);
+        // Stock: only readers reporting version 19 or later.
+        r.set_wait_support(4, false, Some(150_008));
+        r.set_wait_support(2, false, Some(190_000));
+        q.waits = Waits::FromVersion(190_000);
+        for salt in 0..50u64 {
+            q.salt = salt;
+            assert_eq!(r.choose(&q), choice(2, false, true));
+        }
+        assert!(r.can_wait(2, Waits::FromVersion(190_000)));
+        assert!(!r.can_wait(4, Waits::FromVersion(190_000)));
+        assert!(r.can_wait(4, Waits::Bounded));
+        assert!(!r.can_wait(4, Waits::Never));
     }
 
     #[test]
@@ -634,13 +917,7 @@ mod tests {
         for salt in 0..50u64 {
             let mut q = req(80, &[]);
             q.salt = salt;
-            assert_eq!(
-                r.choose(&q),
-                Some(Choice {
-                    server: 3,
-                    caught_up: true
-                })
-            );
+            assert_eq!(r.choose(&q), choice(3, true, false));
         }
         let mut q = req(80, &[3]);
         q.salt = 9;

@@ -2,7 +2,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::fmt::Write as _;
+
 use crate::decision::{Outcome, Reason};
+use crate::ids::Hostgroup;
+use crate::protocol::Lsn;
+
+use super::readers::ReaderSnapshot;
 
 macro_rules! counters {
     ($($variant:ident = $name:literal, $doc:literal;)+) => {
@@ -14,6 +20,8 @@ macro_rules! counters {
         impl Counter {
             pub const ALL: &'static [Counter] = &[$(Counter::$variant,)+];
             pub fn name(self) -> &'static str { match self { $(Counter::$variant => $name,)+ } }
+            /// What the counter counts.
+            pub fn doc(self) -> &'static str { match self { $(Counter::$variant => $doc,)+ } }
             /// The name with a terminating NUL (for the C ABI).
             pub fn c_name(self) -> &'static str { match self { $(Counter::$variant => concat!($name, "\0"),)+ } }
         }
@@ -68,6 +76,14 @@ counters! {
     TokensAccepted = "tokens_accepted", "Causal tokens presented and applied (C-2).";
     TokensIgnored = "tokens_ignored", "Causal tokens of another writer history: the writer's latest position used (C-2).";
     TokensRejected = "tokens_rejected", "Malformed causal tokens refused with 22023 (C-2).";
+    ReadersHeldOut = "readers_held_out", "Readers held out of reader choice after reader_failure_threshold consecutive failures (R-1b).";
+    ReadersBackIn = "readers_back_in", "Held-out readers let back in by a monitor sample taken after their latest failure (R-1b).";
+    ReaderFailures = "reader_failures", "Reader failures counted toward a hold-out: lost connections, response deadlines, connect and monitor failures (R-1b).";
+    ReaderOutages = "reader_outages", "Reader outages: what was known of the reader's position was cleared (R-1a).";
+    ReaderConnectFailures = "reader_connect_failures", "Reader connections that could not be opened, 57P03 refusals included (R-1a, R-1b).";
+    ReaderStartingUp = "reader_starting_up", "Reader connections refused with 57P03: the standby is starting up (R-1a).";
+    MonitorFailures = "monitor_failures", "Monitor queries that failed or timed out (R-1a, R-1b).";
+    SamplesBeforeOutage = "samples_before_outage", "Monitor samples not used: taken at or before the reader's latest outage (R-1a).";
 }
 
 const N_OUTCOMES: usize = 5;
@@ -128,6 +144,120 @@ impl Stats {
             counters: Counter::ALL.iter().map(|&c| (c, self.get(c))).collect(),
             outcomes: Outcome::ALL.iter().map(|&o| (o, self.outcome(o))).collect(),
             reasons: Reason::ALL.iter().map(|&r| (r, self.reason(r))).collect(),
+        }
+    }
+}
+
+impl Stats {
+    /// Every counter (`polarsplit_<name>_total`), decisions by outcome and by reason, in the
+    /// Prometheus text exposition format.
+    pub fn write_prometheus(&self, out: &mut String) {
+        for &c in Counter::ALL {
+            let name = c.name();
+            let _ = writeln!(out, "# HELP polarsplit_{name}_total {}", c.doc());
+            let _ = writeln!(out, "# TYPE polarsplit_{name}_total counter");
+            let _ = writeln!(out, "polarsplit_{name}_total {}", self.get(c));
+        }
+        out.push_str("# HELP polarsplit_decisions_total Decisions by outcome.\n");
+        out.push_str("# TYPE polarsplit_decisions_total counter\n");
+        for o in Outcome::ALL {
+            let _ = writeln!(
+                out,
+                "polarsplit_decisions_total{{outcome=\"{}\"}} {}",
+                o.name(),
+                self.outcome(o)
+            );
+        }
+        out.push_str("# HELP polarsplit_decision_reasons_total Decisions by reason.\n");
+        out.push_str("# TYPE polarsplit_decision_reasons_total counter\n");
+        for &r in Reason::ALL {
+            let _ = writeln!(
+                out,
+                "polarsplit_decision_reasons_total{{reason=\"{}\"}} {}",
+                r.name(),
+                self.reason(r)
+            );
+        }
+    }
+}
+
+/// Per-reader gauges (SPEC §9) in the Prometheus text format: the known replay position and the
+/// lag behind the writer's latest known LSN (both only while a position is known, in the
+/// writer's generation), health, hold-out, consecutive failures, active statements.
+/// `writer_of(hostgroup)` gives the generation and latest LSN of the writer whose reader
+/// hostgroup that is.
+pub(crate) fn write_reader_gauges(
+    out: &mut String,
+    readers: &[ReaderSnapshot],
+    writer_of: impl Fn(Hostgroup) -> Option<(u64, Lsn)>,
+) {
+    type Gauge = (
+        &'static str,
+        &'static str,
+        fn(&ReaderSnapshot) -> Option<u64>,
+    );
+    let gauges: [Gauge; 6] = [
+        (
+            "reader_position_known",
+            "Whether the reader's replay position is known (R-1a).",
+            |r| Some(u64::from(r.known)),
+        ),
+        (
+            "reader_replay_lsn",
+            "The reader's known replay position (R-1a).",
+            |r| r.known.then_some(r.replay_lsn.0),
+        ),
+        (
+            "reader_healthy",
+            "Whether the host reports the reader healthy.",
+            |r| Some(u64::from(r.healthy)),
+        ),
+        (
+            "reader_held_out",
+            "Whether the reader is held out of reader choice (R-1b).",
+            |r| Some(u64::from(r.held_out)),
+        ),
+        (
+            "reader_consecutive_failures",
+            "The reader's consecutive failures (R-1b).",
+            |r| Some(u64::from(r.failures)),
+        ),
+        (
+            "reader_active",
+            "Statements the reader is serving now.",
+            |r| Some(u64::from(r.active)),
+        ),
+    ];
+    for (name, help, f) in gauges {
+        let _ = writeln!(out, "# HELP polarsplit_{name} {help}");
+        let _ = writeln!(out, "# TYPE polarsplit_{name} gauge");
+        for r in readers {
+            if let Some(v) = f(r) {
+                let _ = writeln!(
+                    out,
+                    "polarsplit_{name}{{server=\"{}\",hostgroup=\"{}\"}} {v}",
+                    r.server, r.hostgroup
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP polarsplit_reader_lag_bytes The writer's latest known LSN minus the reader's known position."
+    );
+    let _ = writeln!(out, "# TYPE polarsplit_reader_lag_bytes gauge");
+    for r in readers {
+        let Some((generation, writer)) = writer_of(r.hostgroup) else {
+            continue;
+        };
+        if r.known && r.generation == generation && !writer.is_zero() {
+            let _ = writeln!(
+                out,
+                "polarsplit_reader_lag_bytes{{server=\"{}\",hostgroup=\"{}\"}} {}",
+                r.server,
+                r.hostgroup,
+                writer.0.saturating_sub(r.replay_lsn.0)
+            );
         }
     }
 }

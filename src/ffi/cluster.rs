@@ -10,6 +10,7 @@ use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_INVALID_AR
 use crate::cluster::Engine;
 use crate::config::ServerDialect;
 use crate::protocol::Lsn;
+use crate::token::WriterIdentity;
 
 /// The engine: topology, reader positions and counters shared by all sessions of a process.
 /// Thread-safe: any thread may use it concurrently. Sessions keep it alive, so it may be freed
@@ -195,6 +196,60 @@ pub unsafe extern "C" fn polarsplit_engine_writer_changed(
         if let Some(mut out) = unsafe { opt_out(generation) } {
             out.set(g);
         }
+        POLARSPLIT_OK
+    }
+}
+
+/// The writer's history for causal tokens (SPEC C-1, C-3): its system identifier (`SELECT
+/// system_identifier FROM pg_catalog.pg_control_system()`) and the timeline it writes now (the
+/// first 8 hexadecimal digits of `pg_walfile_name(pg_current_wal_insert_lsn())`; not
+/// `pg_control_checkpoint()`, which lags a promotion). Report it at start and whenever the
+/// monitor reads it again: every proxy process that reports the same identity formats and
+/// accepts the same tokens. Until the host reports one (or after it reports `0, 0`: unknown),
+/// tokens carry history `0.0` and hold only where the same writer is seen. An identity other
+/// than the one known before is a new writer history: the generation is bumped as by
+/// `polarsplit_engine_writer_changed` (sessions forget their LSNs, SPEC S-2) — the first
+/// identity reported is not a change. The writer generation after the call is stored in
+/// `*generation` (may be NULL).
+///
+/// # Safety
+/// `engine` must be a live engine; `generation` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_writer_identity(
+    engine: *const PolarsplitEngine,
+    writer_hostgroup: u32,
+    system_id: u64,
+    timeline: u32,
+    generation: *mut u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let identity = WriterIdentity { system_id, timeline };
+        let g = e.inner.set_writer_identity(writer_hostgroup, identity);
+        // SAFETY: NULL or writable.
+        if let Some(mut out) = unsafe { opt_out(generation) } {
+            out.set(g);
+        }
+        POLARSPLIT_OK
+    }
+}
+
+/// The host closed backend connection `conn` itself — a pooled reader connection it timed out
+/// as idle, or one that broke or said something while idle in its pool, or one it could not
+/// pool: the engine forgets what it knew of that connection (the statements prepared on it,
+/// SPEC E-2), so the id may be used again for another connection. Connections the session
+/// asked to close (CLOSE_BACKEND) and those reported lost to a session need no report;
+/// reporting one anyway is harmless. Returns `POLARSPLIT_OK`.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_connection_closed(
+    engine: *const PolarsplitEngine,
+    conn: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        try_ref!(engine).inner.connection_closed(conn);
         POLARSPLIT_OK
     }
 }

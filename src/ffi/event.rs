@@ -15,6 +15,11 @@ pub const POLARSPLIT_EVENT_READER_ATTACHED: PolarsplitEventKind = 3;
 pub const POLARSPLIT_EVENT_READER_UNAVAILABLE: PolarsplitEventKind = 4;
 /// Connection `conn` broke.
 pub const POLARSPLIT_EVENT_CONNECTION_LOST: PolarsplitEventKind = 5;
+/// The reader connection ACQUIRE_READER asked for could not be opened: refused, failed, timed
+/// out, or refused with SQLSTATE 57P03 (flag STARTING_UP). The writer answers the read; the
+/// reader has an outage (R-1a) and a failure toward its hold-out (R-1b). An authentication
+/// failure is READER_UNAVAILABLE with NO_CREDENTIALS instead.
+pub const POLARSPLIT_EVENT_READER_CONNECT_FAILED: PolarsplitEventKind = 6;
 
 /// READER_ATTACHED: opened for this request (startup-default settings).
 pub const POLARSPLIT_EVENT_FLAG_FRESH: u32 = 1;
@@ -22,10 +27,13 @@ pub const POLARSPLIT_EVENT_FLAG_FRESH: u32 = 1;
 pub const POLARSPLIT_EVENT_FLAG_NEEDS_RESET: u32 = 2;
 /// READER_UNAVAILABLE: this user cannot log in on the readers at all.
 pub const POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS: u32 = 4;
+/// READER_CONNECT_FAILED: the standby refused with 57P03 (it is starting up).
+pub const POLARSPLIT_EVENT_FLAG_STARTING_UP: u32 = 8;
 
 const ALL_FLAGS: u32 = POLARSPLIT_EVENT_FLAG_FRESH
     | POLARSPLIT_EVENT_FLAG_NEEDS_RESET
-    | POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS;
+    | POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS
+    | POLARSPLIT_EVENT_FLAG_STARTING_UP;
 
 /// The Rust event for a C kind, server and flags. An unknown kind or flag bit is
 /// `POLARSPLIT_ERR_INVALID_ARGUMENT`.
@@ -50,6 +58,9 @@ pub(crate) fn event_from_c(
             no_credentials: flag(POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS),
         },
         POLARSPLIT_EVENT_CONNECTION_LOST => Event::ConnectionLost,
+        POLARSPLIT_EVENT_READER_CONNECT_FAILED => Event::ReaderConnectFailed {
+            starting_up: flag(POLARSPLIT_EVENT_FLAG_STARTING_UP),
+        },
         _ => return Err(POLARSPLIT_ERR_INVALID_ARGUMENT),
     })
 }
@@ -64,6 +75,7 @@ pub(crate) fn event_kind(e: &Event) -> PolarsplitEventKind {
         Event::ReaderAttached { .. } => POLARSPLIT_EVENT_READER_ATTACHED,
         Event::ReaderUnavailable { .. } => POLARSPLIT_EVENT_READER_UNAVAILABLE,
         Event::ConnectionLost => POLARSPLIT_EVENT_CONNECTION_LOST,
+        Event::ReaderConnectFailed { .. } => POLARSPLIT_EVENT_READER_CONNECT_FAILED,
     }
 }
 
@@ -93,6 +105,8 @@ mod tests {
                 no_credentials: false,
             },
             Event::ConnectionLost,
+            Event::ReaderConnectFailed { starting_up: true },
+            Event::ReaderConnectFailed { starting_up: false },
         ];
         for e in all {
             let (server, flags) = match e {
@@ -109,11 +123,15 @@ mod tests {
                     0,
                     u32::from(no_credentials) * POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS,
                 ),
+                Event::ReaderConnectFailed { starting_up } => (
+                    0,
+                    u32::from(starting_up) * POLARSPLIT_EVENT_FLAG_STARTING_UP,
+                ),
                 _ => (0, 0),
             };
             assert_eq!(event_from_c(event_kind(&e), server, flags), Ok(e));
         }
         assert_eq!(event_from_c(0, 0, 0), Err(POLARSPLIT_ERR_INVALID_ARGUMENT));
-        assert_eq!(event_from_c(1, 0, 8), Err(POLARSPLIT_ERR_INVALID_ARGUMENT));
+        assert_eq!(event_from_c(1, 0, 16), Err(POLARSPLIT_ERR_INVALID_ARGUMENT));
     }
 }

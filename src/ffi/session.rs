@@ -358,6 +358,83 @@ pub unsafe extern "C" fn polarsplit_session_executing_conn(
     }
 }
 
+/// The host forwarded a CancelRequest to backend connection `conn` (SPEC F-1): call it right
+/// after sending the cancel to the connection `polarsplit_session_executing_conn` named. A
+/// reader connection that may have received a cancel is then closed when the session is done
+/// with it (a CLOSE_BACKEND action instead of RELEASE_READER), never handed to another session:
+/// the cancel's signal may land after the statement it was meant for has ended, on whatever that
+/// connection runs next. A `conn` that is not one of the session's readers (the writer, a
+/// connection already released) changes nothing. Not an input: it queues no action, is allowed
+/// while actions are pending, and needs no drain. Returns `POLARSPLIT_OK`.
+///
+/// # Safety
+/// `session` must be a live session.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_session_cancel_forwarded(
+    session: *mut PolarsplitSession,
+    conn: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let mut s = try_mut!(session);
+        s.inner.cancel_forwarded(conn);
+        POLARSPLIT_OK
+    }
+}
+
+/// The earliest host time (in the milliseconds of the `now_ms` the host passes) at which the
+/// session needs `polarsplit_session_on_timeout` (SPEC R-1b: a reader statement that has had no
+/// answer for `reader_response_timeout_ms`). `POLARSPLIT_OK` with `*at` set, or
+/// `POLARSPLIT_DONE` with `*at = UINT64_MAX` when the session has no deadline. Read it after
+/// every drain (any input may set, move or clear it) and take it into the host's poll timeout.
+/// Changes nothing; allowed while actions are pending.
+///
+/// # Safety
+/// `session` must be a live session; `at` writable.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_session_next_deadline(
+    session: *mut PolarsplitSession,
+    at: *mut u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let s = try_mut!(session);
+        let mut at = try_out!(at);
+        match s.inner.next_deadline() {
+            Some(t) => {
+                at.set(t);
+                POLARSPLIT_OK
+            }
+            None => {
+                at.set(u64::MAX);
+                POLARSPLIT_DONE
+            }
+        }
+    }
+}
+
+/// Reports that host time `now_ms` has come (SPEC R-1b): an input, like the `recv_*` functions
+/// — then poll actions until `POLARSPLIT_DONE`. Call it when the time from
+/// `polarsplit_session_next_deadline` has passed; an early or extra call is harmless (nothing is
+/// due yet: no actions). A reader whose statement has had no answer within
+/// `reader_response_timeout_ms` — and whose monitor reported no sample since the statement was
+/// sent (a long report on a healthy reader is never cut short: its deadline moves on) — is
+/// treated as lost: the actions close it (CLOSE_BACKEND) and retry the statement per the failure
+/// policy (SPEC F-2, F-3) or answer the client. `POLARSPLIT_ERR_BAD_STATE` while actions are
+/// pending, `POLARSPLIT_ERR_CLOSED` after the session ended; then nothing changed.
+///
+/// # Safety
+/// `session` must be a live session.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_session_on_timeout(
+    session: *mut PolarsplitSession,
+    now_ms: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let mut s = try_mut!(session);
+        let r = s.inner.on_timeout(now_ms);
+        s.status(r)
+    }
+}
+
 /// The writer's BackendKeyData as the client saw it (to match a CancelRequest): `*pid` and up
 /// to `cap` bytes of the secret into `secret` with its length in `*secret_len`. `POLARSPLIT_DONE`
 /// before the writer sent one (PostgreSQL sends it once authentication succeeded).

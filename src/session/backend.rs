@@ -223,6 +223,7 @@ impl Session {
                 needs_reset,
             } => self.reader_attached(conn, server, fresh, needs_reset),
             Event::ReaderUnavailable { no_credentials } => self.reader_unavailable(no_credentials),
+            Event::ReaderConnectFailed { starting_up } => self.reader_connect_failed(starting_up),
             Event::ConnectionLost => match self.backend_index(conn) {
                 None => Err(SessionError::UnknownConnection(conn)),
                 Some(0) => {
@@ -246,46 +247,46 @@ impl Session {
 
     /// R-1b: the host reports that time passed. A reader that has answered nothing for
     /// `reader_response_timeout_ms` since its unit was sent, while its monitor did not answer
-    /// either, is treated as lost (the host closes it: `CloseBackend`), and the unit is retried
-    /// per F-2/F-3. Statements on the writer are never timed out.
+    /// in that time either, is treated as lost (the host closes it: `CloseBackend`), and the
+    /// unit is retried per F-2/F-3. Statements on the writer are never timed out.
     pub fn on_timeout(&mut self, now_ms: u64) -> Result<(), SessionError> {
         self.check_input(now_ms)?;
         let timeout = self.config.reader_response_timeout_ms;
         if timeout == 0 {
             return Ok(());
         }
-        let due: Vec<(ConnId, ServerId, u64)> = self
+        let due: Vec<ConnId> = self
             .units
             .iter()
             .filter_map(|u| match u.attempt {
-                Attempt::Reader { conn, server } if self.now >= u.sent_at + timeout => {
-                    Some((conn, server, u.sent_at))
+                Attempt::Reader { conn, server }
+                    if self.now >= self.reader_deadline(u.sent_at, server, timeout) =>
+                {
+                    Some(conn)
                 }
                 _ => None,
             })
             .collect();
-        for (conn, server, sent_at) in due {
-            // A long report on a healthy reader is never killed: its monitor still answers.
-            if self.engine.readers().sampled_since(server, sent_at) {
-                if let Some(u) = self
-                    .units
-                    .iter_mut()
-                    .find(|u| matches!(u.attempt, Attempt::Reader { conn: c, .. } if c == conn))
-                {
-                    u.sent_at = self.now;
-                }
-                continue;
-            }
+        for conn in due {
             self.engine.stats().inc(Counter::ReaderDeadlines);
-            self.engine.reader_failed(server, self.now);
             self.last_error = format!(
-                "reader connection {conn} answered nothing for {timeout} ms: treated as lost"
+                "reader connection {conn} answered nothing for {timeout} ms and its monitor \
+                 neither: treated as lost"
             );
             self.out.close_backend(conn);
             self.engine.conns().forget(conn);
+            // An outage and a failure of the reader (R-1a, R-1b), then F-2/F-3.
             self.reader_lost(conn);
         }
         Ok(())
+    }
+
+    /// R-1b: when a reader unit sent at `sent_at` is treated as lost: `timeout` after it was sent
+    /// *and* after the reader's monitor last answered (a sample's query sent then) — a long
+    /// report on a replica whose monitor keeps answering is never killed.
+    pub(super) fn reader_deadline(&self, sent_at: u64, server: ServerId, timeout: u64) -> u64 {
+        let monitor = self.engine.readers().last_sample_at(server).unwrap_or(0);
+        sent_at.max(monitor).saturating_add(timeout)
     }
 
     /// A reader connection is gone (host event, FATAL error, protocol violation, deadline).
@@ -295,6 +296,11 @@ impl Session {
         };
         if i == 0 {
             return;
+        }
+        if let Some(s) = self.backend(i).server {
+            // R-1a: evidence from before the loss says nothing of where it is now; R-1b: a
+            // failure toward the hold-out.
+            self.engine.reader_lost(s, self.now);
         }
         if self.client_mid_message() {
             // Half of a large message (this reader's, or the writer's) reached the client: its
@@ -307,19 +313,28 @@ impl Session {
             return;
         }
         let b = self.readers.remove(i - 1);
-        if let Some(s) = b.server {
-            // R-1a: evidence from before the loss says nothing of where it is now.
-            self.engine.reader_outage(s);
-        }
         if self.pin.is_some_and(|p| p.conn == conn) {
             self.pin = None;
             self.engine.stats().inc(Counter::PinsReleased);
         }
-        let Some(id) = b.resp.front().map(|e| e.unit) else {
+        // The unit whose attempt ran there: the one still expecting answers from it, or an open
+        // batch (routed at a Flush) that has had all its answers so far.
+        let attempt_unit = self.units.iter().find_map(|u| match u.attempt {
+            Attempt::Reader { conn: c, .. } if c == conn => Some(u.id),
+            _ => None,
+        });
+        let Some(id) = b.resp.front().map(|e| e.unit).or(attempt_unit) else {
             return;
         };
         if let Some(s) = b.server {
             self.engine.readers().end_use(s);
+        }
+        if b.resp.is_empty() {
+            // An open batch that had every answer it asked for (a Parse/Describe/Flush): nothing
+            // the client waits for is lost — its statements are tracked and can be prepared
+            // anywhere — so the rest of the batch is simply routed anew.
+            self.finish_unit(id);
+            return;
         }
         let Some(u) = self.unit(id) else {
             return;

@@ -175,6 +175,11 @@ impl Session {
                 }
                 FrontendMessage::Bind { portal, statement } => {
                     statements += 1;
+                    if self.statements.lexed_otherwise(statement)
+                        && !parsed.iter().any(|(n, _)| *n == statement)
+                    {
+                        refuse(&mut shape, Reason::StatementLexedOtherwise);
+                    }
                     match self.resolve(&parsed, statement) {
                         Some(c) => {
                             if !safe(c) {
@@ -299,6 +304,7 @@ impl Session {
         };
         let shape = self.batch_shape(count);
         let open = self.batch_ends_open(count);
+        let lexing = shape.execs.iter().flatten().any(effects::may_change_lexing);
         self.record(d);
         let id = self.push_unit(UnitKind::Batch, d, None, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {
@@ -309,6 +315,7 @@ impl Session {
         if shape.changes_state && !self.txn.active {
             self.settings.mark_due();
         }
+        self.mirror_before_lexing_change(w, lexing);
         for _ in 0..count {
             self.forward_head_to_writer(id, w);
             if self.client_streaming.is_some() {
@@ -422,9 +429,11 @@ impl Session {
                     .split(|&b| b == 0)
                     .next()
                     .unwrap_or_default();
-                let class = std::str::from_utf8(sql)
-                    .ok()
-                    .map(|s| self.classifier.classify(s));
+                let text = std::str::from_utf8(sql).ok();
+                let class = text.map(|s| self.classify_sql(s));
+                if let (Some(c), Some(t)) = (&class, text) {
+                    self.note_custom_names(c, t);
+                }
                 self.statements
                     .insert(statement, parse_rest(body), class, true, limit);
             }
@@ -498,9 +507,7 @@ impl Session {
             FrontendMessage::Parse { statement, sql, .. } => {
                 let rest = parse_rest(body);
                 let hash = statement_hash(rest);
-                let class = std::str::from_utf8(sql)
-                    .ok()
-                    .map(|s| self.classifier.classify(s));
+                let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
                 self.statements.insert(statement, rest, class, false, limit);
                 let b = self.backend_mut(i);
                 b.parses.push_back(statements::ParseNote {
@@ -775,7 +782,9 @@ impl Session {
                         .statements
                         .has_room(self.config.max_prepared_statements)
             }
-            FrontendMessage::Bind { statement, .. } => safe_name(statement),
+            FrontendMessage::Bind { statement, .. } => {
+                safe_name(statement) && !self.statements.lexed_otherwise(statement)
+            }
             FrontendMessage::Describe { kind: b'S', name } => safe_name(name),
             // Portals of this batch live on this reader; Executes of them run the statements
             // checked at their Bind.

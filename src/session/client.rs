@@ -173,7 +173,7 @@ impl Session {
         let info = match msg {
             FrontendMessage::Query { sql } => match std::str::from_utf8(sql) {
                 Ok(s) => MsgInfo::Query {
-                    class: Some(self.classifier.classify(s)),
+                    class: Some(self.classify_sql(s)),
                     why_not: None,
                     token: crate::token::command(s),
                 },
@@ -184,9 +184,7 @@ impl Session {
                 },
             },
             FrontendMessage::Parse { sql, .. } => MsgInfo::Parse {
-                class: std::str::from_utf8(sql)
-                    .ok()
-                    .map(|s| self.classifier.classify(s)),
+                class: std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s)),
             },
             FrontendMessage::Bind { .. } => MsgInfo::Bind,
             FrontendMessage::Execute { .. } => MsgInfo::Execute,
@@ -224,6 +222,7 @@ impl Session {
             wire(t, body, &mut self.pending);
             start..self.pending.len()
         });
+        reserve_one(&mut self.queue);
         self.queue.push_back(ClientMsg {
             tag: t,
             len,
@@ -261,6 +260,7 @@ impl Session {
                 }))
             }
         };
+        reserve_one(&mut self.queue);
         self.queue.push_back(ClientMsg {
             tag: t,
             len: body_len + 5,

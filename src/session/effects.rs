@@ -20,7 +20,27 @@ pub(super) fn keeps_text(c: &Classification) -> bool {
 /// Whether a statement runs code the engine cannot see into (DO, CALL, a user function not
 /// known to be read-safe): it may change the session's state in ways no text shows (S-5).
 pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
-    s.effects.contains(Effects::RUNS_CODE) || s.effects.contains(Effects::CALLS_SET_CONFIG)
+    // A read that calls only functions known to be read-safe (reported stable or immutable,
+    // configured, hinted) runs code too, but code the engine was told is safe: no capture.
+    (s.effects.contains(Effects::RUNS_CODE) && !s.is_replica_safe())
+        || s.effects.contains(Effects::CALLS_SET_CONFIG)
+}
+
+/// Whether the statements may change how the server lexes string literals
+/// (`standard_conforming_strings`): SET or RESET of it, RESET ALL, code the engine cannot see.
+pub(super) fn may_change_lexing(c: &Classification) -> bool {
+    c.statements().iter().any(|s| {
+        matches!(
+            s.kind,
+            Kind::Set {
+                var: Var::StandardConformingStrings,
+                ..
+            } | Kind::Reset {
+                var: Var::StandardConformingStrings,
+                ..
+            } | Kind::ResetAll
+        ) || runs_unseen_code(s)
+    })
 }
 
 /// The name a `DEALLOCATE [PREPARE] name` statement closes, case-folded unless quoted.
@@ -49,6 +69,30 @@ pub(super) fn deallocate_target(stmt: &str) -> Option<Vec<u8>> {
 }
 
 impl Session {
+    /// Remembers the placeholder settings (`app.tenant`) a statement string sets or resets,
+    /// before it is sent: the capture pipelined behind it asks for them by name (S-5).
+    pub(super) fn note_custom_names(&mut self, class: &Classification, text: &str) {
+        for s in class.statements() {
+            let name = match s.kind {
+                Kind::Set {
+                    var: Var::Other,
+                    name,
+                    ..
+                }
+                | Kind::Reset {
+                    var: Var::Other,
+                    name,
+                } => name.of(text),
+                _ => continue,
+            };
+            let name = name.trim_matches('"');
+            if name.contains('.') && !self.settings.note_custom_name(name.as_bytes()) {
+                // More placeholder names than the capture follows.
+                self.hazards.set(Hazards::UNSEEN_CODE);
+            }
+        }
+    }
+
     /// Whether the statements may change the writer's session state (S-5): a capture is due
     /// once they ran.
     pub(super) fn changes_state(&self, c: &Classification) -> bool {
@@ -182,7 +226,16 @@ impl Session {
                 Kind::RollbackToSavepoint if in_txn => {}
                 Kind::Discard(w) if success => match w {
                     DiscardWhat::All => {
+                        // Not UNSEEN_CODE: a placeholder that code set under a name the engine
+                        // never saw survives DISCARD ALL as '' (a fresh reader has none at
+                        // all: NULL from current_setting(name, true) — measured), so it still
+                        // cannot be replayed. (SPEC S-4 lists DISCARD ALL as clearing it; this
+                        // is the safe side of that.)
+                        let unseen = self.hazards.has(Hazards::UNSEEN_CODE);
                         self.hazards = Hazards::default();
+                        if unseen {
+                            self.hazards.set(Hazards::UNSEEN_CODE);
+                        }
                         self.statements.clear();
                         if let Some(w) = self.writer.as_mut() {
                             w.probe_parsed = false;

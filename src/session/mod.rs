@@ -27,9 +27,11 @@
 pub mod actions;
 mod backend;
 mod batch;
+mod bind;
 mod client;
 mod effects;
 mod facts;
+mod finish;
 mod hidden;
 pub mod plan;
 mod reader;
@@ -91,8 +93,14 @@ pub enum Event {
         needs_reset: bool,
     },
     /// No reader connection can be had now (`no_credentials`: this user cannot log in on the
-    /// readers at all).
+    /// readers at all). Not a failure of the reader: the pool is empty, the back-off of
+    /// `Engine::reader_retry_after` says not yet, a connection limit was reached.
     ReaderUnavailable { no_credentials: bool },
+    /// The connection `AcquireReader` asked for could not be opened: refused, failed, timed out
+    /// (the host's connect timeout), or refused with SQLSTATE 57P03 (`starting_up`: the standby
+    /// accepts no connections yet). The writer answers, as for `ReaderUnavailable`, and the
+    /// reader has an outage (R-1a) and a failure toward its hold-out (R-1b).
+    ReaderConnectFailed { starting_up: bool },
     /// The connection broke.
     ConnectionLost,
 }
@@ -449,15 +457,16 @@ impl Session {
             now: 0,
             phase: Phase::AwaitStartup,
             client_framer: Framer::new_startup(limits),
-            // Almost always one message at a time: room for one, grown only by pipelining.
-            queue: VecDeque::with_capacity(1),
+            // Almost always one message at a time: room for one on first use (`reserve_one`),
+            // grown only by pipelining; nothing for a session that never sent a statement.
+            queue: VecDeque::new(),
             pending: Vec::new(),
             client_streaming: None,
             startup: None,
             writer: None,
             readers: Vec::new(),
             spare_backends: Vec::new(),
-            units: VecDeque::with_capacity(1),
+            units: VecDeque::new(),
             next_unit: 1,
             lsn: LsnState {
                 generation,
@@ -582,7 +591,9 @@ impl Session {
     }
 
     /// The earliest host time at which the session needs [`Session::on_timeout`] (R-1b): a
-    /// reader that has answered nothing for `reader_response_timeout_ms`. `None`: no deadline.
+    /// reader that has answered nothing for `reader_response_timeout_ms` while its monitor did
+    /// not answer either. `None`: no deadline. It moves later whenever the reader's monitor
+    /// answers: ask again after every input and after each monitor sample.
     pub fn next_deadline(&self) -> Option<u64> {
         let timeout = self.config.reader_response_timeout_ms;
         if timeout == 0 {
@@ -590,8 +601,12 @@ impl Session {
         }
         self.units
             .iter()
-            .filter(|u| matches!(u.attempt, Attempt::Reader { .. }))
-            .map(|u| u.sent_at.saturating_add(timeout))
+            .filter_map(|u| match u.attempt {
+                Attempt::Reader { server, .. } => {
+                    Some(self.reader_deadline(u.sent_at, server, timeout))
+                }
+                _ => None,
+            })
             .min()
     }
 
@@ -619,6 +634,13 @@ impl Session {
     fn fail(&mut self, e: SessionError) -> SessionError {
         self.last_error = e.to_string();
         e
+    }
+
+    /// Classifies statement text for this session's database (the F-policy finishes verdicts
+    /// against the database's function catalogue, SPEC §7).
+    fn classify_sql(&self, sql: &str) -> Classification {
+        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
+        self.classifier.classify_in(db, sql)
     }
 
     fn new_unit_id(&mut self) -> u32 {
@@ -659,4 +681,12 @@ fn wire(tag: u8, body: &[u8], out: &mut Vec<u8>) {
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Room for one more element, exactly one on first use (a plain `push_back` would allocate four:
+/// the queues of units and client messages hold one almost always).
+fn reserve_one<T>(q: &mut VecDeque<T>) {
+    if q.capacity() == 0 {
+        q.reserve_exact(1);
+    }
 }

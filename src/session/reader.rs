@@ -278,8 +278,13 @@ impl Session {
         let Some(u) = self.unit(id) else {
             return;
         };
-        let (failure, failure_text, saw_error, generation) =
-            (u.failure, u.failure_text.clone(), u.saw_error, u.generation);
+        let (failure, failure_text, saw_error, generation, sent_at) = (
+            u.failure,
+            u.failure_text.clone(),
+            u.saw_error,
+            u.generation,
+            u.sent_at,
+        );
         let server = self.backend(i).server;
         let ext = self.backend(i).ext;
         {
@@ -297,7 +302,9 @@ impl Session {
         match rfq.lsn {
             LsnField::At(l) => {
                 if let Some(s) = server {
-                    self.engine.reader_rfq_lsn(s, generation, l, self.now);
+                    // R-1a: dated by when the statement was sent, a lower bound of when the
+                    // reader reported it (a server that crashed since cannot be dated later).
+                    self.engine.reader_rfq_lsn(s, generation, l, sent_at);
                 }
                 if let Some(p) = self.pin.as_mut() {
                     if p.conn == conn {

@@ -28,15 +28,47 @@ pub enum Role {
     Reader,
 }
 
+/// Startup parameters in the client's order, packed in one allocation as `name\0value\0`
+/// pairs (names and values never contain a NUL: the framer splits on it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Params(Box<[u8]>);
+
+impl Params {
+    fn push(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        out.extend_from_slice(name);
+        out.push(0);
+        out.extend_from_slice(value);
+        out.push(0);
+    }
+
+    /// `(name, value)` pairs, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
+        let mut parts = self.0.split(|&b| b == 0);
+        std::iter::from_fn(move || {
+            let name = parts.next()?;
+            let value = parts.next()?;
+            Some((name, value))
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// What the client's StartupMessage said.
 #[derive(Clone, Debug)]
 pub struct Startup {
     pub major: u16,
     pub minor: u16,
     /// Parameters in the client's order, without any `_polar_*` key.
-    pub params: Vec<(Vec<u8>, Vec<u8>)>,
-    pub user: Vec<u8>,
-    pub database: Vec<u8>,
+    pub params: Params,
+    pub user: Box<[u8]>,
+    pub database: Box<[u8]>,
     /// `replication=` other than false/off/0/no: never routed.
     pub replication: bool,
     /// The client sent `_polar_send_lsn=1` / `_polar_proxy_send_lsn=1` itself (P-8).
@@ -165,9 +197,9 @@ impl Startup {
         let mut s = Startup {
             major,
             minor,
-            params: Vec::new(),
-            user: Vec::new(),
-            database: Vec::new(),
+            params: Params::default(),
+            user: Box::default(),
+            database: Box::default(),
             replication: false,
             client_wants_lsn: false,
             default_isolation: None,
@@ -177,6 +209,7 @@ impl Startup {
             causal_token: None,
         };
         let mut own = Vec::new();
+        let mut kept_params = Vec::new();
         for (k, v) in params.iter() {
             if k.starts_with(b"_polar_") {
                 if (k == b"_polar_send_lsn" || k == b"_polar_proxy_send_lsn") && truthy(v) {
@@ -199,21 +232,22 @@ impl Startup {
                     s.default_isolation = Some(i);
                 }
                 if !kept.is_empty() {
-                    s.params.push((k.to_vec(), kept));
+                    Params::push(&mut kept_params, k, &kept);
                 }
                 continue;
             }
             match k {
-                b"user" => s.user = v.to_vec(),
-                b"database" => s.database = v.to_vec(),
+                b"user" => s.user = v.into(),
+                b"database" => s.database = v.into(),
                 b"replication" => s.replication = truthy(v),
                 b"default_transaction_isolation" => {
                     s.default_isolation = Isolation::parse(&String::from_utf8_lossy(v))
                 }
                 _ => {}
             }
-            s.params.push((k.to_vec(), v.to_vec()));
+            Params::push(&mut kept_params, k, v);
         }
+        s.params = Params(kept_params.into_boxed_slice());
         for (name, value) in own {
             match name.as_str() {
                 crate::token::REPORT_OPTION => {
@@ -286,7 +320,6 @@ impl Startup {
         let params = self
             .params
             .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_slice()))
             .chain(keys.iter().map(|(k, v)| (*k, v.as_slice())));
         encode::startup_message(out, self.major, self.minor, params);
     }
@@ -296,7 +329,7 @@ impl Startup {
     pub fn custom_names(&self) -> impl Iterator<Item = &[u8]> {
         self.params.iter().flat_map(|(k, v)| {
             let mut names: Vec<&[u8]> = Vec::new();
-            if k.as_slice() == b"options" {
+            if k == b"options" {
                 for word in v.split(|b| b.is_ascii_whitespace()) {
                     let w = word.strip_prefix(b"-c").unwrap_or(word);
                     let w = w.strip_prefix(b"--").unwrap_or(w);
@@ -307,7 +340,7 @@ impl Startup {
                     }
                 }
             } else if k.contains(&b'.') {
-                names.push(k.as_slice());
+                names.push(k);
             }
             names
         })
@@ -333,7 +366,7 @@ impl Startup {
                 .finish(),
             _ => 0,
         };
-        let mut sorted: Vec<&(Vec<u8>, Vec<u8>)> = self.params.iter().collect();
+        let mut sorted: Vec<(&[u8], &[u8])> = self.params.iter().collect();
         sorted.sort();
         let mut h = Fnv64::new();
         for (k, v) in sorted {
@@ -506,7 +539,7 @@ mod tests {
             .params
             .iter()
             .find(|(k, _)| k == b"options")
-            .map(|(_, v)| v.clone());
+            .map(|(_, v)| v.to_vec());
         assert_eq!(opts.as_deref(), Some(&b"--search_path=a\\ b"[..]));
         assert!(s.params.iter().all(|(k, _)| !k.starts_with(b"polarsplit.")));
         // Only engine settings: no options parameter at all.

@@ -127,6 +127,10 @@ impl Hazards {
     pub fn clear(&mut self, h: Hazards) {
         self.0 &= !h.0;
     }
+
+    pub fn has(self, h: Hazards) -> bool {
+        self.0 & h.0 != 0
+    }
 }
 
 /// Whether the session's state is known, and how it was learned (S-5).

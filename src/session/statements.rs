@@ -59,6 +59,9 @@ pub(crate) struct ClientStmt {
     pub class: Option<Classification>,
     /// It exists on the writer connection under the client's name.
     pub on_writer: bool,
+    /// It was parsed while `standard_conforming_strings` was off: its string literals mean
+    /// what they meant then, so it runs on a reader only while that still holds.
+    pub lexed_off: bool,
     used: u64,
 }
 
@@ -67,6 +70,8 @@ pub(crate) struct ClientStmt {
 pub(crate) struct ClientStatements {
     map: HashMap<Box<[u8]>, ClientStmt>,
     clock: u64,
+    /// The writer session's `standard_conforming_strings` is off now (its ParameterStatus).
+    pub scs_off: bool,
 }
 
 impl ClientStatements {
@@ -80,6 +85,14 @@ impl ClientStatements {
 
     pub fn peek(&self, name: &[u8]) -> Option<&ClientStmt> {
         self.map.get(name)
+    }
+
+    /// A statement whose text a reader would lex differently now than the server did when the
+    /// client prepared it (a server keeps a prepared statement's parse).
+    pub fn lexed_otherwise(&self, name: &[u8]) -> bool {
+        self.map
+            .get(name)
+            .is_some_and(|s| s.lexed_off != self.scs_off)
     }
 
     pub fn contains(&self, name: &[u8]) -> bool {
@@ -121,6 +134,7 @@ impl ClientStatements {
                 hash: statement_hash(rest),
                 class,
                 on_writer,
+                lexed_off: self.scs_off,
                 used: self.clock,
             },
         );
@@ -136,6 +150,19 @@ impl ClientStatements {
         if let Some(s) = self.map.get_mut(name) {
             s.on_writer = false;
         }
+    }
+
+    /// The statements that exist only on readers: `(name, rest)` (the same pair of byte
+    /// strings as a captured setting).
+    pub fn reader_only(&self) -> Vec<super::state::Setting> {
+        let mut v: Vec<_> = self
+            .map
+            .iter()
+            .filter(|(_, s)| !s.on_writer)
+            .map(|(n, s)| (n.clone(), s.rest.clone()))
+            .collect();
+        v.sort();
+        v
     }
 
     pub fn remove(&mut self, name: &[u8]) -> Option<ClientStmt> {

@@ -104,6 +104,11 @@ impl Session {
                 )
             }
         };
+        if let BackendMessage::ParameterStatus { name, value } = msg {
+            if name == b"standard_conforming_strings" {
+                self.statements.scs_off = value.eq_ignore_ascii_case(b"off");
+            }
+        }
         if a.kind == AKind::Async {
             let hidden_notice =
                 matches!(msg, BackendMessage::NoticeResponse(_)) && !a.who.is_client();
@@ -166,7 +171,7 @@ impl Session {
                 if self.settings.login_authorization.is_none() {
                     // Servers before 14 do not report it: the login user is the session user.
                     self.settings.login_authorization =
-                        self.startup.as_ref().map(|s| s.user.clone().into());
+                        self.startup.as_ref().map(|s| s.user.clone());
                 }
                 self.writer_status = rfq.status;
                 // The session has observed nothing yet: the writer's position only informs

@@ -15,7 +15,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from e2e_support import APPLY_DELAY_MS, PROXY, PROXY_ASAN, PgPair, start_proxy, stop_proxy  # noqa: E402
+from e2e_support import (  # noqa: E402
+    APPLY_DELAY_MS,
+    PROXY,
+    PROXY_ASAN,
+    STANDBY_PORTS,
+    PgPair,
+    start_proxy,
+    stop_proxy,
+)
 
 SCHEMA = """
 CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
@@ -23,7 +31,8 @@ INSERT INTO accounts SELECT g, 100 FROM generate_series(1, 100) g;
 CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL);
 CREATE SEQUENCE seq;
 CREATE TABLE audit (id serial PRIMARY KEY, note text);
--- A function that writes: classified as a read (it is not on the write list), refused by the standby.
+-- A function that writes: unknown to the engine, so it runs on the primary unless a statement's
+-- `/* route=reader */` hint declares it read-safe; then the standby refuses it (F-2).
 CREATE FUNCTION log_note(t text) RETURNS text LANGUAGE sql AS $$
   INSERT INTO audit (note) VALUES (t) RETURNING note || '@' || inet_server_port()::text
 $$;
@@ -48,6 +57,7 @@ def pair():
             pytest.fail(f"{b} is not built: run scripts/test-e2e.sh (or make -C c-examples)")
     p = PgPair(apply_delay_ms=APPLY_DELAY_MS)
     p.start()
+    STANDBY_PORTS.add(p.standby.port)
     try:
         with psycopg.connect(p.primary.dsn(dbname="app"), autocommit=True) as c:
             c.execute(SCHEMA)

@@ -34,11 +34,16 @@ def stop_proxy(proxy: Proxy) -> None:
     assert code == 0, f"proxy exited with {code}:\n{log[-4000:]}"
 
 
-def where(conn, sql: str = "SELECT inet_server_port(), pg_is_in_recovery()", params=None) -> str:
-    """Runs a statement that reports where it ran; returns 'standby' or 'primary'."""
-    row = conn.execute(sql, params).fetchone()
-    port, in_recovery = row[-2], row[-1]
-    return "standby" if in_recovery else "primary"
+# Ports of the running pair's standbys (the `pair` fixture registers them). Where a read ran is
+# told by inet_server_port(), replica-safe on purpose (SPEC S-7); pg_is_in_recovery() is
+# server-dependent and always answered by the primary.
+STANDBY_PORTS: set[int] = set()
+
+
+def where(conn, sql: str = "SELECT inet_server_port()", params=None) -> str:
+    """Runs a statement whose last column is inet_server_port(); returns 'standby' or 'primary'."""
+    port = conn.execute(sql, params).fetchone()[-1]
+    return "standby" if port in STANDBY_PORTS else "primary"
 
 
 def ports(pair: PgPair) -> dict[int, str]:

@@ -291,8 +291,6 @@ def s5_results(s5_objects, proxy):
     return results
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.4/17.5: saved SETs replayed as text (order, aliases, composites, RESET ALL, code)")
 @pytest.mark.timeout(240)
 def test_s5_reader_state_equals_writer_state_after_every_step(s5_results):
     diverged = [r for r in s5_results if r.divergence]
@@ -301,8 +299,6 @@ def test_s5_reader_state_equals_writer_state_after_every_step(s5_results):
                           + "\n".join(r.divergence for r in diverged[:5]))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.4/17.5: a read on the standby succeeded that the primary refused")
 @pytest.mark.timeout(240)
 def test_s5_s6_no_read_succeeds_where_the_primary_refuses_it(s5_results):
     violating = [r for r in s5_results if r.violations]
@@ -317,8 +313,6 @@ TENANT_READ = ("SELECT coalesce(string_agg(secret, ',' ORDER BY secret), ''), co
 ROLE_READ = "SELECT current_user::text, current_setting('role'), inet_server_port()"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 17.5: set_config run by a function on a pooled reader leaks to later clients")
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("protocol", ["simple", "extended"])
 def test_s6_tenant_set_by_a_function_reaches_no_other_client(s5_objects, proxy, protocol):

@@ -1,7 +1,8 @@
 """Where each statement runs, checked by real clients through the proxy (built with AddressSanitizer)
 against a real primary + hot standby (stock PostgreSQL 15: dialect `stock`, startup profile `off`).
 
-Every statement under test reports its own server (`inet_server_port()`, `pg_is_in_recovery()`)."""
+Every statement under test reports its own server (`inet_server_port()`, replica-safe on purpose:
+S-7 keeps `pg_is_in_recovery()` on the primary)."""
 
 import threading
 import time
@@ -22,13 +23,13 @@ def conn(asan_proxy):
 
 def ran_on(pair, conn, sql, params=None):
     row = conn.execute(sql, params).fetchone()
-    return ports(pair)[row[-2]], row
+    return ports(pair)[row[-1]], row
 
 
 def test_p3_plain_reads_run_on_the_standby(pair, conn):
     assert where(conn) == "standby"
-    assert ran_on(pair, conn, "SELECT balance, inet_server_port(), pg_is_in_recovery() FROM accounts WHERE id = 1")[0] == "standby"
-    assert ran_on(pair, conn, "VALUES (1, inet_server_port(), pg_is_in_recovery())")[0] == "standby"
+    assert ran_on(pair, conn, "SELECT balance, inet_server_port() FROM accounts WHERE id = 1")[0] == "standby"
+    assert ran_on(pair, conn, "VALUES (1, inet_server_port())")[0] == "standby"
 
 
 def test_ssl_request_is_refused_and_the_client_goes_on_in_clear(asan_proxy):
@@ -38,23 +39,23 @@ def test_ssl_request_is_refused_and_the_client_goes_on_in_clear(asan_proxy):
 
 def test_p3_writes_and_locking_reads_run_on_the_primary(pair, conn, asan_proxy):
     assert ran_on(pair, conn, "INSERT INTO kv VALUES (1, 1) ON CONFLICT (k) DO UPDATE SET v = kv.v + 1 "
-                  "RETURNING inet_server_port(), pg_is_in_recovery()")[0] == "primary"
+                  "RETURNING inet_server_port()")[0] == "primary"
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as fresh:
-        assert ran_on(pair, fresh, "SELECT id, inet_server_port(), pg_is_in_recovery() FROM accounts "
+        assert ran_on(pair, fresh, "SELECT id, inet_server_port() FROM accounts "
                       "WHERE id = 2 FOR UPDATE")[0] == "primary"
-        assert ran_on(pair, fresh, "SELECT id, inet_server_port(), pg_is_in_recovery() FROM accounts "
+        assert ran_on(pair, fresh, "SELECT id, inet_server_port() FROM accounts "
                       "WHERE id = 2 FOR SHARE")[0] == "primary"
 
 
 def test_s4_write_functions_run_on_the_primary(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
-        place, row = ran_on(pair, c, "SELECT nextval('seq'), inet_server_port(), pg_is_in_recovery()")
+        place, row = ran_on(pair, c, "SELECT nextval('seq'), inet_server_port()")
         assert place == "primary" and row[0] >= 1
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
-        place, row = ran_on(pair, c, "SELECT set_config('app.tenant', '42', false), inet_server_port(), pg_is_in_recovery()")
+        place, row = ran_on(pair, c, "SELECT set_config('app.tenant', '42', false), inet_server_port()")
         assert place == "primary"
         # The setting lives on the primary connection only: later reads must see it (S-4).
-        place, row = ran_on(pair, c, "SELECT current_setting('app.tenant'), inet_server_port(), pg_is_in_recovery()")
+        place, row = ran_on(pair, c, "SELECT current_setting('app.tenant'), inet_server_port()")
         assert (place, row[0]) == ("primary", "42")
 
 
@@ -83,11 +84,11 @@ def assert_decided_by_the_write(c, delta_of):
 def test_s4_advisory_locks_pin_reads_to_the_primary_until_unlocked(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         assert where(c) == "standby"
-        assert ran_on(pair, c, "SELECT pg_advisory_lock(7), inet_server_port(), pg_is_in_recovery()")[0] == "primary"
+        assert ran_on(pair, c, "SELECT pg_advisory_lock(7), inet_server_port()")[0] == "primary"
         before = reasons(asan_proxy)
         assert where(c) == "primary"  # the lock lives on the primary connection
         assert delta(reasons(asan_proxy), before) == {"SESSION_HAZARD": 1}
-        assert ran_on(pair, c, "SELECT pg_advisory_unlock_all(), inet_server_port(), pg_is_in_recovery()")[0] == "primary"
+        assert ran_on(pair, c, "SELECT pg_advisory_unlock_all(), inet_server_port()")[0] == "primary"
         before = reasons(asan_proxy)
         # The hazard is gone: what decides now is that the lock call "may have written" (P-6).
         assert_decided_by_the_write(c, delta_of=lambda: delta(reasons(asan_proxy), before))
@@ -97,7 +98,7 @@ def test_s4_temporary_tables_stay_on_the_primary(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         c.execute("CREATE TEMP TABLE scratch AS SELECT 1 AS x")
         before = reasons(asan_proxy)
-        place, row = ran_on(pair, c, "SELECT x, inet_server_port(), pg_is_in_recovery() FROM scratch")
+        place, row = ran_on(pair, c, "SELECT x, inet_server_port() FROM scratch")
         assert (place, row[0]) == ("primary", 1)
         assert delta(reasons(asan_proxy), before) == {"SESSION_HAZARD": 1}
         c.execute("DISCARD TEMP")
@@ -123,7 +124,7 @@ def test_p5_read_committed_read_only_prefix_may_use_the_standby_then_writes_stay
         # after a write every read stays on the primary and sees the transaction's own row.
         assert first in ("standby", "primary")
         c.execute("INSERT INTO kv VALUES (1000, 1) ON CONFLICT (k) DO UPDATE SET v = 1")
-        place, row = ran_on(pair, c, "SELECT v, inet_server_port(), pg_is_in_recovery() FROM kv WHERE k = 1000")
+        place, row = ran_on(pair, c, "SELECT v, inet_server_port() FROM kv WHERE k = 1000")
         assert (place, row[0]) == ("primary", 1)
         c.execute("ROLLBACK")
         assert first == "standby", "a read-only READ COMMITTED prefix was expected on the standby (P-5)"
@@ -140,7 +141,8 @@ def test_transactions_keep_their_semantics(pair, asan_proxy):
 def test_f2_a_function_the_standby_refuses_is_answered_by_the_primary(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         assert where(c) == "standby"
-        note = c.execute("SELECT log_note('hello')").fetchone()[0]
+        # Unknown functions stay on the primary (F-policy) unless the hint declares them read-safe.
+        note = c.execute("/* route=reader */ SELECT log_note('hello')").fetchone()[0]
         assert note == f"hello@{pair.primary.port}"  # retried transparently on the primary
     stats = asan_proxy.stats()
     assert stats["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) >= 1
@@ -150,7 +152,7 @@ def test_f2_a_statement_the_standby_refuses_before_any_row_is_rerun_on_the_prima
     before = asan_proxy.stats()
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         assert where(c) == "standby"
-        place, row = ran_on(pair, c, "SELECT stamp(), inet_server_port(), pg_is_in_recovery()")
+        place, row = ran_on(pair, c, "/* route=reader */ SELECT stamp(), inet_server_port()")
         assert place == "primary" and row[0] > 0
     after = asan_proxy.stats()
     assert after["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) == before["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) + 1
@@ -158,12 +160,12 @@ def test_f2_a_statement_the_standby_refuses_before_any_row_is_rerun_on_the_prima
 
 
 def test_p3_multi_statement_queries_run_on_the_primary(pair, conn):
-    assert ran_on(pair, conn, "SELECT inet_server_port(), pg_is_in_recovery(); SELECT 1")[0] == "primary"
+    assert ran_on(pair, conn, "SELECT inet_server_port(); SELECT 1")[0] == "primary"
 
 
 def test_p3_extended_protocol_self_contained_reads_use_the_standby(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
-        place, row = ran_on(pair, c, "SELECT %s::int, inet_server_port(), pg_is_in_recovery()", (7,))
+        place, row = ran_on(pair, c, "SELECT %s::int, inet_server_port()", (7,))
         assert (place, row[0]) == ("standby", 7)
         # Named prepared statements run on the standby too, under an engine name (E-2).
         cur = c.cursor()
@@ -175,7 +177,7 @@ def test_p3_extended_protocol_self_contained_reads_use_the_standby(pair, asan_pr
         # the apply delay, and stock PostgreSQL 15 cannot wait: the primary.
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         c.execute("UPDATE kv SET v = v WHERE k = 1")
-        place, _ = ran_on(pair, c, "SELECT %s::int, inet_server_port(), pg_is_in_recovery()", (9,))
+        place, _ = ran_on(pair, c, "SELECT %s::int, inet_server_port()", (9,))
         assert place == "primary"
 
 

@@ -20,7 +20,9 @@ use polarsplit::session::{
 };
 use polarsplit::Engine;
 
-use super::workload::{Op, Workload};
+use super::families::{present_token, token_read, Families, FamilyWork};
+use super::shape;
+use super::workload::{Op, OpKind, Workload};
 use crate::client::{self, Decoder, Msg};
 use crate::{
     Cluster, ClusterConfig, ConnId, Dialect, Injection, Matcher, Rng, ServerId, ServerRef, Target,
@@ -40,6 +42,8 @@ pub struct Scenario {
     pub fault_per_mille: u64,
     pub allow_failover: bool,
     pub naive: bool,
+    /// Scenario families beyond the CI set (all off in [`Scenario::random`]).
+    pub families: Families,
 }
 
 impl Scenario {
@@ -118,7 +122,22 @@ impl Scenario {
             fault_per_mille: [0, 5, 20][r.range(0, 2) as usize],
             allow_failover: r.range(0, 14) == 0,
             naive: false,
+            families: Families::NONE,
         }
+    }
+
+    /// The same scenario with these families on: the servers buffer extended-protocol
+    /// answers until Sync or Flush as real ones do (extended, pipeline) and record session
+    /// state (session_state). Nothing else of the scenario changes.
+    pub fn with_families(mut self, f: Families) -> Scenario {
+        self.families = f;
+        if f.extended || f.pipeline || f.flush {
+            self.cluster.hold_until_flush = true;
+        }
+        if f.session_state {
+            self.cluster.record_session_state = true;
+        }
+        self
     }
 }
 
@@ -154,6 +173,13 @@ struct ClientState {
     naive_in_txn: bool,
     readers: BTreeSet<u64>,
     work: Workload,
+    family: Option<FamilyWork>,
+    /// A causal token to present before anything else, and the read it is for (§11).
+    token: std::collections::VecDeque<Op>,
+    /// Families: a client thinks between operations (virtual ms drawn from this), so that
+    /// time passes while clients work.
+    think: Option<Rng>,
+    ready_at: u64,
     current: Option<InFlight>,
     decoder: Decoder,
     /// Naive host: one decoder per backend connection (their streams reach the client as is).
@@ -163,6 +189,10 @@ struct ClientState {
     unconsumed: Vec<u8>,
     log: Vec<OpRecord>,
     lost_reported: BTreeSet<u64>,
+    /// Asynchronous messages received between operations, with the time.
+    async_log: Vec<(u64, Msg)>,
+    /// A write of this client just committed (causal family: its position may be handed on).
+    committed_write: Option<(i64, i64)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -191,6 +221,10 @@ pub struct Run {
     /// Sessions that ended a transaction with a reader still pinned or attached.
     pub pin_leaks: Vec<String>,
     pub failovers: u32,
+    /// Per client: asynchronous messages received between operations.
+    pub async_msgs: Vec<Vec<(u64, Msg)>>,
+    /// Reader faults of the reader_faults family: (time, what).
+    pub reader_faults: Vec<(u64, String)>,
 }
 
 /// The host.
@@ -212,6 +246,11 @@ pub struct Host {
     last_monitor: u64,
     stopped: Vec<(ServerId, u64)>,
     failovers: u32,
+    /// The families' own random stream (faults, token passing).
+    family_rng: Rng,
+    /// Readers the host's monitor has reported down, since when its probe failed.
+    monitor_failing: BTreeMap<ServerId, (u64, bool)>,
+    reader_faults: Vec<(u64, String)>,
 }
 
 const LIMIT_MS: u64 = 600_000;
@@ -241,6 +280,15 @@ impl Host {
                 naive_in_txn: false,
                 readers: BTreeSet::new(),
                 work: Workload::new(sc.seed, i as u64, sc.ops_per_client, sc.keys),
+                family: sc.families.any().then(|| {
+                    FamilyWork::new(sc.families, sc.seed, i as u64, sc.ops_per_client, sc.keys)
+                }),
+                token: Default::default(),
+                think: sc
+                    .families
+                    .any()
+                    .then(|| Rng::derive(sc.seed, "family-think", i as u64)),
+                ready_at: 0,
                 current: None,
                 decoder: Decoder::new(RfqExtensions::default()),
                 naive_decoders: BTreeMap::new(),
@@ -249,10 +297,15 @@ impl Host {
                 unconsumed: Vec::new(),
                 log: Vec::new(),
                 lost_reported: BTreeSet::new(),
+                async_log: Vec::new(),
+                committed_write: None,
             })
             .collect();
         Host {
             rng: Rng::derive(sc.seed, "host", 0),
+            family_rng: Rng::derive(sc.seed, "family-host", 0),
+            monitor_failing: BTreeMap::new(),
+            reader_faults: Vec::new(),
             sc,
             cluster,
             engine,
@@ -289,9 +342,23 @@ impl Host {
             }
             idle_rounds += 1;
             let now = self.cluster.now();
-            if now > LIMIT_MS || idle_rounds > 100_000 {
+            // Families run things that may hang (a Flush, a frozen reader): 120 s of nothing is
+            // enough to say so.
+            let idle_limit = if self.sc.families.any() {
+                24_000
+            } else {
+                100_000
+            };
+            if now > LIMIT_MS || idle_rounds > idle_limit {
                 self.host_errors
                     .push(format!("stuck: clients did not finish by t={now}"));
+                if std::env::var("SIM_STUCK").is_ok() {
+                    for (i, c) in self.clients.iter().enumerate() {
+                        if c.current.is_some() {
+                            eprintln!("stuck client {i}: {:#?}", c.session);
+                        }
+                    }
+                }
                 break;
             }
             let next = self
@@ -300,6 +367,15 @@ impl Host {
                 .unwrap_or(now + 5)
                 .min(now + 5);
             self.cluster.advance_to(next.max(now + 1));
+        }
+        if self.sc.families.notify {
+            // Whatever the servers sent last (notifications to idle listeners) is read.
+            for _ in 0..100 {
+                self.monitor();
+                if !self.step() {
+                    break;
+                }
+            }
         }
         Run {
             clients: self.clients.iter().map(|c| c.log.clone()).collect(),
@@ -318,6 +394,8 @@ impl Host {
             host_errors: self.host_errors,
             pin_leaks: self.pin_leaks,
             failovers: self.failovers,
+            async_msgs: self.clients.iter().map(|c| c.async_log.clone()).collect(),
+            reader_faults: self.reader_faults,
         }
     }
 
@@ -334,6 +412,9 @@ impl Host {
         }
         self.last_monitor = now.max(1);
         for r in self.cluster.readers() {
+            if self.sc.families.reader_faults && !self.monitor_probe(r, now) {
+                continue;
+            }
             if self.cluster.is_up(r) {
                 if let Some(l) = self.cluster.replay_lsn(r) {
                     self.engine.reader_sample(r.0, l, now);
@@ -388,8 +469,12 @@ impl Host {
                 self.feed_client(i, &rest);
                 progressed = true;
             }
-            if self.clients[i].authenticated && self.clients[i].current.is_none() {
-                if let Some(op) = self.clients[i].work.next_op() {
+            let now = self.cluster.now();
+            if self.clients[i].authenticated
+                && self.clients[i].current.is_none()
+                && now >= self.clients[i].ready_at
+            {
+                if let Some(op) = self.clients[i].next_op() {
                     self.send_op(i, op);
                     progressed = true;
                 }
@@ -424,6 +509,12 @@ impl Host {
         self.pool.retain(|p| !cluster.server_closed(ConnId(p.conn)));
         if self.sc.fault_per_mille > 0 && self.rng.range(0, 999) < self.sc.fault_per_mille {
             self.fault();
+        }
+        if self.sc.families.reader_faults && self.family_rng.range(0, 999) < 6 {
+            self.reader_fault();
+        }
+        if self.sc.families.causal {
+            self.pass_positions();
         }
         progressed
     }
@@ -656,6 +747,7 @@ impl Host {
             }
             for (conn, dirty) in releases {
                 self.clients[i].readers.remove(&conn);
+                self.cluster.set_owner(ConnId(conn), None);
                 self.owner.remove(&conn);
                 match self.conn_key(conn) {
                     Some(key) if !self.cluster.server_closed(ConnId(conn)) => {
@@ -683,6 +775,7 @@ impl Host {
                         let _ = self.cluster.write(w, &startup);
                         self.owner.insert(w.0, i);
                         self.clients[i].writer = Some(w.0);
+                        self.cluster.set_owner(w, Some(i as u64));
                         events.push((w.0, SEvent::WriterConnected));
                     }
                     Err(_) => events.push((0, SEvent::WriterConnectFailed)),
@@ -717,7 +810,16 @@ impl Host {
                 self.pin_leaks
                     .push(format!("client {i}: pinned reader outside a transaction"));
             }
-            if c.current.is_none() && !c.readers.is_empty() && !s.is_closed() && !s.in_transaction()
+            // A batch the client left open at a Flush (asyncpg's Parse/Describe/Flush) keeps
+            // its reader until the rest of it follows (E-1): that reader is still executing.
+            let open_batch = s
+                .executing_connection()
+                .is_some_and(|conn| c.readers.contains(&conn));
+            if c.current.is_none()
+                && !c.readers.is_empty()
+                && !s.is_closed()
+                && !s.in_transaction()
+                && !open_batch
             {
                 self.pin_leaks.push(format!(
                     "client {i}: reader connections {:?} held while idle",
@@ -739,6 +841,7 @@ impl Host {
             let p = self.pool.remove(pos);
             self.owner.insert(p.conn, i);
             self.clients[i].readers.insert(p.conn);
+            self.cluster.set_owner(ConnId(p.conn), Some(i as u64));
             return (
                 p.conn,
                 SEvent::ReaderAttached {
@@ -779,6 +882,7 @@ impl Host {
         self.keys.insert(conn.0, key);
         self.owner.insert(conn.0, i);
         self.clients[i].readers.insert(conn.0);
+        self.cluster.set_owner(conn, Some(i as u64));
         (
             conn.0,
             SEvent::ReaderAttached {
@@ -827,8 +931,23 @@ impl Host {
             let rfq = m.is_rfq();
             if let Some(f) = c.current.as_mut() {
                 f.msgs.push(m);
-                if rfq {
+                // A family operation is done when everything one server would answer came
+                // (or as many RFQs as it has Syncs and Queries, if the answer went astray).
+                let done = if f.op.script.is_empty() {
+                    rfq
+                } else {
+                    let p = shape::progress(&f.op.script, &f.msgs);
+                    p.complete
+                        || (p.violation.is_some() && p.rfqs >= shape::rfqs_expected(&f.op.script))
+                };
+                if done {
                     let f = c.current.take().expect("in flight");
+                    if self.sc.families.causal {
+                        c.committed_write = committed_write(&f.op, &f.msgs);
+                    }
+                    if let Some(r) = c.think.as_mut() {
+                        c.ready_at = self.cluster.now() + r.range(0, 30);
+                    }
                     c.log.push(OpRecord {
                         op: f.op,
                         msgs: f.msgs,
@@ -842,10 +961,18 @@ impl Host {
                 // Asynchronous messages between operations are allowed (notices); anything else
                 // would be a leak of some hidden result.
                 let fatal = matches!(&m, Msg::Error(f) if f.severity() == Some("FATAL"));
-                if !matches!(m, Msg::Notice(_) | Msg::ParameterStatus(..)) && !fatal {
+                let notification = matches!(m, Msg::Notification { .. }) && self.sc.families.notify;
+                if !matches!(m, Msg::Notice(_) | Msg::ParameterStatus(..))
+                    && !fatal
+                    && !notification
+                {
                     self.host_errors.push(format!(
                         "client {i}: unexpected message between operations: {m:?}"
                     ));
+                }
+                if self.sc.families.any() {
+                    let now = self.cluster.now();
+                    self.clients[i].async_log.push((now, m));
                 }
             }
         }
@@ -934,9 +1061,184 @@ impl Host {
     }
 }
 
+/// Reader faults and causal tokens (families), and the host's monitor of readers that hang.
+impl Host {
+    /// The monitor's probe of reader `r`, as a proxy's monitor with a 1 s timeout sees it: a
+    /// reader starting up refuses at once (57P03), a frozen one answers nothing. Returns
+    /// whether the probe answered; reports the reader down when it failed, up when it
+    /// answers again.
+    fn monitor_probe(&mut self, r: ServerId, now: u64) -> bool {
+        if !self.cluster.is_up(r) {
+            return true;
+        }
+        if self.cluster.accepts_connections(r) {
+            if let Some((_, reported)) = self.monitor_failing.remove(&r) {
+                if reported {
+                    self.engine.set_reader_health(r.0, true);
+                }
+            }
+            return true;
+        }
+        let frozen = self.cluster.is_frozen(r);
+        let e = self.monitor_failing.entry(r).or_insert((now, false));
+        if !e.1 && (!frozen || now >= e.0 + 1000) {
+            e.1 = true;
+            self.engine.set_reader_health(r.0, false);
+        }
+        false
+    }
+
+    fn reader_fault(&mut self) {
+        let readers = self.cluster.readers();
+        if readers.is_empty() {
+            return;
+        }
+        let r = readers[self.family_rng.range(0, readers.len() as u64 - 1) as usize];
+        if !self.cluster.accepts_connections(r) {
+            return;
+        }
+        let now = self.cluster.now();
+        match self.family_rng.range(0, 5) {
+            0 | 1 => {
+                let replay = self.cluster.replay_lsn(r).unwrap_or_default();
+                // Back to a restart point well behind (recent writes are redone).
+                let back = self.family_rng.range(1_000, 40_000);
+                let point = crate::Lsn(replay.0.saturating_sub(back).max(0x4000_0000));
+                // A fast restart may fall between two probes of the monitor (every 10 ms).
+                let refusal = self.family_rng.range(0, 25);
+                if self
+                    .cluster
+                    .crash_restart_reader_for(r, point, refusal)
+                    .is_ok()
+                {
+                    self.reader_faults.push((
+                        now,
+                        format!("{r} crashed at {replay}, restarts from {point}"),
+                    ));
+                }
+            }
+            2 => {
+                if self.reader_faults.iter().any(|(_, w)| w.contains("frozen")) {
+                    return;
+                }
+                let until = now + 30_000;
+                if self.cluster.freeze(r, until).is_ok() {
+                    self.reader_faults
+                        .push((now, format!("{r} frozen until t={until}")));
+                }
+            }
+            3 => {
+                let _ = self.cluster.inject_error(
+                    Target::Server(r),
+                    Injection::error("40001", "canceling statement due to conflict with recovery")
+                        .matching(Matcher::Select),
+                );
+                self.reader_faults
+                    .push((now, format!("{r}: recovery conflict (ERROR 40001)")));
+            }
+            _ => {
+                let _ = self.cluster.inject_error(
+                    Target::Server(r),
+                    Injection::error(
+                        "40001",
+                        "terminating connection due to conflict with recovery",
+                    )
+                    .matching(Matcher::Select)
+                    .fatal(),
+                );
+                self.reader_faults
+                    .push((now, format!("{r}: recovery conflict (FATAL 40001)")));
+            }
+        }
+    }
+
+    /// A client whose write just committed hands its session's position to another client,
+    /// as a web application passes a causal token to its next request (§11).
+    fn pass_positions(&mut self) {
+        for i in 0..self.clients.len() {
+            let Some((k, v)) = self.clients[i].committed_write.take() else {
+                continue;
+            };
+            if self.family_rng.range(0, 1) != 0 {
+                continue;
+            }
+            let Some(lsn) = self.clients[i]
+                .session
+                .as_ref()
+                .map(|s| s.lsn_state().target().0)
+            else {
+                continue;
+            };
+            // The position goes to a session that has not seen the write itself (as the
+            // next request of a web application lands on another pooled connection).
+            let n = self.clients.len();
+            let j = (i + 1 + self.family_rng.range(0, n as u64 - 2) as usize) % n;
+            let behind = self.clients[j]
+                .session
+                .as_ref()
+                .is_some_and(|s| s.lsn_state().target().0 < lsn);
+            if !behind {
+                continue;
+            }
+            let cj = &mut self.clients[j];
+            if j != i && !cj.closed && cj.token.is_empty() && !cj.work.in_transaction() {
+                cj.token.push_back(present_token(lsn, i, k, v));
+                cj.token.push_back(token_read(k));
+            }
+        }
+    }
+}
+
+/// The write an operation committed (autocommit, no error), if any.
+fn committed_write(op: &Op, msgs: &[Msg]) -> Option<(i64, i64)> {
+    let idle = matches!(
+        msgs.iter().rev().find(|m| m.is_rfq()),
+        Some(Msg::ReadyForQuery {
+            status: polarsplit::protocol::TxStatus::Idle,
+            ..
+        })
+    );
+    if !idle || msgs.iter().any(|m| matches!(m, Msg::Error(_))) {
+        return None;
+    }
+    match &op.kind {
+        OpKind::Write { k, v } | OpKind::WriteThenRead { k, v } => Some((*k, *v)),
+        OpKind::Family(f) => f.steps.iter().find_map(|(_, s)| match s {
+            super::families::Step::Write { k, v } => Some((*k, *v)),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 impl ClientState {
     fn work_left(&self) -> bool {
         self.work.has_more()
+            || !self.token.is_empty()
+            || self.family.as_ref().is_some_and(FamilyWork::has_more)
+    }
+
+    /// A token to present first; a family operation between transactions; else the ordinary
+    /// workload's next operation.
+    fn next_op(&mut self) -> Option<Op> {
+        if let Some(t) = self.token.pop_front() {
+            return Some(t);
+        }
+        if !self.work.in_transaction() {
+            if let Some(op) = self.family.as_mut().and_then(FamilyWork::next_op) {
+                return Some(op);
+            }
+        }
+        self.work.next_op().or_else(|| {
+            // The ordinary workload is done: the family's operations finish.
+            let f = self.family.as_mut()?;
+            while f.has_more() {
+                if let Some(op) = f.next_op() {
+                    return Some(op);
+                }
+            }
+            None
+        })
     }
 }
 

@@ -33,6 +33,9 @@ pub enum OpKind {
     Set,
     /// `SELECT k, v FROM kv ORDER BY k` (many rows: cut mid-result by faults).
     Scan,
+    /// An operation of a scenario family ([`super::families`]): a script of frontend messages
+    /// whose answers the protocol oracle splits into per-Execute outcomes.
+    Family(super::families::FamilyOp),
 }
 
 /// One operation: one Query message, or one extended-protocol batch (Parse, Bind, Describe,
@@ -42,12 +45,18 @@ pub struct Op {
     pub kind: OpKind,
     pub sql: String,
     pub extended: bool,
+    /// The frontend messages of a family operation (empty: `sql` as a Query, or as one
+    /// extended batch when `extended`).
+    pub script: Vec<super::shape::Front>,
 }
 
 impl Op {
     /// The client's bytes for this operation.
     pub fn bytes(&self) -> Vec<u8> {
         use crate::client;
+        if !self.script.is_empty() {
+            return self.script.iter().flat_map(|f| f.bytes()).collect();
+        }
         if self.extended {
             let mut b = client::parse("", &self.sql);
             b.extend(client::bind("", ""));
@@ -106,6 +115,7 @@ impl Workload {
             kind: OpKind::Read { k, locking },
             sql,
             extended: false,
+            script: Vec::new(),
         }
     }
 
@@ -116,12 +126,18 @@ impl Workload {
             kind: OpKind::Write { k, v },
             sql: format!("UPDATE kv SET v = {v} WHERE k = {k}"),
             extended: false,
+            script: Vec::new(),
         }
     }
 
     /// Whether operations remain (an open transaction counts).
     pub fn has_more(&self) -> bool {
         self.left > 0 || self.in_txn
+    }
+
+    /// Whether the client is inside one of its transactions.
+    pub fn in_transaction(&self) -> bool {
+        self.in_txn
     }
 
     /// The next operation, or `None` when the client is done (an open transaction is always
@@ -135,12 +151,14 @@ impl Workload {
                         kind: OpKind::Commit,
                         sql: "COMMIT".into(),
                         extended: false,
+                        script: Vec::new(),
                     }
                 } else {
                     Op {
                         kind: OpKind::Rollback,
                         sql: "ROLLBACK".into(),
                         extended: false,
+                        script: Vec::new(),
                     }
                 });
             }
@@ -154,6 +172,7 @@ impl Workload {
                     kind: OpKind::Set,
                     sql: "SET LOCAL application_name = 'in_txn'".into(),
                     extended: false,
+                    script: Vec::new(),
                 },
                 _ => {
                     let Op { kind, sql, .. } = self.write();
@@ -164,6 +183,7 @@ impl Workload {
                         kind: OpKind::WriteThenRead { k, v },
                         sql: format!("{sql}; SELECT v FROM kv WHERE k = {k}"),
                         extended: false,
+                        script: Vec::new(),
                     }
                 }
             });
@@ -191,17 +211,20 @@ impl Workload {
                     kind: OpKind::WriteThenRead { k, v },
                     sql: format!("{sql}; SELECT v FROM kv WHERE k = {k}"),
                     extended: false,
+                    script: Vec::new(),
                 }
             }
             70..=73 => Op {
                 kind: OpKind::Scan,
                 sql: "SELECT k, v FROM kv ORDER BY k".into(),
                 extended: false,
+                script: Vec::new(),
             },
             74..=75 => Op {
                 kind: OpKind::Set,
                 sql: format!("SET application_name = 'client{}'", self.client),
                 extended: false,
+                script: Vec::new(),
             },
             76..=77 => self.read(true),
             _ => {
@@ -220,6 +243,7 @@ impl Workload {
                         "START TRANSACTION ISOLATION LEVEL READ COMMITTED".into()
                     },
                     extended: false,
+                    script: Vec::new(),
                 }
             }
         })

@@ -1,0 +1,43 @@
+//! What a host reports besides bytes and events, from C (compiled by build.rs against the
+//! committed header): time passing (R-1b), a forwarded cancel (F-1), a pooled connection it
+//! closed itself (E-2), the writer's history (C-1/C-3) — and the misuse of each new function.
+//! The same functions run under ASan/UBSan and valgrind in `scripts/test-sanitizers.sh`.
+
+use ffi_tests::*;
+
+#[test]
+fn c_r1b_deadline_after_a_reader_statement_and_timeout_retries_on_the_writer() {
+    run(
+        "r1b_deadline_after_a_reader_statement_and_timeout_retries_on_the_writer",
+        ctest_r1b_deadline_after_a_reader_statement_and_timeout_retries_on_the_writer,
+    );
+}
+
+#[test]
+fn c_f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling() {
+    run(
+        "f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling",
+        ctest_f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling,
+    );
+}
+
+#[test]
+fn c_e2_connection_closed_forgets_what_the_connection_had_prepared() {
+    run(
+        "e2_connection_closed_forgets_what_the_connection_had_prepared",
+        ctest_e2_connection_closed_forgets_what_the_connection_had_prepared,
+    );
+}
+
+#[test]
+fn c_c1_writer_identity_names_the_token_history_and_bumps_the_generation() {
+    run(
+        "c1_writer_identity_names_the_token_history_and_bumps_the_generation",
+        ctest_c1_writer_identity_names_the_token_history_and_bumps_the_generation,
+    );
+}
+
+#[test]
+fn c_host_duties_misuse_nulls_wrong_states_and_panics() {
+    run("host_duties_misuse", ctest_host_duties_misuse);
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Generates the classifier's table of PostgreSQL built-in functions from a real server (SPEC §7 F-policy).
+
+    python3 scripts/gen-builtins.py                 # throwaway server from $PG_BIN (default PostgreSQL 15)
+    python3 scripts/gen-builtins.py --check         # exit 1 when the committed table differs from the server
+    python3 scripts/gen-builtins.py --dsn "host=127.0.0.1 port=5432 user=postgres dbname=postgres" [--check]
+
+It reads `pg_proc` (schemas pg_catalog and information_schema, functions owned by an extension left
+out: they are not in every database) and `pg_get_keywords()`, and writes
+`src/classify/builtins/pg<major>.rs`: every built-in function name with the volatilities of its
+overloads and its kinds, and every keyword with its category. The reviewed lists (read-safe
+volatile built-ins, never-safe built-ins, S-7's server-dependent functions and relations) are not
+generated: they live, short and commented, in `src/classify/builtins/mod.rs`.
+
+Without `--dsn` the script starts its own server: `initdb` into a temporary directory and `pg_ctl`
+start on a free loopback port, as the dedicated system user of scripts/lib/pgpair.py when run as
+root (PostgreSQL refuses root), and always stops it. The output is deterministic (sorted, no
+timestamps), so `--check` compares bytes. See scripts/gen-builtins.md for adding a major version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+
+import pgpair  # noqa: E402
+
+FUNCTIONS_SQL = """
+SELECT p.proname, n.nspname, p.provolatile, p.prokind
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname IN ('pg_catalog', 'information_schema')
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                  WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                    AND d.objid = p.oid AND d.deptype = 'e')
+"""
+KEYWORDS_SQL = "SELECT word, catcode FROM pg_catalog.pg_get_keywords()"
+VERSION_SQL = "SELECT current_setting('server_version_num'), current_setting('server_version')"
+
+FROM_LINE = "//! from PostgreSQL "
+NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
+VOLATILITY = {"i": "IMM", "s": "STA", "v": "VOL"}
+KIND = {"f": None, "a": "AGG", "w": "WIN", "p": "PROC"}
+KEYWORD = {"U": "UNRESERVED", "C": "COL_NAME", "T": "TYPE_FUNC_NAME", "R": "RESERVED"}
+
+
+def psql(dsn: str, sql: str) -> list[list[str]]:
+    out = subprocess.run(
+        ["psql", "-X", "-q", "-At", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", sql],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return [line.split("\t") for line in out.splitlines() if line]
+
+
+@contextlib.contextmanager
+def throwaway_server(pg_bin: Path):
+    """A one-off server on a free loopback port, stopped and removed whatever happens."""
+    pgpair.PG_BIN = pg_bin  # pgpair.Server runs pg_ctl from here
+    pgpair.ensure_pg_user()
+    base = Path(tempfile.mkdtemp(prefix="polarsplit-pg-builtins-"))
+    os.chmod(base, 0o755)
+    if os.geteuid() == 0:
+        shutil.chown(base, pgpair.PG_USER, pgpair.PG_USER)
+    data = base / "data"
+    server = pgpair.Server("builtins", data, pgpair.free_port(), base / "server.log")
+    try:
+        subprocess.run(
+            pgpair._as_pg_user([str(pg_bin / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+                                "-E", "UTF8", "--locale=C", "--no-sync"]),
+            cwd="/", check=True, capture_output=True, text=True,
+        )
+        with open(data / "postgresql.conf", "a") as f:
+            f.write(f"\nport = {server.port}\nlisten_addresses = '127.0.0.1'\n"
+                    f"unix_socket_directories = '{base}'\nfsync = off\n")
+        server.start()
+        yield server.dsn()
+    finally:
+        try:
+            server.stop("immediate")
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def render(dsn: str) -> tuple[int, str]:
+    """The generated Rust source for the server at `dsn`, and its major version."""
+    (version_num, version), = psql(dsn, VERSION_SQL)
+    major = int(version_num) // 10000
+    rows = psql(dsn, FUNCTIONS_SQL)
+    names: dict[str, set[str]] = {}
+    for proname, nspname, volatility, kind in rows:
+        if not NAME_RE.match(proname):
+            raise SystemExit(f"unexpected built-in function name {proname!r}: extend the generator")
+        flags = names.setdefault(proname, set())
+        flags.add(VOLATILITY[volatility])
+        if KIND[kind]:
+            flags.add(KIND[kind])
+        if nspname == "information_schema":
+            flags.add("INFO_SCHEMA")
+    keywords = sorted((w, KEYWORD[c]) for w, c in psql(dsn, KEYWORDS_SQL))
+    order = ["IMM", "STA", "VOL", "AGG", "WIN", "PROC", "INFO_SCHEMA"]
+    lines = [
+        f"//! PostgreSQL {major} built-in functions and keywords. **Generated** by `scripts/gen-builtins.py`",
+        f"{FROM_LINE}{version} (server_version_num {version_num}): do not edit; regenerate.",
+        f"//! {len(rows)} `pg_proc` rows in pg_catalog and information_schema (extension members left",
+        f"//! out) under {len(names)} names; {len(keywords)} keywords from `pg_get_keywords()`.",
+        "",
+        "use super::flags::*;",
+        "use super::BuiltinTable;",
+        "",
+        "#[rustfmt::skip]",
+        f"pub(super) static TABLE: BuiltinTable = BuiltinTable {{",
+        f"    major: {major},",
+        "    memo: std::sync::OnceLock::new(),",
+        f"    rows: {len(rows)},",
+        "    functions: &[",
+    ]
+    for name in sorted(names, key=lambda n: n.encode()):
+        flags = " | ".join(f for f in order if f in names[name])
+        lines.append(f"        (\"{name}\", {flags}),")
+    lines += ["    ],", "    keywords: &["]
+    for word, cat in sorted(keywords, key=lambda k: k[0].encode()):
+        if not NAME_RE.match(word):
+            raise SystemExit(f"unexpected keyword {word!r}")
+        lines.append(f"        (\"{word}\", {cat}),")
+    lines += ["    ],", "};", ""]
+    return major, "\n".join(lines)
+
+
+def content(text: str) -> list[str]:
+    """What `--check` compares: everything but the line naming the exact server release (minor
+    releases never change the catalogue)."""
+    return [line for line in text.splitlines() if not line.startswith(FROM_LINE)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dsn", help="libpq connection string of a running server (default: start a throwaway one)")
+    ap.add_argument("--pg-bin", default=os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"),
+                    help="server binaries for the throwaway server (default $PG_BIN or PostgreSQL 15)")
+    ap.add_argument("--out", help="output file (default src/classify/builtins/pg<major>.rs)")
+    ap.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
+    args = ap.parse_args()
+
+    with contextlib.ExitStack() as stack:
+        dsn = args.dsn or stack.enter_context(throwaway_server(Path(args.pg_bin)))
+        major, text = render(dsn)
+    out = Path(args.out) if args.out else ROOT / "src" / "classify" / "builtins" / f"pg{major}.rs"
+    if args.check:
+        old = out.read_text() if out.exists() else ""
+        if content(old) != content(text):
+            old_lines, new_lines = set(content(old)), set(content(text))
+            gone = sorted(old_lines - new_lines)[:20]
+            added = sorted(new_lines - old_lines)[:20]
+            print(f"{out.relative_to(ROOT)} is stale for this server: regenerate with scripts/gen-builtins.py",
+                  file=sys.stderr)
+            for line in gone:
+                print(f"  - {line.strip()}", file=sys.stderr)
+            for line in added:
+                print(f"  + {line.strip()}", file=sys.stderr)
+            return 1
+        print(f"{out.relative_to(ROOT)} is fresh ({text.count(chr(10))} lines)")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,515 @@
+//! The F-policy (SPEC §7): which function calls a replica may run, and the per-database catalogue
+//! of user functions that the host reports.
+//!
+//! A call is read-safe only if **every** function of that name the engine knows of — built-in or
+//! reported, in any schema, any overload — is known read-safe. Most of that is decided from the
+//! text alone when a statement is first classified (the result is cached by text): the configured
+//! lists, the built-in table and its reviewed lists (`builtins`). What depends on the database is
+//! left as a short list of [`Call`]s on the classification and finished per statement by
+//! [`FunctionPolicy::finish`] against the database's [`DbCatalog`]: a built-in name that a user
+//! function shares, a name that is not a built-in (known safe only if the catalogue says so,
+//! otherwise `unknown_functions` decides), and attribute-notation names (`(x).f` calls `f(x)`)
+//! that a user function may answer to. Most statements call no function at all, and most calls
+//! are of built-ins in a database whose catalogue shadows none: then finishing costs nothing.
+
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+
+use super::builtins::{self, BuiltinTable};
+use super::ident::MAX_NAME;
+use super::{Classification, Effects, Kind, NotSafe, Statements, WriteFunctions};
+
+/// `unknown_functions` (SPEC §8): where a statement goes that calls a function the engine knows
+/// nothing of (not built-in, not reported, not configured).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum UnknownFunctions {
+    /// Not read-safe (the default).
+    #[default]
+    Primary,
+    /// Read-safe; a standby's refusal is retried on the primary (F-2).
+    Replica,
+}
+
+impl UnknownFunctions {
+    pub const NAMES: &'static [&'static str] = &["primary", "replica"];
+
+    pub fn parse(s: &str) -> Option<UnknownFunctions> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("primary") {
+            Some(UnknownFunctions::Primary)
+        } else if s.eq_ignore_ascii_case("replica") {
+            Some(UnknownFunctions::Replica)
+        } else {
+            None
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnknownFunctions::Primary => "primary",
+            UnknownFunctions::Replica => "replica",
+        }
+    }
+}
+
+/// `read_functions` (SPEC §8): names declared read-safe by the operator — every function of such
+/// a name, built-in or not, whatever its volatility or S-7 status. Never-safe built-ins and
+/// `write_functions` names cannot be declared read-safe (the configuration refuses them).
+/// A trailing `*` makes a prefix; names are compared as normalised, unquoted ones fold case.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadFunctions(WriteFunctions);
+
+/// For [`super::classify`], which borrows everything.
+static NO_READ_FUNCTIONS: ReadFunctions = ReadFunctions::new();
+
+impl ReadFunctions {
+    /// An empty list (the default).
+    pub const fn new() -> ReadFunctions {
+        ReadFunctions(WriteFunctions::empty())
+    }
+
+    /// Adds a configured name (see [`WriteFunctions::add`]).
+    pub fn add(&mut self, name: &str) -> bool {
+        self.0.add(name)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.contains(name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The configured entries (prefixes end with `*`), for validation and logs.
+    pub fn entries(&self) -> Vec<String> {
+        self.0.entries()
+    }
+}
+
+/// Whether a configured `read_functions` entry (`name` or `prefix*`) stays clear of every
+/// never-safe built-in (SPEC §7: those are never read-safe, whatever is configured).
+pub fn may_be_read_function(entry: &str) -> bool {
+    let e = entry.trim().to_ascii_lowercase();
+    let split = |s: &str| -> (String, bool) {
+        match s.strip_suffix('*') {
+            Some(b) => (b.to_string(), true),
+            None => (s.to_string(), false),
+        }
+    };
+    let (base, prefix) = split(&e);
+    !builtins::NEVER_SAFE.iter().any(|n| {
+        let (nb, np) = split(n);
+        match (prefix, np) {
+            (false, false) => base == nb,
+            (false, true) => base.starts_with(&nb),
+            (true, false) => nb.starts_with(&base),
+            (true, true) => base.starts_with(&nb) || nb.starts_with(&base),
+        }
+    })
+}
+
+/// Everything the F-policy needs besides the database's catalogue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionPolicy {
+    pub write_functions: WriteFunctions,
+    pub read_functions: ReadFunctions,
+    pub unknown_functions: UnknownFunctions,
+    pub(crate) builtins: &'static BuiltinTable,
+}
+
+impl Default for FunctionPolicy {
+    fn default() -> FunctionPolicy {
+        FunctionPolicy::new(WriteFunctions::defaults())
+    }
+}
+
+impl FunctionPolicy {
+    /// The default policy with these write functions: no read functions, unknown functions to
+    /// the primary, PostgreSQL 15's built-ins.
+    pub fn new(write_functions: WriteFunctions) -> FunctionPolicy {
+        FunctionPolicy {
+            write_functions,
+            read_functions: ReadFunctions::new(),
+            unknown_functions: UnknownFunctions::Primary,
+            builtins: builtins::default_table(),
+        }
+    }
+
+    pub fn with_read_functions(mut self, read: ReadFunctions) -> FunctionPolicy {
+        self.read_functions = read;
+        self
+    }
+
+    pub fn with_unknown_functions(mut self, unknown: UnknownFunctions) -> FunctionPolicy {
+        self.unknown_functions = unknown;
+        self
+    }
+
+    /// The built-in table of the server version the host reported (see
+    /// [`builtins::for_server_version`]).
+    pub fn with_builtins(mut self, table: &'static BuiltinTable) -> FunctionPolicy {
+        self.builtins = table;
+        self
+    }
+
+    pub fn builtins(&self) -> &'static BuiltinTable {
+        self.builtins
+    }
+
+    /// The policy by reference (what classification takes).
+    pub(crate) fn rules(&self) -> Rules<'_> {
+        Rules {
+            write_functions: &self.write_functions,
+            read_functions: &self.read_functions,
+            unknown_functions: self.unknown_functions,
+            builtins: self.builtins,
+        }
+    }
+
+    /// Finishes a text-only classification for one database (SPEC §7): the calls that depend on
+    /// the database's catalogue are resolved, which may make a read not replica-safe and mark
+    /// statements as running code the engine cannot see into ([`Effects::RUNS_CODE`]).
+    /// `catalog` is `None` for a database whose catalogue the host has not reported.
+    pub fn finish(&self, c: Classification, catalog: Option<&DbCatalog>) -> Classification {
+        self.rules().finish(c, catalog)
+    }
+}
+
+/// A [`FunctionPolicy`] by reference, so that classifying with a borrowed write list allocates
+/// nothing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rules<'a> {
+    pub(crate) write_functions: &'a WriteFunctions,
+    pub(crate) read_functions: &'a ReadFunctions,
+    pub(crate) unknown_functions: UnknownFunctions,
+    pub(crate) builtins: &'static BuiltinTable,
+}
+
+impl<'a> Rules<'a> {
+    /// The default policy around a borrowed write list.
+    pub(crate) fn with_write(write_functions: &'a WriteFunctions) -> Rules<'a> {
+        Rules {
+            write_functions,
+            read_functions: &NO_READ_FUNCTIONS,
+            unknown_functions: UnknownFunctions::Primary,
+            builtins: builtins::default_table(),
+        }
+    }
+
+    /// See [`FunctionPolicy::finish`].
+    pub(crate) fn finish(
+        &self,
+        mut c: Classification,
+        catalog: Option<&DbCatalog>,
+    ) -> Classification {
+        let Some(calls) = c.calls.take() else {
+            return c;
+        };
+        let mut changes: Vec<(u32, NotSafe, bool)> = Vec::new();
+        for call in calls.iter() {
+            let (stmt, verdict) = self.resolve(call, catalog);
+            if let Some((why, unseen)) = verdict {
+                changes.push((stmt, why, unseen));
+            }
+        }
+        if changes.is_empty() {
+            return c;
+        }
+        let apply = |s: &mut super::StatementInfo, why: NotSafe, unseen: bool| {
+            if unseen {
+                s.effects |= Effects::RUNS_CODE;
+            }
+            if why != NotSafe::None && s.kind == Kind::Read && s.not_safe == NotSafe::None {
+                s.kind = Kind::ReadNotSafe;
+                s.not_safe = why;
+            }
+        };
+        match &mut c.statements {
+            Statements::One(s) => {
+                for (_, why, unseen) in changes {
+                    apply(s, why, unseen);
+                }
+            }
+            Statements::Many(v) => {
+                let mut owned = v.to_vec();
+                for (i, why, unseen) in changes {
+                    if let Some(s) = owned.get_mut(i as usize) {
+                        apply(s, why, unseen);
+                    }
+                }
+                *v = Arc::from(owned);
+            }
+        }
+        c
+    }
+
+    /// What one call adds: `None` nothing; `Some((why, unseen))` a reason (`NotSafe::None` for
+    /// none) and whether user code may run.
+    fn resolve(&self, call: &Call, catalog: Option<&DbCatalog>) -> (u32, Option<(NotSafe, bool)>) {
+        match call {
+            Call::Builtin { stmt, id, hint } => {
+                let name = self.builtins.name_at(*id);
+                let verdict = catalog
+                    .filter(|c| c.shadows_builtins)
+                    .and_then(|c| c.names.get(name))
+                    .map(|&safe| {
+                        // A user function shares the built-in's name: it may be the one called.
+                        let why = if safe || *hint {
+                            NotSafe::None
+                        } else {
+                            NotSafe::UserFunction
+                        };
+                        (why, true)
+                    });
+                (*stmt, verdict)
+            }
+            Call::User { stmt, name, hint } => {
+                let why = match catalog.and_then(|c| c.names.get(&**name)) {
+                    _ if *hint => NotSafe::None,
+                    Some(true) => NotSafe::None,
+                    Some(false) => NotSafe::UserFunction,
+                    None => match self.unknown_functions {
+                        UnknownFunctions::Primary => NotSafe::UnknownFunction,
+                        UnknownFunctions::Replica => NotSafe::None,
+                    },
+                };
+                // RUNS_CODE was set from the text already.
+                (*stmt, (why != NotSafe::None).then_some((why, false)))
+            }
+            Call::Attr { stmt, hash, hint } => {
+                let verdict = catalog.and_then(|c| c.attrs.get(hash)).map(|&safe| {
+                    let why = if safe || *hint {
+                        NotSafe::None
+                    } else {
+                        NotSafe::UserFunction
+                    };
+                    (why, true)
+                });
+                (*stmt, verdict)
+            }
+        }
+    }
+}
+
+/// A call whose verdict depends on the database (kept on a cached classification).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Call {
+    /// A read-safe built-in (its index in the policy's table): unsafe only if a user function of
+    /// the database shares the name and is not known read-safe.
+    Builtin { stmt: u32, id: u16, hint: bool },
+    /// Not a built-in: read-safe only if the database's catalogue knows the name and every
+    /// function of it is read-safe (or `unknown_functions = replica` for a name it does not know).
+    User {
+        stmt: u32,
+        name: Box<str>,
+        hint: bool,
+    },
+    /// `x.name` that is not a built-in: a column, unless the catalogue has a function of the name.
+    Attr { stmt: u32, hash: u64, hint: bool },
+}
+
+impl Call {
+    /// The same call, attributed to statement `i` of its Query string.
+    pub(crate) fn in_statement(self, i: u32) -> Call {
+        match self {
+            Call::Builtin { id, hint, .. } => Call::Builtin { stmt: i, id, hint },
+            Call::User { name, hint, .. } => Call::User {
+                stmt: i,
+                name,
+                hint,
+            },
+            Call::Attr { hash, hint, .. } => Call::Attr {
+                stmt: i,
+                hash,
+                hint,
+            },
+        }
+    }
+}
+
+/// The hash attribute names are recorded by (a collision only makes a read go to the primary).
+pub(crate) fn name_hash(name: &str) -> u64 {
+    FxBuildHasher.hash_one(name)
+}
+
+/// A function's volatility, as `pg_proc.provolatile` gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Volatility {
+    Immutable,
+    Stable,
+    Volatile,
+}
+
+impl Volatility {
+    /// From `pg_proc.provolatile` (`i`, `s`, `v`).
+    pub fn from_provolatile(c: u8) -> Option<Volatility> {
+        match c {
+            b'i' => Some(Volatility::Immutable),
+            b's' => Some(Volatility::Stable),
+            b'v' => Some(Volatility::Volatile),
+            _ => None,
+        }
+    }
+
+    fn read_safe(self) -> bool {
+        !matches!(self, Volatility::Volatile)
+    }
+}
+
+/// One user function the host reports from the writer's catalogue (`pg_proc` outside the
+/// built-in schemas): every overload is reported; the name is `pg_proc.proname` as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UserFunction {
+    /// `pg_namespace.nspname`. Recorded for the host's logs; the F-policy matches names in any
+    /// schema (a `search_path` may put a user function ahead of `pg_catalog`).
+    pub schema: String,
+    pub name: String,
+    pub volatility: Volatility,
+}
+
+/// Why a reported catalogue was refused (nothing of it is kept).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CatalogError {
+    #[error("function name {0:?} is empty or longer than 63 bytes")]
+    BadName(String),
+    #[error("more than {0} functions in one database")]
+    TooManyFunctions(usize),
+    #[error("more than {0} databases")]
+    TooManyDatabases(usize),
+}
+
+/// The user functions of one database, by name.
+#[derive(Debug, Default)]
+pub struct DbCatalog {
+    /// Name → whether every reported function of that name is read-safe.
+    names: FxHashMap<Box<str>, bool>,
+    /// The same by [`name_hash`], for attribute notation.
+    attrs: FxHashMap<u64, bool>,
+    /// Some reported name is also a built-in's.
+    shadows_builtins: bool,
+    functions: usize,
+}
+
+impl DbCatalog {
+    /// Functions reported.
+    pub fn len(&self) -> usize {
+        self.functions
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.functions == 0
+    }
+
+    /// Whether every reported function named `name` is read-safe (`None`: none of that name).
+    pub fn read_safe(&self, name: &str) -> Option<bool> {
+        self.names.get(name).copied()
+    }
+}
+
+/// Bounds of what the host may report (every buffer bounded).
+pub const MAX_FUNCTIONS_PER_DATABASE: usize = 1 << 20;
+pub const MAX_DATABASES: usize = 1 << 16;
+
+/// The host-reported catalogues of every database, shared by the engine and its classifiers
+/// (and replaceable at runtime, one database at a time).
+#[derive(Debug, Default)]
+pub struct FunctionCatalogs {
+    dbs: RwLock<BTreeMap<Box<[u8]>, Arc<DbCatalog>>>,
+    /// Reported databases whose catalogue shares a name with a built-in: while 0, built-in calls
+    /// are finished without looking a catalogue up.
+    shadowing: AtomicUsize,
+}
+
+impl FunctionCatalogs {
+    pub fn new() -> FunctionCatalogs {
+        FunctionCatalogs::default()
+    }
+
+    /// Replaces the catalogue of `database` with `functions` (all of them: a name missing from the
+    /// report is unknown afterwards). Returns how many functions were recorded.
+    pub fn set(
+        &self,
+        database: &[u8],
+        functions: impl IntoIterator<Item = UserFunction>,
+    ) -> Result<usize, CatalogError> {
+        let mut cat = DbCatalog::default();
+        for f in functions {
+            if f.name.is_empty() || f.name.len() > MAX_NAME {
+                return Err(CatalogError::BadName(f.name));
+            }
+            if cat.functions == MAX_FUNCTIONS_PER_DATABASE {
+                return Err(CatalogError::TooManyFunctions(MAX_FUNCTIONS_PER_DATABASE));
+            }
+            cat.functions += 1;
+            let safe = f.volatility.read_safe();
+            // Against every table: the writer's version may be reported later.
+            cat.shadows_builtins |= builtins::in_any_table(&f.name);
+            let h = name_hash(&f.name);
+            cat.names
+                .entry(f.name.into_boxed_str())
+                .and_modify(|s| *s &= safe)
+                .or_insert(safe);
+            cat.attrs
+                .entry(h)
+                .and_modify(|s| *s &= safe)
+                .or_insert(safe);
+        }
+        let n = cat.functions;
+        let mut dbs = self.dbs.write();
+        if !dbs.contains_key(database) && dbs.len() >= MAX_DATABASES {
+            return Err(CatalogError::TooManyDatabases(MAX_DATABASES));
+        }
+        let shadows = cat.shadows_builtins;
+        let old = dbs.insert(Box::from(database), Arc::new(cat));
+        self.adjust(old.as_deref(), shadows);
+        Ok(n)
+    }
+
+    /// Forgets the catalogue of `database` (its functions are unknown again).
+    pub fn remove(&self, database: &[u8]) -> bool {
+        let old = self.dbs.write().remove(database);
+        self.adjust(old.as_deref(), false);
+        old.is_some()
+    }
+
+    fn adjust(&self, old: Option<&DbCatalog>, new_shadows: bool) {
+        if old.is_some_and(|o| o.shadows_builtins) {
+            self.shadowing.fetch_sub(1, Ordering::AcqRel);
+        }
+        if new_shadows {
+            self.shadowing.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The catalogue of `database`, if the host reported one.
+    pub fn get(&self, database: &[u8]) -> Option<Arc<DbCatalog>> {
+        self.dbs.read().get(database).cloned()
+    }
+
+    /// Databases with a reported catalogue.
+    pub fn len(&self) -> usize {
+        self.dbs.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether finishing `c` needs a catalogue at all (the fast path skips the lookup).
+    pub(crate) fn needed_for(&self, c: &Classification) -> bool {
+        match &c.calls {
+            None => false,
+            Some(calls) => {
+                self.shadowing.load(Ordering::Acquire) > 0
+                    || calls.iter().any(|c| !matches!(c, Call::Builtin { .. }))
+            }
+        }
+    }
+}

@@ -1,0 +1,716 @@
+//! Pass 1 of classification: one walk over a statement's tokens recording the facts the
+//! read/not-read verdict needs (SPEC §7) — locking clause, data-modifying CTE, INTO, and every
+//! function call judged by the F-policy — and the session effects of S-3/S-4/S-5.
+//!
+//! The rules err towards "not replica-safe" (a false "not safe" only loses offload; a false
+//! "safe" can send `set_config` or an advisory lock to a standby, which accepts them):
+//! - any unquoted `INSERT`/`UPDATE`/`DELETE`/`MERGE` in a read ⇒ data-modifying CTE;
+//! - any unquoted `INTO` in a read ⇒ SELECT INTO;
+//! - `FOR` followed by `UPDATE`/`SHARE`/`NO`/`KEY` ⇒ locking clause;
+//! - `name (` is a function call unless the grammar says it cannot be one (a reserved or
+//!   column-name keyword, an alias's column list, a type modifier, a CTE's column list, …: see
+//!   [`Scan::is_call`]); the name — unquoted, quoted, `U&"…" [UESCAPE '<c>']`, qualified — is
+//!   normalised (`ident.rs`) and judged by the F-policy (`functions.rs`, `builtins`);
+//! - `x.name` may call `name(x)` (attribute notation): judged as a call of a listed name;
+//! - any identifier naming one of S-7's server-dependent relations ⇒ server-dependent;
+//! - an identifier that cannot be normalised ⇒ unparseable.
+
+use super::builtins::{self, flags, Builtin, BuiltinTable};
+use super::functions::{name_hash, Call, Rules};
+use super::ident::{normalise, Name};
+use super::keywords::{kw_of, Kw};
+use super::lexer::{Tok, Token};
+use super::{Effects, Limits, Span};
+
+/// Effects of calling a function by its normalised name (S-4). Independent of the configured
+/// lists: the session tracks these whatever else is listed. Compared case-insensitively: a
+/// quoted `"PG_ADVISORY_LOCK"` is another function on the server, but over-reporting an effect
+/// only keeps a session on the writer (lock *release* is believed only of the real spelling).
+fn call_effects(name: &str) -> (Effects, bool) {
+    // Every name below is 10 to 32 bytes and starts with `s` or `p`.
+    if !(10..=32).contains(&name.len()) || !matches!(name.as_bytes()[0] | 0x20, b's' | b'p') {
+        return (Effects::NONE, false);
+    }
+    let mut buf = [0u8; 40];
+    let lower = match buf.get_mut(..name.len()) {
+        Some(b) if name.is_ascii() => {
+            b.copy_from_slice(name.as_bytes());
+            b.make_ascii_lowercase();
+            std::str::from_utf8(b).unwrap_or("")
+        }
+        _ => return (Effects::NONE, false),
+    };
+    if lower == "pg_advisory_unlock_all" && name != lower {
+        return (Effects::NONE, false);
+    }
+    match lower {
+        "set_config" => (Effects::CALLS_SET_CONFIG, false),
+        "pg_advisory_lock"
+        | "pg_advisory_lock_shared"
+        | "pg_try_advisory_lock"
+        | "pg_try_advisory_lock_shared" => (Effects::ADVISORY_LOCK, false),
+        "pg_advisory_xact_lock"
+        | "pg_advisory_xact_lock_shared"
+        | "pg_try_advisory_xact_lock"
+        | "pg_try_advisory_xact_lock_shared" => (Effects::ADVISORY_XACT_LOCK, false),
+        "pg_advisory_unlock_all" => (Effects::NONE, true),
+        _ => (Effects::NONE, false),
+    }
+}
+
+/// Built-ins that run SQL given as text: whatever the configured lists say, never safe.
+fn executes_sql_text(name: &str) -> bool {
+    builtins::RUNS_SQL_TEXT.contains(&name)
+}
+
+fn starts_ci(t: &[u8], p: &[u8]) -> bool {
+    t.len() >= p.len() && t[..p.len()].eq_ignore_ascii_case(p)
+}
+
+/// Effects named anywhere in `text` (strings and comments included), for statements that run
+/// code we cannot parse: a DO block, or SQL text passed to a built-in. Over-reporting only keeps
+/// a session on the primary; lock release is never inferred. Linear: at most a few short
+/// comparisons per byte.
+pub(super) fn text_effects(text: &[u8]) -> Effects {
+    let mut fx = Effects::NONE;
+    for i in 0..text.len() {
+        let t = &text[i..];
+        match t[0] | 0x20 {
+            b's' if starts_ci(t, b"set_config") => fx |= Effects::CALLS_SET_CONFIG,
+            b'p' if starts_ci(t, b"pg_") => {
+                let rest = &t[3..];
+                let rest = if starts_ci(rest, b"try_") {
+                    &rest[4..]
+                } else {
+                    rest
+                };
+                if starts_ci(rest, b"advisory_lock") {
+                    fx |= Effects::ADVISORY_LOCK;
+                } else if starts_ci(rest, b"advisory_xact_lock") {
+                    fx |= Effects::ADVISORY_XACT_LOCK;
+                }
+            }
+            _ => {}
+        }
+    }
+    fx
+}
+
+pub(super) fn starts_with_pg_temp(b: &[u8]) -> bool {
+    b.len() >= 7 && b[..7].eq_ignore_ascii_case(b"pg_temp")
+}
+
+/// A leading routing hint (SPEC §7, §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Hint {
+    /// `/* route=primary */`
+    Primary,
+    /// `/* route=reader */`: the statement's functions are declared read-safe.
+    Reader,
+}
+
+/// Whether a block comment is a routing hint. Spaces around `=` are tolerated: a false primary
+/// hint only sends a statement to the primary, and a reader hint never overrides the rules that
+/// keep writes and session state off readers.
+pub(super) fn hint_of(comment: &[u8]) -> Option<Hint> {
+    let inner = comment
+        .strip_prefix(b"/*")
+        .and_then(|c| c.strip_suffix(b"*/"))
+        .unwrap_or(&[]);
+    let text = inner.trim_ascii();
+    let eq = text.iter().position(|&b| b == b'=')?;
+    let (k, v) = (&text[..eq], text[eq + 1..].trim_ascii());
+    if !k.trim_ascii().eq_ignore_ascii_case(b"route") {
+        return None;
+    }
+    if v.eq_ignore_ascii_case(b"primary") {
+        Some(Hint::Primary)
+    } else if v.eq_ignore_ascii_case(b"reader") {
+        Some(Hint::Reader)
+    } else {
+        None
+    }
+}
+
+/// What a literal first argument of `current_setting` says (S-7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setting {
+    None,
+    /// Just after `current_setting(`.
+    Open,
+    /// After `current_setting('<name>'`: whether the name is server-dependent.
+    Literal(bool),
+}
+
+/// The facts pass 1 records for one statement.
+#[derive(Clone, Debug)]
+pub(super) struct Scan {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    ntok: u32,
+    /// First token (may be `(`) and the first token that is not `(`.
+    pub(super) first: Option<Token>,
+    pub(super) first_word: Option<Token>,
+    pub(super) lead_parens: u32,
+    depth: u32,
+    pub(super) error: bool,
+    pub(super) semicolon_in_parens: bool,
+    pub(super) has_dml: bool,
+    pub(super) has_into: bool,
+    pub(super) into_temp: bool,
+    pub(super) lock: bool,
+    /// Calls a never-safe built-in or a `write_functions` name.
+    pub(super) write_fn: bool,
+    /// Calls an S-7 server-dependent function or names a server-dependent relation.
+    pub(super) server_dependent: bool,
+    /// Calls a volatile built-in that is not on the reviewed read-safe list.
+    pub(super) volatile_fn: bool,
+    /// An identifier the classifier cannot normalise.
+    pub(super) bad_ident: bool,
+    /// Calls a built-in that runs SQL text (see [`executes_sql_text`]).
+    pub(super) executes_sql: bool,
+    /// Runs code the engine cannot see into (a function that is not a built-in, SQL text).
+    pub(super) unseen: bool,
+    pub(super) effects: Effects,
+    pub(super) unlock_all: bool,
+    /// Calls whose verdict depends on the database (`functions.rs`).
+    pub(super) calls: Vec<Call>,
+    /// First SELECT/VALUES/TABLE/INSERT/UPDATE/DELETE/MERGE at depth 0 after the first token:
+    /// for `WITH …` statements, the main statement.
+    pub(super) main0: Option<Kw>,
+    for_at: u32,
+    lock_tail_until: u32,
+    /// 1: just after INTO; 2: after INTO + GLOBAL/LOCAL/TABLE/UNLOGGED; 3: after INTO … pg_temp*.
+    into_state: u8,
+    is_create: bool,
+    first_is_insert: bool,
+    begin_at: u32,
+    atomic_seen: bool,
+    atomic_depth: u32,
+    /// Bit d: a WITH list is open at depth d (its CTE names are not calls).
+    with_lists: u64,
+    setting: Setting,
+    prev: Option<Token>,
+    prev2: Option<Token>,
+    prev3: Option<Token>,
+    /// The two tokens before the current dotted name (`a.b.c`) began.
+    chain_pred: Option<Token>,
+    chain_pred2: Option<Token>,
+    in_chain: bool,
+    /// A leading `/* route=reader */`.
+    pub(super) hint_reader: bool,
+}
+
+impl Scan {
+    pub(super) fn new(hint_reader: bool) -> Scan {
+        Scan {
+            start: 0,
+            end: 0,
+            ntok: 0,
+            first: None,
+            first_word: None,
+            lead_parens: 0,
+            depth: 0,
+            error: false,
+            semicolon_in_parens: false,
+            has_dml: false,
+            has_into: false,
+            into_temp: false,
+            lock: false,
+            write_fn: false,
+            server_dependent: false,
+            volatile_fn: false,
+            bad_ident: false,
+            executes_sql: false,
+            unseen: false,
+            effects: Effects::NONE,
+            unlock_all: false,
+            calls: Vec::new(),
+            main0: None,
+            for_at: u32::MAX,
+            lock_tail_until: 0,
+            into_state: 0,
+            is_create: false,
+            first_is_insert: false,
+            begin_at: u32::MAX,
+            atomic_seen: false,
+            atomic_depth: 0,
+            with_lists: 0,
+            setting: Setting::None,
+            prev: None,
+            prev2: None,
+            prev3: None,
+            chain_pred: None,
+            chain_pred2: None,
+            in_chain: false,
+            hint_reader,
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// A `;` ends the statement only outside parentheses and outside a `BEGIN ATOMIC` body
+    /// (the server parses the whole string; this mirrors psql's splitting).
+    pub(super) fn splits_at_semicolon(&self) -> bool {
+        self.depth == 0 && self.atomic_depth == 0
+    }
+
+    fn with_list_open(&self) -> bool {
+        self.depth < 64 && self.with_lists & (1u64 << self.depth) != 0
+    }
+
+    fn set_with_list(&mut self, open: bool) {
+        if self.depth < 64 {
+            let bit = 1u64 << self.depth;
+            if open {
+                self.with_lists |= bit;
+            } else {
+                self.with_lists &= !bit;
+            }
+        }
+    }
+
+    pub(super) fn feed(
+        &mut self,
+        t: Token,
+        sql: &str,
+        policy: Rules<'_>,
+        limits: &Limits,
+    ) -> Result<(), ()> {
+        let src = sql.as_bytes();
+        let idx = self.ntok;
+        self.ntok = self.ntok.saturating_add(1);
+        if self.first.is_none() {
+            self.first = Some(t);
+            self.start = t.start;
+        }
+        self.end = t.end;
+        if self.first_word.is_none() {
+            if t.kind == Tok::LParen {
+                self.lead_parens = self.lead_parens.saturating_add(1);
+            } else {
+                self.first_word = Some(t);
+                if t.kind == Tok::Ident {
+                    let k = kw_of(bytes(src, t));
+                    self.is_create = k == Kw::Create;
+                    self.first_is_insert = k == Kw::Insert;
+                }
+            }
+        }
+        self.setting_arg(t, sql);
+        let name_like = matches!(t.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent);
+        if name_like {
+            if !(self.in_chain && matches!(self.prev, Some(p) if p.kind == Tok::Dot)) {
+                self.chain_pred = self.prev;
+                self.chain_pred2 = self.prev2;
+            }
+            self.in_chain = true;
+            self.relation(t, sql);
+        } else if t.kind != Tok::Dot {
+            self.in_chain = false;
+        }
+        let into_state = std::mem::take(&mut self.into_state);
+        match t.kind {
+            Tok::Error(_) | Tok::Other => self.error = true,
+            Tok::LParen => {
+                self.call(sql, policy);
+                self.depth = self.depth.saturating_add(1);
+                self.set_with_list(false);
+                if self.depth > limits.max_paren_depth {
+                    return Err(());
+                }
+            }
+            Tok::RParen => {
+                self.set_with_list(false);
+                self.depth = self.depth.saturating_sub(1);
+            }
+            Tok::Semicolon if self.depth > 0 => self.semicolon_in_parens = true,
+            Tok::Dot if into_state == 3 => self.into_temp = true,
+            Tok::QuotedIdent if into_state == 1 || into_state == 2 => {
+                let inner = bytes(src, t).get(1..).unwrap_or(&[]);
+                if starts_with_pg_temp(inner) {
+                    self.into_state = 3;
+                }
+            }
+            Tok::Ident => self.keyword(t, idx, src, into_state),
+            _ => {}
+        }
+        if name_like && matches!(self.prev, Some(p) if p.kind == Tok::Dot) {
+            self.attribute(t, sql, policy);
+        }
+        self.prev3 = self.prev2;
+        self.prev2 = self.prev;
+        self.prev = Some(t);
+        Ok(())
+    }
+
+    fn keyword(&mut self, t: Token, idx: u32, src: &[u8], into_state: u8) {
+        let b = bytes(src, t);
+        let k = kw_of(b);
+        let in_lock = idx <= self.lock_tail_until && self.lock;
+        match k {
+            Kw::For => self.for_at = idx,
+            Kw::Update | Kw::Share if idx == self.for_at.wrapping_add(1) => {
+                self.lock = true;
+            }
+            Kw::No | Kw::Key if idx == self.for_at.wrapping_add(1) => {
+                self.lock = true;
+                self.lock_tail_until = idx.saturating_add(2);
+            }
+            Kw::Into => {
+                self.has_into = true;
+                self.into_state = 1;
+            }
+            Kw::Global | Kw::Local | Kw::Table | Kw::Unlogged
+                if into_state == 1 || into_state == 2 =>
+            {
+                self.into_state = 2;
+            }
+            Kw::Temp | Kw::Temporary if into_state == 1 || into_state == 2 => {
+                self.into_temp = true;
+            }
+            // A WITH that opens a statement (not `WITH ORDINALITY`, `WITH TIME ZONE`, …): the
+            // names of its list are CTE names, `name (cols)` there is not a call.
+            Kw::With
+                if match self.prev {
+                    None => true,
+                    Some(p) if p.kind == Tok::LParen => true,
+                    Some(p) => {
+                        p.kind == Tok::Ident
+                            && (bytes(src, p).eq_ignore_ascii_case(b"explain")
+                                || bytes(src, p).eq_ignore_ascii_case(b"verbose"))
+                    }
+                } =>
+            {
+                self.set_with_list(true)
+            }
+            _ => {
+                if (into_state == 1 || into_state == 2) && starts_with_pg_temp(b) {
+                    self.into_state = 3;
+                }
+            }
+        }
+        // `UPDATE` right after `FOR` / `FOR NO KEY` is a lock strength, not a statement.
+        let update_is_dml = k == Kw::Update && !in_lock && idx != self.for_at.wrapping_add(1);
+        if matches!(k, Kw::Insert | Kw::Delete | Kw::Merge) || update_is_dml {
+            self.has_dml = true;
+        }
+        let main_kw = matches!(
+            k,
+            Kw::Select | Kw::Values | Kw::Table | Kw::Insert | Kw::Delete | Kw::Merge
+        ) || update_is_dml;
+        if main_kw {
+            // The list's main statement begins: what follows is no CTE name.
+            self.set_with_list(false);
+        }
+        if main_kw && self.depth == 0 && idx > 0 && self.main0.is_none() {
+            self.main0 = Some(k);
+        }
+        if self.is_create {
+            match k {
+                Kw::Begin if self.atomic_depth > 0 => {
+                    self.atomic_depth = self.atomic_depth.saturating_add(1)
+                }
+                Kw::Begin if self.depth == 0 => self.begin_at = idx,
+                Kw::Atomic
+                    if !self.atomic_seen
+                        && self.atomic_depth == 0
+                        && self.depth == 0
+                        && idx == self.begin_at.wrapping_add(1) =>
+                {
+                    self.atomic_seen = true;
+                    self.atomic_depth = 1;
+                }
+                Kw::Case if self.atomic_depth > 0 => {
+                    self.atomic_depth = self.atomic_depth.saturating_add(1)
+                }
+                Kw::End if self.atomic_depth > 0 => self.atomic_depth -= 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// S-7: an identifier naming a server-dependent relation, anywhere in the statement. Most
+    /// identifiers are ruled out by their first bytes without normalising them.
+    fn relation(&mut self, t: Token, sql: &str) {
+        let b = bytes(sql.as_bytes(), t);
+        let candidate = match t.kind {
+            Tok::Ident => starts_ci(b, b"pg_"),
+            Tok::QuotedIdent => b.starts_with(b"\"pg_"),
+            _ => true,
+        };
+        if !candidate {
+            return;
+        }
+        match normalise(sql, t) {
+            Some(n) if builtins::is_server_dependent_relation(n.as_str()) => {
+                self.server_dependent = true
+            }
+            Some(_) => {}
+            None => self.bad_ident = true,
+        }
+    }
+
+    /// S-7: `current_setting('<name>' …)` is server-dependent for S-7's names, and for any
+    /// argument that is not a plain literal.
+    fn setting_arg(&mut self, t: Token, sql: &str) {
+        match std::mem::replace(&mut self.setting, Setting::None) {
+            Setting::None => {}
+            Setting::Open => match plain_literal(sql, t) {
+                Some(name) => {
+                    self.setting = Setting::Literal(builtins::is_server_dependent_setting(&name))
+                }
+                None => self.server_dependent = true,
+            },
+            Setting::Literal(sd) => {
+                if sd || !matches!(t.kind, Tok::RParen | Tok::Comma) {
+                    self.server_dependent = true;
+                }
+            }
+        }
+    }
+
+    /// `x.name`: PostgreSQL's attribute notation calls a one-argument function `name(x)` —
+    /// `(1::bigint).pg_advisory_lock` takes the lock, `('s'::regclass).nextval` advances the
+    /// sequence (verified on PostgreSQL 15) — so a name after a dot is judged as a call of the
+    /// lists' names even without parentheses (it is a column otherwise). Lock *release* is never
+    /// inferred from it.
+    fn attribute(&mut self, t: Token, sql: &str, policy: Rules<'_>) {
+        let Some(name) = normalise(sql, t) else {
+            self.bad_ident = true;
+            return;
+        };
+        let s = name.as_str();
+        self.effects |= call_effects(s).0;
+        if s == "current_setting" {
+            // `('in_hot_standby'::text).current_setting`: the argument is not a plain literal.
+            self.server_dependent = true;
+        }
+        self.function(s, policy, false);
+    }
+
+    /// A `(` after a name may be a function call: judge it by the F-policy and track its effects.
+    fn call(&mut self, sql: &str, policy: Rules<'_>) {
+        let Some(p) = self.prev else { return };
+        if !matches!(p.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent) {
+            return;
+        }
+        let Some(name) = normalise(sql, p) else {
+            self.bad_ident = true;
+            return;
+        };
+        if !self.is_call(sql, &name, policy.builtins) {
+            return;
+        }
+        let s = name.as_str();
+        let (fx, unlock_all) = call_effects(s);
+        self.effects |= fx;
+        if unlock_all {
+            // Only the real one clears the locks: unqualified or pg_catalog-qualified.
+            let qualified = matches!(self.prev2, Some(d) if d.kind == Tok::Dot);
+            let pg_catalog = qualified
+                && matches!(self.prev3, Some(s) if matches!(s.kind, Tok::Ident | Tok::QuotedIdent)
+                    && normalise(sql, s).is_some_and(|n| n.as_str() == "pg_catalog"));
+            if !qualified || pg_catalog {
+                self.unlock_all = true;
+            }
+        }
+        self.function(s, policy, true);
+        if s == "current_setting" {
+            self.setting = Setting::Open;
+        }
+    }
+
+    /// The F-policy's verdict on a call of `name` (`call`: with parentheses; otherwise attribute
+    /// notation).
+    fn function(&mut self, s: &str, policy: Rules<'_>, call: bool) {
+        let stmt = 0; // set when the statement is listed
+        let hint = self.hint_reader;
+        let verdict = policy.builtins.verdict(s);
+        if verdict != Builtin::NeverSafe && policy.write_functions.contains(s) {
+            self.write_fn = true;
+        }
+        match verdict {
+            Builtin::NeverSafe => {
+                self.write_fn = true;
+                if executes_sql_text(s) {
+                    self.executes_sql = true;
+                    self.unseen = true;
+                }
+            }
+            _ if !policy.read_functions.is_empty() && policy.read_functions.contains(s) => {
+                if !policy.builtins.contains(s) {
+                    self.unseen |= call;
+                }
+            }
+            Builtin::ServerDependent => self.server_dependent = true,
+            Builtin::Volatile => self.volatile_fn = true,
+            Builtin::Safe(id) => {
+                if call {
+                    self.push(Call::Builtin { stmt, id, hint });
+                }
+            }
+            Builtin::Unknown if call => {
+                self.unseen = true;
+                self.push(Call::User {
+                    stmt,
+                    name: Box::from(s),
+                    hint,
+                });
+            }
+            Builtin::Unknown => self.push(Call::Attr {
+                stmt,
+                hash: name_hash(s),
+                hint,
+            }),
+        }
+    }
+
+    fn push(&mut self, c: Call) {
+        if !self.calls.contains(&c) {
+            self.calls.push(c);
+        }
+    }
+
+    /// Whether `name (` calls a function. Not when the grammar cannot read it as a call — the
+    /// safe direction for each case is argued here, because a wrong "not a call" hides a function:
+    /// - a reserved or column-name keyword (`IN (`, `VALUES (`, `EXISTS (`, `CAST(`,
+    ///   `substring(`, `numeric(10,2)` …): never a function name unless quoted or qualified, and
+    ///   the special forms call fixed, immutable or stable `pg_catalog` functions;
+    /// - `JOIN (` after a join keyword or a table, `LIKE`/`ILIKE`/`SIMILAR (` after an operand or
+    ///   NOT, `GROUPING SETS (`, `GROUP BY CUBE|ROLLUP (`, `OPERATOR(…)`, `CHARACTER VARYING(n)`, `… TO SECOND(p)`,
+    ///   `FETCH FIRST (n)`, an INSERT's `ON CONFLICT (cols)`, MERGE's `THEN INSERT (cols)`;
+    /// - a name at the start of the statement (`EXPLAIN (…)`, `VACUUM (…)`: utility options);
+    /// - a type after `::`, a name after `AS` (alias, cast type), `INTO`/`TABLE`/`COPY`/
+    ///   `REFERENCES`/`FUNCTION`… (a relation's or routine's column or argument list);
+    /// - a name right after an operand (an identifier that is not a keyword, a quoted name, `)`,
+    ///   a literal): an alias with a column list (`generate_series(1,3) g(i)`), since PostgreSQL
+    ///   has no postfix operators (removed in 14) nothing else can sit between an operand and a
+    ///   call;
+    /// - a CTE name in a WITH list (`WITH t(n) AS …`, `…, u(m) AS …`).
+    ///
+    /// Everything else — including names after unreserved keywords (`AT TIME ZONE f(x)`), which
+    /// may be identifiers — is a call.
+    fn is_call(&self, sql: &str, name: &Name, table: &BuiltinTable) -> bool {
+        let qualified = matches!(self.prev2, Some(d) if d.kind == Tok::Dot);
+        let pred = self.chain_pred;
+        let pred_word = pred
+            .filter(|p| p.kind == Tok::Ident)
+            .and_then(|p| normalise(sql, p));
+        let pw = pred_word.as_ref().map(|n| n.as_str());
+        let operand = pred.is_some_and(|p| is_operand(sql, p, table));
+        if !qualified && name.is_bare() {
+            let w = name.as_bytes();
+            if matches!(table.keyword(w), Some(flags::RESERVED | flags::COL_NAME)) {
+                return false;
+            }
+            let not_a_call = match w {
+                b"join" => {
+                    operand
+                        || matches!(
+                            pw,
+                            Some(
+                                "left" | "right" | "full" | "inner" | "cross" | "natural" | "outer"
+                            )
+                        )
+                }
+                b"like" | b"ilike" | b"similar" => operand || pw == Some("not"),
+                b"sets" => pw == Some("grouping"),
+                // `GROUP BY CUBE (a, b)` is a grouping set (`ORDER BY cube(x)` a call).
+                b"cube" | b"rollup" => {
+                    pw == Some("by")
+                        && self.chain_pred2.is_some_and(|g| {
+                            g.kind == Tok::Ident
+                                && bytes(sql.as_bytes(), g).eq_ignore_ascii_case(b"group")
+                        })
+                }
+                b"operator" => true,
+                b"varying" => matches!(pw, Some("character" | "char" | "nchar" | "bit")),
+                b"second" => pw == Some("to"),
+                b"first" | b"next" => pw == Some("fetch"),
+                b"conflict" => pw == Some("on") && self.first_is_insert,
+                b"insert" => pw == Some("then"),
+                b"materialized" => pw == Some("not"),
+                _ => false,
+            };
+            if not_a_call {
+                return false;
+            }
+        }
+        let Some(p) = pred else {
+            return false;
+        };
+        if p.kind == Tok::Colon && matches!(self.chain_pred2, Some(c) if c.kind == Tok::Colon) {
+            return false;
+        }
+        if matches!(
+            pw,
+            Some(
+                "as" | "into"
+                    | "table"
+                    | "exists"
+                    | "prepare"
+                    | "execute"
+                    | "copy"
+                    | "references"
+                    | "function"
+                    | "procedure"
+                    | "routine"
+                    | "aggregate"
+            )
+        ) {
+            return false;
+        }
+        if operand {
+            return false;
+        }
+        if self.with_list_open()
+            && (p.kind == Tok::Comma || matches!(pw, Some("with" | "recursive")))
+        {
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn span(&self) -> Span {
+        Span::new(self.start, self.end)
+    }
+}
+
+/// An operand directly before a name: a non-keyword identifier, a quoted name, `)`, `]`, a
+/// literal or a parameter.
+fn is_operand(sql: &str, t: Token, table: &BuiltinTable) -> bool {
+    match t.kind {
+        Tok::QuotedIdent
+        | Tok::UnicodeIdent
+        | Tok::RParen
+        | Tok::RBracket
+        | Tok::String
+        | Tok::DollarString
+        | Tok::Number
+        | Tok::Param => true,
+        Tok::Ident => normalise(sql, t).is_some_and(|w| table.keyword(w.as_bytes()).is_none()),
+        _ => false,
+    }
+}
+
+/// The text of a plain `'…'` literal (`''` read as `'`), or `None` for anything else: an `E''`,
+/// `U&''` or dollar-quoted string, or a literal with a backslash, whose value would depend on
+/// `standard_conforming_strings`.
+fn plain_literal(sql: &str, t: Token) -> Option<String> {
+    if t.kind != Tok::String {
+        return None;
+    }
+    let text = sql.get(t.start..t.end)?;
+    let inner = text.strip_prefix('\'')?.strip_suffix('\'')?;
+    if inner.contains('\\') {
+        return None;
+    }
+    Some(inner.replace("''", "'"))
+}
+
+pub(super) fn bytes(src: &[u8], t: Token) -> &[u8] {
+    src.get(t.start..t.end).unwrap_or(&[])
+}

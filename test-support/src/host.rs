@@ -1,0 +1,188 @@
+//! A fake host for transcript tests: real protocol bytes in, the exact action sequence out, and
+//! the bytes each side actually receives (reconstructed by `polarsplit::host::Streams`).
+
+use std::sync::Arc;
+
+use crate::action::A;
+use crate::api::{ClientInfo, Config, ConnId, Decision, Engine, Event, Session, Streams};
+use crate::{be, fe};
+
+/// The writer connection's id in every fake host.
+pub const WRITER: ConnId = 100;
+
+/// Addresses of the one test client (identity mode `client`) and of the proxy.
+pub fn client_info() -> ClientInfo {
+    ClientInfo {
+        client_addr: Some(("10.0.0.7".into(), 40000)),
+        proxy_addr: Some(("127.0.0.1".into(), 6432)),
+        writer_hostgroup: None,
+    }
+}
+
+/// An engine with readers 1 and 2 in hostgroup 1.
+pub fn engine_with_two_readers(c: Config) -> Arc<Engine> {
+    let engine = Engine::new(c);
+    engine.add_reader(1, 1);
+    engine.add_reader(2, 1);
+    engine
+}
+
+/// The writer's answer to a startup: AuthenticationOk, `extra` (ParameterStatus, BackendKeyData),
+/// and an idle RFQ with LSN 0x1000.
+pub fn writer_auth(extra: &[Vec<u8>]) -> Vec<u8> {
+    let mut auth = be::auth_ok();
+    for m in extra {
+        auth.extend_from_slice(m);
+    }
+    auth.extend(be::rfq(b'I', Some(0x1000), None));
+    auth
+}
+
+pub struct Host {
+    pub engine: Arc<Engine>,
+    pub session: Session,
+    pub streams: Streams,
+    pub now: u64,
+    /// Every action so far.
+    pub log: Vec<A>,
+}
+
+impl Host {
+    /// An engine with readers 1 and 2 in hostgroup 1, and a session for one client.
+    pub fn new(c: Config) -> Host {
+        let engine = engine_with_two_readers(c);
+        let session = Session::new(engine.clone(), client_info());
+        Host {
+            engine,
+            session,
+            streams: Streams::new(),
+            now: 1_000,
+            log: Vec::new(),
+        }
+    }
+
+    /// A new client session on an existing engine (several sessions share its readers), at host
+    /// time `now`.
+    pub fn on(engine: &Arc<Engine>, now: u64) -> Host {
+        let session = Session::new(engine.clone(), client_info());
+        Host {
+            engine: engine.clone(),
+            session,
+            streams: Streams::new(),
+            now,
+            log: Vec::new(),
+        }
+    }
+
+    /// Reports that time passed (R-1b) and drains the actions.
+    pub fn timeout(&mut self) -> Vec<A> {
+        self.session.on_timeout(self.now).expect("on_timeout");
+        self.drain()
+    }
+
+    /// Drains every action, applies the byte actions to the streams, returns them owned.
+    pub fn drain(&mut self) -> Vec<A> {
+        let mut out = Vec::new();
+        while let Some(a) = self.session.poll_action() {
+            self.streams.apply(&a).expect("contract");
+            out.push(A::of(&a));
+        }
+        self.log.extend(out.iter().cloned());
+        out
+    }
+
+    pub fn client(&mut self, bytes: &[u8]) -> Vec<A> {
+        let n = self
+            .session
+            .recv_client(bytes, self.now)
+            .expect("recv_client");
+        assert_eq!(n, bytes.len(), "all client bytes consumed");
+        self.streams.fed_client(bytes);
+        self.drain()
+    }
+
+    pub fn backend(&mut self, conn: ConnId, bytes: &[u8]) -> Vec<A> {
+        self.session
+            .recv_backend(conn, bytes, self.now)
+            .expect("recv_backend");
+        self.streams.fed_backend(conn, bytes);
+        self.drain()
+    }
+
+    pub fn event(&mut self, conn: ConnId, e: Event) -> Vec<A> {
+        self.session
+            .on_backend_event(conn, e, self.now)
+            .expect("event");
+        self.drain()
+    }
+
+    /// Startup, writer connected, trust auth, first RFQ (with the writer's LSN extension).
+    pub fn connect(&mut self) {
+        self.client(&fe::startup(&[("user", "app"), ("database", "db")]));
+        self.event(WRITER, Event::WriterConnected);
+        let auth = writer_auth(&[
+            be::param_status("server_version", "15.8"),
+            be::backend_key(77, 88),
+        ]);
+        self.backend(WRITER, &auth);
+        self.take_client();
+    }
+
+    /// Bytes the client received since the last call.
+    pub fn take_client(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.streams.to_client)
+    }
+
+    /// Bytes sent to a backend since the last call.
+    pub fn take_sent(&mut self, conn: ConnId) -> Vec<u8> {
+        std::mem::take(&mut self.streams.backend(conn).sent)
+    }
+
+    /// Attaches `conn` for the server of the last AcquireReader.
+    pub fn attach(&mut self, conn: ConnId) -> Vec<A> {
+        let server = self
+            .log
+            .iter()
+            .rev()
+            .find_map(|a| match a {
+                A::Acquire { server, .. } => Some(*server),
+                _ => None,
+            })
+            .expect("an AcquireReader");
+        self.event(
+            conn,
+            Event::ReaderAttached {
+                server,
+                fresh: false,
+                needs_reset: false,
+            },
+        )
+    }
+
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.log
+            .iter()
+            .filter_map(|a| match a {
+                A::Decision(d) => Some(*d),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn last_decision(&self) -> Decision {
+        *self.decisions().last().expect("a decision")
+    }
+
+    /// The writer answers a plain statement: CommandComplete + RFQ.
+    pub fn writer_answers(
+        &mut self,
+        tag: &str,
+        status: u8,
+        lsn: Option<u64>,
+        xact: Option<(u8, &str)>,
+    ) -> Vec<A> {
+        let mut b = be::command_complete(tag);
+        b.extend(be::rfq(status, lsn, xact.map(|(m, x)| (m, x.as_bytes()))));
+        self.backend(WRITER, &b)
+    }
+}
