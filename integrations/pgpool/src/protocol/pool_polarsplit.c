@@ -522,10 +522,11 @@ ps_sample_readers(void)
 
 /*
  * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of the
- * session's database (outside the built-in schemas, one row per overload, with pg_proc's
- * volatility), loaded on the primary connection once per database per child, at the first
- * moment the session is idle before its first statement. Functions created later stay unknown
- * (the primary) until the child is recycled. A catalogue that does not fit the bounds or
+ * session's database (outside the built-in schemas, plus extension functions installed into
+ * pg_catalog; one row per overload, with pg_proc's volatility: the query the library's
+ * Engine::set_function_catalog documents), loaded on the primary connection once per database
+ * per child, at the first moment the session is idle before its first statement. Functions
+ * created later stay unknown (the primary) until the child is recycled. A catalogue that does not fit the bounds or
  * cannot be read entirely is not reported at all: a partial list could hide a volatile overload.
  * STUB in the glue until the library's API lands: psg_functions_supported() is false and
  * nothing is queried.
@@ -618,7 +619,9 @@ ps_load_function_catalogue(const char *database)
 							"SELECT n.nspname, p.proname, p.provolatile FROM pg_catalog.pg_proc p "
 							"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
 							"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
-							"AND n.nspname !~ '^pg_(toast|temp_|toast_temp_)'",
+							"OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
+							"WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
+							"AND d.objid = p.oid AND d.deptype = 'e')",
 							ps_catalogue_row, &c);
 	if (ok && !c.overflow)
 	{

@@ -386,27 +386,25 @@ psg_last_error(psg_session *s, char *buf, size_t len)
 	return polarsplit_session_last_error((polarsplit_session *) s, buf, len);
 }
 
-/*
- * Deadlines (R-1b). STUB: the C functions are not in this library's header yet. Wiring them is
- * these two bodies:
- *   uint64_t at; if (polarsplit_session_next_deadline(s, &at) != POLARSPLIT_OK) return 0;
- *   *at_ms = at; return 1;
- * and return map_status(polarsplit_session_on_timeout(s, now_ms)).
- */
+/* Deadlines (R-1b). */
 int
 psg_next_deadline(psg_session *s, uint64_t *at_ms)
 {
-	(void) s;
-	*at_ms = UINT64_MAX;
-	return 0;
+	uint64_t	at = UINT64_MAX;
+
+	if (polarsplit_session_next_deadline((polarsplit_session *) s, &at) != POLARSPLIT_OK)
+	{
+		*at_ms = UINT64_MAX;
+		return 0;
+	}
+	*at_ms = at;
+	return 1;
 }
 
 psg_status
 psg_on_timeout(psg_session *s, uint64_t now_ms)
 {
-	(void) s;
-	(void) now_ms;
-	return PSG_DONE;
+	return map_status(polarsplit_session_on_timeout((polarsplit_session *) s, now_ms));
 }
 
 #else

@@ -153,8 +153,7 @@ extern size_t psg_last_error(psg_session *s, char *buf, size_t len);
 /*
  * Deadlines (SPEC R-1b). psg_next_deadline: 1 with *at_ms set when the session needs
  * psg_on_timeout() at host time *at_ms (read it after every drain), 0 when it has none.
- * psg_on_timeout: an input like the others (drain afterwards). STUB until the library's C API
- * has polarsplit_session_next_deadline()/polarsplit_session_on_timeout(): no deadline.
+ * psg_on_timeout: an input like the others (drain afterwards).
  */
 extern int psg_next_deadline(psg_session *s, uint64_t *at_ms);
 extern psg_status psg_on_timeout(psg_session *s, uint64_t now_ms);
