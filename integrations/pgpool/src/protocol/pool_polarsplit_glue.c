@@ -165,10 +165,11 @@ psg_engine_writer_changed(psg_engine *e)
 }
 
 /*
- * F-policy catalogue. STUB: wiring it is this one function — call the library's catalogue API
- * (expected: one call per database that replaces its list, taking (schema, name, volatility)
- * rows, e.g. polarsplit_engine_set_functions(engine, writer_hostgroup, database, rows, n)) and
- * set PSG_FUNCTION_CATALOGUE to 1.
+ * F-policy catalogue. STUB: the Rust API exists (Engine::set_function_catalog(database, rows):
+ * replaces the database's list, all or nothing), its C function does not yet. Wiring it is this
+ * one function — convert the rows (schema, name, provolatile 'i'/'s'/'v') and call it, e.g.
+ * polarsplit_engine_set_function_catalog(engine, database, rows, n, &recorded) — and set
+ * PSG_FUNCTION_CATALOGUE to 1.
  */
 #define PSG_FUNCTION_CATALOGUE 0
 

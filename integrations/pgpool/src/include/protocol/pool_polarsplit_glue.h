@@ -119,8 +119,8 @@ extern void psg_engine_writer_changed(psg_engine *e);
 /*
  * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of one
  * database (schema, name, pg_proc.provolatile 'i'/'s'/'v'; one row per overload), replacing what
- * the engine knew of that database. STUB: the library's C API for it is being added by another
- * engineer; until psg_engine_set_functions() is wired to it (its body in
+ * the engine knew of that database. STUB: the library has it in Rust
+ * (Engine::set_function_catalog), not yet in C; until psg_engine_set_functions() is wired to it (its body in
  * pool_polarsplit_glue.c, and psg_functions_supported() returning 1), the host loads nothing
  * and calls to functions the library does not know stay on the primary.
  */
