@@ -363,7 +363,7 @@ def test_e2_pgpool_polarsplit_needs_a_reset_that_drops_prepared_statements(pair,
     tracked, the library's session does not). Without the check the second psycopg session of a
     child (prepare_threshold=0) failed with `prepared statement "_pg3_0" already exists`. Such a
     Pgpool routes as it always did, and says so."""
-    p = Pgpool(pair, tmp_path, polarsplit=True, settings={"reset_query_list": "'ABORT'"}).start()
+    p = Pgpool(pair, tmp_path, polarsplit=True, settings={"reset_query_list": "'ABORT'"}).start(routed=False)
     try:
         with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=0) as c:
             for _ in range(3):
@@ -484,6 +484,18 @@ def test_r1b_pgpool_polarsplit_gives_up_on_a_frozen_standby_at_the_sessions_dead
         assert p.stop() == 0
 
 
+def _pgpool_stacks(p: Pgpool) -> str:
+    """For a hang's report: the stacks of the Pgpool children inside the polarsplit loop, and the
+    end of the log."""
+    out = []
+    for pid in p.pids():
+        r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "bt"], capture_output=True, text=True,
+                           timeout=30)
+        if "pool_polarsplit" in r.stdout:
+            out.append(f"pid {pid}:\n" + "\n".join(l for l in r.stdout.splitlines() if l.startswith("#")))
+    return "\n".join(out) + "\nlog:\n" + p.log_text()[-4000:]
+
+
 def test_f1_pgpool_polarsplit_standby_lost_mid_session_the_session_goes_on(tmp_path):
     """The standby stops while a client is connected: the host reports CONNECTION_LOST (or the
     library sees the server's FATAL), reads go on on the primary, the client notices nothing.
@@ -498,16 +510,17 @@ def test_f1_pgpool_polarsplit_standby_lost_mid_session_the_session_goes_on(tmp_p
             c.execute("CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL); GRANT ALL ON kv TO PUBLIC;"
                       "INSERT INTO kv VALUES (1, 7)")
         own.wait_replayed()
-        p = Pgpool(own, tmp_path, polarsplit=True).start()
+        p = Pgpool(own, tmp_path, polarsplit=True, settings={"log_min_messages": "'debug2'"}).start()
         q = "SELECT v, inet_server_port() FROM kv WHERE k = 1"
         with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
             assert c.execute(q).fetchone() == (7, own.standby.port)
             own.standby.stop("immediate")
             time.sleep(0.2)
-            after = [c.execute(q).fetchone() for _ in range(5)]
-            assert after == [(7, own.primary.port)] * 5, after
-            assert c.execute("UPDATE kv SET v = 8 WHERE k = 1 RETURNING v").fetchone() == (8,)
-            assert c.execute(q).fetchone() == (8, own.primary.port)
+            with bounded(c, 30, "reads after the standby stopped", diagnose=lambda: _pgpool_stacks(p)):
+                after = [c.execute(q).fetchone() for _ in range(5)]
+                assert after == [(7, own.primary.port)] * 5, after
+                assert c.execute("UPDATE kv SET v = 8 WHERE k = 1 RETURNING v").fetchone() == (8,)
+                assert c.execute(q).fetchone() == (8, own.primary.port)
         log = p.log_text()
         assert "polarsplit: connection to node 1 lost" in log or "unexpected bytes from node 1" in log, log[-3000:]
     finally:
