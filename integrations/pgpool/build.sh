@@ -7,13 +7,16 @@
 #   2. `apt-get source --download-only pgpool2` into $PGPOOL_CACHE/src (kept; never committed),
 #      unpacked with dpkg-source (Debian's own patches applied);
 #   3. libpolarsplit is installed into $PGPOOL_CACHE/prefix with scripts/install.sh;
-#   4. our files (integrations/pgpool/src/) are copied in, pgpool2-4.3.5-polarsplit.patch is
-#      applied, and `./configure --with-polarsplit && make -j2` runs with PKG_CONFIG_PATH on that
-#      prefix and an rpath to its libdir.
+#   4. for each variant whose binary is stale, our files (integrations/pgpool/src/) are copied
+#      into a fresh tree and pgpool2-4.3.5-polarsplit.patch is applied; then ONE `make -j2`
+#      configures and builds every stale variant (`./configure --with-polarsplit`, and with
+#      --plain `./configure` alone), with PKG_CONFIG_PATH on that prefix and an rpath to its
+#      libdir.
 #
-# The result is $PGPOOL_CACHE/bin/pgpool. Step 4 is skipped when none of its inputs changed
-# (the patch, our sources, the header, this script): the library itself is linked dynamically,
-# so a rebuilt libpolarsplit.so needs only the install of step 3.
+# The result is $PGPOOL_CACHE/bin/pgpool. A variant is skipped when none of its inputs changed
+# (the patch, our sources, this script, and for --with-polarsplit the installed header): the
+# library itself is linked dynamically, so a rebuilt libpolarsplit.so needs only the install of
+# step 3. In a fresh clone (CI) both variants are built once per run.
 #
 # Usage: integrations/pgpool/build.sh [--no-library-build] [--plain]
 #   PGPOOL_CACHE   default <repo>/target/pgpool
@@ -98,48 +101,61 @@ export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 pkg-config --exists polarsplit
 
 # --- 4. patch and build (cached) -----------------------------------------------------------
-stamp_of_inputs() { # variant
+# stamp_of_inputs NAME FLAGS...: what a variant's binary depends on. The build without the switch
+# never includes the library's header (every use of it is under USE_POLARSPLIT), so a new header
+# rebuilds only the variant that uses it.
+stamp_of_inputs() {
     {
-        echo "$1"
-        cat "$PATCH" "$HERE/build.sh" "$PREFIX/include/polarsplit.h"
+        echo "$*"
+        cat "$PATCH" "$HERE/build.sh"
+        case " $* " in *" --with-polarsplit "*) cat "$PREFIX/include/polarsplit.h" ;; esac
         find "$HERE/src" -type f | sort | xargs cat
         basename "$dsc"
     } | sha256sum | cut -d' ' -f1
 }
 
-# build_variant NAME CONFIGURE-FLAGS...: the patched tree, configured with the flags, into
-# $CACHE/bin/NAME.
-build_variant() {
+# prepare_variant NAME FLAGS...: when $CACHE/bin/NAME is stale, a fresh patched tree in
+# $CACHE/build-NAME and a rule in the makefile below that configures it with FLAGS and builds it.
+stale=()
+rules=""
+prepare_variant() {
     local name="$1" stamp build
     shift
-    stamp="$(stamp_of_inputs "$name $*")"
+    stamp="$(stamp_of_inputs "$name" "$@")"
     if [ -x "$CACHE/bin/$name" ] && [ "$(cat "$CACHE/bin/.$name.stamp" 2>/dev/null)" = "$stamp" ]; then
         step "$name up to date"
         return
     fi
     build="$CACHE/build-$name"
-    step "$name: patching and building in $build (configure $*, make -j2)"
-    rm -rf "$build"
+    step "$name: patching $build (configure $*)"
+    rm -rf "$build" "$CACHE/bin/$name" "$CACHE/bin/.$name.stamp"
     cp -a "$pristine" "$build"
     cp -a "$HERE/src/." "$build/src/"
     (cd "$build" && patch -p1 -s < "$PATCH")
-    (
-        cd "$build"
-        ./configure -q "$@" LDFLAGS="-Wl,-rpath,$PREFIX/lib" >"$CACHE/configure-$name.log" 2>&1 ||
-            { tail -30 "$CACHE/configure-$name.log" >&2; exit 1; }
-        make -s -j2 >"$CACHE/make-$name.log" 2>&1 ||
-            { grep -E "error|Error" "$CACHE/make-$name.log" | head -40 >&2; exit 1; }
-    )
-    mkdir -p "$CACHE/bin"
-    cp "$build/src/pgpool" "$CACHE/bin/$name"
-    echo "$stamp" > "$CACHE/bin/.$name.stamp"
-    step "built $CACHE/bin/$name (needs: $(objdump -p "$CACHE/bin/$name" | awk '$1 == "NEEDED" { printf "%s ", $2 }'))"
+    stale+=("$name")
+    rules+="$name.done:
+\tcd build-$name && ./configure -q $* LDFLAGS=-Wl,-rpath,$PREFIX/lib >\$(CURDIR)/configure-$name.log 2>&1 || { tail -30 \$(CURDIR)/configure-$name.log >&2; exit 1; }
+\t+\$(MAKE) -s -C build-$name >make-$name.log 2>&1 || { grep -E 'error|Error' make-$name.log | head -40 >&2; exit 1; }
+\tmkdir -p bin && cp build-$name/src/pgpool bin/$name && echo $stamp > bin/.$name.stamp
+"
 }
 
-build_variant pgpool --with-polarsplit
-grep -q "#define USE_POLARSPLIT 1" "$CACHE/build-pgpool/src/include/config.h"
+prepare_variant pgpool --with-polarsplit
 # The same patched tree without the switch: Pgpool as it was (issue 21: unchanged when off).
+[ "$plain" = 1 ] && prepare_variant pgpool-plain
+
+# One make -j2 for every stale variant: its jobserver keeps both cores busy across the two trees
+# (one variant's configure, which is serial, runs beside the other's compile).
+if ((${#stale[@]})); then
+    step "building ${stale[*]} (one make -j2)"
+    printf '.PHONY: all %s\nall: %s\n%b' "${stale[*]/%/.done}" "${stale[*]/%/.done}" "$rules" > "$CACHE/variants.mk"
+    make -s -j2 -C "$CACHE" -f variants.mk
+fi
+for name in pgpool $([ "$plain" = 1 ] && echo pgpool-plain); do
+    [ -x "$CACHE/bin/$name" ] || { echo "build.sh: $CACHE/bin/$name was not built" >&2; exit 1; }
+done
+grep -q "#define USE_POLARSPLIT 1" "$CACHE/build-pgpool/src/include/config.h"
+step "built $CACHE/bin/pgpool (needs: $(objdump -p "$CACHE/bin/pgpool" | awk '$1 == "NEEDED" { printf "%s ", $2 }'))"
 if [ "$plain" = 1 ]; then
-    build_variant pgpool-plain
     ! grep -q "#define USE_POLARSPLIT 1" "$CACHE/build-pgpool-plain/src/include/config.h"
 fi

@@ -89,7 +89,14 @@ class Pgpool:
         self.log = self.workdir / "pgpool.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "Pgpool":
+    def start(self, routed: bool | None = None) -> "Pgpool":
+        """Starts it and waits until it serves clients — and, when `routed` (default: polarsplit is
+        on), until a session is routed by the library: Pgpool's children accept clients before it
+        has found the primary, and a session that starts then takes Pgpool's own routing for its
+        whole life. A library-routed session answers `SHOW polarsplit.causal_token` itself (SPEC
+        C-2); PostgreSQL refuses it."""
+        if routed is None:
+            routed = self.polarsplit is True
         if not self.binary.exists():
             raise RuntimeError(f"{self.binary} is not built: run integrations/pgpool/build.sh --plain")
         self._logf = open(self.log, "w")
@@ -102,8 +109,8 @@ class Pgpool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"pgpool exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")
             try:
-                with psycopg.connect(self.dsn(), connect_timeout=2) as c:
-                    c.execute("SELECT 1")
+                with psycopg.connect(self.dsn(), connect_timeout=2, autocommit=True) as c:
+                    c.execute("SHOW polarsplit.causal_token" if routed else "SELECT 1")
                 return self
             except psycopg.Error:
                 time.sleep(0.1)

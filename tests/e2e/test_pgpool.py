@@ -14,16 +14,19 @@ The figures are printed (pytest -s shows them) and written to target/pgpool/repo
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import statistics
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from e2e_support import ROOT
+from e2e_support import ROOT, bounded
 from pgpool_support import PGPOOL, PGPOOL_PLAIN, Counts, Pgpool
 
 REPORT = PGPOOL.parent.parent / "report.txt"
@@ -360,7 +363,7 @@ def test_e2_pgpool_polarsplit_needs_a_reset_that_drops_prepared_statements(pair,
     tracked, the library's session does not). Without the check the second psycopg session of a
     child (prepare_threshold=0) failed with `prepared statement "_pg3_0" already exists`. Such a
     Pgpool routes as it always did, and says so."""
-    p = Pgpool(pair, tmp_path, polarsplit=True, settings={"reset_query_list": "'ABORT'"}).start()
+    p = Pgpool(pair, tmp_path, polarsplit=True, settings={"reset_query_list": "'ABORT'"}).start(routed=False)
     try:
         with psycopg.connect(p.dsn(), autocommit=True, prepare_threshold=0) as c:
             for _ in range(3):
@@ -421,6 +424,78 @@ def test_s5_pgpool_reader_runs_with_the_writer_sessions_settings(pair, pgpools):
         assert all(s[:2] in {("ps-one", "pg_catalog, public"), ("ps-two", '"$user", public')} for s in seen), seen
 
 
+RESPONSE_MS = 1500  # reader_response_timeout_ms for the frozen-standby test (above the wait timeouts)
+
+
+def _standby_processes(pair) -> list[int]:
+    """The standby's postmaster and all of its children."""
+    pm = int((Path(pair.standby.datadir) / "postmaster.pid").read_text().split()[0])
+    pids = [pm]
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pm:
+                    pids.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return pids
+
+
+def _signal_all(pids: list[int], sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.timeout(90)
+def test_r1b_pgpool_polarsplit_gives_up_on_a_frozen_standby_at_the_sessions_deadline(pair, tmp_path):
+    """The whole standby is frozen (SIGSTOP) while a client's read runs there through the patched
+    Pgpool: the loop takes the session's deadline into its select() timeout and reports it
+    (on_timeout), the library closes the standby connection and re-runs the read on the primary
+    after reader_response_timeout_ms (SPEC R-1b, F-2). Without the deadline the read would wait for
+    as long as the freeze. The child ends after that session (its standby slot is dead)."""
+    library = ("server_dialect=stock,startup_profile=off,wait_timeout_ms=200,split_wait_timeout_ms=300,"
+               f"reader_response_timeout_ms={RESPONSE_MS}")
+    p = Pgpool(pair, tmp_path, polarsplit=True, library=library, children=2).start()
+    frozen: list[int] = []
+    q = "SELECT v, inet_server_port() FROM kv WHERE k = %s"
+    (k,) = _rows(pair, 7600, 1)
+    try:
+        with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+            assert c.execute(q, (k,)).fetchone() == (0, pair.standby.port)
+            frozen = _standby_processes(pair)
+            _signal_all(frozen, signal.SIGSTOP)
+            t0 = time.monotonic()
+            with bounded(c, RESPONSE_MS / 1000 + 10, "a read on the frozen standby through Pgpool"):
+                row = c.execute(q, (k,)).fetchone()
+            held = time.monotonic() - t0
+            _signal_all(frozen, signal.SIGCONT)
+            frozen = []
+            assert c.execute("SELECT 41 + 1").fetchone() == (42,)  # the session goes on
+        report(f"\nstandby frozen (SIGSTOP) under a read through patched Pgpool: answered by "
+               f"{'the primary' if row[1] == pair.primary.port else row[1]} after {held:.2f} s "
+               f"(reader_response_timeout_ms {RESPONSE_MS})")
+        assert row == (0, pair.primary.port)
+        assert RESPONSE_MS / 1000 - 0.1 <= held <= RESPONSE_MS / 1000 + 2.0, held
+    finally:
+        _signal_all(frozen, signal.SIGCONT)
+        assert p.stop() == 0
+
+
+def _pgpool_stacks(p: Pgpool) -> str:
+    """For a hang's report: the stacks of the Pgpool children inside the polarsplit loop, and the
+    end of the log."""
+    out = []
+    for pid in p.pids():
+        r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "bt"], capture_output=True, text=True,
+                           timeout=30)
+        if "pool_polarsplit" in r.stdout:
+            out.append(f"pid {pid}:\n" + "\n".join(l for l in r.stdout.splitlines() if l.startswith("#")))
+    return "\n".join(out) + "\nlog:\n" + p.log_text()[-4000:]
+
+
 def test_f1_pgpool_polarsplit_standby_lost_mid_session_the_session_goes_on(tmp_path):
     """The standby stops while a client is connected: the host reports CONNECTION_LOST (or the
     library sees the server's FATAL), reads go on on the primary, the client notices nothing.
@@ -435,16 +510,17 @@ def test_f1_pgpool_polarsplit_standby_lost_mid_session_the_session_goes_on(tmp_p
             c.execute("CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL); GRANT ALL ON kv TO PUBLIC;"
                       "INSERT INTO kv VALUES (1, 7)")
         own.wait_replayed()
-        p = Pgpool(own, tmp_path, polarsplit=True).start()
+        p = Pgpool(own, tmp_path, polarsplit=True, settings={"log_min_messages": "'debug2'"}).start()
         q = "SELECT v, inet_server_port() FROM kv WHERE k = 1"
         with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
             assert c.execute(q).fetchone() == (7, own.standby.port)
             own.standby.stop("immediate")
             time.sleep(0.2)
-            after = [c.execute(q).fetchone() for _ in range(5)]
-            assert after == [(7, own.primary.port)] * 5, after
-            assert c.execute("UPDATE kv SET v = 8 WHERE k = 1 RETURNING v").fetchone() == (8,)
-            assert c.execute(q).fetchone() == (8, own.primary.port)
+            with bounded(c, 30, "reads after the standby stopped", diagnose=lambda: _pgpool_stacks(p)):
+                after = [c.execute(q).fetchone() for _ in range(5)]
+                assert after == [(7, own.primary.port)] * 5, after
+                assert c.execute("UPDATE kv SET v = 8 WHERE k = 1 RETURNING v").fetchone() == (8,)
+                assert c.execute(q).fetchone() == (8, own.primary.port)
         log = p.log_text()
         assert "polarsplit: connection to node 1 lost" in log or "unexpected bytes from node 1" in log, log[-3000:]
     finally:

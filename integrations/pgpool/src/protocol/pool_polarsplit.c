@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/select.h>
 #include <sys/time.h>
 #include <sys/socket.h>
@@ -53,6 +54,9 @@
 #define PS_MAX_BUFFERED		(64u * 1024u * 1024u)
 #define PS_MAX_EVENTS		16
 #define PS_READER_HOSTGROUP	1
+/* The host's own queries on a standby (samples, resets): one that answers nothing for this long
+ * is treated as lost, like a broken connection. */
+#define PS_HOST_QUERY_TIMEOUT_MS 5000
 
 typedef struct
 {
@@ -133,6 +137,9 @@ static bool ps_engine_failed;
 static int	ps_engine_primary = -1;
 static bool ps_engine_knows[MAX_NUM_BACKENDS];	/* readers registered with the engine */
 static pssession ps;			/* reused: buffers survive an ERROR's longjmp */
+
+static void ps_pump(void);
+static void ps_push_event(uint64_t conn, psg_event_kind kind, uint32_t server, uint32_t flags);
 
 static uint64_t
 ps_now_ms(void)
@@ -308,6 +315,62 @@ ps_all_idle(void)
 	return true;
 }
 
+/*
+ * A standby's connection broke (shutdown, crash, network, a host query unanswered): the library
+ * hears CONNECTION_LOST and retries per its policy (SPEC F-1, F-2: on the primary when nothing
+ * reached the client); the engine stops choosing that standby. The node's slot is dead for the
+ * rest of the session, so the child ends afterwards instead of letting Pgpool cache the
+ * connections. Pgpool's own stream calls must not meet the broken socket: a failed write or
+ * read there is an ERROR (failover_on_backend_error = off) or FATAL that ends the client's
+ * session, where the library would have re-run the statement on the primary. `pump`: feed the
+ * event now; false inside a drain (the drain feeds queued events when it is done).
+ */
+static void
+ps_reader_lost(psnode *n, bool pump)
+{
+	bool		was_attached;
+
+	if (n->closed)
+		return;
+	ereport(LOG, (errmsg("polarsplit: connection to node %d lost", (int) n->conn - 1)));
+	psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0);
+	ps.fatal = true;
+	snprintf(ps.why, sizeof ps.why, "the connection to node %d was lost", (int) n->conn - 1);
+	was_attached = n->attached;
+	ps_node_drop(n);
+	if (was_attached)
+	{
+		ps_push_event(n->conn, PSG_EV_CONNECTION_LOST, (uint32_t) n->conn, 0);
+		if (pump)
+			ps_pump();
+	}
+}
+
+/* Writes to a node without letting Pgpool ereport: a standby that fails is lost, the primary
+ * ends the child (its state is unknown). */
+static bool
+ps_node_write(psnode *n, const void *p, size_t len, bool pump)
+{
+	if (pool_write_noerror(n->cp, (void *) p, (int) len) == 0)
+		return true;
+	if ((int) n->conn - 1 == ps.writer)
+		ereport(FATAL, (errmsg("polarsplit: unable to write to the primary (node %d)", ps.writer)));
+	ps_reader_lost(n, pump);
+	return false;
+}
+
+static bool
+ps_node_flush(psnode *n, bool pump)
+{
+	n->dirty_out = false;
+	if (pool_flush_noerror(n->cp) == 0)
+		return true;
+	if ((int) n->conn - 1 == ps.writer)
+		ereport(FATAL, (errmsg("polarsplit: unable to write to the primary (node %d)", ps.writer)));
+	ps_reader_lost(n, pump);
+	return false;
+}
+
 static void
 ps_send(psnode *n, const uint8_t *p, size_t len)
 {
@@ -315,8 +378,8 @@ ps_send(psnode *n, const uint8_t *p, size_t len)
 		return;
 	if (!psframe_feed(&n->tx, p, len, on_sent, n))
 		ereport(FATAL, (errmsg("polarsplit: malformed message sent to node %d", (int) n->conn - 1)));
-	pool_write(n->cp, (void *) p, (int) len);
-	n->dirty_out = true;
+	if (ps_node_write(n, p, len, false))
+		n->dirty_out = true;
 }
 
 /* Moves whatever a connection has buffered, or its socket holds now, into `b`. Call it only
@@ -356,6 +419,30 @@ ps_socket_lost(POOL_CONNECTION *cp)
 	return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* Waits up to `ms` for a node's next byte; false when none came or the socket broke (the
+ * node is then lost). */
+static bool
+ps_wait_readable(psnode *n, int ms, bool pump)
+{
+	struct pollfd pfd;
+	int			r;
+
+	if (ps_has_pending(n->cp))
+		return true;
+	pfd.fd = n->cp->fd;
+	pfd.events = POLLIN;
+	pfd.revents = 0;
+	do
+		r = poll(&pfd, 1, ms);
+	while (r < 0 && errno == EINTR);
+	if (r > 0 && !ps_socket_lost(n->cp))
+		return true;
+	if ((int) n->conn - 1 == ps.writer)
+		ereport(FATAL, (errmsg("polarsplit: the primary (node %d) did not answer the host's query", ps.writer)));
+	ps_reader_lost(n, pump);
+	return false;
+}
+
 /* Reads one whole message of a node synchronously (only for the host's own queries, when the
  * node is idle and the library expects nothing from it). */
 static char *
@@ -381,21 +468,24 @@ ps_read_message(POOL_CONNECTION *cp, char *kind, int *len)
 typedef void (*ps_row_fn) (void *arg, const char *const *cols, int ncols);
 
 static bool
-ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg)
+ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg, bool pump)
 {
 	size_t		qlen = strlen(sql) + 1;
 	uint32_t	l = htonl((uint32_t) (qlen + 4));
 	char		kind = 'Q';
 	bool		ok = true;
 
-	pool_write(n->cp, &kind, 1);
-	pool_write(n->cp, &l, 4);
-	pool_write(n->cp, (void *) sql, (int) qlen);
-	pool_flush(n->cp);
+	if (!ps_node_write(n, &kind, 1, pump) || !ps_node_write(n, &l, 4, pump) ||
+		!ps_node_write(n, sql, qlen, pump) || !ps_node_flush(n, pump))
+		return false;
 	for (;;)
 	{
 		int			len;
-		char	   *body = ps_read_message(n->cp, &kind, &len);
+		char	   *body;
+
+		if (!ps_wait_readable(n, PS_HOST_QUERY_TIMEOUT_MS, pump))
+			return false;
+		body = ps_read_message(n->cp, &kind, &len);
 
 		if (kind == 'D' && body && len >= 2 && on_row)
 		{
@@ -468,15 +558,15 @@ ps_take_first_value(void *arg, const char *const *cols, int ncols)
 }
 
 /* Runs one simple query of the host's own on an idle node; returns the first column of its
- * first row (copied into out) or false. */
+ * first row (copied into out) or false (also when the node was lost meanwhile: n->closed). */
 static bool
-ps_host_query(psnode *n, const char *sql, char *out, size_t outlen)
+ps_host_query(psnode *n, const char *sql, char *out, size_t outlen, bool pump)
 {
 	ps_first_value f = {out, outlen, false};
 
 	if (outlen)
 		out[0] = '\0';
-	return ps_host_query_rows(n, sql, ps_take_first_value, &f) && f.got;
+	return ps_host_query_rows(n, sql, ps_take_first_value, &f, pump) && f.got;
 }
 
 static bool
@@ -514,7 +604,7 @@ ps_sample_readers(void)
 		if (!n->in_use || i == ps.writer || n->closed || n->attached || !ps_node_idle(n) ||
 			ps_has_pending(n->cp) || n->cp->tstate != 'I')
 			continue;
-		if (ps_host_query(n, "SELECT pg_catalog.pg_last_wal_replay_lsn()", text, sizeof text) &&
+		if (ps_host_query(n, "SELECT pg_catalog.pg_last_wal_replay_lsn()", text, sizeof text, true) &&
 			parse_lsn(text, &lsn))
 			psg_engine_reader_sample(ps_engine, (uint32_t) n->conn, lsn, now);
 	}
@@ -522,10 +612,11 @@ ps_sample_readers(void)
 
 /*
  * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of the
- * session's database (outside the built-in schemas, one row per overload, with pg_proc's
- * volatility), loaded on the primary connection once per database per child, at the first
- * moment the session is idle before its first statement. Functions created later stay unknown
- * (the primary) until the child is recycled. A catalogue that does not fit the bounds or
+ * session's database (outside the built-in schemas, plus extension functions installed into
+ * pg_catalog; one row per overload, with pg_proc's volatility: the query the library's
+ * Engine::set_function_catalog documents), loaded on the primary connection once per database
+ * per child, at the first moment the session is idle before its first statement. Functions
+ * created later stay unknown (the primary) until the child is recycled. A catalogue that does not fit the bounds or
  * cannot be read entirely is not reported at all: a partial list could hide a volatile overload.
  * STUB in the glue until the library's API lands: psg_functions_supported() is false and
  * nothing is queried.
@@ -618,8 +709,10 @@ ps_load_function_catalogue(const char *database)
 							"SELECT n.nspname, p.proname, p.provolatile FROM pg_catalog.pg_proc p "
 							"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
 							"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
-							"AND n.nspname !~ '^pg_(toast|temp_|toast_temp_)'",
-							ps_catalogue_row, &c);
+							"OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
+							"WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
+							"AND d.objid = p.oid AND d.deptype = 'e')",
+							ps_catalogue_row, &c, true);
 	if (ok && !c.overflow)
 	{
 		if (psg_engine_set_functions(ps_engine, database, c.fns, c.n) != PSG_OK)
@@ -673,7 +766,13 @@ ps_acquire_reader(const psg_action *a)
 	{
 		char		ignored[8];
 
-		ps_host_query(n, "DISCARD ALL", ignored, sizeof ignored);
+		ps_host_query(n, "DISCARD ALL", ignored, sizeof ignored, false);
+		if (n->closed)
+		{
+			/* lost during the reset (inside a drain: no event was due, it was not attached) */
+			ps_push_event(0, PSG_EV_READER_UNAVAILABLE, a->server, 0);
+			return;
+		}
 		n->needs_reset = false;
 		flags |= PSG_FLAG_FRESH;
 	}
@@ -971,40 +1070,12 @@ static void
 ps_flush_all(void)
 {
 	for (int i = 0; i < NUM_BACKENDS; i++)
-		if (ps.nodes[i].in_use && ps.nodes[i].dirty_out)
-		{
-			pool_flush(ps.nodes[i].cp);
-			ps.nodes[i].dirty_out = false;
-		}
+		if (ps.nodes[i].in_use && !ps.nodes[i].closed && ps.nodes[i].dirty_out)
+			ps_node_flush(&ps.nodes[i], false);	/* a lost standby's event: fed by the caller */
 	if (ps.dirty_fe)
 	{
 		pool_flush(ps.fe);
 		ps.dirty_fe = false;
-	}
-}
-
-/*
- * A standby's connection broke (shutdown, crash, network): the library hears CONNECTION_LOST
- * and retries per its policy (SPEC F-1, F-2: on the primary when nothing reached the client);
- * the engine stops choosing that standby. The node's slot is dead for the rest of the session,
- * so the child ends afterwards instead of letting Pgpool cache the connections.
- */
-static void
-ps_reader_lost(psnode *n)
-{
-	bool		was_attached;
-
-	ereport(LOG, (errmsg("polarsplit: connection to node %d lost", (int) n->conn - 1)));
-	psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0);
-	n->closed = true;
-	ps.fatal = true;
-	snprintf(ps.why, sizeof ps.why, "the connection to node %d was lost", (int) n->conn - 1);
-	was_attached = n->attached;
-	ps_node_drop(n);
-	if (was_attached)
-	{
-		ps_push_event(n->conn, PSG_EV_CONNECTION_LOST, (uint32_t) n->conn, 0);
-		ps_pump();
 	}
 }
 
@@ -1088,7 +1159,11 @@ pool_polarsplit_wanted(POOL_CONNECTION_POOL * backend)
 	primary = REAL_PRIMARY_NODE_ID;
 	if (primary < 0 || primary >= NUM_BACKENDS || !CONNECTION_SLOT(backend, primary) ||
 		!VALID_BACKEND_RAW(primary))
+	{
+		/* e.g. a client accepted before Pgpool has found its primary at start-up */
+		ereport(LOG, (errmsg("polarsplit: no primary known: this session takes Pgpool's own routing")));
 		return false;
+	}
 	if (!CONNECTION_SLOT(backend, primary)->sp || CONNECTION_SLOT(backend, primary)->sp->major != PROTO_MAJOR_V3)
 		return false;
 	if (!ps_reset_drops_statements())
@@ -1312,6 +1387,9 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 
 		ps_deadline_check();
 		ps_flush_all();
+		if (ps.nev > 0)
+			ps_pump();			/* a standby lost while flushing */
+		ps_flush_all();
 		if (ps.close_client)
 			return ps_finish();
 		if (ps.terminate_seen && ps.cnext == ps.cbase && ps_all_idle())
@@ -1379,7 +1457,7 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 
 					if (i != ps.writer && ps_socket_lost(n->cp))
 					{
-						ps_reader_lost(n);
+						ps_reader_lost(n, true);
 						continue;
 					}
 					ps_read_available(n->cp, &n->in);

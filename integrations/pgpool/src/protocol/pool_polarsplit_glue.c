@@ -165,10 +165,11 @@ psg_engine_writer_changed(psg_engine *e)
 }
 
 /*
- * F-policy catalogue. STUB: wiring it is this one function — call the library's catalogue API
- * (expected: one call per database that replaces its list, taking (schema, name, volatility)
- * rows, e.g. polarsplit_engine_set_functions(engine, writer_hostgroup, database, rows, n)) and
- * set PSG_FUNCTION_CATALOGUE to 1.
+ * F-policy catalogue. STUB: the Rust API exists (Engine::set_function_catalog(database, rows):
+ * replaces the database's list, all or nothing), its C function does not yet. Wiring it is this
+ * one function — convert the rows (schema, name, provolatile 'i'/'s'/'v') and call it, e.g.
+ * polarsplit_engine_set_function_catalog(engine, database, rows, n, &recorded) — and set
+ * PSG_FUNCTION_CATALOGUE to 1.
  */
 #define PSG_FUNCTION_CATALOGUE 0
 
@@ -386,27 +387,25 @@ psg_last_error(psg_session *s, char *buf, size_t len)
 	return polarsplit_session_last_error((polarsplit_session *) s, buf, len);
 }
 
-/*
- * Deadlines (R-1b). STUB: the C functions are not in this library's header yet. Wiring them is
- * these two bodies:
- *   uint64_t at; if (polarsplit_session_next_deadline(s, &at) != POLARSPLIT_OK) return 0;
- *   *at_ms = at; return 1;
- * and return map_status(polarsplit_session_on_timeout(s, now_ms)).
- */
+/* Deadlines (R-1b). */
 int
 psg_next_deadline(psg_session *s, uint64_t *at_ms)
 {
-	(void) s;
-	*at_ms = UINT64_MAX;
-	return 0;
+	uint64_t	at = UINT64_MAX;
+
+	if (polarsplit_session_next_deadline((polarsplit_session *) s, &at) != POLARSPLIT_OK)
+	{
+		*at_ms = UINT64_MAX;
+		return 0;
+	}
+	*at_ms = at;
+	return 1;
 }
 
 psg_status
 psg_on_timeout(psg_session *s, uint64_t now_ms)
 {
-	(void) s;
-	(void) now_ms;
-	return PSG_DONE;
+	return map_status(polarsplit_session_on_timeout((polarsplit_session *) s, now_ms));
 }
 
 #else

@@ -119,8 +119,8 @@ extern void psg_engine_writer_changed(psg_engine *e);
 /*
  * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of one
  * database (schema, name, pg_proc.provolatile 'i'/'s'/'v'; one row per overload), replacing what
- * the engine knew of that database. STUB: the library's C API for it is being added by another
- * engineer; until psg_engine_set_functions() is wired to it (its body in
+ * the engine knew of that database. STUB: the library has it in Rust
+ * (Engine::set_function_catalog), not yet in C; until psg_engine_set_functions() is wired to it (its body in
  * pool_polarsplit_glue.c, and psg_functions_supported() returning 1), the host loads nothing
  * and calls to functions the library does not know stay on the primary.
  */
@@ -153,8 +153,7 @@ extern size_t psg_last_error(psg_session *s, char *buf, size_t len);
 /*
  * Deadlines (SPEC R-1b). psg_next_deadline: 1 with *at_ms set when the session needs
  * psg_on_timeout() at host time *at_ms (read it after every drain), 0 when it has none.
- * psg_on_timeout: an input like the others (drain afterwards). STUB until the library's C API
- * has polarsplit_session_next_deadline()/polarsplit_session_on_timeout(): no deadline.
+ * psg_on_timeout: an input like the others (drain afterwards).
  */
 extern int psg_next_deadline(psg_session *s, uint64_t *at_ms);
 extern psg_status psg_on_timeout(psg_session *s, uint64_t now_ms);
