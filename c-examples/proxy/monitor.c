@@ -55,11 +55,18 @@ static void report_monitor_failed(uint32_t server) {
     g.monitor_failures_reported++;
 }
 
+/* One more failed sample of `server`: down after --monitor-down-after in a row. */
+static void sample_failed(uint32_t server) {
+    server_t *s = &g.servers[server];
+    if (s->monitor_failures < UINT32_MAX) s->monitor_failures++;
+    if (s->monitor_failures >= g.o.monitor_down_after) server_health(server, 0);
+}
+
 void monitor_failed(backend_t *b, const char *why) {
     server_t *s = &g.servers[b->server];
     if (!s->warned || g.o.verbose) logf_("monitor of server %u: %s", b->server, why);
     s->warned = 1;
-    server_health(b->server, 0);
+    sample_failed(b->server);
     if (b->state == BS_READY)
         report_monitor_failed(b->server);
     else if (!b->nocreds)
@@ -152,6 +159,7 @@ static void monitor_answered(backend_t *b) {
     b->mon_busy = 0;
     if (b->mon_has_value) {
         s->warned = 0;
+        s->monitor_failures = 0;
         if (b->server == 0) {
             if (b->mon_has_identity) report_identity(b);
             if (!g.o.no_writer_samples) polarsplit_engine_writer_sample(g.engine, 0, b->mon_value, b->mon_sent_at);
@@ -164,7 +172,7 @@ static void monitor_answered(backend_t *b) {
         }
     } else if (b->server > 0 && b->mon_error) {
         /* The query failed (e.g. a recovery conflict cancelled it): a failed sample. */
-        server_health(b->server, 0);
+        sample_failed(b->server);
         report_monitor_failed(b->server);
     } else if (b->server > 0) {
         /* NULL replay position: not a standby (any more). */

@@ -26,6 +26,9 @@ static void usage(FILE *f) {
             "  --monitor-interval-ms N     how often monitors sample LSNs (default 10)\n"
             "  --monitor-timeout-ms N      a monitor query unanswered this long is a failed sample: the\n"
             "                              server is marked down and its monitor reconnects (default 2000)\n"
+            "  --monitor-down-after N      consecutive failed samples that mark a server down (default 1);\n"
+            "                              until then only the engine's hold-out and back-off keep\n"
+            "                              sessions off a failing reader (SPEC R-1b)\n"
             "  --identity-interval-ms N    how often the writer monitor reads the writer's system\n"
             "                              identifier and timeline for causal tokens (default 1000;\n"
             "                              0: never, tokens then hold only in this process)\n"
@@ -139,6 +142,7 @@ static int option(polarsplit_config_builder *builder, const char *a, const char 
     if (strcmp(a, "--auth-timeout-ms") == 0) return number(a, v, &g.o.auth_timeout_ms);
     if (strcmp(a, "--monitor-interval-ms") == 0) return number(a, v, &g.o.monitor_interval_ms);
     if (strcmp(a, "--monitor-timeout-ms") == 0) return number(a, v, &g.o.monitor_timeout_ms);
+    if (strcmp(a, "--monitor-down-after") == 0) return number(a, v, &g.o.monitor_down_after);
     if (strcmp(a, "--identity-interval-ms") == 0) return number(a, v, &g.o.identity_interval_ms);
     if (strcmp(a, "--monitor-user") == 0) return (g.o.monitor_user = v), 0;
     if (strcmp(a, "--monitor-database") == 0) return (g.o.monitor_db = v), 0;

@@ -117,6 +117,7 @@ typedef struct {
     int healthy;
     int warned;
     uint32_t connecting; /* reader connections in handshake (R-1b: one at a time while failing) */
+    uint32_t monitor_failures; /* consecutive failed monitor samples */
 } server_t;
 
 /* What the command line sets (options.c). */
@@ -129,6 +130,7 @@ typedef struct {
     uint32_t pool_idle_ms;
     uint32_t auth_timeout_ms; /* 0: none */
     uint32_t monitor_timeout_ms;  /* a monitor query unanswered this long is a failed sample */
+    uint32_t monitor_down_after;  /* consecutive failed samples that mark a server down */
     uint32_t identity_interval_ms; /* how often the writer monitor reads the writer's identity */
     uint32_t catalog_refresh_ms;   /* how often each database's function catalogue is reloaded */
     int no_function_catalog;       /* never load one: user functions stay on the primary */
