@@ -46,30 +46,48 @@ fn c_host_duties_misuse_nulls_wrong_states_and_panics() {
 
 #[test]
 fn c_r1b_reader_failures_back_off_then_hold_out_until_a_later_sample() {
-    run("r1b_reader_failures_back_off_then_hold_out_until_a_later_sample", ctest_r1b_reader_failures_back_off_then_hold_out_until_a_later_sample);
+    run(
+        "r1b_reader_failures_back_off_then_hold_out_until_a_later_sample",
+        ctest_r1b_reader_failures_back_off_then_hold_out_until_a_later_sample,
+    );
 }
 
 #[test]
 fn c_r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not() {
-    run("r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not", ctest_r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not);
+    run(
+        "r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not",
+        ctest_r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not,
+    );
 }
 
 #[test]
 fn c_r1a_fault_reports_clear_the_known_position_until_a_later_sample() {
-    run("r1a_fault_reports_clear_the_known_position_until_a_later_sample", ctest_r1a_fault_reports_clear_the_known_position_until_a_later_sample);
+    run(
+        "r1a_fault_reports_clear_the_known_position_until_a_later_sample",
+        ctest_r1a_fault_reports_clear_the_known_position_until_a_later_sample,
+    );
 }
 
 #[test]
 fn c_s9_prometheus_text_with_size_query_and_truncation() {
-    run("s9_prometheus_text_with_size_query_and_truncation", ctest_s9_prometheus_text_with_size_query_and_truncation);
+    run(
+        "s9_prometheus_text_with_size_query_and_truncation",
+        ctest_s9_prometheus_text_with_size_query_and_truncation,
+    );
 }
 
 #[test]
 fn c_f_policy_function_catalogue_routes_user_function_reads_per_database() {
-    run("f_policy_function_catalogue_routes_user_function_reads_per_database", ctest_f_policy_function_catalogue_routes_user_function_reads_per_database);
+    run(
+        "f_policy_function_catalogue_routes_user_function_reads_per_database",
+        ctest_f_policy_function_catalogue_routes_user_function_reads_per_database,
+    );
 }
 
 #[test]
 fn c_host_faults_and_catalogue_misuse() {
-    run("host_faults_and_catalogue_misuse", ctest_host_faults_and_catalogue_misuse);
+    run(
+        "host_faults_and_catalogue_misuse",
+        ctest_host_faults_and_catalogue_misuse,
+    );
 }
