@@ -22,6 +22,8 @@ The standby is always started again and the pair always stopped; each wait is bo
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -73,7 +75,8 @@ def test_r1b_standby_stopped_sessions_go_to_the_primary_without_a_connect_storm_
     proxies = {
         "default": start_proxy(pair, tmp_path / "default"),
         "hold-out": start_proxy(pair, tmp_path / "holdout", extra=never_down),
-        "back-off only": start_proxy(pair, tmp_path / "backoff", extra=never_down,
+        # Under AddressSanitizer: the back-off, refusal and lost-reader paths, checked for memory errors.
+        "back-off only": start_proxy(pair, tmp_path / "backoff", asan=True, extra=never_down,
                                      settings={"reader_failure_threshold": "1000"}),
     }
     records: dict[str, list[tuple[float, str, float]]] = {k: [] for k in proxies}  # (start, where, latency)
@@ -232,3 +235,73 @@ def test_r1a_a_standby_refusing_with_57p03_is_starting_up_and_sessions_stay_on_t
     assert max(r[1] for r in recs) <= READ_BOUND_S
     assert starting_up >= REFUSING_S * 2, f"57P03 refusals were not reported as starting up: {starting_up}"
     assert back is not None and back <= BACK_BOUND_S, back
+
+
+HUNG_S = 5
+CONNECT_TIMEOUT_MS = 1000
+
+
+@pytest.mark.timeout(90)
+def test_r1b_a_hung_postmaster_fails_new_reader_connects_to_the_session_which_reads_on_the_primary(
+        fault_pair, tmp_path):
+    """Only the standby's postmaster is frozen (SIGSTOP): its backends — the monitor's and the pooled
+    readers' — keep answering, but a new connection is never forked. The proxy's handshake timeout
+    turns each new reader connection into READER_CONNECT_FAILED to the session that asked for it,
+    which the engine counts as a reader fault (R-1a, R-1b) and the writer answers; sessions that get
+    a pooled reader read on the standby."""
+    pair = fault_pair
+    proxy = start_proxy(pair, tmp_path, extra=["--reader-connect-timeout-ms", str(CONNECT_TIMEOUT_MS)])
+    sb = pair.standby.port
+    recs: list[tuple[str, float]] = []
+    pm = None
+    try:
+        deadline = time.monotonic() + 20
+        while read_once(proxy, sb)[0] != "standby":
+            assert time.monotonic() < deadline, "reads never reached the standby"
+            time.sleep(0.05)
+        pm = int((pair.standby.datadir / "postmaster.pid").read_text().split()[0])
+        before = proxy.stats()
+        os.kill(pm, signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            def worker():
+                while time.monotonic() < t0 + HUNG_S:
+                    recs.append(read_once(proxy, sb))
+
+            workers = [threading.Thread(target=worker) for _ in range(4)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(timeout=HUNG_S + 30)
+            after = proxy.stats()
+        finally:
+            os.kill(pm, signal.SIGCONT)
+        time.sleep(1)
+        later = proxy.stats()
+    finally:
+        if pm is not None:
+            try:
+                os.kill(pm, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        stop_proxy(proxy)
+
+    def d(section, key):
+        return after[section].get(key, 0) - before[section].get(key, 0)
+
+    primary = [r for r in recs if r[0] == "primary"]
+    errors = [r for r in recs if r[0].startswith("error")]
+    by_sessions = d("proxy", "reader_connect_failures") - d("proxy", "reader_connect_failures_reported")
+    report("R-1b: standby postmaster frozen (its backends answer)",
+           f"{len(recs)} new sessions in {HUNG_S} s (4 at a time): {len(recs) - len(primary) - len(errors)} on the "
+           f"standby (pooled readers: {d('proxy', 'pool_checkouts_hit')} hits), {len(primary)} on the primary, "
+           f"{len(errors)} errors, slowest {max(r[1] for r in recs):.2f} s (connect timeout {CONNECT_TIMEOUT_MS} ms); "
+           f"reader connections opened {d('proxy', 'reader_connections_opened')}, failed and reported by their "
+           f"sessions {by_sessions}; engine reader_connect_failures {d('counter', 'reader_connect_failures')}, "
+           f"readers_held_out {d('counter', 'readers_held_out')}, readers_back_in {d('counter', 'readers_back_in')} "
+           f"({later['counter'].get('readers_back_in', 0) - before['counter'].get('readers_back_in', 0)} by 1 s after "
+           "SIGCONT)")
+    assert not errors, errors[:5]
+    assert primary, "no session needed a new reader connection: the test proves nothing"
+    assert max(r[1] for r in recs) <= CONNECT_TIMEOUT_MS / 1000 + 1.0
+    assert by_sessions >= 1 and d("counter", "reader_connect_failures") >= by_sessions
