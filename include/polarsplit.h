@@ -28,7 +28,8 @@
  *
  * GROWTH. The host allocates the structs it passes, so a struct that may grow within ABI 3 is
  * always passed with the sizeof the host was built with: polarsplit_action (out),
- * polarsplit_pool_stats (out), polarsplit_client_info and polarsplit_backend_fact (in). The
+ * polarsplit_pool_stats (out), polarsplit_client_info, polarsplit_backend_fact and the array
+ * elements polarsplit_function (in; the size is the array's stride). The
  * library reads or writes only that many bytes: a field appended in a later 3.x reads as 0 from
  * an older host and is never written into an older host's struct. An action kind added later
  * comes with its own member appended at the end of polarsplit_action, so the size also says
@@ -121,6 +122,29 @@ typedef uint32_t polarsplit_outcome;
 // Why a decision was taken: one of `POLARSPLIT_REASON_*` (stable numbers, never reused; a newer
 // library may report numbers this header does not name: `polarsplit_reason_name` names them).
 typedef uint32_t polarsplit_reason;
+
+// A function's volatility (`polarsplit_function.volatility`): the byte `pg_proc.provolatile`
+// holds, so a host copies the column as it reads it.
+typedef uint8_t polarsplit_volatility;
+
+// One user function of the writer's catalogue, as `pg_proc` gives it (report every overload:
+// the F-policy judges a name by all the functions that carry it). Grows at the end:
+// `polarsplit_engine_set_function_catalog` takes the host's `sizeof` as the array's stride; a
+// field appended later reads as 0 from an older host.
+typedef struct {
+  // `pg_namespace.nspname` (UTF-8, no NUL needed; NULL with length 0 for none). Kept for
+  // the host's logs: a call matches the name in any schema (a `search_path` may put a user
+  // function ahead of `pg_catalog`).
+  const char *schema;
+  // Its length in bytes.
+  size_t schema_len;
+  // `pg_proc.proname` as stored (UTF-8, 1 to 63 bytes, no NUL needed).
+  const char *name;
+  // Its length in bytes.
+  size_t name_len;
+  // `pg_proc.provolatile`: one of `POLARSPLIT_VOLATILITY_*`.
+  polarsplit_volatility volatility;
+} polarsplit_function;
 
 // The four-part reader key (SPEC P-9). A pooled reader connection may serve a session only if
 // all four values are equal (`polarsplit_reader_key_compatible`). Frozen for ABI 3.
@@ -553,6 +577,16 @@ typedef struct {
 // Any other message, by its type byte in `tag` (rows, descriptions, COPY data…).
 #define POLARSPLIT_FACT_OTHER 6
 
+// `provolatile = 'i'`: read-safe (F-policy).
+#define POLARSPLIT_VOLATILITY_IMMUTABLE 105
+
+// `provolatile = 's'`: read-safe (F-policy).
+#define POLARSPLIT_VOLATILITY_STABLE 115
+
+// `provolatile = 'v'`: not read-safe; a read calling any function of this name (in any schema,
+// any overload) goes to the writer.
+#define POLARSPLIT_VOLATILITY_VOLATILE 118
+
 // A checkout found no compatible idle connection.
 #define POLARSPLIT_DEMAND_MISS 1
 
@@ -980,7 +1014,9 @@ polarsplit_status polarsplit_engine_add_reader(const polarsplit_engine *engine,
 polarsplit_status polarsplit_engine_remove_reader(const polarsplit_engine *engine, uint32_t server);
 
 // Marks a reader healthy or not (unhealthy readers are never chosen; a pin on one is dropped).
-// `POLARSPLIT_DONE` when it is not registered.
+// A change is an outage dated by the latest host time the engine saw (SPEC R-1a); a host that
+// knows the time uses `polarsplit_engine_set_reader_health_at`. `POLARSPLIT_DONE` when it is not
+// registered.
 //
 // # Safety
 // `engine` must be a live engine.
@@ -998,6 +1034,98 @@ polarsplit_status polarsplit_engine_reader_sample(const polarsplit_engine *engin
                                                   uint32_t server,
                                                   uint64_t lsn,
                                                   uint64_t at_ms);
+
+// The host's health verdict for a reader at host time `now_ms` (SPEC R-1, R-1a): unhealthy
+// readers are never chosen (a pin on one is dropped), and a change either way is an outage —
+// only evidence taken after `now_ms` (a monitor sample whose query was sent later) gives the
+// reader a known position again. Prefer it to `polarsplit_engine_set_reader_health`, which
+// dates the change by the latest time the engine saw. `POLARSPLIT_DONE` when the reader is not
+// registered.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_set_reader_health_at(const polarsplit_engine *engine,
+                                                         uint32_t server,
+                                                         bool healthy,
+                                                         uint64_t now_ms);
+
+// The host's monitor query to reader `server` failed at host time `now_ms` (SPEC R-1a, R-1b):
+// its connection broke or answered an error, or it answered nothing within the host's monitor
+// timeout. An outage (nothing known of the reader's position before `now_ms` counts) and a
+// failure toward its hold-out (`reader_failure_threshold` consecutive failures hold it out of
+// reader choice until a monitor sample taken after the latest one). A monitor connection that
+// could not be opened is `polarsplit_engine_reader_connect_failed` instead (one report per
+// failure). `POLARSPLIT_DONE` when the reader is not registered (nothing changes).
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_reader_monitor_failed(const polarsplit_engine *engine,
+                                                          uint32_t server,
+                                                          uint64_t now_ms);
+
+// A connection to reader `server` that no session uses broke at host time `now_ms` (SPEC R-1a,
+// R-1b): a pooled idle connection that got EOF, an error or a FATAL (e.g. 57P01 at a shutdown).
+// An outage and a failure. A session's own connection is reported to the session instead
+// (`POLARSPLIT_EVENT_CONNECTION_LOST`); a connection the host closed itself (idle too long) is
+// no loss. Report the connection's id with `polarsplit_engine_connection_closed` too.
+// `POLARSPLIT_DONE` when the reader is not registered (nothing changes).
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_reader_lost(const polarsplit_engine *engine,
+                                                uint32_t server,
+                                                uint64_t now_ms);
+
+// A connection the host opened to reader `server` on its own — a warm-up, a pool refill, a
+// monitor connection, one whose session went away during its handshake — could not be opened at
+// host time `now_ms` (SPEC R-1a, R-1b): the TCP connect was refused or failed, the handshake
+// timed out, or the server answered the startup with an ErrorResponse; `starting_up` when that
+// was SQLSTATE 57P03 (the standby accepts no connections yet). An outage and a failure. A
+// connection a session asked for (ACQUIRE_READER) is reported to that session instead
+// (`POLARSPLIT_EVENT_READER_CONNECT_FAILED`); an authentication failure (28P01, 28000) is no
+// failure of the reader. `POLARSPLIT_DONE` when the reader is not registered (nothing changes).
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_reader_connect_failed(const polarsplit_engine *engine,
+                                                          uint32_t server,
+                                                          uint64_t now_ms,
+                                                          bool starting_up);
+
+// Reader `server` was out at host time `now_ms` in a way no other call names (SPEC R-1a): the
+// host saw it restart (`pg_postmaster_start_time()` moved), be re-cloned, or change timeline.
+// Nothing known of its position before `now_ms` counts. Not a failure. `POLARSPLIT_DONE` when
+// the reader is not registered.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_reader_outage(const polarsplit_engine *engine,
+                                                  uint32_t server,
+                                                  uint64_t now_ms);
+
+// The back-off of reader `server` (SPEC R-1b): `POLARSPLIT_OK` with `*at` the earliest host
+// time at which the host should open a new connection to it — for an ACQUIRE_READER it has no
+// pooled connection for (answer `POLARSPLIT_EVENT_READER_UNAVAILABLE` until then), pool
+// refills and warm-ups. While it is failing, keep at most one connection attempt in flight to
+// it. `POLARSPLIT_DONE` (`*at` untouched): any time — no failure since it last answered, or a
+// monitor sample taken after its latest failure lifted the back-off, or the reader is not
+// registered. The back-off doubles with each consecutive failure, from 200 ms to 3.2 s.
+//
+// # Safety
+// `engine` must be a live engine; `at` writable.
+polarsplit_status polarsplit_engine_reader_retry_after(const polarsplit_engine *engine,
+                                                       uint32_t server,
+                                                       uint64_t *at);
+
+// Whether reader `server` is held out of reader choice (SPEC R-1b: after
+// `reader_failure_threshold` consecutive failures, until a monitor sample taken after the latest
+// one) into `*held_out`. `POLARSPLIT_DONE` (`*held_out` untouched) when it is not registered.
+//
+// # Safety
+// `engine` must be a live engine; `held_out` writable.
+polarsplit_status polarsplit_engine_reader_held_out(const polarsplit_engine *engine,
+                                                    uint32_t server,
+                                                    bool *held_out);
 
 // A monitor sample of the writer's LSN for a writer hostgroup (e.g.
 // `pg_current_wal_insert_lsn()`), whose query was *sent* at host time `sent_at_ms` (use the send
@@ -1145,6 +1273,68 @@ const char *polarsplit_outcome_name(polarsplit_outcome outcome);
 // # Safety
 // Always safe; the string is static.
 const char *polarsplit_reason_name(polarsplit_reason reason);
+
+// Replaces the catalogue of user functions of database `database` (SPEC §7 F-policy): every
+// function the writer's `pg_proc` has outside the built-in schemas, with its volatility — all of
+// them, every overload (a name missing from the report is unknown afterwards). Sessions whose
+// startup packet named that database (or, without one, whose user has that name) classify
+// against it from their next statement. Until a database has a catalogue, and for names it does
+// not list, a call of a function that is not a built-in is not read-safe (unless
+// `unknown_functions = replica`). Load it at start and per database the first time a client of
+// it connects, and again after DDL or periodically; a load that failed is best followed by
+// `polarsplit_engine_remove_function_catalog` (unknown functions then go to the writer, which
+// is safe) rather than keeping a catalogue that may be stale.
+//
+// The query, on a connection to that database of the writer (extension functions installed
+// into `pg_catalog` count as user functions, built-ins do not):
+// ```sql
+// SELECT n.nspname, p.proname, p.provolatile
+// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+//    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+//               WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+//                 AND d.objid = p.oid AND d.deptype = 'e')
+// ```
+//
+// `functions` is an array of `n` structs, `function_size` bytes apart: pass
+// `sizeof(polarsplit_function)` (the growth rule). The library copies what it keeps; the
+// array may be freed when the call returns. On any error nothing changes:
+// `POLARSPLIT_ERR_INVALID_ARGUMENT` for a name that is empty, longer than 63 bytes or not
+// UTF-8, a schema that is not UTF-8, or a volatility that is not `POLARSPLIT_VOLATILITY_*`;
+// `POLARSPLIT_ERR_LIMIT` beyond 1,048,576 functions in one database or 65,536 databases;
+// `POLARSPLIT_ERR_ABI` for a `function_size` below ABI 3's struct; `POLARSPLIT_ERR_NULL` for a
+// NULL `functions` with `n > 0`, or a NULL name or schema with a non-zero length.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes (any encoding, no NUL needed); `functions` NULL (only with
+// `n` 0) or `n * function_size` readable bytes, each struct's pointers readable for their
+// lengths.
+polarsplit_status polarsplit_engine_set_function_catalog(const polarsplit_engine *engine,
+                                                         const char *database,
+                                                         size_t database_len,
+                                                         const polarsplit_function *functions,
+                                                         size_t n,
+                                                         size_t function_size);
+
+// Forgets the catalogue of database `database`: its user functions are unknown again (a read
+// calling one goes to the writer). `POLARSPLIT_DONE` when it had none.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes.
+polarsplit_status polarsplit_engine_remove_function_catalog(const polarsplit_engine *engine,
+                                                            const char *database,
+                                                            size_t database_len);
+
+// The writer's `server_version_num` (e.g. 150018, from `SHOW server_version_num`): picks the
+// table of built-in functions classification uses (that major's, else the nearest lower one;
+// PostgreSQL 15's until a version is reported). Returns `POLARSPLIT_OK`.
+//
+// # Safety
+// `engine` must be a live engine.
+polarsplit_status polarsplit_engine_set_writer_server_version(const polarsplit_engine *engine,
+                                                              uint32_t server_version_num);
 
 // Creates a pool index with its warmup queue and stores it in `*out`. The queue's mode and
 // bound come from `config` (`warmup`, `warmup_queue_capacity`); `max_per_key` bounds the
@@ -1575,6 +1765,22 @@ polarsplit_status polarsplit_engine_outcome_count(const polarsplit_engine *engin
 polarsplit_status polarsplit_engine_reason_count(const polarsplit_engine *engine,
                                                  polarsplit_reason reason,
                                                  uint64_t *value);
+
+// Every counter, the decisions by outcome and by reason, and the per-reader gauges (known
+// position, lag behind the writer, health, hold-out, consecutive failures, active statements)
+// in the Prometheus text exposition format (SPEC §9), as one text rendered now. `*len` gets
+// the text's full length in bytes (without the NUL); up to `cap - 1` bytes of it and a NUL are
+// written to `buf` (truncated at a UTF-8 boundary when it does not fit). `*len >= cap` means it
+// was truncated: call again with a larger buffer — counters may have grown in between, so
+// leave room. `buf` NULL with `cap` 0 only asks for the size. Returns `POLARSPLIT_OK`.
+//
+// # Safety
+// `engine` must be a live engine; `buf` NULL (only with `cap` 0) or `cap` writable bytes;
+// `len` writable.
+polarsplit_status polarsplit_engine_prometheus(const polarsplit_engine *engine,
+                                               char *buf,
+                                               size_t cap,
+                                               size_t *len);
 
 // A short, static, NUL-terminated description of a status. Unknown values get
 // `"unknown status"`.

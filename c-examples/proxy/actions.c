@@ -39,7 +39,17 @@ static void do_cancel(const polarsplit_action_cancel_request *r) {
     }
 }
 
+/* The database a startup packet names (PostgreSQL: the user's name when it names none). */
+static void want_catalog(const polarsplit_bytes *startup) {
+    char db[256];
+    if (startup_param(startup->ptr, startup->len, "database", db, sizeof db) == 0 ||
+        startup_param(startup->ptr, startup->len, "user", db, sizeof db) == 0)
+        catalog_want(db, strlen(db));
+}
+
 static void connect_writer(client_t *c, const polarsplit_action_connect_writer *w) {
+    /* F-policy: the first client of a database has its user functions loaded (catalog.c). */
+    if (c->router.is_library) want_catalog(&w->startup);
     backend_t *b = backend_new(ROLE_WRITER, 0);
     b->owner = c;
     c->writer = b;
@@ -61,6 +71,23 @@ static void attach_pooled(client_t *c, backend_t *b, uint32_t server, bool needs
     VLOG("client %llu: pooled reader %llu attached", (unsigned long long)c->id, (unsigned long long)b->id);
 }
 
+/* R-1b: whether a new connection to `server` may be opened now. While the server is failing
+ * (its back-off is set), not before the back-off's time, and one attempt at a time — so a hung
+ * or stopped standby costs one connect per back-off period, not one per session. */
+static int may_connect(uint32_t server, uint64_t now) {
+    uint64_t at = 0;
+    if (!g.engine || polarsplit_engine_reader_retry_after(g.engine, server, &at) != POLARSPLIT_OK) return 1;
+    if (now < at) {
+        g.reader_backoff_refusals++;
+        return 0;
+    }
+    if (g.servers[server].connecting > 0) {
+        g.reader_inflight_refusals++;
+        return 0;
+    }
+    return 1;
+}
+
 static void acquire_reader(client_t *c, const polarsplit_action_acquire_reader *r) {
     bool needs_reset = false;
     if (r->server == 0 || r->server >= g.nservers) {
@@ -70,6 +97,12 @@ static void acquire_reader(client_t *c, const polarsplit_action_acquire_reader *
     backend_t *b = pool_take(r->server, &r->key, &needs_reset);
     if (b) {
         attach_pooled(c, b, r->server, needs_reset);
+        return;
+    }
+    uint64_t now = now_ms();
+    if (!may_connect(r->server, now)) {
+        /* No connection now: the writer answers (not a fault of the reader). */
+        push_event(c, 0, POLARSPLIT_EVENT_READER_UNAVAILABLE, r->server, 0);
         return;
     }
     /* The server logs the reader in as the startup packet's last `user` key (as the library and
@@ -86,16 +119,19 @@ static void acquire_reader(client_t *c, const polarsplit_action_acquire_reader *
     b->key = r->key;
     b->owner = c;
     b->waiting = 1;
-    b->deadline = now_ms() + g.o.reader_connect_timeout_ms;
+    b->deadline = now + g.o.reader_connect_timeout_ms;
     buf_append(&b->out, r->startup.ptr, r->startup.len);
     c->acquiring = b;
+    b->inflight = 1;
+    g.servers[r->server].connecting++;
     g.reader_conns_opened++;
     if (backend_connect(b) != 0) {
         detach(c, b);
         b->owner = NULL;
         backend_close(b);
         g.reader_handshake_failures++;
-        push_event(c, 0, POLARSPLIT_EVENT_READER_UNAVAILABLE, r->server, 0);
+        g.reader_connect_failures++;
+        push_event(c, 0, POLARSPLIT_EVENT_READER_CONNECT_FAILED, r->server, 0);
     }
 }
 

@@ -1,6 +1,14 @@
 /* Backend connections: the writer (its startup relayed from the client), readers (the proxy logs
- * in itself: trust, or a password from the credential map), monitors (monitor.c) and one-shot
- * cancel connections. */
+ * in itself: trust, or a password from the credential map), monitors (monitor.c), catalogue
+ * loads (catalog.c) and one-shot cancel connections.
+ *
+ * Reader faults (SPEC R-1a, R-1b): a reader connection that cannot be opened — TCP refused or
+ * failed, the handshake timed out, an ErrorResponse to the startup (57P03: the standby is starting
+ * up) — is READER_CONNECT_FAILED to the session that asked for it, or, when none waits for it
+ * any more, the proxy's own polarsplit_engine_reader_connect_failed. A login this user cannot
+ * make (28P01, 28000, no password in the map, an exchange that fails) is no fault of the reader:
+ * READER_UNAVAILABLE with NO_CREDENTIALS. A pooled idle connection that breaks or says FATAL is
+ * polarsplit_engine_reader_lost (and connection_closed, in backend_close). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 
@@ -37,6 +45,31 @@ int backend_connect(backend_t *b) {
     return errno == EINPROGRESS ? 0 : -1;
 }
 
+/* A reader connection left its handshake (ready, failed or closed): one fewer in flight. */
+static void inflight_done(backend_t *b) {
+    if (!b->inflight) return;
+    b->inflight = 0;
+    if (g.servers[b->server].connecting > 0) g.servers[b->server].connecting--;
+}
+
+void report_reader_connect_failed(uint32_t server, int starting_up) {
+    g.reader_connect_failures++;
+    if (!g.engine || server == 0) return;
+    polarsplit_engine_reader_connect_failed(g.engine, server, now_ms(), starting_up != 0);
+    g.reader_connect_failures_reported++;
+}
+
+/* An idle pooled reader broke (EOF, a write error, a FATAL while idle): the reader had an outage
+ * and a failure (R-1a, R-1b). Closing it reports the connection id (connection_closed). */
+static void pooled_reader_lost(backend_t *b, const char *why) {
+    VLOG("pooled reader %llu to server %u: %s", (unsigned long long)b->id, b->server, why);
+    if (g.engine && b->server > 0) {
+        polarsplit_engine_reader_lost(g.engine, b->server, now_ms());
+        g.reader_losses_reported++;
+    }
+    backend_close(b);
+}
+
 void detach(client_t *c, backend_t *b) {
     if (!c) return;
     if (c->writer == b) c->writer = NULL;
@@ -55,6 +88,7 @@ void detach(client_t *c, backend_t *b) {
 void backend_close(backend_t *b) {
     if (b->dead) return;
     b->dead = 1;
+    inflight_done(b);
     /* A reader connection the proxy closes on its own — idle too long in the pool, broken or
      * talking while idle there, not poolable after a session released it, or at shutdown — and
      * not at its session's CLOSE_BACKEND (then it is still attached): the engine forgets what
@@ -83,6 +117,7 @@ void backend_free(backend_t *b) {
     buf_free(&b->in);
     buf_free(&b->out);
     auth_free(b->scram);
+    catalog_free_load(b->cat);
     free(b->user);
     free(b);
 }
@@ -108,11 +143,20 @@ void reader_fail_acquire(backend_t *b) {
         detach(c, b);
         b->owner = NULL;
         b->waiting = 0;
-        push_event(c, 0, POLARSPLIT_EVENT_READER_UNAVAILABLE, b->server,
-                   b->nocreds ? POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS : 0);
+        if (b->nocreds) {
+            push_event(c, 0, POLARSPLIT_EVENT_READER_UNAVAILABLE, b->server, POLARSPLIT_EVENT_FLAG_NO_CREDENTIALS);
+        } else {
+            /* The session reports the fault to the engine (R-1a/R-1b) and the writer answers. */
+            g.reader_connect_failures++;
+            push_event(c, 0, POLARSPLIT_EVENT_READER_CONNECT_FAILED, b->server,
+                       b->starting_up ? POLARSPLIT_EVENT_FLAG_STARTING_UP : 0);
+        }
         backend_close(b);
         pump(c);
     } else {
+        /* Nobody waits for it any more (its client left during the handshake): the proxy's own
+         * attempt, reported by the proxy. */
+        if (!b->nocreds) report_reader_connect_failed(b->server, b->starting_up);
         backend_close(b);
     }
 }
@@ -128,6 +172,9 @@ static int handshake_auth(backend_t *b, const uint8_t *body, size_t blen) {
         return -1;
     }
     if (r == AUTH_FAILED) {
+        /* This user's exchange cannot succeed here (unsupported method, a signature that does not
+         * verify): like a refused login, not a fault of the server. */
+        b->nocreds = 1;
         logf_("connection %llu: authentication: %s", (unsigned long long)b->id, err);
         return -1;
     }
@@ -139,8 +186,11 @@ static void handshake_refused(backend_t *b, const uint8_t *body, size_t blen) {
     error_fields(body, blen, code, sizeof code, msg, sizeof msg);
     /* 28P01 wrong password, 28000 no pg_hba entry / role: this user cannot log in. */
     if (strcmp(code, "28P01") == 0 || strcmp(code, "28000") == 0) b->nocreds = 1;
+    /* 57P03: "the database system is starting up" (or in recovery and not yet consistent). */
+    if (strcmp(code, "57P03") == 0) b->starting_up = 1;
     VLOG("connection %llu: login refused: %s %s", (unsigned long long)b->id, code, msg);
-    if (b->role == ROLE_MONITOR) logf_("monitor of server %u: login refused: %s %s", b->server, code, msg);
+    if (b->role == ROLE_MONITOR && (!g.servers[b->server].warned || g.o.verbose))
+        logf_("monitor of server %u: login refused: %s %s", b->server, code, msg);
 }
 
 /* Handles the handshake messages in b->in. Returns 1 when ready, 0 to go on, -1 on failure. */
@@ -179,6 +229,7 @@ static int handshake(backend_t *b) {
 
 static void reader_ready(backend_t *b) {
     b->state = BS_READY;
+    inflight_done(b);
     client_t *c = b->owner;
     if (c && b->waiting && !c->dead) {
         b->waiting = 0;
@@ -268,6 +319,7 @@ void backend_connected(backend_t *b) {
         case ROLE_WRITER: writer_connect_failed(b); return;
         case ROLE_READER: reader_fail_acquire(b); return;
         case ROLE_MONITOR: monitor_failed(b, strerror(err)); return;
+        case ROLE_CATALOG: catalog_failed(b, strerror(err)); return;
         case ROLE_CANCEL: backend_close(b); return;
         }
     }
@@ -306,13 +358,18 @@ static void reader_readable(backend_t *b, size_t old, int eof) {
             if (b->attached)
                 session_backend_lost(b);
             else
-                backend_close(b);
+                pooled_reader_lost(b, "connection lost");
         }
         return;
     }
     if (!b->attached) {
-        /* Idle in the pool: whatever it says (a FATAL on shutdown) ends it. */
-        if (eof || buf_size(&b->in) > 0) backend_close(b);
+        /* Idle in the pool: whatever it says ends it. EOF or an ErrorResponse (a FATAL on
+         * shutdown, 57P01) is a loss of the reader; anything else (a ParameterStatus) only
+         * makes the connection unusable for the pool. */
+        if (eof || (buf_size(&b->in) > 0 && buf_data(&b->in)[0] == 'E'))
+            pooled_reader_lost(b, eof ? "connection lost" : "error while idle");
+        else if (buf_size(&b->in) > 0)
+            backend_close(b);
         return;
     }
     session_readable(b, old, eof);
@@ -353,16 +410,31 @@ void backend_readable(backend_t *b) {
         return;
     case ROLE_READER: reader_readable(b, old, eof); return;
     case ROLE_WRITER: session_readable(b, old, eof); return;
+    case ROLE_CATALOG:
+        if (b->state == BS_HANDSHAKE) {
+            int r = handshake(b);
+            if (r < 0 || (eof && r == 0)) {
+                catalog_failed(b, "login failed");
+                return;
+            }
+            if (r == 1) b->state = BS_READY;
+        }
+        catalog_readable(b, eof);
+        return;
     }
 }
 
 void backend_write_failed(backend_t *b) {
     if (b->role == ROLE_WRITER || (b->role == ROLE_READER && b->attached))
         session_backend_lost(b);
+    else if (b->role == ROLE_READER && b->state == BS_READY)
+        pooled_reader_lost(b, "write failed");
     else if (b->role == ROLE_READER)
         reader_fail_acquire(b);
     else if (b->role == ROLE_MONITOR)
         monitor_failed(b, "write failed");
+    else if (b->role == ROLE_CATALOG)
+        catalog_failed(b, "write failed");
     else
         backend_close(b);
 }

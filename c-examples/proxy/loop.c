@@ -45,6 +45,8 @@ static uint64_t run_timers(uint64_t now) {
     if (g.o.mode == MODE_LIBRARY) {
         monitor_tick(now);
         next = min_u64(next, monitor_next_due());
+        catalog_tick(now);
+        next = min_u64(next, catalog_next_due());
     }
     reader_handshake_deadlines(now);
     close_idle_pooled(now);

@@ -11,7 +11,9 @@
  * that session on the writer (reason READER_NO_CREDENTIALS).
  *
  * A monitor connection per server feeds the engine the standbys' replay LSNs and the primary's
- * WAL position (SPEC R-1), and reader health. Clients are bounded in number (--max-clients) and
+ * WAL position (SPEC R-1), and reader health; every reader fault the proxy sees itself goes to the
+ * engine too, and new reader connections follow the engine's back-off (R-1a, R-1b). The writer's
+ * user functions are loaded per database and refreshed (SPEC §7 F-policy, catalog.c). Clients are bounded in number (--max-clients) and
  * in the time they may take to log in (--auth-timeout-ms). SIGUSR1 prints the counters;
  * SIGTERM/SIGINT shut down cleanly (counters printed at exit too). See `--help` and proxy.h for
  * the files. */
@@ -37,7 +39,9 @@ proxy_t g = {.o = {.mode = MODE_LIBRARY,
                    .pool_idle_ms = 60000,
                    .auth_timeout_ms = 10000,
                    .monitor_timeout_ms = 2000,
+                   .monitor_down_after = 1,
                    .identity_interval_ms = 1000,
+                   .catalog_refresh_ms = 10000,
                    .max_clients = 1000,
                    .monitor_user = "postgres",
                    .monitor_db = "postgres"},
@@ -98,6 +102,8 @@ static int start_library(polarsplit_config_builder *builder) {
         return 1;
     }
     for (uint32_t i = 1; i < g.nservers; i++) polarsplit_engine_add_reader(g.engine, i, g.o.reader_hostgroup);
+    /* F-policy: these databases' user functions are loaded before their first client. */
+    for (int i = 0; i < g.o.ncatalog_dbs; i++) catalog_want(g.o.catalog_dbs[i], strlen(g.o.catalog_dbs[i]));
     return 0;
 }
 

@@ -2,7 +2,15 @@
  * and — every --identity-interval-ms — the writer's identity for causal tokens (C-1: system
  * identifier and the timeline it writes now), reader health. A monitor query with no answer
  * within --monitor-timeout-ms is a failed sample: the server is marked down and its monitor
- * reconnects (R-1b: a hung standby must not look healthy). */
+ * reconnects (R-1b: a hung standby must not look healthy).
+ *
+ * What the engine hears of a reader's monitor (R-1a, R-1b), with the host's time: a query that
+ * failed (an error, no answer in time, the connection lost) is reader_monitor_failed; a monitor
+ * connection that could not be opened (refused, the handshake timed out, an error to the startup
+ * — 57P03 while the standby starts up) is reader_connect_failed — one report per failure; health
+ * changes are set_reader_health_at. The monitor keeps reconnecting every MONITOR_RETRY_MS while a
+ * reader is down or held out (it is the only way back in: a sample taken after the latest
+ * failure), whatever the back-off of pooled connections says. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdlib.h>
@@ -17,6 +25,8 @@ static const char IDENTITY_QUERY[] =
     "FROM pg_catalog.pg_control_system()";
 /* After the identity query failed (e.g. a monitor role without the right to run it). */
 #define IDENTITY_RETRY_MS 60000
+/* How soon a failed monitor connects again. */
+#define MONITOR_RETRY_MS 200
 
 static void monitor_startup(backend_t *b) {
     const char *kv[] = {"user", g.o.monitor_user, "database", g.o.monitor_db, "application_name", "polarsplit-monitor",
@@ -31,28 +41,44 @@ static void server_health(uint32_t server, int healthy) {
     server_t *s = &g.servers[server];
     if (s->healthy == healthy) return;
     s->healthy = healthy;
-    if (server > 0 && g.engine) polarsplit_engine_set_reader_health(g.engine, server, healthy != 0);
+    /* R-1a: either change is an outage at this moment: only samples sent later give the reader a
+     * position again. */
+    if (server > 0 && g.engine) polarsplit_engine_set_reader_health_at(g.engine, server, healthy != 0, now_ms());
     logf_("server %u (%s:%s) is %s", server, s->host, s->port, healthy ? "up" : "down");
+}
+
+/* R-1a/R-1b: a failed sample of reader `server` — an outage (its known position no longer
+ * holds) and a failure toward its hold-out. */
+static void report_monitor_failed(uint32_t server) {
+    if (server == 0 || !g.engine) return;
+    polarsplit_engine_reader_monitor_failed(g.engine, server, now_ms());
+    g.monitor_failures_reported++;
+}
+
+/* One more failed sample of `server`: down after --monitor-down-after in a row. */
+static void sample_failed(uint32_t server) {
+    server_t *s = &g.servers[server];
+    if (s->monitor_failures < UINT32_MAX) s->monitor_failures++;
+    if (s->monitor_failures >= g.o.monitor_down_after) server_health(server, 0);
 }
 
 void monitor_failed(backend_t *b, const char *why) {
     server_t *s = &g.servers[b->server];
     if (!s->warned || g.o.verbose) logf_("monitor of server %u: %s", b->server, why);
     s->warned = 1;
-    server_health(b->server, 0);
-    /* CALL SITE for the engine's reader-failure report (SPEC R-1a/R-1b: a failed monitor sample
-     * is an outage of that reader — its known position no longer holds — and counts towards its
-     * hold-out): `Engine::reader_monitor_failed(server, now)` is being added to src/cluster (not
-     * on main yet, no C function yet). Until it is, the reader is marked unhealthy above and
-     * comes back with its next good sample. */
-    s->monitor_next = now_ms() + 200;
+    sample_failed(b->server);
+    if (b->state == BS_READY)
+        report_monitor_failed(b->server);
+    else if (!b->nocreds)
+        report_reader_connect_failed(b->server, b->starting_up); /* no-op for the primary */
+    s->monitor_next = now_ms() + MONITOR_RETRY_MS;
     backend_close(b);
 }
 
 static void monitor_connect(uint32_t server, uint64_t now) {
     backend_t *b = backend_new(ROLE_MONITOR, server);
     monitor_startup(b);
-    b->deadline = now + 2000;
+    b->deadline = now + g.o.reader_connect_timeout_ms;
     g.servers[server].monitor = b;
     /* The primary may have been replaced while its monitor was away: read who it is first. */
     if (server == 0) g.servers[server].identity_next = 0;
@@ -71,6 +97,7 @@ static void monitor_query(uint32_t i, backend_t *b, uint64_t now) {
     b->mon_busy = 1;
     b->mon_has_value = 0;
     b->mon_has_identity = 0;
+    b->mon_error = 0;
     b->mon_sent_at = now;
     s->monitor_next = now + g.o.monitor_interval_ms;
 }
@@ -132,14 +159,21 @@ static void monitor_answered(backend_t *b) {
     b->mon_busy = 0;
     if (b->mon_has_value) {
         s->warned = 0;
+        s->monitor_failures = 0;
         if (b->server == 0) {
             if (b->mon_has_identity) report_identity(b);
             if (!g.o.no_writer_samples) polarsplit_engine_writer_sample(g.engine, 0, b->mon_value, b->mon_sent_at);
         } else {
+            /* Up again first (an outage now), then the sample: it was sent before this moment,
+             * so it lifts the back-off but the position comes with the next one (R-1a). */
+            server_health(b->server, 1);
             /* Replay only moves forward: the position read is at least the one at send time. */
             polarsplit_engine_reader_sample(g.engine, b->server, b->mon_value, b->mon_sent_at);
-            server_health(b->server, 1);
         }
+    } else if (b->server > 0 && b->mon_error) {
+        /* The query failed (e.g. a recovery conflict cancelled it): a failed sample. */
+        sample_failed(b->server);
+        report_monitor_failed(b->server);
     } else if (b->server > 0) {
         /* NULL replay position: not a standby (any more). */
         if (!s->warned) logf_("server %u is not in recovery: not used as a reader", b->server);
@@ -164,6 +198,7 @@ static int monitor_error(backend_t *b, const uint8_t *body, size_t blen) {
         }
         if (!s->warned || g.o.verbose) logf_("monitor of server %u: %s %s", b->server, code, msg);
         s->warned = 1;
+        b->mon_error = 1;
         return 0;
     }
     snprintf(why, sizeof why, "FATAL %s %s", code, msg);

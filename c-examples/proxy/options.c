@@ -26,14 +26,25 @@ static void usage(FILE *f) {
             "  --monitor-interval-ms N     how often monitors sample LSNs (default 10)\n"
             "  --monitor-timeout-ms N      a monitor query unanswered this long is a failed sample: the\n"
             "                              server is marked down and its monitor reconnects (default 2000)\n"
+            "  --monitor-down-after N      consecutive failed samples that mark a server down (default 1);\n"
+            "                              until then only the engine's hold-out and back-off keep\n"
+            "                              sessions off a failing reader (SPEC R-1b)\n"
             "  --identity-interval-ms N    how often the writer monitor reads the writer's system\n"
             "                              identifier and timeline for causal tokens (default 1000;\n"
             "                              0: never, tokens then hold only in this process)\n"
             "  --monitor-user NAME         monitor login (default postgres; password from --credentials)\n"
             "  --monitor-database NAME     (default postgres)\n"
-            "  --reader-connect-timeout-ms N  reader handshake limit before READER_UNAVAILABLE (default 2000)\n"
+            "  --reader-connect-timeout-ms N  reader (and monitor) handshake limit; a reader connect that\n"
+            "                              fails or times out is a reader fault (default 2000)\n"
+            "  --catalog-refresh-ms N      reload each database's user functions this often (F-policy;\n"
+            "                              default 10000; 0: load once)\n"
+            "  --catalog-database NAME     load this database's user functions at start (repeatable;\n"
+            "                              others load when their first client connects)\n"
+            "  --no-function-catalog       never load them: every user function call goes to the primary\n"
             "  --pool-idle-ms N            close pooled readers idle this long (default 60000)\n"
             "  --stats-file PATH           also write the counters there on SIGUSR1 and at exit\n"
+            "  --prometheus-file PATH      and the library's counters and reader gauges there, in the\n"
+            "                              Prometheus text format\n"
             "  --record DIR                write each session's inputs to DIR as a transcript for replay\n"
             "  --no-writer-samples         do not feed the writer's LSN samples to the engine (with\n"
             "                              --set lsn_probe=off: a session stays on the primary after\n"
@@ -131,12 +142,19 @@ static int option(polarsplit_config_builder *builder, const char *a, const char 
     if (strcmp(a, "--auth-timeout-ms") == 0) return number(a, v, &g.o.auth_timeout_ms);
     if (strcmp(a, "--monitor-interval-ms") == 0) return number(a, v, &g.o.monitor_interval_ms);
     if (strcmp(a, "--monitor-timeout-ms") == 0) return number(a, v, &g.o.monitor_timeout_ms);
+    if (strcmp(a, "--monitor-down-after") == 0) return number(a, v, &g.o.monitor_down_after);
     if (strcmp(a, "--identity-interval-ms") == 0) return number(a, v, &g.o.identity_interval_ms);
     if (strcmp(a, "--monitor-user") == 0) return (g.o.monitor_user = v), 0;
     if (strcmp(a, "--monitor-database") == 0) return (g.o.monitor_db = v), 0;
     if (strcmp(a, "--reader-connect-timeout-ms") == 0) return number(a, v, &g.o.reader_connect_timeout_ms);
     if (strcmp(a, "--pool-idle-ms") == 0) return number(a, v, &g.o.pool_idle_ms);
     if (strcmp(a, "--stats-file") == 0) return (g.o.stats_file = v), 0;
+    if (strcmp(a, "--prometheus-file") == 0) return (g.o.prometheus_file = v), 0;
+    if (strcmp(a, "--catalog-refresh-ms") == 0) return number(a, v, &g.o.catalog_refresh_ms);
+    if (strcmp(a, "--catalog-database") == 0) {
+        if (g.o.ncatalog_dbs < MAX_SETTINGS) g.o.catalog_dbs[g.o.ncatalog_dbs++] = v;
+        return 0;
+    }
     if (strcmp(a, "--record") == 0) return (g.o.record_dir = v), 0;
     fprintf(stderr, "polarsplit-proxy: unknown argument '%s' (see --help)\n", a);
     return -1;
@@ -144,6 +162,7 @@ static int option(polarsplit_config_builder *builder, const char *a, const char 
 
 static int takes_no_value(const char *a) {
     if (strcmp(a, "--no-writer-samples") == 0) return (g.o.no_writer_samples = 1);
+    if (strcmp(a, "--no-function-catalog") == 0) return (g.o.no_function_catalog = 1);
     if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) return (g.o.verbose = 1);
     return 0;
 }

@@ -8,6 +8,7 @@
  *   actions.c   executing one action
  *   backend.c   backend connections: writer, readers (the proxy logs in itself), cancels
  *   monitor.c   a monitor connection per server (SPEC R-1)
+ *   catalog.c   the writer's user functions per database (SPEC §7 F-policy)
  *   loop.c      the poll(2) loop: timers, deadlines, flushing, dispatch
  *   stats.c     counters on SIGUSR1 and at exit
  *   record.c    --record: a session's inputs as a transcript for c-examples/replay
@@ -35,7 +36,7 @@
 enum mode { MODE_LIBRARY, MODE_NAIVE, MODE_PRIMARY_ONLY };
 extern const char *const MODE_NAMES[];
 
-enum role { ROLE_WRITER, ROLE_READER, ROLE_MONITOR, ROLE_CANCEL };
+enum role { ROLE_WRITER, ROLE_READER, ROLE_MONITOR, ROLE_CANCEL, ROLE_CATALOG };
 enum bstate { BS_CONNECTING, BS_HANDSHAKE, BS_READY };
 
 struct client;
@@ -53,6 +54,8 @@ typedef struct backend {
     int waiting;          /* reader: handshake for the owner's ACQUIRE_READER */
     int dead;
     int nocreds;
+    int starting_up; /* the server refused the startup with 57P03 */
+    int inflight;    /* reader: counted in its server's connects in flight (until ready or closed) */
     char *user;
     reader_key_t key;
     int32_t pid; /* BackendKeyData of our own handshake (readers), for cancels */
@@ -68,6 +71,8 @@ typedef struct backend {
     uint64_t mon_system_id; /* its answer */
     uint32_t mon_timeline;
     int mon_has_identity;
+    int mon_error;                  /* the query in flight got an ErrorResponse */
+    struct catalog_load *cat;       /* ROLE_CATALOG: what the load read so far (catalog.c) */
     struct backend *next_attached; /* the owner's attached readers */
     struct backend *next, *prev;   /* all backends */
 } backend_t;
@@ -111,6 +116,8 @@ typedef struct {
     uint64_t identity_next; /* the primary: when its monitor reads the writer's identity again */
     int healthy;
     int warned;
+    uint32_t connecting; /* reader connections in handshake (R-1b: one at a time while failing) */
+    uint32_t monitor_failures; /* consecutive failed monitor samples */
 } server_t;
 
 /* What the command line sets (options.c). */
@@ -123,7 +130,13 @@ typedef struct {
     uint32_t pool_idle_ms;
     uint32_t auth_timeout_ms; /* 0: none */
     uint32_t monitor_timeout_ms;  /* a monitor query unanswered this long is a failed sample */
+    uint32_t monitor_down_after;  /* consecutive failed samples that mark a server down */
     uint32_t identity_interval_ms; /* how often the writer monitor reads the writer's identity */
+    uint32_t catalog_refresh_ms;   /* how often each database's function catalogue is reloaded */
+    int no_function_catalog;       /* never load one: user functions stay on the primary */
+    const char *catalog_dbs[MAX_SETTINGS]; /* loaded at start (--catalog-database) */
+    int ncatalog_dbs;
+    const char *prometheus_file;
     uint32_t max_clients;
     const char *monitor_user, *monitor_db;
     const char *stats_file;
@@ -157,6 +170,13 @@ typedef struct {
     uint64_t reader_closes_reported; /* connection_closed calls for readers the proxy closed itself (E-2) */
     uint64_t monitor_timeouts;       /* monitor queries unanswered within --monitor-timeout-ms */
     uint64_t writer_identities;      /* writer identity reports (C-1) */
+    uint64_t reader_connect_failures; /* reader connects that failed (refused, timed out, an error in the startup) */
+    uint64_t reader_connect_failures_reported; /* of which the proxy reported itself (no session asked) */
+    uint64_t reader_backoff_refusals; /* READER_UNAVAILABLE: the server's back-off said not yet (R-1b) */
+    uint64_t reader_inflight_refusals; /* READER_UNAVAILABLE: a failing server had a connect in flight */
+    uint64_t reader_losses_reported;  /* pooled idle readers that broke (reader_lost) */
+    uint64_t monitor_failures_reported; /* reader monitor queries that failed (reader_monitor_failed) */
+    uint64_t catalog_loads, catalog_failures, catalog_functions; /* F-policy loads; functions of the last */
     uint64_t writer_system_id;       /* the last identity reported (0: none yet) */
     uint32_t writer_timeline;
     int stop;
@@ -223,6 +243,9 @@ void backend_readable(backend_t *b);
 void backend_write_failed(backend_t *b);
 int can_read_backend(const backend_t *b);
 void reader_fail_acquire(backend_t *b);
+/* A reader connection the proxy opened on its own (no session waits for it) failed to open
+ * (R-1a/R-1b); `starting_up`: refused with 57P03. */
+void report_reader_connect_failed(uint32_t server, int starting_up);
 void session_backend_lost(backend_t *b);
 void send_cancel(uint32_t server, int32_t pid, const uint8_t *secret, size_t len);
 
@@ -231,6 +254,14 @@ void monitor_tick(uint64_t now);
 void monitor_readable(backend_t *b, int eof);
 void monitor_failed(backend_t *b, const char *why);
 uint64_t monitor_next_due(void);
+
+/* catalog.c: the writer's user functions per database (SPEC §7 F-policy) */
+void catalog_want(const char *db, size_t len); /* a client of `db` connected: load it if new */
+void catalog_tick(uint64_t now);
+uint64_t catalog_next_due(void);
+void catalog_readable(backend_t *b, int eof);
+void catalog_failed(backend_t *b, const char *why);
+void catalog_free_load(struct catalog_load *l);
 
 /* loop.c */
 void loop_run(void);

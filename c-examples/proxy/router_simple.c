@@ -350,6 +350,7 @@ static polarsplit_status s_event(void *st, uint64_t conn, uint32_t kind, uint32_
         memset(&r->rs, 0, sizeof r->rs);
         break;
     case POLARSPLIT_EVENT_READER_UNAVAILABLE:
+    case POLARSPLIT_EVENT_READER_CONNECT_FAILED: /* the naive router keeps no reader health */
         r->acquiring = 0;
         r->reader_retry_at = now + 1000;
         naive_replica_unavailable++;

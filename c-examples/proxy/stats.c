@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "proxy.h"
 
@@ -54,6 +55,15 @@ static void print_stats(FILE *f) {
         {"cancels_reported", g.cancels_reported},
         {"reader_closes_reported", g.reader_closes_reported},
         {"writer_identities", g.writer_identities},
+        {"reader_connect_failures", g.reader_connect_failures},
+        {"reader_connect_failures_reported", g.reader_connect_failures_reported},
+        {"reader_backoff_refusals", g.reader_backoff_refusals},
+        {"reader_inflight_refusals", g.reader_inflight_refusals},
+        {"reader_losses_reported", g.reader_losses_reported},
+        {"monitor_failures_reported", g.monitor_failures_reported},
+        {"catalog_loads", g.catalog_loads},
+        {"catalog_failures", g.catalog_failures},
+        {"catalog_functions", g.catalog_functions},
         {"writer_timeline", g.writer_timeline},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) fprintf(f, "proxy %s %llu\n", own[i].name, own[i].v);
@@ -67,14 +77,35 @@ static void print_stats(FILE *f) {
     fflush(f);
 }
 
-void dump_stats(void) {
-    print_stats(stderr);
-    if (!g.o.stats_file) return;
+/* The library's Prometheus text (SPEC §9): a size query, then the text, whole. */
+static void write_prometheus(FILE *f) {
+    size_t len = 0;
+    if (!g.engine || polarsplit_engine_prometheus(g.engine, NULL, 0, &len) != POLARSPLIT_OK) return;
+    for (int tries = 0; tries < 4; tries++) {
+        size_t cap = len + 4096; /* counters may grow between the two calls */
+        char *text = malloc(cap);
+        if (!text) return;
+        if (polarsplit_engine_prometheus(g.engine, text, cap, &len) == POLARSPLIT_OK && len < cap) {
+            fwrite(text, 1, len, f);
+            free(text);
+            return;
+        }
+        free(text);
+    }
+}
+
+/* Writes `path` whole or not at all (readers never see half a file). */
+static void write_file(const char *path, void (*print)(FILE *)) {
     char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", g.o.stats_file);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    print_stats(f);
-    fclose(f);
-    rename(tmp, g.o.stats_file);
+    print(f);
+    if (fclose(f) == 0) rename(tmp, path);
+}
+
+void dump_stats(void) {
+    print_stats(stderr);
+    if (g.o.stats_file) write_file(g.o.stats_file, print_stats);
+    if (g.o.prometheus_file) write_file(g.o.prometheus_file, write_prometheus);
 }

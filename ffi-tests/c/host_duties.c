@@ -1,8 +1,11 @@
 /* What a host tells the library besides bytes and events, from C: the passing of time (SPEC
  * R-1b: polarsplit_session_next_deadline / _on_timeout), a cancel it forwarded (F-1:
  * polarsplit_session_cancel_forwarded), a pooled connection it closed itself (E-2:
- * polarsplit_engine_connection_closed) and the writer's history (C-1/C-3:
- * polarsplit_engine_set_writer_identity). Each test has a control that shows what the call
+ * polarsplit_engine_connection_closed), the writer's history (C-1/C-3:
+ * polarsplit_engine_set_writer_identity), the faults of readers it saw itself and their
+ * back-off (R-1a/R-1b: polarsplit_engine_reader_*), the counters as Prometheus text (S9:
+ * polarsplit_engine_prometheus) and the writer's user functions (F-policy:
+ * polarsplit_engine_set_function_catalog). Each test has a control that shows what the call
  * changes, and the misuse test gives every new function its NULLs and wrong states (the
  * sanitizer and valgrind runs of scripts/test-sanitizers.sh execute these same functions). */
 #include <stdint.h>
@@ -16,6 +19,12 @@ int ctest_f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling(void);
 int ctest_e2_connection_closed_forgets_what_the_connection_had_prepared(void);
 int ctest_c1_writer_identity_names_the_token_history_and_bumps_the_generation(void);
 int ctest_host_duties_misuse(void);
+int ctest_r1b_reader_failures_back_off_then_hold_out_until_a_later_sample(void);
+int ctest_r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not(void);
+int ctest_r1a_fault_reports_clear_the_known_position_until_a_later_sample(void);
+int ctest_s9_prometheus_text_with_size_query_and_truncation(void);
+int ctest_f_policy_function_catalogue_routes_user_function_reads_per_database(void);
+int ctest_host_faults_and_catalogue_misuse(void);
 
 #define WRITER 100u
 #define READER 201u
@@ -70,6 +79,7 @@ typedef struct {
     bytes_t pending[2], sent[2]; /* [0] the writer, [1] the reader */
     int acquired, released, reader_closed;
     uint32_t server;
+    polarsplit_reason reason; /* of the last DECISION */
 } host_t;
 
 static int idx(uint64_t conn) { return conn == WRITER ? 0 : 1; }
@@ -83,6 +93,7 @@ static int drain(polarsplit_session *s, host_t *h) {
             h->acquired = 1;
             h->server = a.acquire_reader.server;
             break;
+        case POLARSPLIT_ACTION_DECISION: h->reason = a.decision.reason; break;
         case POLARSPLIT_ACTION_FORWARD_CLIENT:
             CHECK(take(&h->client_pending, &h->sent[idx(a.forward_client.conn)], a.forward_client.n) == 0);
             break;
@@ -539,6 +550,406 @@ int ctest_host_duties_misuse(void) {
     }
 #endif
     polarsplit_session_free(s);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+/* --- Reader faults the host saw itself, and their back-off (SPEC R-1a, R-1b) ----------------- */
+
+static uint64_t count(polarsplit_engine *e, const char *name) {
+    uint64_t v = UINT64_MAX;
+    if (counter(e, name, &v) != POLARSPLIT_OK) return UINT64_MAX;
+    return v;
+}
+
+int ctest_r1b_reader_failures_back_off_then_hold_out_until_a_later_sample(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL); /* reader_failure_threshold 3 (default) */
+    CHECK(e != NULL);
+    uint64_t at = 7;
+    bool held = true;
+    /* Control: a reader that never failed may be connected to any time and is not held out. */
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_DONE);
+    CHECK(at == 7);
+    CHECK_STATUS(polarsplit_engine_reader_held_out(e, 1, &held), POLARSPLIT_OK);
+    CHECK(!held);
+
+    /* Each consecutive failure doubles the back-off from 200 ms; the third holds it out. */
+    CHECK_STATUS(polarsplit_engine_reader_connect_failed(e, 1, 1000, false), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_OK);
+    CHECK(at == 1200);
+    CHECK_STATUS(polarsplit_engine_reader_held_out(e, 1, &held), POLARSPLIT_OK);
+    CHECK(!held);
+    CHECK_STATUS(polarsplit_engine_reader_lost(e, 1, 1300), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_OK);
+    CHECK(at == 1700);
+    CHECK_STATUS(polarsplit_engine_reader_monitor_failed(e, 1, 1800), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_OK);
+    CHECK(at == 2600);
+    CHECK_STATUS(polarsplit_engine_reader_held_out(e, 1, &held), POLARSPLIT_OK);
+    CHECK(held);
+    CHECK(count(e, "reader_failures") == 3 && count(e, "readers_held_out") == 1);
+    CHECK(count(e, "reader_connect_failures") == 1 && count(e, "monitor_failures") == 1);
+    CHECK(count(e, "reader_starting_up") == 0);
+    /* The back-off is capped at 3.2 s; a 57P03 refusal counts as one too. */
+    for (uint64_t t = 2000; t < 2010; t++) CHECK_STATUS(polarsplit_engine_reader_connect_failed(e, 1, t, true), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_OK);
+    CHECK(at == 2009 + 3200);
+    CHECK(count(e, "reader_starting_up") == 10);
+
+    /* A sample whose query was sent before the latest failure proves nothing: still held out. */
+    CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, 0x5000, 2005), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_held_out(e, 1, &held), POLARSPLIT_OK);
+    CHECK(held);
+    /* One sent after it lets the reader back in and lifts the back-off. */
+    CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, 0x5000, 2010), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_held_out(e, 1, &held), POLARSPLIT_OK);
+    CHECK(!held);
+    at = 7;
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_DONE);
+    CHECK(at == 7);
+    CHECK(count(e, "readers_back_in") == 1);
+
+    /* reader_outage is an outage, not a failure: no back-off. */
+    CHECK_STATUS(polarsplit_engine_reader_outage(e, 1, 3000), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_DONE);
+    CHECK(count(e, "reader_failures") == 13);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+/* A read the session sends for a reader connection, answered by `kind` with `flags`. */
+static int acquire_answered(uint32_t kind, uint32_t flags, polarsplit_engine *e, host_t *h) {
+    polarsplit_session *s = NULL;
+    CHECK_STATUS(new_session(e, &s), POLARSPLIT_OK);
+    CHECK(login(s, h, 1000) == 0);
+    uint8_t q[64];
+    h->acquired = 0;
+    CHECK(client(s, h, q, wire_query(q, "SELECT 1"), 5000) == 0);
+    CHECK(h->acquired && h->server == 1);
+    CHECK_STATUS(polarsplit_session_on_backend_event(s, 0, kind, h->server, flags, 5000), POLARSPLIT_OK);
+    CHECK(drain(s, h) == 0);
+    CHECK(has(&h->sent[0], "SELECT 1")); /* the writer answers the read */
+    polarsplit_session_free(s);
+    return 0;
+}
+
+int ctest_r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not(void) {
+    static host_t h;
+    uint64_t at = 0;
+    /* Control: READER_UNAVAILABLE (no pooled connection, the back-off says not yet) is no fault. */
+    memset(&h, 0, sizeof h);
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    CHECK(acquire_answered(POLARSPLIT_EVENT_READER_UNAVAILABLE, 0, e, &h) == 0);
+    CHECK(h.reason == POLARSPLIT_REASON_NO_READER_CONNECTION);
+    CHECK(count(e, "reader_connect_failures") == 0 && count(e, "reader_failures") == 0);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_DONE);
+    polarsplit_engine_free(e);
+    /* READER_CONNECT_FAILED with STARTING_UP (57P03): an outage and a failure, dated by the
+     * event's time, and the writer answers. */
+    memset(&h, 0, sizeof h);
+    e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    CHECK(acquire_answered(POLARSPLIT_EVENT_READER_CONNECT_FAILED, POLARSPLIT_EVENT_FLAG_STARTING_UP, e, &h) == 0);
+    CHECK(h.reason == POLARSPLIT_REASON_NO_READER_CONNECTION);
+    CHECK(count(e, "reader_connect_failures") == 1 && count(e, "reader_starting_up") == 1);
+    CHECK(count(e, "reader_failures") == 1 && count(e, "reader_outages") == 1);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_OK);
+    CHECK(at == 5200);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+/* The engine's Prometheus text, malloc-free: into `buf`, whole. */
+static int prometheus(polarsplit_engine *e, char *buf, size_t cap) {
+    size_t len = 0;
+    CHECK_STATUS(polarsplit_engine_prometheus(e, buf, cap, &len), POLARSPLIT_OK);
+    CHECK(len < cap && strlen(buf) == len);
+    return 0;
+}
+
+static char text[1 << 16];
+
+/* Whether reader 1's replay position is known, by its gauge (-1: no gauge). */
+static int position_known(polarsplit_engine *e) {
+    if (prometheus(e, text, sizeof text) != 0) return -1;
+    if (strstr(text, "polarsplit_reader_position_known{server=\"1\",hostgroup=\"1\"} 1\n")) return 1;
+    if (strstr(text, "polarsplit_reader_position_known{server=\"1\",hostgroup=\"1\"} 0\n")) return 0;
+    return -1;
+}
+
+int ctest_r1a_fault_reports_clear_the_known_position_until_a_later_sample(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    CHECK(position_known(e) == 0);
+    CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, 0x4000, 1000), POLARSPLIT_OK);
+    CHECK(position_known(e) == 1); /* control: a sample gives a position */
+    CHECK(strstr(text, "polarsplit_reader_replay_lsn{server=\"1\",hostgroup=\"1\"} 16384\n") != NULL);
+    /* Every fault report clears it; a sample taken at or before the fault does not restore it,
+     * one taken after does. */
+    for (int k = 0; k < 5; k++) {
+        uint64_t t = 2000 + 1000 * (uint64_t)k;
+        switch (k) {
+        case 0: CHECK_STATUS(polarsplit_engine_reader_monitor_failed(e, 1, t), POLARSPLIT_OK); break;
+        case 1: CHECK_STATUS(polarsplit_engine_reader_lost(e, 1, t), POLARSPLIT_OK); break;
+        case 2: CHECK_STATUS(polarsplit_engine_reader_connect_failed(e, 1, t, true), POLARSPLIT_OK); break;
+        case 3: CHECK_STATUS(polarsplit_engine_reader_outage(e, 1, t), POLARSPLIT_OK); break;
+        case 4: CHECK_STATUS(polarsplit_engine_set_reader_health_at(e, 1, false, t), POLARSPLIT_OK); break;
+        }
+        CHECK(position_known(e) == 0);
+        CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, 0x4000 + (uint64_t)k, t), POLARSPLIT_OK);
+        CHECK(position_known(e) == 0);
+        CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, 0x4000 + (uint64_t)k, t + 1), POLARSPLIT_OK);
+        CHECK(position_known(e) == 1);
+    }
+    CHECK(count(e, "samples_before_outage") == 5);
+    CHECK(strstr(text, "polarsplit_reader_healthy{server=\"1\",hostgroup=\"1\"} 0\n") != NULL);
+    /* Healthy again at 9000: an outage too. */
+    CHECK_STATUS(polarsplit_engine_set_reader_health_at(e, 1, true, 9000), POLARSPLIT_OK);
+    CHECK(position_known(e) == 0);
+    CHECK(strstr(text, "polarsplit_reader_healthy{server=\"1\",hostgroup=\"1\"} 1\n") != NULL);
+    CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, 0x4100, 9001), POLARSPLIT_OK);
+    CHECK(position_known(e) == 1);
+    /* The same verdict again is no change and no outage. */
+    CHECK_STATUS(polarsplit_engine_set_reader_health_at(e, 1, true, 9500), POLARSPLIT_OK);
+    CHECK(position_known(e) == 1);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+int ctest_s9_prometheus_text_with_size_query_and_truncation(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    size_t len = 0;
+    CHECK_STATUS(polarsplit_engine_prometheus(e, NULL, 0, &len), POLARSPLIT_OK); /* size query */
+    CHECK(len > 1000 && len < sizeof text);
+    size_t want = len;
+    memset(text, 'x', sizeof text);
+    CHECK_STATUS(polarsplit_engine_prometheus(e, text, want + 1, &len), POLARSPLIT_OK);
+    CHECK(len == want && text[len] == '\0' && text[len - 1] == '\n' && text[len + 1] == 'x');
+    CHECK(strncmp(text, "# HELP polarsplit_", 18) == 0);
+    CHECK(strstr(text, "\npolarsplit_reader_connect_failures_total 0\n") != NULL);
+    CHECK(strstr(text, "polarsplit_decisions_total{outcome=\"FORCE_PRIMARY\"} 0\n") != NULL);
+    /* Counters move with the engine. */
+    CHECK_STATUS(polarsplit_engine_reader_connect_failed(e, 1, 1000, false), POLARSPLIT_OK);
+    CHECK(prometheus(e, text, sizeof text) == 0);
+    CHECK(strstr(text, "\npolarsplit_reader_connect_failures_total 1\n") != NULL);
+    CHECK(strstr(text, "polarsplit_reader_consecutive_failures{server=\"1\",hostgroup=\"1\"} 1\n") != NULL);
+    /* Too small: a NUL-terminated prefix, never a byte past `cap`, and the full length. */
+    char small[17];
+    memset(small, 'y', sizeof small);
+    CHECK_STATUS(polarsplit_engine_prometheus(e, small, 16, &len), POLARSPLIT_OK);
+    CHECK(len >= 16 && small[15] == '\0' && strlen(small) == 15 && small[16] == 'y');
+    CHECK(strncmp(small, text, 15) == 0);
+    CHECK_STATUS(polarsplit_engine_prometheus(e, small, 1, &len), POLARSPLIT_OK);
+    CHECK(small[0] == '\0' && len > 1000);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+/* --- The writer's user functions (SPEC §7 F-policy) ---------------------------------------- */
+
+static polarsplit_function fn(const char *schema, const char *name, polarsplit_volatility v) {
+    polarsplit_function f;
+    memset(&f, 0, sizeof f);
+    f.schema = schema;
+    f.schema_len = schema ? strlen(schema) : 0;
+    f.name = name;
+    f.name_len = strlen(name);
+    f.volatility = v;
+    return f;
+}
+
+/* Where `sql` goes in a new session of database "db": 1 a reader (asked for with
+ * ACQUIRE_READER; its decision comes once one is attached), 0 the writer, with *reason the
+ * decision's. */
+static int routed_to_reader(polarsplit_engine *e, const char *sql, polarsplit_reason *reason) {
+    static host_t h;
+    memset(&h, 0, sizeof h);
+    polarsplit_session *s = NULL;
+    CHECK_STATUS(new_session(e, &s), POLARSPLIT_OK);
+    CHECK(login(s, &h, 1000) == 0);
+    uint8_t q[256];
+    CHECK(client(s, &h, q, wire_query(q, sql), 1000) == 0);
+    *reason = h.reason;
+    int reader = h.acquired;
+    CHECK(reader || has(&h.sent[0], sql));
+    polarsplit_session_free(s);
+    return reader ? 1 : 0;
+}
+
+#define TO_READER(e, sql)                               \
+    do {                                                \
+        polarsplit_reason r_ = 0;                       \
+        CHECK(routed_to_reader((e), (sql), &r_) == 1);  \
+    } while (0)
+
+#define TO_WRITER(e, sql, want_reason)                                                            \
+    do {                                                                                          \
+        polarsplit_reason r_ = 0;                                                                 \
+        CHECK(routed_to_reader((e), (sql), &r_) == 0);                                            \
+        if (r_ != (want_reason)) fprintf(stderr, "%s: reason %s\n", (sql), polarsplit_reason_name(r_)); \
+        CHECK(r_ == (want_reason));                                                               \
+    } while (0)
+
+int ctest_f_policy_function_catalogue_routes_user_function_reads_per_database(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    const char *q = "SELECT my_stable(1)";
+    /* Control: without a catalogue a user function is unknown: the writer. */
+    TO_WRITER(e, q, POLARSPLIT_REASON_UNKNOWN_FUNCTION);
+    TO_READER(e, "SELECT 1");
+    /* The writer's catalogue of "db" (the sessions' database) says it is stable: a reader. */
+    polarsplit_function fns[3] = {fn("public", "my_stable", POLARSPLIT_VOLATILITY_STABLE),
+                                  fn("app", "my_immutable", POLARSPLIT_VOLATILITY_IMMUTABLE),
+                                  fn("public", "my_volatile", POLARSPLIT_VOLATILITY_VOLATILE)};
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, fns, 3, sizeof fns[0]), POLARSPLIT_OK);
+    TO_READER(e, q);
+    TO_READER(e, "SELECT app.my_immutable()");
+    TO_WRITER(e, "SELECT my_volatile()", POLARSPLIT_REASON_USER_FUNCTION);
+    TO_WRITER(e, "SELECT my_stable(1), nope()", POLARSPLIT_REASON_UNKNOWN_FUNCTION);
+    /* A volatile overload of the same name, in another schema: no call of the name is safe. */
+    polarsplit_function more[2] = {fns[0], fn("other", "my_stable", POLARSPLIT_VOLATILITY_VOLATILE)};
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, more, 2, sizeof more[0]), POLARSPLIT_OK);
+    TO_WRITER(e, q, POLARSPLIT_REASON_USER_FUNCTION);
+    /* A replaced catalogue replaces everything: my_immutable is unknown now. */
+    TO_WRITER(e, "SELECT app.my_immutable()", POLARSPLIT_REASON_UNKNOWN_FUNCTION);
+    /* Another database's catalogue changes nothing for "db". */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, fns, 1, sizeof fns[0]), POLARSPLIT_OK);
+    TO_READER(e, q);
+    polarsplit_function vol = fn("public", "my_stable", POLARSPLIT_VOLATILITY_VOLATILE);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "other_db", 8, &vol, 1, sizeof vol), POLARSPLIT_OK);
+    TO_READER(e, q);
+    /* A database name is bytes: "db" with a trailing NUL is another database. */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 3, &vol, 1, sizeof vol), POLARSPLIT_OK);
+    TO_READER(e, q);
+    /* A refused catalogue changes nothing (a bad volatility in the last element). */
+    polarsplit_function bad[2] = {vol, fn("public", "x", 'x')};
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, bad, 2, sizeof bad[0]),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    TO_READER(e, q);
+    /* Removed: unknown again. */
+    CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, "db", 2), POLARSPLIT_OK);
+    TO_WRITER(e, q, POLARSPLIT_REASON_UNKNOWN_FUNCTION);
+    CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, "db", 2), POLARSPLIT_DONE);
+    /* An empty catalogue is a catalogue: the database has no user functions. */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, NULL, 0, sizeof vol), POLARSPLIT_OK);
+    TO_WRITER(e, q, POLARSPLIT_REASON_UNKNOWN_FUNCTION);
+    CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, "db", 2), POLARSPLIT_OK);
+    /* The writer's version picks the built-in table; any version is taken. */
+    CHECK_STATUS(polarsplit_engine_set_writer_server_version(e, 150018), POLARSPLIT_OK);
+    TO_READER(e, "SELECT 1");
+    TO_WRITER(e, "SELECT nextval('s')", POLARSPLIT_REASON_WRITE_FUNCTION);
+    CHECK_STATUS(polarsplit_engine_set_writer_server_version(e, 0), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_set_writer_server_version(e, UINT32_MAX), POLARSPLIT_OK);
+    TO_READER(e, "SELECT 1");
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+int ctest_host_faults_and_catalogue_misuse(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    uint64_t at = 7;
+    bool held = true;
+    size_t len = 7;
+    char buf[32];
+    polarsplit_function f = fn("public", "f", POLARSPLIT_VOLATILITY_STABLE);
+
+    /* NULL engine: every call is ERR_NULL and writes nothing. */
+    CHECK_STATUS(polarsplit_engine_set_reader_health_at(NULL, 1, true, 1), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_reader_monitor_failed(NULL, 1, 1), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_reader_lost(NULL, 1, 1), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_reader_connect_failed(NULL, 1, 1, false), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_reader_outage(NULL, 1, 1), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(NULL, 1, &at), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_reader_held_out(NULL, 1, &held), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_prometheus(NULL, buf, sizeof buf, &len), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(NULL, "db", 2, &f, 1, sizeof f), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_remove_function_catalog(NULL, "db", 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_writer_server_version(NULL, 150018), POLARSPLIT_ERR_NULL);
+    CHECK(at == 7 && held && len == 7);
+
+    /* NULL outputs. */
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_reader_held_out(e, 1, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_prometheus(e, buf, sizeof buf, NULL), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_prometheus(e, NULL, 5, &len), POLARSPLIT_ERR_NULL);
+    CHECK(len == 7);
+
+    /* Unknown servers: DONE, nothing changes, nothing counted. */
+    uint32_t unknown[] = {0, 2, 99, UINT32_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        uint32_t sv = unknown[i];
+        CHECK_STATUS(polarsplit_engine_set_reader_health_at(e, sv, false, 1), POLARSPLIT_DONE);
+        CHECK_STATUS(polarsplit_engine_reader_monitor_failed(e, sv, 1), POLARSPLIT_DONE);
+        CHECK_STATUS(polarsplit_engine_reader_lost(e, sv, 1), POLARSPLIT_DONE);
+        CHECK_STATUS(polarsplit_engine_reader_connect_failed(e, sv, 1, true), POLARSPLIT_DONE);
+        CHECK_STATUS(polarsplit_engine_reader_outage(e, sv, 1), POLARSPLIT_DONE);
+        CHECK_STATUS(polarsplit_engine_reader_retry_after(e, sv, &at), POLARSPLIT_DONE);
+        CHECK_STATUS(polarsplit_engine_reader_held_out(e, sv, &held), POLARSPLIT_DONE);
+    }
+    CHECK(at == 7 && held);
+    CHECK(count(e, "reader_connect_failures") == 0 && count(e, "monitor_failures") == 0);
+    CHECK(count(e, "reader_failures") == 0 && count(e, "reader_outages") == 0);
+    /* Extreme times are taken. */
+    CHECK_STATUS(polarsplit_engine_reader_connect_failed(e, 1, UINT64_MAX, false), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_reader_retry_after(e, 1, &at), POLARSPLIT_OK);
+    CHECK(at == UINT64_MAX); /* saturates */
+    CHECK_STATUS(polarsplit_engine_reader_lost(e, 1, 0), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_set_reader_health_at(e, 1, true, 0), POLARSPLIT_OK);
+
+    /* Catalogue: bad pointers and lengths are refused and change nothing. */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, NULL, 2, &f, 1, sizeof f), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, NULL, 1, sizeof f), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &f, 1, sizeof f - 1), POLARSPLIT_ERR_ABI);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &f, 1, 0), POLARSPLIT_ERR_ABI);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &f, SIZE_MAX, sizeof f),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &f, SIZE_MAX / 2, 4 * sizeof f),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    polarsplit_function g = f;
+    g.name = NULL;
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_NULL);
+    g.name_len = 0; /* empty name */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    static const char long_name[] = "a234567890123456789012345678901234567890123456789012345678901234"; /* 64 */
+    g = fn("public", long_name, POLARSPLIT_VOLATILITY_STABLE);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    g.name_len = 63; /* the longest a name can be */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_OK);
+    g = fn("public", "\xff\xfe", POLARSPLIT_VOLATILITY_STABLE); /* not UTF-8 */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    g = fn("\xc3", "f", POLARSPLIT_VOLATILITY_STABLE); /* a schema cut inside a character */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    g = fn(NULL, "f", POLARSPLIT_VOLATILITY_STABLE); /* no schema: allowed */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_OK);
+    g.schema_len = 3; /* NULL with a length */
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_NULL);
+    polarsplit_volatility vs[] = {0, 'I', 'S', 'V', 'x', 255};
+    for (size_t i = 0; i < sizeof vs; i++) {
+        g = fn("public", "f", vs[i]);
+        CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &g, 1, sizeof g),
+                     POLARSPLIT_ERR_INVALID_ARGUMENT);
+    }
+    /* What the refused calls left: the catalogue of the last accepted one (`f` stable). */
+    polarsplit_reason r = 0;
+    CHECK(routed_to_reader(e, "SELECT f()", &r) == 1);
+    /* A newer host's larger struct: read with its stride. */
+    struct {
+        polarsplit_function f;
+        uint64_t appended;
+    } newer[2];
+    memset(newer, 0xab, sizeof newer);
+    newer[0].f = fn("public", "f", POLARSPLIT_VOLATILITY_STABLE);
+    newer[1].f = fn("public", "f", POLARSPLIT_VOLATILITY_VOLATILE);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &newer[0].f, 2, sizeof newer[0]), POLARSPLIT_OK);
+    CHECK(routed_to_reader(e, "SELECT f()", &r) == 0 && r == POLARSPLIT_REASON_USER_FUNCTION);
+    /* Removal: NULL database only with length 0 (the empty name, which has no catalogue). */
+    CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, NULL, 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, NULL, 0), POLARSPLIT_DONE);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, NULL, 0, &f, 1, sizeof f), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, "", 0), POLARSPLIT_OK);
     polarsplit_engine_free(e);
     return 0;
 }

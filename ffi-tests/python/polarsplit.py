@@ -53,7 +53,11 @@ globals().update({name: kind for kind, name in ACTION_NAMES.items()})
 
 # Events and their flags
 WRITER_CONNECTED, WRITER_CONNECT_FAILED, READER_ATTACHED, READER_UNAVAILABLE, CONNECTION_LOST = 1, 2, 3, 4, 5
-FLAG_FRESH, FLAG_NEEDS_RESET, FLAG_NO_CREDENTIALS = 1, 2, 4
+READER_CONNECT_FAILED = 6
+FLAG_FRESH, FLAG_NEEDS_RESET, FLAG_NO_CREDENTIALS, FLAG_STARTING_UP = 1, 2, 4, 8
+
+# Function volatility (polarsplit_function.volatility): pg_proc.provolatile's byte
+IMMUTABLE, STABLE, VOLATILE = ord("i"), ord("s"), ord("v")
 
 OUTCOMES = {0: "PASSTHROUGH", 1: "FORCE_PRIMARY", 2: "REPLICA_WITH_WAIT", 3: "REPLICA_TXN_SPLIT", 4: "REJECT"}
 
@@ -78,6 +82,8 @@ _ReaderKey = _struct("_ReaderKey", ("profile_generation", C.c_uint64), ("auth_ha
 _Decision = _struct("_Decision", ("outcome", C.c_uint32), ("reason", C.c_uint32), ("target_lsn", C.c_uint64),
                     ("server", C.c_uint32), ("has_server", C.c_bool), ("wait", C.c_bool),
                     ("import_xids", C.c_bool), ("attempt", C.c_uint32))
+_Function = _struct("_Function", ("schema", C.c_char_p), ("schema_len", C.c_size_t), ("name", C.c_char_p),
+                    ("name_len", C.c_size_t), ("volatility", C.c_uint8))
 _ConnCount = _struct("_ConnCount", ("conn", C.c_uint64), ("n", C.c_size_t))
 _ACTION_MEMBERS = [
     ("client_encryption_request", _struct("_Encryption", ("gss", C.c_bool))),
@@ -123,6 +129,18 @@ _sig("polarsplit_engine_writer_sample", C.c_int32, _P, C.c_uint32, C.c_uint64, C
 _sig("polarsplit_engine_set_writer_identity", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_uint32,
      C.POINTER(C.c_uint64))
 _sig("polarsplit_engine_connection_closed", C.c_int32, _P, C.c_uint64)
+_sig("polarsplit_engine_set_reader_health_at", C.c_int32, _P, C.c_uint32, C.c_bool, C.c_uint64)
+_sig("polarsplit_engine_reader_monitor_failed", C.c_int32, _P, C.c_uint32, C.c_uint64)
+_sig("polarsplit_engine_reader_lost", C.c_int32, _P, C.c_uint32, C.c_uint64)
+_sig("polarsplit_engine_reader_connect_failed", C.c_int32, _P, C.c_uint32, C.c_uint64, C.c_bool)
+_sig("polarsplit_engine_reader_outage", C.c_int32, _P, C.c_uint32, C.c_uint64)
+_sig("polarsplit_engine_reader_retry_after", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
+_sig("polarsplit_engine_reader_held_out", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_bool))
+_sig("polarsplit_engine_prometheus", C.c_int32, _P, C.c_char_p, C.c_size_t, C.POINTER(C.c_size_t))
+_sig("polarsplit_engine_set_function_catalog", C.c_int32, _P, C.c_char_p, C.c_size_t, C.POINTER(_Function),
+     C.c_size_t, C.c_size_t)
+_sig("polarsplit_engine_remove_function_catalog", C.c_int32, _P, C.c_char_p, C.c_size_t)
+_sig("polarsplit_engine_set_writer_server_version", C.c_int32, _P, C.c_uint32)
 _sig("polarsplit_counter_count", C.c_uint32)
 _sig("polarsplit_counter_name", C.c_char_p, C.c_uint32)
 _sig("polarsplit_engine_counter", C.c_int32, _P, C.c_uint32, C.POINTER(C.c_uint64))
@@ -286,6 +304,71 @@ class Engine:
     def connection_closed(self, conn: int) -> None:
         """The host closed a pooled backend connection itself (E-2: the engine forgets it)."""
         lib.polarsplit_engine_connection_closed(self._e, conn)
+
+    # -- reader faults the host saw itself (R-1a, R-1b): each returns OK, or DONE for an unknown reader
+    def set_reader_health_at(self, server: int, healthy: bool, now_ms: int) -> int:
+        return lib.polarsplit_engine_set_reader_health_at(self._e, server, healthy, now_ms)
+
+    def reader_monitor_failed(self, server: int, now_ms: int) -> int:
+        return lib.polarsplit_engine_reader_monitor_failed(self._e, server, now_ms)
+
+    def reader_lost(self, server: int, now_ms: int) -> int:
+        return lib.polarsplit_engine_reader_lost(self._e, server, now_ms)
+
+    def reader_connect_failed(self, server: int, now_ms: int, starting_up: bool = False) -> int:
+        return lib.polarsplit_engine_reader_connect_failed(self._e, server, now_ms, starting_up)
+
+    def reader_outage(self, server: int, now_ms: int) -> int:
+        return lib.polarsplit_engine_reader_outage(self._e, server, now_ms)
+
+    def reader_retry_after(self, server: int) -> int | None:
+        """The back-off: the earliest time to open a connection to `server`, or None (any time)."""
+        at = C.c_uint64()
+        st = lib.polarsplit_engine_reader_retry_after(self._e, server, C.byref(at))
+        if st not in (OK, DONE):
+            raise PolarsplitError("reader_retry_after", st)
+        return at.value if st == OK else None
+
+    def reader_held_out(self, server: int) -> bool | None:
+        held = C.c_bool()
+        st = lib.polarsplit_engine_reader_held_out(self._e, server, C.byref(held))
+        if st not in (OK, DONE):
+            raise PolarsplitError("reader_held_out", st)
+        return held.value if st == OK else None
+
+    def prometheus(self) -> str:
+        """The counters and reader gauges in the Prometheus text format (size query, then the text)."""
+        n = C.c_size_t()
+        while True:
+            st = lib.polarsplit_engine_prometheus(self._e, None, 0, C.byref(n))
+            if st != OK:
+                raise PolarsplitError("prometheus", st)
+            buf = C.create_string_buffer(n.value + 4096)
+            st = lib.polarsplit_engine_prometheus(self._e, buf, len(buf), C.byref(n))
+            if st != OK:
+                raise PolarsplitError("prometheus", st)
+            if n.value < len(buf):
+                return buf.value.decode()
+
+    # -- the F-policy's input
+    def set_function_catalog(self, database: str, functions: list[tuple[str, str, int]]) -> int:
+        """The writer's user functions of `database` as (schema, name, volatility) rows; returns the status."""
+        arr = (_Function * max(1, len(functions)))()
+        keep = []
+        for i, (schema, name, vol) in enumerate(functions):
+            sb, nb = schema.encode(), name.encode()
+            keep += [sb, nb]
+            arr[i] = _Function(sb, len(sb), nb, len(nb), vol)
+        db = database.encode()
+        return lib.polarsplit_engine_set_function_catalog(self._e, db, len(db), arr, len(functions),
+                                                          C.sizeof(_Function))
+
+    def remove_function_catalog(self, database: str) -> int:
+        db = database.encode()
+        return lib.polarsplit_engine_remove_function_catalog(self._e, db, len(db))
+
+    def set_writer_server_version(self, version_num: int) -> int:
+        return lib.polarsplit_engine_set_writer_server_version(self._e, version_num)
 
     def counters(self) -> dict[str, int]:
         out = {}

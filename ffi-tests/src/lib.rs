@@ -43,6 +43,12 @@ extern "C" {
     pub fn ctest_e2_connection_closed_forgets_what_the_connection_had_prepared() -> c_int;
     pub fn ctest_c1_writer_identity_names_the_token_history_and_bumps_the_generation() -> c_int;
     pub fn ctest_host_duties_misuse() -> c_int;
+    pub fn ctest_r1b_reader_failures_back_off_then_hold_out_until_a_later_sample() -> c_int;
+    pub fn ctest_r1b_session_reader_connect_failed_counts_and_reader_unavailable_does_not() -> c_int;
+    pub fn ctest_r1a_fault_reports_clear_the_known_position_until_a_later_sample() -> c_int;
+    pub fn ctest_s9_prometheus_text_with_size_query_and_truncation() -> c_int;
+    pub fn ctest_f_policy_function_catalogue_routes_user_function_reads_per_database() -> c_int;
+    pub fn ctest_host_faults_and_catalogue_misuse() -> c_int;
 }
 
 /// Runs one C test and panics with its failing line.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::config::PolarsplitConfig;
-use super::handle::{boundary, create, free, opt_out, try_arg, try_ref, Castable};
+use super::handle::{boundary, create, free, opt_out, try_arg, try_out, try_ref, Castable};
 use super::status::POLARSPLIT_OK;
 use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_INVALID_ARGUMENT};
 use crate::cluster::Engine;
@@ -112,7 +112,9 @@ pub unsafe extern "C" fn polarsplit_engine_remove_reader(
 }
 
 /// Marks a reader healthy or not (unhealthy readers are never chosen; a pin on one is dropped).
-/// `POLARSPLIT_DONE` when it is not registered.
+/// A change is an outage dated by the latest host time the engine saw (SPEC R-1a); a host that
+/// knows the time uses `polarsplit_engine_set_reader_health_at`. `POLARSPLIT_DONE` when it is not
+/// registered.
 ///
 /// # Safety
 /// `engine` must be a live engine.
@@ -139,6 +141,186 @@ pub unsafe extern "C" fn polarsplit_engine_reader_sample(
     at_ms: u64,
 ) -> PolarsplitStatus {
     boundary! { ok_or_done(try_ref!(engine).inner.reader_sample(server, Lsn(lsn), at_ms)) }
+}
+
+/// Whether `server` is a registered reader (the fault reports below change nothing for another).
+fn known_reader(e: &PolarsplitEngine, server: u32) -> bool {
+    e.inner.readers().snapshot(server).is_some()
+}
+
+/// The host's health verdict for a reader at host time `now_ms` (SPEC R-1, R-1a): unhealthy
+/// readers are never chosen (a pin on one is dropped), and a change either way is an outage —
+/// only evidence taken after `now_ms` (a monitor sample whose query was sent later) gives the
+/// reader a known position again. Prefer it to `polarsplit_engine_set_reader_health`, which
+/// dates the change by the latest time the engine saw. `POLARSPLIT_DONE` when the reader is not
+/// registered.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_reader_health_at(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    healthy: bool,
+    now_ms: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        ok_or_done(try_ref!(engine).inner.set_reader_health_at(server, healthy, now_ms))
+    }
+}
+
+/// The host's monitor query to reader `server` failed at host time `now_ms` (SPEC R-1a, R-1b):
+/// its connection broke or answered an error, or it answered nothing within the host's monitor
+/// timeout. An outage (nothing known of the reader's position before `now_ms` counts) and a
+/// failure toward its hold-out (`reader_failure_threshold` consecutive failures hold it out of
+/// reader choice until a monitor sample taken after the latest one). A monitor connection that
+/// could not be opened is `polarsplit_engine_reader_connect_failed` instead (one report per
+/// failure). `POLARSPLIT_DONE` when the reader is not registered (nothing changes).
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_monitor_failed(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    now_ms: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        if !known_reader(e, server) {
+            return POLARSPLIT_DONE;
+        }
+        e.inner.reader_monitor_failed(server, now_ms);
+        POLARSPLIT_OK
+    }
+}
+
+/// A connection to reader `server` that no session uses broke at host time `now_ms` (SPEC R-1a,
+/// R-1b): a pooled idle connection that got EOF, an error or a FATAL (e.g. 57P01 at a shutdown).
+/// An outage and a failure. A session's own connection is reported to the session instead
+/// (`POLARSPLIT_EVENT_CONNECTION_LOST`); a connection the host closed itself (idle too long) is
+/// no loss. Report the connection's id with `polarsplit_engine_connection_closed` too.
+/// `POLARSPLIT_DONE` when the reader is not registered (nothing changes).
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_lost(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    now_ms: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        if !known_reader(e, server) {
+            return POLARSPLIT_DONE;
+        }
+        e.inner.reader_lost(server, now_ms);
+        POLARSPLIT_OK
+    }
+}
+
+/// A connection the host opened to reader `server` on its own — a warm-up, a pool refill, a
+/// monitor connection, one whose session went away during its handshake — could not be opened at
+/// host time `now_ms` (SPEC R-1a, R-1b): the TCP connect was refused or failed, the handshake
+/// timed out, or the server answered the startup with an ErrorResponse; `starting_up` when that
+/// was SQLSTATE 57P03 (the standby accepts no connections yet). An outage and a failure. A
+/// connection a session asked for (ACQUIRE_READER) is reported to that session instead
+/// (`POLARSPLIT_EVENT_READER_CONNECT_FAILED`); an authentication failure (28P01, 28000) is no
+/// failure of the reader. `POLARSPLIT_DONE` when the reader is not registered (nothing changes).
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_connect_failed(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    now_ms: u64,
+    starting_up: bool,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        if !known_reader(e, server) {
+            return POLARSPLIT_DONE;
+        }
+        e.inner.reader_connect_failed(server, now_ms, starting_up);
+        POLARSPLIT_OK
+    }
+}
+
+/// Reader `server` was out at host time `now_ms` in a way no other call names (SPEC R-1a): the
+/// host saw it restart (`pg_postmaster_start_time()` moved), be re-cloned, or change timeline.
+/// Nothing known of its position before `now_ms` counts. Not a failure. `POLARSPLIT_DONE` when
+/// the reader is not registered.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_outage(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    now_ms: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        if !known_reader(e, server) {
+            return POLARSPLIT_DONE;
+        }
+        e.inner.reader_outage(server, now_ms);
+        POLARSPLIT_OK
+    }
+}
+
+/// The back-off of reader `server` (SPEC R-1b): `POLARSPLIT_OK` with `*at` the earliest host
+/// time at which the host should open a new connection to it — for an ACQUIRE_READER it has no
+/// pooled connection for (answer `POLARSPLIT_EVENT_READER_UNAVAILABLE` until then), pool
+/// refills and warm-ups. While it is failing, keep at most one connection attempt in flight to
+/// it. `POLARSPLIT_DONE` (`*at` untouched): any time — no failure since it last answered, or a
+/// monitor sample taken after its latest failure lifted the back-off, or the reader is not
+/// registered. The back-off doubles with each consecutive failure, from 200 ms to 3.2 s.
+///
+/// # Safety
+/// `engine` must be a live engine; `at` writable.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_retry_after(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    at: *mut u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let mut at = try_out!(at);
+        match e.inner.reader_retry_after(server) {
+            Some(t) => {
+                at.set(t);
+                POLARSPLIT_OK
+            }
+            None => POLARSPLIT_DONE,
+        }
+    }
+}
+
+/// Whether reader `server` is held out of reader choice (SPEC R-1b: after
+/// `reader_failure_threshold` consecutive failures, until a monitor sample taken after the latest
+/// one) into `*held_out`. `POLARSPLIT_DONE` (`*held_out` untouched) when it is not registered.
+///
+/// # Safety
+/// `engine` must be a live engine; `held_out` writable.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_held_out(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    held_out: *mut bool,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let mut out = try_out!(held_out);
+        if !known_reader(e, server) {
+            return POLARSPLIT_DONE;
+        }
+        out.set(e.inner.reader_held_out(server));
+        POLARSPLIT_OK
+    }
 }
 
 /// A monitor sample of the writer's LSN for a writer hostgroup (e.g.

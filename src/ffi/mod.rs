@@ -1,9 +1,9 @@
 //! The C ABI: the only place with `extern "C"`, `no_mangle`, `repr(C)` and raw pointers. It
 //! validates, converts and delegates — the logic lives in the Rust API.
 //!
-//! One module per Rust module it exposes: `config`, `cluster` (the engine) and `stats`,
-//! `session` with `action`, `event`, `facts` and `decision`, `pool` with `reader_key`; `status`
-//! is the one status type and `handle` the one idiom every exported function follows (a panic
+//! One module per Rust module it exposes: `config`, `cluster` (the engine) with `stats` and
+//! `functions` (the F-policy's catalogue), `session` with `action`, `event`, `facts` and
+//! `decision`, `pool` with `reader_key`; `status` is the one status type and `handle` the one idiom every exported function follows (a panic
 //! boundary, checked handles and arguments, the growth rule for structs). The header's top
 //! comment (`cbindgen.toml`) states the contract for C programmers.
 
@@ -17,6 +17,7 @@ mod config;
 mod decision;
 mod event;
 mod facts;
+mod functions;
 mod pool;
 mod reader_key;
 mod session;
@@ -29,6 +30,7 @@ pub use config::*;
 pub use decision::*;
 pub use event::*;
 pub use facts::*;
+pub use functions::*;
 pub use pool::*;
 pub use reader_key::*;
 pub use session::*;

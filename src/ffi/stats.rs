@@ -1,10 +1,12 @@
-//! Counters (SPEC §9): named engine counters, and decisions by outcome and by reason.
+//! Counters (SPEC §9): named engine counters, decisions by outcome and by reason, and all of
+//! them with the per-reader gauges in the Prometheus text format.
 
 use std::ffi::c_char;
 
 use super::cluster::PolarsplitEngine;
 use super::decision::{outcome_from_c, reason_from_c, PolarsplitOutcome, PolarsplitReason};
-use super::handle::{boundary, try_arg, try_out, try_ref};
+use super::handle::{boundary, try_arg, try_out, try_ref, write_text};
+use super::status::POLARSPLIT_ERR_NULL;
 use super::status::{PolarsplitStatus, POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_OK};
 use crate::cluster::stats::{Counter, Stats};
 
@@ -96,5 +98,36 @@ pub unsafe extern "C" fn polarsplit_engine_reason_count(
         read_count(engine, value, |s| {
             reason_from_c(reason).map(|r| s.reason(r))
         })
+    }
+}
+
+/// Every counter, the decisions by outcome and by reason, and the per-reader gauges (known
+/// position, lag behind the writer, health, hold-out, consecutive failures, active statements)
+/// in the Prometheus text exposition format (SPEC §9), as one text rendered now. `*len` gets
+/// the text's full length in bytes (without the NUL); up to `cap - 1` bytes of it and a NUL are
+/// written to `buf` (truncated at a UTF-8 boundary when it does not fit). `*len >= cap` means it
+/// was truncated: call again with a larger buffer — counters may have grown in between, so
+/// leave room. `buf` NULL with `cap` 0 only asks for the size. Returns `POLARSPLIT_OK`.
+///
+/// # Safety
+/// `engine` must be a live engine; `buf` NULL (only with `cap` 0) or `cap` writable bytes;
+/// `len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_prometheus(
+    engine: *const PolarsplitEngine,
+    buf: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let mut len = try_out!(len);
+        if buf.is_null() && cap != 0 {
+            return POLARSPLIT_ERR_NULL;
+        }
+        let text = e.inner.prometheus();
+        // SAFETY: `buf` is NULL (with `cap` 0) or `cap` writable bytes.
+        len.set(unsafe { write_text(buf, cap, &text) });
+        POLARSPLIT_OK
     }
 }

@@ -1,0 +1,287 @@
+/* The writer's user functions, per database (SPEC §7 F-policy): a read that calls a function the
+ * engine does not know goes to the primary, so the proxy tells the engine which functions of each
+ * database are immutable or stable — the writer's pg_proc outside the built-in schemas (and
+ * extension functions in pg_catalog), read on a short-lived connection to that database of the
+ * primary as the monitor user — with polarsplit_engine_set_function_catalog, and the writer's
+ * server_version_num (it picks the engine's table of built-ins).
+ *
+ * When: for each --catalog-database at start, and for every other database the first time a
+ * client of it connects (its first statements classify without the catalogue: on the primary);
+ * then every --catalog-refresh-ms, so a function created, dropped or recreated with another
+ * volatility — by any client, through this proxy or not — is seen within that time (the engine
+ * reports no DDL, and DDL from elsewhere would not pass through here anyway). A load that fails
+ * (the database refuses the login, the query fails or times out) removes the database's
+ * catalogue — its user functions are unknown again and their calls go to the primary, which is
+ * safe — is logged once, and is retried with a back-off up to the refresh period. At most
+ * MAX_CATALOG_DBS databases are tracked; calls in any other database stay on the primary. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy.h"
+
+#define MAX_CATALOG_DBS 64
+#define MAX_DB_NAME 255
+#define CATALOG_TIMEOUT_MS 10000 /* for one whole load: connect, login, query */
+#define CATALOG_RETRY_MS 1000    /* the first retry after a failure; doubles up to the refresh period */
+#define MAX_CATALOG_ROWS (1u << 20) /* the engine's bound per database */
+
+/* The writer's version, then every user function (the query polarsplit_engine_set_function_catalog
+ * documents). One simple Query: both results before one ReadyForQuery. */
+static const char CATALOG_QUERY[] =
+    "SELECT pg_catalog.current_setting('server_version_num');"
+    "SELECT n.nspname, p.proname, p.provolatile "
+    "FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
+    "OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
+    "AND d.objid = p.oid AND d.deptype = 'e')";
+
+typedef struct {
+    uint32_t schema_off, schema_len, name_off, name_len;
+    uint8_t volatility;
+} row_t;
+
+/* One load in flight: its rows, as offsets into an arena (it moves as it grows). */
+struct catalog_load {
+    int db;
+    backend_t *conn;
+    buf_t arena;
+    row_t *rows;
+    size_t n, cap;
+    uint32_t version;
+    int sent, failed;
+    char why[240];
+};
+
+typedef struct {
+    char name[MAX_DB_NAME + 1];
+    size_t len;
+    uint64_t next_at;  /* the next load (UINT64_MAX: none) */
+    uint64_t retry_ms; /* the back-off after failures */
+    backend_t *conn;   /* the load in flight */
+    int loaded;        /* the engine has a catalogue of it */
+    int warned;        /* a failure was logged since the last success */
+} catdb_t;
+
+static catdb_t dbs[MAX_CATALOG_DBS];
+static int ndbs;
+static int full_warned;
+
+void catalog_want(const char *db, size_t len) {
+    if (g.o.no_function_catalog || g.o.mode != MODE_LIBRARY || len == 0 || len > MAX_DB_NAME) return;
+    for (int i = 0; i < ndbs; i++)
+        if (dbs[i].len == len && memcmp(dbs[i].name, db, len) == 0) return;
+    if (ndbs == MAX_CATALOG_DBS) {
+        if (!full_warned) logf_("function catalogues: more than %d databases; user functions of the others stay on the primary",
+                                MAX_CATALOG_DBS);
+        full_warned = 1;
+        return;
+    }
+    catdb_t *d = &dbs[ndbs++];
+    memset(d, 0, sizeof *d);
+    memcpy(d->name, db, len);
+    d->len = len;
+    d->next_at = 0; /* now */
+}
+
+void catalog_free_load(struct catalog_load *l) {
+    if (!l) return;
+    if (l->db >= 0 && l->db < ndbs && dbs[l->db].conn == l->conn) dbs[l->db].conn = NULL;
+    buf_free(&l->arena);
+    free(l->rows);
+    free(l);
+}
+
+static void start_load(int i, uint64_t now) {
+    catdb_t *d = &dbs[i];
+    backend_t *b = backend_new(ROLE_CATALOG, 0);
+    const char *kv[] = {"user", g.o.monitor_user, "database", d->name, "application_name", "polarsplit-catalog", NULL};
+    startup_build(&b->out, kv);
+    b->user = strdup(g.o.monitor_user);
+    b->cat = calloc(1, sizeof *b->cat);
+    if (!b->user || !b->cat) abort();
+    b->cat->db = i;
+    b->cat->conn = b;
+    b->deadline = now + CATALOG_TIMEOUT_MS;
+    d->conn = b;
+    if (backend_connect(b) != 0) catalog_failed(b, "connect failed");
+}
+
+void catalog_tick(uint64_t now) {
+    for (int i = 0; i < ndbs; i++) {
+        catdb_t *d = &dbs[i];
+        if (d->conn) {
+            if (now > d->conn->deadline) catalog_failed(d->conn, "no answer in time");
+        } else if (now >= d->next_at) {
+            start_load(i, now);
+        }
+    }
+}
+
+uint64_t catalog_next_due(void) {
+    uint64_t next = UINT64_MAX;
+    for (int i = 0; i < ndbs; i++) {
+        uint64_t due = dbs[i].conn ? dbs[i].conn->deadline + 1 : dbs[i].next_at;
+        if (due < next) next = due;
+    }
+    return next;
+}
+
+void catalog_failed(backend_t *b, const char *why) {
+    struct catalog_load *l = b->cat;
+    if (!l || b->dead) {
+        backend_close(b);
+        return;
+    }
+    catdb_t *d = &dbs[l->db];
+    g.catalog_failures++;
+    /* A catalogue that may be stale is worse than none: unknown functions go to the primary. */
+    int removed = d->loaded && polarsplit_engine_remove_function_catalog(g.engine, d->name, d->len) == POLARSPLIT_OK;
+    d->loaded = 0;
+    uint64_t cap = g.o.catalog_refresh_ms > CATALOG_RETRY_MS ? g.o.catalog_refresh_ms : CATALOG_RETRY_MS;
+    d->retry_ms = d->retry_ms ? (d->retry_ms * 2 > cap ? cap : d->retry_ms * 2) : CATALOG_RETRY_MS;
+    d->next_at = now_ms() + d->retry_ms;
+    if (!d->warned || g.o.verbose)
+        logf_("function catalogue of database %s: %s%s; its user functions go to the primary (retrying in %llu ms)",
+              d->name, why, removed ? " (the previous one is dropped)" : "", (unsigned long long)d->retry_ms);
+    d->warned = 1;
+    d->conn = NULL;
+    backend_close(b);
+}
+
+/* The rows are in: hand them to the engine. */
+static void load_done(backend_t *b) {
+    struct catalog_load *l = b->cat;
+    catdb_t *d = &dbs[l->db];
+    if (l->failed) {
+        catalog_failed(b, l->why);
+        return;
+    }
+    polarsplit_function *fns = l->n ? calloc(l->n, sizeof *fns) : NULL;
+    if (l->n && !fns) abort();
+    const char *base = (const char *)buf_data(&l->arena);
+    for (size_t i = 0; i < l->n; i++) {
+        const row_t *r = &l->rows[i];
+        fns[i].schema = base + r->schema_off;
+        fns[i].schema_len = r->schema_len;
+        fns[i].name = base + r->name_off;
+        fns[i].name_len = r->name_len;
+        fns[i].volatility = r->volatility;
+    }
+    polarsplit_status st = polarsplit_engine_set_function_catalog(g.engine, d->name, d->len, fns, l->n, sizeof *fns);
+    free(fns);
+    if (st != POLARSPLIT_OK) {
+        snprintf(l->why, sizeof l->why, "the engine refused it: %s", polarsplit_status_str(st));
+        catalog_failed(b, l->why);
+        return;
+    }
+    if (l->version) polarsplit_engine_set_writer_server_version(g.engine, l->version);
+    if (!d->loaded || d->warned || g.o.verbose)
+        logf_("function catalogue of database %s: %zu user functions (server_version_num %u)", d->name, l->n,
+              l->version);
+    g.catalog_loads++;
+    g.catalog_functions = l->n;
+    d->loaded = 1;
+    d->warned = 0;
+    d->retry_ms = 0;
+    d->next_at = g.o.catalog_refresh_ms ? now_ms() + g.o.catalog_refresh_ms : UINT64_MAX;
+    d->conn = NULL;
+    buf_msg(&b->out, 'X', NULL, 0);
+    backend_close(b);
+}
+
+static uint32_t arena_put(struct catalog_load *l, const uint8_t *v, size_t n) {
+    uint32_t off = (uint32_t)buf_size(&l->arena);
+    buf_append(&l->arena, v, n);
+    return off;
+}
+
+static void fail_load(struct catalog_load *l, const char *why) {
+    if (!l->failed) snprintf(l->why, sizeof l->why, "%s", why);
+    l->failed = 1;
+}
+
+static void catalog_row(struct catalog_load *l, const uint8_t *body, size_t blen) {
+    if (l->failed || blen < 2) return;
+    unsigned cols = ((unsigned)body[0] << 8) | body[1];
+    const uint8_t *v[3];
+    size_t n[3];
+    if (cols == 1) { /* server_version_num */
+        char num[16];
+        if (row_field(body, blen, 0, &v[0], &n[0]) == 0 && n[0] < sizeof num) {
+            memcpy(num, v[0], n[0]);
+            num[n[0]] = '\0';
+            l->version = (uint32_t)strtoul(num, NULL, 10);
+        }
+        return;
+    }
+    if (cols != 3) return;
+    for (unsigned i = 0; i < 3; i++) {
+        if (row_field(body, blen, i, &v[i], &n[i]) != 0) {
+            fail_load(l, "a row the proxy cannot read");
+            return;
+        }
+    }
+    if (l->n == MAX_CATALOG_ROWS) {
+        fail_load(l, "too many functions");
+        return;
+    }
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        row_t *r = realloc(l->rows, l->cap * sizeof *r);
+        if (!r) abort();
+        l->rows = r;
+    }
+    row_t *r = &l->rows[l->n++];
+    r->schema_off = arena_put(l, v[0], n[0]);
+    r->schema_len = (uint32_t)n[0];
+    r->name_off = arena_put(l, v[1], n[1]);
+    r->name_len = (uint32_t)n[1];
+    /* provolatile is 'i', 's' or 'v'; anything else is taken as volatile (never read-safe). */
+    uint8_t c = n[2] == 1 ? v[2][0] : 'v';
+    r->volatility = (c == POLARSPLIT_VOLATILITY_IMMUTABLE || c == POLARSPLIT_VOLATILITY_STABLE)
+                        ? c
+                        : POLARSPLIT_VOLATILITY_VOLATILE;
+}
+
+void catalog_readable(backend_t *b, int eof) {
+    struct catalog_load *l = b->cat;
+    if (b->dead || !l) return;
+    if (b->state == BS_READY && !l->sent) {
+        buf_msg(&b->out, 'Q', CATALOG_QUERY, sizeof CATALOG_QUERY);
+        l->sent = 1;
+    }
+    while (l->sent && buf_size(&b->in) >= 5) {
+        const uint8_t *m = buf_data(&b->in);
+        uint32_t len = rd32(m + 1);
+        if (len < 4 || len > (1u << 20)) {
+            catalog_failed(b, "bad message");
+            return;
+        }
+        if (buf_size(&b->in) < 1 + (size_t)len) break;
+        const uint8_t *body = m + 5;
+        size_t blen = len - 4;
+        switch (m[0]) {
+        case 'D': catalog_row(l, body, blen); break;
+        case 'E': {
+            char code[8], msg[200], why[220];
+            error_fields(body, blen, code, sizeof code, msg, sizeof msg);
+            snprintf(why, sizeof why, "%s %s", code, msg);
+            fail_load(l, why);
+            if (error_is_fatal(body, blen)) {
+                catalog_failed(b, l->why);
+                return;
+            }
+            break;
+        }
+        case 'Z':
+            buf_consume(&b->in, 1 + (size_t)len);
+            load_done(b);
+            return;
+        default: break;
+        }
+        buf_consume(&b->in, 1 + (size_t)len);
+    }
+    if (eof && !b->dead) catalog_failed(b, "connection lost");
+}

@@ -1,0 +1,289 @@
+//! The F-policy's host input (SPEC §7): the writer's user functions per database, and the
+//! writer's server version that picks the table of built-ins.
+
+use std::ffi::c_char;
+
+use super::cluster::PolarsplitEngine;
+use super::handle::{boundary, read_sized, slice, try_arg, try_ref, Growable};
+use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_ABI, POLARSPLIT_OK};
+use super::status::{POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_ERR_LIMIT, POLARSPLIT_ERR_NULL};
+use crate::classify::{CatalogError, UserFunction, Volatility};
+
+/// A function's volatility (`polarsplit_function.volatility`): the byte `pg_proc.provolatile`
+/// holds, so a host copies the column as it reads it.
+pub type PolarsplitVolatility = u8;
+/// `provolatile = 'i'`: read-safe (F-policy).
+pub const POLARSPLIT_VOLATILITY_IMMUTABLE: PolarsplitVolatility = b'i';
+/// `provolatile = 's'`: read-safe (F-policy).
+pub const POLARSPLIT_VOLATILITY_STABLE: PolarsplitVolatility = b's';
+/// `provolatile = 'v'`: not read-safe; a read calling any function of this name (in any schema,
+/// any overload) goes to the writer.
+pub const POLARSPLIT_VOLATILITY_VOLATILE: PolarsplitVolatility = b'v';
+
+/// One user function of the writer's catalogue, as `pg_proc` gives it (report every overload:
+/// the F-policy judges a name by all the functions that carry it). Grows at the end:
+/// `polarsplit_engine_set_function_catalog` takes the host's `sizeof` as the array's stride; a
+/// field appended later reads as 0 from an older host.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PolarsplitFunction {
+    /// `pg_namespace.nspname` (UTF-8, no NUL needed; NULL with length 0 for none). Kept for
+    /// the host's logs: a call matches the name in any schema (a `search_path` may put a user
+    /// function ahead of `pg_catalog`).
+    pub schema: *const c_char,
+    /// Its length in bytes.
+    pub schema_len: usize,
+    /// `pg_proc.proname` as stored (UTF-8, 1 to 63 bytes, no NUL needed).
+    pub name: *const c_char,
+    /// Its length in bytes.
+    pub name_len: usize,
+    /// `pg_proc.provolatile`: one of `POLARSPLIT_VOLATILITY_*`.
+    pub volatility: PolarsplitVolatility,
+}
+
+// SAFETY: repr(C) integers and raw pointers.
+unsafe impl Growable for PolarsplitFunction {
+    const BASE_SIZE: usize = std::mem::size_of::<PolarsplitFunction>();
+}
+
+/// The UTF-8 text at `p` (`len` bytes; NULL only with 0).
+///
+/// # Safety
+/// `p` must be NULL or point to `len` readable bytes.
+unsafe fn utf8(p: *const c_char, len: usize) -> Result<String, PolarsplitStatus> {
+    // SAFETY: as documented.
+    let b = unsafe { slice(p.cast::<u8>(), len) }?;
+    std::str::from_utf8(b)
+        .map(str::to_owned)
+        .map_err(|_| POLARSPLIT_ERR_INVALID_ARGUMENT)
+}
+
+/// The Rust value of one host struct.
+fn user_function(f: &PolarsplitFunction) -> Result<UserFunction, PolarsplitStatus> {
+    let volatility =
+        Volatility::from_provolatile(f.volatility).ok_or(POLARSPLIT_ERR_INVALID_ARGUMENT)?;
+    // SAFETY: the host promises each pointer readable for its length (the exported function's
+    // `# Safety`).
+    let (schema, name) = unsafe { (utf8(f.schema, f.schema_len)?, utf8(f.name, f.name_len)?) };
+    Ok(UserFunction {
+        schema,
+        name,
+        volatility,
+    })
+}
+
+/// Every element of the host's array of `n` structs of `size` bytes each.
+///
+/// # Safety
+/// `fns` must be NULL (only with `n == 0`) or point to `n * size` readable bytes.
+unsafe fn user_functions(
+    fns: *const PolarsplitFunction,
+    n: usize,
+    size: usize,
+) -> Result<Vec<UserFunction>, PolarsplitStatus> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if fns.is_null() {
+        return Err(POLARSPLIT_ERR_NULL);
+    }
+    if size < PolarsplitFunction::BASE_SIZE {
+        return Err(POLARSPLIT_ERR_ABI);
+    }
+    if n.checked_mul(size).is_none_or(|b| b > isize::MAX as usize) {
+        return Err(POLARSPLIT_ERR_INVALID_ARGUMENT);
+    }
+    let base = fns.cast::<u8>();
+    (0..n)
+        .map(|i| {
+            // SAFETY: element `i` starts `i * size` bytes in, inside the `n * size` readable
+            // bytes (checked not to overflow); `read_sized` reads `size` bytes of it at most.
+            let f = unsafe { read_sized(base.add(i * size).cast::<PolarsplitFunction>(), size) }?;
+            user_function(&f)
+        })
+        .collect()
+}
+
+/// Exhaustive: a new catalogue error of the Rust API must be given its status here.
+fn catalog_status(e: &CatalogError) -> PolarsplitStatus {
+    match e {
+        CatalogError::BadName(_) => POLARSPLIT_ERR_INVALID_ARGUMENT,
+        CatalogError::TooManyFunctions(_) | CatalogError::TooManyDatabases(_) => {
+            POLARSPLIT_ERR_LIMIT
+        }
+    }
+}
+
+/// Replaces the catalogue of user functions of database `database` (SPEC §7 F-policy): every
+/// function the writer's `pg_proc` has outside the built-in schemas, with its volatility — all of
+/// them, every overload (a name missing from the report is unknown afterwards). Sessions whose
+/// startup packet named that database (or, without one, whose user has that name) classify
+/// against it from their next statement. Until a database has a catalogue, and for names it does
+/// not list, a call of a function that is not a built-in is not read-safe (unless
+/// `unknown_functions = replica`). Load it at start and per database the first time a client of
+/// it connects, and again after DDL or periodically; a load that failed is best followed by
+/// `polarsplit_engine_remove_function_catalog` (unknown functions then go to the writer, which
+/// is safe) rather than keeping a catalogue that may be stale.
+///
+/// The query, on a connection to that database of the writer (extension functions installed
+/// into `pg_catalog` count as user functions, built-ins do not):
+/// ```sql
+/// SELECT n.nspname, p.proname, p.provolatile
+/// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+/// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+///    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+///               WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+///                 AND d.objid = p.oid AND d.deptype = 'e')
+/// ```
+///
+/// `functions` is an array of `n` structs, `function_size` bytes apart: pass
+/// `sizeof(polarsplit_function)` (the growth rule). The library copies what it keeps; the
+/// array may be freed when the call returns. On any error nothing changes:
+/// `POLARSPLIT_ERR_INVALID_ARGUMENT` for a name that is empty, longer than 63 bytes or not
+/// UTF-8, a schema that is not UTF-8, or a volatility that is not `POLARSPLIT_VOLATILITY_*`;
+/// `POLARSPLIT_ERR_LIMIT` beyond 1,048,576 functions in one database or 65,536 databases;
+/// `POLARSPLIT_ERR_ABI` for a `function_size` below ABI 3's struct; `POLARSPLIT_ERR_NULL` for a
+/// NULL `functions` with `n > 0`, or a NULL name or schema with a non-zero length.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes (any encoding, no NUL needed); `functions` NULL (only with
+/// `n` 0) or `n * function_size` readable bytes, each struct's pointers readable for their
+/// lengths.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_function_catalog(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+    functions: *const PolarsplitFunction,
+    n: usize,
+    function_size: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        // SAFETY: `n * function_size` readable bytes.
+        let fns = try_arg!(unsafe { user_functions(functions, n, function_size) });
+        match e.inner.set_function_catalog(db, fns) {
+            Ok(_) => POLARSPLIT_OK,
+            Err(err) => catalog_status(&err),
+        }
+    }
+}
+
+/// Forgets the catalogue of database `database`: its user functions are unknown again (a read
+/// calling one goes to the writer). `POLARSPLIT_DONE` when it had none.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_remove_function_catalog(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        if e.inner.remove_function_catalog(db) {
+            POLARSPLIT_OK
+        } else {
+            POLARSPLIT_DONE
+        }
+    }
+}
+
+/// The writer's `server_version_num` (e.g. 150018, from `SHOW server_version_num`): picks the
+/// table of built-in functions classification uses (that major's, else the nearest lower one;
+/// PostgreSQL 15's until a version is reported). Returns `POLARSPLIT_OK`.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_writer_server_version(
+    engine: *const PolarsplitEngine,
+    server_version_num: u32,
+) -> PolarsplitStatus {
+    boundary! {
+        try_ref!(engine).inner.set_writer_server_version(server_version_num);
+        POLARSPLIT_OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(name: &str, v: u8) -> PolarsplitFunction {
+        PolarsplitFunction {
+            schema: c"public".as_ptr(),
+            schema_len: 6,
+            name: name.as_ptr().cast(),
+            name_len: name.len(),
+            volatility: v,
+        }
+    }
+
+    #[test]
+    fn f_policy_a_host_array_is_read_with_its_stride_and_checked_whole() {
+        let size = std::mem::size_of::<PolarsplitFunction>();
+        let fns = [f("a", b's'), f("b", b'v')];
+        let got = unsafe { user_functions(fns.as_ptr(), 2, size) }.unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            (got[1].name.as_str(), got[1].volatility),
+            ("b", Volatility::Volatile)
+        );
+        // A newer host's larger struct: the stride is its size, the tail ignored.
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Newer {
+            f: PolarsplitFunction,
+            extra: u64,
+        }
+        let newer = [
+            Newer {
+                f: f("c", b'i'),
+                extra: 9,
+            },
+            Newer {
+                f: f("d", b's'),
+                extra: 9,
+            },
+        ];
+        let got = unsafe { user_functions(newer.as_ptr().cast(), 2, std::mem::size_of::<Newer>()) }
+            .unwrap();
+        assert_eq!(
+            (got[1].name.as_str(), got[1].volatility),
+            ("d", Volatility::Stable)
+        );
+        let bad = [f("a", b's'), f("b", b'x')];
+        assert_eq!(
+            unsafe { user_functions(bad.as_ptr(), 2, size) }.err(),
+            Some(POLARSPLIT_ERR_INVALID_ARGUMENT)
+        );
+        assert_eq!(
+            unsafe { user_functions(fns.as_ptr(), 2, size - 1) }.err(),
+            Some(POLARSPLIT_ERR_ABI)
+        );
+        assert_eq!(
+            unsafe { user_functions(fns.as_ptr(), usize::MAX, size) }.err(),
+            Some(POLARSPLIT_ERR_INVALID_ARGUMENT)
+        );
+        assert_eq!(
+            unsafe { user_functions(std::ptr::null(), 1, size) }.err(),
+            Some(POLARSPLIT_ERR_NULL)
+        );
+        let not_utf8 = [0xffu8, 0xfe];
+        let mut g = f("a", b's');
+        g.name = not_utf8.as_ptr().cast();
+        g.name_len = 2;
+        assert_eq!(
+            user_function(&g).err(),
+            Some(POLARSPLIT_ERR_INVALID_ARGUMENT)
+        );
+    }
+}
