@@ -311,3 +311,71 @@ fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() 
     assert_eq!(tags(&got), "EZ");
     assert_eq!(h.engine.stats().get(Counter::Cancels), 1);
 }
+
+#[test]
+fn e5_a_parse_describe_batch_on_the_writer_is_no_write() {
+    // A driver preparing a read (Parse/Describe/Sync, as psycopg and JDBC do before their first
+    // Execute of a named statement) that lands on the writer writes nothing: the session's
+    // position stays known and its later reads still go to a reader caught up to it.
+    let mut h = stock(|_| {});
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.take_sent(WRITER);
+    h.writer_answers("INSERT 0 1", b'I', None, None);
+    h.backend(WRITER, &probe_answer("0/5000"));
+    h.take_client();
+    h.engine.reader_sample(1, Lsn(0x4000), h.now);
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(describe(b'S', "s1"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDS", "no probe behind it");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    ans.extend(row_description(1));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "1tTZ");
+    let l = h.session.lsn_state();
+    assert!(!l.write_unknown, "a Parse/Describe batch is no write");
+    assert_eq!(l.write_lsn, Lsn(0x5000));
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    h.client(&query("SELECT v FROM t"));
+    h.attach(R1);
+    assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp);
+}
+
+#[test]
+fn e1_an_execute_joining_a_batch_after_its_flush_counts_as_a_possible_write() {
+    // Parse/Describe/Flush of a read routed to the writer, then the rest of the batch: an
+    // INSERT's Parse/Bind/Execute/Sync joins it on the same connection unclassified with it.
+    // Its RFQ must not be taken for a read's: the session's position becomes unknown until the
+    // probe answers.
+    let mut h = stock(|_| {});
+    h.engine.remove_reader(1);
+    h.engine.remove_reader(2);
+    let mut first = parse("", "SELECT v FROM t WHERE k = $1");
+    first.extend(describe(b'S', ""));
+    first.extend(flush());
+    h.client(&first);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    ans.extend(row_description(1));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "1tT");
+    let mut rest = parse("", "INSERT INTO t VALUES ($1)");
+    rest.extend(bind("", ""));
+    rest.extend(execute(""));
+    rest.extend(sync());
+    h.client(&rest);
+    h.take_sent(WRITER);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("INSERT 0 1"));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12CZ");
+    assert!(
+        h.session.lsn_state().write_unknown,
+        "the joining Execute may have written"
+    );
+}

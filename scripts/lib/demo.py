@@ -1,11 +1,13 @@
 """The demo's workload and report (run by scripts/demo.sh with the venv's Python).
 
 Starts a primary + hot standby whose standby applies WAL late (recovery_min_apply_delay), then runs
-the same mixed workload through polarsplit-proxy three times: with every decision from
-libpolarsplit (--mode library), with the classic pinning (the library without its write-position
+the same mixed workload through polarsplit-proxy four times: with every decision from
+libpolarsplit (--mode library), the same through the extended protocol with prepared statements
+(psycopg's server-side parameters, prepare_threshold=0: Parse/Bind/Execute of named statements,
+as JDBC, asyncpg and ORMs send them), with the classic pinning (the library without its write-position
 learning: a session stays on the primary after its first write), and with the naive splitter
 (--mode naive: every SELECT outside a transaction to the standby, no waits). Each worker thread plays a web application's requests, one connection per
-request (simple protocol):
+request (simple protocol, except in the extended run):
 
   read          three autocommit point reads of random accounts
   write+read    UPDATE ... RETURNING balance, then read the same account back at once and again
@@ -58,8 +60,13 @@ class Tally:
         self.first_error = ""
 
 
-def worker(proxy: Proxy, standby_port: int, stop_at: float, seed: int, t: Tally) -> None:
+def worker(proxy: Proxy, standby_port: int, stop_at: float, seed: int, t: Tally,
+           extended: bool = False) -> None:
     rnd = random.Random(seed)
+    # Simple protocol: parameters interpolated by the client. Extended: server-side parameters,
+    # every statement prepared under a name at its first use.
+    conn_args = ({"cursor_factory": psycopg.Cursor, "prepare_threshold": 0} if extended
+                 else {"cursor_factory": psycopg.ClientCursor})
     reads = standby = checks = stale = post_standby = 0
     read_ms: list[float] = []
     write_ms: list[float] = []
@@ -98,7 +105,7 @@ def worker(proxy: Proxy, standby_port: int, stop_at: float, seed: int, t: Tally)
         r = rnd.random()
         kind = "read" if r < 0.6 else ("write+read" if r < 0.85 else "transaction")
         try:
-            with psycopg.connect(proxy.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+            with psycopg.connect(proxy.dsn(), autocommit=True, **conn_args) as c:
                 if kind == "read":
                     for _ in range(3):
                         read(c, rnd.randint(1, ACCOUNTS))
@@ -147,14 +154,15 @@ def pct(values: list[float], p: float) -> float:
 # same library with its write-position learning turned off: no probe, no writer samples), and the
 # naive splitter.
 MODES = {
-    "library": ("library", {}, []),
-    "pinning": ("library", {"lsn_probe": "off"}, ["--no-writer-samples"]),
-    "naive": ("naive", {}, []),
+    "library": ("library", {}, [], False),
+    "extended": ("library", {}, [], True),
+    "pinning": ("library", {"lsn_probe": "off"}, ["--no-writer-samples"], False),
+    "naive": ("naive", {}, [], False),
 }
 
 
 def run_mode(pair: PgPair, name: str, workdir: Path) -> tuple[Tally, dict, float]:
-    mode, settings, extra = MODES[name]
+    mode, settings, extra, extended = MODES[name]
     proxy = Proxy(PROXY, pair, mode=mode, workdir=workdir, settings=settings, extra=extra)
     proxy.args.remove("--verbose")
     proxy.start()
@@ -164,7 +172,7 @@ def run_mode(pair: PgPair, name: str, workdir: Path) -> tuple[Tally, dict, float
         start = time.time()
         stop_at = start + SECONDS
         threads = [
-            threading.Thread(target=worker, args=(proxy, pair.standby.port, stop_at, 1000 + i, t))
+            threading.Thread(target=worker, args=(proxy, pair.standby.port, stop_at, 1000 + i, t, extended))
             for i in range(THREADS)
         ]
         for th in threads:
@@ -184,19 +192,21 @@ def report(results: dict) -> None:
     lib_t, lib_stats, lib_s = results["library"]
     pin_t, pin_stats, pin_s = results["pinning"]
     nv_t, nv_stats, nv_s = results["naive"]
-    cols = [(lib_t, lib_s), (pin_t, pin_s), (nv_t, nv_s)]
+    ext_t, ext_stats, ext_s = results["extended"]
+    cols = [(lib_t, lib_s), (ext_t, ext_s), (pin_t, pin_s), (nv_t, nv_s)]
     w = 30
 
     def row(name, *vals):
         print(f"  {name:<{w}}" + "".join(f" {v:>22}" for v in vals))
 
     print()
-    print("=" * 100)
+    print("=" * 124)
     print(f"  polarsplit demo: stock PostgreSQL 15 primary + hot standby, standby applies WAL "
           f"{APPLY_DELAY_MS} ms late")
-    print(f"  {THREADS} client threads, {SECONDS:.0f} s per mode, one connection per request, simple protocol")
-    print("=" * 100)
-    row("", "library (polarsplit)", "primary after writes", "naive (SELECT->standby)")
+    print(f"  {THREADS} client threads, {SECONDS:.0f} s per mode, one connection per request; simple protocol except")
+    print("  the second column: the same workload with prepared statements (extended protocol)")
+    print("=" * 124)
+    row("", "library (polarsplit)", "library, prepared", "primary after writes", "naive (SELECT->standby)")
     row("requests (read/w+r/txn)",
         *("/".join(str(t.requests[k]) for k in ("read", "write+read", "transaction")) for t, _ in cols))
     row("requests per second", *(f"{sum(t.requests.values()) / s:.0f}" for t, s in cols))
@@ -226,6 +236,9 @@ def report(results: dict) -> None:
     print("    by reason:")
     for name, n in sorted(lib_stats["reason"].items(), key=lambda kv: -kv[1]):
         print(f"      {name:<28} {n:>8}")
+    print("    by reason, the prepared run:")
+    for name, n in sorted(ext_stats["reason"].items(), key=lambda kv: -kv[1]):
+        print(f"      {name:<28} {n:>8}")
     reads_decided = sum(lib_stats["reason"].get(r, 0) for r in ("READ_NO_TARGET", "READ_WAIT", "READ_CAUGHT_UP",
                                                                  "SPLIT_PRE_WRITE", "SPLIT_READ", "READER_PINNED"))
     print(f"    pool hits/misses: {lib_stats['counter'].get('pool_hits', 0)}/{lib_stats['counter'].get('pool_misses', 0)}, "
@@ -235,10 +248,10 @@ def report(results: dict) -> None:
     print("  probes the primary's position, and the session reads from the primary (MISSING_LSN_PRIMARY,")
     print("  READ_NO_BOUNDED_WAIT) until a standby is known to have replayed it (READ_CAUGHT_UP). Nothing")
     print("  here pretends stock PostgreSQL supports the PolarDB wait.")
-    for name, (t, _) in zip(("library", "pinning", "naive"), cols):
+    for name, (t, _) in zip(("library", "extended", "pinning", "naive"), cols):
         if t.first_error:
             print(f"  first error ({name}): {t.first_error}")
-    print("=" * 100)
+    print("=" * 124)
 
 
 def main() -> int:
@@ -270,8 +283,9 @@ def main() -> int:
         pair.stop()
     report(results)
     print(f"  demo finished in {time.time() - t0:.0f} s; servers and proxies stopped.")
-    lib, pin = results["library"][0], results["pinning"][0]
-    return 0 if lib.stale == 0 and lib.errors == 0 and pin.stale == 0 else 1
+    lib, ext, pin = results["library"][0], results["extended"][0], results["pinning"][0]
+    ok = lib.stale == 0 and lib.errors == 0 and ext.stale == 0 and ext.errors == 0 and pin.stale == 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

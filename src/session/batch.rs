@@ -695,6 +695,14 @@ impl Session {
                     return false;
                 };
                 if extended {
+                    if head.tag == tag::EXECUTE {
+                        // What a joining Execute runs was not classified with the batch: it
+                        // counts as a statement that may write (its RFQ then asks for the
+                        // write's position).
+                        if let Some(u) = self.unit_mut(id) {
+                            u.execs.push(None);
+                        }
+                    }
                     self.forward_head_to_writer(id, w);
                     let closed = self.unit(id).is_some_and(|u| !u.open);
                     if closed {

@@ -517,12 +517,12 @@ impl Session {
         let may_write = match kind {
             UnitKind::Query => class.as_ref().is_none_or(|c| self.unit_may_write(c)),
             UnitKind::FunctionCall => true,
-            UnitKind::Batch => {
-                execs.is_empty()
-                    || execs
-                        .iter()
-                        .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c)))
-            }
+            // A batch writes only through its Executes (an Execute that joined it after a
+            // Flush, or of a statement the engine could not classify, counts as one that may):
+            // Parse, Describe, Close and Sync alone write nothing.
+            UnitKind::Batch => execs
+                .iter()
+                .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c))),
         };
         let prev_status = self.writer_status;
         self.writer_status = rfq.status;
