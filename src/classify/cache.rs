@@ -1,4 +1,5 @@
-//! A bounded, thread-safe cache of classifications keyed by the exact statement text.
+//! A bounded, thread-safe cache of classifications keyed by the exact statement text, and
+//! behind it one keyed by the text's shape (`shape.rs`).
 //!
 //! Applications send the same few hundred statement texts over and over; a hit costs one hash and
 //! a short lock, and allocates nothing (lookup by `&str`; a [`Classification`] clones without
@@ -11,15 +12,23 @@
 //! in a small table of fingerprints (a "doorkeeper", as in TinyLFU; newer misses overwrite older
 //! ones) and admits a text whose fingerprint it holds. A repeating text is classified cold twice
 //! instead of once; a text seen once is admitted only by a 32-bit fingerprint collision.
+//!
+//! Those texts share a shape, though: a text that misses is lexed once more to find its shape
+//! (the literals that cannot change the verdict replaced by markers), and a shape seen twice
+//! keeps its classification (in the shape's coordinates, mapped back onto each text; the key is
+//! compared in full, so a hash collision only costs a miss). Shapes have the same bounds as
+//! texts, and their own doorkeeper. Only single statements are kept by shape (mapping a list of
+//! statements back would allocate), and never one whose verdict read raw text.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use rustc_hash::FxBuildHasher;
 
 use super::functions::{FunctionCatalogs, FunctionPolicy};
+use super::shape::{self, Shape};
 use super::{statement, Classification, Limits, WriteFunctions};
 
 /// Texts longer than this are classified every time: they are rare and would crowd out the rest.
@@ -38,20 +47,90 @@ const SHARDS: usize = 16;
 fn text_hash(sql: &str) -> u64 {
     let mut h = FxBuildHasher.build_hasher();
     h.write(sql.as_bytes());
-    let mut x = h.finish();
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
+    shape::mix(h.finish())
+}
+
+/// A table of 32-bit fingerprints (never 0; 0 is an empty slot) of keys missed once, each at
+/// one of two positions derived from its hash: TinyLFU's "doorkeeper".
+struct Doorkeeper {
+    seen: Box<[u32]>,
+}
+
+impl Doorkeeper {
+    fn new(slots: usize) -> Doorkeeper {
+        Doorkeeper {
+            seen: vec![0; slots].into_boxed_slice(),
+        }
+    }
+
+    /// A key's fingerprint and its two positions, from its hash.
+    fn slots(&self, hash: u64) -> (u32, [usize; 2]) {
+        // Positions from bits 0.. and 42.. (bits 22..26 are the same for a whole shard); the
+        // fingerprint from a further multiply, so it is not the positions' bits again.
+        let mask = (self.seen.len() - 1) as u64;
+        let fp = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32 | 1;
+        (fp, [(hash & mask) as usize, ((hash >> 42) & mask) as usize])
+    }
+
+    /// Whether the key was seen; if it was, forgets it (it is about to be admitted), otherwise
+    /// remembers it in an empty position or, with both taken, over the older-looking one.
+    fn seen_before(&mut self, hash: u64) -> bool {
+        let (fp, pos) = self.slots(hash);
+        for i in pos {
+            if let Some(e) = self.seen.get_mut(i).filter(|e| **e == fp) {
+                *e = 0;
+                return true;
+            }
+        }
+        let free = pos.into_iter().find(|&i| self.seen.get(i) == Some(&0));
+        // Neither free: evict by a bit of the hash, so a pair of keys sharing one position
+        // does not keep evicting each other through the other.
+        let victim = free.unwrap_or(pos[(hash & 1) as usize]);
+        if let Some(e) = self.seen.get_mut(victim) {
+            *e = fp;
+        }
+        false
+    }
+
+    fn clear(&mut self) {
+        self.seen.fill(0);
+    }
+}
+
+/// A shape's cached classification, in the shape's coordinates (`shape.rs`).
+struct ShapeEntry {
+    key: Box<[u8]>,
+    class: Classification,
+}
+
+/// Shape hashes are mixed already: the map uses them as they are.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 struct Shard {
     map: HashMap<Box<str>, Classification, FxBuildHasher>,
     bytes: usize,
-    /// The doorkeeper: 32-bit fingerprints (never 0; 0 is an empty slot) of texts missed once,
-    /// each at one of two positions derived from its hash.
-    seen: Box<[u32]>,
+    texts_seen: Doorkeeper,
+    /// Classifications by shape hash (the entry holds the key to compare).
+    shapes: HashMap<u64, ShapeEntry, BuildHasherDefault<IdHasher>>,
+    shape_bytes: usize,
+    shapes_seen: Doorkeeper,
+    /// Classifications served by shape (counted under the lock the lookup holds anyway).
+    shape_hits: u64,
 }
 
 /// Doorkeeper slots per shard: four per entry the shard holds, 256 to 16 Ki (1 to 64 KiB).
@@ -60,37 +139,6 @@ fn doorkeeper_slots(shard_entries: usize) -> usize {
         .saturating_mul(4)
         .clamp(256, 16384)
         .next_power_of_two()
-}
-
-impl Shard {
-    /// A text's fingerprint and its two doorkeeper positions, from its [`text_hash`].
-    fn seen_slots(&self, hash: u64) -> (u32, [usize; 2]) {
-        // Positions from bits 0.. and 42.. (bits 22..26 are the same for a whole shard); the
-        // fingerprint from a further multiply, so it is not the positions' bits again.
-        let mask = (self.seen.len() - 1) as u64;
-        let fp = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32 | 1;
-        (fp, [(hash & mask) as usize, ((hash >> 42) & mask) as usize])
-    }
-
-    /// Whether the text was seen; if it was, forgets it (it is about to be admitted), otherwise
-    /// remembers it in an empty position or, with both taken, over the older-looking one.
-    fn seen_before(&mut self, hash: u64) -> bool {
-        let (fp, pos) = self.seen_slots(hash);
-        for i in pos {
-            if let Some(e) = self.seen.get_mut(i).filter(|e| **e == fp) {
-                *e = 0;
-                return true;
-            }
-        }
-        let free = pos.into_iter().find(|&i| self.seen.get(i) == Some(&0));
-        // Neither free: evict by a bit of the hash, so a pair of texts sharing one position
-        // does not keep evicting each other through the other.
-        let victim = free.unwrap_or(pos[(hash & 1) as usize]);
-        if let Some(e) = self.seen.get_mut(victim) {
-            *e = fp;
-        }
-        false
-    }
 }
 
 /// The classifier the engine shares between all sessions: the [`FunctionPolicy`], the
@@ -151,7 +199,11 @@ impl Classifier {
                 Mutex::new(Shard {
                     map: HashMap::default(),
                     bytes: 0,
-                    seen: vec![0; doorkeeper_slots(shard_entries)].into_boxed_slice(),
+                    texts_seen: Doorkeeper::new(doorkeeper_slots(shard_entries)),
+                    shapes: HashMap::default(),
+                    shape_bytes: 0,
+                    shapes_seen: Doorkeeper::new(doorkeeper_slots(shard_entries)),
+                    shape_hits: 0,
                 })
             })
             .collect();
@@ -200,33 +252,100 @@ impl Classifier {
         self.policy.finish(c, catalog.as_deref())
     }
 
-    /// The text-only classification (cached).
+    fn shard(&self, hash: u64) -> Option<&Mutex<Shard>> {
+        // Bits 22.. choose the shard: away from the doorkeeper's positions (low bits, 42..).
+        self.shards.get((hash >> 22) as usize % self.shards.len())
+    }
+
+    /// The text-only classification (cached): by exact text first, then by shape.
     fn classify_text(&self, sql: &str) -> Classification {
         if self.shard_entries == 0 || sql.len() > MAX_CACHED_LEN {
             return self.classify_uncached(sql);
         }
-        // Bits 22.. choose the shard: away from the doorkeeper's positions (low bits, 42..).
         let hash = text_hash(sql);
-        let idx = (hash >> 22) as usize % self.shards.len();
-        let Some(shard) = self.shards.get(idx) else {
+        let Some(shard) = self.shard(hash) else {
             return self.classify_uncached(sql);
         };
-        if let Some(c) = shard.lock().map.get(sql) {
-            return c.clone();
-        }
-        // Classify outside the lock; a racing thread may insert the same (equal) result first.
-        let c = self.classify_uncached(sql);
-        let mut s = shard.lock();
-        // Admitted on its second sighting only (see the module documentation).
-        if !s.map.contains_key(sql) && s.seen_before(hash) {
-            if s.map.len() >= self.shard_entries || s.bytes + sql.len() > self.shard_bytes {
-                s.map.clear();
-                s.bytes = 0;
+        let admit_text = {
+            let mut s = shard.lock();
+            if let Some(c) = s.map.get(sql) {
+                return c.clone();
             }
-            s.map.insert(Box::from(sql), c.clone());
-            s.bytes += sql.len();
+            // Admitted on its second sighting only (see the module documentation).
+            s.texts_seen.seen_before(hash)
+        };
+        // A text longer than the limit is too complex whatever its literals.
+        let shape = if sql.len() <= self.limits.max_sql_len {
+            Shape::of(sql)
+        } else {
+            None
+        };
+        let c = match shape.as_ref().map(|sh| (sh, self.shape_lookup(sh, sql))) {
+            Some((_, Lookup::Hit(c))) => c,
+            Some((sh, Lookup::Miss { admit })) => {
+                let (c, reads_text) =
+                    statement::classify_str_ext(sql, self.policy.rules(), &self.limits);
+                // A verdict that read raw text (a DO body) depends on more than the shape.
+                if admit && !reads_text {
+                    self.shape_insert(sh, sql, &c);
+                }
+                c
+            }
+            None => self.classify_uncached(sql),
+        };
+        if admit_text {
+            let mut s = shard.lock();
+            if !s.map.contains_key(sql) {
+                if s.map.len() >= self.shard_entries || s.bytes + sql.len() > self.shard_bytes {
+                    s.map.clear();
+                    s.bytes = 0;
+                }
+                s.map.insert(Box::from(sql), c.clone());
+                s.bytes += sql.len();
+            }
         }
         c
+    }
+
+    fn shape_lookup(&self, sh: &Shape, sql: &str) -> Lookup {
+        let Some(shard) = self.shard(sh.hash) else {
+            return Lookup::Miss { admit: false };
+        };
+        let mut s = shard.lock();
+        match s.shapes.get(&sh.hash) {
+            Some(e) if sh.matches(sql, &e.key) => match sh.restore(&e.class) {
+                Some(c) => {
+                    s.shape_hits += 1;
+                    Lookup::Hit(c)
+                }
+                None => Lookup::Miss { admit: false },
+            },
+            // Another shape with the same hash holds the slot: this one is classified by text.
+            Some(_) => Lookup::Miss { admit: false },
+            None => Lookup::Miss {
+                admit: s.shapes_seen.seen_before(sh.hash),
+            },
+        }
+    }
+
+    fn shape_insert(&self, sh: &Shape, sql: &str, c: &Classification) {
+        let Some(stored) = sh.store(c) else {
+            return;
+        };
+        let Some(shard) = self.shard(sh.hash) else {
+            return;
+        };
+        let key = sh.key(sql);
+        let mut s = shard.lock();
+        if s.shapes.contains_key(&sh.hash) {
+            return;
+        }
+        if s.shapes.len() >= self.shard_entries || s.shape_bytes + key.len() > self.shard_bytes {
+            s.shapes.clear();
+            s.shape_bytes = 0;
+        }
+        s.shape_bytes += key.len();
+        s.shapes.insert(sh.hash, ShapeEntry { key, class: stored });
     }
 
     fn classify_uncached(&self, sql: &str) -> Classification {
@@ -243,15 +362,36 @@ impl Classifier {
         self.shards.iter().map(|s| s.lock().bytes).sum()
     }
 
+    /// Shapes currently cached (statements that differ only in literals share one).
+    pub fn cached_shapes(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().shapes.len()).sum()
+    }
+
+    /// Classifications served by shape since the classifier was made.
+    pub fn shape_hits(&self) -> u64 {
+        self.shards.iter().map(|s| s.lock().shape_hits).sum()
+    }
+
     /// Drops every cached entry.
     pub fn clear(&self) {
         for s in self.shards.iter() {
             let mut s = s.lock();
             s.map.clear();
             s.bytes = 0;
-            s.seen.fill(0);
+            s.texts_seen.clear();
+            s.shapes.clear();
+            s.shape_bytes = 0;
+            s.shapes_seen.clear();
         }
     }
+}
+
+enum Lookup {
+    Hit(Classification),
+    /// `admit`: the shape was seen before and may be stored now.
+    Miss {
+        admit: bool,
+    },
 }
 
 impl std::fmt::Debug for Classifier {
