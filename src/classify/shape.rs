@@ -52,20 +52,19 @@ pub(super) struct Shape {
     elided: [(u16, u16); MAX_ELIDED],
 }
 
-/// Whether a literal after `prev2 prev` is kept in the key: the first argument of
-/// `current_setting`, or of any function named by a quoted or `U&` name (which may spell it).
-fn kept(src: &[u8], prev: Option<Token>, prev2: Option<Token>) -> bool {
-    let (Some(p), Some(n)) = (prev, prev2) else {
-        return false;
-    };
-    p.kind == Tok::LParen
-        && match n.kind {
-            Tok::QuotedIdent | Tok::UnicodeIdent => true,
-            Tok::Ident => src
-                .get(n.start..n.end)
-                .is_some_and(|w| w.eq_ignore_ascii_case(b"current_setting")),
-            _ => false,
+/// Whether a name token may spell `current_setting`: a literal right after `name (` is then
+/// kept in the key (a quoted or `U&` name may spell it too).
+fn may_name_setting(src: &[u8], t: Token) -> bool {
+    match t.kind {
+        Tok::QuotedIdent | Tok::UnicodeIdent => true,
+        Tok::Ident => {
+            t.end - t.start == 15
+                && src
+                    .get(t.start..t.end)
+                    .is_some_and(|w| w.eq_ignore_ascii_case(b"current_setting"))
         }
+        _ => false,
+    }
 }
 
 impl Shape {
@@ -85,18 +84,22 @@ impl Shape {
             elided: [(0, 0); MAX_ELIDED],
         };
         let mut last = 0usize;
-        let mut prev: Option<Token> = None;
-        let mut prev2: Option<Token> = None;
+        // About the two non-comment tokens before this one: whether there was one, whether the
+        // last was `(`, whether the one before it may name `current_setting`.
+        let mut seen_token = false;
+        let (mut prev_lparen, mut prev_setting, mut prev2_setting) = (false, false, false);
         while let Some(t) = lx.next_token() {
             let elide = match t.kind {
-                Tok::LineComment | Tok::BlockComment => prev.is_some(),
-                Tok::String | Tok::DollarString | Tok::Number => !kept(src, prev, prev2),
+                Tok::LineComment | Tok::BlockComment => seen_token,
+                Tok::String | Tok::DollarString | Tok::Number => !(prev_lparen && prev2_setting),
                 Tok::Error(_) => return None,
                 _ => false,
             };
             if !t.is_comment() {
-                prev2 = prev;
-                prev = Some(t);
+                seen_token = true;
+                prev2_setting = prev_setting;
+                prev_setting = may_name_setting(src, t);
+                prev_lparen = t.kind == Tok::LParen;
             }
             if !elide {
                 continue;
