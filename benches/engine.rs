@@ -225,10 +225,10 @@ fn reader_cycle(s: &mut Session, q: &[u8], answer: &[u8]) {
     black_box(drain(s));
 }
 
-/// `cargo bench --bench engine -- profile [plain|new|wrapped|split|unnamed|named]`: one cycle
-/// only, for 10 s, to run under a profiler (`perf record -e cpu-clock --call-graph dwarf
+/// `cargo bench --bench engine -- profile [plain|new|wrapped|split|unnamed|named] [N]`: one cycle
+/// only, for 10 s (or N cycles), to run under a profiler (`perf record -e cpu-clock --call-graph dwarf
 /// target/release/deps/engine-… profile plain`).
-fn profile(which: &str) {
+fn profile(which: &str, limit: u64) {
     let engine = Engine::new(Config {
         seed: 1,
         ..Config::default()
@@ -246,7 +246,7 @@ fn profile(which: &str) {
     let start = Instant::now();
     let mut cycles = 0u64;
     let mut n = 0u64;
-    while start.elapsed().as_secs() < 10 {
+    while start.elapsed().as_secs() < 10 && cycles < limit {
         for _ in 0..1000 {
             run_cycle(name, &mut s, &mut client, &answer, &mut n);
         }
@@ -500,7 +500,8 @@ fn main() {
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "profile") {
-        profile(args.get(i + 1).map_or("plain", |s| s.as_str()));
+        let limit = args.get(i + 2).and_then(|a| a.parse().ok()).unwrap_or(u64::MAX);
+        profile(args.get(i + 1).map_or("plain", |s| s.as_str()), limit);
         return;
     }
     // cargo bench passes `--bench`; ignore everything else.
