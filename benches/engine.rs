@@ -483,7 +483,10 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "profile-classify") {
         // The pgbench point select with a new literal every call, for 10 s or N calls (shape
         // cache; `valgrind --tool=callgrind … profile-classify 100000` counts instructions).
-        let limit: u64 = args.get(i + 1).and_then(|a| a.parse().ok()).unwrap_or(u64::MAX);
+        let limit: u64 = args
+            .get(i + 1)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(u64::MAX);
         let c = Classifier::new(WriteFunctions::defaults(), 4096);
         let mut sql = POINT_SQL.to_string();
         let mut digits = [b'0'; 7];
@@ -496,11 +499,17 @@ fn main() {
                 black_box(c.classify(black_box(&sql)));
             }
         }
-        println!("{n} classifications, {:.0} ns each", start.elapsed().as_nanos() as f64 / n as f64);
+        println!(
+            "{n} classifications, {:.0} ns each",
+            start.elapsed().as_nanos() as f64 / n as f64
+        );
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "profile") {
-        let limit = args.get(i + 2).and_then(|a| a.parse().ok()).unwrap_or(u64::MAX);
+        let limit = args
+            .get(i + 2)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(u64::MAX);
         profile(args.get(i + 1).map_or("plain", |s| s.as_str()), limit);
         return;
     }
@@ -641,7 +650,10 @@ fn main() {
                 "- {name}: 1/{parse:.1} of a parse (target ≤ 1/{want:.0}: {}){}",
                 yes(*parse >= want),
                 if *name == PLAIN {
-                    format!(", {floor:.1}× the frame-only floor (target ≤ 10×: {})", yes(*floor <= 10.0))
+                    format!(
+                        ", {floor:.1}× the frame-only floor (target ≤ 10×: {})",
+                        yes(*floor <= 10.0)
+                    )
                 } else {
                     String::new()
                 }

@@ -597,3 +597,38 @@ fn s7_the_length_limit_is_not_shared_by_shape() {
     let long = "SELECT * FROM t WHERE a = 12345678901234567890";
     assert_eq!(c.classify(long).first().not_safe, NotSafe::TooComplex);
 }
+
+/// Host threads share the classifier: each keeps its own local slots in front of the shared
+/// tables, and every thread's answers stay the full classification.
+#[test]
+fn s7_shape_cache_shared_by_threads_agrees_with_full_classification() {
+    let c = Arc::new(fresh());
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let cats = &fixture().catalogs;
+                for i in 0..2000u64 {
+                    let sql = match i % 4 {
+                        0 => format!(
+                            "SELECT abalance FROM pgbench_accounts WHERE aid = {}",
+                            i * 31 + t
+                        ),
+                        1 => format!(
+                            "UPDATE pgbench_accounts SET abalance = abalance + {i} WHERE aid = {t}"
+                        ),
+                        2 => format!("SELECT current_setting('in_hot_standby'), {i}"),
+                        _ => format!("SET search_path = 'schema_{i}', public"),
+                    };
+                    for db in [&b"app"[..], b"shadow"] {
+                        assert_eq!(c.classify_in(db, &sql), full(&c, cats, db, &sql), "{sql}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(c.cached_shapes() >= 4);
+}

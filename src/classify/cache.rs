@@ -20,8 +20,10 @@
 //! texts, and their own doorkeeper. Only single statements are kept by shape (mapping a list of
 //! statements back would allocate), and never one whose verdict read raw text.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -121,12 +123,61 @@ impl Hasher for IdHasher {
     }
 }
 
+/// A text's cached classification (the map is keyed by the text's hash; the text is compared).
+struct TextEntry {
+    text: Box<str>,
+    class: Classification,
+}
+
+/// Slots of each thread's local caches (direct-mapped by hash), per kind.
+const LOCAL_SLOTS: usize = 16;
+/// Longest text (or shape key) a thread keeps locally.
+const LOCAL_MAX_LEN: usize = 1024;
+
+/// A thread's copy of a shared entry, for the classifier `owner`.
+struct LocalSlot<T> {
+    owner: u64,
+    hash: u64,
+    entry: Arc<T>,
+}
+
+/// Each host thread's small front caches: the entries it used last, found without a lock or
+/// an atomic read-modify-write (a hit costs the hash, a compare and a clone). They hold shared
+/// entries (a slot is filled by an `Arc` clone, never by an allocation) of any classifier,
+/// told apart by the classifier's id. An entry never goes stale: a classifier's policy never
+/// changes, so a text's classification never does; `clear` only drops the shared tables.
+struct Local {
+    texts: [Option<LocalSlot<TextEntry>>; LOCAL_SLOTS],
+    shapes: [Option<LocalSlot<ShapeEntry>>; LOCAL_SLOTS],
+    /// Shape hits served here, for `shape_hits`: (classifier id, count) of the last few.
+    shape_hits: [(u64, u64); 4],
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = const {
+        RefCell::new(Local {
+            texts: [const { None }; LOCAL_SLOTS],
+            shapes: [const { None }; LOCAL_SLOTS],
+            shape_hits: [(0, 0); 4],
+        })
+    };
+}
+
+fn local_slot(hash: u64) -> usize {
+    // Bits 8.. (the shard takes 22.., the doorkeeper 0.. and 42..; a collision only misses).
+    (hash >> 8) as usize % LOCAL_SLOTS
+}
+
+/// Ids of classifiers, for the local caches.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 struct Shard {
-    map: HashMap<Box<str>, Classification, FxBuildHasher>,
+    /// Classifications by text hash (hashed once per lookup; the entry holds the text).
+    map: HashMap<u64, Arc<TextEntry>, BuildHasherDefault<IdHasher>>,
     bytes: usize,
     texts_seen: Doorkeeper,
     /// Classifications by shape hash (the entry holds the key to compare).
-    shapes: HashMap<u64, ShapeEntry, BuildHasherDefault<IdHasher>>,
+    shapes: HashMap<u64, Arc<ShapeEntry>, BuildHasherDefault<IdHasher>>,
     shape_bytes: usize,
     shapes_seen: Doorkeeper,
     /// Classifications served by shape (counted under the lock the lookup holds anyway).
@@ -145,6 +196,8 @@ fn doorkeeper_slots(shard_entries: usize) -> usize {
 /// [`Limits`], the decision cache (by text), and the per-database catalogues the host reports
 /// (shared with the engine, so a replaced catalogue takes effect at once, cache and all).
 pub struct Classifier {
+    /// Unique per classifier (the local caches hold entries of several).
+    id: u64,
     policy: FunctionPolicy,
     limits: Limits,
     catalogs: Arc<FunctionCatalogs>,
@@ -208,6 +261,7 @@ impl Classifier {
             })
             .collect();
         Classifier {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             policy,
             limits,
             catalogs,
@@ -257,19 +311,27 @@ impl Classifier {
         self.shards.get((hash >> 22) as usize % self.shards.len())
     }
 
-    /// The text-only classification (cached): by exact text first, then by shape.
+    /// The text-only classification (cached): by exact text first, then by shape; each in the
+    /// thread's local slots first, then in the shared tables.
     fn classify_text(&self, sql: &str) -> Classification {
         if self.shard_entries == 0 || sql.len() > MAX_CACHED_LEN {
             return self.classify_uncached(sql);
         }
         let hash = text_hash(sql);
+        if let Some(c) = self.local_text(hash, sql) {
+            return c;
+        }
         let Some(shard) = self.shard(hash) else {
             return self.classify_uncached(sql);
         };
         let admit_text = {
             let mut s = shard.lock();
-            if let Some(c) = s.map.get(sql) {
-                return c.clone();
+            if let Some(e) = s.map.get(&hash).filter(|e| &*e.text == sql) {
+                let e = e.clone();
+                drop(s);
+                let c = e.class.clone();
+                self.keep_local_text(hash, e);
+                return c;
             }
             // Admitted on its second sighting only (see the module documentation).
             s.texts_seen.seen_before(hash)
@@ -280,33 +342,123 @@ impl Classifier {
         } else {
             None
         };
-        let c = match shape.as_ref().map(|sh| (sh, self.shape_lookup(sh, sql))) {
-            Some((_, Lookup::Hit(c))) => c,
-            Some((sh, Lookup::Miss { admit })) => {
-                let (c, reads_text) =
-                    statement::classify_str_ext(sql, self.policy.rules(), &self.limits);
-                // A verdict that read raw text (a DO body) depends on more than the shape.
-                if admit && !reads_text {
-                    self.shape_insert(sh, sql, &c);
+        let c = match &shape {
+            Some(sh) => {
+                if let Some(c) = self.local_shape(sh, sql) {
+                    return c;
                 }
-                c
+                match self.shape_lookup(sh, sql) {
+                    Lookup::Hit(c) => c,
+                    Lookup::Miss { admit } => {
+                        let (c, reads_text) =
+                            statement::classify_str_ext(sql, self.policy.rules(), &self.limits);
+                        // A verdict that read raw text (a DO body) depends on more than the
+                        // shape.
+                        if admit && !reads_text {
+                            self.shape_insert(sh, sql, &c);
+                        }
+                        c
+                    }
+                }
             }
             None => self.classify_uncached(sql),
         };
         if admit_text {
             let mut s = shard.lock();
-            if !s.map.contains_key(sql) {
+            // Another text with the same hash keeps its slot (this one is classified each time).
+            if !s.map.contains_key(&hash) {
                 if s.map.len() >= self.shard_entries || s.bytes + sql.len() > self.shard_bytes {
                     s.map.clear();
                     s.bytes = 0;
                 }
-                s.map.insert(Box::from(sql), c.clone());
+                s.map.insert(
+                    hash,
+                    Arc::new(TextEntry {
+                        text: Box::from(sql),
+                        class: c.clone(),
+                    }),
+                );
                 s.bytes += sql.len();
             }
         }
         c
     }
 
+    /// A hit in this thread's local text slots.
+    fn local_text(&self, hash: u64, sql: &str) -> Option<Classification> {
+        LOCAL
+            .try_with(|l| {
+                let l = l.try_borrow().ok()?;
+                let slot = l.texts.get(local_slot(hash))?.as_ref()?;
+                (slot.owner == self.id && slot.hash == hash && &*slot.entry.text == sql)
+                    .then(|| slot.entry.class.clone())
+            })
+            .ok()
+            .flatten()
+    }
+
+    fn keep_local_text(&self, hash: u64, entry: Arc<TextEntry>) {
+        if entry.text.len() > LOCAL_MAX_LEN {
+            return;
+        }
+        let _ = LOCAL.try_with(|l| {
+            if let Ok(mut l) = l.try_borrow_mut() {
+                if let Some(slot) = l.texts.get_mut(local_slot(hash)) {
+                    *slot = Some(LocalSlot {
+                        owner: self.id,
+                        hash,
+                        entry,
+                    });
+                }
+            }
+        });
+    }
+
+    /// A hit in this thread's local shape slots.
+    fn local_shape(&self, sh: &Shape, sql: &str) -> Option<Classification> {
+        LOCAL
+            .try_with(|l| {
+                let mut l = l.try_borrow_mut().ok()?;
+                let slot = l.shapes.get(local_slot(sh.hash))?.as_ref()?;
+                if !(slot.owner == self.id
+                    && slot.hash == sh.hash
+                    && sh.matches(sql, &slot.entry.key))
+                {
+                    return None;
+                }
+                let c = sh.restore(&slot.entry.class)?;
+                let id = self.id;
+                match l.shape_hits.iter().position(|&(o, _)| o == id) {
+                    Some(i) => l.shape_hits[i].1 += 1,
+                    None => {
+                        l.shape_hits.rotate_right(1);
+                        l.shape_hits[0] = (id, 1);
+                    }
+                }
+                Some(c)
+            })
+            .ok()
+            .flatten()
+    }
+
+    fn keep_local_shape(&self, hash: u64, entry: Arc<ShapeEntry>) {
+        if entry.key.len() > LOCAL_MAX_LEN {
+            return;
+        }
+        let _ = LOCAL.try_with(|l| {
+            if let Ok(mut l) = l.try_borrow_mut() {
+                if let Some(slot) = l.shapes.get_mut(local_slot(hash)) {
+                    *slot = Some(LocalSlot {
+                        owner: self.id,
+                        hash,
+                        entry,
+                    });
+                }
+            }
+        });
+    }
+
+    /// The shared shape table (after this thread's local slots missed).
     fn shape_lookup(&self, sh: &Shape, sql: &str) -> Lookup {
         let Some(shard) = self.shard(sh.hash) else {
             return Lookup::Miss { admit: false };
@@ -315,7 +467,10 @@ impl Classifier {
         match s.shapes.get(&sh.hash) {
             Some(e) if sh.matches(sql, &e.key) => match sh.restore(&e.class) {
                 Some(c) => {
+                    let e = e.clone();
                     s.shape_hits += 1;
+                    drop(s);
+                    self.keep_local_shape(sh.hash, e);
                     Lookup::Hit(c)
                 }
                 None => Lookup::Miss { admit: false },
@@ -345,7 +500,8 @@ impl Classifier {
             s.shape_bytes = 0;
         }
         s.shape_bytes += key.len();
-        s.shapes.insert(sh.hash, ShapeEntry { key, class: stored });
+        s.shapes
+            .insert(sh.hash, Arc::new(ShapeEntry { key, class: stored }));
     }
 
     fn classify_uncached(&self, sql: &str) -> Classification {
@@ -367,9 +523,20 @@ impl Classifier {
         self.shards.iter().map(|s| s.lock().shapes.len()).sum()
     }
 
-    /// Classifications served by shape since the classifier was made.
+    /// Classifications served by shape since the classifier was made: from the shared table,
+    /// and from the calling thread's local slots (other threads' local hits are not counted).
     pub fn shape_hits(&self) -> u64 {
-        self.shards.iter().map(|s| s.lock().shape_hits).sum()
+        let local = LOCAL
+            .try_with(|l| {
+                l.try_borrow().map_or(0, |l| {
+                    l.shape_hits
+                        .iter()
+                        .find(|&&(o, _)| o == self.id)
+                        .map_or(0, |&(_, n)| n)
+                })
+            })
+            .unwrap_or(0);
+        local + self.shards.iter().map(|s| s.lock().shape_hits).sum::<u64>()
     }
 
     /// Drops every cached entry.
@@ -495,7 +662,7 @@ mod tests {
             let shard = c
                 .shards
                 .iter()
-                .find(|s| s.lock().map.contains_key(sql.as_str()));
+                .find(|s| s.lock().map.values().any(|e| &*e.text == sql.as_str()));
             assert!(shard.is_some(), "{sql} was evicted");
         }
     }

@@ -142,7 +142,11 @@ impl Session {
 
     /// The classification a statement name resolves to: parsed earlier in the same batch
     /// (`parsed`: names and their messages' queue positions), or tracked (E-2).
-    fn resolve(&self, parsed: &Few<(&[u8], usize), 4>, name: &[u8]) -> Option<Option<&Classification>> {
+    fn resolve(
+        &self,
+        parsed: &Few<(&[u8], usize), 4>,
+        name: &[u8],
+    ) -> Option<Option<&Classification>> {
         if let Some(&(_, at)) = parsed.iter().rev().find(|(n, _)| *n == name) {
             return Some(match self.queue.get(at).map(|m| &m.info) {
                 Some(MsgInfo::Parse { class }) => class.as_ref(),
@@ -861,6 +865,6 @@ mod tests {
             f.push(i);
         }
         assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
-        assert_eq!(f.iter().rev().next(), Some(&4));
+        assert_eq!(f.iter().next_back(), Some(&4));
     }
 }
