@@ -1,15 +1,20 @@
-//! The engine's cost on the query path (issue 9), always as a ratio to baselines measured in the
-//! same run on the same inputs (these machines are noisy):
+//! The engine's cost on the query path (issues 9 and 20), always as a ratio to baselines
+//! measured in the same run on the same inputs (these machines are noisy):
 //!
-//! - statement classification, cold and cached, against `sqlparser`'s full parse (what a naive
-//!   router pays);
-//! - one full cycle through the session API (client Query in, actions out, a typical backend
-//!   result in, actions out) for a plain replica read, a wrapped read-your-writes read and a
-//!   split read, against the same parse and against a floor that only frames the same bytes;
+//! - statement classification, cold, cached by text and cached by shape (a new literal every
+//!   call), against `sqlparser`'s full parse (what a naive router pays);
+//! - one full cycle through the session API (client message(s) in, actions out, a typical
+//!   backend result in, actions out) for a plain replica read (same text, and a new literal
+//!   every cycle), a wrapped read-your-writes read, a split read, and extended-protocol reads
+//!   (unnamed Parse/Bind/Describe/Execute/Sync, and Bind/Describe/Execute/Sync of a named
+//!   statement), against the same parse and against a floor that only frames the same bytes;
 //! - heap allocations per cycle and bytes per idle session (a counting allocator).
 //!
 //! `cargo bench --bench engine` (add `-- quick` for a short run). Measurement: interleaved
-//! batches (subject, baseline, subject, …), the median ns/op of each is reported.
+//! rounds (subject, baselines, subject, …); medians of each, and ratios as the median of the
+//! ratios within each round. Profiling modes (one workload, 10 s or N iterations):
+//! `-- profile plain|new|wrapped|split|unnamed|named [N]`, `-- profile-classify [N]`,
+//! `-- profile-idle` (1000 idle sessions kept to the end, for `valgrind --tool=dhat`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -503,6 +508,19 @@ fn main() {
             "{n} classifications, {:.0} ns each",
             start.elapsed().as_nanos() as f64 / n as f64
         );
+        return;
+    }
+    if args.iter().any(|a| a == "profile-idle") {
+        // 1000 idle sessions, kept to the end (`valgrind --tool=dhat … profile-idle` lists
+        // what each allocation site still holds at exit).
+        let engine = Engine::new(Config {
+            seed: 1,
+            ..Config::default()
+        });
+        engine.add_reader(1, 1);
+        let sessions: Vec<Session> = (0..1000).map(|_| ready_session(&engine)).collect();
+        println!("{} idle sessions", sessions.len());
+        std::mem::forget(sessions);
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "profile") {
