@@ -1,9 +1,9 @@
 //! A bounded, thread-safe cache of classifications keyed by the exact statement text, and
 //! behind it one keyed by the text's shape (`shape.rs`).
 //!
-//! Applications send the same few hundred statement texts over and over; a hit costs one hash and
-//! a short lock, and allocates nothing (lookup by `&str`; a [`Classification`] clones without
-//! allocating). Memory is bounded by entry count and total key bytes per shard; a full shard is
+//! Applications send the same few hundred statement texts over and over; a hit costs one hash,
+//! a short lock and a compare (the table is keyed by the text's hash, the entry holds the text),
+//! and allocates nothing (a [`Classification`] clones without allocating). Memory is bounded by entry count and total key bytes per shard; a full shard is
 //! simply cleared — crude, but O(1), deterministic and good enough for a working set that fits.
 //!
 //! A text is admitted on its second sighting only. Texts with inline literals (`… WHERE aid =
@@ -13,12 +13,17 @@
 //! ones) and admits a text whose fingerprint it holds. A repeating text is classified cold twice
 //! instead of once; a text seen once is admitted only by a 32-bit fingerprint collision.
 //!
-//! Those texts share a shape, though: a text that misses is lexed once more to find its shape
-//! (the literals that cannot change the verdict replaced by markers), and a shape seen twice
-//! keeps its classification (in the shape's coordinates, mapped back onto each text; the key is
-//! compared in full, so a hash collision only costs a miss). Shapes have the same bounds as
-//! texts, and their own doorkeeper. Only single statements are kept by shape (mapping a list of
-//! statements back would allocate), and never one whose verdict read raw text.
+//! Those texts share a shape, though: a text that misses is lexed to find its shape (the
+//! literals that cannot change the verdict replaced by markers), and a shape seen twice keeps its
+//! classification (in the shape's coordinates, mapped back onto each text; the key is compared in
+//! full, so a hash collision only costs a miss). Shapes have the same bounds as texts, and their
+//! own doorkeeper. Only single statements are kept by shape (mapping a list of statements back
+//! would allocate), and never one whose verdict read raw text.
+//!
+//! In front of both shared tables each host thread keeps a few slots of its own (`Local`): the
+//! entries it used last, found without a lock. For a short text the thread's shape slots are
+//! tried before the shared text table, so a statement with a new literal takes no lock at all
+//! (and a text served that way is not admitted to the text table: its shape serves it).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -129,8 +134,9 @@ struct TextEntry {
     class: Classification,
 }
 
-/// Slots of each thread's local caches (direct-mapped by hash), per kind.
-const LOCAL_SLOTS: usize = 16;
+/// Slots of each thread's local caches (direct-mapped by hash): texts, shapes.
+const LOCAL_TEXTS: usize = 128;
+const LOCAL_SHAPES: usize = 32;
 /// Longest text (or shape key) a thread keeps locally.
 const LOCAL_MAX_LEN: usize = 1024;
 
@@ -147,8 +153,8 @@ struct LocalSlot<T> {
 /// told apart by the classifier's id. An entry never goes stale: a classifier's policy never
 /// changes, so a text's classification never does; `clear` only drops the shared tables.
 struct Local {
-    texts: [Option<LocalSlot<TextEntry>>; LOCAL_SLOTS],
-    shapes: [Option<LocalSlot<ShapeEntry>>; LOCAL_SLOTS],
+    texts: [Option<LocalSlot<TextEntry>>; LOCAL_TEXTS],
+    shapes: [Option<LocalSlot<ShapeEntry>>; LOCAL_SHAPES],
     /// Shape hits served here, for `shape_hits`: (classifier id, count) of the last few.
     shape_hits: [(u64, u64); 4],
 }
@@ -156,16 +162,16 @@ struct Local {
 thread_local! {
     static LOCAL: RefCell<Local> = const {
         RefCell::new(Local {
-            texts: [const { None }; LOCAL_SLOTS],
-            shapes: [const { None }; LOCAL_SLOTS],
+            texts: [const { None }; LOCAL_TEXTS],
+            shapes: [const { None }; LOCAL_SHAPES],
             shape_hits: [(0, 0); 4],
         })
     };
 }
 
-fn local_slot(hash: u64) -> usize {
+fn local_slot(hash: u64, slots: usize) -> usize {
     // Bits 8.. (the shard takes 22.., the doorkeeper 0.. and 42..; a collision only misses).
-    (hash >> 8) as usize % LOCAL_SLOTS
+    (hash >> 8) as usize % slots
 }
 
 /// Ids of classifiers, for the local caches.
@@ -311,8 +317,9 @@ impl Classifier {
         self.shards.get((hash >> 22) as usize % self.shards.len())
     }
 
-    /// The text-only classification (cached): by exact text first, then by shape; each in the
-    /// thread's local slots first, then in the shared tables.
+    /// The text-only classification (cached): by exact text, then by shape; this thread's local
+    /// slots first (a short text's shape is looked up there before the shared text table: a
+    /// statement with a new literal then takes no lock), then the shared tables.
     fn classify_text(&self, sql: &str) -> Classification {
         if self.shard_entries == 0 || sql.len() > MAX_CACHED_LEN {
             return self.classify_uncached(sql);
@@ -320,6 +327,27 @@ impl Classifier {
         let hash = text_hash(sql);
         if let Some(c) = self.local_text(hash, sql) {
             return c;
+        }
+        // A text longer than the limit is too complex whatever its literals.
+        let shape = |sql: &str| {
+            if sql.len() <= self.limits.max_sql_len {
+                Shape::of(sql)
+            } else {
+                None
+            }
+        };
+        // Lexing a long text costs more than a shared lookup: its shape comes after.
+        let early = sql.len() <= LOCAL_MAX_LEN;
+        let mut shaped = None;
+        if early {
+            shaped = Some(shape(sql));
+            if let Some(c) = shaped
+                .as_ref()
+                .and_then(|sh| sh.as_ref())
+                .and_then(|sh| self.local_shape(sh, sql))
+            {
+                return c;
+            }
         }
         let Some(shard) = self.shard(hash) else {
             return self.classify_uncached(sql);
@@ -336,16 +364,16 @@ impl Classifier {
             // Admitted on its second sighting only (see the module documentation).
             s.texts_seen.seen_before(hash)
         };
-        // A text longer than the limit is too complex whatever its literals.
-        let shape = if sql.len() <= self.limits.max_sql_len {
-            Shape::of(sql)
-        } else {
-            None
+        let shape = match shaped {
+            Some(sh) => sh,
+            None => shape(sql),
         };
         let c = match &shape {
             Some(sh) => {
-                if let Some(c) = self.local_shape(sh, sql) {
-                    return c;
+                if !early {
+                    if let Some(c) = self.local_shape(sh, sql) {
+                        return c;
+                    }
                 }
                 match self.shape_lookup(sh, sql) {
                     Lookup::Hit(c) => c,
@@ -389,7 +417,7 @@ impl Classifier {
         LOCAL
             .try_with(|l| {
                 let l = l.try_borrow().ok()?;
-                let slot = l.texts.get(local_slot(hash))?.as_ref()?;
+                let slot = l.texts.get(local_slot(hash, LOCAL_TEXTS))?.as_ref()?;
                 (slot.owner == self.id && slot.hash == hash && &*slot.entry.text == sql)
                     .then(|| slot.entry.class.clone())
             })
@@ -403,7 +431,7 @@ impl Classifier {
         }
         let _ = LOCAL.try_with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
-                if let Some(slot) = l.texts.get_mut(local_slot(hash)) {
+                if let Some(slot) = l.texts.get_mut(local_slot(hash, LOCAL_TEXTS)) {
                     *slot = Some(LocalSlot {
                         owner: self.id,
                         hash,
@@ -419,7 +447,7 @@ impl Classifier {
         LOCAL
             .try_with(|l| {
                 let mut l = l.try_borrow_mut().ok()?;
-                let slot = l.shapes.get(local_slot(sh.hash))?.as_ref()?;
+                let slot = l.shapes.get(local_slot(sh.hash, LOCAL_SHAPES))?.as_ref()?;
                 if !(slot.owner == self.id
                     && slot.hash == sh.hash
                     && sh.matches(sql, &slot.entry.key))
@@ -447,7 +475,7 @@ impl Classifier {
         }
         let _ = LOCAL.try_with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
-                if let Some(slot) = l.shapes.get_mut(local_slot(hash)) {
+                if let Some(slot) = l.shapes.get_mut(local_slot(hash, LOCAL_SHAPES)) {
                     *slot = Some(LocalSlot {
                         owner: self.id,
                         hash,
@@ -628,12 +656,11 @@ mod tests {
     fn many_shards_spread_keys() {
         let c = Classifier::new(WriteFunctions::defaults(), 64 * SHARDS);
         // Admitted on a second sighting; a third pass catches the few whose first mark the
-        // doorkeeper lost to a later text.
+        // doorkeeper lost to a later text. (Each its own shape: texts sharing one are served by
+        // it, see the next tests.)
         for _ in 0..3 {
             for i in 0..500 {
-                c.classify(&format!(
-                    "SELECT abalance FROM pgbench_accounts WHERE aid = {i}"
-                ));
+                c.classify(&format!("SELECT abalance FROM pgbench_accounts_{i}"));
             }
         }
         assert_eq!(c.cached_len(), 500);
