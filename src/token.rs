@@ -123,12 +123,9 @@ fn keyword<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
 /// Recognises the token statements (one statement, an optional trailing `;`). Anything else —
 /// including other spellings that would reach a server — is `None`.
 pub fn command(sql: &str) -> Option<TokenCommand> {
-    // Cheap exit for everything else (the hot path).
-    if !sql
-        .as_bytes()
-        .windows(12)
-        .any(|w| w.eq_ignore_ascii_case(b"causal_token"))
-    {
+    // Cheap exit for everything else (the hot path): both start with SHOW or SET.
+    let lead = skip_ws(sql);
+    if keyword(lead, "show").is_none() && keyword(lead, "set").is_none() {
         return None;
     }
     let body = skip_ws(sql).trim_end_matches([' ', '\t', '\n', '\r', ';']);

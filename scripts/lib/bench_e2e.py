@@ -4,11 +4,18 @@ through the same proxy relaying everything to the primary without calling the li
 (--mode primary-only), and directly to the server — TPS and latency percentiles side by side from
 one run, configurations alternating so drift hits them alike.
 
-Workloads: `pgbench -S -M simple` (read-only point selects), and a read-your-writes script (an
-UPDATE then a SELECT of the same row, each transaction a session of its own statements).
+Workloads: `pgbench -S -M simple` (read-only point selects), and a read-your-writes script: each
+transaction an UPDATE of a row only its client touches, adding 1 and returning the new value, then
+a SELECT of the same row in the same session; a SELECT that sees less than the UPDATE returned is
+a stale read and is recorded (an INSERT into `ryw_stale` on the primary), so the run reports how
+many there were (0 is the requirement), and the library's decision counters tell how many of the
+post-write reads went to the standby. The proxy runs the stock dialect (the pipelined LSN probe of
+SPEC W-7).
 
-Knobs: BENCH_RUNS (5 alternating runs per configuration), BENCH_SECONDS (10), BENCH_CLIENTS (4),
-BENCH_SCALE (10)."""
+Knobs: BENCH_RUNS (5 alternating runs per configuration), BENCH_SECONDS (10), BENCH_CLIENTS (4,
+at most 8), BENCH_SCALE (10), BENCH_PROFILE (seconds: first sample the library proxy and the
+primary-only proxy under `pgbench -S` with `perf record -e cpu-clock`, and print where their CPU
+went; 0/unset: no profile)."""
 
 from __future__ import annotations
 
@@ -32,11 +39,17 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "10"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
 SCALE = int(os.environ.get("BENCH_SCALE", "10"))
 
+PROFILE = int(os.environ.get("BENCH_PROFILE", "0"))
+
+# Rows of client k are the aids ≡ k (mod 8): no other client writes them, so a SELECT that sees
+# less than its UPDATE returned read a state from before that UPDATE.
 RYW_SCRIPT = """\
-\\set aid random(1, 100000 * :scale)
-\\set delta random(-5000, 5000)
-UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
-SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+\\set aid random(1, 100000 * :scale / 8 - 1) * 8 + :client_id
+UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid RETURNING abalance AS want \\gset
+SELECT abalance AS seen FROM pgbench_accounts WHERE aid = :aid \\gset
+\\if :seen < :want
+INSERT INTO ryw_stale (client, aid, want, seen) VALUES (:client_id, :aid, :want, :seen);
+\\endif
 """
 
 
@@ -71,6 +84,44 @@ def pgbench(port: int, args: list[str], logdir: Path) -> tuple[float, list[float
     return float(m.group(1)), lat, int(done.group(1)) if done else len(lat)
 
 
+def profile(port: int, pid: int, seconds: int, logdir: Path, label: str) -> None:
+    """Samples process `pid` (software clock, call graphs off) while pgbench -S runs against
+    `port`; prints the top symbols by self time."""
+    data = logdir / f"perf-{label}.data"
+    rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-p", str(pid),
+                            "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        tps = pgbench_for(port, ["-S"], logdir, seconds)
+    finally:
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=30)
+    rep = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
+                          "--sort", "dso,symbol", "--percent-limit", "0.7"],
+                         capture_output=True, text=True)
+    print(f"\n### perf, {label} proxy under pgbench -S ({seconds} s, {tps:.0f} tps)\n")
+    print("| share | object | symbol |\n|---:|---|---|")
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([0-9.]+%)\s+(\S+)\s+\[[.k]\]\s+(.*)", line)
+        if m:
+            print(f"| {m.group(1)} | {m.group(2)} | `{m.group(3).strip()[:90]}` |")
+    by_dso: dict[str, float] = {}
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+(\S+)\s+\[", line)
+        if m:
+            by_dso[m.group(2)] = by_dso.get(m.group(2), 0.0) + float(m.group(1))
+    print("\nby object (rows above the limit):", ", ".join(f"{k} {v:.1f}%" for k, v in
+                                                      sorted(by_dso.items(), key=lambda kv: -kv[1])))
+
+
+def pgbench_for(port: int, args: list[str], logdir: Path, seconds: int) -> float:
+    global SECONDS
+    saved, SECONDS = SECONDS, seconds
+    try:
+        return pgbench(port, args, logdir)[0]
+    finally:
+        SECONDS = saved
+
+
 def pct(v: list[float], p: float) -> float:
     v = sorted(v)
     return v[min(len(v) - 1, int(p / 100 * len(v)))] if v else float("nan")
@@ -78,6 +129,8 @@ def pct(v: list[float], p: float) -> float:
 
 def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if CLIENTS > 8:
+        raise SystemExit("BENCH_CLIENTS must be at most 8 (the read-your-writes rows are split by client mod 8)")
     pair = PgPair(apply_delay_ms=0)
     work = Path(tempfile.mkdtemp(prefix="polarsplit-bench-"))
     script = work / "ryw.sql"
@@ -91,6 +144,9 @@ def main() -> int:
         pair.start()
         subprocess.run(["pgbench", "-i", "-q", "-s", str(SCALE), "-h", "127.0.0.1", "-p", str(pair.primary.port),
                         "-U", "postgres", "app"], check=True, capture_output=True)
+        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres", "-d", "app",
+                        "-qc", "CREATE TABLE ryw_stale (client int, aid int, want int, seen int)"],
+                       check=True, capture_output=True)
         pair.wait_replayed()
         for name, mode in (("library", "library"), ("library-no-reader", "library"),
                            ("primary-only", "primary-only")):
@@ -105,8 +161,14 @@ def main() -> int:
             proxies[name] = p.start()
         targets = {name: proxies[name].port for name in proxies}
         targets["direct"] = pair.primary.port
+        if PROFILE:
+            for name in ("library", "primary-only"):
+                profile(targets[name], proxies[name].proc.pid, PROFILE, work, name)
         workloads = {"pgbench -S": ["-S"], "read-your-writes": ["-f", str(script), "-D", f"scale={SCALE}"]}
+        ryw_before = ryw_after = None
         for wl, args in workloads.items():
+            if wl == "read-your-writes":
+                ryw_before = proxies["library"].stats()
             for run in range(RUNS):
                 # Alternate the order each run so slow drift does not favour one configuration.
                 order = list(targets) if run % 2 == 0 else list(reversed(list(targets)))
@@ -121,7 +183,10 @@ def main() -> int:
                         cpu.setdefault((wl, name), []).append(us)
                         line += f"  proxy {us:5.1f} µs CPU/tx"
                     print(line, flush=True)
-        lib_stats = proxies["library"].stats()
+        lib_stats = ryw_after = proxies["library"].stats()
+        stale = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres",
+                                "-d", "app", "-Atqc", "SELECT count(*) FROM ryw_stale"],
+                               check=True, capture_output=True, text=True).stdout.strip()
     finally:
         for p in proxies.values():
             p.stop()
@@ -147,10 +212,21 @@ def main() -> int:
             # Each run's configurations ran back to back: the per-run ratio cancels slow drift.
             paired = statistics.median(a / b for a, b in zip(runs, base_runs))
             cpu_ratio = statistics.median(cpu[(wl, name)]) / statistics.median(cpu[(wl, "primary-only")])
+            cpu_delta = statistics.median(cpu[(wl, name)]) - statistics.median(cpu[(wl, "primary-only")])
+            spread = f"{min(a / b for a, b in zip(runs, base_runs)):.3f}–{max(a / b for a, b in zip(runs, base_runs)):.3f}"
             print(f"{wl}: {name} / primary-only proxy: TPS {ratio:.3f} ({100 * (ratio - 1):+.1f}%), "
-                  f"median of per-run TPS ratios {paired:.3f} ({100 * (paired - 1):+.1f}%), "
-                  f"proxy CPU per transaction ×{cpu_ratio:.2f}")
+                  f"median of per-run TPS ratios {paired:.3f} ({100 * (paired - 1):+.1f}%, per-run {spread}), "
+                  f"proxy CPU per transaction ×{cpu_ratio:.2f} ({cpu_delta:+.1f} µs)")
     print()
+    if ryw_before and ryw_after:
+        d = {k: ryw_after["outcome"].get(k, 0) - ryw_before["outcome"].get(k, 0) for k in ryw_after["outcome"]}
+        reads = sum(r[2] for r in results[("read-your-writes", "library")])
+        replica = d.get("REPLICA_WITH_WAIT", 0) + d.get("REPLICA_TXN_SPLIT", 0)
+        reasons = {k: ryw_after["reason"].get(k, 0) - ryw_before["reason"].get(k, 0) for k in ryw_after["reason"]}
+        print(f"read-your-writes through the library: {reads} post-write reads, {replica} on the standby "
+              f"({100 * replica / max(reads, 1):.1f}%), stale reads recorded (all configurations): {stale}")
+        print("  its decisions:", {k: v for k, v in d.items() if v})
+        print("  its reasons:", {k: v for k, v in reasons.items() if v})
     print("library decisions:", {k: v for k, v in lib_stats["outcome"].items() if v})
     print("library reasons:", {k: v for k, v in lib_stats["reason"].items() if v})
     return 0

@@ -112,6 +112,44 @@ fn is_ident_cont(b: u8) -> bool {
     CLASS[b as usize] & IDENT_CONT != 0
 }
 
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Per byte lane of `v` (every lane < 0x80): 0x80 where `lo <= lane <= hi`, else 0.
+#[inline]
+fn lanes_in(v: u64, lo: u8, hi: u8) -> u64 {
+    let ge = v + LO * u64::from(0x80 - lo);
+    let gt = v + LO * u64::from(0x7f - hi);
+    ge & !gt & HI
+}
+
+/// The end of the run of identifier-continuation bytes (`[A-Za-z0-9_$]` and every byte ≥ 0x80)
+/// starting at `i`: eight bytes at a time (this is most of what the lexer reads).
+#[inline]
+fn ident_end(src: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = src.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(w);
+        let high = x & HI;
+        let v = x & !HI;
+        let ident = high
+            | lanes_in(v | (LO * 0x20), b'a', b'z')
+            | lanes_in(v, b'0', b'9')
+            | lanes_in(v, b'_', b'_')
+            | lanes_in(v, b'$', b'$');
+        let stop = !ident & HI;
+        if stop != 0 {
+            return i + (stop.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < src.len() && is_ident_cont(src[i]) {
+        i += 1;
+    }
+    i
+}
+
 /// `scan.l`'s `dolq_cont`: identifier characters without `$`.
 fn is_dolq_cont(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
@@ -213,6 +251,7 @@ impl<'a> Lexer<'a> {
         None
     }
 
+    #[inline(never)]
     fn string(&mut self, start: usize, from: usize, backslash: bool, note: bool) -> Token {
         match self.quoted(from, b'\'', backslash, note) {
             Some(e) => self.tok(Tok::String, start, e),
@@ -220,6 +259,7 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    #[inline(never)]
     fn quoted_ident(&mut self, start: usize, from: usize, kind: Tok) -> Token {
         match self.quoted(from, b'"', false, false) {
             Some(e) => self.tok(kind, start, e),
@@ -227,6 +267,16 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    #[inline(never)]
+    fn line_comment(&mut self, start: usize) -> Token {
+        let mut i = start + 2;
+        while self.has(i) && !matches!(self.at(i), b'\n' | b'\r') {
+            i += 1;
+        }
+        self.tok(Tok::LineComment, start, i)
+    }
+
+    #[inline(never)]
     fn block_comment(&mut self, start: usize) -> Token {
         let mut depth = 1usize;
         let mut i = start + 2;
@@ -249,6 +299,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// `$` at `start`: a parameter, a dollar quote, or (like the server) a lone `$`.
+    #[inline(never)]
     fn dollar(&mut self, start: usize) -> Token {
         let mut i = start + 1;
         if self.at(i).is_ascii_digit() && self.has(i) {
@@ -296,6 +347,7 @@ impl<'a> Lexer<'a> {
         self.tok(Tok::Error(LexError::DollarQuote), start, self.end)
     }
 
+    #[inline(never)]
     fn number(&mut self, start: usize) -> Token {
         let mut i = start;
         let radix = if self.at(i) == b'0' {
@@ -315,11 +367,12 @@ impl<'a> Lexer<'a> {
             }
             return self.tok(Tok::Number, start, i);
         }
-        let digits = |lx: &Lexer, mut i: usize| {
-            while lx.has(i) && (lx.at(i).is_ascii_digit() || lx.at(i) == b'_') {
-                i += 1;
-            }
-            i
+        let digits = |lx: &Lexer, i: usize| {
+            let rest = lx.src.get(i..).unwrap_or(&[]);
+            i + rest
+                .iter()
+                .position(|&b| !(b.is_ascii_digit() || b == b'_'))
+                .unwrap_or(rest.len())
         };
         i = digits(self, i);
         if self.has(i) && self.at(i) == b'.' && self.at(i + 1) != b'.' {
@@ -337,6 +390,7 @@ impl<'a> Lexer<'a> {
         self.tok(Tok::Number, start, i)
     }
 
+    #[inline(never)]
     fn operator(&mut self, start: usize) -> Token {
         let mut i = start;
         while self.has(i) && is_op_char(self.at(i)) {
@@ -370,6 +424,7 @@ impl<'a> Lexer<'a> {
     /// After a `U&` token: the server's grammar takes a following `UESCAPE '<c>'` (comments and
     /// white space allowed between) as part of it, so the token grows to cover it. `UESCAPE` not
     /// followed by a string literal is a syntax error on the server: the token becomes `Other`.
+    #[inline(never)]
     fn uescape(&mut self, t: Token) -> Token {
         if matches!(t.kind, Tok::Error(_)) {
             return t;
@@ -393,6 +448,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// The next token (comments included, whitespace skipped), or `None` at the end.
+    #[inline(always)]
     pub fn next_token(&mut self) -> Option<Token> {
         while self.has(self.pos) && is_space(self.at(self.pos)) {
             self.pos += 1;
@@ -405,13 +461,7 @@ impl<'a> Lexer<'a> {
         let b1 = self.at(s + 1);
         let has1 = self.has(s + 1);
         let t = match b {
-            b'-' if b1 == b'-' && has1 => {
-                let mut i = s + 2;
-                while self.has(i) && !matches!(self.at(i), b'\n' | b'\r') {
-                    i += 1;
-                }
-                self.tok(Tok::LineComment, s, i)
-            }
+            b'-' if b1 == b'-' && has1 => self.line_comment(s),
             b'/' if b1 == b'*' && has1 => self.block_comment(s),
             b'\'' => {
                 let bq = self.backslash_quotes;
@@ -444,10 +494,7 @@ impl<'a> Lexer<'a> {
             b':' => self.tok(Tok::Colon, s, s + 1),
             b'.' => self.tok(Tok::Dot, s, s + 1),
             _ if is_ident_start(b) => {
-                let mut i = s + 1;
-                while self.has(i) && is_ident_cont(self.at(i)) {
-                    i += 1;
-                }
+                let i = ident_end(self.src, s + 1);
                 self.tok(Tok::Ident, s, i)
             }
             _ if is_op_char(b) => self.operator(s),
@@ -646,6 +693,24 @@ mod tests {
         let v: Vec<Tok> = Lexer::new(sql).map(|t| t.kind).collect();
         assert!(v.contains(&Tok::Other));
         assert_eq!(v.last(), Some(&Tok::DollarString));
+    }
+
+    #[test]
+    fn identifier_runs_end_where_the_byte_loop_ends() {
+        // Every byte value at every position of a chunk, after identifier bytes.
+        for b in 0..=255u8 {
+            for at in 0..20 {
+                let mut v = "abcdefghij_$09ZzYyé".as_bytes().to_vec();
+                v.truncate(at.min(v.len()));
+                v.push(b);
+                v.extend_from_slice(b"xyz+ q");
+                let mut slow = 0;
+                while slow < v.len() && is_ident_cont(v[slow]) {
+                    slow += 1;
+                }
+                assert_eq!(ident_end(&v, 0), slow, "{b:#x} at {at}");
+            }
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod ident;
 mod keywords;
 mod lexer;
 mod scan;
+mod shape;
 mod statement;
 mod types;
 

@@ -24,6 +24,8 @@ struct List {
     first: Option<StatementInfo>,
     rest: Vec<StatementInfo>,
     calls: Vec<Call>,
+    /// Some statement's verdict read its raw text, literals and comments included.
+    reads_text: bool,
 }
 
 impl List {
@@ -31,7 +33,8 @@ impl List {
         usize::from(self.first.is_some()) + self.rest.len()
     }
 
-    fn push(&mut self, s: StatementInfo, calls: Vec<Call>) {
+    fn push(&mut self, (s, reads_text): (StatementInfo, bool), calls: Vec<Call>) {
+        self.reads_text |= reads_text;
         let i = self.len() as u32;
         if self.first.is_none() {
             self.first = Some(s);
@@ -71,13 +74,14 @@ pub(crate) fn too_complex() -> Classification {
     Classification::single(StatementInfo::unknown(NotSafe::TooComplex))
 }
 
-/// One lexing of the whole string. `Err` = a limit was exceeded.
+/// One lexing of the whole string: the classification, whether a plain string held a
+/// backslash, and whether a verdict read raw text. `Err` = a limit was exceeded.
 fn run(
     sql: &str,
     policy: Rules<'_>,
     limits: &Limits,
     backslash_quotes: bool,
-) -> Result<(Classification, bool), ()> {
+) -> Result<(Classification, bool, bool), ()> {
     let src = sql.as_bytes();
     let mut lx = Lexer::range(sql, 0, sql.len(), backslash_quotes);
     let mut hint = None;
@@ -87,6 +91,7 @@ fn run(
         first: None,
         rest: Vec::new(),
         calls: Vec::new(),
+        reads_text: false,
     };
     let reader = |h: Option<Hint>| h == Some(Hint::Reader);
     while let Some(t) = lx.next_token() {
@@ -122,6 +127,7 @@ fn run(
             return Err(());
         }
     }
+    let reads_text = list.reads_text;
     let (statements, calls) = list.into_statements(Span::new(0, sql.len()));
     Ok((
         Classification {
@@ -131,30 +137,43 @@ fn run(
             calls,
         },
         lx.saw_plain_backslash(),
+        reads_text,
     ))
 }
 
 /// Classifies `sql` from its text alone (see [`super::classify`]); the result still has to be
 /// finished for a database (`Rules::finish`).
 pub(crate) fn classify_str(sql: &str, policy: Rules<'_>, limits: &Limits) -> Classification {
+    classify_str_ext(sql, policy, limits).0
+}
+
+/// [`classify_str`], and whether the verdict read a statement's raw text (a DO body, SQL text a
+/// built-in runs: literals and comments included), so that it depends on more than the text's
+/// shape (`shape.rs`).
+pub(crate) fn classify_str_ext(
+    sql: &str,
+    policy: Rules<'_>,
+    limits: &Limits,
+) -> (Classification, bool) {
     if sql.len() > limits.max_sql_len || sql.len() > u32::MAX as usize {
-        return too_complex();
+        return (too_complex(), false);
     }
-    let Ok((on, saw_backslash)) = run(sql, policy, limits, false) else {
-        return too_complex();
+    let Ok((on, saw_backslash, reads_text)) = run(sql, policy, limits, false) else {
+        return (too_complex(), false);
     };
     if !saw_backslash {
-        return on;
+        return (on, reads_text);
     }
     // A plain string held a backslash: with `standard_conforming_strings = off` the server
     // would see different string boundaries. Only agree to "safe" if both readings agree.
-    let Ok((off, _)) = run(sql, policy, limits, true) else {
-        return too_complex();
+    let Ok((off, _, off_reads)) = run(sql, policy, limits, true) else {
+        return (too_complex(), true);
     };
+    let reads_text = reads_text || off_reads;
     if on == off {
-        return on;
+        return (on, reads_text);
     }
-    merge_ambiguous(on, &off)
+    (merge_ambiguous(on, &off), reads_text)
 }
 
 /// The two lexings disagree: keep the standard reading's statements, but nothing is safe, no
@@ -231,7 +250,14 @@ pub(super) fn read_verdict(scan: &Scan, first_kw: Kw) -> (Kind, NotSafe) {
     (Kind::ReadNotSafe, why)
 }
 
-fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
+/// A statement's classification, and whether it read the statement's raw text.
+fn finish(scan: &Scan, sql: &str, bq: bool) -> (StatementInfo, bool) {
+    let mut reads_text = false;
+    let i = finish_into(scan, sql, bq, &mut reads_text);
+    (i, reads_text)
+}
+
+fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> StatementInfo {
     let src = sql.as_bytes();
     let span = scan.span();
     let mut fx = scan.effects;
@@ -241,6 +267,7 @@ fn finish(scan: &Scan, sql: &str, bq: bool) -> StatementInfo {
     };
     let is_do = first_is(b"do");
     if scan.executes_sql || is_do {
+        *reads_text = true;
         fx |= text_effects(src.get(scan.start..scan.end).unwrap_or(&[]));
     }
     // S-5/S-6: code the engine cannot see into (EXECUTE runs a prepared statement whose calls

@@ -45,6 +45,51 @@ fn bind_rest(body: &[u8]) -> &[u8] {
     }
 }
 
+/// A short list on the stack, spilling to the heap past `N` (a batch names few statements and
+/// portals): the routing of a batch allocates nothing in the common case.
+struct Few<T: Copy, const N: usize> {
+    inline: [Option<T>; N],
+    len: usize,
+    spill: Vec<T>,
+}
+
+impl<T: Copy, const N: usize> Few<T, N> {
+    fn new() -> Few<T, N> {
+        Few {
+            inline: [None; N],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, v: T) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(v);
+                self.len += 1;
+            }
+            None => self.spill.push(v),
+        }
+    }
+
+    /// Oldest first.
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
+        self.inline.iter().flatten().chain(self.spill.iter())
+    }
+}
+
+/// [`engine_name`] on the stack (every engine name is 29 bytes).
+fn engine_name_array(hash: u64) -> [u8; 29] {
+    let mut out = [0u8; 29];
+    let (prefix, hex) = out.split_at_mut(13);
+    prefix.copy_from_slice(b"polarsplit_s_");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (k, h) in hex.iter_mut().enumerate() {
+        *h = HEX[((hash >> ((15 - k) * 4)) & 0xf) as usize];
+    }
+    out
+}
+
 /// How a batch's messages look from routing's point of view.
 struct Shape {
     /// Why it cannot run on a reader (`None`: it can).
@@ -96,20 +141,23 @@ impl Session {
     }
 
     /// The classification a statement name resolves to: parsed earlier in the same batch
-    /// (`parsed`), or tracked (E-2).
-    fn resolve<'a>(
-        &'a self,
-        parsed: &'a [(&'a [u8], Option<Classification>)],
+    /// (`parsed`: names and their messages' queue positions), or tracked (E-2).
+    fn resolve(
+        &self,
+        parsed: &Few<(&[u8], usize), 4>,
         name: &[u8],
-    ) -> Option<Option<&'a Classification>> {
-        if let Some((_, c)) = parsed.iter().rev().find(|(n, _)| *n == name) {
-            return Some(c.as_ref());
+    ) -> Option<Option<&Classification>> {
+        if let Some(&(_, at)) = parsed.iter().rev().find(|(n, _)| *n == name) {
+            return Some(match self.queue.get(at).map(|m| &m.info) {
+                Some(MsgInfo::Parse { class }) => class.as_ref(),
+                _ => None,
+            });
         }
         self.statements.peek(name).map(|s| s.class.as_ref())
     }
 
-    /// E-1…E-5: what the first `count` queued messages do.
-    fn batch_shape(&self, count: usize) -> Shape {
+    /// E-1…E-5: what the first `count` queued messages do (`execs` only when `want_execs`).
+    fn batch_shape(&self, count: usize, want_execs: bool) -> Shape {
         let mut shape = Shape {
             not_safe: None,
             hint_primary: false,
@@ -124,15 +172,15 @@ impl Session {
                 shape.not_safe = Some(r);
             }
         };
-        let mut parsed: Vec<(&[u8], Option<Classification>)> = Vec::new();
-        // Portals bound in this batch and the statement each was bound to.
-        let mut portals: Vec<(&[u8], &[u8])> = Vec::new();
+        let mut parsed: Few<(&[u8], usize), 4> = Few::new();
+        // Portals bound in this batch and the statement each was bound to (the latest wins).
+        let mut portals: Few<(&[u8], &[u8]), 4> = Few::new();
         let mut statements = 0usize;
         let room = self
             .statements
             .has_room(self.config.max_prepared_statements);
         let txn = self.txn.active;
-        for m in self.queue.iter().take(count) {
+        for (at, m) in self.queue.iter().take(count).enumerate() {
             let Some(bytes) = self.msg_bytes(m) else {
                 refuse(&mut shape, Reason::BatchTooLarge);
                 shape.may_write = true;
@@ -150,10 +198,10 @@ impl Session {
                 FrontendMessage::Parse { statement, .. } => {
                     statements += 1;
                     let class = match &m.info {
-                        MsgInfo::Parse { class } => class.clone(),
+                        MsgInfo::Parse { class } => class.as_ref(),
                         _ => None,
                     };
-                    if let Some(c) = &class {
+                    if let Some(c) = class {
                         shape.hint_primary |= c.hint_primary;
                         if !c.is_replica_safe() {
                             refuse(&mut shape, StatementView::of(c).not_safe);
@@ -171,7 +219,7 @@ impl Session {
                     if !room {
                         refuse(&mut shape, Reason::PreparedLimit);
                     }
-                    parsed.push((statement, class));
+                    parsed.push((statement, at));
                 }
                 FrontendMessage::Bind { portal, statement } => {
                     statements += 1;
@@ -188,7 +236,6 @@ impl Session {
                         }
                         None => refuse(&mut shape, Reason::BatchUnknownStatement),
                     }
-                    portals.retain(|(p, _)| *p != portal);
                     portals.push((portal, statement));
                 }
                 FrontendMessage::Describe { kind, name } => {
@@ -210,11 +257,8 @@ impl Session {
                         .rev()
                         .find(|(p, _)| *p == portal)
                         .map(|p| p.1);
-                    let class = stmt
-                        .and_then(|s| self.resolve(&parsed, s))
-                        .flatten()
-                        .cloned();
-                    match (stmt, &class) {
+                    let class = stmt.and_then(|s| self.resolve(&parsed, s)).flatten();
+                    match (stmt, class) {
                         (None, _) => {
                             refuse(&mut shape, Reason::BatchPortalElsewhere);
                             shape.may_write = true;
@@ -240,7 +284,9 @@ impl Session {
                     if max_rows > 0 && txn {
                         refuse(&mut shape, Reason::BatchRowLimitedInTxn);
                     }
-                    shape.execs.push(class);
+                    if want_execs {
+                        shape.execs.push(class.cloned());
+                    }
                 }
                 FrontendMessage::Close { kind: b'S', name }
                     if self.statements.peek(name).is_some_and(|s| s.on_writer) =>
@@ -258,7 +304,7 @@ impl Session {
 
     /// The classifications the batch's Executes run (for a reader unit's bookkeeping).
     pub(super) fn batch_execs(&self, count: usize) -> Vec<Option<Classification>> {
-        self.batch_shape(count).execs
+        self.batch_shape(count, true).execs
     }
 
     /// An extended message at the head of the queue, no batch open: decide the batch (E-1).
@@ -270,7 +316,7 @@ impl Session {
         if count == 0 {
             return false;
         }
-        let shape = self.batch_shape(count);
+        let shape = self.batch_shape(count, false);
         let stmt = match shape.not_safe {
             None => StatementView {
                 replica_safe: true,
@@ -302,7 +348,7 @@ impl Session {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             return;
         };
-        let shape = self.batch_shape(count);
+        let shape = self.batch_shape(count, true);
         let open = self.batch_ends_open(count);
         let lexing = shape.execs.iter().flatten().any(effects::may_change_lexing);
         self.record(d);
@@ -502,7 +548,6 @@ impl Session {
             return;
         };
         let limit = self.config.max_prepared_statements;
-        let mut name = Vec::with_capacity(32);
         match msg {
             FrontendMessage::Parse { statement, sql, .. } => {
                 let rest = parse_rest(body);
@@ -528,7 +573,7 @@ impl Session {
                 let Some(hash) = self.reader_statement(i, conn, id, statement) else {
                     return;
                 };
-                engine_name(hash, &mut name);
+                let name = engine_name_array(hash);
                 self.out.send_backend_with(conn, |o| {
                     crate::protocol::encode::message(o, tag::BIND, |o| {
                         o.extend_from_slice(portal);
@@ -547,7 +592,7 @@ impl Session {
                 let Some(hash) = self.reader_statement(i, conn, id, stmt) else {
                     return;
                 };
-                engine_name(hash, &mut name);
+                let name = engine_name_array(hash);
                 self.out.send_backend_with(conn, |o| {
                     crate::protocol::encode::message(o, tag::DESCRIBE, |o| {
                         o.push(b'S');
@@ -600,9 +645,10 @@ impl Session {
     /// The engine name of client statement `name` on reader `i`, prepared there first if it
     /// is not (a hidden Parse). `None`: the statement is unknown (routing prevents it).
     fn reader_statement(&mut self, i: usize, conn: ConnId, id: u32, name: &[u8]) -> Option<u64> {
-        let s = self.statements.get(name)?;
-        let (hash, rest) = (s.hash, s.rest.clone());
+        let hash = self.statements.get(name)?.hash;
         if !self.backend_mut(i).prepared.has(hash) {
+            // Copied only when it is sent (the borrow of the statements ends here).
+            let rest = self.statements.peek(name).map(|s| s.rest.clone())?;
             self.backend_mut(i).parses.push_back(statements::ParseNote {
                 unit: id,
                 name: name.into(),
@@ -804,5 +850,29 @@ impl Session {
             FrontendMessage::Sync | FrontendMessage::Flush => true,
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e2_engine_names_on_the_stack_are_the_engine_names() {
+        for hash in [0, 1, 0xdead_beef, u64::MAX, 0x0123_4567_89ab_cdef] {
+            let mut v = Vec::new();
+            engine_name(hash, &mut v);
+            assert_eq!(&engine_name_array(hash)[..], &v[..]);
+        }
+    }
+
+    #[test]
+    fn few_keeps_order_past_its_inline_room() {
+        let mut f: Few<u32, 2> = Few::new();
+        for i in 0..5 {
+            f.push(i);
+        }
+        assert_eq!(f.iter().copied().collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(f.iter().next_back(), Some(&4));
     }
 }

@@ -1,0 +1,369 @@
+//! The shape of a statement text: the text with every literal whose value cannot change a
+//! verdict (and every comment after the first token) replaced by a one-byte marker, so that
+//! statements that differ only in such literals — every pgbench statement, most ORM traffic —
+//! share one cached classification (`cache.rs`).
+//!
+//! The shape is found in one pass of the classifier's own lexer (the same token boundaries the
+//! classification sees), hashing as it goes; the key bytes are only written out when an entry is
+//! stored. What stays in the key, because the classification inspects it by value (SPEC §7):
+//! - every token that is not a string, dollar-quoted string or number: identifiers (including
+//!   `U&"…" UESCAPE '<c>'`, which the lexer makes one token), keywords, operators, parameters;
+//! - the comments before the first token (`/* route=… */` hints are read there);
+//! - a literal right after `(` after `current_setting`, a quoted name or a `U&` name: the
+//!   argument of `current_setting` decides S-7 (a quoted or `U&` name may spell it);
+//! - white space (it moves positions, and a line comment ends at a newline).
+//!
+//! Texts the shape cannot stand for are not shaped at all: a plain literal with a backslash (with
+//! `standard_conforming_strings = off` the server reads different string boundaries, so the
+//! classifier checks both readings), an unterminated token, more literals than [`MAX_ELIDED`].
+//! Verdicts that read the raw text of a statement — a DO body, SQL text passed to a built-in —
+//! are reported by the classifier and never stored under a shape (`statement.rs`).
+//!
+//! Positions in a cached classification (statement spans, SET name and value) are kept in the
+//! shape's coordinates — each elided token one byte long — and mapped back onto each text.
+
+use std::hash::Hasher;
+
+use rustc_hash::FxHasher;
+
+use super::lexer::{Lexer, Tok, Token};
+use super::{Classification, Kind, Span, StatementInfo, Statements};
+
+/// Most elided tokens a shaped text may have (a longer `IN (…)` list is classified by text).
+pub(super) const MAX_ELIDED: usize = 48;
+
+/// Marker bytes: never in UTF-8 text, so a key cannot be confused with text.
+const MARK_NUMBER: u8 = 0xF8;
+const MARK_STRING: u8 = 0xF9;
+const MARK_ESTRING: u8 = 0xFA;
+const MARK_NSTRING: u8 = 0xFB;
+const MARK_BITSTRING: u8 = 0xFC;
+const MARK_USTRING: u8 = 0xFD;
+const MARK_DOLLAR: u8 = 0xFE;
+const MARK_COMMENT: u8 = 0xFF;
+
+/// The shape of one text: its hash and where its elided tokens are.
+pub(super) struct Shape {
+    pub(super) hash: u64,
+    /// Length of the key (the shape's bytes).
+    pub(super) key_len: usize,
+    n: usize,
+    /// `(start, len)` of each elided token, in order (texts are at most 64 KiB here).
+    elided: [(u16, u16); MAX_ELIDED],
+}
+
+/// Whether a name token may spell `current_setting`: a literal right after `name (` is then
+/// kept in the key (a quoted or `U&` name may spell it too).
+fn may_name_setting(src: &[u8], t: Token) -> bool {
+    match t.kind {
+        Tok::QuotedIdent | Tok::UnicodeIdent => true,
+        Tok::Ident => {
+            t.end - t.start == 15
+                && src
+                    .get(t.start..t.end)
+                    .is_some_and(|w| w.eq_ignore_ascii_case(b"current_setting"))
+        }
+        _ => false,
+    }
+}
+
+impl Shape {
+    /// The shape of `sql`, or `None` when no shape may stand for it (see the module
+    /// documentation). `sql` must be at most `u16::MAX` bytes.
+    pub(super) fn of(sql: &str) -> Option<Shape> {
+        let src = sql.as_bytes();
+        if src.len() > u16::MAX as usize {
+            return None;
+        }
+        let mut lx = Lexer::range(sql, 0, src.len(), false);
+        let mut h = FxHasher::default();
+        let mut shape = Shape {
+            hash: 0,
+            key_len: 0,
+            n: 0,
+            elided: [(0, 0); MAX_ELIDED],
+        };
+        let mut last = 0usize;
+        // About the two non-comment tokens before this one: whether there was one, whether the
+        // last was `(`, whether the one before it may name `current_setting`.
+        let mut seen_token = false;
+        let (mut prev_lparen, mut prev_setting, mut prev2_setting) = (false, false, false);
+        while let Some(t) = lx.next_token() {
+            let elide = match t.kind {
+                Tok::LineComment | Tok::BlockComment => seen_token,
+                Tok::String | Tok::DollarString | Tok::Number => !(prev_lparen && prev2_setting),
+                Tok::Error(_) => return None,
+                _ => false,
+            };
+            if !t.is_comment() {
+                seen_token = true;
+                prev2_setting = prev_setting;
+                prev_setting = may_name_setting(src, t);
+                prev_lparen = t.kind == Tok::LParen;
+            }
+            if !elide {
+                continue;
+            }
+            let e = shape.elided.get_mut(shape.n)?;
+            *e = (t.start as u16, (t.end - t.start) as u16);
+            shape.n += 1;
+            let seg = src.get(last..t.start)?;
+            h.write(seg);
+            h.write_u8(marker_at(src, t.start));
+            shape.key_len += seg.len() + 1;
+            last = t.end;
+        }
+        if lx.saw_plain_backslash() {
+            return None;
+        }
+        let seg = src.get(last..)?;
+        h.write(seg);
+        shape.key_len += seg.len();
+        shape.hash = mix(h.finish() ^ shape.n as u64);
+        Some(shape)
+    }
+
+    fn elided(&self) -> &[(u16, u16)] {
+        self.elided.get(..self.n).unwrap_or(&[])
+    }
+
+    /// The key: the text with each elided token replaced by its marker.
+    pub(super) fn key(&self, sql: &str) -> Box<[u8]> {
+        let src = sql.as_bytes();
+        let mut k = Vec::with_capacity(self.key_len);
+        let mut last = 0;
+        for &(s, l) in self.elided() {
+            let (s, l) = (s as usize, l as usize);
+            k.extend_from_slice(src.get(last..s).unwrap_or(&[]));
+            k.push(marker_at(src, s));
+            last = s + l;
+        }
+        k.extend_from_slice(src.get(last..).unwrap_or(&[]));
+        k.into_boxed_slice()
+    }
+
+    /// Whether `key` is this text's key (compared in place, without building it).
+    pub(super) fn matches(&self, sql: &str, key: &[u8]) -> bool {
+        if key.len() != self.key_len {
+            return false;
+        }
+        let src = sql.as_bytes();
+        let mut last = 0;
+        let mut k = 0;
+        for &(s, l) in self.elided() {
+            let (s, l) = (s as usize, l as usize);
+            let seg = src.get(last..s).unwrap_or(&[]);
+            if key.get(k..k + seg.len()) != Some(seg)
+                || key.get(k + seg.len()) != Some(&marker_at(src, s))
+            {
+                return false;
+            }
+            k += seg.len() + 1;
+            last = s + l;
+        }
+        key.get(k..) == src.get(last..)
+    }
+
+    /// A position of the text (a token boundary) in the shape's coordinates; `None` inside an
+    /// elided token.
+    fn in_shape(&self, p: u32) -> Option<u32> {
+        let mut d = 0u32;
+        for &(s, l) in self.elided() {
+            let (s, l) = (u32::from(s), u32::from(l));
+            if s + l <= p {
+                d += l - 1;
+            } else if s < p {
+                return None;
+            } else {
+                break;
+            }
+        }
+        Some(p - d)
+    }
+
+    /// A position in the shape's coordinates back in the text.
+    fn in_text(&self, q: u32) -> u32 {
+        let mut d = 0u32;
+        for &(s, l) in self.elided() {
+            let (s, l) = (u32::from(s), u32::from(l));
+            if q <= s - d {
+                break;
+            }
+            d += l - 1;
+        }
+        q + d
+    }
+
+    /// The classification of this text in the shape's coordinates, if it may be stored under
+    /// the shape: one statement whose positions all map (and map back).
+    pub(super) fn store(&self, c: &Classification) -> Option<Classification> {
+        let Statements::One(s) = &c.statements else {
+            return None;
+        };
+        let map = |sp: Span| -> Option<Span> {
+            let m = Span {
+                start: self.in_shape(sp.start)?,
+                end: self.in_shape(sp.end)?,
+            };
+            (self.in_text(m.start) == sp.start && self.in_text(m.end) == sp.end).then_some(m)
+        };
+        let stored = map_spans(s, map)?;
+        Some(Classification {
+            statements: Statements::One(stored),
+            hint_primary: c.hint_primary,
+            hint_reader: c.hint_reader,
+            calls: c.calls.clone(),
+        })
+    }
+
+    /// A stored classification mapped onto this text.
+    pub(super) fn restore(&self, c: &Classification) -> Option<Classification> {
+        let Statements::One(s) = &c.statements else {
+            return None;
+        };
+        let map = |sp: Span| {
+            Some(Span {
+                start: self.in_text(sp.start),
+                end: self.in_text(sp.end),
+            })
+        };
+        Some(Classification {
+            statements: Statements::One(map_spans(s, map)?),
+            hint_primary: c.hint_primary,
+            hint_reader: c.hint_reader,
+            calls: c.calls.clone(),
+        })
+    }
+}
+
+fn marker_at(src: &[u8], start: usize) -> u8 {
+    // Re-derived from the token's first byte, as `marker` does from its kind.
+    match src.get(start) {
+        Some(b'0'..=b'9' | b'.') => MARK_NUMBER,
+        Some(b'$') => MARK_DOLLAR,
+        Some(b'-' | b'/') => MARK_COMMENT,
+        Some(&b) => match b | 0x20 {
+            b'e' => MARK_ESTRING,
+            b'n' => MARK_NSTRING,
+            b'b' | b'x' => MARK_BITSTRING,
+            b'u' => MARK_USTRING,
+            _ => MARK_STRING,
+        },
+        None => MARK_STRING,
+    }
+}
+
+/// Every position a statement carries, mapped.
+fn map_spans(s: &StatementInfo, f: impl Fn(Span) -> Option<Span>) -> Option<StatementInfo> {
+    let kind = match s.kind {
+        Kind::Set {
+            var,
+            name,
+            value,
+            local,
+        } => Kind::Set {
+            var,
+            name: f(name)?,
+            value: f(value)?,
+            local,
+        },
+        Kind::Reset { var, name } => Kind::Reset {
+            var,
+            name: f(name)?,
+        },
+        k => k,
+    };
+    Some(StatementInfo {
+        kind,
+        span: f(s.span)?,
+        ..*s
+    })
+}
+
+/// MurmurHash3's fmix64: every bit of the result depends on every bit of the input.
+pub(super) fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(sql: &str) -> Option<Vec<u8>> {
+        Shape::of(sql).map(|s| s.key(sql).into_vec())
+    }
+
+    #[test]
+    fn literals_share_a_shape_and_the_rest_does_not() {
+        let sql = "SELECT * FROM t WHERE a = 1 AND b = 'x'";
+        let other = "SELECT * FROM t WHERE a = 123456 AND b = 'it''s'";
+        let (a, b) = (Shape::of(sql).unwrap(), Shape::of(other).unwrap());
+        assert_eq!(a.hash, b.hash);
+        assert_eq!(key(sql), key(other));
+        assert!(b.matches(other, &a.key(sql)));
+        assert!(!b.matches(other, &Shape::of("SELECT 1").unwrap().key("SELECT 1")));
+        for other in [
+            "SELECT * FROM t WHERE a = 1 AND c = 'x'",
+            "SELECT * FROM t WHERE a = 1 AND b = E'x'",
+            "SELECT * FROM t WHERE a = 1 AND b = $$x$$",
+            "SELECT * FROM t WHERE a = 1  AND b = 'x'",
+            "SELECT * FROM t WHERE a = 'x' AND b = 1",
+            "SELECT * FROM t WHERE a = $1 AND b = 'x'",
+        ] {
+            assert_ne!(key(other), key(sql), "{other}");
+        }
+    }
+
+    #[test]
+    fn verdict_literals_and_leading_comments_stay_in_the_key() {
+        assert_ne!(
+            key("SELECT current_setting('in_hot_standby')"),
+            key("SELECT current_setting('work_mem')")
+        );
+        assert_ne!(
+            key("SELECT \"current_setting\"('in_hot_standby')"),
+            key("SELECT \"current_setting\"('work_mem')")
+        );
+        assert_ne!(
+            key("SELECT U&\"x\" UESCAPE '!' FROM t"),
+            key("SELECT U&\"x\" UESCAPE '#' FROM t")
+        );
+        assert_ne!(
+            key("/* route=reader */ SELECT 1"),
+            key("/* route=other */ SELECT 1")
+        );
+        // Later comments are elided.
+        assert_eq!(key("SELECT 1 /* a */"), key("SELECT 2 /* trace=99 */"));
+    }
+
+    #[test]
+    fn unshapeable_texts() {
+        assert!(Shape::of(r"SELECT 'a\' FROM t").is_none());
+        assert!(Shape::of("SELECT 'abc").is_none());
+        let many = format!(
+            "SELECT * FROM t WHERE a IN ({})",
+            vec!["1"; MAX_ELIDED + 1].join(",")
+        );
+        assert!(Shape::of(&many).is_none());
+        assert!(Shape::of(r"SELECT E'\'' FROM t").is_some());
+    }
+
+    #[test]
+    fn positions_map_both_ways() {
+        let sql = "SET search_path = 'abc', 12345";
+        let s = Shape::of(sql).unwrap();
+        // `'abc'` starts at 18 and ends at 23; `12345` starts at 25 and ends at 30.
+        assert_eq!(s.in_shape(18), Some(18));
+        assert_eq!(s.in_shape(23), Some(19));
+        assert_eq!(s.in_shape(25), Some(21));
+        assert_eq!(s.in_shape(30), Some(22));
+        assert_eq!(s.in_shape(20), None);
+        for p in [0, 18, 23, 25, 30] {
+            assert_eq!(s.in_text(s.in_shape(p).unwrap()), p);
+        }
+    }
+}
