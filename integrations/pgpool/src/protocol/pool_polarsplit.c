@@ -15,7 +15,10 @@
  *     reader = a standby node), which hidden statements to send and which backend bytes to
  *     forward or swallow;
  *   - the engine learns standbys' replay positions from samples this loop takes between
- *     statements after the session wrote (stock PostgreSQL reports none on its own).
+ *     statements after the session wrote (stock PostgreSQL reports none on its own);
+ *   - before a session's first statement, on the idle primary, the loop reads the writer's
+ *     identity (causal tokens) and the database's function catalogue (F-policy), and it reports
+ *     what Pgpool knows of the standbys (health, lost connections, failed samples) as faults.
  *
  * The session is handed to the library already authenticated: the client's StartupMessage (as
  * Pgpool received it) and the primary's AuthenticationOk/ParameterStatus/BackendKeyData/
