@@ -141,6 +141,7 @@ static bool ps_engine_failed;
 static int	ps_engine_primary = -1;
 static bool ps_engine_knows[MAX_NUM_BACKENDS];	/* readers registered with the engine */
 static bool ps_connect_failure_reported[MAX_NUM_BACKENDS];
+static bool ps_sample_warned[MAX_NUM_BACKENDS]; /* a failed sample was logged (once until one succeeds) */
 static pssession ps;			/* reused: buffers survive an ERROR's longjmp */
 
 static void ps_pump(void);
@@ -651,10 +652,15 @@ ps_sample_readers(void)
 			continue;
 		}
 		if (ok && v.got && parse_lsn(v.text, &lsn))
+		{
 			psg_engine_reader_sample(ps_engine, (uint32_t) n->conn, lsn, now);
+			ps_sample_warned[i] = false;
+		}
 		else
 		{
-			ereport(LOG, (errmsg("polarsplit: the replay position of node %d could not be read", i)));
+			ereport(ps_sample_warned[i] ? DEBUG1 : LOG,
+					(errmsg("polarsplit: the replay position of node %d could not be read", i)));
+			ps_sample_warned[i] = true;
 			psg_engine_reader_sample_failed(ps_engine, (uint32_t) n->conn, ps_now_ms());
 		}
 	}
