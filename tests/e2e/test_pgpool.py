@@ -707,3 +707,66 @@ def test_c3_pgpool_causal_token_names_the_writers_history_and_holds_at_another_p
            f"(standby {to_pgpool[1]}), without the token stale {control[0]} (standby {control[1]}); {took:.2f} s")
     assert to_proxy[0] == 0 and to_pgpool[0] == 0
     assert control[0] > 0  # the reads at the other proxy do miss the write without the token
+
+
+# --- reader faults Pgpool sees are the engine's (SPEC R-1a, R-1b) -------------------------------
+
+@pytest.mark.timeout(120)
+def test_r1b_pgpool_failed_replay_samples_hold_the_standby_out_until_a_sample_succeeds(tmp_path):
+    """The loop's replay samples are this host's monitor: when they fail (here: EXECUTE on
+    pg_last_wal_replay_lsn() revoked from the client's role, so the standby answers an error), each
+    is reported as a failed monitor query, and after reader_failure_threshold (3) of them the engine
+    holds the standby out of reader choice — a later session of the same child sends even a read
+    that needs no position to the primary. Only a sample that succeeds after the failures lets it
+    back in. Without the reports the failed samples were ignored and the standby kept serving.
+    Its own pair: the shared one's functions stay as they are."""
+    from pgpair import PgPair
+
+    own = PgPair(apply_delay_ms=0)
+    own.start()
+    p = None
+    lsn_fn = "pg_catalog.pg_last_wal_replay_lsn()"
+    try:
+        with psycopg.connect(own.primary.dsn(dbname="app"), autocommit=True) as admin:
+            admin.execute("CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL); GRANT ALL ON kv TO PUBLIC;"
+                          "INSERT INTO kv VALUES (1, 0)")
+            own.wait_replayed()
+            p = Pgpool(own, tmp_path, polarsplit=True, children=1).start()
+            opts = {"autocommit": True, "cursor_factory": psycopg.ClientCursor}
+            where = "SELECT inet_server_port()"
+
+            def fresh_read() -> int:
+                with psycopg.connect(p.dsn(), **opts) as c:
+                    return c.execute(where).fetchone()[0]
+
+            def write_then_reads(n: int) -> None:
+                """A session that writes, then starts `n` statements more than the sample interval
+                apart: a replay sample before each."""
+                with psycopg.connect(p.dsn(), **opts) as c:
+                    c.execute("UPDATE kv SET v = v + 1 WHERE k = 1")
+                    for _ in range(n):
+                        time.sleep(0.03)
+                        c.execute("SELECT v FROM kv WHERE k = 1").fetchone()
+
+            before = fresh_read()
+            admin.execute(f"REVOKE EXECUTE ON FUNCTION {lsn_fn} FROM PUBLIC")
+            own.wait_replayed()
+            write_then_reads(4)
+            held = fresh_read()
+            log = p.log_text()
+            admin.execute(f"GRANT EXECUTE ON FUNCTION {lsn_fn} TO PUBLIC")
+            own.wait_replayed()
+            write_then_reads(2)  # samples succeed again
+            back = fresh_read()
+        report(f"\nfailed replay samples through patched Pgpool: a read with no position before on "
+               f"{'the standby' if before == own.standby.port else before}, after 4 failed samples on "
+               f"{'the primary' if held == own.primary.port else held}, after a sample succeeded on "
+               f"{'the standby' if back == own.standby.port else back}")
+        assert before == own.standby.port
+        assert "polarsplit: the replay position of node 1 could not be read" in log, log[-3000:]
+        assert held == own.primary.port
+        assert back == own.standby.port
+    finally:
+        if p:
+            assert p.stop() == 0
+        own.stop()
