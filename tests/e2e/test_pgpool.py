@@ -527,3 +527,246 @@ def test_f1_pgpool_polarsplit_standby_lost_mid_session_the_session_goes_on(tmp_p
         if p:
             assert p.stop() == 0
         own.stop()
+
+
+# --- F-policy: the writer's function catalogue, loaded by the Pgpool loop (SPEC §7) -------------
+
+CATALOG_REFRESH_MS = 300
+CATALOG_N = 10
+CATALOG_BOUND_S = 10  # every wait for a (re)load, far above the refresh interval
+PGPOOL_FUNCTIONS = {"pgp_stable_read": "STABLE", "pgp_immutable_read": "IMMUTABLE", "pgp_volatile_read": "VOLATILE"}
+PGPOOL_LATE = "pgp_late_read"
+DECISION = re.compile(r"polarsplit: (\w+) (\w+) server \d+")
+
+
+def _create_function(admin, name: str, volatility: str) -> None:
+    admin.execute(f"CREATE FUNCTION {name}() RETURNS int {volatility} LANGUAGE sql AS 'SELECT 1'")
+    admin.execute(f"GRANT EXECUTE ON FUNCTION {name}() TO PUBLIC")
+
+
+def _on_standby(p: Pgpool, pair, name: str, n: int = CATALOG_N, fresh: bool = False) -> int:
+    """How many of `n` reads calling `name()` the standby served: in one session, or each in a new
+    session (`fresh`: a call the primary ran keeps its session on the primary, S-6, so only a new
+    session shows where the catalogue alone sends a read)."""
+    if fresh:
+        return sum(_on_standby(p, pair, name, 1) for _ in range(n))
+    with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
+        return sum(c.execute(f"SELECT {name}(), inet_server_port()").fetchone()[1] == pair.standby.port
+                   for _ in range(n))
+
+
+def _wait_place(p: Pgpool, pair, name: str, standby: bool, what: str) -> float:
+    """Polls a read of `name()`, each in a new session, until the standby serves it (or the
+    primary, `standby=False`); the seconds it took, bounded."""
+    t0 = time.monotonic()
+    while _on_standby(p, pair, name, 1) != int(standby):
+        assert time.monotonic() - t0 < CATALOG_BOUND_S, f"{what}: not there within {CATALOG_BOUND_S} s"
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def _reasons(p: Pgpool, after: int) -> dict[str, int]:
+    """Decision reasons (DEBUG2 lines) logged past offset `after`."""
+    out: dict[str, int] = {}
+    for _outcome, reason in DECISION.findall(p.log_text()[after:]):
+        out[reason] = out.get(reason, 0) + 1
+    return out
+
+
+@pytest.fixture
+def pgpool_functions(pair):
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        for name in [*PGPOOL_FUNCTIONS, PGPOOL_LATE]:
+            admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
+        for name, volatility in PGPOOL_FUNCTIONS.items():
+            _create_function(admin, name, volatility)
+        pair.wait_replayed()
+        try:
+            yield admin
+        finally:
+            for name in [*PGPOOL_FUNCTIONS, PGPOOL_LATE]:
+                admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
+
+
+@pytest.mark.timeout(150)
+def test_f_policy_pgpool_loads_the_writers_function_catalogue_and_refreshes_it(pair, pgpool_functions, tmp_path):
+    """The Pgpool loop reads the user functions of the session's database on the idle primary before
+    the session's first statement and hands them to the library (polarsplit_engine_set_function_catalog):
+    reads calling an immutable or stable user function go to the standby, a volatile one's to the
+    primary (judged USER_FUNCTION, i.e. by the catalogue, not UNKNOWN_FUNCTION). A child reloads it at
+    a session start once polarsplit_catalog_refresh_interval has passed: a function created later is
+    offloaded, one dropped and recreated as volatile is not any more. The control is the same Pgpool
+    with the interval 0 (one load per child): the function created later stays unknown, on the
+    primary. One child each, so which child loaded what is known."""
+    admin = pgpool_functions
+    debug = {"log_min_messages": "'debug2'"}
+    p = Pgpool(pair, tmp_path / "refresh", polarsplit=True, children=1,
+               settings={**debug, "polarsplit_catalog_refresh_interval": str(CATALOG_REFRESH_MS)}).start()
+    once = Pgpool(pair, tmp_path / "once", polarsplit=True, children=1,
+                  settings={**debug, "polarsplit_catalog_refresh_interval": "0"}).start()
+    try:
+        offset = len(p.log_text())
+        shares = {name: _on_standby(p, pair, name, fresh=name == "pgp_volatile_read") for name in PGPOOL_FUNCTIONS}
+        reasons = _reasons(p, offset)
+
+        _create_function(admin, PGPOOL_LATE, "STABLE")
+        pair.wait_replayed()  # the standby must have it to run it
+        late_s = _wait_place(p, pair, PGPOOL_LATE, True, "a function created after the start")
+        late_share = _on_standby(p, pair, PGPOOL_LATE)
+        offset_once = len(once.log_text())
+        late_once = _on_standby(once, pair, PGPOOL_LATE, fresh=True)
+        reasons_once = _reasons(once, offset_once)
+
+        with admin.transaction():  # as a migration does: no load can see it missing
+            admin.execute(f"DROP FUNCTION {PGPOOL_LATE}()")
+            _create_function(admin, PGPOOL_LATE, "VOLATILE")
+        pair.wait_replayed()
+        dropped_s = _wait_place(p, pair, PGPOOL_LATE, False, "a function recreated as volatile")
+        after_drop = _on_standby(p, pair, PGPOOL_LATE, fresh=True)
+        log = p.log_text()
+    finally:
+        codes = (p.stop(), once.stop())
+    report(f"\nF-policy through patched Pgpool (one child, polarsplit_catalog_refresh_interval "
+           f"{CATALOG_REFRESH_MS} ms): reads on the standby out of {CATALOG_N}: "
+           + ", ".join(f"{k} {v}" for k, v in shares.items())
+           + f"; created later: on the standby {late_s:.2f} s after replay ({late_share}/{CATALOG_N}), with the "
+           f"interval 0 {late_once}/{CATALOG_N}; recreated volatile: off the standby {dropped_s:.2f} s after "
+           f"replay ({after_drop}/{CATALOG_N} after)")
+    assert codes == (0, 0)
+    # The library closes a standby connection after a user function ran on it (S-6); the loop resets
+    # it (DISCARD ALL, attached FRESH) instead of losing the node and ending the child.
+    assert "session ended with a backend connection in an unknown state" not in log, log[-3000:]
+    assert re.search(r'polarsplit: function catalogue of "app": \d+ user functions \(server_version_num 1\d{5}\)',
+                     log), log[-3000:]
+    assert shares["pgp_stable_read"] == CATALOG_N and shares["pgp_immutable_read"] == CATALOG_N, shares
+    assert shares["pgp_volatile_read"] == 0, shares
+    # The volatile one was judged by the catalogue (known, volatile), not as an unknown function.
+    assert reasons.get("USER_FUNCTION", 0) >= CATALOG_N and "UNKNOWN_FUNCTION" not in reasons, reasons
+    assert late_share == CATALOG_N and after_drop == 0
+    assert late_once == 0 and reasons_once.get("UNKNOWN_FUNCTION", 0) >= CATALOG_N, reasons_once
+
+
+# --- causal tokens carry the writer's history (SPEC §11, C-1…C-3) -------------------------------
+
+TOKEN = re.compile(r"^ps1:(\d+)\.(\d+):([0-9A-F]+)/([0-9A-F]+)$")
+TOKEN_ROUNDS = 20
+
+
+@pytest.mark.timeout(120)
+def test_c3_pgpool_causal_token_names_the_writers_history_and_holds_at_another_proxy(pair, pgpools, tmp_path):
+    """The Pgpool loop reports the writer's system identifier and timeline (read on the primary before
+    a session's first statement), so its tokens are `ps1:<system identifier>.<timeline>:<lsn>` — the
+    history every host serving this primary names — and hold at another proxy process: a write
+    through Pgpool, its token presented at the example proxy (which reads the identity from its own
+    monitor), and the other way round; none of those reads misses the write under the 200 ms apply
+    delay. The control: the same reads at the other proxy without the token are stale."""
+    from e2e_support import start_proxy, stop_proxy
+
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        sysid = c.execute("SELECT system_identifier FROM pg_catalog.pg_control_system()").fetchone()[0]
+        tli = int(c.execute("SELECT pg_walfile_name(pg_current_wal_insert_lsn())").fetchone()[0][:8], 16)
+    p = pgpools("polarsplit", polarsplit=True)
+    (k,) = _rows(pair, 7700, 1)
+    proxy = start_proxy(pair, tmp_path / "proxy")
+    try:
+        deadline = time.monotonic() + 10
+        while proxy.stats()["proxy"].get("writer_identities", 0) == 0:
+            assert time.monotonic() < deadline, "the example proxy reported no writer identity"
+            time.sleep(0.05)
+        opts = {"autocommit": True, "cursor_factory": psycopg.ClientCursor}
+        with psycopg.connect(p.dsn(), **opts) as via_pgpool, psycopg.connect(proxy.dsn(), **opts) as via_proxy:
+            token = via_pgpool.execute("SHOW polarsplit.causal_token").fetchone()[0]
+            m = TOKEN.match(token)
+            assert m, token
+            assert (int(m.group(1)), int(m.group(2))) == (sysid, tli), (token, sysid, tli)
+
+            def rounds(writer, reader, with_token: bool) -> tuple[int, int]:
+                stale = standby = 0
+                for _ in range(TOKEN_ROUNDS):
+                    wrote = writer.execute("UPDATE kv SET v = v + 1 WHERE k = %s RETURNING v", (k,)).fetchone()[0]
+                    if with_token:
+                        t = writer.execute("SHOW polarsplit.causal_token").fetchone()[0]
+                        assert TOKEN.match(t).group(1, 2) == m.group(1, 2), t
+                        reader.execute(f"SET polarsplit.causal_token = '{t}'")
+                    v, port = reader.execute("SELECT v, inet_server_port() FROM kv WHERE k = %s", (k,)).fetchone()
+                    stale += v < wrote
+                    standby += port == pair.standby.port
+                return stale, standby
+
+            t0 = time.monotonic()
+            to_proxy = rounds(via_pgpool, via_proxy, True)
+            to_pgpool = rounds(via_proxy, via_pgpool, True)
+            with psycopg.connect(proxy.dsn(), **opts) as fresh:  # a session that holds no position of its own
+                control = rounds(via_pgpool, fresh, False)
+            took = time.monotonic() - t0
+    finally:
+        stop_proxy(proxy)
+    report(f"\ncausal tokens, Pgpool <-> example proxy ({TOKEN_ROUNDS} writes each way, apply delay "
+           f"{pair.apply_delay_ms} ms): token {token.split(':')[0]}:{m.group(1)}.{m.group(2)}:… ; "
+           f"Pgpool -> proxy stale {to_proxy[0]} (standby {to_proxy[1]}), proxy -> Pgpool stale {to_pgpool[0]} "
+           f"(standby {to_pgpool[1]}), without the token stale {control[0]} (standby {control[1]}); {took:.2f} s")
+    assert to_proxy[0] == 0 and to_pgpool[0] == 0
+    assert control[0] > 0  # the reads at the other proxy do miss the write without the token
+
+
+# --- reader faults Pgpool sees are the engine's (SPEC R-1a, R-1b) -------------------------------
+
+@pytest.mark.timeout(120)
+def test_r1b_pgpool_failed_replay_samples_hold_the_standby_out_until_a_sample_succeeds(tmp_path):
+    """The loop's replay samples are this host's monitor: when they fail (here: EXECUTE on
+    pg_last_wal_replay_lsn() revoked from the client's role, so the standby answers an error), each
+    is reported as a failed monitor query, and after reader_failure_threshold (3) of them the engine
+    holds the standby out of reader choice — a later session of the same child sends even a read
+    that needs no position to the primary. Only a sample that succeeds after the failures lets it
+    back in. Without the reports the failed samples were ignored and the standby kept serving.
+    Its own pair: the shared one's functions stay as they are."""
+    from pgpair import PgPair
+
+    own = PgPair(apply_delay_ms=0)
+    own.start()
+    p = None
+    lsn_fn = "pg_catalog.pg_last_wal_replay_lsn()"
+    try:
+        with psycopg.connect(own.primary.dsn(dbname="app"), autocommit=True) as admin:
+            admin.execute("CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL); GRANT ALL ON kv TO PUBLIC;"
+                          "INSERT INTO kv VALUES (1, 0)")
+            own.wait_replayed()
+            p = Pgpool(own, tmp_path, polarsplit=True, children=1).start()
+            opts = {"autocommit": True, "cursor_factory": psycopg.ClientCursor}
+            where = "SELECT inet_server_port()"
+
+            def fresh_read() -> int:
+                with psycopg.connect(p.dsn(), **opts) as c:
+                    return c.execute(where).fetchone()[0]
+
+            def write_then_reads(n: int) -> None:
+                """A session that writes, then starts `n` statements more than the sample interval
+                apart: a replay sample before each."""
+                with psycopg.connect(p.dsn(), **opts) as c:
+                    c.execute("UPDATE kv SET v = v + 1 WHERE k = 1")
+                    for _ in range(n):
+                        time.sleep(0.03)
+                        c.execute("SELECT v FROM kv WHERE k = 1").fetchone()
+
+            before = fresh_read()
+            admin.execute(f"REVOKE EXECUTE ON FUNCTION {lsn_fn} FROM PUBLIC")
+            own.wait_replayed()
+            write_then_reads(4)
+            held = fresh_read()
+            log = p.log_text()
+            admin.execute(f"GRANT EXECUTE ON FUNCTION {lsn_fn} TO PUBLIC")
+            own.wait_replayed()
+            write_then_reads(2)  # samples succeed again
+            back = fresh_read()
+        report(f"\nfailed replay samples through patched Pgpool: a read with no position before on "
+               f"{'the standby' if before == own.standby.port else before}, after 4 failed samples on "
+               f"{'the primary' if held == own.primary.port else held}, after a sample succeeded on "
+               f"{'the standby' if back == own.standby.port else back}")
+        assert before == own.standby.port
+        assert "polarsplit: the replay position of node 1 could not be read" in log, log[-3000:]
+        assert held == own.primary.port
+        assert back == own.standby.port
+    finally:
+        if p:
+            assert p.stop() == 0
+        own.stop()

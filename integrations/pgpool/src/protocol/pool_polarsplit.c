@@ -15,7 +15,10 @@
  *     reader = a standby node), which hidden statements to send and which backend bytes to
  *     forward or swallow;
  *   - the engine learns standbys' replay positions from samples this loop takes between
- *     statements after the session wrote (stock PostgreSQL reports none on its own).
+ *     statements after the session wrote (stock PostgreSQL reports none on its own);
+ *   - before a session's first statement, on the idle primary, the loop reads the writer's
+ *     identity (causal tokens) and the database's function catalogue (F-policy), and it reports
+ *     what Pgpool knows of the standbys (health, lost connections, failed samples) as faults.
  *
  * The session is handed to the library already authenticated: the client's StartupMessage (as
  * Pgpool received it) and the primary's AuthenticationOk/ParameterStatus/BackendKeyData/
@@ -94,6 +97,7 @@ typedef struct
 	bool		needs_reset;
 	bool		closed;			/* CLOSE_BACKEND: never reuse */
 	bool		dirty_out;		/* written since the last flush */
+	bool		library_closed; /* CLOSE_BACKEND while idle: reset before its next use */
 } psnode;
 
 typedef struct
@@ -136,6 +140,8 @@ static psg_engine *ps_engine;	/* one per child process */
 static bool ps_engine_failed;
 static int	ps_engine_primary = -1;
 static bool ps_engine_knows[MAX_NUM_BACKENDS];	/* readers registered with the engine */
+static bool ps_connect_failure_reported[MAX_NUM_BACKENDS];
+static bool ps_sample_warned[MAX_NUM_BACKENDS]; /* a failed sample was logged (once until one succeeds) */
 static pssession ps;			/* reused: buffers survive an ERROR's longjmp */
 
 static void ps_pump(void);
@@ -333,10 +339,15 @@ ps_reader_lost(psnode *n, bool pump)
 	if (n->closed)
 		return;
 	ereport(LOG, (errmsg("polarsplit: connection to node %d lost", (int) n->conn - 1)));
-	psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0);
 	ps.fatal = true;
 	snprintf(ps.why, sizeof ps.why, "the connection to node %d was lost", (int) n->conn - 1);
 	was_attached = n->attached;
+	/* R-1a, R-1b: a connection the session holds is the session's to report (CONNECTION_LOST,
+	 * below); one it does not hold (lost while idle or under the host's own query) is the
+	 * engine's: an outage and a failure. The slot is dead for the session either way. */
+	if (!was_attached && !n->library_closed)
+		psg_engine_reader_lost(ps_engine, (uint32_t) n->conn, ps_now_ms());
+	psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0, ps_now_ms());
 	ps_node_drop(n);
 	if (was_attached)
 	{
@@ -581,11 +592,35 @@ parse_lsn(const char *s, uint64_t *lsn)
 	return true;
 }
 
+typedef struct
+{
+	bool		got;
+	bool		null;
+	char		text[64];
+} ps_sample;
+
+static void
+ps_take_sample(void *arg, const char *const *cols, int ncols)
+{
+	ps_sample  *v = arg;
+
+	if (v->got || ncols != 1)
+		return;
+	v->got = true;
+	v->null = cols[0] == NULL;
+	if (cols[0] && strlen(cols[0]) < sizeof v->text)
+		strcpy(v->text, cols[0]);
+}
+
 /*
  * Stock PostgreSQL reports no replay position on its own (SPEC W-7): after the session wrote,
  * sample each idle standby at most every polarsplit_sample_interval ms, between statements, so
  * reads can go to a standby known to have replayed the session's writes. The sample's time is
- * its send time.
+ * its send time. The sample is this host's monitor (R-1a, R-1b): one that fails (an error, an
+ * unreadable answer) is reported as a failed monitor query — an outage of that standby and a
+ * failure toward its hold-out; one that goes unanswered or meets a broken socket loses the node
+ * (ps_reader_lost); a NULL position means the node is no standby any more: unhealthy for the
+ * session.
  */
 static void
 ps_sample_readers(void)
@@ -598,31 +633,59 @@ ps_sample_readers(void)
 	for (int i = 0; i < NUM_BACKENDS; i++)
 	{
 		psnode	   *n = &ps.nodes[i];
-		char		text[64];
+		ps_sample	v = {false, false, ""};
 		uint64_t	lsn;
+		bool		ok;
 
 		if (!n->in_use || i == ps.writer || n->closed || n->attached || !ps_node_idle(n) ||
 			ps_has_pending(n->cp) || n->cp->tstate != 'I')
 			continue;
-		if (ps_host_query(n, "SELECT pg_catalog.pg_last_wal_replay_lsn()", text, sizeof text, true) &&
-			parse_lsn(text, &lsn))
+		now = ps_now_ms();
+		ok = ps_host_query_rows(n, "SELECT pg_catalog.pg_last_wal_replay_lsn()", ps_take_sample, &v, true);
+		if (n->closed)
+			continue;			/* lost: reported */
+		if (ok && v.got && v.null)
+		{
+			ereport(LOG, (errmsg("polarsplit: node %d is not in recovery: not used as a standby by this session", i)));
+			psg_engine_reader_health(ps_engine, (uint32_t) n->conn, 0, ps_now_ms());
+			n->closed = true;	/* never attached again in this session; its connection stays usable */
+			continue;
+		}
+		if (ok && v.got && parse_lsn(v.text, &lsn))
+		{
 			psg_engine_reader_sample(ps_engine, (uint32_t) n->conn, lsn, now);
+			ps_sample_warned[i] = false;
+		}
+		else
+		{
+			ereport(ps_sample_warned[i] ? DEBUG1 : LOG,
+					(errmsg("polarsplit: the replay position of node %d could not be read", i)));
+			ps_sample_warned[i] = true;
+			psg_engine_reader_sample_failed(ps_engine, (uint32_t) n->conn, ps_now_ms());
+		}
 	}
 }
 
 /*
- * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of the
- * session's database (outside the built-in schemas, plus extension functions installed into
- * pg_catalog; one row per overload, with pg_proc's volatility: the query the library's
- * Engine::set_function_catalog documents), loaded on the primary connection once per database
- * per child, at the first moment the session is idle before its first statement. Functions
- * created later stay unknown (the primary) until the child is recycled. A catalogue that does not fit the bounds or
- * cannot be read entirely is not reported at all: a partial list could hide a volatile overload.
- * STUB in the glue until the library's API lands: psg_functions_supported() is false and
- * nothing is queried.
+ * The writer's function catalogue for the F-policy (SPEC section 7), with its server version
+ * (it picks the library's table of built-ins): the user functions of the session's database
+ * (outside the built-in schemas, plus extension functions installed into pg_catalog; one row per
+ * overload, with pg_proc's volatility: the query polarsplit_engine_set_function_catalog
+ * documents), read on the session's own primary connection when it is idle before the session's
+ * first statement — the one moment this host may query the primary: later, a simple Query would
+ * destroy the client's unnamed statement. A child loads a database's catalogue at the first
+ * session of that database and again at the start of a later session once the last load is
+ * older than polarsplit_catalog_refresh_interval ms (0: once per child), so a function created,
+ * dropped or recreated with another volatility — through Pgpool or not — is judged by the new
+ * catalogue from the first session that starts after that interval; a session in progress keeps
+ * what it started with. All or nothing: a catalogue that does not fit the bounds or cannot be
+ * read entirely is not reported and the database's previous one is removed (its user functions'
+ * calls go to the primary, which is safe; a list that may be stale or partial is not: it could
+ * hide a volatile overload); the load is retried at a later session start.
  */
 #define PS_MAX_FUNCTIONS		100000
 #define PS_MAX_CATALOGUE_DBS	64
+#define PS_CATALOGUE_RETRY_MS	1000	/* at least this long after a failed load */
 
 typedef struct
 {
@@ -631,9 +694,18 @@ typedef struct
 	size_t		n,
 				cap;
 	bool		overflow;
+	uint32_t	version;		/* server_version_num, 0 if not read */
 } ps_catalogue;
 
-static char *ps_catalogue_dbs[PS_MAX_CATALOGUE_DBS];
+typedef struct
+{
+	char	   *name;
+	uint64_t	next_at;		/* the next load at a session start */
+	bool		loaded;			/* the engine holds a catalogue of it */
+	bool		warned;			/* a failure was logged since the last load */
+} ps_catalogue_db;
+
+static ps_catalogue_db ps_catalogue_dbs[PS_MAX_CATALOGUE_DBS];
 static int	ps_n_catalogue_dbs;
 
 static void
@@ -642,8 +714,19 @@ ps_catalogue_row(void *arg, const char *const *cols, int ncols)
 	ps_catalogue *c = arg;
 	psg_function *f;
 
-	if (c->overflow || ncols != 3 || !cols[0] || !cols[1] || !cols[2])
+	if (ncols == 1)
+	{
+		if (cols[0])
+			c->version = (uint32_t) strtoul(cols[0], NULL, 10);
 		return;
+	}
+	if (c->overflow)
+		return;
+	if (ncols != 3 || !cols[0] || !cols[1] || !cols[2])
+	{
+		c->overflow = true;		/* a row the host cannot read: the list would be partial */
+		return;
+	}
 	if (c->n == c->cap)
 	{
 		size_t		cap = c->cap ? c->cap * 2 : 256;
@@ -686,26 +769,39 @@ ps_catalogue_row(void *arg, const char *const *cols, int ncols)
 	c->n++;
 }
 
+static ps_catalogue_db *
+ps_catalogue_db_of(const char *database)
+{
+	ps_catalogue_db *d;
+
+	for (int i = 0; i < ps_n_catalogue_dbs; i++)
+		if (strcmp(ps_catalogue_dbs[i].name, database) == 0)
+			return &ps_catalogue_dbs[i];
+	if (ps_n_catalogue_dbs == PS_MAX_CATALOGUE_DBS)
+		return NULL;			/* more databases than a child tracks: their user functions stay on the primary */
+	d = &ps_catalogue_dbs[ps_n_catalogue_dbs];
+	memset(d, 0, sizeof *d);
+	d->name = strdup(database);
+	if (!d->name)
+		return NULL;
+	ps_n_catalogue_dbs++;
+	return d;
+}
+
 static void
 ps_load_function_catalogue(const char *database)
 {
 	ps_catalogue c = {0};
+	ps_catalogue_db *d;
+	const char *why = "its query failed";
+	uint64_t	now = ps_now_ms();
+	int			refresh = pool_config->polarsplit_catalog_refresh_interval;
 	bool		ok;
 
-	if (!psg_functions_supported() || !database)
+	if (!database || !database[0] || (d = ps_catalogue_db_of(database)) == NULL || now < d->next_at)
 		return;
-	for (int i = 0; i < ps_n_catalogue_dbs; i++)
-		if (strcmp(ps_catalogue_dbs[i], database) == 0)
-			return;
-	if (ps_n_catalogue_dbs == PS_MAX_CATALOGUE_DBS)
-		return;					/* more databases than a child remembers: unknown functions stay on the primary */
-	ps_catalogue_dbs[ps_n_catalogue_dbs++] = strdup(database);
-	if (!ps_catalogue_dbs[ps_n_catalogue_dbs - 1])
-	{
-		ps_n_catalogue_dbs--;
-		return;
-	}
 	ok = ps_host_query_rows(&ps.nodes[ps.writer],
+							"SELECT pg_catalog.current_setting('server_version_num');"
 							"SELECT n.nspname, p.proname, p.provolatile FROM pg_catalog.pg_proc p "
 							"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
 							"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
@@ -713,18 +809,113 @@ ps_load_function_catalogue(const char *database)
 							"WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
 							"AND d.objid = p.oid AND d.deptype = 'e')",
 							ps_catalogue_row, &c, true);
-	if (ok && !c.overflow)
+	if (ok && c.overflow)
 	{
-		if (psg_engine_set_functions(ps_engine, database, c.fns, c.n) != PSG_OK)
-			ereport(LOG, (errmsg("polarsplit: the library refused the function catalogue of \"%s\"", database)));
+		ok = false;
+		why = "it does not fit the host's bounds";
+	}
+	if (ok && psg_engine_set_functions(ps_engine, database, c.fns, c.n, &why) != PSG_OK)
+		ok = false;
+	if (ok)
+	{
+		if (c.version)
+			psg_engine_writer_version(ps_engine, c.version);
+		ereport(d->loaded && !d->warned ? DEBUG1 : LOG,
+				(errmsg("polarsplit: function catalogue of \"%s\": %zu user functions (server_version_num %u)",
+						database, c.n, c.version)));
+		d->loaded = true;
+		d->warned = false;
+		d->next_at = refresh > 0 ? now + (uint64_t) refresh : UINT64_MAX;
 	}
 	else
-		ereport(LOG, (errmsg("polarsplit: the function catalogue of \"%s\" was not read whole: not reported",
-							 database)));
+	{
+		/* A catalogue that may be stale is worse than none: unknown functions go to the primary. */
+		if (d->loaded)
+			psg_engine_remove_functions(ps_engine, database);
+		if (!d->warned)
+			ereport(LOG, (errmsg("polarsplit: function catalogue of \"%s\" not loaded: %s%s; its user functions "
+								 "go to the primary", database, why,
+								 d->loaded ? " (the previous one is dropped)" : "")));
+		d->loaded = false;
+		d->warned = true;
+		d->next_at = now + (uint64_t) (refresh > PS_CATALOGUE_RETRY_MS ? refresh : PS_CATALOGUE_RETRY_MS);
+	}
 	for (size_t i = 0; i < 2 * c.n; i++)
 		free(c.strings[i]);
 	free(c.strings);
 	free(c.fns);
+}
+
+/*
+ * The writer's identity for causal tokens (SPEC C-1, C-3): its system identifier and the timeline
+ * it writes now (the first 8 hex digits of the WAL file it inserts into; pg_control_checkpoint()
+ * would lag a promotion), read on the idle primary connection before a session's first
+ * statement, once per child and primary node: Pgpool restarts its children after a failover,
+ * and a promoted standby is another node. Every Pgpool child, and every other host reporting the
+ * same primary, then formats and accepts the same tokens. A failed read (e.g. the function's
+ * EXECUTE revoked from the client's role) is logged once and retried at a later session start
+ * after PS_IDENTITY_RETRY_MS; until it succeeds the child's tokens hold in this child only.
+ */
+#define PS_IDENTITY_RETRY_MS	60000
+
+static int	ps_identity_node = -1;	/* the primary node whose identity the engine holds */
+static uint64_t ps_identity_retry_at;
+static bool ps_identity_warned;
+
+typedef struct
+{
+	bool		got;
+	uint64_t	system_id;
+	uint32_t	timeline;
+} ps_identity;
+
+static void
+ps_take_identity(void *arg, const char *const *cols, int ncols)
+{
+	ps_identity *id = arg;
+	char	   *end;
+	char		tli[9];
+
+	if (id->got || ncols != 2 || !cols[0] || !cols[1] || strlen(cols[1]) != 24)
+		return;
+	errno = 0;
+	id->system_id = strtoull(cols[0], &end, 10);
+	if (errno || *end || end == cols[0])
+		return;
+	memcpy(tli, cols[1], 8);
+	tli[8] = '\0';
+	id->timeline = (uint32_t) strtoul(tli, &end, 16);
+	if (*end || id->timeline == 0)
+		return;
+	id->got = true;
+}
+
+static void
+ps_read_writer_identity(void)
+{
+	ps_identity id = {false, 0, 0};
+	uint64_t	now = ps_now_ms();
+
+	if (ps_identity_node == ps.writer || now < ps_identity_retry_at)
+		return;
+	if (ps_host_query_rows(&ps.nodes[ps.writer],
+						   "SELECT system_identifier, "
+						   "pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_insert_lsn()) "
+						   "FROM pg_catalog.pg_control_system()", ps_take_identity, &id, true) && id.got)
+	{
+		psg_engine_writer_identity(ps_engine, id.system_id, id.timeline);
+		ps_identity_node = ps.writer;
+		ps_identity_warned = false;
+		ereport(DEBUG1, (errmsg("polarsplit: writer identity: system identifier %llu, timeline %u (node %d)",
+								(unsigned long long) id.system_id, id.timeline, ps.writer)));
+		return;
+	}
+	ps_identity_retry_at = now + PS_IDENTITY_RETRY_MS;
+	if (!ps_identity_warned)
+		ereport(LOG, (errmsg("polarsplit: the writer identity (pg_control_system(), pg_walfile_name()) could not be "
+							 "read on node %d: causal tokens of this child hold in this child only (retrying in %d s)",
+							 ps.writer, PS_IDENTITY_RETRY_MS / 1000)));
+	ps_identity_warned = true;
 }
 
 /* --- the library's actions -------------------------------------------------------------- */
@@ -774,6 +965,7 @@ ps_acquire_reader(const psg_action *a)
 			return;
 		}
 		n->needs_reset = false;
+		n->library_closed = false;
 		flags |= PSG_FLAG_FRESH;
 	}
 	if (n->needs_reset)
@@ -864,7 +1056,25 @@ ps_exec(const psg_action *a)
 		case PSG_PIN_WRITER:
 			break;				/* the primary connection is this client's alone anyway */
 		case PSG_CLOSE_BACKEND:
-			if ((n = ps_node(a->conn)) != NULL)
+			if ((n = ps_node(a->conn)) != NULL && (int) a->conn - 1 != ps.writer && !n->closed &&
+				n->outstanding == 0 && n->in.len == 0 && !ps_has_pending(n->cp) && n->cp->tstate == 'I')
+			{
+				/*
+				 * An idle standby connection the library will not have reused as it is — e.g.
+				 * code it cannot see into (a user function) ran on it and may have left state
+				 * (SPEC S-6). This host has one connection per node, so instead of losing the
+				 * node for the session (and the child) it treats it as a new connection: the
+				 * engine forgets the id, and the next ACQUIRE_READER resets it with DISCARD ALL
+				 * and attaches it FRESH. A connection that is gone (a FATAL came before its
+				 * EOF) fails that reset and is lost then — a loss the library already counted.
+				 */
+				n->attached = false;
+				n->has_key = false;
+				n->needs_reset = false;
+				n->library_closed = true;
+				psg_engine_connection_closed(ps_engine, a->conn);
+			}
+			else if (n != NULL)
 			{
 				ps_node_drop(n);
 				ps.fatal = true;	/* Pgpool must not cache it: the child ends */
@@ -978,8 +1188,8 @@ ps_feed_client(void)
 			limit = ps.cin.len;
 		if (ps.cfed >= limit)
 			return;
-		/* Between statements, with every node idle: the function catalogue before the first
-		 * one; standby positions when needed. */
+		/* Between statements, with every node idle: the writer's identity and function
+		 * catalogue before the first one; standby positions when needed. */
 		if (ps.cfed == 0 && ps.csynthetic == 0 && ps_all_idle())
 		{
 			uint8_t		k = *psbuf_at(&ps.cin, 0);
@@ -987,6 +1197,7 @@ ps_feed_client(void)
 			if (!ps.catalogue_checked)
 			{
 				ps.catalogue_checked = true;
+				ps_read_writer_identity();
 				ps_load_function_catalogue(ps.database);
 			}
 			/* any statement's start: Query, or Parse/Bind of the extended protocol (a named
@@ -1224,6 +1435,7 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 		n->fed = n->synthetic = 0;
 		n->outstanding = 0;
 		n->attached = n->used = n->has_key = n->needs_reset = n->closed = n->dirty_out = false;
+		n->library_closed = false;
 		if (i == ps.writer)
 			continue;
 		/* Registered once per child: registering again would forget the reader's samples. */
@@ -1232,7 +1444,21 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 			psg_engine_add_reader(ps_engine, (uint32_t) i + 1, PS_READER_HOSTGROUP);
 			ps_engine_knows[i] = true;
 		}
-		psg_engine_reader_health(ps_engine, (uint32_t) i + 1, up);
+		psg_engine_reader_health(ps_engine, (uint32_t) i + 1, up, ps_now_ms());
+		/*
+		 * R-1b: a standby Pgpool holds up but this child has no connection to: Pgpool's connect
+		 * for this child failed (failover_on_backend_error = off skips the node, and the child
+		 * does not try it again until a failover or failback event). One failure, reported once.
+		 */
+		if (!up && CONNECTION_SLOT(backend, i) == NULL &&
+			(BACKEND_INFO(i).backend_status == CON_UP || BACKEND_INFO(i).backend_status == CON_CONNECT_WAIT))
+		{
+			if (!ps_connect_failure_reported[i])
+				psg_engine_reader_connect_failed(ps_engine, (uint32_t) i + 1, ps_now_ms());
+			ps_connect_failure_reported[i] = true;
+		}
+		else if (up)
+			ps_connect_failure_reported[i] = false;
 	}
 
 	ws = CONNECTION_SLOT(backend, ps.writer);

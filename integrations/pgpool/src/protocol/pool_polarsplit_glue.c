@@ -147,9 +147,9 @@ psg_engine_remove_reader(psg_engine *e, uint32_t server)
 }
 
 void
-psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy)
+psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy, uint64_t now_ms)
 {
-	polarsplit_engine_set_reader_health(e->engine, server, healthy != 0);
+	polarsplit_engine_set_reader_health_at(e->engine, server, healthy != 0, now_ms);
 }
 
 void
@@ -159,34 +159,99 @@ psg_engine_reader_sample(psg_engine *e, uint32_t server, uint64_t lsn, uint64_t 
 }
 
 void
+psg_engine_reader_sample_failed(psg_engine *e, uint32_t server, uint64_t now_ms)
+{
+	polarsplit_engine_reader_monitor_failed(e->engine, server, now_ms);
+}
+
+void
+psg_engine_reader_lost(psg_engine *e, uint32_t server, uint64_t now_ms)
+{
+	polarsplit_engine_reader_lost(e->engine, server, now_ms);
+}
+
+void
+psg_engine_reader_connect_failed(psg_engine *e, uint32_t server, uint64_t now_ms)
+{
+	polarsplit_engine_reader_connect_failed(e->engine, server, now_ms, false);
+}
+
+void
+psg_engine_connection_closed(psg_engine *e, uint64_t conn)
+{
+	polarsplit_engine_connection_closed(e->engine, conn);
+}
+
+void
 psg_engine_writer_changed(psg_engine *e)
 {
 	polarsplit_engine_writer_changed(e->engine, 0, NULL);
 }
 
-/*
- * F-policy catalogue. STUB: the Rust API exists (Engine::set_function_catalog(database, rows):
- * replaces the database's list, all or nothing), its C function does not yet. Wiring it is this
- * one function — convert the rows (schema, name, provolatile 'i'/'s'/'v') and call it, e.g.
- * polarsplit_engine_set_function_catalog(engine, database, rows, n, &recorded) — and set
- * PSG_FUNCTION_CATALOGUE to 1.
- */
-#define PSG_FUNCTION_CATALOGUE 0
-
-int
-psg_functions_supported(void)
+void
+psg_engine_writer_identity(psg_engine *e, uint64_t system_id, uint32_t timeline)
 {
-	return PSG_FUNCTION_CATALOGUE;
+	polarsplit_engine_set_writer_identity(e->engine, 0, system_id, timeline, NULL);
 }
 
-psg_status
-psg_engine_set_functions(psg_engine *e, const char *database, const psg_function *fns, size_t n)
+void
+psg_engine_writer_version(psg_engine *e, uint32_t version_num)
 {
-	(void) e;
-	(void) database;
-	(void) fns;
-	(void) n;
-	return PSG_ERR;
+	polarsplit_engine_set_writer_server_version(e->engine, version_num);
+}
+
+/*
+ * F-policy catalogue (SPEC section 7): the rows become polarsplit_function structs, passed with
+ * this build's sizeof as the stride (the struct only grows at the end), and replace what the
+ * engine knew of the database in one call (all or nothing).
+ */
+psg_status
+psg_engine_set_functions(psg_engine *e, const char *database, const psg_function *fns, size_t n,
+						 const char **why)
+{
+	polarsplit_function *rows = NULL;
+	polarsplit_status st;
+
+	if (!database)
+	{
+		if (why)
+			*why = "no database";
+		return PSG_ERR;
+	}
+	if (n > 0)
+	{
+		rows = calloc(n, sizeof *rows);
+		if (!rows)
+		{
+			if (why)
+				*why = "out of memory";
+			return PSG_ERR;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+	{
+		char		v = fns[i].volatility;
+
+		rows[i].schema = fns[i].schema;
+		rows[i].schema_len = fns[i].schema ? strlen(fns[i].schema) : 0;
+		rows[i].name = fns[i].name;
+		rows[i].name_len = fns[i].name ? strlen(fns[i].name) : 0;
+		/* pg_proc.provolatile is 'i', 's' or 'v'; anything else is taken as volatile */
+		rows[i].volatility = v == POLARSPLIT_VOLATILITY_IMMUTABLE || v == POLARSPLIT_VOLATILITY_STABLE ?
+			(polarsplit_volatility) v : POLARSPLIT_VOLATILITY_VOLATILE;
+	}
+	st = polarsplit_engine_set_function_catalog(e->engine, database, strlen(database), rows, n, sizeof *rows);
+	free(rows);
+	if (why)
+		*why = polarsplit_status_str(st);
+	return map_status(st);
+}
+
+void
+psg_engine_remove_functions(psg_engine *e, const char *database)
+{
+	if (database)
+		polarsplit_engine_remove_function_catalog(e->engine, database, strlen(database));
 }
 
 psg_status

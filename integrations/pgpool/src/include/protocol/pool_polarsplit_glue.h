@@ -112,17 +112,32 @@ extern int psg_abi_matches(void);
 extern const char *psg_library_version(void);
 extern void psg_engine_add_reader(psg_engine *e, uint32_t server, uint32_t hostgroup);
 extern void psg_engine_remove_reader(psg_engine *e, uint32_t server);
-extern void psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy);
+/* Engine-wide facts, with the host's monotonic time (SPEC R-1, R-1a, R-1b): health as Pgpool sees
+ * it at session start or after a loss; a replay sample (its send time); a failed sample (an error
+ * answer or none: an outage and a failure); an idle connection no session held broke; a connection
+ * Pgpool failed to open for this child. */
+extern void psg_engine_reader_health(psg_engine *e, uint32_t server, int healthy, uint64_t now_ms);
 extern void psg_engine_reader_sample(psg_engine *e, uint32_t server, uint64_t lsn, uint64_t at_ms);
+extern void psg_engine_reader_sample_failed(psg_engine *e, uint32_t server, uint64_t now_ms);
+extern void psg_engine_reader_lost(psg_engine *e, uint32_t server, uint64_t now_ms);
+extern void psg_engine_reader_connect_failed(psg_engine *e, uint32_t server, uint64_t now_ms);
 extern void psg_engine_writer_changed(psg_engine *e);
+/* Connection `conn` is to be taken as a new one (reset before its next use): the engine forgets
+ * what it knew of it (the statements prepared on it, SPEC E-2). */
+extern void psg_engine_connection_closed(psg_engine *e, uint64_t conn);
+
+/* The writer's history for causal tokens (SPEC C-1, C-3): its system identifier and the timeline
+ * it writes now; an identity other than the one reported before bumps the writer generation. */
+extern void psg_engine_writer_identity(psg_engine *e, uint64_t system_id, uint32_t timeline);
+/* The writer's server_version_num: picks the library's table of built-in functions. */
+extern void psg_engine_writer_version(psg_engine *e, uint32_t version_num);
 
 /*
  * The writer's function catalogue for the F-policy (SPEC section 7): the user functions of one
- * database (schema, name, pg_proc.provolatile 'i'/'s'/'v'; one row per overload), replacing what
- * the engine knew of that database. STUB: the library has it in Rust
- * (Engine::set_function_catalog), not yet in C; until psg_engine_set_functions() is wired to it (its body in
- * pool_polarsplit_glue.c, and psg_functions_supported() returning 1), the host loads nothing
- * and calls to functions the library does not know stay on the primary.
+ * database (schema and name NUL-terminated, pg_proc.provolatile 'i'/'s'/'v'; one row per
+ * overload), replacing what the engine knew of that database, all or nothing. On an error *why
+ * (may be NULL) names the library's status and nothing changed. psg_engine_remove_functions
+ * forgets a database's catalogue (its user functions' calls go to the primary again).
  */
 typedef struct
 {
@@ -131,9 +146,9 @@ typedef struct
 	char		volatility;
 } psg_function;
 
-extern int psg_functions_supported(void);
 extern psg_status psg_engine_set_functions(psg_engine *e, const char *database, const psg_function *fns,
-										   size_t n);
+										   size_t n, const char **why);
+extern void psg_engine_remove_functions(psg_engine *e, const char *database);
 
 /* Session: one per client. client_host may be NULL. */
 extern psg_status psg_session_new(psg_engine *e, const char *client_host, uint16_t client_port,
