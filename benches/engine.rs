@@ -22,12 +22,12 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use polarsplit::classify::{classify, Classifier, WriteFunctions};
-use polarsplit::config::Config;
-use polarsplit::protocol::framer::{BodyMode, Framer, Step};
-use polarsplit::protocol::{Limits, Lsn};
-use polarsplit::session::{Action, ClientInfo, Event, Session};
+use polarsplit::internals::classify::{classify, Classifier, WriteFunctions};
+use polarsplit::internals::protocol::framer::{BodyMode, Framer, Step};
+use polarsplit::Config;
 use polarsplit::Engine;
+use polarsplit::{Action, ClientInfo, Event, Session};
+use polarsplit::{Limits, Lsn};
 use polarsplit_test_support::be::{self, command_complete};
 use polarsplit_test_support::decode;
 use polarsplit_test_support::fe::{self, query};

@@ -1,6 +1,6 @@
 //! Runs many plain-read cycles through a session, for profilers (`perf record`, callgrind).
-use polarsplit::protocol::encode;
-use polarsplit::session::{ClientInfo, Event, Session};
+use polarsplit::internals::protocol::encode;
+use polarsplit::{ClientInfo, Event, Session};
 use polarsplit::{Config, Engine};
 
 fn msg(tag: u8, body: &[u8]) -> Vec<u8> {

@@ -8,8 +8,8 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::*;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::Event;
+use polarsplit::Event;
+use polarsplit::Lsn;
 
 struct Counting;
 

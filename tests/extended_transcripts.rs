@@ -6,9 +6,9 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{ConnId, Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{ConnId, Event, Outcome, Reason};
 
 const R1: ConnId = 701;
 const R2: ConnId = 702;
@@ -650,11 +650,11 @@ fn e2_close_and_deallocate_remove_the_clients_statement() {
 #[test]
 fn e2_a_pooled_reader_shared_by_clients_with_colliding_statement_names_never_mixes_them() {
     // Two clients both call their statement `_pg3_0` (psycopg's naming), with different texts.
-    let engine = polarsplit::Engine::new(polarsplit::config::Config::default());
+    let engine = polarsplit::Engine::new(polarsplit::Config::default());
     engine.add_reader(1, 1);
-    let mut a = Host::new(polarsplit::config::Config::default());
+    let mut a = Host::new(polarsplit::Config::default());
     a.engine = engine.clone();
-    a.session = polarsplit::session::Session::new(engine.clone(), client_info());
+    a.session = polarsplit::Session::new(engine.clone(), client_info());
     a.connect();
     let mut b = parse("_pg3_0", "SELECT name FROM users WHERE id = $1");
     b.extend(named_execute("_pg3_0"));
@@ -667,9 +667,9 @@ fn e2_a_pooled_reader_shared_by_clients_with_colliding_statement_names_never_mix
         needs_reset: false
     }));
     // Client B gets the same pooled connection.
-    let mut bh = Host::new(polarsplit::config::Config::default());
+    let mut bh = Host::new(polarsplit::Config::default());
     bh.engine = engine.clone();
-    bh.session = polarsplit::session::Session::new(engine.clone(), client_info());
+    bh.session = polarsplit::Session::new(engine.clone(), client_info());
     bh.connect();
     let mut b = parse("_pg3_0", "SELECT balance FROM accounts WHERE id = $1");
     b.extend(named_execute("_pg3_0"));
@@ -744,7 +744,7 @@ fn e1_a_batch_rejected_at_a_flush_is_answered_at_its_sync() {
     // the Sync, which it answers; the engine's REJECT does the same (found by the simulator's
     // flush family, seed 207).
     let mut h = Host::new(config(|c| {
-        c.read_fallback = polarsplit::config::ReadFallback::Error;
+        c.read_fallback = polarsplit::ReadFallback::Error;
     }));
     h.engine.remove_reader(1);
     h.engine.remove_reader(2);

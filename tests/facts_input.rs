@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::{Lsn, LsnField, Marker, TxStatus};
-use polarsplit::session::{BackendFact, ConnId, Outcome, Reason};
+use polarsplit::{BackendFact, ConnId, Outcome, Reason};
+use polarsplit::{Lsn, LsnField, Marker, TxStatus};
 
 const R1: ConnId = 701;
 

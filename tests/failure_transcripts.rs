@@ -3,16 +3,16 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::{OnReplicaError, OnReplicaLoss, OnWaitTimeout};
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{Event, Outcome, Reason};
+use polarsplit::{OnReplicaError, OnReplicaLoss, OnWaitTimeout};
 
 const R1: u64 = 401;
 const R2: u64 = 402;
 
 /// A session that wrote at LSN 0x5000, so its next read waits.
-fn after_write(c: polarsplit::config::Config) -> Host {
+fn after_write(c: polarsplit::Config) -> Host {
     let mut h = Host::new(c);
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -330,7 +330,7 @@ fn f3_error_after_the_row_description_is_still_retried() {
     // refuses fails after it. The RowDescription is held, so the retry is allowed. (An unknown
     // function is read-safe only with `unknown_functions = replica`: F-policy.)
     let mut h = after_write(config(|c| {
-        c.unknown_functions = polarsplit::classify::UnknownFunctions::Replica
+        c.unknown_functions = polarsplit::UnknownFunctions::Replica
     }));
     h.client(&query("SELECT f_that_writes()"));
     h.attach(R1);

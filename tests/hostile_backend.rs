@@ -12,9 +12,9 @@ use common::{
     command_complete, data_row, query, rfq, row_description, select_result, tags, Host, A,
 };
 use hostile_common::{measure, Counting, Lean, WRITER};
-use polarsplit::config::Config;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason, SessionError};
+use polarsplit::Config;
+use polarsplit::Lsn;
+use polarsplit::{Event, Outcome, Reason, SessionError};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -321,7 +321,7 @@ fn a_valid_xid_list_is_imported_digit_for_digit() {
 #[test]
 fn an_xid_list_longer_than_the_bound_is_refused() {
     let long = format!("1,{}", "7,".repeat(3000)) + "7";
-    assert!(long.len() > polarsplit::protocol::rfq::MAX_XID_LIST_LEN);
+    assert!(long.len() > polarsplit::internals::protocol::rfq::MAX_XID_LIST_LEN);
     let mut h = host();
     split_after(&mut h, &long);
     let d = h.last_decision();

@@ -9,9 +9,9 @@ mod hostile_common;
 use std::time::Instant;
 
 use hostile_common::{contains, measure, msg, query, Counting, Lean, WRITER};
-use polarsplit::classify::{classify, NotSafe, WriteFunctions};
-use polarsplit::config::Config;
-use polarsplit::session::{Outcome, Reason, SessionError};
+use polarsplit::internals::classify::{classify, NotSafe, WriteFunctions};
+use polarsplit::Config;
+use polarsplit::{Outcome, Reason, SessionError};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -37,7 +37,7 @@ fn feed_in_pieces(l: &mut Lean, bytes: &[u8], piece: usize) -> (usize, u64, f64)
     (peak, allocs, t.elapsed().as_secs_f64())
 }
 
-fn last_decision(l: &Lean) -> polarsplit::session::Decision {
+fn last_decision(l: &Lean) -> polarsplit::Decision {
     *l.seen.decisions.last().expect("a decision")
 }
 
@@ -391,7 +391,7 @@ fn a_password_message_after_authentication_waits_its_turn_and_is_never_cut_into(
     // client bug or an attack) was passed to the writer at once, ahead of the statement in
     // flight; a large one was still streaming when the statement fell back to the writer, and
     // the engine's copy of the statement landed inside it.
-    use polarsplit::session::Event;
+    use polarsplit::Event;
     let mut l = connected();
     l.copy = true;
     l.client(&query(b"SELECT 1")).unwrap();

@@ -12,10 +12,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{command_complete, query, rfq, startup, A, WRITER};
-use polarsplit::config::Config;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Action, ClientInfo, Event, Outcome, Session};
+use polarsplit::Config;
 use polarsplit::Engine;
+use polarsplit::Lsn;
+use polarsplit::{Action, ClientInfo, Event, Outcome, Session};
 use proptest::prelude::*;
 
 // --- Reader keys ------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ fn p9_reader_keys_of_equal_sessions_are_equal_and_each_difference_shows() {
     });
     assert_eq!(reader_key(&e, &base), k);
     e.replace_config(Config {
-        identity_mode: polarsplit::config::IdentityMode::Proxy,
+        identity_mode: polarsplit::IdentityMode::Proxy,
         ..Config::default()
     });
     assert_ne!(reader_key(&e, &base)[0], k[0]);
@@ -273,7 +273,7 @@ fn p9_reader_keys_of_equal_sessions_are_equal_and_each_difference_shows() {
 
 /// W-3, independently: a valid list is `<digits>,<digits>[,<digits>…]`, 64-bit fields.
 fn valid_xids(b: &[u8]) -> bool {
-    b.len() <= polarsplit::protocol::rfq::MAX_XID_LIST_LEN
+    b.len() <= polarsplit::internals::protocol::rfq::MAX_XID_LIST_LEN
         && std::str::from_utf8(b).is_ok_and(|t| {
             t.split(',').count() >= 2
                 && t.split(',').all(|f| {
@@ -384,7 +384,7 @@ proptest! {
             ..Config::default()
         };
         if polardb {
-            c.server_dialect = polarsplit::config::ServerDialect::PolarDb;
+            c.server_dialect = polarsplit::ServerDialect::PolarDb;
         }
         let mut h = common::Host::new(c);
         h.connect();

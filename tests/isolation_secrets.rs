@@ -15,8 +15,8 @@ use hostile_common::{
     command_complete, contains, heap_contains, msg, query, rfq, start_tracking, startup,
     stop_tracking, Counting, Lean, WRITER,
 };
-use polarsplit::config::Config;
-use polarsplit::session::{Event, SessionError};
+use polarsplit::Config;
+use polarsplit::{Event, SessionError};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;

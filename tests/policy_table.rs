@@ -1,7 +1,7 @@
 //! F-2/F-3: every (failure class × configured action × progress) combination and its recovery.
 
-use polarsplit::config::{Config, OnReplicaError, OnReplicaLoss, OnWaitTimeout};
-use polarsplit::policy::{decide, FailureClass, Progress, Recovery};
+use polarsplit::internals::policy::{decide, FailureClass, Progress, Recovery};
+use polarsplit::{Config, OnReplicaError, OnReplicaLoss, OnWaitTimeout};
 
 use FailureClass::*;
 use Recovery::*;

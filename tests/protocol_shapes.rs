@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use polarsplit::session::{Event, Reason};
+use polarsplit::{Event, Reason};
 
 const R1: u64 = 601;
 

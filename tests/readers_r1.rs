@@ -8,12 +8,12 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use polarsplit::cluster::readers::{BACKOFF_BASE_MS, BACKOFF_CAP_MS};
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::ServerDialect;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::internals::cluster::readers::{BACKOFF_BASE_MS, BACKOFF_CAP_MS};
+use polarsplit::Counter;
 use polarsplit::Engine;
+use polarsplit::Lsn;
+use polarsplit::ServerDialect;
+use polarsplit::{Event, Outcome, Reason};
 
 const R1: u64 = 501;
 const R2: u64 = 502;

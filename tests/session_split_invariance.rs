@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{ConnId, Decision, Event};
+use polarsplit::Lsn;
+use polarsplit::{ConnId, Decision, Event};
 use proptest::prelude::*;
 
 const R: ConnId = 501;

@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
-use polarsplit::config::{Consistency, OnMissingLsn, ReadFallback, ServerDialect, StartupProfile};
-use polarsplit::protocol::startup::StartupPacket;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::internals::protocol::startup::StartupPacket;
+use polarsplit::{Consistency, OnMissingLsn, ReadFallback, ServerDialect, StartupProfile};
+use polarsplit::{Event, Outcome, Reason};
 
 const R1: u64 = 201;
 
@@ -87,7 +87,7 @@ fn w1_startup_goes_to_the_writer_with_role_keys_and_rfq_is_standard() {
     assert_eq!(m[2].1.len(), 9);
     assert_eq!(
         parse_client_rfq(&m[2].1),
-        (polarsplit::protocol::TxStatus::Idle, None)
+        (polarsplit::TxStatus::Idle, None)
     );
     assert_eq!(h.session.backend_key(), Some((5, &[0, 0, 0, 6][..])));
 }
@@ -183,8 +183,7 @@ fn p4_caught_up_reader_is_preferred_and_the_wait_dropped() {
     let mut h = host();
     h.client(&query("UPDATE t SET v = 1"));
     h.writer_answers("UPDATE 1", b'I', Some(5000), None);
-    h.engine
-        .reader_sample(2, polarsplit::protocol::Lsn(6000), h.now);
+    h.engine.reader_sample(2, polarsplit::Lsn(6000), h.now);
     let (server, sent) = read_on_reader(&mut h, "SELECT v FROM t", R1);
     assert_eq!(server, 2, "the reader known to have replayed the target");
     assert_eq!(sent, query("SELECT v FROM t"));
@@ -199,7 +198,7 @@ fn p4_stale_sample_does_not_skip_the_wait() {
     h.client(&query("UPDATE t SET v = 1"));
     h.writer_answers("UPDATE 1", b'I', Some(5000), None);
     h.engine
-        .reader_sample(2, polarsplit::protocol::Lsn(6000), h.now - 10_000);
+        .reader_sample(2, polarsplit::Lsn(6000), h.now - 10_000);
     let (_, sent) = read_on_reader(&mut h, "SELECT v FROM t", R1);
     assert!(sent_queries(&sent)[0].contains("polar_xact_split_wait_lsn = '5000'"));
 }
@@ -406,9 +405,7 @@ fn s2_generation_change_clears_the_session_lsns() {
     );
     assert_eq!(h.session.lsn_state().target().0, 0);
     assert_eq!(
-        h.engine
-            .stats()
-            .get(polarsplit::cluster::stats::Counter::GenerationResets),
+        h.engine.stats().get(polarsplit::Counter::GenerationResets),
         1
     );
 }
@@ -626,7 +623,7 @@ fn p6_a_read_the_writer_answered_without_its_position_makes_the_session_position
     let d = h.last_decision();
     assert_eq!(
         (d.outcome, d.target),
-        (Outcome::ReplicaWithWait, polarsplit::protocol::Lsn(0x5000)),
+        (Outcome::ReplicaWithWait, polarsplit::Lsn(0x5000)),
         "{d:?}"
     );
 }

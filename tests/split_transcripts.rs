@@ -3,10 +3,10 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::ServerDialect;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::ServerDialect;
+use polarsplit::{Event, Outcome, Reason};
 
 const R1: u64 = 301;
 const R2: u64 = 302;

@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
-use polarsplit::config::{ServerDialect, StartupProfile};
-use polarsplit::session::{ConnId, Event, Reason};
+use polarsplit::{ConnId, Event, Reason};
+use polarsplit::{ServerDialect, StartupProfile};
 
 const R1: ConnId = 901;
 

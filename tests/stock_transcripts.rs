@@ -6,14 +6,14 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::{ServerDialect, StartupProfile};
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{Event, Outcome, Reason};
+use polarsplit::{ServerDialect, StartupProfile};
 
 const R1: u64 = 801;
 
-fn stock(f: impl FnOnce(&mut polarsplit::config::Config)) -> Host {
+fn stock(f: impl FnOnce(&mut polarsplit::Config)) -> Host {
     let mut h = Host::new(config(|c| {
         c.server_dialect = ServerDialect::Stock;
         c.startup_profile = StartupProfile::Off;

@@ -6,11 +6,11 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::{ServerDialect, StartupProfile};
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{ConnId, Event, Outcome, Reason};
-use polarsplit::token::{Token, WriterIdentity};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{ConnId, Event, Outcome, Reason};
+use polarsplit::{ServerDialect, StartupProfile};
+use polarsplit::{Token, WriterIdentity};
 
 const R1: ConnId = 951;
 const ID: WriterIdentity = WriterIdentity {

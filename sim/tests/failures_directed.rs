@@ -3,13 +3,11 @@
 
 use std::sync::Arc;
 
-use polarsplit::config::{Config, OnWaitTimeout};
-use polarsplit::host::Streams;
-use polarsplit::protocol::RfqExtensions;
-use polarsplit::session::{
-    Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session,
-};
+use polarsplit::internals::protocol::RfqExtensions;
 use polarsplit::Engine;
+use polarsplit::Streams;
+use polarsplit::{Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session};
+use polarsplit::{Config, OnWaitTimeout};
 use polarsplit_sim::client::{self, Decoder, Msg};
 use polarsplit_sim::{
     Cluster, ClusterConfig, ConnId, Dialect, Event, Injection, Matcher, Role, ServerId, ServerRef,
@@ -297,7 +295,7 @@ fn f3_reader_dies_after_the_first_row_the_error_is_forwarded_and_the_transaction
     assert_eq!(error_code(&msgs).as_deref(), Some("55000"));
     match msgs.last() {
         Some(Msg::ReadyForQuery { status, .. }) => {
-            assert_eq!(*status, polarsplit::protocol::TxStatus::Failed)
+            assert_eq!(*status, polarsplit::TxStatus::Failed)
         }
         other => panic!("{other:?}"),
     }
@@ -346,7 +344,7 @@ fn w5_best_effort_timeout_gives_one_warning_and_the_stale_rows() {
     assert_eq!(
         rig.engine
             .stats()
-            .get(polarsplit::cluster::stats::Counter::BestEffortWarnings),
+            .get(polarsplit::Counter::BestEffortWarnings),
         1
     );
 }

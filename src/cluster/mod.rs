@@ -8,6 +8,7 @@
 
 pub(crate) mod conns;
 mod health;
+#[doc(hidden)]
 pub mod readers;
 pub mod stats;
 

@@ -26,7 +26,7 @@ use crate::cluster::readers::{mix, ServerId};
 pub type ConnId = u64;
 
 /// Number of key shards (a power of two; the low bits of a reservation id name its shard).
-pub const SHARDS: usize = 1 << SHARD_BITS;
+pub(super) const SHARDS: usize = 1 << SHARD_BITS;
 pub(super) const SHARD_BITS: u32 = 4;
 const DIR_SHARDS: usize = 16;
 

@@ -33,11 +33,13 @@ mod effects;
 mod facts;
 mod finish;
 mod hidden;
+#[doc(hidden)]
 pub mod plan;
 mod reader;
 mod response;
 mod route;
 mod startup;
+#[doc(hidden)]
 pub mod state;
 mod statements;
 mod tokens;
@@ -57,7 +59,7 @@ use crate::protocol::{Lsn, ProtocolError, RfqExtensions, TxStatus};
 pub use crate::decision::{Decision, Outcome, Reason};
 pub use actions::{Action, ConnId};
 pub use facts::BackendFact;
-pub use startup::{ClientInfo, Role, Startup};
+pub use startup::{ClientInfo, Params, Role, Startup};
 
 use actions::ActionQueue;
 use response::Responses;

@@ -9,7 +9,7 @@
 //!   is what the engine accepts.
 //! - [`action`]: [`action::A`], an owned mirror of the engine's borrowed `Action`, for
 //!   assertions and logs.
-//! - [`host`]: [`host::Host`], a fake host over `polarsplit::host::Streams` (the byte
+//! - [`host`]: [`host::Host`], a fake host over `polarsplit::Streams` (the byte
 //!   contract's reference implementation) that keeps every action; [`lean::Lean`], a host that
 //!   keeps counts only, for memory measurements; [`alloc`], a per-thread counting allocator.
 //!

@@ -1,11 +1,11 @@
 //! The transcript tests' builders and fake host: thin names over `polarsplit-test-support`
 //! (one set of builders for tests, simulator, fuzz targets and benches). The fake host feeds
 //! real protocol bytes and records the exact action sequence, and the bytes each side receives
-//! (reconstructed by `polarsplit::host::Streams`).
+//! (reconstructed by `polarsplit::Streams`).
 #![allow(dead_code, unused_imports)]
 
-use polarsplit::classify::Isolation;
-use polarsplit::config::Config;
+use polarsplit::Config;
+use polarsplit::Isolation;
 use polarsplit_test_support::be;
 
 pub use polarsplit_test_support::action::A;

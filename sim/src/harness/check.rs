@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use polarsplit::config::{Consistency, ServerDialect};
+use polarsplit::{Consistency, ServerDialect};
 
 use super::families::Step;
 use super::host::{OpRecord, Run};
@@ -103,7 +103,7 @@ fn has_error(msgs: &[Msg]) -> bool {
     msgs.iter().any(|m| matches!(m, Msg::Error(_)))
 }
 
-fn rfq_status(msgs: &[Msg]) -> Option<polarsplit::protocol::TxStatus> {
+fn rfq_status(msgs: &[Msg]) -> Option<polarsplit::TxStatus> {
     msgs.iter().rev().find_map(|m| match m {
         Msg::ReadyForQuery { status, .. } => Some(*status),
         _ => None,
@@ -507,10 +507,10 @@ pub fn check(run: &Run) -> Vec<Violation> {
                 }
                 _ => {}
             }
-            if in_txn && (err || status == Some(polarsplit::protocol::TxStatus::Failed)) {
+            if in_txn && (err || status == Some(polarsplit::TxStatus::Failed)) {
                 failed = true;
             }
-            if status == Some(polarsplit::protocol::TxStatus::Idle) && in_txn {
+            if status == Some(polarsplit::TxStatus::Idle) && in_txn {
                 // The transaction ended (an error outside, or the server ended it).
                 in_txn = false;
                 own_txn.clear();

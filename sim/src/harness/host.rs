@@ -1,5 +1,5 @@
 //! A fake proxy host: it owns "connections" to the simulated servers and carries out the
-//! engine's actions exactly as a proxy would (byte actions through `polarsplit::host::Streams`,
+//! engine's actions exactly as a proxy would (byte actions through `polarsplit::Streams`,
 //! writer connects, reader acquire/release through its own pool, closes), while clients run
 //! random workloads and faults strike. A `naive` host instead routes every SELECT outside a
 //! transaction to a reader with no wait — the checker must catch it.
@@ -7,18 +7,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use polarsplit::config::{
+use polarsplit::internals::protocol::framer::frame;
+use polarsplit::internals::protocol::RfqExtensions;
+use polarsplit::Engine;
+use polarsplit::Limits;
+use polarsplit::ReaderKey;
+use polarsplit::Streams;
+use polarsplit::{Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session};
+use polarsplit::{
     Config, Consistency, OnMissingLsn, OnReplicaLoss, OnWaitTimeout, ReadFallback, ServerDialect,
     StartupProfile,
 };
-use polarsplit::host::Streams;
-use polarsplit::pool::ReaderKey;
-use polarsplit::protocol::framer::frame;
-use polarsplit::protocol::{Limits, RfqExtensions};
-use polarsplit::session::{
-    Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session,
-};
-use polarsplit::Engine;
 
 use super::families::{present_token, resync, take_token, token_read, Families, FamilyWork};
 use super::shape;
@@ -290,7 +289,7 @@ impl Trace {
         }
         let mut rest = bytes;
         while let Ok(Some(f)) = frame(rest, &Limits::default()) {
-            use polarsplit::protocol::FrontendMessage as F;
+            use polarsplit::internals::protocol::FrontendMessage as F;
             let short = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(90)]).into_owned();
             let what = match F::parse(f.tag, f.body) {
                 Ok(F::Query { sql }) => format!("Query {:?}", short(sql)),
@@ -841,7 +840,7 @@ impl Host {
         }
         match s.on_backend_event(conn, SEvent::ConnectionLost, now) {
             Ok(()) => {}
-            Err(polarsplit::session::SessionError::UnknownConnection(_)) => {}
+            Err(polarsplit::SessionError::UnknownConnection(_)) => {}
             Err(e) => self
                 .host_errors
                 .push(format!("client {i}: connection lost: {e}")),
@@ -1409,7 +1408,7 @@ impl Host {
             let Some((token, k, v)) = self.clients[i].token_taken.take() else {
                 continue;
             };
-            let Some(lsn) = polarsplit::token::Token::parse(&token).map(|t| t.lsn.0) else {
+            let Some(lsn) = polarsplit::Token::parse(&token).map(|t| t.lsn.0) else {
                 self.host_errors.push(format!(
                     "client {i}: the engine's causal token {token:?} does not parse"
                 ));
@@ -1435,8 +1434,8 @@ impl Host {
 
     /// The writer's history as a monitor reads it (C-1): one system identifier per simulated
     /// cluster, and the timeline the writer writes now.
-    fn writer_identity(&self) -> polarsplit::token::WriterIdentity {
-        polarsplit::token::WriterIdentity {
+    fn writer_identity(&self) -> polarsplit::WriterIdentity {
+        polarsplit::WriterIdentity {
             system_id: 7_000_000_000_000_000_000 + self.sc.seed,
             timeline: self.cluster.timeline(),
         }
@@ -1448,7 +1447,7 @@ fn committed_write(op: &Op, msgs: &[Msg]) -> Option<(i64, i64)> {
     let idle = matches!(
         msgs.iter().rev().find(|m| m.is_rfq()),
         Some(Msg::ReadyForQuery {
-            status: polarsplit::protocol::TxStatus::Idle,
+            status: polarsplit::TxStatus::Idle,
             ..
         })
     );
