@@ -123,69 +123,71 @@ impl ConfigError {
 /// The immutable engine configuration. Build it with [`ConfigBuilder`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    pub consistency: Consistency,
-    pub txn_split: bool,
-    pub wait_timeout_ms: u32,
-    pub split_wait_timeout_ms: u32,
-    pub on_wait_timeout: OnWaitTimeout,
-    pub on_replica_loss: OnReplicaLoss,
-    pub on_replica_error: OnReplicaError,
-    pub on_missing_lsn: OnMissingLsn,
-    pub read_fallback: ReadFallback,
-    pub reader_retry_limit: u32,
-    pub reader_lsn_max_age_ms: u64,
-    pub startup_profile: StartupProfile,
-    pub server_dialect: ServerDialect,
-    pub identity_mode: IdentityMode,
+    pub(crate) consistency: Consistency,
+    pub(crate) txn_split: bool,
+    pub(crate) wait_timeout_ms: u32,
+    pub(crate) split_wait_timeout_ms: u32,
+    pub(crate) on_wait_timeout: OnWaitTimeout,
+    pub(crate) on_replica_loss: OnReplicaLoss,
+    pub(crate) on_replica_error: OnReplicaError,
+    pub(crate) on_missing_lsn: OnMissingLsn,
+    pub(crate) read_fallback: ReadFallback,
+    pub(crate) reader_retry_limit: u32,
+    pub(crate) reader_lsn_max_age_ms: u64,
+    pub(crate) startup_profile: StartupProfile,
+    pub(crate) server_dialect: ServerDialect,
+    pub(crate) identity_mode: IdentityMode,
     /// For `identity_mode = configured`.
-    pub identity_host: Option<String>,
-    pub identity_port: Option<u16>,
-    pub server_default_isolation: Isolation,
-    pub write_functions: WriteFunctions,
+    pub(crate) identity_host: Option<String>,
+    pub(crate) identity_port: Option<u16>,
+    pub(crate) server_default_isolation: Isolation,
+    pub(crate) write_functions: WriteFunctions,
     /// Functions declared read-safe (SPEC §7 F-policy; never a never-safe built-in).
-    pub read_functions: ReadFunctions,
+    pub(crate) read_functions: ReadFunctions,
     /// Where a statement calling a function the engine knows nothing of goes (default primary).
-    pub unknown_functions: UnknownFunctions,
-    pub warmup: Warmup,
+    pub(crate) unknown_functions: UnknownFunctions,
+    pub(crate) warmup: Warmup,
     /// Bound of the warmup demand queue.
-    pub warmup_queue_capacity: usize,
+    pub(crate) warmup_queue_capacity: usize,
     /// Seed of every random choice the engine makes (reader tie-breaks), for determinism.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Entries of the statement-classification cache (0 disables it). A text is cached on its
     /// second sighting.
-    pub classify_cache_capacity: usize,
+    pub(crate) classify_cache_capacity: usize,
     /// Wire limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// The writer hostgroup sessions use unless the host says otherwise.
-    pub writer_hostgroup: u32,
+    pub(crate) writer_hostgroup: u32,
     /// The reader hostgroup of `writer_hostgroup` (`None`: no readers, everything on the writer).
-    pub reader_hostgroup: Option<u32>,
+    pub(crate) reader_hostgroup: Option<u32>,
     /// Where the writer's RFQs carry no LSN (stock PostgreSQL, profile `off`): after a write
     /// commits, learn its position with a hidden `SELECT pg_current_wal_insert_lsn()` on the
     /// writer connection, sent after the client's RFQ (issue 11).
-    pub lsn_probe: bool,
+    pub(crate) lsn_probe: bool,
     /// Most bytes of one extended-protocol batch the engine holds to decide it (E-1); a larger
     /// batch goes to the writer.
-    pub max_batch_bytes: usize,
+    pub(crate) max_batch_bytes: usize,
     /// Most prepared statements tracked per session (E-2).
-    pub max_prepared_statements: usize,
+    pub(crate) max_prepared_statements: usize,
     /// A reader that has answered nothing for this long since a statement was sent, while its
     /// monitor also failed to answer, is treated as lost (R-1b; 0 disables).
-    pub reader_response_timeout_ms: u64,
+    pub(crate) reader_response_timeout_ms: u64,
     /// Consecutive failures after which a reader is held out of reader choice (R-1b).
-    pub reader_failure_threshold: u32,
+    pub(crate) reader_failure_threshold: u32,
     /// Placeholder settings (`app.tenant`) the capture always asks for (S-5). When set, the
     /// operator declares that these are the names the application's code sets.
-    pub custom_settings: Vec<String>,
+    pub(crate) custom_settings: Vec<String>,
     /// Capture the writer's session state after DML too (triggers may change it, S-5).
-    pub capture_after_dml: bool,
+    pub(crate) capture_after_dml: bool,
     /// The writer's WAL page and segment sizes, for the page-boundary rule of W-7.
-    pub wal_block_size: u64,
-    pub wal_segment_size: u64,
+    pub(crate) wal_block_size: u64,
+    pub(crate) wal_segment_size: u64,
 }
 
-impl Default for Config {
-    fn default() -> Self {
+impl Config {
+    /// SPEC §8's defaults, which pass every check of [`ConfigBuilder::build`]. Only the builder
+    /// hands out a `Config`.
+    pub(crate) fn defaults() -> Config {
         Config {
             consistency: Consistency::Session,
             txn_split: true,
@@ -224,6 +226,189 @@ impl Default for Config {
             wal_block_size: 8192,
             wal_segment_size: 16 << 20,
         }
+    }
+}
+
+/// Read access to every setting, for hosts that log or act on the configuration. A `Config` is
+/// never changed: build a new one ([`ConfigBuilder::from_config`]) and hand it to
+/// [`Engine::replace_config`](crate::Engine::replace_config).
+impl Config {
+    /// The consistency level (`consistency`, P-3): how fresh a read on a reader must be.
+    pub fn consistency(&self) -> Consistency {
+        self.consistency
+    }
+
+    /// Whether reads inside an open transaction may go to a reader (`txn_split`, W-3).
+    pub fn txn_split(&self) -> bool {
+        self.txn_split
+    }
+
+    /// How long, in milliseconds, a reader may wait for its replay to reach a read's position
+    /// (`wait_timeout_ms`).
+    pub fn wait_timeout_ms(&self) -> u32 {
+        self.wait_timeout_ms
+    }
+
+    /// How long, in milliseconds, a reader may wait for a transaction's writes before a split read
+    /// (`split_wait_timeout_ms`).
+    pub fn split_wait_timeout_ms(&self) -> u32 {
+        self.split_wait_timeout_ms
+    }
+
+    /// What a read does when its wait on a reader times out (`on_wait_timeout`, F-2).
+    pub fn on_wait_timeout(&self) -> OnWaitTimeout {
+        self.on_wait_timeout
+    }
+
+    /// What a read does when its reader connection is lost (`on_replica_loss`, F-2).
+    pub fn on_replica_loss(&self) -> OnReplicaLoss {
+        self.on_replica_loss
+    }
+
+    /// What a read does when its reader answers with an error (`on_replica_error`, F-2).
+    pub fn on_replica_error(&self) -> OnReplicaError {
+        self.on_replica_error
+    }
+
+    /// What the session does when the writer reports no LSN where one was expected (`on_missing_lsn`,
+    /// P-3 step 7).
+    pub fn on_missing_lsn(&self) -> OnMissingLsn {
+        self.on_missing_lsn
+    }
+
+    /// What a read does when no reader can be had (`read_fallback`, P-4).
+    pub fn read_fallback(&self) -> ReadFallback {
+        self.read_fallback
+    }
+
+    /// How many other readers a failed read may be retried on (`reader_retry_limit`).
+    pub fn reader_retry_limit(&self) -> u32 {
+        self.reader_retry_limit
+    }
+
+    /// How old, in milliseconds, a reader's sampled replay position may be and still count
+    /// (`reader_lsn_max_age_ms`).
+    pub fn reader_lsn_max_age_ms(&self) -> u64 {
+        self.reader_lsn_max_age_ms
+    }
+
+    /// Which startup keys backend connections get (`startup_profile`, W-1).
+    pub fn startup_profile(&self) -> StartupProfile {
+        self.startup_profile
+    }
+
+    /// Which server family the backends are (`server_dialect`, W-7).
+    pub fn server_dialect(&self) -> ServerDialect {
+        self.server_dialect
+    }
+
+    /// Which address the identity startup keys advertise (`identity_mode`, W-1).
+    pub fn identity_mode(&self) -> IdentityMode {
+        self.identity_mode
+    }
+
+    /// When the engine asks the host to open reader connections ahead of need (`warmup`, R-3).
+    pub fn warmup(&self) -> Warmup {
+        self.warmup
+    }
+
+    /// The most warmup demands queued at once (`warmup_queue_capacity`, R-3).
+    pub fn warmup_queue_capacity(&self) -> usize {
+        self.warmup_queue_capacity
+    }
+
+    /// The seed of every random choice the engine makes (`seed`): the same seed and inputs give the
+    /// same actions.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Entries of the statement-classification cache, 0 when it is off (`classify_cache_capacity`).
+    pub fn classify_cache_capacity(&self) -> usize {
+        self.classify_cache_capacity
+    }
+
+    /// The writer hostgroup sessions use unless the host names another (`writer_hostgroup`).
+    pub fn writer_hostgroup(&self) -> u32 {
+        self.writer_hostgroup
+    }
+
+    /// The reader hostgroup of the writer hostgroup; `None` when every statement goes to the writer
+    /// (`reader_hostgroup`).
+    pub fn reader_hostgroup(&self) -> Option<u32> {
+        self.reader_hostgroup
+    }
+
+    /// Whether the engine asks the writer for its WAL position after a commit where RFQs carry none
+    /// (`lsn_probe`).
+    pub fn lsn_probe(&self) -> bool {
+        self.lsn_probe
+    }
+
+    /// The most bytes of one extended-protocol batch held to decide it (`max_batch_bytes`, E-1).
+    pub fn max_batch_bytes(&self) -> usize {
+        self.max_batch_bytes
+    }
+
+    /// The most prepared statements tracked per session (`max_prepared_statements`, E-2).
+    pub fn max_prepared_statements(&self) -> usize {
+        self.max_prepared_statements
+    }
+
+    /// After how many milliseconds of silence a reader whose monitor also fails counts as lost; 0 when
+    /// off (`reader_response_timeout_ms`, R-1b).
+    pub fn reader_response_timeout_ms(&self) -> u64 {
+        self.reader_response_timeout_ms
+    }
+
+    /// How many consecutive failures hold a reader out of reader choice (`reader_failure_threshold`,
+    /// R-1b).
+    pub fn reader_failure_threshold(&self) -> u32 {
+        self.reader_failure_threshold
+    }
+
+    /// Whether the writer's session state is captured after DML too (`capture_after_dml`, S-5).
+    pub fn capture_after_dml(&self) -> bool {
+        self.capture_after_dml
+    }
+
+    /// The writer's WAL page size in bytes (`wal_block_size`, W-7).
+    pub fn wal_block_size(&self) -> u64 {
+        self.wal_block_size
+    }
+
+    /// The writer's WAL segment size in bytes (`wal_segment_size`, W-7).
+    pub fn wal_segment_size(&self) -> u64 {
+        self.wal_segment_size
+    }
+
+    /// The address the identity startup keys advertise under `identity_mode = configured`, as
+    /// host and port (`identity_host`, `identity_port`); `None` for either that is not set.
+    pub fn identity(&self) -> (Option<&str>, Option<u16>) {
+        (self.identity_host.as_deref(), self.identity_port)
+    }
+
+    /// The isolation level a session starts in when its client names none
+    /// (`server_default_isolation`).
+    pub fn server_default_isolation(&self) -> Isolation {
+        self.server_default_isolation
+    }
+
+    /// Where a statement calling a function the engine knows nothing of goes
+    /// (`unknown_functions`, F-policy).
+    pub fn unknown_functions(&self) -> UnknownFunctions {
+        self.unknown_functions
+    }
+
+    /// The placeholder settings (`app.tenant`) the session-state capture always asks for, in
+    /// lower case (`custom_settings`, S-5).
+    pub fn custom_settings(&self) -> &[String] {
+        &self.custom_settings
+    }
+
+    /// The wire limits (`max_inspected_message_bytes`).
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 }
 
@@ -268,7 +453,7 @@ pub const SETTING_NAMES: &[&str] = &[
 ];
 
 /// A mutable configuration under construction.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ConfigBuilder {
     config: Config,
 }
@@ -313,7 +498,16 @@ fn parse_bool(setting: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
+impl Default for ConfigBuilder {
+    fn default() -> ConfigBuilder {
+        ConfigBuilder {
+            config: Config::defaults(),
+        }
+    }
+}
+
 impl ConfigBuilder {
+    /// A builder holding SPEC §8's default for every setting.
     pub fn new() -> ConfigBuilder {
         ConfigBuilder::default()
     }
@@ -517,11 +711,6 @@ impl ConfigBuilder {
             }
         }
         Ok(self)
-    }
-
-    /// Direct access for Rust hosts and tests.
-    pub fn config_mut(&mut self) -> &mut Config {
-        &mut self.config
     }
 
     /// Validates the combination and yields the immutable configuration.

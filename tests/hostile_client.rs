@@ -10,14 +10,13 @@ use std::time::Instant;
 
 use hostile_common::{contains, measure, msg, query, Counting, Lean, WRITER};
 use polarsplit::internals::classify::{classify, NotSafe, WriteFunctions};
-use polarsplit::Config;
 use polarsplit::{Outcome, Reason, SessionError};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
 fn connected() -> Lean {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.connect();
     l.seen = Default::default();
     l.client_fed = 0;
@@ -93,7 +92,7 @@ fn a_one_gigabyte_length_prefix_is_a_protocol_error_before_anything_is_buffered(
 #[test]
 fn a_startup_packet_with_a_huge_length_is_refused() {
     for len in [10_001u32, 1 << 30, u32::MAX] {
-        let mut l = Lean::new(Config::default());
+        let mut l = Lean::new(polarsplit_test_support::default_config());
         let (r, peak, _) = measure(|| l.client(&len.to_be_bytes()));
         assert!(matches!(r, Err(SessionError::Protocol { .. })), "{r:?}");
         assert!(peak < 16 << 10);

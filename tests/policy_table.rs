@@ -7,12 +7,11 @@ use FailureClass::*;
 use Recovery::*;
 
 fn cfg(loss: OnReplicaLoss, timeout: OnWaitTimeout, err: OnReplicaError) -> Config {
-    Config {
-        on_replica_loss: loss,
-        on_wait_timeout: timeout,
-        on_replica_error: err,
-        ..Config::default()
-    }
+    polarsplit_test_support::config(&[
+        ("on_replica_loss", loss.as_str()),
+        ("on_wait_timeout", timeout.as_str()),
+        ("on_replica_error", err.as_str()),
+    ])
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -11,7 +11,7 @@ use polarsplit::{Event, Outcome, Reason};
 const R1: u64 = 201;
 
 fn host() -> Host {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h
 }
@@ -50,7 +50,7 @@ fn reader_answers(h: &mut Host, conn: u64, hidden: usize, rows: &[&str], lsn: u6
 
 #[test]
 fn w1_startup_goes_to_the_writer_with_role_keys_and_rfq_is_standard() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     let s = startup(&[
         ("user", "app"),
         ("_polar_proxy_send_lsn", "1"),
@@ -94,10 +94,10 @@ fn w1_startup_goes_to_the_writer_with_role_keys_and_rfq_is_standard() {
 
 #[test]
 fn w1_stock_profile_sends_no_polar_keys() {
-    let mut h = Host::new(config(|c| {
-        c.server_dialect = ServerDialect::Stock;
-        c.startup_profile = StartupProfile::Off;
-    }));
+    let mut h = Host::new(config(&[
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+    ]));
     let acts = h.client(&startup(&[("user", "u")]));
     let A::ConnectWriter(bytes) = &acts[1] else {
         panic!()
@@ -231,7 +231,7 @@ fn p4_no_healthy_reader_uses_read_fallback() {
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::NoReaderAvailable);
 
-    let mut h = Host::new(config(|c| c.read_fallback = ReadFallback::Error));
+    let mut h = Host::new(config(&[("read_fallback", ReadFallback::Error.as_str())]));
     h.connect();
     h.engine.set_reader_health(1, false);
     h.engine.set_reader_health(2, false);
@@ -244,7 +244,7 @@ fn p4_no_healthy_reader_uses_read_fallback() {
 
 #[test]
 fn p3_step1_mode_off_is_passthrough_and_no_reader_hostgroup_is_primary() {
-    let mut h = Host::new(config(|c| c.consistency = Consistency::Off));
+    let mut h = Host::new(config(&[("consistency", Consistency::Off.as_str())]));
     h.connect();
     let q = query("SELECT 1");
     let acts = h.client(&q);
@@ -255,7 +255,7 @@ fn p3_step1_mode_off_is_passthrough_and_no_reader_hostgroup_is_primary() {
     assert_eq!(h.last_decision().reason, Reason::ModeOff);
     assert_eq!(h.last_decision().outcome, Outcome::Passthrough);
 
-    let mut h = Host::new(config(|c| c.reader_hostgroup = None));
+    let mut h = Host::new(config(&[("reader_hostgroup", "none")]));
     h.connect();
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::NoReaderHostgroup);
@@ -308,7 +308,7 @@ fn s4_hazard_keeps_reads_on_the_writer_until_cleared() {
 
 #[test]
 fn p3_step4_eventual_reads_never_wait() {
-    let mut h = Host::new(config(|c| c.consistency = Consistency::Eventual));
+    let mut h = Host::new(config(&[("consistency", Consistency::Eventual.as_str())]));
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', Some(0x9000), None);
@@ -336,7 +336,7 @@ fn p6_missing_lsn_after_a_write_takes_the_missing_lsn_action() {
             Reason::MissingLsnReject,
         ),
     ] {
-        let mut h = Host::new(config(|c| c.on_missing_lsn = action));
+        let mut h = Host::new(config(&[("on_missing_lsn", action.as_str())]));
         h.connect();
         h.client(&query("INSERT INTO t VALUES (1)"));
         h.writer_answers("INSERT 0 1", b'I', None, None);

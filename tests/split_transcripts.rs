@@ -12,7 +12,7 @@ const R1: u64 = 301;
 const R2: u64 = 302;
 
 fn host_with(dialect: ServerDialect) -> Host {
-    let mut h = Host::new(config(|c| c.server_dialect = dialect));
+    let mut h = Host::new(config(&[("server_dialect", dialect.as_str())]));
     h.connect();
     h
 }
@@ -215,7 +215,7 @@ fn p5_each_check_refuses_in_order() {
     h.attach(R2);
     assert_eq!(h.last_decision().reason, Reason::SplitRead);
     // Split disabled.
-    let mut h = Host::new(config(|c| c.txn_split = false));
+    let mut h = Host::new(config(&[("txn_split", "off")]));
     h.connect();
     begin(&mut h, "BEGIN", Some((b'x', "")));
     h.client(&query("SELECT 1"));

@@ -1073,7 +1073,8 @@ fn config(inp: &mut Input<'_>) -> polarsplit::Config {
         let v = *inp.pick(values);
         let _ = b.set(name, v);
     }
-    b.build().unwrap_or_default()
+    b.build()
+        .unwrap_or_else(|_| polarsplit_test_support::default_config())
 }
 
 fn run_once(data: &[u8]) -> String {

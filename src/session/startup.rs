@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn w1_client_polar_keys_are_stripped_and_remembered() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(
             b"user\0u\0_polar_send_lsn\x001\0database\0d\0\0",
             &c,
@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn w1_v15_writer_and_reader_keys() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(b"user\0u\0\0", &c, &info());
         let mut out = Vec::new();
         s.encode_for(Role::Writer, &mut out);
@@ -480,7 +480,7 @@ mod tests {
         let c = Config {
             startup_profile: StartupProfile::Legacy,
             identity_mode: IdentityMode::Proxy,
-            ..Config::default()
+            ..Config::defaults()
         };
         let s = startup(b"user\0u\0\0", &c, &info());
         let keys: Vec<_> = s
@@ -495,7 +495,7 @@ mod tests {
 
     #[test]
     fn w1_no_identity_means_no_keys() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(b"user\0u\0\0", &c, &ClientInfo::default());
         assert_eq!(s.profile, StartupProfile::Off);
         assert!(s.role_keys(Role::Writer).is_empty());
@@ -504,7 +504,7 @@ mod tests {
 
     #[test]
     fn s3_default_isolation_from_startup() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(
             b"user\0u\0options\0-c default_transaction_isolation=repeatable\\ read\0\0",
             &c,
@@ -527,7 +527,7 @@ mod tests {
 
     #[test]
     fn c2_token_options_are_taken_out_of_what_servers_see() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(
             b"user\0u\0options\0-c polarsplit.causal_token=ps1:1.2:0/10 --search_path=a\\ b -cpolarsplit.report_token=on\0polarsplit.report_token\0off\0\0",
             &c,
@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn p9_key_separates_users_databases_settings_and_profiles() {
-        let c = Config::default();
+        let c = Config::defaults();
         let a = startup(b"user\0u\0database\0d\0\0", &c, &info());
         let b = startup(b"user\0v\0database\0d\0\0", &c, &info());
         let d = startup(b"user\0u\0database\0e\0\0", &c, &info());

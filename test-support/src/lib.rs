@@ -28,3 +28,23 @@ pub mod lean;
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }
+
+/// An engine configuration built as a host builds one, through `ConfigBuilder` (every setting
+/// checked, then the combination): SPEC §8's defaults changed by `settings`, each a
+/// `(name, value)` pair in the text form of `ConfigBuilder::set`. Panics, naming the setting,
+/// when the builder refuses one.
+pub fn config(settings: &[(&str, &str)]) -> api::Config {
+    let mut b = polarsplit::ConfigBuilder::new();
+    for (name, value) in settings {
+        if let Err(e) = b.set(name, value) {
+            panic!("test configuration refused: {e}");
+        }
+    }
+    b.build()
+        .unwrap_or_else(|e| panic!("test configuration refused: {e}"))
+}
+
+/// SPEC §8's default configuration.
+pub fn default_config() -> api::Config {
+    config(&[])
+}

@@ -18,12 +18,8 @@ pub use polarsplit_test_support::decode::{
 pub use polarsplit_test_support::fe::{msg, query, startup};
 pub use polarsplit_test_support::host::{client_info, Host, WRITER};
 
-/// A default configuration changed by `f`.
-pub fn config(f: impl FnOnce(&mut Config)) -> Config {
-    let mut c = Config::default();
-    f(&mut c);
-    c
-}
+/// SPEC §8's defaults changed by `(name, value)` settings, built through `ConfigBuilder`.
+pub use polarsplit_test_support::config;
 
 pub fn backend_key(pid: i32, secret: i32) -> Vec<u8> {
     be::backend_key(pid, secret as u32)

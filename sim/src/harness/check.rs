@@ -284,12 +284,12 @@ pub fn check(run: &Run) -> Vec<Violation> {
     let mut out: Vec<Violation> = run.host_errors.clone();
     out.extend(run.pin_leaks.iter().cloned());
     let sc = &run.scenario;
-    let relaxed = sc.config.consistency == Consistency::Eventual;
+    let relaxed = sc.config.consistency() == Consistency::Eventual;
     let ctx = Ctx {
         run,
         commits: commits(run),
-        monotonic_checked: sc.config.server_dialect != ServerDialect::Stock && !relaxed,
-        global: sc.config.consistency == Consistency::Global,
+        monotonic_checked: sc.config.server_dialect() != ServerDialect::Stock && !relaxed,
+        global: sc.config.consistency() == Consistency::Global,
     };
     let commits = &ctx.commits;
     // Which operations ran inside a REPEATABLE READ transaction.
@@ -457,8 +457,8 @@ pub fn check(run: &Run) -> Vec<Violation> {
                 let bound = 11_000
                     + u64::from(
                         sc.config
-                            .wait_timeout_ms
-                            .max(sc.config.split_wait_timeout_ms),
+                            .wait_timeout_ms()
+                            .max(sc.config.split_wait_timeout_ms()),
                     );
                 let took = rec.done_at.saturating_sub(rec.sent_at);
                 if took > bound {

@@ -15,8 +15,8 @@ use polarsplit::ReaderKey;
 use polarsplit::Streams;
 use polarsplit::{Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session};
 use polarsplit::{
-    Config, Consistency, OnMissingLsn, OnReplicaLoss, OnWaitTimeout, ReadFallback, ServerDialect,
-    StartupProfile,
+    Config, ConfigBuilder, Consistency, OnMissingLsn, OnReplicaLoss, OnWaitTimeout, ReadFallback,
+    ServerDialect, StartupProfile,
 };
 
 use super::families::{present_token, resync, take_token, token_read, Families, FamilyWork};
@@ -54,50 +54,87 @@ impl Scenario {
             6..=7 => Dialect::Polardb,
             _ => Dialect::Stock,
         };
-        let mut c = Config {
-            seed,
-            ..Config::default()
+        // Through the builder, as a host does: every setting checked, then the combination.
+        let mut c = ConfigBuilder::new();
+        let mut set = |name: &str, value: &str| {
+            c.set(name, value)
+                .unwrap_or_else(|e| panic!("scenario {seed}: {e}"));
         };
-        c.server_dialect = match dialect {
-            Dialect::Awide => ServerDialect::Awide,
-            Dialect::Polardb => ServerDialect::PolarDb,
-            Dialect::Stock => ServerDialect::Stock,
-        };
+        set("seed", &seed.to_string());
+        set(
+            "server_dialect",
+            match dialect {
+                Dialect::Awide => ServerDialect::Awide,
+                Dialect::Polardb => ServerDialect::PolarDb,
+                Dialect::Stock => ServerDialect::Stock,
+            }
+            .as_str(),
+        );
         if dialect == Dialect::Stock {
-            c.startup_profile = StartupProfile::Off;
+            set("startup_profile", StartupProfile::Off.as_str());
         } else if r.range(0, 4) == 0 {
-            c.startup_profile = StartupProfile::Legacy;
+            set("startup_profile", StartupProfile::Legacy.as_str());
         }
-        c.consistency = match r.range(0, 19) {
-            0 => Consistency::Off,
-            1 => Consistency::Eventual,
-            2..=4 => Consistency::Global,
-            _ => Consistency::Session,
-        };
-        c.txn_split = r.range(0, 9) != 0;
-        c.wait_timeout_ms = [20, 80, 300, 1000][r.range(0, 3) as usize];
-        c.split_wait_timeout_ms = [50, 300, 2000][r.range(0, 2) as usize];
-        c.on_wait_timeout = match r.range(0, 9) {
-            0 => OnWaitTimeout::Error,
-            1 => OnWaitTimeout::Warning,
-            _ => OnWaitTimeout::Primary,
-        };
-        c.on_replica_loss = match r.range(0, 9) {
-            0 => OnReplicaLoss::Primary,
-            1 => OnReplicaLoss::ReplicaThenError,
-            _ => OnReplicaLoss::ReplicaThenPrimary,
-        };
-        c.on_missing_lsn = match r.range(0, 9) {
-            0 => OnMissingLsn::Error,
-            1 => OnMissingLsn::Warning,
-            _ => OnMissingLsn::Primary,
-        };
-        c.read_fallback = if r.range(0, 14) == 0 {
-            ReadFallback::Error
-        } else {
-            ReadFallback::Primary
-        };
-        c.reader_lsn_max_age_ms = [5, 50, 5000][r.range(0, 2) as usize];
+        set(
+            "consistency",
+            match r.range(0, 19) {
+                0 => Consistency::Off,
+                1 => Consistency::Eventual,
+                2..=4 => Consistency::Global,
+                _ => Consistency::Session,
+            }
+            .as_str(),
+        );
+        set("txn_split", if r.range(0, 9) != 0 { "on" } else { "off" });
+        set(
+            "wait_timeout_ms",
+            &[20, 80, 300, 1000][r.range(0, 3) as usize].to_string(),
+        );
+        set(
+            "split_wait_timeout_ms",
+            &[50, 300, 2000][r.range(0, 2) as usize].to_string(),
+        );
+        set(
+            "on_wait_timeout",
+            match r.range(0, 9) {
+                0 => OnWaitTimeout::Error,
+                1 => OnWaitTimeout::Warning,
+                _ => OnWaitTimeout::Primary,
+            }
+            .as_str(),
+        );
+        set(
+            "on_replica_loss",
+            match r.range(0, 9) {
+                0 => OnReplicaLoss::Primary,
+                1 => OnReplicaLoss::ReplicaThenError,
+                _ => OnReplicaLoss::ReplicaThenPrimary,
+            }
+            .as_str(),
+        );
+        set(
+            "on_missing_lsn",
+            match r.range(0, 9) {
+                0 => OnMissingLsn::Error,
+                1 => OnMissingLsn::Warning,
+                _ => OnMissingLsn::Primary,
+            }
+            .as_str(),
+        );
+        set(
+            "read_fallback",
+            if r.range(0, 14) == 0 {
+                ReadFallback::Error
+            } else {
+                ReadFallback::Primary
+            }
+            .as_str(),
+        );
+        set(
+            "reader_lsn_max_age_ms",
+            &[5, 50, 5000][r.range(0, 2) as usize].to_string(),
+        );
+        let c = c.build().unwrap_or_else(|e| panic!("scenario {seed}: {e}"));
         let cluster = ClusterConfig {
             seed,
             dialect,
