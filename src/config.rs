@@ -9,21 +9,24 @@ use crate::classify::{
 use crate::protocol::Limits;
 
 macro_rules! setting_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name { $($variant),+ }
+        pub enum $name { $($(#[$vm])* $variant),+ }
 
         impl $name {
             /// All accepted spellings, in declaration order.
             pub const NAMES: &'static [&'static str] = &[$($text),+];
 
+            /// The value spelled `s` (surrounding blanks and letter case ignored), or `None` when
+            /// `s` is none of [`Self::NAMES`].
             pub fn parse(s: &str) -> Option<$name> {
                 let s = s.trim();
                 $(if s.eq_ignore_ascii_case($text) { return Some($name::$variant); })+
                 None
             }
 
+            /// The value's spelling in [`ConfigBuilder::set`] and config files.
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
@@ -38,50 +41,130 @@ macro_rules! setting_enum {
 }
 
 setting_enum!(
-    /// `consistency` (SPEC §8, P-3).
-    Consistency { Off = "off", Eventual = "eventual", Session = "session", Global = "global" }
+    /// `consistency` (SPEC §8, P-3): how fresh a read on a reader must be.
+    Consistency {
+        /// The engine decides nothing: every statement is PASSTHROUGH, routed by the host.
+        Off = "off",
+        /// Reads outside a transaction go to a reader with no wait; reads inside one go to the
+        /// writer.
+        Eventual = "eventual",
+        /// Read-your-writes: a read sees everything this session wrote or read before it.
+        Session = "session",
+        /// Like `session`, and a read also sees every write the writer had reported when it was
+        /// sent (writes of other sessions included).
+        Global = "global",
+    }
 );
 setting_enum!(
-    /// `on_wait_timeout` (F-2).
-    OnWaitTimeout { Primary = "primary", Error = "error", Disconnect = "disconnect", Warning = "warning" }
-);
-setting_enum!(
-    /// `on_replica_loss` (F-2).
-    OnReplicaLoss {
-        ReplicaThenPrimary = "replica_then_primary",
-        ReplicaThenError = "replica_then_error",
+    /// `on_wait_timeout` (F-2): what a read does when its wait on a reader times out.
+    OnWaitTimeout {
+        /// Re-run the statement on the writer, whose result is authoritative.
         Primary = "primary",
+        /// Answer the client with an error.
         Error = "error",
+        /// Close the client connection.
+        Disconnect = "disconnect",
+        /// Ask the reader for `best_effort` instead (a possibly stale result); never for split
+        /// reads.
+        Warning = "warning",
+    }
+);
+setting_enum!(
+    /// `on_replica_loss` (F-2): what a read does when its reader connection is lost.
+    OnReplicaLoss {
+        /// One retry on another compatible reader, then the writer.
+        ReplicaThenPrimary = "replica_then_primary",
+        /// One retry on another compatible reader, then an error to the client.
+        ReplicaThenError = "replica_then_error",
+        /// Re-run the statement on the writer.
+        Primary = "primary",
+        /// Answer the client with an error.
+        Error = "error",
+        /// Close the client connection.
         Disconnect = "disconnect",
     }
 );
 setting_enum!(
-    /// `on_replica_error` (F-2).
-    OnReplicaError { Primary = "primary", Error = "error", Disconnect = "disconnect" }
+    /// `on_replica_error` (F-2): what a read does when its reader answers with an error that
+    /// leaves the connection usable.
+    OnReplicaError {
+        /// Re-run the statement on the writer.
+        Primary = "primary",
+        /// Answer the client with an engine-built error that names the reader's.
+        Error = "error",
+        /// Close the client connection.
+        Disconnect = "disconnect",
+    }
 );
 setting_enum!(
-    /// `on_missing_lsn` (P-3 step 7).
-    OnMissingLsn { Primary = "primary", Warning = "warning", Error = "error" }
+    /// `on_missing_lsn` (P-3 step 7): what a read does when the position it must wait for is
+    /// unknown (the writer reported no LSN for a write).
+    OnMissingLsn {
+        /// Send the read to the writer.
+        Primary = "primary",
+        /// Send it to a reader with no wait, and a WARNING notice to the client.
+        Warning = "warning",
+        /// Refuse it: REJECT, with an error to the client.
+        Error = "error",
+    }
 );
 setting_enum!(
     /// `read_fallback`: what a read does when no reader can be had (P-3 step 1, P-4).
-    ReadFallback { Primary = "primary", Error = "error" }
+    ReadFallback {
+        /// Send the read to the writer.
+        Primary = "primary",
+        /// Refuse it: REJECT, with an error to the client (writes still go to the writer).
+        Error = "error",
+    }
 );
 setting_enum!(
-    /// `startup_profile` (W-1).
-    StartupProfile { V15 = "v15", Legacy = "legacy", Off = "off" }
+    /// `startup_profile` (W-1): which startup keys ask backend connections to report LSNs.
+    StartupProfile {
+        /// `_polar_proxy_send_lsn`, `_polar_proxy_send_xact` and the `_polar_proxy_client_*`
+        /// identity pair (PostgreSQL 15 based servers).
+        V15 = "v15",
+        /// `_polar_send_lsn`, `_polar_send_xact` and the `_polar_origin_client_*` identity pair.
+        Legacy = "legacy",
+        /// No startup keys: the servers report no LSN (required for stock PostgreSQL).
+        Off = "off",
+    }
 );
 setting_enum!(
-    /// `server_dialect` (W-7).
-    ServerDialect { Awide = "awide", PolarDb = "polardb", Stock = "stock" }
+    /// `server_dialect` (W-7): which family of server the backends are.
+    ServerDialect {
+        /// Servers with everything in W-2…W-5: transaction markers, a one-shot bounded wait,
+        /// `strict`/`best_effort`.
+        Awide = "awide",
+        /// Upstream PolarDB for PostgreSQL: LSNs and XID lists on RFQs, but a wait with no
+        /// timeout, so the engine never sends one.
+        PolarDb = "polardb",
+        /// Plain PostgreSQL: no `_polar_*` keys, no LSN on RFQs, no XID import.
+        Stock = "stock",
+    }
 );
 setting_enum!(
     /// `identity_mode` (W-1): which address the identity startup keys advertise.
-    IdentityMode { Client = "client", Proxy = "proxy", Configured = "configured" }
+    IdentityMode {
+        /// The real client's address ([`ClientInfo::client_addr`](crate::ClientInfo)).
+        Client = "client",
+        /// The proxy's own listener address ([`ClientInfo::proxy_addr`](crate::ClientInfo)).
+        Proxy = "proxy",
+        /// The configured `identity_host` and `identity_port`.
+        Configured = "configured",
+    }
 );
 setting_enum!(
-    /// `warmup`.
-    Warmup { Off = "off", Demand = "demand", Begin = "begin", Both = "both" }
+    /// `warmup`: when the engine asks the host to open reader connections ahead of need.
+    Warmup {
+        /// Never.
+        Off = "off",
+        /// On a pool miss (a reader connection was asked for and none was pooled).
+        Demand = "demand",
+        /// When a transaction begins, so a split read finds a connection.
+        Begin = "begin",
+        /// On a pool miss and when a transaction begins.
+        Both = "both",
+    }
 );
 
 impl StartupProfile {
@@ -107,7 +190,9 @@ impl ServerDialect {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{setting}: {message}")]
 pub struct ConfigError {
+    /// The setting's name as [`SETTING_NAMES`] spells it (or as given, when it is unknown).
     pub setting: String,
+    /// Why the value was refused, with the accepted values or range.
     pub message: String,
 }
 

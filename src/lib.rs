@@ -25,7 +25,7 @@
 //! The C ABI (`include/polarsplit.h`) is a thin layer over this API; its `extern "C"` symbols
 //! are exported from the `cdylib` and `staticlib`, not from the Rust API.
 #![deny(unsafe_op_in_unsafe_fn)]
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 // Internal modules: not part of the API (reachable only through `internals`), so `missing_docs`
 // does not hold them to it. `classify` is the statement classifier, `policy` the failure

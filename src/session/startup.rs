@@ -24,7 +24,9 @@ pub struct ClientInfo {
 /// Backend connection roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
+    /// The writer (primary): every statement that is not a replica-safe read.
     Writer,
+    /// A reader (hot standby): replica-safe reads.
     Reader,
 }
 
@@ -51,10 +53,12 @@ impl Params {
         })
     }
 
+    /// How many parameters there are.
     pub fn len(&self) -> usize {
         self.iter().count()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -63,11 +67,15 @@ impl Params {
 /// What the client's StartupMessage said.
 #[derive(Clone, Debug)]
 pub struct Startup {
+    /// The protocol major version the client asked for (3).
     pub major: u16,
+    /// The protocol minor version the client asked for.
     pub minor: u16,
     /// Parameters in the client's order, without any `_polar_*` key.
     pub params: Params,
+    /// The `user` parameter.
     pub user: Box<[u8]>,
+    /// The `database` parameter (the user name when the client sent none, as PostgreSQL does).
     pub database: Box<[u8]>,
     /// `replication=` other than false/off/0/no: never routed.
     pub replication: bool,
@@ -78,6 +86,7 @@ pub struct Startup {
     /// The profile actually used: the configured one, or `off` when the identity it needs is
     /// unknown (the server would refuse LSN reporting without it).
     pub profile: StartupProfile,
+    /// The host and port the identity startup keys advertise (W-1); `None` when none is sent.
     pub identity: Option<(String, u16)>,
     /// `polarsplit.report_token=on` (C-1): the token as a ParameterStatus when it rises.
     pub report_token: bool,
@@ -187,7 +196,7 @@ fn isolation_from_options(options: &[u8]) -> Option<Isolation> {
 }
 
 impl Startup {
-    pub fn from_params(
+    pub(crate) fn from_params(
         major: u16,
         minor: u16,
         params: &StartupParams<'_>,
@@ -275,7 +284,9 @@ impl Startup {
         s
     }
 
-    /// The RFQ extensions a backend connection of `role` gets (W-1, W-2).
+    /// The RFQ extensions a backend connection of `role` gets (W-1, W-2). Internal: the wire
+    /// codec's types are not part of the API.
+    #[doc(hidden)]
     pub fn extensions(&self, role: Role) -> RfqExtensions {
         let lsn = self.profile.reports_lsn();
         RfqExtensions {
