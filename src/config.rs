@@ -314,157 +314,85 @@ impl Config {
     }
 }
 
+/// Read accessors that copy a setting out of [`Config`] (each with its doc comment).
+macro_rules! settings_read {
+    ($($(#[$m:meta])* $name:ident: $ty:ty;)+) => {
+        $($(#[$m])* pub fn $name(&self) -> $ty { self.$name })+
+    };
+}
+
 /// Read access to every setting, for hosts that log or act on the configuration. A `Config` is
 /// never changed: build a new one ([`ConfigBuilder::from_config`]) and hand it to
 /// [`Engine::replace_config`](crate::Engine::replace_config).
 impl Config {
-    /// The consistency level (`consistency`, P-3): how fresh a read on a reader must be.
-    pub fn consistency(&self) -> Consistency {
-        self.consistency
-    }
-
-    /// Whether reads inside an open transaction may go to a reader (`txn_split`, W-3).
-    pub fn txn_split(&self) -> bool {
-        self.txn_split
-    }
-
-    /// How long, in milliseconds, a reader may wait for its replay to reach a read's position
-    /// (`wait_timeout_ms`).
-    pub fn wait_timeout_ms(&self) -> u32 {
-        self.wait_timeout_ms
-    }
-
-    /// How long, in milliseconds, a reader may wait for a transaction's writes before a split read
-    /// (`split_wait_timeout_ms`).
-    pub fn split_wait_timeout_ms(&self) -> u32 {
-        self.split_wait_timeout_ms
-    }
-
-    /// What a read does when its wait on a reader times out (`on_wait_timeout`, F-2).
-    pub fn on_wait_timeout(&self) -> OnWaitTimeout {
-        self.on_wait_timeout
-    }
-
-    /// What a read does when its reader connection is lost (`on_replica_loss`, F-2).
-    pub fn on_replica_loss(&self) -> OnReplicaLoss {
-        self.on_replica_loss
-    }
-
-    /// What a read does when its reader answers with an error (`on_replica_error`, F-2).
-    pub fn on_replica_error(&self) -> OnReplicaError {
-        self.on_replica_error
-    }
-
-    /// What the session does when the writer reports no LSN where one was expected (`on_missing_lsn`,
-    /// P-3 step 7).
-    pub fn on_missing_lsn(&self) -> OnMissingLsn {
-        self.on_missing_lsn
-    }
-
-    /// What a read does when no reader can be had (`read_fallback`, P-4).
-    pub fn read_fallback(&self) -> ReadFallback {
-        self.read_fallback
-    }
-
-    /// How many other readers a failed read may be retried on (`reader_retry_limit`).
-    pub fn reader_retry_limit(&self) -> u32 {
-        self.reader_retry_limit
-    }
-
-    /// How old, in milliseconds, a reader's sampled replay position may be and still count
-    /// (`reader_lsn_max_age_ms`).
-    pub fn reader_lsn_max_age_ms(&self) -> u64 {
-        self.reader_lsn_max_age_ms
-    }
-
-    /// Which startup keys backend connections get (`startup_profile`, W-1).
-    pub fn startup_profile(&self) -> StartupProfile {
-        self.startup_profile
-    }
-
-    /// Which server family the backends are (`server_dialect`, W-7).
-    pub fn server_dialect(&self) -> ServerDialect {
-        self.server_dialect
-    }
-
-    /// Which address the identity startup keys advertise (`identity_mode`, W-1).
-    pub fn identity_mode(&self) -> IdentityMode {
-        self.identity_mode
-    }
-
-    /// When the engine asks the host to open reader connections ahead of need (`warmup`, R-3).
-    pub fn warmup(&self) -> Warmup {
-        self.warmup
-    }
-
-    /// The most warmup demands queued at once (`warmup_queue_capacity`, R-3).
-    pub fn warmup_queue_capacity(&self) -> usize {
-        self.warmup_queue_capacity
-    }
-
-    /// The seed of every random choice the engine makes (`seed`): the same seed and inputs give the
-    /// same actions.
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    /// Entries of the statement-classification cache, 0 when it is off (`classify_cache_capacity`).
-    pub fn classify_cache_capacity(&self) -> usize {
-        self.classify_cache_capacity
-    }
-
-    /// The writer hostgroup sessions use unless the host names another (`writer_hostgroup`).
-    pub fn writer_hostgroup(&self) -> u32 {
-        self.writer_hostgroup
-    }
-
-    /// The reader hostgroup of the writer hostgroup; `None` when every statement goes to the writer
-    /// (`reader_hostgroup`).
-    pub fn reader_hostgroup(&self) -> Option<u32> {
-        self.reader_hostgroup
-    }
-
-    /// Whether the engine asks the writer for its WAL position after a commit where RFQs carry none
-    /// (`lsn_probe`).
-    pub fn lsn_probe(&self) -> bool {
-        self.lsn_probe
-    }
-
-    /// The most bytes of one extended-protocol batch held to decide it (`max_batch_bytes`, E-1).
-    pub fn max_batch_bytes(&self) -> usize {
-        self.max_batch_bytes
-    }
-
-    /// The most prepared statements tracked per session (`max_prepared_statements`, E-2).
-    pub fn max_prepared_statements(&self) -> usize {
-        self.max_prepared_statements
-    }
-
-    /// After how many milliseconds of silence a reader whose monitor also fails counts as lost; 0 when
-    /// off (`reader_response_timeout_ms`, R-1b).
-    pub fn reader_response_timeout_ms(&self) -> u64 {
-        self.reader_response_timeout_ms
-    }
-
-    /// How many consecutive failures hold a reader out of reader choice (`reader_failure_threshold`,
-    /// R-1b).
-    pub fn reader_failure_threshold(&self) -> u32 {
-        self.reader_failure_threshold
-    }
-
-    /// Whether the writer's session state is captured after DML too (`capture_after_dml`, S-5).
-    pub fn capture_after_dml(&self) -> bool {
-        self.capture_after_dml
-    }
-
-    /// The writer's WAL page size in bytes (`wal_block_size`, W-7).
-    pub fn wal_block_size(&self) -> u64 {
-        self.wal_block_size
-    }
-
-    /// The writer's WAL segment size in bytes (`wal_segment_size`, W-7).
-    pub fn wal_segment_size(&self) -> u64 {
-        self.wal_segment_size
+    settings_read! {
+        /// The consistency level (`consistency`, P-3): how fresh a read on a reader must be.
+        consistency: Consistency;
+        /// Whether reads inside an open transaction may go to a reader (`txn_split`, W-3).
+        txn_split: bool;
+        /// How long, in milliseconds, a reader may wait for its replay to reach a read's position
+        /// (`wait_timeout_ms`).
+        wait_timeout_ms: u32;
+        /// How long, in milliseconds, a reader may wait for a transaction's writes before a split
+        /// read (`split_wait_timeout_ms`).
+        split_wait_timeout_ms: u32;
+        /// What a read does when its wait on a reader times out (`on_wait_timeout`, F-2).
+        on_wait_timeout: OnWaitTimeout;
+        /// What a read does when its reader connection is lost (`on_replica_loss`, F-2).
+        on_replica_loss: OnReplicaLoss;
+        /// What a read does when its reader answers with an error (`on_replica_error`, F-2).
+        on_replica_error: OnReplicaError;
+        /// What the session does when the writer reports no LSN where one was expected
+        /// (`on_missing_lsn`, P-3 step 7).
+        on_missing_lsn: OnMissingLsn;
+        /// What a read does when no reader can be had (`read_fallback`, P-4).
+        read_fallback: ReadFallback;
+        /// How many other readers a failed read may be retried on (`reader_retry_limit`).
+        reader_retry_limit: u32;
+        /// How old, in milliseconds, a reader's sampled replay position may be and still count
+        /// (`reader_lsn_max_age_ms`).
+        reader_lsn_max_age_ms: u64;
+        /// Which startup keys backend connections get (`startup_profile`, W-1).
+        startup_profile: StartupProfile;
+        /// Which server family the backends are (`server_dialect`, W-7).
+        server_dialect: ServerDialect;
+        /// Which address the identity startup keys advertise (`identity_mode`, W-1).
+        identity_mode: IdentityMode;
+        /// When the engine asks the host to open reader connections ahead of need (`warmup`, R-3).
+        warmup: Warmup;
+        /// The most warmup demands queued at once (`warmup_queue_capacity`, R-3).
+        warmup_queue_capacity: usize;
+        /// The seed of every random choice the engine makes (`seed`): the same seed and inputs give
+        /// the same actions.
+        seed: u64;
+        /// Entries of the statement-classification cache, 0 when it is off
+        /// (`classify_cache_capacity`).
+        classify_cache_capacity: usize;
+        /// The writer hostgroup sessions use unless the host names another (`writer_hostgroup`).
+        writer_hostgroup: u32;
+        /// The reader hostgroup of the writer hostgroup; `None` when every statement goes to the
+        /// writer (`reader_hostgroup`).
+        reader_hostgroup: Option<u32>;
+        /// Whether the engine asks the writer for its WAL position after a commit where RFQs carry
+        /// none (`lsn_probe`).
+        lsn_probe: bool;
+        /// The most bytes of one extended-protocol batch held to decide it (`max_batch_bytes`,
+        /// E-1).
+        max_batch_bytes: usize;
+        /// The most prepared statements tracked per session (`max_prepared_statements`, E-2).
+        max_prepared_statements: usize;
+        /// After how many milliseconds of silence a reader whose monitor also fails counts as lost;
+        /// 0 when off (`reader_response_timeout_ms`, R-1b).
+        reader_response_timeout_ms: u64;
+        /// How many consecutive failures hold a reader out of reader choice
+        /// (`reader_failure_threshold`, R-1b).
+        reader_failure_threshold: u32;
+        /// Whether the writer's session state is captured after DML too (`capture_after_dml`, S-5).
+        capture_after_dml: bool;
+        /// The writer's WAL page size in bytes (`wal_block_size`, W-7).
+        wal_block_size: u64;
+        /// The writer's WAL segment size in bytes (`wal_segment_size`, W-7).
+        wal_segment_size: u64;
     }
 
     /// The address the identity startup keys advertise under `identity_mode = configured`, as

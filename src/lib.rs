@@ -73,28 +73,12 @@ pub use token::{Token, WriterIdentity};
 #[doc(hidden)]
 pub mod internals {
     #![allow(missing_docs)]
-    pub mod classify {
-        pub use crate::classify::*;
+    macro_rules! internal {
+        ($($m:ident),+) => {
+            $(pub mod $m {
+                pub use crate::$m::*;
+            })+
+        };
     }
-    pub mod cluster {
-        pub use crate::cluster::*;
-    }
-    pub mod config {
-        pub use crate::config::*;
-    }
-    pub mod policy {
-        pub use crate::policy::*;
-    }
-    pub mod pool {
-        pub use crate::pool::*;
-    }
-    pub mod protocol {
-        pub use crate::protocol::*;
-    }
-    pub mod session {
-        pub use crate::session::*;
-    }
-    pub mod token {
-        pub use crate::token::*;
-    }
+    internal!(classify, cluster, config, policy, pool, protocol, session, token);
 }
