@@ -206,6 +206,37 @@ impl ConfigError {
 }
 
 /// The immutable engine configuration. Build it with [`ConfigBuilder`].
+///
+/// A `Config` comes only from [`ConfigBuilder::build`]: it has no `Default`, no public field and
+/// no public constructor, so [`Engine::new`](crate::Engine::new) never sees one that skipped
+/// the builder's checks (the one that keeps `_polar_*` startup keys away from stock servers
+/// among them). Settings are read through the accessors below.
+///
+/// ```
+/// let mut b = polarsplit::ConfigBuilder::new();
+/// b.set("consistency", "global")?;
+/// let c = b.build()?;
+/// assert_eq!(c.consistency(), polarsplit::Consistency::Global);
+///
+/// // The builder refuses what a stock server would refuse at connect.
+/// let mut b = polarsplit::ConfigBuilder::new();
+/// b.set("server_dialect", "stock")?;
+/// assert_eq!(b.build().unwrap_err().setting, "server_dialect");
+/// # Ok::<(), polarsplit::ConfigError>(())
+/// ```
+///
+/// None of these compile:
+/// ```compile_fail
+/// let c = polarsplit::Config::default();
+/// ```
+/// ```compile_fail
+/// let mut c = polarsplit::ConfigBuilder::new().build().unwrap();
+/// c.startup_profile = polarsplit::StartupProfile::V15;
+/// ```
+/// ```compile_fail
+/// let mut b = polarsplit::ConfigBuilder::new();
+/// b.config_mut().seed = 1;
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub(crate) consistency: Consistency,

@@ -23,7 +23,11 @@
 //!   queue ([`WarmupQueue`]), for hosts that pool reader connections.
 //!
 //! The C ABI (`include/polarsplit.h`) is a thin layer over this API; its `extern "C"` symbols
-//! are exported from the `cdylib` and `staticlib`, not from the Rust API.
+//! are exported from the `cdylib` and `staticlib`, not from the Rust API:
+//!
+//! ```compile_fail
+//! let v = polarsplit::ffi::polarsplit_abi_version();
+//! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, unreachable_pub)]
 
