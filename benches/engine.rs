@@ -22,12 +22,11 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use polarsplit::classify::{classify, Classifier, WriteFunctions};
-use polarsplit::config::Config;
-use polarsplit::protocol::framer::{BodyMode, Framer, Step};
-use polarsplit::protocol::{Limits, Lsn};
-use polarsplit::session::{Action, ClientInfo, Event, Session};
+use polarsplit::internals::classify::{classify, Classifier, WriteFunctions};
+use polarsplit::internals::protocol::framer::{BodyMode, Framer, Step};
 use polarsplit::Engine;
+use polarsplit::{Action, ClientInfo, Event, Session};
+use polarsplit::{Limits, Lsn};
 use polarsplit_test_support::be::{self, command_complete};
 use polarsplit_test_support::decode;
 use polarsplit_test_support::fe::{self, query};
@@ -234,10 +233,7 @@ fn reader_cycle(s: &mut Session, q: &[u8], answer: &[u8]) {
 /// only, for 10 s (or N cycles), to run under a profiler (`perf record -e cpu-clock --call-graph dwarf
 /// target/release/deps/engine-… profile plain`).
 fn profile(which: &str, limit: u64) {
-    let engine = Engine::new(Config {
-        seed: 1,
-        ..Config::default()
-    });
+    let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
     engine.add_reader(1, 1);
     let name = match which {
         "new" => PLAIN_NEW,
@@ -513,10 +509,7 @@ fn main() {
     if args.iter().any(|a| a == "profile-idle") {
         // 1000 idle sessions, kept to the end (`valgrind --tool=dhat … profile-idle` lists
         // what each allocation site still holds at exit).
-        let engine = Engine::new(Config {
-            seed: 1,
-            ..Config::default()
-        });
+        let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
         engine.add_reader(1, 1);
         let sessions: Vec<Session> = (0..1000).map(|_| ready_session(&engine)).collect();
         println!("{} idle sessions", sessions.len());
@@ -598,10 +591,7 @@ fn main() {
     println!("\n## Full cycle through the session API (client message(s) in … backend result in, actions drained)\n");
     println!("| cycle | frame-only floor | polarsplit | × floor | sqlparser parse of the statement | ratio to parse | allocations/cycle |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    let engine = Engine::new(Config {
-        seed: 1,
-        ..Config::default()
-    });
+    let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
     engine.add_reader(1, 1);
     let mut summary = Vec::new();
     for name in CYCLES {

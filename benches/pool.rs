@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use polarsplit::cluster::readers::{ChoiceRequest, Readers, Waits};
-use polarsplit::pool::{PoolIndex, PoolLimits, PublishCheck, ReaderKey};
-use polarsplit::protocol::Lsn;
+use polarsplit::internals::cluster::readers::{ChoiceRequest, Readers, Waits};
+use polarsplit::Lsn;
+use polarsplit::{PoolIndex, PoolLimits, PublishCheck, ReaderKey};
 
 const THREADS: [usize; 3] = [1, 2, 4];
 const KEYS: u64 = 16;

@@ -15,9 +15,10 @@
 
 use std::io::{BufRead, Write};
 
-use polarsplit::classify::{builtins, Classification, Effects, Kind, UserFunction, Volatility};
-use polarsplit::decision::Reason;
+use polarsplit::internals::classify::{builtins, Classification, Effects, Kind};
+use polarsplit::Reason;
 use polarsplit::{ConfigBuilder, Engine};
+use polarsplit::{UserFunction, Volatility};
 
 fn verdict(c: &Classification) -> (&'static str, &'static str) {
     if c.is_replica_safe() {

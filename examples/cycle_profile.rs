@@ -1,7 +1,7 @@
 //! Runs many plain-read cycles through a session, for profilers (`perf record`, callgrind).
-use polarsplit::protocol::encode;
-use polarsplit::session::{ClientInfo, Event, Session};
-use polarsplit::{Config, Engine};
+use polarsplit::internals::protocol::encode;
+use polarsplit::Engine;
+use polarsplit::{ClientInfo, Event, Session};
 
 fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
     let mut v = vec![tag];
@@ -15,7 +15,7 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(200_000);
-    let engine = Engine::new(Config::default());
+    let engine = Engine::new(polarsplit_test_support::default_config());
     engine.add_reader(1, 1);
     let mut s = Session::new(
         engine.clone(),

@@ -9,21 +9,24 @@ use crate::classify::{
 use crate::protocol::Limits;
 
 macro_rules! setting_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name { $($variant),+ }
+        pub enum $name { $($(#[$vm])* $variant),+ }
 
         impl $name {
             /// All accepted spellings, in declaration order.
             pub const NAMES: &'static [&'static str] = &[$($text),+];
 
+            /// The value spelled `s` (surrounding blanks and letter case ignored), or `None` when
+            /// `s` is none of [`Self::NAMES`].
             pub fn parse(s: &str) -> Option<$name> {
                 let s = s.trim();
                 $(if s.eq_ignore_ascii_case($text) { return Some($name::$variant); })+
                 None
             }
 
+            /// The value's spelling in [`ConfigBuilder::set`] and config files.
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
@@ -38,50 +41,130 @@ macro_rules! setting_enum {
 }
 
 setting_enum!(
-    /// `consistency` (SPEC §8, P-3).
-    Consistency { Off = "off", Eventual = "eventual", Session = "session", Global = "global" }
+    /// `consistency` (SPEC §8, P-3): how fresh a read on a reader must be.
+    Consistency {
+        /// The engine decides nothing: every statement is PASSTHROUGH, routed by the host.
+        Off = "off",
+        /// Reads outside a transaction go to a reader with no wait; reads inside one go to the
+        /// writer.
+        Eventual = "eventual",
+        /// Read-your-writes: a read sees everything this session wrote or read before it.
+        Session = "session",
+        /// Like `session`, and a read also sees every write the writer had reported when it was
+        /// sent (writes of other sessions included).
+        Global = "global",
+    }
 );
 setting_enum!(
-    /// `on_wait_timeout` (F-2).
-    OnWaitTimeout { Primary = "primary", Error = "error", Disconnect = "disconnect", Warning = "warning" }
-);
-setting_enum!(
-    /// `on_replica_loss` (F-2).
-    OnReplicaLoss {
-        ReplicaThenPrimary = "replica_then_primary",
-        ReplicaThenError = "replica_then_error",
+    /// `on_wait_timeout` (F-2): what a read does when its wait on a reader times out.
+    OnWaitTimeout {
+        /// Re-run the statement on the writer, whose result is authoritative.
         Primary = "primary",
+        /// Answer the client with an error.
         Error = "error",
+        /// Close the client connection.
+        Disconnect = "disconnect",
+        /// Ask the reader for `best_effort` instead (a possibly stale result); never for split
+        /// reads.
+        Warning = "warning",
+    }
+);
+setting_enum!(
+    /// `on_replica_loss` (F-2): what a read does when its reader connection is lost.
+    OnReplicaLoss {
+        /// One retry on another compatible reader, then the writer.
+        ReplicaThenPrimary = "replica_then_primary",
+        /// One retry on another compatible reader, then an error to the client.
+        ReplicaThenError = "replica_then_error",
+        /// Re-run the statement on the writer.
+        Primary = "primary",
+        /// Answer the client with an error.
+        Error = "error",
+        /// Close the client connection.
         Disconnect = "disconnect",
     }
 );
 setting_enum!(
-    /// `on_replica_error` (F-2).
-    OnReplicaError { Primary = "primary", Error = "error", Disconnect = "disconnect" }
+    /// `on_replica_error` (F-2): what a read does when its reader answers with an error that
+    /// leaves the connection usable.
+    OnReplicaError {
+        /// Re-run the statement on the writer.
+        Primary = "primary",
+        /// Answer the client with an engine-built error that names the reader's.
+        Error = "error",
+        /// Close the client connection.
+        Disconnect = "disconnect",
+    }
 );
 setting_enum!(
-    /// `on_missing_lsn` (P-3 step 7).
-    OnMissingLsn { Primary = "primary", Warning = "warning", Error = "error" }
+    /// `on_missing_lsn` (P-3 step 7): what a read does when the position it must wait for is
+    /// unknown (the writer reported no LSN for a write).
+    OnMissingLsn {
+        /// Send the read to the writer.
+        Primary = "primary",
+        /// Send it to a reader with no wait, and a WARNING notice to the client.
+        Warning = "warning",
+        /// Refuse it: REJECT, with an error to the client.
+        Error = "error",
+    }
 );
 setting_enum!(
     /// `read_fallback`: what a read does when no reader can be had (P-3 step 1, P-4).
-    ReadFallback { Primary = "primary", Error = "error" }
+    ReadFallback {
+        /// Send the read to the writer.
+        Primary = "primary",
+        /// Refuse it: REJECT, with an error to the client (writes still go to the writer).
+        Error = "error",
+    }
 );
 setting_enum!(
-    /// `startup_profile` (W-1).
-    StartupProfile { V15 = "v15", Legacy = "legacy", Off = "off" }
+    /// `startup_profile` (W-1): which startup keys ask backend connections to report LSNs.
+    StartupProfile {
+        /// `_polar_proxy_send_lsn`, `_polar_proxy_send_xact` and the `_polar_proxy_client_*`
+        /// identity pair (PostgreSQL 15 based servers).
+        V15 = "v15",
+        /// `_polar_send_lsn`, `_polar_send_xact` and the `_polar_origin_client_*` identity pair.
+        Legacy = "legacy",
+        /// No startup keys: the servers report no LSN (required for stock PostgreSQL).
+        Off = "off",
+    }
 );
 setting_enum!(
-    /// `server_dialect` (W-7).
-    ServerDialect { Awide = "awide", PolarDb = "polardb", Stock = "stock" }
+    /// `server_dialect` (W-7): which family of server the backends are.
+    ServerDialect {
+        /// Servers with everything in W-2…W-5: transaction markers, a one-shot bounded wait,
+        /// `strict`/`best_effort`.
+        Awide = "awide",
+        /// Upstream PolarDB for PostgreSQL: LSNs and XID lists on RFQs, but a wait with no
+        /// timeout, so the engine never sends one.
+        PolarDb = "polardb",
+        /// Plain PostgreSQL: no `_polar_*` keys, no LSN on RFQs, no XID import.
+        Stock = "stock",
+    }
 );
 setting_enum!(
     /// `identity_mode` (W-1): which address the identity startup keys advertise.
-    IdentityMode { Client = "client", Proxy = "proxy", Configured = "configured" }
+    IdentityMode {
+        /// The real client's address ([`ClientInfo::client_addr`](crate::ClientInfo)).
+        Client = "client",
+        /// The proxy's own listener address ([`ClientInfo::proxy_addr`](crate::ClientInfo)).
+        Proxy = "proxy",
+        /// The configured `identity_host` and `identity_port`.
+        Configured = "configured",
+    }
 );
 setting_enum!(
-    /// `warmup` (R-3).
-    Warmup { Off = "off", Demand = "demand", Begin = "begin", Both = "both" }
+    /// `warmup` (R-3): when the engine asks the host to open reader connections ahead of need.
+    Warmup {
+        /// Never.
+        Off = "off",
+        /// On a pool miss (a reader connection was asked for and none was pooled).
+        Demand = "demand",
+        /// When a transaction begins, so a split read finds a connection.
+        Begin = "begin",
+        /// On a pool miss and when a transaction begins.
+        Both = "both",
+    }
 );
 
 impl StartupProfile {
@@ -107,7 +190,9 @@ impl ServerDialect {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{setting}: {message}")]
 pub struct ConfigError {
+    /// The setting's name as [`SETTING_NAMES`] spells it (or as given, when it is unknown).
     pub setting: String,
+    /// Why the value was refused, with the accepted values or range.
     pub message: String,
 }
 
@@ -121,71 +206,104 @@ impl ConfigError {
 }
 
 /// The immutable engine configuration. Build it with [`ConfigBuilder`].
+///
+/// A `Config` comes only from [`ConfigBuilder::build`]: it has no `Default`, no public field and
+/// no public constructor, so [`Engine::new`](crate::Engine::new) never sees one that skipped
+/// the builder's checks (the one that keeps `_polar_*` startup keys away from stock servers
+/// among them). Settings are read through the accessors below.
+///
+/// ```
+/// let mut b = polarsplit::ConfigBuilder::new();
+/// b.set("consistency", "global")?;
+/// let c = b.build()?;
+/// assert_eq!(c.consistency(), polarsplit::Consistency::Global);
+///
+/// // The builder refuses what a stock server would refuse at connect.
+/// let mut b = polarsplit::ConfigBuilder::new();
+/// b.set("server_dialect", "stock")?;
+/// assert_eq!(b.build().unwrap_err().setting, "server_dialect");
+/// # Ok::<(), polarsplit::ConfigError>(())
+/// ```
+///
+/// None of these compile:
+/// ```compile_fail
+/// let c = polarsplit::Config::default();
+/// ```
+/// ```compile_fail
+/// let mut c = polarsplit::ConfigBuilder::new().build().unwrap();
+/// c.startup_profile = polarsplit::StartupProfile::V15;
+/// ```
+/// ```compile_fail
+/// let mut b = polarsplit::ConfigBuilder::new();
+/// b.config_mut().seed = 1;
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    pub consistency: Consistency,
-    pub txn_split: bool,
-    pub wait_timeout_ms: u32,
-    pub split_wait_timeout_ms: u32,
-    pub on_wait_timeout: OnWaitTimeout,
-    pub on_replica_loss: OnReplicaLoss,
-    pub on_replica_error: OnReplicaError,
-    pub on_missing_lsn: OnMissingLsn,
-    pub read_fallback: ReadFallback,
-    pub reader_retry_limit: u32,
-    pub reader_lsn_max_age_ms: u64,
-    pub startup_profile: StartupProfile,
-    pub server_dialect: ServerDialect,
-    pub identity_mode: IdentityMode,
+    pub(crate) consistency: Consistency,
+    pub(crate) txn_split: bool,
+    pub(crate) wait_timeout_ms: u32,
+    pub(crate) split_wait_timeout_ms: u32,
+    pub(crate) on_wait_timeout: OnWaitTimeout,
+    pub(crate) on_replica_loss: OnReplicaLoss,
+    pub(crate) on_replica_error: OnReplicaError,
+    pub(crate) on_missing_lsn: OnMissingLsn,
+    pub(crate) read_fallback: ReadFallback,
+    pub(crate) reader_retry_limit: u32,
+    pub(crate) reader_lsn_max_age_ms: u64,
+    pub(crate) startup_profile: StartupProfile,
+    pub(crate) server_dialect: ServerDialect,
+    pub(crate) identity_mode: IdentityMode,
     /// For `identity_mode = configured`.
-    pub identity_host: Option<String>,
-    pub identity_port: Option<u16>,
-    pub server_default_isolation: Isolation,
-    pub write_functions: WriteFunctions,
+    pub(crate) identity_host: Option<String>,
+    pub(crate) identity_port: Option<u16>,
+    pub(crate) server_default_isolation: Isolation,
+    pub(crate) write_functions: WriteFunctions,
     /// Functions declared read-safe (SPEC §7 F-policy; never a never-safe built-in).
-    pub read_functions: ReadFunctions,
+    pub(crate) read_functions: ReadFunctions,
     /// Where a statement calling a function the engine knows nothing of goes (default primary).
-    pub unknown_functions: UnknownFunctions,
-    pub warmup: Warmup,
+    pub(crate) unknown_functions: UnknownFunctions,
+    pub(crate) warmup: Warmup,
     /// Bound of the warmup demand queue (R-3).
-    pub warmup_queue_capacity: usize,
+    pub(crate) warmup_queue_capacity: usize,
     /// Seed of every random choice the engine makes (reader tie-breaks), for determinism.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Entries of the statement-classification cache (0 disables it). A text is cached on its
     /// second sighting.
-    pub classify_cache_capacity: usize,
+    pub(crate) classify_cache_capacity: usize,
     /// Wire limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// The writer hostgroup sessions use unless the host says otherwise.
-    pub writer_hostgroup: u32,
+    pub(crate) writer_hostgroup: u32,
     /// The reader hostgroup of `writer_hostgroup` (`None`: no readers, everything on the writer).
-    pub reader_hostgroup: Option<u32>,
+    pub(crate) reader_hostgroup: Option<u32>,
     /// Where the writer's RFQs carry no LSN (stock PostgreSQL, profile `off`): after a write
     /// commits, learn its position with a hidden `SELECT pg_current_wal_insert_lsn()` on the
     /// writer connection, sent after the client's RFQ (issue 11).
-    pub lsn_probe: bool,
+    pub(crate) lsn_probe: bool,
     /// Most bytes of one extended-protocol batch the engine holds to decide it (E-1); a larger
     /// batch goes to the writer.
-    pub max_batch_bytes: usize,
+    pub(crate) max_batch_bytes: usize,
     /// Most prepared statements tracked per session (E-2).
-    pub max_prepared_statements: usize,
+    pub(crate) max_prepared_statements: usize,
     /// A reader that has answered nothing for this long since a statement was sent, while its
     /// monitor also failed to answer, is treated as lost (R-1b; 0 disables).
-    pub reader_response_timeout_ms: u64,
+    pub(crate) reader_response_timeout_ms: u64,
     /// Consecutive failures after which a reader is held out of reader choice (R-1b).
-    pub reader_failure_threshold: u32,
+    pub(crate) reader_failure_threshold: u32,
     /// Placeholder settings (`app.tenant`) the capture always asks for (S-5). When set, the
     /// operator declares that these are the names the application's code sets.
-    pub custom_settings: Vec<String>,
+    pub(crate) custom_settings: Vec<String>,
     /// Capture the writer's session state after DML too (triggers may change it, S-5).
-    pub capture_after_dml: bool,
+    pub(crate) capture_after_dml: bool,
     /// The writer's WAL page and segment sizes, for the page-boundary rule of W-7.
-    pub wal_block_size: u64,
-    pub wal_segment_size: u64,
+    pub(crate) wal_block_size: u64,
+    pub(crate) wal_segment_size: u64,
 }
 
-impl Default for Config {
-    fn default() -> Self {
+impl Config {
+    /// SPEC §8's defaults, which pass every check of [`ConfigBuilder::build`]. Only the builder
+    /// hands out a `Config`.
+    pub(crate) fn defaults() -> Config {
         Config {
             consistency: Consistency::Session,
             txn_split: true,
@@ -224,6 +342,117 @@ impl Default for Config {
             wal_block_size: 8192,
             wal_segment_size: 16 << 20,
         }
+    }
+}
+
+/// Read accessors that copy a setting out of [`Config`] (each with its doc comment).
+macro_rules! settings_read {
+    ($($(#[$m:meta])* $name:ident: $ty:ty;)+) => {
+        $($(#[$m])* pub fn $name(&self) -> $ty { self.$name })+
+    };
+}
+
+/// Read access to every setting, for hosts that log or act on the configuration. A `Config` is
+/// never changed: build a new one ([`ConfigBuilder::from_config`]) and hand it to
+/// [`Engine::replace_config`](crate::Engine::replace_config).
+impl Config {
+    settings_read! {
+        /// The consistency level (`consistency`, P-3): how fresh a read on a reader must be.
+        consistency: Consistency;
+        /// Whether reads inside an open transaction may go to a reader (`txn_split`, W-3).
+        txn_split: bool;
+        /// How long, in milliseconds, a reader may wait for its replay to reach a read's position
+        /// (`wait_timeout_ms`).
+        wait_timeout_ms: u32;
+        /// How long, in milliseconds, a reader may wait for a transaction's writes before a split
+        /// read (`split_wait_timeout_ms`).
+        split_wait_timeout_ms: u32;
+        /// What a read does when its wait on a reader times out (`on_wait_timeout`, F-2).
+        on_wait_timeout: OnWaitTimeout;
+        /// What a read does when its reader connection is lost (`on_replica_loss`, F-2).
+        on_replica_loss: OnReplicaLoss;
+        /// What a read does when its reader answers with an error (`on_replica_error`, F-2).
+        on_replica_error: OnReplicaError;
+        /// What the session does when the writer reports no LSN where one was expected
+        /// (`on_missing_lsn`, P-3 step 7).
+        on_missing_lsn: OnMissingLsn;
+        /// What a read does when no reader can be had (`read_fallback`, P-4).
+        read_fallback: ReadFallback;
+        /// How many other readers a failed read may be retried on (`reader_retry_limit`).
+        reader_retry_limit: u32;
+        /// How old, in milliseconds, a reader's sampled replay position may be and still count
+        /// (`reader_lsn_max_age_ms`).
+        reader_lsn_max_age_ms: u64;
+        /// Which startup keys backend connections get (`startup_profile`, W-1).
+        startup_profile: StartupProfile;
+        /// Which server family the backends are (`server_dialect`, W-7).
+        server_dialect: ServerDialect;
+        /// Which address the identity startup keys advertise (`identity_mode`, W-1).
+        identity_mode: IdentityMode;
+        /// When the engine asks the host to open reader connections ahead of need (`warmup`, R-3).
+        warmup: Warmup;
+        /// The most warmup demands queued at once (`warmup_queue_capacity`, R-3).
+        warmup_queue_capacity: usize;
+        /// The seed of every random choice the engine makes (`seed`): the same seed and inputs give
+        /// the same actions.
+        seed: u64;
+        /// Entries of the statement-classification cache, 0 when it is off
+        /// (`classify_cache_capacity`).
+        classify_cache_capacity: usize;
+        /// The writer hostgroup sessions use unless the host names another (`writer_hostgroup`).
+        writer_hostgroup: u32;
+        /// The reader hostgroup of the writer hostgroup; `None` when every statement goes to the
+        /// writer (`reader_hostgroup`).
+        reader_hostgroup: Option<u32>;
+        /// Whether the engine asks the writer for its WAL position after a commit where RFQs carry
+        /// none (`lsn_probe`).
+        lsn_probe: bool;
+        /// The most bytes of one extended-protocol batch held to decide it (`max_batch_bytes`,
+        /// E-1).
+        max_batch_bytes: usize;
+        /// The most prepared statements tracked per session (`max_prepared_statements`, E-2).
+        max_prepared_statements: usize;
+        /// After how many milliseconds of silence a reader whose monitor also fails counts as lost;
+        /// 0 when off (`reader_response_timeout_ms`, R-1b).
+        reader_response_timeout_ms: u64;
+        /// How many consecutive failures hold a reader out of reader choice
+        /// (`reader_failure_threshold`, R-1b).
+        reader_failure_threshold: u32;
+        /// Whether the writer's session state is captured after DML too (`capture_after_dml`, S-5).
+        capture_after_dml: bool;
+        /// The writer's WAL page size in bytes (`wal_block_size`, W-7).
+        wal_block_size: u64;
+        /// The writer's WAL segment size in bytes (`wal_segment_size`, W-7).
+        wal_segment_size: u64;
+    }
+
+    /// The address the identity startup keys advertise under `identity_mode = configured`, as
+    /// host and port (`identity_host`, `identity_port`); `None` for either that is not set.
+    pub fn identity(&self) -> (Option<&str>, Option<u16>) {
+        (self.identity_host.as_deref(), self.identity_port)
+    }
+
+    /// The isolation level a session starts in when its client names none
+    /// (`server_default_isolation`).
+    pub fn server_default_isolation(&self) -> Isolation {
+        self.server_default_isolation
+    }
+
+    /// Where a statement calling a function the engine knows nothing of goes
+    /// (`unknown_functions`, F-policy).
+    pub fn unknown_functions(&self) -> UnknownFunctions {
+        self.unknown_functions
+    }
+
+    /// The placeholder settings (`app.tenant`) the session-state capture always asks for, in
+    /// lower case (`custom_settings`, S-5).
+    pub fn custom_settings(&self) -> &[String] {
+        &self.custom_settings
+    }
+
+    /// The wire limits (`max_inspected_message_bytes`).
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 }
 
@@ -268,7 +497,7 @@ pub const SETTING_NAMES: &[&str] = &[
 ];
 
 /// A mutable configuration under construction.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ConfigBuilder {
     config: Config,
 }
@@ -313,7 +542,16 @@ fn parse_bool(setting: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
+impl Default for ConfigBuilder {
+    fn default() -> ConfigBuilder {
+        ConfigBuilder {
+            config: Config::defaults(),
+        }
+    }
+}
+
 impl ConfigBuilder {
+    /// A builder holding SPEC §8's default for every setting.
     pub fn new() -> ConfigBuilder {
         ConfigBuilder::default()
     }
@@ -517,11 +755,6 @@ impl ConfigBuilder {
             }
         }
         Ok(self)
-    }
-
-    /// Direct access for Rust hosts and tests.
-    pub fn config_mut(&mut self) -> &mut Config {
-        &mut self.config
     }
 
     /// Validates the combination and yields the immutable configuration.

@@ -10,6 +10,7 @@ use crate::protocol::Lsn;
 pub enum Outcome {
     /// The engine does not decide (mode `off`): the host routes as it normally would.
     Passthrough = 0,
+    /// The writer runs it: it is not a replica-safe read, or no reader may serve it now.
     ForcePrimary = 1,
     /// A reader; the wait statements are present only when needed (`Decision::wait`).
     ReplicaWithWait = 2,
@@ -20,6 +21,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in number order (the C ABI's `POLARSPLIT_OUTCOME_*` values).
     pub const ALL: [Outcome; 5] = [
         Outcome::Passthrough,
         Outcome::ForcePrimary,
@@ -28,6 +30,7 @@ impl Outcome {
         Outcome::Reject,
     ];
 
+    /// The outcome's stable upper-case name, as logs and the C header spell it.
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Passthrough => "PASSTHROUGH",
@@ -38,10 +41,12 @@ impl Outcome {
         }
     }
 
+    /// The outcome numbered `v`, or `None` for a number that names none.
     pub fn from_u8(v: u8) -> Option<Outcome> {
         Outcome::ALL.get(v as usize).copied()
     }
 
+    /// Whether the statement runs on a reader (`ReplicaWithWait` or `ReplicaTxnSplit`).
     pub fn is_reader(self) -> bool {
         matches!(self, Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit)
     }
@@ -58,8 +63,10 @@ macro_rules! reasons {
         }
 
         impl Reason {
+            /// Every reason, in declaration order (not number order: numbers are grouped by SPEC step).
             pub const ALL: &'static [Reason] = &[$(Reason::$variant,)+];
 
+            /// The reason's stable upper-case name, as logs and the C header spell it.
             pub fn name(self) -> &'static str {
                 match self { $(Reason::$variant => $name,)+ }
             }
@@ -69,6 +76,7 @@ macro_rules! reasons {
                 match self { $(Reason::$variant => concat!($name, "\0"),)+ }
             }
 
+            /// The reason numbered `v`, or `None` for a number that names none.
             pub fn from_u16(v: u16) -> Option<Reason> {
                 match v { $($num => Some(Reason::$variant),)+ _ => None }
             }
@@ -191,7 +199,9 @@ impl Reason {
 /// A routing decision (the `Decision` action and the engine's counters carry it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// Where the statement runs.
     pub outcome: Outcome,
+    /// Why it runs there.
     pub reason: Reason,
     /// The LSN the read needs (0 when none).
     pub target: Lsn,
@@ -206,7 +216,7 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn primary(reason: Reason) -> Decision {
+    pub(crate) fn primary(reason: Reason) -> Decision {
         Decision {
             outcome: Outcome::ForcePrimary,
             reason,
@@ -218,21 +228,21 @@ impl Decision {
         }
     }
 
-    pub fn passthrough(reason: Reason) -> Decision {
+    pub(crate) fn passthrough(reason: Reason) -> Decision {
         Decision {
             outcome: Outcome::Passthrough,
             ..Decision::primary(reason)
         }
     }
 
-    pub fn reject(reason: Reason) -> Decision {
+    pub(crate) fn reject(reason: Reason) -> Decision {
         Decision {
             outcome: Outcome::Reject,
             ..Decision::primary(reason)
         }
     }
 
-    pub fn reader(outcome: Outcome, reason: Reason, target: Lsn) -> Decision {
+    pub(crate) fn reader(outcome: Outcome, reason: Reason, target: Lsn) -> Decision {
         Decision {
             outcome,
             reason,

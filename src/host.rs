@@ -18,7 +18,9 @@ pub struct BackendStream {
     pub sent: Vec<u8>,
     /// Bytes received from the server and fed to the session.
     pub fed: u64,
+    /// Bytes received from the server that were forwarded to the client.
     pub forwarded: u64,
+    /// Bytes received from the server that were dropped.
     pub discarded: u64,
 }
 
@@ -29,9 +31,13 @@ pub struct Streams {
     pub client_pending: VecDeque<u8>,
     /// Everything delivered to the client.
     pub to_client: Vec<u8>,
+    /// Bytes received from the client and fed to the session.
     pub client_fed: u64,
+    /// Client bytes forwarded to a backend connection.
     pub client_forwarded: u64,
+    /// Client bytes dropped.
     pub client_discarded: u64,
+    /// Each backend connection's streams, by the host's connection id.
     pub backends: BTreeMap<ConnId, BackendStream>,
 }
 
@@ -51,6 +57,7 @@ fn take(q: &mut VecDeque<u8>, n: usize, what: &str) -> Result<Vec<u8>, ContractE
 }
 
 impl Streams {
+    /// Empty streams: nothing fed, sent or delivered.
     pub fn new() -> Streams {
         Streams::default()
     }
@@ -68,6 +75,7 @@ impl Streams {
         b.fed += bytes.len() as u64;
     }
 
+    /// The streams of backend connection `conn` (empty ones when it is new).
     pub fn backend(&mut self, conn: ConnId) -> &mut BackendStream {
         self.backends.entry(conn).or_default()
     }

@@ -17,14 +17,18 @@ use crate::protocol::Lsn;
 /// writes now (C-1). `{0, 0}`: unknown (tokens valid where the same writer is seen).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct WriterIdentity {
+    /// The system identifier (`pg_control_system().system_identifier`); 0 when unknown.
     pub system_id: u64,
+    /// The timeline the writer writes on; 0 when unknown.
     pub timeline: u32,
 }
 
 /// A parsed token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Token {
+    /// The writer history the position belongs to.
     pub history: WriterIdentity,
+    /// The WAL position a read presenting the token must see.
     pub lsn: Lsn,
 }
 

@@ -8,8 +8,8 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::*;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::Event;
+use polarsplit::Event;
+use polarsplit::Lsn;
 
 struct Counting;
 
@@ -91,7 +91,7 @@ fn measure(h: &mut Host, q: &[u8], conn: u64, answer: &[u8], attach: bool) -> u6
 
 #[test]
 fn cached_plain_read_cycle_allocates_nothing() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.engine.remove_reader(2);
     h.connect();
     let q = query("SELECT abalance FROM pgbench_accounts WHERE aid = 42");
@@ -103,7 +103,7 @@ fn cached_plain_read_cycle_allocates_nothing() {
 
 #[test]
 fn cached_wrapped_read_cycle_allocates_nothing() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.engine.remove_reader(2);
     h.connect();
     h.client(&query("UPDATE t SET v = 1"));
@@ -122,7 +122,7 @@ fn cached_wrapped_read_cycle_allocates_nothing() {
 
 #[test]
 fn cached_writer_statement_cycle_allocates_nothing() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     let q = query("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 7");
     let mut ans = command_complete("UPDATE 1");

@@ -6,11 +6,12 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use polarsplit::classify::{
+use polarsplit::internals::classify::{
     builtins, classify, classify_with_policy, Classification, Effects, FunctionPolicy, Kind,
-    Limits, NotSafe, ReadFunctions, UnknownFunctions, UserFunction, Volatility, WriteFunctions,
+    Limits, NotSafe, ReadFunctions, WriteFunctions,
 };
 use polarsplit::{ConfigBuilder, Engine};
+use polarsplit::{UnknownFunctions, UserFunction, Volatility};
 use proptest::prelude::*;
 
 thread_local! {

@@ -7,7 +7,7 @@
 
 use std::ops::ControlFlow;
 
-use polarsplit::classify::{builtins, classify, WriteFunctions};
+use polarsplit::internals::classify::{builtins, classify, WriteFunctions};
 use proptest::prelude::*;
 use sqlparser::ast::{
     Expr, ObjectName, ObjectNamePart, Query, SetExpr, Statement, TableFactor, Visit, Visitor,

@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use polarsplit::classify::{
+use polarsplit::internals::classify::{
     classify, classify_with_limits, Classification, Classifier, Effects, Kind, Limits, NotSafe,
     StatementInfo, WriteFunctions,
 };
@@ -524,9 +524,9 @@ fn s7_hostile_inputs_under_the_limits_get_a_correct_verdict_quickly() {
         (
             format!("SET x.y = {}1", "1, ".repeat(200_000)),
             Kind::Set {
-                var: polarsplit::classify::Var::Other,
-                name: polarsplit::classify::Span::new(4, 7),
-                value: polarsplit::classify::Span::new(10, 600_011),
+                var: polarsplit::internals::classify::Var::Other,
+                name: polarsplit::internals::classify::Span::new(4, 7),
+                value: polarsplit::internals::classify::Span::new(10, 600_011),
                 local: false,
             },
             NotSafe::NotARead,

@@ -8,10 +8,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use polarsplit::classify::{
+use polarsplit::internals::classify::{
     classify_with_policy, Classification, Classifier, FunctionCatalogs, FunctionPolicy, Kind,
-    Limits, NotSafe, ReadFunctions, UnknownFunctions, UserFunction, Volatility, WriteFunctions,
+    Limits, NotSafe, ReadFunctions, WriteFunctions,
 };
+use polarsplit::{UnknownFunctions, UserFunction, Volatility};
 use proptest::prelude::*;
 
 /// The first string literal of each row of the table in `classify_table.rs` (normal and raw

@@ -1,11 +1,11 @@
 //! SPEC §7 / S-3 / S-4 table tests for the statement classifier: each row is a statement and its
 //! expected `(Kind, NotSafe, Effects, Classification::is_replica_safe)`.
 
-use polarsplit::classify::{
+use polarsplit::internals::classify::{
     classify, classify_with_policy, Access, Classification, Classifier, DiscardWhat, Effects,
-    FunctionPolicy, Isolation, Kind, Limits, NotSafe as Ns, Span, UnknownFunctions, Var,
-    WriteFunctions,
+    FunctionPolicy, Kind, Limits, NotSafe as Ns, Span, Var, WriteFunctions,
 };
+use polarsplit::{Isolation, UnknownFunctions};
 
 const N: Effects = Effects::NONE;
 const SC: Effects = Effects::CALLS_SET_CONFIG;
@@ -24,8 +24,8 @@ const fn txn(
     isolation: Option<Isolation>,
     access: Option<Access>,
     deferrable: Option<bool>,
-) -> polarsplit::classify::TxnOptions {
-    polarsplit::classify::TxnOptions {
+) -> polarsplit::internals::classify::TxnOptions {
+    polarsplit::internals::classify::TxnOptions {
         isolation,
         access,
         deferrable,
@@ -48,7 +48,7 @@ const fn reset(var: Var) -> Kind {
     }
 }
 
-const NO_OPTS: polarsplit::classify::TxnOptions = txn(None, None, None);
+const NO_OPTS: polarsplit::internals::classify::TxnOptions = txn(None, None, None);
 const SER: Option<Isolation> = Some(Isolation::Serializable);
 const RR: Option<Isolation> = Some(Isolation::RepeatableRead);
 const RC: Option<Isolation> = Some(Isolation::ReadCommitted);

@@ -1,7 +1,7 @@
 //! Every name in SETTING_NAMES is accepted by ConfigBuilder::set (a name listed but not wired
 //! would be refused as unknown).
 
-use polarsplit::config::{ConfigBuilder, SETTING_NAMES};
+use polarsplit::{ConfigBuilder, SETTING_NAMES};
 
 #[test]
 fn s8_every_listed_setting_is_settable() {

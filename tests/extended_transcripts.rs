@@ -6,15 +6,15 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{ConnId, Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{ConnId, Event, Outcome, Reason};
 
 const R1: ConnId = 701;
 const R2: ConnId = 702;
 
 fn host() -> Host {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.engine.remove_reader(2);
     h.connect();
     h
@@ -220,7 +220,7 @@ fn e3_a_wait_timeout_inside_a_batch_is_retried_on_the_primary_with_one_clean_res
 #[test]
 fn e3_reader_lost_mid_batch_before_the_first_row_is_retried_after_it_is_an_error() {
     // Before any row: retried on another reader, then the writer, cleanly.
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     let batch = unnamed_batch("SELECT v FROM t WHERE k = $1");
     h.client(&batch);
@@ -650,11 +650,11 @@ fn e2_close_and_deallocate_remove_the_clients_statement() {
 #[test]
 fn e2_a_pooled_reader_shared_by_clients_with_colliding_statement_names_never_mixes_them() {
     // Two clients both call their statement `_pg3_0` (psycopg's naming), with different texts.
-    let engine = polarsplit::Engine::new(polarsplit::config::Config::default());
+    let engine = polarsplit::Engine::new(polarsplit_test_support::default_config());
     engine.add_reader(1, 1);
-    let mut a = Host::new(polarsplit::config::Config::default());
+    let mut a = Host::new(polarsplit_test_support::default_config());
     a.engine = engine.clone();
-    a.session = polarsplit::session::Session::new(engine.clone(), client_info());
+    a.session = polarsplit::Session::new(engine.clone(), client_info());
     a.connect();
     let mut b = parse("_pg3_0", "SELECT name FROM users WHERE id = $1");
     b.extend(named_execute("_pg3_0"));
@@ -667,9 +667,9 @@ fn e2_a_pooled_reader_shared_by_clients_with_colliding_statement_names_never_mix
         needs_reset: false
     }));
     // Client B gets the same pooled connection.
-    let mut bh = Host::new(polarsplit::config::Config::default());
+    let mut bh = Host::new(polarsplit_test_support::default_config());
     bh.engine = engine.clone();
-    bh.session = polarsplit::session::Session::new(engine.clone(), client_info());
+    bh.session = polarsplit::Session::new(engine.clone(), client_info());
     bh.connect();
     let mut b = parse("_pg3_0", "SELECT balance FROM accounts WHERE id = $1");
     b.extend(named_execute("_pg3_0"));
@@ -743,9 +743,10 @@ fn e1_a_batch_rejected_at_a_flush_is_answered_at_its_sync() {
     // A server that fails a batch the client has not closed yet sends the error and skips to
     // the Sync, which it answers; the engine's REJECT does the same (found by the simulator's
     // flush family, seed 207).
-    let mut h = Host::new(config(|c| {
-        c.read_fallback = polarsplit::config::ReadFallback::Error;
-    }));
+    let mut h = Host::new(config(&[(
+        "read_fallback",
+        polarsplit::ReadFallback::Error.as_str(),
+    )]));
     h.engine.remove_reader(1);
     h.engine.remove_reader(2);
     h.connect();

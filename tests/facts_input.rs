@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::{Lsn, LsnField, Marker, TxStatus};
-use polarsplit::session::{BackendFact, ConnId, Outcome, Reason};
+use polarsplit::{BackendFact, ConnId, Outcome, Reason};
+use polarsplit::{Lsn, LsnField, Marker, TxStatus};
 
 const R1: ConnId = 701;
 
@@ -21,7 +21,7 @@ fn fact(h: &mut Host, conn: ConnId, f: BackendFact<'_>) -> Vec<String> {
 
 #[test]
 fn s0_facts_drive_write_then_read_like_bytes() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
     // The writer's answer as facts.
@@ -94,7 +94,7 @@ fn s0_facts_drive_write_then_read_like_bytes() {
 
 #[test]
 fn s0_fact_with_marker_feeds_the_split() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h.client(&query("BEGIN"));
     let _ = fact(

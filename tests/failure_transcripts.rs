@@ -3,16 +3,16 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::{OnReplicaError, OnReplicaLoss, OnWaitTimeout};
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{Event, Outcome, Reason};
+use polarsplit::{OnReplicaError, OnReplicaLoss, OnWaitTimeout};
 
 const R1: u64 = 401;
 const R2: u64 = 402;
 
 /// A session that wrote at LSN 0x5000, so its next read waits.
-fn after_write(c: polarsplit::config::Config) -> Host {
+fn after_write(c: polarsplit::Config) -> Host {
     let mut h = Host::new(c);
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -33,7 +33,7 @@ const SQL: &str = "SELECT v FROM t WHERE k = 1";
 
 #[test]
 fn f2_strict_timeout_is_rerun_on_the_writer_unwrapped() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     h.take_sent(WRITER);
@@ -69,7 +69,10 @@ fn f2_strict_timeout_is_rerun_on_the_writer_unwrapped() {
 
 #[test]
 fn w5_best_effort_timeout_is_one_warning_then_the_rows() {
-    let mut h = after_write(config(|c| c.on_wait_timeout = OnWaitTimeout::Warning));
+    let mut h = after_write(config(&[(
+        "on_wait_timeout",
+        OnWaitTimeout::Warning.as_str(),
+    )]));
     h.client(&query(SQL));
     h.attach(R1);
     assert!(sent_queries(&h.take_sent(R1))[0]
@@ -99,7 +102,7 @@ fn w5_best_effort_timeout_is_one_warning_then_the_rows() {
 
 #[test]
 fn f2_reader_lost_mid_wait_retries_on_another_reader_then_the_writer() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     let first = h.last_decision().server.unwrap();
@@ -132,7 +135,7 @@ fn f2_reader_lost_mid_wait_retries_on_another_reader_then_the_writer() {
 
 #[test]
 fn f3_reader_lost_after_the_first_row_gets_an_error_and_no_retry() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     h.take_sent(WRITER);
@@ -155,7 +158,7 @@ fn f3_reader_lost_after_the_first_row_gets_an_error_and_no_retry() {
 
 #[test]
 fn f3_failure_inside_a_transaction_leaves_it_failed() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h.client(&query("BEGIN"));
     h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
@@ -198,7 +201,7 @@ fn f3_failure_inside_a_transaction_leaves_it_failed() {
 
 #[test]
 fn f1_reader_refusing_the_wait_sets_gets_no_more_waits() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     let server = h.last_decision().server.unwrap();
@@ -223,7 +226,7 @@ fn f1_reader_refusing_the_wait_sets_gets_no_more_waits() {
 
 #[test]
 fn f1_cancel_of_the_clients_statement_is_forwarded_never_retried() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     assert_eq!(h.session.executing_connection(), Some(R1));
@@ -247,7 +250,7 @@ fn f1_cancel_of_the_clients_statement_is_forwarded_never_retried() {
 
 #[test]
 fn f1_fatal_from_a_reader_is_a_lost_connection() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     let b = error(
@@ -267,7 +270,7 @@ fn f1_fatal_from_a_reader_is_a_lost_connection() {
 
 #[test]
 fn p8_notices_of_a_retried_attempt_are_not_forwarded() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     let mut b = sets(3);
@@ -293,7 +296,10 @@ fn p8_notices_of_a_retried_attempt_are_not_forwarded() {
 #[test]
 fn f2_policies_error_and_disconnect() {
     // on_replica_error = error: the reader's own error is forwarded as is.
-    let mut h = after_write(config(|c| c.on_replica_error = OnReplicaError::Error));
+    let mut h = after_write(config(&[(
+        "on_replica_error",
+        OnReplicaError::Error.as_str(),
+    )]));
     h.client(&query(SQL));
     h.attach(R1);
     let mut b = sets(3);
@@ -304,7 +310,10 @@ fn f2_policies_error_and_disconnect() {
     assert_eq!(tags(&got), "EZ");
     assert!(got.windows(5).any(|w| w == b"22012"));
     // on_wait_timeout = error: an engine-built 55000 naming the cause.
-    let mut h = after_write(config(|c| c.on_wait_timeout = OnWaitTimeout::Error));
+    let mut h = after_write(config(&[(
+        "on_wait_timeout",
+        OnWaitTimeout::Error.as_str(),
+    )]));
     h.client(&query(SQL));
     h.attach(R1);
     let mut b = sets(3);
@@ -316,7 +325,10 @@ fn f2_policies_error_and_disconnect() {
     assert!(got.windows(5).any(|w| w == b"55000"));
     assert!(String::from_utf8_lossy(&got).contains("did not reach the session's position in time"));
     // on_replica_loss = disconnect.
-    let mut h = after_write(config(|c| c.on_replica_loss = OnReplicaLoss::Disconnect));
+    let mut h = after_write(config(&[(
+        "on_replica_loss",
+        OnReplicaLoss::Disconnect.as_str(),
+    )]));
     h.client(&query(SQL));
     h.attach(R1);
     let acts = h.event(R1, Event::ConnectionLost);
@@ -329,9 +341,10 @@ fn f3_error_after_the_row_description_is_still_retried() {
     // PostgreSQL sends RowDescription before executing a SELECT: a writing function the standby
     // refuses fails after it. The RowDescription is held, so the retry is allowed. (An unknown
     // function is read-safe only with `unknown_functions = replica`: F-policy.)
-    let mut h = after_write(config(|c| {
-        c.unknown_functions = polarsplit::classify::UnknownFunctions::Replica
-    }));
+    let mut h = after_write(config(&[(
+        "unknown_functions",
+        polarsplit::UnknownFunctions::Replica.as_str(),
+    )]));
     h.client(&query("SELECT f_that_writes()"));
     h.attach(R1);
     h.take_sent(WRITER);
@@ -360,7 +373,7 @@ fn f3_error_after_the_row_description_is_still_retried() {
 
 #[test]
 fn p8_held_messages_of_a_retried_attempt_never_surface_later() {
-    let mut h = after_write(config(|_| {}));
+    let mut h = after_write(config(&[]));
     h.client(&query(SQL));
     h.attach(R1);
     let mut b = sets(3);

@@ -12,9 +12,8 @@ use common::{
     command_complete, data_row, query, rfq, row_description, select_result, tags, Host, A,
 };
 use hostile_common::{measure, Counting, Lean, WRITER};
-use polarsplit::config::Config;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason, SessionError};
+use polarsplit::Lsn;
+use polarsplit::{Event, Outcome, Reason, SessionError};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -22,7 +21,7 @@ static ALLOC: Counting = Counting;
 const R1: u64 = 501;
 
 fn host() -> Host {
-    let mut h = Host::new(Config::default());
+    let mut h = Host::new(polarsplit_test_support::default_config());
     h.connect();
     h
 }
@@ -321,7 +320,7 @@ fn a_valid_xid_list_is_imported_digit_for_digit() {
 #[test]
 fn an_xid_list_longer_than_the_bound_is_refused() {
     let long = format!("1,{}", "7,".repeat(3000)) + "7";
-    assert!(long.len() > polarsplit::protocol::rfq::MAX_XID_LIST_LEN);
+    assert!(long.len() > polarsplit::internals::protocol::rfq::MAX_XID_LIST_LEN);
     let mut h = host();
     split_after(&mut h, &long);
     let d = h.last_decision();
@@ -373,7 +372,7 @@ fn stream_through(l: &mut Lean, conn: u64, total: usize, row: usize) -> (usize, 
 
 #[test]
 fn a_result_that_never_ends_streams_through_the_writer_in_bounded_memory() {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.copy = false;
     l.connect();
     l.client(&query("SELECT * FROM endless FOR UPDATE"))
@@ -395,7 +394,7 @@ fn a_result_that_never_ends_streams_through_the_writer_in_bounded_memory() {
 
 #[test]
 fn a_result_that_never_ends_streams_through_a_reader_in_bounded_memory() {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.copy = false;
     l.connect();
     // A write, so the read waits (the hidden statements are swallowed first).
@@ -434,7 +433,7 @@ fn a_result_that_never_ends_streams_through_a_reader_in_bounded_memory() {
 
 #[test]
 fn one_gigabyte_data_row_is_streamed_by_count() {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.copy = false;
     l.connect();
     l.client(&query("SELECT * FROM huge FOR UPDATE")).unwrap();
@@ -460,7 +459,7 @@ fn one_gigabyte_data_row_is_streamed_by_count() {
 
 #[test]
 fn a_length_prefix_over_one_gigabyte_from_the_writer_is_a_protocol_error() {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.connect();
     l.client(&query("SELECT * FROM t FOR UPDATE")).unwrap();
     let mut hdr = vec![b'D'];
@@ -473,7 +472,7 @@ fn a_length_prefix_over_one_gigabyte_from_the_writer_is_a_protocol_error() {
     assert!(l.seen.close_client);
     assert!(String::from_utf8_lossy(&l.seen.send_client).contains("exceeds the limit"));
     // u32::MAX too.
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.connect();
     let mut hdr = vec![b'N'];
     hdr.extend_from_slice(&u32::MAX.to_be_bytes());
@@ -535,7 +534,7 @@ fn a_writer_ready_before_the_clients_message_ended_is_a_protocol_violation() {
 fn endless_notices_before_a_reader_result_are_held_in_bounded_memory() {
     // A reader's notices are held until its result begins (they may belong to a failed attempt
     // that is retried elsewhere). 100,000 of them must not grow the session without bound.
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.copy = false;
     l.connect();
     l.client(&query("SELECT v FROM t")).unwrap();

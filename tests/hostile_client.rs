@@ -9,15 +9,14 @@ mod hostile_common;
 use std::time::Instant;
 
 use hostile_common::{contains, measure, msg, query, Counting, Lean, WRITER};
-use polarsplit::classify::{classify, NotSafe, WriteFunctions};
-use polarsplit::config::Config;
-use polarsplit::session::{Outcome, Reason, SessionError};
+use polarsplit::internals::classify::{classify, NotSafe, WriteFunctions};
+use polarsplit::{Outcome, Reason, SessionError};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
 fn connected() -> Lean {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.connect();
     l.seen = Default::default();
     l.client_fed = 0;
@@ -37,7 +36,7 @@ fn feed_in_pieces(l: &mut Lean, bytes: &[u8], piece: usize) -> (usize, u64, f64)
     (peak, allocs, t.elapsed().as_secs_f64())
 }
 
-fn last_decision(l: &Lean) -> polarsplit::session::Decision {
+fn last_decision(l: &Lean) -> polarsplit::Decision {
     *l.seen.decisions.last().expect("a decision")
 }
 
@@ -93,7 +92,7 @@ fn a_one_gigabyte_length_prefix_is_a_protocol_error_before_anything_is_buffered(
 #[test]
 fn a_startup_packet_with_a_huge_length_is_refused() {
     for len in [10_001u32, 1 << 30, u32::MAX] {
-        let mut l = Lean::new(Config::default());
+        let mut l = Lean::new(polarsplit_test_support::default_config());
         let (r, peak, _) = measure(|| l.client(&len.to_be_bytes()));
         assert!(matches!(r, Err(SessionError::Protocol { .. })), "{r:?}");
         assert!(peak < 16 << 10);
@@ -391,7 +390,7 @@ fn a_password_message_after_authentication_waits_its_turn_and_is_never_cut_into(
     // client bug or an attack) was passed to the writer at once, ahead of the statement in
     // flight; a large one was still streaming when the statement fell back to the writer, and
     // the engine's copy of the statement landed inside it.
-    use polarsplit::session::Event;
+    use polarsplit::Event;
     let mut l = connected();
     l.copy = true;
     l.client(&query(b"SELECT 1")).unwrap();

@@ -12,10 +12,9 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{command_complete, query, rfq, startup, A, WRITER};
-use polarsplit::config::Config;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Action, ClientInfo, Event, Outcome, Session};
 use polarsplit::Engine;
+use polarsplit::Lsn;
+use polarsplit::{Action, ClientInfo, Event, Outcome, Session};
 use proptest::prelude::*;
 
 // --- Reader keys ------------------------------------------------------------------------------
@@ -174,7 +173,7 @@ fn value_of(sql: &str) -> &str {
 }
 
 fn engine() -> std::sync::Arc<Engine> {
-    let e = Engine::new(Config::default());
+    let e = Engine::new(polarsplit_test_support::default_config());
     e.add_reader(1, 1);
     e
 }
@@ -257,15 +256,15 @@ fn p9_reader_keys_of_equal_sessions_are_equal_and_each_difference_shows() {
     }
     // A configuration change that leaves the startup profile alone keeps pooled connections;
     // a new profile (here the identity it advertises) makes every one of them incompatible.
-    e.replace_config(Config {
-        wait_timeout_ms: 77,
-        ..Config::default()
-    });
+    e.replace_config(polarsplit_test_support::config(&[(
+        "wait_timeout_ms",
+        "77",
+    )]));
     assert_eq!(reader_key(&e, &base), k);
-    e.replace_config(Config {
-        identity_mode: polarsplit::config::IdentityMode::Proxy,
-        ..Config::default()
-    });
+    e.replace_config(polarsplit_test_support::config(&[(
+        "identity_mode",
+        polarsplit::IdentityMode::Proxy.as_str(),
+    )]));
     assert_ne!(reader_key(&e, &base)[0], k[0]);
 }
 
@@ -273,7 +272,7 @@ fn p9_reader_keys_of_equal_sessions_are_equal_and_each_difference_shows() {
 
 /// W-3, independently: a valid list is `<digits>,<digits>[,<digits>…]`, 64-bit fields.
 fn valid_xids(b: &[u8]) -> bool {
-    b.len() <= polarsplit::protocol::rfq::MAX_XID_LIST_LEN
+    b.len() <= polarsplit::internals::protocol::rfq::MAX_XID_LIST_LEN
         && std::str::from_utf8(b).is_ok_and(|t| {
             t.split(',').count() >= 2
                 && t.split(',').all(|f| {
@@ -376,16 +375,23 @@ proptest! {
         xids in xid_list(),
         begin_lsn in 1u64..u64::MAX / 2,
         write_delta in any::<u64>(),
-        split_timeout in any::<u32>(),
+        // Any timeout the builder accepts (up to a day, in ms).
+        split_timeout in 0u32..=86_400_000,
         polardb in any::<bool>(),
     ) {
-        let mut c = Config {
-            split_wait_timeout_ms: split_timeout,
-            ..Config::default()
+        let split_timeout_text = split_timeout.to_string();
+        let dialect = if polardb {
+            polarsplit::ServerDialect::PolarDb
+        } else {
+            polarsplit::ServerDialect::Awide
         };
-        if polardb {
-            c.server_dialect = polarsplit::config::ServerDialect::PolarDb;
-        }
+        // reader_response_timeout_ms 0: the builder requires it above every wait timeout, and
+        // no time passes here.
+        let c = polarsplit_test_support::config(&[
+            ("split_wait_timeout_ms", &split_timeout_text),
+            ("reader_response_timeout_ms", "0"),
+            ("server_dialect", dialect.as_str()),
+        ]);
         let mut h = common::Host::new(c);
         h.connect();
         h.client(&query("BEGIN"));

@@ -15,8 +15,7 @@ use hostile_common::{
     command_complete, contains, heap_contains, msg, query, rfq, start_tracking, startup,
     stop_tracking, Counting, Lean, WRITER,
 };
-use polarsplit::config::Config;
-use polarsplit::session::{Event, SessionError};
+use polarsplit::{Event, SessionError};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -142,7 +141,7 @@ fn debug_bytes(b: &[u8]) -> String {
 }
 
 fn lean() -> Lean {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.copy = false;
     l.forbid = ALL.to_vec();
     l
@@ -245,7 +244,7 @@ fn a_failed_authentication_leaves_no_trace_and_says_nothing_of_the_password() {
 
 #[test]
 fn the_session_debug_output_names_only_routing_facts_of_the_startup() {
-    let mut l = Lean::new(Config::default());
+    let mut l = Lean::new(polarsplit_test_support::default_config());
     l.connect();
     let debug = format!("{:?}", l.session);
     for needed in [&b"user"[..], b"app", b"database", b"db"] {

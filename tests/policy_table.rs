@@ -1,18 +1,17 @@
 //! F-2/F-3: every (failure class × configured action × progress) combination and its recovery.
 
-use polarsplit::config::{Config, OnReplicaError, OnReplicaLoss, OnWaitTimeout};
-use polarsplit::policy::{decide, FailureClass, Progress, Recovery};
+use polarsplit::internals::policy::{decide, FailureClass, Progress, Recovery};
+use polarsplit::{Config, OnReplicaError, OnReplicaLoss, OnWaitTimeout};
 
 use FailureClass::*;
 use Recovery::*;
 
 fn cfg(loss: OnReplicaLoss, timeout: OnWaitTimeout, err: OnReplicaError) -> Config {
-    Config {
-        on_replica_loss: loss,
-        on_wait_timeout: timeout,
-        on_replica_error: err,
-        ..Config::default()
-    }
+    polarsplit_test_support::config(&[
+        ("on_replica_loss", loss.as_str()),
+        ("on_wait_timeout", timeout.as_str()),
+        ("on_replica_error", err.as_str()),
+    ])
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -1,8 +1,8 @@
 //! The pool index and warmup (SPEC P-9, P-7, R-3), one behaviour per test.
 
-use polarsplit::cluster::readers::Readers;
-use polarsplit::config::Warmup;
-use polarsplit::pool::{
+use polarsplit::internals::cluster::readers::Readers;
+use polarsplit::Warmup;
+use polarsplit::{
     CheckinOutcome, Checkout, DemandOutcome, DemandReason, PoolCounts, PoolError, PoolIndex,
     PoolLimits, PublishCheck, PublishError, ReaderKey, ReaderKeyBuilder, ReserveError, WarmupQueue,
 };
@@ -292,7 +292,7 @@ fn r3_capacity_filled_meanwhile_is_not_published() {
     p.check_consistency().unwrap();
 }
 
-fn open_with(p: &PoolIndex, id: polarsplit::pool::ReservationId, conn: u64) {
+fn open_with(p: &PoolIndex, id: polarsplit::ReservationId, conn: u64) {
     p.publish(id, conn, &ok_check(1)).unwrap();
 }
 

@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use polarsplit::pool::{
-    CheckinOutcome, PoolIndex, PoolLimits, PublishCheck, ReaderKey, ReservationId,
-};
+use polarsplit::{CheckinOutcome, PoolIndex, PoolLimits, PublishCheck, ReaderKey, ReservationId};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

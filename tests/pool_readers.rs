@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use polarsplit::cluster::readers::{ChoiceRequest, Readers, Waits};
-use polarsplit::protocol::Lsn;
+use polarsplit::internals::cluster::readers::{ChoiceRequest, Readers, Waits};
+use polarsplit::Lsn;
 
 /// Every LSN written encodes its generation (`gen * 1_000_000 + n`), so a reader that ever sees
 /// an LSN of one generation paired with another generation proves a torn sample.

@@ -12,12 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use polarsplit::cluster::readers::{ChoiceRequest, Readers, Waits};
-use polarsplit::config::Warmup;
-use polarsplit::pool::{
-    CheckinOutcome, DemandReason, PoolIndex, PoolLimits, ReaderKey, WarmupQueue,
-};
-use polarsplit::protocol::Lsn;
+use polarsplit::internals::cluster::readers::{ChoiceRequest, Readers, Waits};
+use polarsplit::Lsn;
+use polarsplit::Warmup;
+use polarsplit::{CheckinOutcome, DemandReason, PoolIndex, PoolLimits, ReaderKey, WarmupQueue};
 
 const THREADS: usize = 4;
 const OPS_PER_THREAD: usize = 100_000;

@@ -1,10 +1,9 @@
 //! Property tests of the wire codec: splitting, hostile bytes, and the RFQ extension (SPEC W-2).
 
-use polarsplit::protocol::backend::BackendMessage;
-use polarsplit::protocol::framer::{BodyMode, Framer, Step};
-use polarsplit::protocol::{
-    Limits, Lsn, LsnField, Marker, ProtocolError, Rfq, RfqExtensions, TxStatus,
-};
+use polarsplit::internals::protocol::backend::BackendMessage;
+use polarsplit::internals::protocol::framer::{BodyMode, Framer, Step};
+use polarsplit::internals::protocol::{Rfq, RfqExtensions};
+use polarsplit::{Limits, Lsn, LsnField, Marker, ProtocolError, TxStatus};
 use proptest::prelude::*;
 
 fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
@@ -161,13 +160,13 @@ proptest! {
                             prop_assert!(!e.to_string().is_empty());
                         }
                     }
-                    let _ = polarsplit::protocol::FrontendMessage::parse(t, &b);
+                    let _ = polarsplit::internals::protocol::FrontendMessage::parse(t, &b);
                 }
             }
         }
         let mut f = Framer::new_startup(Limits::default());
         if let Ok((Step::Message { body, .. }, _)) = f.step(&bytes, mode) {
-            let _ = polarsplit::protocol::StartupPacket::parse(body);
+            let _ = polarsplit::internals::protocol::StartupPacket::parse(body);
         }
     }
 }

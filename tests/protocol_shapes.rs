@@ -4,12 +4,12 @@
 mod common;
 
 use common::*;
-use polarsplit::session::{Event, Reason};
+use polarsplit::{Event, Reason};
 
 const R1: u64 = 601;
 
 fn host() -> Host {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h
 }
@@ -81,7 +81,7 @@ fn function_call_and_terminate() {
 
 #[test]
 fn ssl_request_then_startup_and_cancel_request() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     let mut ssl = 8u32.to_be_bytes().to_vec();
     ssl.extend_from_slice(&80_877_103u32.to_be_bytes());
     let acts = h.client(&ssl);
@@ -89,7 +89,7 @@ fn ssl_request_then_startup_and_cancel_request() {
     let acts = h.client(&startup(&[("user", "u")]));
     assert!(matches!(acts[1], A::ConnectWriter(_)));
 
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     let mut cancel = 16u32.to_be_bytes().to_vec();
     cancel.extend_from_slice(&80_877_102u32.to_be_bytes());
     cancel.extend_from_slice(&42i32.to_be_bytes());

@@ -8,12 +8,12 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use polarsplit::cluster::readers::{BACKOFF_BASE_MS, BACKOFF_CAP_MS};
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::ServerDialect;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::internals::cluster::readers::{BACKOFF_BASE_MS, BACKOFF_CAP_MS};
+use polarsplit::Counter;
 use polarsplit::Engine;
+use polarsplit::Lsn;
+use polarsplit::ServerDialect;
+use polarsplit::{Event, Outcome, Reason};
 
 const R1: u64 = 501;
 const R2: u64 = 502;
@@ -21,7 +21,7 @@ const SQL: &str = "SELECT v FROM t WHERE k = 1";
 
 /// A session on an engine whose only reader is server 1, after a committed write at `write`.
 fn one_reader(dialect: ServerDialect, write: u64) -> Host {
-    let mut h = Host::new(config(|c| c.server_dialect = dialect));
+    let mut h = Host::new(config(&[("server_dialect", dialect.as_str())]));
     h.engine.remove_reader(2);
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -182,7 +182,7 @@ fn r1a_a_lost_connection_and_a_57p03_refusal_are_outages() {
 /// closes it and retries the read elsewhere (F-2); the reader has a failure and an outage.
 #[test]
 fn r1b_a_frozen_reader_is_closed_at_the_deadline_and_the_read_retried() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', Some(0x5000), None);
@@ -243,7 +243,7 @@ fn r1b_a_long_read_on_a_reader_whose_monitor_answers_is_not_killed() {
 /// monitor sample taken after the latest failure lets it back in.
 #[test]
 fn r1b_a_held_out_reader_sends_new_sessions_straight_to_the_primary_until_a_sample() {
-    let engine = Engine::new(config(|_| {}));
+    let engine = Engine::new(config(&[]));
     engine.add_reader(1, 1);
     engine.reader_sample(1, Lsn(0x6000), 1_000);
     let mut now = 1_000;
@@ -299,7 +299,7 @@ fn r1b_a_held_out_reader_sends_new_sessions_straight_to_the_primary_until_a_samp
 /// deadline and a failed monitor query count like a failed connect.
 #[test]
 fn r1b_back_off_grows_while_failing_and_is_capped() {
-    let engine = Engine::new(config(|_| {}));
+    let engine = Engine::new(config(&[]));
     engine.add_reader(1, 1);
     let mut now = 10_000;
     let mut last = 0;
@@ -324,7 +324,7 @@ fn r1b_back_off_grows_while_failing_and_is_capped() {
 
 /// BEGIN, a pre-write read that pins reader 1 (its RFQ reports 0x1000), then a write at `write`.
 fn pinned_after_write(dialect: ServerDialect, write: u64) -> Host {
-    let mut h = Host::new(config(|c| c.server_dialect = dialect));
+    let mut h = Host::new(config(&[("server_dialect", dialect.as_str())]));
     h.engine.remove_reader(2);
     h.connect();
     h.now = 10_000;
@@ -427,7 +427,7 @@ fn p7_polardb_later_reads_of_a_pinned_transaction_split_on_a_fresh_monitor_sampl
 /// that can wait — never to the primary while one can.
 #[test]
 fn r2_a_reader_that_can_wait_is_chosen_over_the_primary_after_another_refused_waits() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', Some(0x5000), None);
@@ -466,7 +466,7 @@ fn r2_a_reader_that_can_wait_is_chosen_over_the_primary_after_another_refused_wa
 /// The counters and per-reader gauges in the Prometheus text format.
 #[test]
 fn s9_prometheus_text_has_reader_gauges_and_the_r1_counters() {
-    let h = Host::new(config(|_| {}));
+    let h = Host::new(config(&[]));
     h.engine.writer_sample(0, Lsn(0x9000), 1_000);
     h.engine.reader_sample(1, Lsn(0x8000), 1_000);
     for t in 0..3 {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{ConnId, Decision, Event};
+use polarsplit::Lsn;
+use polarsplit::{ConnId, Decision, Event};
 use proptest::prelude::*;
 
 const R: ConnId = 501;
@@ -82,7 +82,7 @@ fn script() -> Vec<Step> {
 /// Runs the script, splitting each byte input at the given cut points. Returns what every side
 /// received and the decisions.
 fn run(cuts: &[usize]) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<Decision>) {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.engine.reader_sample(1, Lsn(0x5100), h.now);
     h.engine.reader_sample(2, Lsn(0x5100), h.now);
     let mut cut_iter = cuts.iter().cycle();

@@ -4,14 +4,14 @@
 mod common;
 
 use common::*;
-use polarsplit::config::{Consistency, OnMissingLsn, ReadFallback, ServerDialect, StartupProfile};
-use polarsplit::protocol::startup::StartupPacket;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::internals::protocol::startup::StartupPacket;
+use polarsplit::{Consistency, OnMissingLsn, ReadFallback, ServerDialect, StartupProfile};
+use polarsplit::{Event, Outcome, Reason};
 
 const R1: u64 = 201;
 
 fn host() -> Host {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.connect();
     h
 }
@@ -50,7 +50,7 @@ fn reader_answers(h: &mut Host, conn: u64, hidden: usize, rows: &[&str], lsn: u6
 
 #[test]
 fn w1_startup_goes_to_the_writer_with_role_keys_and_rfq_is_standard() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     let s = startup(&[
         ("user", "app"),
         ("_polar_proxy_send_lsn", "1"),
@@ -87,17 +87,17 @@ fn w1_startup_goes_to_the_writer_with_role_keys_and_rfq_is_standard() {
     assert_eq!(m[2].1.len(), 9);
     assert_eq!(
         parse_client_rfq(&m[2].1),
-        (polarsplit::protocol::TxStatus::Idle, None)
+        (polarsplit::TxStatus::Idle, None)
     );
     assert_eq!(h.session.backend_key(), Some((5, &[0, 0, 0, 6][..])));
 }
 
 #[test]
 fn w1_stock_profile_sends_no_polar_keys() {
-    let mut h = Host::new(config(|c| {
-        c.server_dialect = ServerDialect::Stock;
-        c.startup_profile = StartupProfile::Off;
-    }));
+    let mut h = Host::new(config(&[
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+    ]));
     let acts = h.client(&startup(&[("user", "u")]));
     let A::ConnectWriter(bytes) = &acts[1] else {
         panic!()
@@ -183,8 +183,7 @@ fn p4_caught_up_reader_is_preferred_and_the_wait_dropped() {
     let mut h = host();
     h.client(&query("UPDATE t SET v = 1"));
     h.writer_answers("UPDATE 1", b'I', Some(5000), None);
-    h.engine
-        .reader_sample(2, polarsplit::protocol::Lsn(6000), h.now);
+    h.engine.reader_sample(2, polarsplit::Lsn(6000), h.now);
     let (server, sent) = read_on_reader(&mut h, "SELECT v FROM t", R1);
     assert_eq!(server, 2, "the reader known to have replayed the target");
     assert_eq!(sent, query("SELECT v FROM t"));
@@ -199,7 +198,7 @@ fn p4_stale_sample_does_not_skip_the_wait() {
     h.client(&query("UPDATE t SET v = 1"));
     h.writer_answers("UPDATE 1", b'I', Some(5000), None);
     h.engine
-        .reader_sample(2, polarsplit::protocol::Lsn(6000), h.now - 10_000);
+        .reader_sample(2, polarsplit::Lsn(6000), h.now - 10_000);
     let (_, sent) = read_on_reader(&mut h, "SELECT v FROM t", R1);
     assert!(sent_queries(&sent)[0].contains("polar_xact_split_wait_lsn = '5000'"));
 }
@@ -232,7 +231,7 @@ fn p4_no_healthy_reader_uses_read_fallback() {
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::NoReaderAvailable);
 
-    let mut h = Host::new(config(|c| c.read_fallback = ReadFallback::Error));
+    let mut h = Host::new(config(&[("read_fallback", ReadFallback::Error.as_str())]));
     h.connect();
     h.engine.set_reader_health(1, false);
     h.engine.set_reader_health(2, false);
@@ -245,7 +244,7 @@ fn p4_no_healthy_reader_uses_read_fallback() {
 
 #[test]
 fn p3_step1_mode_off_is_passthrough_and_no_reader_hostgroup_is_primary() {
-    let mut h = Host::new(config(|c| c.consistency = Consistency::Off));
+    let mut h = Host::new(config(&[("consistency", Consistency::Off.as_str())]));
     h.connect();
     let q = query("SELECT 1");
     let acts = h.client(&q);
@@ -256,7 +255,7 @@ fn p3_step1_mode_off_is_passthrough_and_no_reader_hostgroup_is_primary() {
     assert_eq!(h.last_decision().reason, Reason::ModeOff);
     assert_eq!(h.last_decision().outcome, Outcome::Passthrough);
 
-    let mut h = Host::new(config(|c| c.reader_hostgroup = None));
+    let mut h = Host::new(config(&[("reader_hostgroup", "none")]));
     h.connect();
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::NoReaderHostgroup);
@@ -309,7 +308,7 @@ fn s4_hazard_keeps_reads_on_the_writer_until_cleared() {
 
 #[test]
 fn p3_step4_eventual_reads_never_wait() {
-    let mut h = Host::new(config(|c| c.consistency = Consistency::Eventual));
+    let mut h = Host::new(config(&[("consistency", Consistency::Eventual.as_str())]));
     h.connect();
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', Some(0x9000), None);
@@ -337,7 +336,7 @@ fn p6_missing_lsn_after_a_write_takes_the_missing_lsn_action() {
             Reason::MissingLsnReject,
         ),
     ] {
-        let mut h = Host::new(config(|c| c.on_missing_lsn = action));
+        let mut h = Host::new(config(&[("on_missing_lsn", action.as_str())]));
         h.connect();
         h.client(&query("INSERT INTO t VALUES (1)"));
         h.writer_answers("INSERT 0 1", b'I', None, None);
@@ -406,9 +405,7 @@ fn s2_generation_change_clears_the_session_lsns() {
     );
     assert_eq!(h.session.lsn_state().target().0, 0);
     assert_eq!(
-        h.engine
-            .stats()
-            .get(polarsplit::cluster::stats::Counter::GenerationResets),
+        h.engine.stats().get(polarsplit::Counter::GenerationResets),
         1
     );
 }
@@ -626,7 +623,7 @@ fn p6_a_read_the_writer_answered_without_its_position_makes_the_session_position
     let d = h.last_decision();
     assert_eq!(
         (d.outcome, d.target),
-        (Outcome::ReplicaWithWait, polarsplit::protocol::Lsn(0x5000)),
+        (Outcome::ReplicaWithWait, polarsplit::Lsn(0x5000)),
         "{d:?}"
     );
 }

@@ -3,16 +3,16 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::ServerDialect;
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::ServerDialect;
+use polarsplit::{Event, Outcome, Reason};
 
 const R1: u64 = 301;
 const R2: u64 = 302;
 
 fn host_with(dialect: ServerDialect) -> Host {
-    let mut h = Host::new(config(|c| c.server_dialect = dialect));
+    let mut h = Host::new(config(&[("server_dialect", dialect.as_str())]));
     h.connect();
     h
 }
@@ -215,7 +215,7 @@ fn p5_each_check_refuses_in_order() {
     h.attach(R2);
     assert_eq!(h.last_decision().reason, Reason::SplitRead);
     // Split disabled.
-    let mut h = Host::new(config(|c| c.txn_split = false));
+    let mut h = Host::new(config(&[("txn_split", "off")]));
     h.connect();
     begin(&mut h, "BEGIN", Some((b'x', "")));
     h.client(&query("SELECT 1"));

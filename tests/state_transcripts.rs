@@ -6,23 +6,23 @@
 mod common;
 
 use common::*;
-use polarsplit::config::{ServerDialect, StartupProfile};
-use polarsplit::session::{ConnId, Event, Reason};
+use polarsplit::{ConnId, Event, Reason};
+use polarsplit::{ServerDialect, StartupProfile};
 
 const R1: ConnId = 901;
 
 fn host() -> Host {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.engine.remove_reader(2);
     h.connect();
     h
 }
 
 fn stock() -> Host {
-    let mut h = Host::new(config(|c| {
-        c.server_dialect = ServerDialect::Stock;
-        c.startup_profile = StartupProfile::Off;
-    }));
+    let mut h = Host::new(config(&[
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+    ]));
     h.engine.remove_reader(2);
     h.client(&startup(&[("user", "app"), ("database", "db")]));
     h.event(WRITER, Event::WriterConnected);
@@ -196,7 +196,7 @@ fn s5_code_the_engine_cannot_see_into_keeps_the_session_on_the_writer_unless_cov
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::SessionHazard);
     // With the application's placeholder names declared, the capture covers them.
-    let mut h = Host::new(config(|c| c.custom_settings = vec!["app.tenant".into()]));
+    let mut h = Host::new(config(&[("custom_settings", "app.tenant")]));
     h.engine.remove_reader(2);
     h.connect();
     h.client(&query(

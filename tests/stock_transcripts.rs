@@ -6,19 +6,21 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::{ServerDialect, StartupProfile};
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{Event, Outcome, Reason};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{Event, Outcome, Reason};
+use polarsplit::{ServerDialect, StartupProfile};
 
 const R1: u64 = 801;
 
-fn stock(f: impl FnOnce(&mut polarsplit::config::Config)) -> Host {
-    let mut h = Host::new(config(|c| {
-        c.server_dialect = ServerDialect::Stock;
-        c.startup_profile = StartupProfile::Off;
-        f(c);
-    }));
+/// A stock-PostgreSQL session, with `more` settings on top of the stock ones.
+fn stock(more: &[(&str, &str)]) -> Host {
+    let mut settings = vec![
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+    ];
+    settings.extend_from_slice(more);
+    let mut h = Host::new(config(&settings));
     h.client(&startup(&[("user", "app"), ("database", "db")]));
     h.event(WRITER, Event::WriterConnected);
     let mut auth = auth_ok();
@@ -62,7 +64,7 @@ fn probe_sent(bytes: &[u8], client: &[u8]) -> String {
 
 #[test]
 fn w7_probe_is_pipelined_behind_an_autocommit_write_and_swallowed() {
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     let w = query("INSERT INTO t VALUES (1)");
     h.client(&w);
     // Same write as the client's Query: no extra round trip. Parsed once per connection.
@@ -92,7 +94,7 @@ fn w7_probe_is_pipelined_behind_an_autocommit_write_and_swallowed() {
 
 #[test]
 fn w7_a_read_before_the_probe_answers_waits_for_it() {
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x6000), h.now);
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', None, None);
@@ -122,7 +124,7 @@ fn w7_a_read_before_the_probe_answers_waits_for_it() {
 fn w7_probe_keeps_the_clients_unnamed_statement() {
     // libpq's PQprepare("") then PQexecPrepared(""): the probe must not destroy the unnamed
     // statement (a simple-Query probe did, issue 17 point 3).
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     h.client(&query("INSERT INTO t VALUES (1)"));
     let sent = h.take_sent(WRITER);
     assert!(
@@ -140,7 +142,7 @@ fn w7_probe_keeps_the_clients_unnamed_statement() {
 
 #[test]
 fn w7_no_probe_is_pipelined_into_a_transaction_block_or_copy() {
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     for (sql, tag) in [
         ("BEGIN; INSERT INTO t VALUES (1)", "INSERT 0 1"),
         ("COPY t FROM STDIN", "COPY 0"),
@@ -166,7 +168,7 @@ fn w7_no_probe_is_pipelined_into_a_transaction_block_or_copy() {
 
 #[test]
 fn i11_read_goes_to_a_caught_up_reader_else_stays_on_the_writer() {
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', None, None);
     h.backend(WRITER, &probe_answer("0/5000"));
@@ -197,7 +199,7 @@ fn i11_read_goes_to_a_caught_up_reader_else_stays_on_the_writer() {
 
 #[test]
 fn i11_post_commit_writer_sample_positions_the_write_without_a_probe() {
-    let mut h = stock(|c| c.lsn_probe = false);
+    let mut h = stock(&[("lsn_probe", "off")]);
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', None, None);
     assert_eq!(
@@ -225,7 +227,7 @@ fn i11_post_commit_writer_sample_positions_the_write_without_a_probe() {
 
 #[test]
 fn i11_stock_transaction_reads_before_the_first_write_only() {
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
     h.engine.reader_sample(2, Lsn(0x100), h.now);
     h.client(&query("BEGIN"));
@@ -263,7 +265,7 @@ fn i11_stock_transaction_reads_before_the_first_write_only() {
 
 #[test]
 fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() {
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     h.engine.set_server_version(1, 190_000);
     h.engine.set_server_version(2, 190_000);
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -317,7 +319,7 @@ fn e5_a_parse_describe_batch_on_the_writer_is_no_write() {
     // A driver preparing a read (Parse/Describe/Sync, as psycopg and JDBC do before their first
     // Execute of a named statement) that lands on the writer writes nothing: the session's
     // position stays known and its later reads still go to a reader caught up to it.
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.take_sent(WRITER);
     h.writer_answers("INSERT 0 1", b'I', None, None);
@@ -350,7 +352,7 @@ fn e1_an_execute_joining_a_batch_after_its_flush_counts_as_a_possible_write() {
     // INSERT's Parse/Bind/Execute/Sync joins it on the same connection unclassified with it.
     // Its RFQ must not be taken for a read's: the session's position becomes unknown until the
     // probe answers.
-    let mut h = stock(|_| {});
+    let mut h = stock(&[]);
     h.engine.remove_reader(1);
     h.engine.remove_reader(2);
     let mut first = parse("", "SELECT v FROM t WHERE k = $1");

@@ -6,11 +6,11 @@
 mod common;
 
 use common::*;
-use polarsplit::cluster::stats::Counter;
-use polarsplit::config::{ServerDialect, StartupProfile};
-use polarsplit::protocol::Lsn;
-use polarsplit::session::{ConnId, Event, Outcome, Reason};
-use polarsplit::token::{Token, WriterIdentity};
+use polarsplit::Counter;
+use polarsplit::Lsn;
+use polarsplit::{ConnId, Event, Outcome, Reason};
+use polarsplit::{ServerDialect, StartupProfile};
+use polarsplit::{Token, WriterIdentity};
 
 const R1: ConnId = 951;
 const ID: WriterIdentity = WriterIdentity {
@@ -19,7 +19,7 @@ const ID: WriterIdentity = WriterIdentity {
 };
 
 fn host() -> Host {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.engine.remove_reader(2);
     h.engine.set_writer_identity(0, ID);
     h.connect();
@@ -177,10 +177,10 @@ fn c2_a_forged_token_far_beyond_the_writer_is_bounded_by_the_wait_timeout() {
     assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterTimeout);
     assert_eq!(h.take_sent(WRITER), query("SELECT 1"));
     // On stock PostgreSQL (no wait): no reader is caught up, the primary at once.
-    let mut h = Host::new(config(|c| {
-        c.server_dialect = ServerDialect::Stock;
-        c.startup_profile = StartupProfile::Off;
-    }));
+    let mut h = Host::new(config(&[
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+    ]));
     h.client(&startup(&[("user", "app"), ("database", "db")]));
     h.event(WRITER, Event::WriterConnected);
     let mut auth = auth_ok();
@@ -197,7 +197,7 @@ fn c2_a_forged_token_far_beyond_the_writer_is_bounded_by_the_wait_timeout() {
 
 #[test]
 fn c2_the_startup_option_presents_a_token_and_never_reaches_a_server() {
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.engine.remove_reader(2);
     h.engine.set_writer_identity(0, ID);
     let acts = h.client(&startup(&[
@@ -220,7 +220,7 @@ fn c2_the_startup_option_presents_a_token_and_never_reaches_a_server() {
     h.backend(WRITER, &auth);
     assert_eq!(h.session.lsn_state().target(), Lsn(0x9000));
     // A malformed one ends the session as an invalid startup setting does.
-    let mut h = Host::new(config(|_| {}));
+    let mut h = Host::new(config(&[]));
     h.client(&startup(&[
         ("user", "app"),
         ("polarsplit.causal_token", "nope"),
@@ -235,10 +235,10 @@ fn c2_the_startup_option_presents_a_token_and_never_reaches_a_server() {
 
 #[test]
 fn c1_reported_tokens_cover_the_write_on_stock_the_rfq_waits_for_the_probe() {
-    let mut h = Host::new(config(|c| {
-        c.server_dialect = ServerDialect::Stock;
-        c.startup_profile = StartupProfile::Off;
-    }));
+    let mut h = Host::new(config(&[
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+    ]));
     h.engine.remove_reader(2);
     h.engine.set_writer_identity(0, ID);
     h.client(&startup(&[

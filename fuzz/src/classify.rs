@@ -9,11 +9,13 @@
 //! - the decision cache returns what the classifier computes (miss and hit);
 //! - trailing whitespace changes no verdict.
 
-use polarsplit::classify::{classify, classify_with_limits, Classifier, Limits, WriteFunctions};
+use polarsplit::internals::classify::{
+    classify, classify_with_limits, Classifier, Limits, WriteFunctions,
+};
 
 use super::input::Input;
 
-fn check_spans(sql: &str, c: &polarsplit::classify::Classification) {
+fn check_spans(sql: &str, c: &polarsplit::internals::classify::Classification) {
     assert!(c.count() >= 1);
     let mut last_end = 0u32;
     for s in c.statements() {

@@ -9,8 +9,8 @@
 //! - an error sticks: the next step returns the same error;
 //! - for tagged streams with every body inspected, the contiguous `frame()` agrees.
 
-use polarsplit::protocol::framer::{frame, BodyMode, Framer, Step};
-use polarsplit::protocol::{Limits, ProtocolError};
+use polarsplit::internals::protocol::framer::{frame, BodyMode, Framer, Step};
+use polarsplit::{Limits, ProtocolError};
 
 use super::input::Input;
 

@@ -9,11 +9,12 @@
 //!   literal; its `fields()` are exactly the numbers written;
 //! - an accepted RFQ's LSN is the 8 big-endian bytes after the status, `Zero` exactly when 0.
 
-use polarsplit::protocol::backend::BackendMessage;
-use polarsplit::protocol::frontend::FrontendMessage;
-use polarsplit::protocol::rfq::MAX_XID_LIST_LEN;
-use polarsplit::protocol::startup::StartupPacket;
-use polarsplit::protocol::{LsnField, Rfq, RfqExtensions, XidList};
+use polarsplit::internals::protocol::backend::BackendMessage;
+use polarsplit::internals::protocol::frontend::FrontendMessage;
+use polarsplit::internals::protocol::rfq::MAX_XID_LIST_LEN;
+use polarsplit::internals::protocol::startup::StartupPacket;
+use polarsplit::internals::protocol::{Rfq, RfqExtensions, XidList};
+use polarsplit::LsnField;
 
 use super::input::Input;
 

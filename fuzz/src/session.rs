@@ -6,7 +6,7 @@
 //! The host plays by the contract — it drains every action after each input, feeds back client
 //! bytes the session did not consume, answers ConnectWriter/AcquireReader with events, pools
 //! released readers — and checks after every action:
-//! - byte accounting (`polarsplit::host::Streams`, the contract's reference implementation): on
+//! - byte accounting (`polarsplit::Streams`, the contract's reference implementation): on
 //!   the client stream and on every backend stream, forwarded + discarded never exceeds what was
 //!   fed (an action never covers bytes the host does not have);
 //! - stream integrity: engine-built bytes (SendClient, SendBackend) are whole, well-framed
@@ -24,15 +24,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use polarsplit::config::ConfigBuilder;
-use polarsplit::host::Streams;
-use polarsplit::protocol::framer::frame;
-use polarsplit::protocol::frontend::FrontendMessage;
-use polarsplit::protocol::startup::StartupPacket;
-use polarsplit::protocol::{Limits, Lsn};
-use polarsplit::protocol::{LsnField, Marker, TxStatus};
-use polarsplit::session::{Action, BackendFact, ClientInfo, ConnId, Event, Session, SessionError};
+use polarsplit::internals::protocol::framer::frame;
+use polarsplit::internals::protocol::frontend::FrontendMessage;
+use polarsplit::internals::protocol::startup::StartupPacket;
+use polarsplit::ConfigBuilder;
 use polarsplit::Engine;
+use polarsplit::Streams;
+use polarsplit::{Action, BackendFact, ClientInfo, ConnId, Event, Session, SessionError};
+use polarsplit::{Limits, Lsn};
+use polarsplit::{LsnField, Marker, TxStatus};
 use polarsplit_test_support::be::{self, Column};
 use polarsplit_test_support::contains;
 use polarsplit_test_support::fe::{self, msg};
@@ -507,7 +507,7 @@ fn check_startup(bytes: &[u8], reader: bool) {
     }
 }
 
-fn key_of(k: &polarsplit::pool::ReaderKey) -> [u64; 4] {
+fn key_of(k: &polarsplit::ReaderKey) -> [u64; 4] {
     [
         k.profile_generation,
         k.auth_hash,
@@ -1073,7 +1073,8 @@ fn config(inp: &mut Input<'_>) -> polarsplit::Config {
         let v = *inp.pick(values);
         let _ = b.set(name, v);
     }
-    b.build().unwrap_or_default()
+    b.build()
+        .unwrap_or_else(|_| polarsplit_test_support::default_config())
 }
 
 fn run_once(data: &[u8]) -> String {

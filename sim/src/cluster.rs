@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
-use polarsplit::protocol::Lsn;
+use polarsplit::Lsn;
 
 use crate::config::{ClusterConfig, ConnId, Dialect, Role, ServerId, ServerRef};
 use crate::fault::{Injection, Target};

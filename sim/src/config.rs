@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use polarsplit::protocol::Lsn;
+use polarsplit::Lsn;
 
 /// Which server product the cluster speaks (SPEC W-7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -3,7 +3,7 @@
 //! refused writes, waits, faults and topology changes. Entries are in the order they happened;
 //! `time` is virtual milliseconds.
 
-use polarsplit::protocol::Lsn;
+use polarsplit::Lsn;
 
 use crate::config::{ConnId, Role, ServerId};
 use crate::session::SessionState;

@@ -38,7 +38,7 @@
 //!     "SET polar_consistency_mode = 'strict'; SET polar_proxy_wait_timeout_ms = 500; \
 //!      SET polar_xact_split_wait_lsn = '{lsn}'; SELECT v FROM kv WHERE k = 1000"))).unwrap();
 //! c.advance(250); // virtual time: the reader replays (lag ≤ 200 ms by default)
-//! let ext = polarsplit::protocol::RfqExtensions { lsn: true, xact: true };
+//! let ext = polarsplit::internals::protocol::RfqExtensions { lsn: true, xact: true };
 //! let msgs = Decoder::new(ext).feed(&c.read(r, usize::MAX));
 //! assert!(msgs.contains(&Msg::DataRow(vec![Some("1".into())])));
 //! ```
@@ -60,7 +60,7 @@ pub use cluster::{Cluster, ConnectError, ServerInfo, SimError};
 pub use config::{ClusterConfig, ConnId, Dialect, Role, ServerId, ServerRef};
 pub use fault::{Injection, Matcher, Target};
 pub use history::{Entry, Event};
-pub use polarsplit::protocol::Lsn;
+pub use polarsplit::Lsn;
 pub use rng::Rng;
 pub use session::SessionState;
 pub use store::{Xid, XidStatus};

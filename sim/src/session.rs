@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use polarsplit::protocol::{Lsn, RfqExtensions};
+use polarsplit::internals::protocol::RfqExtensions;
+use polarsplit::Lsn;
 
 use crate::config::{ConnId, ServerId};
 use crate::fault::Injection;

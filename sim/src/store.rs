@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use polarsplit::protocol::Lsn;
+use polarsplit::Lsn;
 
 use crate::rng::Rng;
 

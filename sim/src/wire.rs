@@ -2,8 +2,8 @@
 //! (`polarsplit-test-support`'s `be`), plus the typed RFQ of W-2 and error/notice fields cleaned
 //! so that a simulated server never sends a malformed message.
 
-use polarsplit::protocol::rfq::{Marker, TxStatus};
-use polarsplit::protocol::Lsn;
+use polarsplit::Lsn;
+use polarsplit::{Marker, TxStatus};
 
 pub(crate) use polarsplit_test_support::be::{self, oid, Column};
 

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use polarsplit::session::{Outcome, Reason};
+use polarsplit::{Outcome, Reason};
 use polarsplit_sim::harness::{coverage, run_families, run_seed, Families};
 
 /// The families on in CI, every one of them: prepared statements as drivers use them (E-2,

@@ -3,13 +3,11 @@
 
 use std::sync::Arc;
 
-use polarsplit::config::{Config, OnWaitTimeout};
-use polarsplit::host::Streams;
-use polarsplit::protocol::RfqExtensions;
-use polarsplit::session::{
-    Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session,
-};
+use polarsplit::internals::protocol::RfqExtensions;
 use polarsplit::Engine;
+use polarsplit::Streams;
+use polarsplit::{Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session};
+use polarsplit::{Config, OnWaitTimeout};
 use polarsplit_sim::client::{self, Decoder, Msg};
 use polarsplit_sim::{
     Cluster, ClusterConfig, ConnId, Dialect, Event, Injection, Matcher, Role, ServerId, ServerRef,
@@ -236,7 +234,7 @@ const READ: &str = "SELECT v FROM kv WHERE k = 5";
 
 #[test]
 fn f2_reader_dies_mid_wait_retried_on_another_reader_then_the_writer() {
-    let mut rig = Rig::new(2, 400, Config::default());
+    let mut rig = Rig::new(2, 400, polarsplit_test_support::default_config());
     rig.run("UPDATE kv SET v = 777 WHERE k = 5", |_| {});
     let mut kills = 0;
     let msgs = rig.run(READ, |r| {
@@ -258,7 +256,7 @@ fn f2_reader_dies_mid_wait_retried_on_another_reader_then_the_writer() {
 
 #[test]
 fn f3_reader_dies_after_the_first_row_the_error_is_forwarded_and_the_transaction_fails() {
-    let mut rig = Rig::new(1, 0, Config::default());
+    let mut rig = Rig::new(1, 0, polarsplit_test_support::default_config());
     rig.run("BEGIN", |_| {});
     let scan = "SELECT k, v FROM kv ORDER BY k";
     let mut cut = false;
@@ -297,7 +295,7 @@ fn f3_reader_dies_after_the_first_row_the_error_is_forwarded_and_the_transaction
     assert_eq!(error_code(&msgs).as_deref(), Some("55000"));
     match msgs.last() {
         Some(Msg::ReadyForQuery { status, .. }) => {
-            assert_eq!(*status, polarsplit::protocol::TxStatus::Failed)
+            assert_eq!(*status, polarsplit::TxStatus::Failed)
         }
         other => panic!("{other:?}"),
     }
@@ -309,10 +307,7 @@ fn f3_reader_dies_after_the_first_row_the_error_is_forwarded_and_the_transaction
 
 #[test]
 fn f2_strict_timeout_is_answered_by_the_writer_with_the_primarys_result() {
-    let config = Config {
-        wait_timeout_ms: 50,
-        ..Config::default()
-    };
+    let config = polarsplit_test_support::config(&[("wait_timeout_ms", "50")]);
     let mut rig = Rig::new(1, 2000, config);
     rig.run("UPDATE kv SET v = 4242 WHERE k = 5", |_| {});
     let msgs = rig.run(READ, |_| {});
@@ -325,11 +320,10 @@ fn f2_strict_timeout_is_answered_by_the_writer_with_the_primarys_result() {
 
 #[test]
 fn w5_best_effort_timeout_gives_one_warning_and_the_stale_rows() {
-    let config = Config {
-        wait_timeout_ms: 50,
-        on_wait_timeout: OnWaitTimeout::Warning,
-        ..Config::default()
-    };
+    let config = polarsplit_test_support::config(&[
+        ("wait_timeout_ms", "50"),
+        ("on_wait_timeout", OnWaitTimeout::Warning.as_str()),
+    ]);
     let mut rig = Rig::new(1, 2000, config);
     rig.run("UPDATE kv SET v = 99 WHERE k = 5", |_| {});
     let msgs = rig.run(READ, |_| {});
@@ -346,14 +340,14 @@ fn w5_best_effort_timeout_gives_one_warning_and_the_stale_rows() {
     assert_eq!(
         rig.engine
             .stats()
-            .get(polarsplit::cluster::stats::Counter::BestEffortWarnings),
+            .get(polarsplit::Counter::BestEffortWarnings),
         1
     );
 }
 
 #[test]
 fn f1_reader_refusing_the_wait_sets_is_answered_by_the_writer_and_gets_no_more_waits() {
-    let mut rig = Rig::new(1, 300, Config::default());
+    let mut rig = Rig::new(1, 300, polarsplit_test_support::default_config());
     let reader = rig.cluster.readers()[0];
     rig.cluster
         .inject_error(

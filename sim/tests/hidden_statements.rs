@@ -259,7 +259,7 @@ fn e2_close_of_an_unknown_statement_is_not_an_error_and_f3_abort_fails() {
     assert_eq!(code(&m).as_deref(), Some("P0001"), "{m:?}");
     assert_eq!(
         rfq(&m).0,
-        polarsplit::protocol::rfq::TxStatus::Failed,
+        polarsplit::TxStatus::Failed,
         "the transaction is failed"
     );
 }

@@ -2,8 +2,8 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::rfq::{LsnField, TxStatus};
-use polarsplit::protocol::RfqExtensions;
+use polarsplit::internals::protocol::RfqExtensions;
+use polarsplit::{LsnField, TxStatus};
 use polarsplit_sim::client::{self, Decoder, Msg};
 use polarsplit_sim::history::Event;
 use polarsplit_sim::{ConnectError, Dialect, ServerId, ServerRef};

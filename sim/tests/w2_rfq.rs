@@ -2,7 +2,7 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::rfq::{LsnField, Marker, TxStatus};
+use polarsplit::{LsnField, Marker, TxStatus};
 use polarsplit_sim::client;
 use polarsplit_sim::{Cluster, ClusterConfig, Dialect, ServerId, ServerRef};
 

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::rfq::TxStatus;
+use polarsplit::TxStatus;
 use polarsplit_sim::client::{self, Msg};
 use polarsplit_sim::history::{Event, WaitOutcome};
 use polarsplit_sim::{Dialect, Lsn, ServerId, ServerRef};

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::rfq::TxStatus;
+use polarsplit::TxStatus;
 use polarsplit_sim::client::Msg;
 use polarsplit_sim::{Dialect, ServerId, ServerRef};
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use polarsplit::protocol::rfq::Marker;
+use polarsplit::Marker;
 use polarsplit_sim::history::{Event, ImportRecord, StatementRecord};
 use polarsplit_sim::{Cluster, Dialect, ServerId, ServerRef};
 

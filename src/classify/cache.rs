@@ -39,7 +39,7 @@ use super::shape::{self, Shape};
 use super::{statement, Classification, Limits, WriteFunctions};
 
 /// Texts longer than this are classified every time: they are rare and would crowd out the rest.
-pub const MAX_CACHED_LEN: usize = 16 * 1024;
+pub(super) const MAX_CACHED_LEN: usize = 16 * 1024;
 
 /// Average key bytes budgeted per entry when sizing the byte bound.
 const BYTES_PER_ENTRY: usize = 512;

@@ -36,8 +36,11 @@ pub enum UnknownFunctions {
 }
 
 impl UnknownFunctions {
+    /// All accepted spellings, in declaration order.
     pub const NAMES: &'static [&'static str] = &["primary", "replica"];
 
+    /// The value spelled `s` (surrounding blanks and letter case ignored), or `None` when `s` is
+    /// none of [`UnknownFunctions::NAMES`].
     pub fn parse(s: &str) -> Option<UnknownFunctions> {
         let s = s.trim();
         if s.eq_ignore_ascii_case("primary") {
@@ -49,6 +52,7 @@ impl UnknownFunctions {
         }
     }
 
+    /// The value's spelling in `ConfigBuilder::set` and config files.
     pub fn as_str(self) -> &'static str {
         match self {
             UnknownFunctions::Primary => "primary",
@@ -341,8 +345,12 @@ pub(crate) fn name_hash(name: &str) -> u64 {
 /// A function's volatility, as `pg_proc.provolatile` gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Volatility {
+    /// `provolatile = 'i'`: the result depends on the arguments only; read-safe.
     Immutable,
+    /// `provolatile = 's'`: fixed within a statement; read-safe.
     Stable,
+    /// `provolatile = 'v'`: its result may change at any call, or it has side effects; a read
+    /// calling any function of this name goes to the writer.
     Volatile,
 }
 
@@ -369,7 +377,9 @@ pub struct UserFunction {
     /// `pg_namespace.nspname`. Recorded for the host's logs; the F-policy matches names in any
     /// schema (a `search_path` may put a user function ahead of `pg_catalog`).
     pub schema: String,
+    /// `pg_proc.proname`, as stored.
     pub name: String,
+    /// `pg_proc.provolatile`.
     pub volatility: Volatility,
 }
 
@@ -378,10 +388,13 @@ pub struct UserFunction {
 #[non_exhaustive]
 pub enum CatalogError {
     #[error("function name {0:?} is empty or longer than 63 bytes")]
+    /// A function name is empty or longer than 63 bytes (PostgreSQL's `NAMEDATALEN - 1`).
     BadName(String),
     #[error("more than {0} functions in one database")]
+    /// One database reported more functions than the engine keeps (the limit is given).
     TooManyFunctions(usize),
     #[error("more than {0} databases")]
+    /// More databases have catalogues than the engine keeps (the limit is given).
     TooManyDatabases(usize),
 }
 

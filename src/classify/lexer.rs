@@ -62,7 +62,7 @@ pub(crate) struct Token {
 }
 
 impl Token {
-    pub fn is_comment(&self) -> bool {
+    pub(super) fn is_comment(&self) -> bool {
         matches!(self.kind, Tok::LineComment | Tok::BlockComment)
     }
 }
@@ -184,12 +184,17 @@ fn is_space(b: u8) -> bool {
 
 impl<'a> Lexer<'a> {
     #[cfg(test)]
-    pub fn new(sql: &'a str) -> Lexer<'a> {
+    pub(super) fn new(sql: &'a str) -> Lexer<'a> {
         Lexer::range(sql, 0, sql.len(), false)
     }
 
     /// A lexer over `sql[start..end]` (clamped to the text); `start` must be a token start.
-    pub fn range(sql: &'a str, start: usize, end: usize, backslash_quotes: bool) -> Lexer<'a> {
+    pub(super) fn range(
+        sql: &'a str,
+        start: usize,
+        end: usize,
+        backslash_quotes: bool,
+    ) -> Lexer<'a> {
         let bytes = sql.as_bytes();
         let end = end.min(bytes.len());
         Lexer {
@@ -204,7 +209,7 @@ impl<'a> Lexer<'a> {
 
     /// Whether a plain (non-`E`) string literal contained a backslash: its extent then depends on
     /// `standard_conforming_strings`, so the classifier double-checks with the other reading.
-    pub fn saw_plain_backslash(&self) -> bool {
+    pub(super) fn saw_plain_backslash(&self) -> bool {
         self.saw_plain_backslash
     }
 
@@ -449,7 +454,7 @@ impl<'a> Lexer<'a> {
 
     /// The next token (comments included, whitespace skipped), or `None` at the end.
     #[inline(always)]
-    pub fn next_token(&mut self) -> Option<Token> {
+    pub(super) fn next_token(&mut self) -> Option<Token> {
         while self.has(self.pos) && is_space(self.at(self.pos)) {
             self.pos += 1;
         }

@@ -36,9 +36,13 @@ impl Span {
 /// Transaction isolation levels (SPEC S-3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isolation {
+    /// READ UNCOMMITTED, which PostgreSQL runs as READ COMMITTED.
     ReadUncommitted,
+    /// READ COMMITTED: each statement sees what was committed before it began.
     ReadCommitted,
+    /// REPEATABLE READ: the transaction keeps the snapshot of its first statement.
     RepeatableRead,
+    /// SERIALIZABLE (refused by a hot standby).
     Serializable,
 }
 

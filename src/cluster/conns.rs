@@ -15,7 +15,7 @@ pub(crate) const MAX_CONN_STATEMENTS: usize = 256;
 
 /// The engine statements prepared on one backend connection.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConnStatements {
+pub(crate) struct ConnStatements {
     /// `(hash, last use)`, in no particular order.
     names: Vec<(u64, u64)>,
     clock: u64,
@@ -27,14 +27,14 @@ pub struct ConnStatements {
 
 impl ConnStatements {
     /// A connection with nothing prepared (opened afresh, or reset).
-    pub fn fresh() -> ConnStatements {
+    pub(crate) fn fresh() -> ConnStatements {
         ConnStatements {
             complete: true,
             ..ConnStatements::default()
         }
     }
 
-    pub fn has(&mut self, hash: u64) -> bool {
+    pub(crate) fn has(&mut self, hash: u64) -> bool {
         self.clock += 1;
         let clock = self.clock;
         match self.names.iter_mut().find(|(h, _)| *h == hash) {
@@ -48,7 +48,7 @@ impl ConnStatements {
 
     /// Records a statement prepared; returns the one to close first when the connection is
     /// full.
-    pub fn add(&mut self, hash: u64) -> Option<u64> {
+    pub(crate) fn add(&mut self, hash: u64) -> Option<u64> {
         self.clock += 1;
         if self.names.iter().any(|(h, _)| *h == hash) {
             return None;
@@ -63,12 +63,12 @@ impl ConnStatements {
         victim
     }
 
-    pub fn forget(&mut self, hash: u64) {
+    pub(crate) fn forget(&mut self, hash: u64) {
         self.names.retain(|(h, _)| *h != hash);
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.names.len()
     }
 }

@@ -77,7 +77,7 @@ fn max_opt(a: Option<u64>, b: u64) -> u64 {
 impl State {
     /// A fresh reader (added, or added again after removal): nothing is known, and evidence
     /// taken at or before `since` (the latest host time the engine saw) never counts.
-    pub fn new(since: Option<u64>) -> State {
+    pub(super) fn new(since: Option<u64>) -> State {
         State {
             outage: since,
             ..State::default()
@@ -85,7 +85,7 @@ impl State {
     }
 
     /// R-1a: a monitor sample of `lsn`, its query sent at `at`, under writer `generation`.
-    pub fn sample(&mut self, generation: u64, lsn: u64, at: u64) -> Sampled {
+    pub(super) fn sample(&mut self, generation: u64, lsn: u64, at: u64) -> Sampled {
         if generation < self.generation {
             return Sampled::Ignored;
         }
@@ -115,7 +115,7 @@ impl State {
 
     /// R-1a: a replay position the reader reported on an RFQ ending a statement sent at `at`.
     /// Returns whether it changed what is known.
-    pub fn rfq(&mut self, generation: u64, lsn: u64, at: u64) -> bool {
+    pub(super) fn rfq(&mut self, generation: u64, lsn: u64, at: u64) -> bool {
         if generation < self.generation || self.outage.is_some_and(|o| at <= o) {
             return false;
         }
@@ -141,14 +141,14 @@ impl State {
     }
 
     /// R-1a: the reader was out at host time `at`: nothing known of it before then counts.
-    pub fn outage(&mut self, at: u64) {
+    pub(super) fn outage(&mut self, at: u64) {
         self.known = false;
         self.outage = Some(max_opt(self.outage, at));
     }
 
     /// R-1b: a failure reported at `now`. Returns whether it held the reader out just now
     /// (`threshold` 0: never).
-    pub fn failure(&mut self, now: u64, threshold: u32) -> bool {
+    pub(super) fn failure(&mut self, now: u64, threshold: u32) -> bool {
         self.failures = self.failures.saturating_add(1);
         self.last_failure = self.last_failure.max(now);
         if threshold != 0 && self.failures >= threshold && !self.held_out {
@@ -160,14 +160,14 @@ impl State {
 
     /// R-1b: the reader answered a statement: the consecutive count restarts. (Only a monitor
     /// sample ends a hold-out.) Returns whether anything changed.
-    pub fn answered(&mut self) -> bool {
+    pub(super) fn answered(&mut self) -> bool {
         std::mem::replace(&mut self.failures, 0) != 0
     }
 
     /// R-1b: the earliest host time at which the host should open a new connection to the
     /// reader; `None`: any time. A monitor sample taken after the latest failure shows the
     /// server answering, and lifts the back-off.
-    pub fn retry_after(&self) -> Option<u64> {
+    pub(super) fn retry_after(&self) -> Option<u64> {
         if self.failures == 0 || self.last_sample.is_some_and(|t| t > self.last_failure) {
             return None;
         }
@@ -177,7 +177,13 @@ impl State {
     /// Known (evidence of `generation`, not older than `max_age_ms` at `now`) to have replayed
     /// `target`. Never true on evidence older than the latest outage: an outage clears `known`
     /// and only later evidence sets it again.
-    pub fn caught_up(&self, generation: u64, target: u64, now: u64, max_age_ms: u64) -> bool {
+    pub(super) fn caught_up(
+        &self,
+        generation: u64,
+        target: u64,
+        now: u64,
+        max_age_ms: u64,
+    ) -> bool {
         if target == 0 {
             return true;
         }
@@ -189,7 +195,7 @@ impl State {
     }
 
     /// The known position, if any.
-    pub fn position(&self) -> Option<u64> {
+    pub(super) fn position(&self) -> Option<u64> {
         self.known.then_some(self.lsn)
     }
 
@@ -237,7 +243,7 @@ pub(crate) struct SeqState {
 }
 
 impl SeqState {
-    pub fn new(s: State) -> SeqState {
+    pub(super) fn new(s: State) -> SeqState {
         SeqState {
             seq: AtomicU64::new(0),
             words: s.to_words().map(AtomicU64::new),
@@ -249,7 +255,7 @@ impl SeqState {
     }
 
     /// A consistent copy; retries while a writer is mid-update (a handful of stores).
-    pub fn load(&self) -> State {
+    pub(super) fn load(&self) -> State {
         let backoff = Backoff::new();
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
@@ -266,7 +272,7 @@ impl SeqState {
 
     /// Applies `f` atomically with respect to [`SeqState::load`] and other updates. Only what
     /// `f` changed is stored.
-    pub fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    pub(super) fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let backoff = Backoff::new();
         let mut s = self.seq.load(Ordering::Relaxed);
         loop {

@@ -8,6 +8,7 @@
 
 pub(crate) mod conns;
 mod health;
+#[doc(hidden)]
 pub mod readers;
 pub mod stats;
 
@@ -78,7 +79,9 @@ impl WriterGroup {
     }
 }
 
-/// What a session needs to know about its writer hostgroup at one moment.
+/// What a session needs to know about its writer hostgroup at one moment. Internal: for this
+/// workspace's tests.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriterView {
     pub generation: u64,
@@ -217,20 +220,27 @@ impl Engine {
         self.config_generation.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// The engine-wide counters (SPEC §9), shared by every session; read them with [`Stats::get`]
+    /// or take a [`Stats::snapshot`].
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
 
+    #[doc(hidden)] // internal: the reader registry, for this workspace's tests
     pub fn readers(&self) -> &Readers {
         &self.readers
     }
 
     /// The statement classifier (with its shared decision cache) of the current configuration.
+    /// Internal: the classifier's types are not part of the API.
+    #[doc(hidden)]
     pub fn classifier(&self) -> Arc<Classifier> {
         self.classifier.read().clone()
     }
 
-    /// Classifies a Query string with the current configuration (cached).
+    /// Classifies a Query string with the current configuration (cached). Internal, like
+    /// [`Engine::classifier`].
+    #[doc(hidden)]
     pub fn classify(&self, sql: &str) -> Classification {
         self.classifier.read().classify(sql)
     }
@@ -264,7 +274,9 @@ impl Engine {
         self.catalogs.remove(database)
     }
 
-    /// The catalogue the host reported for `database`.
+    /// The catalogue the host reported for `database`. Internal: the catalogue's type is not
+    /// part of the API.
+    #[doc(hidden)]
     pub fn function_catalog(&self, database: &[u8]) -> Option<Arc<DbCatalog>> {
         self.catalogs.get(database)
     }
@@ -302,7 +314,9 @@ impl Engine {
             .clone()
     }
 
-    /// The state of a writer hostgroup (an unknown one has no readers).
+    /// The state of a writer hostgroup (an unknown one has no readers). Internal: for this
+    /// workspace's tests.
+    #[doc(hidden)]
     pub fn writer_view(&self, writer_hostgroup: Hostgroup) -> WriterView {
         let default_dialect = dialect_from(self.default_dialect.load(Ordering::Acquire))
             .unwrap_or(ServerDialect::Awide);
@@ -421,6 +435,8 @@ impl Engine {
         self.readers.set_wait_support(server, refused, version);
     }
 
+    /// Removes reader `server` from reader choice (its pooled connections are the host's to
+    /// close). Returns whether it was known.
     pub fn remove_reader(&self, server: ServerId) -> bool {
         self.readers.remove(server)
     }
@@ -544,6 +560,7 @@ impl Engine {
             .set_wait_support(server, self.waits_unsupported(server), Some(version_num));
     }
 
+    /// The `server_version_num` last recorded for `server` with [`Engine::set_server_version`].
     pub fn server_version(&self, server: ServerId) -> Option<u32> {
         self.versions.read().get(&server).copied()
     }

@@ -6,7 +6,7 @@
 //! Shared by every host thread, and on the query path of every statement, so it is built for
 //! many readers and many threads at once:
 //!
-//! - **Topology** (which servers exist, in which hostgroup) is an immutable [`Topology`] snapshot
+//! - **Topology** (which servers exist, in which hostgroup) is an immutable `Topology` snapshot
 //!   — all readers sorted by id, plus each hostgroup's members — rebuilt only when a server is
 //!   added, moved or removed. It sits behind a [`ShardedLock`]: a reader takes the read lock of
 //!   its own thread's shard (no cache line shared with other threads); a topology writer builds

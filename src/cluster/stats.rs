@@ -18,7 +18,9 @@ macro_rules! counters {
         pub enum Counter { $(#[doc = $doc] $variant,)+ }
 
         impl Counter {
+            /// Every counter, in C ABI index order.
             pub const ALL: &'static [Counter] = &[$(Counter::$variant,)+];
+            /// The counter's stable snake_case name (the Prometheus metric's suffix and the C ABI's name).
             pub fn name(self) -> &'static str { match self { $(Counter::$variant => $name,)+ } }
             /// What the counter counts.
             pub fn doc(self) -> &'static str { match self { $(Counter::$variant => $doc,)+ } }
@@ -108,19 +110,20 @@ impl Default for Stats {
 }
 
 impl Stats {
-    pub fn add(&self, c: Counter, n: u64) {
+    pub(crate) fn add(&self, c: Counter, n: u64) {
         self.counters[c as usize].fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn inc(&self, c: Counter) {
+    pub(crate) fn inc(&self, c: Counter) {
         self.add(c, 1);
     }
 
+    /// The current value of counter `c` (relaxed: it may lag increments on other threads).
     pub fn get(&self, c: Counter) -> u64 {
         self.counters[c as usize].load(Ordering::Relaxed)
     }
 
-    pub fn record_decision(&self, outcome: Outcome, reason: Reason) {
+    pub(crate) fn record_decision(&self, outcome: Outcome, reason: Reason) {
         self.outcomes[outcome as usize].fetch_add(1, Ordering::Relaxed);
         if let Some(r) = self.reasons.get(reason as usize) {
             r.fetch_add(1, Ordering::Relaxed);
@@ -128,10 +131,12 @@ impl Stats {
         self.inc(Counter::Statements);
     }
 
+    /// How many statements were decided with outcome `o`.
     pub fn outcome(&self, o: Outcome) -> u64 {
         self.outcomes[o as usize].load(Ordering::Relaxed)
     }
 
+    /// How many statements were decided for reason `r`.
     pub fn reason(&self, r: Reason) -> u64 {
         self.reasons
             .get(r as usize)
@@ -265,12 +270,16 @@ pub(crate) fn write_reader_gauges(
 /// A copy of the counters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatsSnapshot {
+    /// Every counter with its value, in [`Counter::ALL`] order.
     pub counters: Vec<(Counter, u64)>,
+    /// Statements decided per outcome, in [`Outcome::ALL`] order.
     pub outcomes: Vec<(Outcome, u64)>,
+    /// Statements decided per reason, in [`Reason::ALL`] order.
     pub reasons: Vec<(Reason, u64)>,
 }
 
 impl StatsSnapshot {
+    /// The value of counter `c` when the snapshot was taken.
     pub fn counter(&self, c: Counter) -> u64 {
         self.counters
             .iter()
@@ -278,6 +287,7 @@ impl StatsSnapshot {
             .map_or(0, |(_, v)| *v)
     }
 
+    /// How many statements had outcome `o` when the snapshot was taken.
     pub fn outcome(&self, o: Outcome) -> u64 {
         self.outcomes
             .iter()
@@ -285,6 +295,7 @@ impl StatsSnapshot {
             .map_or(0, |(_, v)| *v)
     }
 
+    /// How many statements had reason `r` when the snapshot was taken.
     pub fn reason(&self, r: Reason) -> u64 {
         self.reasons
             .iter()

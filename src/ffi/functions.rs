@@ -13,11 +13,14 @@ use crate::classify::{CatalogError, UserFunction, Volatility};
 /// holds, so a host copies the column as it reads it.
 pub type PolarsplitVolatility = u8;
 /// `provolatile = 'i'`: read-safe (F-policy).
+#[allow(dead_code)] // for the header: the host names the byte it copies
 pub const POLARSPLIT_VOLATILITY_IMMUTABLE: PolarsplitVolatility = b'i';
 /// `provolatile = 's'`: read-safe (F-policy).
+#[allow(dead_code)] // for the header: the host names the byte it copies
 pub const POLARSPLIT_VOLATILITY_STABLE: PolarsplitVolatility = b's';
 /// `provolatile = 'v'`: not read-safe; a read calling any function of this name (in any schema,
 /// any overload) goes to the writer.
+#[allow(dead_code)] // for the header: the host names the byte it copies
 pub const POLARSPLIT_VOLATILITY_VOLATILE: PolarsplitVolatility = b'v';
 
 /// One user function of the writer's catalogue, as `pg_proc` gives it (report every overload:

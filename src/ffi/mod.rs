@@ -7,7 +7,11 @@
 //! boundary, checked handles and arguments, the growth rule for structs). The header's top
 //! comment (`cbindgen.toml`) states the contract for C programmers.
 
-#![allow(clippy::missing_safety_doc)] // Each function's `# Safety` section is in its doc comment.
+#![allow(clippy::missing_safety_doc)]
+// Each function's `# Safety` section is in its doc comment.
+// The items stay `pub` although the module is private: cbindgen writes only `pub` items into the
+// header, and the `#[no_mangle]` functions are exported from the cdylib whatever their path.
+#![allow(unreachable_pub)]
 
 mod handle;
 
@@ -23,19 +27,6 @@ mod reader_key;
 mod session;
 mod stats;
 mod status;
-
-pub use action::*;
-pub use cluster::*;
-pub use config::*;
-pub use decision::*;
-pub use event::*;
-pub use facts::*;
-pub use functions::*;
-pub use pool::*;
-pub use reader_key::*;
-pub use session::*;
-pub use stats::*;
-pub use status::*;
 
 use std::ffi::c_char;
 

@@ -26,7 +26,7 @@ use crate::cluster::readers::{mix, ServerId};
 pub type ConnId = u64;
 
 /// Number of key shards (a power of two; the low bits of a reservation id name its shard).
-pub const SHARDS: usize = 1 << SHARD_BITS;
+pub(super) const SHARDS: usize = 1 << SHARD_BITS;
 pub(super) const SHARD_BITS: u32 = 4;
 const DIR_SHARDS: usize = 16;
 
@@ -90,7 +90,9 @@ impl PoolLimits {
 /// A connection handed out by [`PoolIndex::checkout`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checkout {
+    /// The host's id of the connection handed out.
     pub conn: ConnId,
+    /// The reader it is connected to.
     pub server: ServerId,
     /// The connection still carries an XID import (P-7): the caller must put
     /// `SET polar_xact_split_xids = ''` in front of whatever it sends first.
@@ -111,8 +113,10 @@ pub enum CheckinOutcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
     #[error("the pool index does not know this connection")]
+    /// The index does not know the connection (never published, or already removed).
     UnknownConnection,
     #[error("the connection is not checked out")]
+    /// The connection is idle in the pool, not checked out.
     NotInUse,
 }
 
@@ -123,12 +127,14 @@ pub struct PoolCounts {
     pub idle: u32,
     /// Idle, needing an XID reset before reuse.
     pub dirty: u32,
+    /// Checked out by a session.
     pub in_use: u32,
     /// Reservations not yet published or cancelled.
     pub reserved: u32,
 }
 
 impl PoolCounts {
+    /// Open connections: idle, dirty and in use (reservations not counted).
     pub fn open(&self) -> u32 {
         self.idle + self.dirty + self.in_use
     }
@@ -143,15 +149,21 @@ impl PoolCounts {
 /// Counters (SPEC §9: pool hits/misses/warmups), summed over the shards.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
+    /// Checkouts that found an idle connection.
     pub hits: u64,
+    /// Checkouts that found none.
     pub misses: u64,
     /// Hits that handed out a connection needing an XID reset.
     pub reset_handouts: u64,
+    /// Reservations made for new connections.
     pub reserved: u64,
+    /// Reservations refused at a connection limit or for a stale profile.
     pub reserve_refused: u64,
+    /// Reservations published: new connections added to the pool.
     pub published: u64,
     /// Reservations refused at publish (stale generation, membership, capacity, …).
     pub discarded: u64,
+    /// Reservations the host cancelled (a failed handshake).
     pub cancelled: u64,
     /// Connections the index told the host to close.
     pub closed: u64,
@@ -430,6 +442,7 @@ fn dir_of(conn: ConnId) -> usize {
 }
 
 impl PoolIndex {
+    /// An empty index with these capacity limits.
     pub fn new(limits: PoolLimits) -> PoolIndex {
         PoolIndex {
             shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
@@ -441,6 +454,7 @@ impl PoolIndex {
         }
     }
 
+    /// The capacity limits now in force.
     pub fn limits(&self) -> PoolLimits {
         PoolLimits::unpack(self.limits.load(Ordering::Acquire))
     }
@@ -738,6 +752,7 @@ impl PoolIndex {
         c
     }
 
+    /// The index's counters so far, summed over its shards.
     pub fn stats(&self) -> PoolStats {
         let mut t = PoolStats::default();
         for i in 0..SHARDS {

@@ -22,7 +22,7 @@ impl ReaderKey {
 }
 
 /// Builds a [`ReaderKey`] (P-9) from what a reader connection is opened with and what the session
-/// has set since. All hashing is [`Fnv64`] over length-prefixed fields, so equal inputs give equal
+/// has set since. All hashing is 64-bit FNV-1a over length-prefixed fields, so equal inputs give equal
 /// keys in every thread, process and run.
 ///
 /// - `profile_generation`: the configuration generation that fixed the startup profile.
@@ -45,6 +45,9 @@ pub struct ReaderKeyBuilder<'a> {
 }
 
 impl<'a> ReaderKeyBuilder<'a> {
+    /// A builder for a connection of `user` to `database` under the configuration's
+    /// `profile_generation` ([`Engine::profile_generation`](crate::Engine::profile_generation)),
+    /// with no identity, startup parameter or setting yet.
     pub fn new(profile_generation: u64, user: &'a [u8], database: &'a [u8]) -> Self {
         ReaderKeyBuilder {
             profile_generation,
@@ -77,6 +80,7 @@ impl<'a> ReaderKeyBuilder<'a> {
         self
     }
 
+    /// The key of everything given so far (the builder can go on and build again).
     pub fn build(&self) -> ReaderKey {
         ReaderKey {
             profile_generation: self.profile_generation,
@@ -139,7 +143,7 @@ fn hash_set(h: &mut Fnv64, pairs: &[(&[u8], &[u8])]) {
 /// different threads, sessions and runs agree. Fields are length-prefixed so that
 /// `("ab", "c")` and `("a", "bc")` differ.
 #[derive(Clone, Copy, Debug)]
-pub struct Fnv64(u64);
+pub(crate) struct Fnv64(u64);
 
 impl Default for Fnv64 {
     fn default() -> Self {
@@ -148,11 +152,11 @@ impl Default for Fnv64 {
 }
 
 impl Fnv64 {
-    pub fn new() -> Fnv64 {
+    pub(crate) fn new() -> Fnv64 {
         Fnv64::default()
     }
 
-    pub fn bytes(&mut self, b: &[u8]) -> &mut Fnv64 {
+    pub(crate) fn bytes(&mut self, b: &[u8]) -> &mut Fnv64 {
         for &x in b {
             self.0 ^= u64::from(x);
             self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
@@ -161,16 +165,16 @@ impl Fnv64 {
     }
 
     /// A length-prefixed field.
-    pub fn field(&mut self, b: &[u8]) -> &mut Fnv64 {
+    pub(crate) fn field(&mut self, b: &[u8]) -> &mut Fnv64 {
         self.bytes(&(b.len() as u64).to_le_bytes());
         self.bytes(b)
     }
 
-    pub fn u64(&mut self, v: u64) -> &mut Fnv64 {
+    pub(crate) fn u64(&mut self, v: u64) -> &mut Fnv64 {
         self.bytes(&v.to_le_bytes())
     }
 
-    pub fn finish(&self) -> u64 {
+    pub(crate) fn finish(&self) -> u64 {
         self.0
     }
 }

@@ -30,7 +30,8 @@ mod warmup;
 pub use index::{
     CheckinOutcome, Checkout, ConnId, PoolCounts, PoolError, PoolIndex, PoolLimits, PoolStats,
 };
-pub use key::{auth_hash, Fnv64, ReaderKey, ReaderKeyBuilder};
+pub(crate) use key::Fnv64;
+pub use key::{auth_hash, ReaderKey, ReaderKeyBuilder};
 pub use warmup::{
     Demand, DemandOutcome, DemandReason, PublishCheck, PublishError, Reservation, ReservationId,
     ReserveError, WarmupQueue, WarmupStats,

@@ -33,8 +33,11 @@ pub struct ReservationId(pub u64);
 /// A held slot for one new connection to `server` under `key`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reservation {
+    /// The token to publish or cancel the reservation with.
     pub id: ReservationId,
+    /// The reader the new connection is for.
     pub server: ServerId,
+    /// The key the new connection will be pooled under (its startup must match it).
     pub key: ReaderKey,
     /// The writer generation captured at reserve.
     pub writer_generation: u64,
@@ -44,10 +47,14 @@ pub struct Reservation {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReserveError {
     #[error("the (server, key) is at its connection limit")]
+    /// The (server, key) pair already has its most connections, open or reserved.
     KeyFull,
     #[error("the server is at its connection limit")]
+    /// The server already has its most connections, open or reserved.
     ServerFull,
     #[error("the key's profile generation has been invalidated")]
+    /// The key's profile generation is older than the index's oldest valid one: a connection with
+    /// it could never be used.
     StaleProfile,
 }
 
@@ -55,27 +62,37 @@ pub enum ReserveError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PublishError {
     #[error("unknown reservation (already published, cancelled or discarded)")]
+    /// The id names no held reservation: it was published, cancelled or discarded before.
     UnknownReservation,
     #[error("the writer generation changed during the handshake")]
+    /// The writer changed (failover) during the handshake: the connection's view may predate it.
     StaleWriterGeneration,
     #[error("the profile generation changed during the handshake")]
+    /// The startup profile changed during the handshake: the connection's startup is outdated.
     StaleProfile,
     #[error("the server was removed during the handshake")]
+    /// The server was removed from the index during the handshake.
     ServerRemoved,
     #[error("the server is no longer a healthy reader of the hostgroup")]
+    /// The server is no longer a healthy reader of the hostgroup (as the host's check says).
     NotMember,
     #[error("the (server, key) limit was lowered below its connections")]
+    /// The (server, key) limit was lowered below the connections it already has.
     KeyFull,
     #[error("the server limit was lowered below its connections")]
+    /// The server's limit was lowered below the connections it already has.
     ServerFull,
     #[error("the connection id is already in the index")]
+    /// The host's connection id is already in the index.
     DuplicateConnection,
 }
 
 /// The current state a reservation is re-validated against at publish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PublishCheck {
+    /// The writer generation now (the engine's writer view of the hostgroup).
     pub writer_generation: u64,
+    /// The profile generation now ([`Engine::profile_generation`](crate::Engine::profile_generation)).
     pub profile_generation: u64,
     /// Whether the server is still a healthy reader of the hostgroup the reservation was made
     /// for (evaluated by the caller *before* publish, so no foreign lock is taken under the
@@ -210,6 +227,9 @@ impl PoolIndex {
 
     /// [`PoolIndex::publish`] with membership taken from the reader registry: the server must
     /// still be a healthy reader of `hostgroup` (checked before the index's lock is taken).
+    /// Internal: it takes the engine's reader registry, which is not part of the API; hosts use
+    /// [`PoolIndex::publish`] with their own membership check (as the C ABI does).
+    #[doc(hidden)]
     pub fn publish_checked(
         &self,
         reservation: &Reservation,
@@ -258,14 +278,18 @@ pub enum DemandReason {
 /// A request to the host: open a connection to `server` under `key`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Demand {
+    /// The reader to connect to.
     pub server: ServerId,
+    /// The key the connection must have (its startup parameters and settings).
     pub key: ReaderKey,
+    /// Why the connection is wanted.
     pub reason: DemandReason,
 }
 
 /// What became of a demand signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DemandOutcome {
+    /// Queued for the host's next drain.
     Queued,
     /// The same (server, key) is already waiting to be drained.
     Duplicate,
@@ -278,9 +302,13 @@ pub enum DemandOutcome {
 /// Counters of the queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WarmupStats {
+    /// Demands queued, ever.
     pub queued: u64,
+    /// Demands ignored because the same (server, key) was already queued.
     pub duplicates: u64,
+    /// Demands dropped because the queue was full.
     pub dropped: u64,
+    /// Demands ignored because `warmup` does not cover their reason.
     pub disabled: u64,
 }
 
@@ -310,6 +338,7 @@ const _: fn() = || {
 };
 
 impl WarmupQueue {
+    /// An empty queue for `mode`, holding at most `capacity` demands (all memory allocated now).
     pub fn new(mode: Warmup, capacity: usize) -> WarmupQueue {
         WarmupQueue {
             mode,
@@ -330,6 +359,7 @@ impl WarmupQueue {
         WarmupQueue::new(config.warmup, config.warmup_queue_capacity)
     }
 
+    /// The `warmup` mode the queue was made for.
     pub fn mode(&self) -> Warmup {
         self.mode
     }
@@ -378,14 +408,17 @@ impl WarmupQueue {
         out
     }
 
+    /// How many demands wait to be drained.
     pub fn len(&self) -> usize {
         self.inner.lock().queue.len()
     }
 
+    /// Whether no demand waits to be drained.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The queue's counters so far.
     pub fn stats(&self) -> WarmupStats {
         WarmupStats {
             queued: self.queued.load(Ordering::Relaxed),

@@ -6,11 +6,16 @@
 //! never reads past a message's end, and reports malformed input as a [`ProtocolError`]. This
 //! module depends on nothing else in the crate.
 
+#[doc(hidden)]
 pub mod backend;
+#[doc(hidden)]
 pub mod encode;
+#[doc(hidden)]
 pub mod framer;
+#[doc(hidden)]
 pub mod frontend;
 pub mod rfq;
+#[doc(hidden)]
 pub mod startup;
 
 use std::fmt;

@@ -14,6 +14,7 @@ pub enum TxStatus {
 }
 
 impl TxStatus {
+    /// The status a ReadyForQuery status byte (`I`, `T` or `E`) stands for; `None` for any other byte.
     pub fn from_byte(b: u8) -> Option<TxStatus> {
         match b {
             b'I' => Some(TxStatus::Idle),
@@ -23,6 +24,7 @@ impl TxStatus {
         }
     }
 
+    /// The status byte ReadyForQuery carries for this status.
     pub fn byte(self) -> u8 {
         match self {
             TxStatus::Idle => b'I',
@@ -54,6 +56,7 @@ pub enum LsnField {
 }
 
 impl LsnField {
+    /// The position, when the RFQ carried a non-zero one.
     pub fn lsn(self) -> Option<Lsn> {
         match self {
             LsnField::At(l) => Some(l),
@@ -72,6 +75,7 @@ pub enum Marker {
 }
 
 /// Marker and raw (not yet validated) XID list.
+#[doc(hidden)] // internal: the wire codec
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XactInfo<'a> {
     pub marker: Marker,
@@ -80,6 +84,7 @@ pub struct XactInfo<'a> {
 }
 
 /// A parsed ReadyForQuery.
+#[doc(hidden)] // internal: the wire codec
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rfq<'a> {
     pub status: TxStatus,
@@ -143,10 +148,12 @@ impl<'a> Rfq<'a> {
 }
 
 /// Longest XID list accepted (W-3 "bounded length").
+#[doc(hidden)] // internal: the wire codec
 pub const MAX_XID_LIST_LEN: usize = 4096;
 
 /// Why an XID list was refused (W-3). A refused list makes the transaction unsplittable; it is
 /// never placed in SQL.
+#[doc(hidden)] // internal: the wire codec
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum XidError {
     #[error("longer than {max} bytes ({len})")]
@@ -162,6 +169,7 @@ pub enum XidError {
 }
 
 /// A validated XID list: `<command id>,<xid>[,<xid>…]` (digits and commas only), or empty.
+#[doc(hidden)] // internal: the wire codec
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XidList<'a> {
     text: &'a str,

@@ -17,46 +17,97 @@ pub enum Action<'a> {
     /// The client asked for encryption (SSLRequest, or GSSENCRequest when `gss`). Answer it with
     /// one byte ('S'/'G' to accept and run the handshake, 'N' to refuse); the client then sends
     /// a new startup packet (decrypted bytes if you accepted).
-    ClientEncryptionRequest { gss: bool },
+    ClientEncryptionRequest {
+        /// GSSAPI encryption (GSSENCRequest) rather than TLS (SSLRequest).
+        gss: bool,
+    },
     /// The client sent a CancelRequest for the session whose writer reported this BackendKeyData.
     /// Find that session, send the cancel to the backend connection it reports as executing
     /// (`Session::executing_connection`), and close this client connection.
-    CancelRequest { pid: i32, secret: &'a [u8] },
+    CancelRequest {
+        /// The process id of the BackendKeyData the client names.
+        pid: i32,
+        /// Its secret key, as the client sent it.
+        secret: &'a [u8],
+    },
     /// Open a writer connection, send `startup` (a complete StartupMessage: the client's
     /// parameters without `_polar_*` keys, plus the writer role's W-1 keys) and report
     /// `Event::WriterConnected` or `Event::WriterConnectFailed`.
-    ConnectWriter { startup: &'a [u8] },
+    ConnectWriter {
+        /// The StartupMessage to send, length word included.
+        startup: &'a [u8],
+    },
     /// The routing decision of the next statement (or of a retry), for logs and stats.
     Decision(Decision),
     /// A reader connection to `server` whose key equals `key` is needed. Answer with
     /// `Event::ReaderAttached` (a pooled one, or a new one opened with `startup`) or
     /// `Event::ReaderUnavailable` — never block waiting for a handshake (P-4).
     AcquireReader {
+        /// The reader chosen.
         server: ServerId,
+        /// The key a pooled connection must have to serve this session (P-9).
         key: ReaderKey,
+        /// The StartupMessage for a new connection, length word included.
         startup: &'a [u8],
     },
     /// Send the next `n` bytes of the client stream to backend connection `conn`.
-    ForwardClient { conn: ConnId, n: usize },
+    ForwardClient {
+        /// The backend connection to send to.
+        conn: ConnId,
+        /// How many bytes, counted from the oldest not yet covered by an action.
+        n: usize,
+    },
     /// Drop the next `n` bytes of the client stream (the engine consumed or replaced them).
-    DiscardClient { n: usize },
+    DiscardClient {
+        /// How many bytes, counted from the oldest not yet covered by an action.
+        n: usize,
+    },
     /// Send these engine-built bytes to backend connection `conn`.
-    SendBackend { conn: ConnId, bytes: &'a [u8] },
+    SendBackend {
+        /// The backend connection to send to.
+        conn: ConnId,
+        /// Whole protocol messages, valid until the next input to the session.
+        bytes: &'a [u8],
+    },
     /// Send the next `n` bytes received from `conn` to the client.
-    ForwardBackend { conn: ConnId, n: usize },
+    ForwardBackend {
+        /// The backend connection the bytes came from.
+        conn: ConnId,
+        /// How many bytes (messages, for facts input), counted from the oldest not yet covered.
+        n: usize,
+    },
     /// Drop the next `n` bytes received from `conn`.
-    DiscardBackend { conn: ConnId, n: usize },
+    DiscardBackend {
+        /// The backend connection the bytes came from.
+        conn: ConnId,
+        /// How many bytes (messages, for facts input), counted from the oldest not yet covered.
+        n: usize,
+    },
     /// Send these engine-built bytes to the client.
-    SendClient { bytes: &'a [u8] },
+    SendClient {
+        /// Whole protocol messages, valid until the next input to the session.
+        bytes: &'a [u8],
+    },
     /// The session no longer needs reader connection `conn`: return it to the pool. When
     /// `needs_reset`, it holds an XID import: whoever uses it next must clear it first (report it
     /// with `needs_reset` in `Event::ReaderAttached`, or send `SET polar_xact_split_xids = ''`).
-    ReleaseReader { conn: ConnId, needs_reset: bool },
+    ReleaseReader {
+        /// The reader connection.
+        conn: ConnId,
+        /// It holds an XID import that its next user must clear.
+        needs_reset: bool,
+    },
     /// S-4: the writer connection holds session state (`pinned`), or no longer does. Hosts that
     /// multiplex writer connections must keep a pinned one bound to this client.
-    PinWriter { pinned: bool },
+    PinWriter {
+        /// Whether the writer connection now holds session state.
+        pinned: bool,
+    },
     /// Close backend connection `conn` and never reuse it.
-    CloseBackend { conn: ConnId },
+    CloseBackend {
+        /// The backend connection.
+        conn: ConnId,
+    },
     /// Close the client connection (after sending everything before this action).
     CloseClient,
 }
@@ -82,17 +133,17 @@ enum Rec {
 
 /// The pending actions of one session.
 #[derive(Debug, Default)]
-pub struct ActionQueue {
+pub(crate) struct ActionQueue {
     recs: VecDeque<Rec>,
     arena: Vec<u8>,
 }
 
 impl ActionQueue {
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.recs.is_empty()
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.recs.len()
     }
 
@@ -109,30 +160,30 @@ impl ActionQueue {
         start..self.arena.len()
     }
 
-    pub fn client_encryption_request(&mut self, gss: bool) {
+    pub(super) fn client_encryption_request(&mut self, gss: bool) {
         self.recs.push_back(Rec::ClientEncryptionRequest { gss });
     }
 
-    pub fn cancel_request(&mut self, pid: i32, secret: &[u8]) {
+    pub(super) fn cancel_request(&mut self, pid: i32, secret: &[u8]) {
         let secret = self.stash(secret);
         self.recs.push_back(Rec::CancelRequest { pid, secret });
     }
 
-    pub fn connect_writer_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
+    pub(super) fn connect_writer_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
         let startup = self.stash_with(f);
         self.recs.push_back(Rec::ConnectWriter { startup });
     }
 
-    pub fn decision(&mut self, d: Decision) {
+    pub(super) fn decision(&mut self, d: Decision) {
         self.recs.push_back(Rec::Decision(d));
     }
 
     /// The startup bytes are the session's own (`Session::poll_action` fills them in): no copy.
-    pub fn acquire_reader(&mut self, server: ServerId, key: ReaderKey) {
+    pub(super) fn acquire_reader(&mut self, server: ServerId, key: ReaderKey) {
         self.recs.push_back(Rec::AcquireReader { server, key });
     }
 
-    pub fn forward_client(&mut self, conn: ConnId, n: usize) {
+    pub(super) fn forward_client(&mut self, conn: ConnId, n: usize) {
         if n == 0 {
             return;
         }
@@ -145,7 +196,7 @@ impl ActionQueue {
         self.recs.push_back(Rec::ForwardClient { conn, n });
     }
 
-    pub fn discard_client(&mut self, n: usize) {
+    pub(super) fn discard_client(&mut self, n: usize) {
         if n == 0 {
             return;
         }
@@ -156,17 +207,17 @@ impl ActionQueue {
         self.recs.push_back(Rec::DiscardClient { n });
     }
 
-    pub fn send_backend(&mut self, conn: ConnId, bytes: &[u8]) {
+    pub(super) fn send_backend(&mut self, conn: ConnId, bytes: &[u8]) {
         let bytes = self.stash(bytes);
         self.recs.push_back(Rec::SendBackend { conn, bytes });
     }
 
-    pub fn send_backend_with(&mut self, conn: ConnId, f: impl FnOnce(&mut Vec<u8>)) {
+    pub(super) fn send_backend_with(&mut self, conn: ConnId, f: impl FnOnce(&mut Vec<u8>)) {
         let bytes = self.stash_with(f);
         self.recs.push_back(Rec::SendBackend { conn, bytes });
     }
 
-    pub fn forward_backend(&mut self, conn: ConnId, n: usize) {
+    pub(super) fn forward_backend(&mut self, conn: ConnId, n: usize) {
         if n == 0 {
             return;
         }
@@ -179,7 +230,7 @@ impl ActionQueue {
         self.recs.push_back(Rec::ForwardBackend { conn, n });
     }
 
-    pub fn discard_backend(&mut self, conn: ConnId, n: usize) {
+    pub(super) fn discard_backend(&mut self, conn: ConnId, n: usize) {
         if n == 0 {
             return;
         }
@@ -193,11 +244,11 @@ impl ActionQueue {
     }
 
     /// Bytes for the client; consecutive sends merge into one.
-    pub fn send_client(&mut self, bytes: &[u8]) {
+    pub(super) fn send_client(&mut self, bytes: &[u8]) {
         self.send_client_with(|a| a.extend_from_slice(bytes));
     }
 
-    pub fn send_client_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
+    pub(super) fn send_client_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
         let r = self.stash_with(f);
         if r.is_empty() {
             return;
@@ -211,27 +262,27 @@ impl ActionQueue {
         self.recs.push_back(Rec::SendClient { bytes: r });
     }
 
-    pub fn release_reader(&mut self, conn: ConnId, needs_reset: bool) {
+    pub(super) fn release_reader(&mut self, conn: ConnId, needs_reset: bool) {
         self.recs
             .push_back(Rec::ReleaseReader { conn, needs_reset });
     }
 
-    pub fn pin_writer(&mut self, pinned: bool) {
+    pub(super) fn pin_writer(&mut self, pinned: bool) {
         self.recs.push_back(Rec::PinWriter { pinned });
     }
 
-    pub fn close_backend(&mut self, conn: ConnId) {
+    pub(super) fn close_backend(&mut self, conn: ConnId) {
         self.recs.push_back(Rec::CloseBackend { conn });
     }
 
     /// A closing session needs no reader: drop its requests not yet polled (the host would
     /// answer them into a closed session).
-    pub fn withdraw_reader_requests(&mut self) {
+    pub(super) fn withdraw_reader_requests(&mut self) {
         self.recs
             .retain(|r| !matches!(r, Rec::AcquireReader { .. }));
     }
 
-    pub fn close_client(&mut self) {
+    pub(super) fn close_client(&mut self) {
         if !matches!(self.recs.back(), Some(Rec::CloseClient)) {
             self.recs.push_back(Rec::CloseClient);
         }
@@ -239,7 +290,7 @@ impl ActionQueue {
 
     /// For an input given as a parsed fact (one whole backend message), byte counts on `conn`
     /// queued since `from` become message counts: each covers exactly that one message.
-    pub fn counts_to_messages(&mut self, conn: ConnId, from: usize) {
+    pub(super) fn counts_to_messages(&mut self, conn: ConnId, from: usize) {
         for r in self.recs.iter_mut().skip(from) {
             match r {
                 Rec::ForwardBackend { conn: c, n } | Rec::DiscardBackend { conn: c, n }
@@ -257,7 +308,7 @@ impl ActionQueue {
     /// The next action. `reader_startup` is the session's cached reader StartupMessage, lent
     /// to an `AcquireReader` (filling it in here, not by re-matching the returned action, keeps
     /// the hot path free of a store-forwarding stall on the returned enum).
-    pub fn poll<'a>(&'a mut self, reader_startup: &'a [u8]) -> Option<Action<'a>> {
+    pub(super) fn poll<'a>(&'a mut self, reader_startup: &'a [u8]) -> Option<Action<'a>> {
         let Some(rec) = self.recs.pop_front() else {
             self.arena.clear();
             return None;

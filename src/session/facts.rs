@@ -13,29 +13,39 @@ use crate::protocol::{encode, tag, LsnField, Marker};
 pub enum BackendFact<'a> {
     /// ReadyForQuery, with what the PolarDB extension reported (W-2).
     ReadyForQuery {
+        /// The transaction status byte.
         status: TxStatus,
+        /// The LSN the connection reported with it, if it asked for LSNs.
         lsn: LsnField,
         /// Marker and raw XID list, when the server sent them.
         xact: Option<(Marker, &'a [u8])>,
     },
+    /// CommandComplete: a statement finished.
     CommandComplete {
+        /// The command tag (`INSERT 0 1`, `SELECT 3`), without its NUL.
         tag: &'a [u8],
     },
     /// ErrorResponse fields as (field code, value) pairs.
     Error {
+        /// The fields, each a field type byte (`C` for SQLSTATE, `M` for the message, …) and its value.
         fields: &'a [(u8, &'a [u8])],
     },
     /// NoticeResponse fields as (field code, value) pairs.
     Notice {
+        /// The fields, each a field type byte and its value, as for `Error`.
         fields: &'a [(u8, &'a [u8])],
     },
+    /// ParameterStatus: the server reports a run-time parameter's value.
     ParameterStatus {
+        /// The parameter's name.
         name: &'a [u8],
+        /// Its new value.
         value: &'a [u8],
     },
     /// Any other message by its type byte (rows, descriptions, COPY data…): only its kind
     /// matters to routing.
     Other {
+        /// The message's type byte (`D` for DataRow, `T` for RowDescription, …).
         tag: u8,
     },
 }

@@ -15,7 +15,7 @@ use crate::protocol::{encode, tag, Lsn};
 
 /// The LSN wait (W-4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Wait {
+pub(super) struct Wait {
     /// `strict` or `best_effort`.
     pub mode: &'static str,
     pub timeout_ms: u32,
@@ -26,7 +26,7 @@ pub struct Wait {
 
 /// What goes in front of the client's statement.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Hidden<'a> {
+pub(super) struct Hidden<'a> {
     /// Clear an XID import left on the connection (P-7).
     pub reset: bool,
     /// A validated XID list to import (P-5). Callers pass only `XidList`-validated text.
@@ -36,25 +36,25 @@ pub struct Hidden<'a> {
 
 /// A statement that always fails without side effects: it aborts the writer's transaction
 /// after an error reached the client (F-3). Its result is swallowed.
-pub const ABORT_STATEMENT: &[u8] =
+pub(super) const ABORT_STATEMENT: &[u8] =
     b"DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$";
 
 /// The post-commit position probe for writers whose RFQs carry no LSN (W-7). The insert
 /// position, not `pg_current_wal_lsn()`: with `synchronous_commit = off` the latter can lag the
 /// commit (verified here, NOTES).
-pub const PROBE_STATEMENT: &[u8] = b"SELECT pg_catalog.pg_current_wal_insert_lsn()";
+pub(super) const PROBE_STATEMENT: &[u8] = b"SELECT pg_catalog.pg_current_wal_insert_lsn()";
 /// The probe's reserved statement name on the writer (documented; visible in
 /// `pg_prepared_statements`).
-pub const PROBE_NAME: &[u8] = b"polarsplit_probe";
+pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 
 /// The capture of the writer's session state (S-5): every session-level setting, the session
 /// authorization and role, and the placeholder settings named in `$1` — names and values
 /// hex-encoded from UTF-8, so nothing of them is ever parsed as SQL by the engine or the
 /// reader. `kind` orders the replay: settings (1), then session authorization (2), then role
 /// (3); placeholder settings are settings too.
-pub const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE source = 'session' AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS x WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
+pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE source = 'session' AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS x WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
 /// The capture's reserved statement name on the writer.
-pub const CAPTURE_NAME: &[u8] = b"polarsplit_capture";
+pub(super) const CAPTURE_NAME: &[u8] = b"polarsplit_capture";
 /// `text[]`, the capture's parameter type.
 const TEXT_ARRAY_OID: u32 = 1009;
 
@@ -167,7 +167,7 @@ fn patch_len(out: &mut [u8], start: usize) {
 
 /// The wrapped Query: hidden statements, then the client's Query string. `client_query` is the
 /// client's whole Query message (tag, length, string, NUL). Returns the hidden statement count.
-pub fn build_query(out: &mut Vec<u8>, h: &Hidden<'_>, client_query: &[u8]) -> u16 {
+pub(super) fn build_query(out: &mut Vec<u8>, h: &Hidden<'_>, client_query: &[u8]) -> u16 {
     let start = out.len();
     out.push(tag::QUERY);
     out.extend_from_slice(&[0; 4]);
@@ -181,12 +181,12 @@ pub fn build_query(out: &mut Vec<u8>, h: &Hidden<'_>, client_query: &[u8]) -> u1
 /// The hidden statements as unnamed Parse/Bind/Execute messages, for the front of an
 /// extended-protocol batch (E-3). Returns the count (each answers ParseComplete, BindComplete
 /// and CommandComplete).
-pub fn build_hidden_pbe(out: &mut Vec<u8>, h: &Hidden<'_>) -> u16 {
+pub(super) fn build_hidden_pbe(out: &mut Vec<u8>, h: &Hidden<'_>) -> u16 {
     each_statement(h, |stmt| pbe(out, stmt))
 }
 
 /// Hidden unnamed Parse/Bind/Execute of `sql` (E-3).
-pub fn pbe(out: &mut Vec<u8>, sql: &[u8]) {
+pub(super) fn pbe(out: &mut Vec<u8>, sql: &[u8]) {
     encode::message(out, tag::PARSE, |o| {
         o.push(0);
         o.extend_from_slice(sql);
@@ -198,7 +198,7 @@ pub fn pbe(out: &mut Vec<u8>, sql: &[u8]) {
 }
 
 /// A Bind of `statement` to `portal` with text parameters (`None`: NULL).
-pub fn bind(out: &mut Vec<u8>, portal: &[u8], statement: &[u8], params: &[Option<&[u8]>]) {
+pub(super) fn bind(out: &mut Vec<u8>, portal: &[u8], statement: &[u8], params: &[Option<&[u8]>]) {
     encode::message(out, tag::BIND, |o| {
         o.extend_from_slice(portal);
         o.push(0);
@@ -220,20 +220,20 @@ pub fn bind(out: &mut Vec<u8>, portal: &[u8], statement: &[u8], params: &[Option
 }
 
 /// Execute of the unnamed portal, all rows.
-pub fn execute(out: &mut Vec<u8>) {
+pub(super) fn execute(out: &mut Vec<u8>) {
     encode::message(out, tag::EXECUTE, |o| {
         o.push(0);
         o.extend_from_slice(&0i32.to_be_bytes());
     });
 }
 
-pub fn sync(out: &mut Vec<u8>) {
+pub(super) fn sync(out: &mut Vec<u8>) {
     encode::message(out, tag::SYNC, |_| {});
 }
 
 /// A Parse of a statement under `name`; `rest` is a client Parse body after its name (query,
 /// NUL, parameter types).
-pub fn parse_as(out: &mut Vec<u8>, name: &[u8], rest: &[u8]) {
+pub(super) fn parse_as(out: &mut Vec<u8>, name: &[u8], rest: &[u8]) {
     encode::message(out, tag::PARSE, |o| {
         o.extend_from_slice(name);
         o.push(0);
@@ -242,7 +242,7 @@ pub fn parse_as(out: &mut Vec<u8>, name: &[u8], rest: &[u8]) {
 }
 
 /// A Parse of fixed engine text under `name` with parameter types `types`.
-pub fn parse_fixed(out: &mut Vec<u8>, name: &[u8], sql: &[u8], types: &[u32]) {
+pub(super) fn parse_fixed(out: &mut Vec<u8>, name: &[u8], sql: &[u8], types: &[u32]) {
     encode::message(out, tag::PARSE, |o| {
         o.extend_from_slice(name);
         o.push(0);
@@ -256,7 +256,7 @@ pub fn parse_fixed(out: &mut Vec<u8>, name: &[u8], sql: &[u8], types: &[u32]) {
 }
 
 /// A Close of statement `name`.
-pub fn close_statement(out: &mut Vec<u8>, name: &[u8]) {
+pub(super) fn close_statement(out: &mut Vec<u8>, name: &[u8]) {
     encode::message(out, tag::CLOSE, |o| {
         o.push(b'S');
         o.extend_from_slice(name);
@@ -265,25 +265,25 @@ pub fn close_statement(out: &mut Vec<u8>, name: &[u8]) {
 }
 
 /// The probe's Parse (once per writer connection).
-pub fn probe_parse(out: &mut Vec<u8>) {
+pub(super) fn probe_parse(out: &mut Vec<u8>) {
     parse_fixed(out, PROBE_NAME, PROBE_STATEMENT, &[]);
 }
 
 /// The probe's Bind and Execute.
-pub fn probe_run(out: &mut Vec<u8>) {
+pub(super) fn probe_run(out: &mut Vec<u8>) {
     bind(out, b"", PROBE_NAME, &[]);
     execute(out);
 }
 
 /// The capture's Parse (once per writer connection).
-pub fn capture_parse(out: &mut Vec<u8>) {
+pub(super) fn capture_parse(out: &mut Vec<u8>) {
     parse_fixed(out, CAPTURE_NAME, CAPTURE_STATEMENT, &[TEXT_ARRAY_OID]);
 }
 
 /// The capture's Bind (with the placeholder names as a text array) and Execute. Names are
 /// validated placeholder names (letters, digits, `_`, `.`), so they need no quoting beyond the
 /// array literal's double quotes.
-pub fn capture_run(out: &mut Vec<u8>, names: &[Box<[u8]>]) {
+pub(super) fn capture_run(out: &mut Vec<u8>, names: &[Box<[u8]>]) {
     let mut arr = Vec::with_capacity(2 + names.len() * 16);
     arr.push(b'{');
     for (i, n) in names.iter().enumerate() {
@@ -320,7 +320,7 @@ fn from_hex(out: &mut Vec<u8>, bytes: &[u8]) {
 /// session's startup parameters to the writer's state — settings, then session
 /// authorization, then role (each `set_config` call its own statement, in that order).
 /// Names and values travel hex-encoded. Returns the number of statements (0: nothing).
-pub fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
+pub(super) fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
     if s.is_empty() {
         return 0;
     }
@@ -351,7 +351,7 @@ pub fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
 /// W-7's page-boundary rule: an insert position just past a page header (offset 24 in a WAL
 /// page, 40 at the start of a segment) is that page's start — the last record ended exactly at
 /// the boundary, and a standby's replay position stays there until more WAL arrives.
-pub fn probe_position(lsn: Lsn, block: u64, segment: u64) -> Lsn {
+pub(super) fn probe_position(lsn: Lsn, block: u64, segment: u64) -> Lsn {
     let l = lsn.0;
     if block == 0 || segment == 0 {
         return lsn;

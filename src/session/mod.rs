@@ -24,7 +24,7 @@
 //! it has answered, because its target depends on what they wrote (and a batch moves to another
 //! connection only after its predecessor's ReadyForQuery, E-1).
 
-pub mod actions;
+mod actions;
 mod backend;
 mod batch;
 mod bind;
@@ -33,11 +33,13 @@ mod effects;
 mod facts;
 mod finish;
 mod hidden;
+#[doc(hidden)]
 pub mod plan;
 mod reader;
 mod response;
 mod route;
 mod startup;
+#[doc(hidden)]
 pub mod state;
 mod statements;
 mod tokens;
@@ -57,7 +59,7 @@ use crate::protocol::{Lsn, ProtocolError, RfqExtensions, TxStatus};
 pub use crate::decision::{Decision, Outcome, Reason};
 pub use actions::{Action, ConnId};
 pub use facts::BackendFact;
-pub use startup::{ClientInfo, Role, Startup};
+pub use startup::{ClientInfo, Params, Role, Startup};
 
 use actions::ActionQueue;
 use response::Responses;
@@ -88,19 +90,29 @@ pub enum Event {
     /// are the startup defaults and nothing is prepared on it); `needs_reset`: it still holds
     /// an XID import.
     ReaderAttached {
+        /// The reader the connection is to (the one `AcquireReader` named).
         server: ServerId,
+        /// Opened for this request rather than taken from a pool.
         fresh: bool,
+        /// It still holds an XID import from its last user.
         needs_reset: bool,
     },
     /// No reader connection can be had now (`no_credentials`: this user cannot log in on the
     /// readers at all). Not a failure of the reader: the pool is empty, the back-off of
     /// `Engine::reader_retry_after` says not yet, a connection limit was reached.
-    ReaderUnavailable { no_credentials: bool },
+    ReaderUnavailable {
+        /// This user cannot log in on the readers at all (the host has no credentials for
+        /// them).
+        no_credentials: bool,
+    },
     /// The connection `AcquireReader` asked for could not be opened: refused, failed, timed out
     /// (the host's connect timeout), or refused with SQLSTATE 57P03 (`starting_up`: the standby
     /// accepts no connections yet). The writer answers, as for `ReaderUnavailable`, and the
     /// reader has an outage (R-1a) and a failure toward its hold-out (R-1b).
-    ReaderConnectFailed { starting_up: bool },
+    ReaderConnectFailed {
+        /// The standby refused with SQLSTATE 57P03: it is starting up.
+        starting_up: bool,
+    },
     /// The connection broke.
     ConnectionLost,
 }
@@ -110,12 +122,16 @@ pub enum Event {
 #[non_exhaustive]
 pub enum SessionError {
     #[error("actions are pending: poll them all before the next input")]
+    /// An input arrived while actions were still queued: poll them all first (the drain rule).
     ActionsPending,
     #[error("the session is closed")]
+    /// The session has closed (or was poisoned by a panic): only dropping it is left.
     Closed,
     #[error("connection {0} is not used by this session")]
+    /// The input named a backend connection this session does not use.
     UnknownConnection(ConnId),
     #[error("event not expected now: {0}")]
+    /// The event does not fit the session's state now (the text says which it was).
     UnexpectedEvent(&'static str),
     /// A peer violated the protocol. Every byte of the input is consumed; the queued actions say
     /// what to send and close: drain them.
@@ -124,6 +140,7 @@ pub enum SessionError {
         /// Who broke it: "client", "primary" or "reader".
         peer: &'static str,
         #[source]
+        /// What was wrong with the bytes.
         source: ProtocolError,
     },
 }
@@ -565,7 +582,9 @@ impl Session {
         Some(out)
     }
 
-    /// S-1 state, for hosts' logs and tests.
+    /// S-1 state (the session's write and observed positions). Internal: its type is not part
+    /// of the API; for this workspace's tests.
+    #[doc(hidden)]
     pub fn lsn_state(&self) -> LsnState {
         self.lsn
     }

@@ -24,7 +24,9 @@ pub struct ClientInfo {
 /// Backend connection roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
+    /// The writer (primary): every statement that is not a replica-safe read.
     Writer,
+    /// A reader (hot standby): replica-safe reads.
     Reader,
 }
 
@@ -51,10 +53,12 @@ impl Params {
         })
     }
 
+    /// How many parameters there are.
     pub fn len(&self) -> usize {
         self.iter().count()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -63,11 +67,15 @@ impl Params {
 /// What the client's StartupMessage said.
 #[derive(Clone, Debug)]
 pub struct Startup {
+    /// The protocol major version the client asked for (3).
     pub major: u16,
+    /// The protocol minor version the client asked for.
     pub minor: u16,
     /// Parameters in the client's order, without any `_polar_*` key.
     pub params: Params,
+    /// The `user` parameter.
     pub user: Box<[u8]>,
+    /// The `database` parameter (the user name when the client sent none, as PostgreSQL does).
     pub database: Box<[u8]>,
     /// `replication=` other than false/off/0/no: never routed.
     pub replication: bool,
@@ -78,6 +86,7 @@ pub struct Startup {
     /// The profile actually used: the configured one, or `off` when the identity it needs is
     /// unknown (the server would refuse LSN reporting without it).
     pub profile: StartupProfile,
+    /// The host and port the identity startup keys advertise (W-1); `None` when none is sent.
     pub identity: Option<(String, u16)>,
     /// `polarsplit.report_token=on` (C-1): the token as a ParameterStatus when it rises.
     pub report_token: bool,
@@ -187,7 +196,7 @@ fn isolation_from_options(options: &[u8]) -> Option<Isolation> {
 }
 
 impl Startup {
-    pub fn from_params(
+    pub(crate) fn from_params(
         major: u16,
         minor: u16,
         params: &StartupParams<'_>,
@@ -275,7 +284,9 @@ impl Startup {
         s
     }
 
-    /// The RFQ extensions a backend connection of `role` gets (W-1, W-2).
+    /// The RFQ extensions a backend connection of `role` gets (W-1, W-2). Internal: the wire
+    /// codec's types are not part of the API.
+    #[doc(hidden)]
     pub fn extensions(&self, role: Role) -> RfqExtensions {
         let lsn = self.profile.reports_lsn();
         RfqExtensions {
@@ -426,7 +437,7 @@ mod tests {
 
     #[test]
     fn w1_client_polar_keys_are_stripped_and_remembered() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(
             b"user\0u\0_polar_send_lsn\x001\0database\0d\0\0",
             &c,
@@ -439,7 +450,7 @@ mod tests {
 
     #[test]
     fn w1_v15_writer_and_reader_keys() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(b"user\0u\0\0", &c, &info());
         let mut out = Vec::new();
         s.encode_for(Role::Writer, &mut out);
@@ -480,7 +491,7 @@ mod tests {
         let c = Config {
             startup_profile: StartupProfile::Legacy,
             identity_mode: IdentityMode::Proxy,
-            ..Config::default()
+            ..Config::defaults()
         };
         let s = startup(b"user\0u\0\0", &c, &info());
         let keys: Vec<_> = s
@@ -495,7 +506,7 @@ mod tests {
 
     #[test]
     fn w1_no_identity_means_no_keys() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(b"user\0u\0\0", &c, &ClientInfo::default());
         assert_eq!(s.profile, StartupProfile::Off);
         assert!(s.role_keys(Role::Writer).is_empty());
@@ -504,7 +515,7 @@ mod tests {
 
     #[test]
     fn s3_default_isolation_from_startup() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(
             b"user\0u\0options\0-c default_transaction_isolation=repeatable\\ read\0\0",
             &c,
@@ -527,7 +538,7 @@ mod tests {
 
     #[test]
     fn c2_token_options_are_taken_out_of_what_servers_see() {
-        let c = Config::default();
+        let c = Config::defaults();
         let s = startup(
             b"user\0u\0options\0-c polarsplit.causal_token=ps1:1.2:0/10 --search_path=a\\ b -cpolarsplit.report_token=on\0polarsplit.report_token\0off\0\0",
             &c,
@@ -554,7 +565,7 @@ mod tests {
 
     #[test]
     fn p9_key_separates_users_databases_settings_and_profiles() {
-        let c = Config::default();
+        let c = Config::defaults();
         let a = startup(b"user\0u\0database\0d\0\0", &c, &info());
         let b = startup(b"user\0v\0database\0d\0\0", &c, &info());
         let d = startup(b"user\0u\0database\0e\0\0", &c, &info());

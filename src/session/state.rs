@@ -91,7 +91,7 @@ pub(crate) struct TxnState {
 }
 
 impl TxnState {
-    pub fn begin(isolation: Option<Isolation>) -> TxnState {
+    pub(crate) fn begin(isolation: Option<Isolation>) -> TxnState {
         TxnState {
             active: true,
             isolation,
@@ -107,28 +107,28 @@ impl TxnState {
 pub(crate) struct Hazards(u8);
 
 impl Hazards {
-    pub const TEMP: Hazards = Hazards(1 << 0);
-    pub const ADVISORY_LOCK: Hazards = Hazards(1 << 1);
-    pub const HOLD_CURSOR: Hazards = Hazards(1 << 2);
-    pub const LISTEN: Hazards = Hazards(1 << 3);
-    pub const PREPARE: Hazards = Hazards(1 << 4);
+    pub(crate) const TEMP: Hazards = Hazards(1 << 0);
+    pub(crate) const ADVISORY_LOCK: Hazards = Hazards(1 << 1);
+    pub(crate) const HOLD_CURSOR: Hazards = Hazards(1 << 2);
+    pub(crate) const LISTEN: Hazards = Hazards(1 << 3);
+    pub(crate) const PREPARE: Hazards = Hazards(1 << 4);
     /// Code the engine cannot see into ran while placeholder settings are not covered by
     /// `custom_settings` (S-5): the writer's state cannot be captured whole.
-    pub const UNSEEN_CODE: Hazards = Hazards(1 << 5);
+    pub(crate) const UNSEEN_CODE: Hazards = Hazards(1 << 5);
 
-    pub fn any(self) -> bool {
+    pub(crate) fn any(self) -> bool {
         self.0 != 0
     }
 
-    pub fn set(&mut self, h: Hazards) {
+    pub(crate) fn set(&mut self, h: Hazards) {
         self.0 |= h.0;
     }
 
-    pub fn clear(&mut self, h: Hazards) {
+    pub(crate) fn clear(&mut self, h: Hazards) {
         self.0 &= !h.0;
     }
 
-    pub fn has(self, h: Hazards) -> bool {
+    pub(crate) fn has(self, h: Hazards) -> bool {
         self.0 & h.0 != 0
     }
 }
@@ -179,21 +179,21 @@ pub(crate) struct SessionSettings {
 
 impl SessionSettings {
     /// Nothing to replay: a fresh reader connection already has this state.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty() && self.authorization.is_none() && self.role.is_none()
     }
 
-    pub fn version(&self) -> u64 {
+    pub(crate) fn version(&self) -> u64 {
         self.version
     }
 
     /// Settings in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.entries.iter().map(|(n, v)| (&n[..], &v[..]))
     }
 
     /// Something may have changed the writer's state.
-    pub fn mark_due(&mut self) {
+    pub(crate) fn mark_due(&mut self) {
         if self.known != Known::Capturing {
             self.known = Known::Due;
         }
@@ -201,7 +201,7 @@ impl SessionSettings {
 
     /// Replaces the state with a capture's answer. Returns false (and marks the state failed)
     /// when the answer is too large to keep.
-    pub fn replace(
+    pub(crate) fn replace(
         &mut self,
         mut entries: Vec<Setting>,
         authorization: Option<Box<[u8]>>,
@@ -227,7 +227,7 @@ impl SessionSettings {
     }
 
     /// `DISCARD ALL` / a fresh start: the startup state.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         if !self.is_empty() {
             self.version += 1;
         }
@@ -238,7 +238,7 @@ impl SessionSettings {
 
     /// Remembers a placeholder setting name (`app.tenant`) for the capture. Returns false when
     /// the bound is reached (the name cannot be followed).
-    pub fn note_custom_name(&mut self, name: &[u8]) -> bool {
+    pub(crate) fn note_custom_name(&mut self, name: &[u8]) -> bool {
         if self
             .custom_names
             .iter()

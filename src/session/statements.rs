@@ -75,7 +75,7 @@ pub(crate) struct ClientStatements {
 }
 
 impl ClientStatements {
-    pub fn get(&mut self, name: &[u8]) -> Option<&ClientStmt> {
+    pub(super) fn get(&mut self, name: &[u8]) -> Option<&ClientStmt> {
         self.clock += 1;
         let clock = self.clock;
         let s = self.map.get_mut(name)?;
@@ -83,31 +83,31 @@ impl ClientStatements {
         Some(s)
     }
 
-    pub fn peek(&self, name: &[u8]) -> Option<&ClientStmt> {
+    pub(super) fn peek(&self, name: &[u8]) -> Option<&ClientStmt> {
         self.map.get(name)
     }
 
     /// A statement whose text a reader would lex differently now than the server did when the
     /// client prepared it (a server keeps a prepared statement's parse).
-    pub fn lexed_otherwise(&self, name: &[u8]) -> bool {
+    pub(super) fn lexed_otherwise(&self, name: &[u8]) -> bool {
         self.map
             .get(name)
             .is_some_and(|s| s.lexed_off != self.scs_off)
     }
 
-    pub fn contains(&self, name: &[u8]) -> bool {
+    pub(super) fn contains(&self, name: &[u8]) -> bool {
         self.map.contains_key(name)
     }
 
     /// Whether a new statement can be tracked without forgetting one that exists only on
     /// readers (those are kept: forgetting one would lose it for the client).
-    pub fn has_room(&self, limit: usize) -> bool {
+    pub(super) fn has_room(&self, limit: usize) -> bool {
         self.map.len() < limit || self.map.values().any(|s| s.on_writer)
     }
 
     /// Tracks a statement the client parsed (replacing one of the same name). Beyond `limit`
     /// the least recently used statement that also exists on the writer is forgotten.
-    pub fn insert(
+    pub(super) fn insert(
         &mut self,
         name: &[u8],
         rest: &[u8],
@@ -140,13 +140,13 @@ impl ClientStatements {
         );
     }
 
-    pub fn set_on_writer(&mut self, name: &[u8]) {
+    pub(super) fn set_on_writer(&mut self, name: &[u8]) {
         if let Some(s) = self.map.get_mut(name) {
             s.on_writer = true;
         }
     }
 
-    pub fn clear_on_writer(&mut self, name: &[u8]) {
+    pub(super) fn clear_on_writer(&mut self, name: &[u8]) {
         if let Some(s) = self.map.get_mut(name) {
             s.on_writer = false;
         }
@@ -154,7 +154,7 @@ impl ClientStatements {
 
     /// The statements that exist only on readers: `(name, rest)` (the same pair of byte
     /// strings as a captured setting).
-    pub fn reader_only(&self) -> Vec<super::state::Setting> {
+    pub(super) fn reader_only(&self) -> Vec<super::state::Setting> {
         let mut v: Vec<_> = self
             .map
             .iter()
@@ -165,18 +165,18 @@ impl ClientStatements {
         v
     }
 
-    pub fn remove(&mut self, name: &[u8]) -> Option<ClientStmt> {
+    pub(super) fn remove(&mut self, name: &[u8]) -> Option<ClientStmt> {
         self.map.remove(name)
     }
 
     /// Whether any client statement lives on the writer connection (it must stay bound to the
     /// client, S-4).
-    pub fn any_on_writer(&self) -> bool {
+    pub(super) fn any_on_writer(&self) -> bool {
         self.map.values().any(|s| s.on_writer)
     }
 
     /// `DISCARD ALL` / `DEALLOCATE ALL`.
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.map.clear();
     }
 }

@@ -1,5 +1,5 @@
 //! A fake host for transcript tests: real protocol bytes in, the exact action sequence out, and
-//! the bytes each side actually receives (reconstructed by `polarsplit::host::Streams`).
+//! the bytes each side actually receives (reconstructed by `polarsplit::Streams`).
 
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@
 //!   is what the engine accepts.
 //! - [`action`]: [`action::A`], an owned mirror of the engine's borrowed `Action`, for
 //!   assertions and logs.
-//! - [`host`]: [`host::Host`], a fake host over `polarsplit::host::Streams` (the byte
+//! - [`host`]: [`host::Host`], a fake host over `polarsplit::Streams` (the byte
 //!   contract's reference implementation) that keeps every action; [`lean::Lean`], a host that
 //!   keeps counts only, for memory measurements; [`alloc`], a per-thread counting allocator.
 //!
@@ -27,4 +27,24 @@ pub mod lean;
 /// Whether `hay` contains `needle` (an empty needle is everywhere).
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// An engine configuration built as a host builds one, through `ConfigBuilder` (every setting
+/// checked, then the combination): SPEC §8's defaults changed by `settings`, each a
+/// `(name, value)` pair in the text form of `ConfigBuilder::set`. Panics, naming the setting,
+/// when the builder refuses one.
+pub fn config(settings: &[(&str, &str)]) -> api::Config {
+    let mut b = polarsplit::ConfigBuilder::new();
+    for (name, value) in settings {
+        if let Err(e) = b.set(name, value) {
+            panic!("test configuration refused: {e}");
+        }
+    }
+    b.build()
+        .unwrap_or_else(|e| panic!("test configuration refused: {e}"))
+}
+
+/// SPEC §8's default configuration.
+pub fn default_config() -> api::Config {
+    config(&[])
 }

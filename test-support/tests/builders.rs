@@ -1,8 +1,9 @@
 //! The shared builders produce what the protocol says, byte for byte, and the engine's own
 //! parsers read them back (the decoder and the builders agree with the engine).
 
-use polarsplit::protocol::rfq::{LsnField, Marker, TxStatus};
-use polarsplit::protocol::{FrontendMessage, Lsn, RfqExtensions};
+use polarsplit::internals::protocol::{FrontendMessage, RfqExtensions};
+use polarsplit::Lsn;
+use polarsplit::{LsnField, Marker, TxStatus};
 use polarsplit_test_support::decode::{decode_all, messages, sent_queries, tags, Msg};
 use polarsplit_test_support::{be, fe};
 

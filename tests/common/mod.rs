@@ -1,11 +1,11 @@
 //! The transcript tests' builders and fake host: thin names over `polarsplit-test-support`
 //! (one set of builders for tests, simulator, fuzz targets and benches). The fake host feeds
 //! real protocol bytes and records the exact action sequence, and the bytes each side receives
-//! (reconstructed by `polarsplit::host::Streams`).
+//! (reconstructed by `polarsplit::Streams`).
 #![allow(dead_code, unused_imports)]
 
-use polarsplit::classify::Isolation;
-use polarsplit::config::Config;
+use polarsplit::Config;
+use polarsplit::Isolation;
 use polarsplit_test_support::be;
 
 pub use polarsplit_test_support::action::A;
@@ -18,12 +18,8 @@ pub use polarsplit_test_support::decode::{
 pub use polarsplit_test_support::fe::{msg, query, startup};
 pub use polarsplit_test_support::host::{client_info, Host, WRITER};
 
-/// A default configuration changed by `f`.
-pub fn config(f: impl FnOnce(&mut Config)) -> Config {
-    let mut c = Config::default();
-    f(&mut c);
-    c
-}
+/// SPEC §8's defaults changed by `(name, value)` settings, built through `ConfigBuilder`.
+pub use polarsplit_test_support::config;
 
 pub fn backend_key(pid: i32, secret: i32) -> Vec<u8> {
     be::backend_key(pid, secret as u32)

@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use polarsplit::config::{Consistency, ServerDialect};
+use polarsplit::{Consistency, ServerDialect};
 
 use super::families::Step;
 use super::host::{OpRecord, Run};
@@ -103,7 +103,7 @@ fn has_error(msgs: &[Msg]) -> bool {
     msgs.iter().any(|m| matches!(m, Msg::Error(_)))
 }
 
-fn rfq_status(msgs: &[Msg]) -> Option<polarsplit::protocol::TxStatus> {
+fn rfq_status(msgs: &[Msg]) -> Option<polarsplit::TxStatus> {
     msgs.iter().rev().find_map(|m| match m {
         Msg::ReadyForQuery { status, .. } => Some(*status),
         _ => None,
@@ -284,12 +284,12 @@ pub fn check(run: &Run) -> Vec<Violation> {
     let mut out: Vec<Violation> = run.host_errors.clone();
     out.extend(run.pin_leaks.iter().cloned());
     let sc = &run.scenario;
-    let relaxed = sc.config.consistency == Consistency::Eventual;
+    let relaxed = sc.config.consistency() == Consistency::Eventual;
     let ctx = Ctx {
         run,
         commits: commits(run),
-        monotonic_checked: sc.config.server_dialect != ServerDialect::Stock && !relaxed,
-        global: sc.config.consistency == Consistency::Global,
+        monotonic_checked: sc.config.server_dialect() != ServerDialect::Stock && !relaxed,
+        global: sc.config.consistency() == Consistency::Global,
     };
     let commits = &ctx.commits;
     // Which operations ran inside a REPEATABLE READ transaction.
@@ -457,8 +457,8 @@ pub fn check(run: &Run) -> Vec<Violation> {
                 let bound = 11_000
                     + u64::from(
                         sc.config
-                            .wait_timeout_ms
-                            .max(sc.config.split_wait_timeout_ms),
+                            .wait_timeout_ms()
+                            .max(sc.config.split_wait_timeout_ms()),
                     );
                 let took = rec.done_at.saturating_sub(rec.sent_at);
                 if took > bound {
@@ -507,10 +507,10 @@ pub fn check(run: &Run) -> Vec<Violation> {
                 }
                 _ => {}
             }
-            if in_txn && (err || status == Some(polarsplit::protocol::TxStatus::Failed)) {
+            if in_txn && (err || status == Some(polarsplit::TxStatus::Failed)) {
                 failed = true;
             }
-            if status == Some(polarsplit::protocol::TxStatus::Idle) && in_txn {
+            if status == Some(polarsplit::TxStatus::Idle) && in_txn {
                 // The transaction ended (an error outside, or the server ended it).
                 in_txn = false;
                 own_txn.clear();

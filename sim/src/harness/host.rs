@@ -1,5 +1,5 @@
 //! A fake proxy host: it owns "connections" to the simulated servers and carries out the
-//! engine's actions exactly as a proxy would (byte actions through `polarsplit::host::Streams`,
+//! engine's actions exactly as a proxy would (byte actions through `polarsplit::Streams`,
 //! writer connects, reader acquire/release through its own pool, closes), while clients run
 //! random workloads and faults strike. A `naive` host instead routes every SELECT outside a
 //! transaction to a reader with no wait — the checker must catch it.
@@ -7,18 +7,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use polarsplit::config::{
-    Config, Consistency, OnMissingLsn, OnReplicaLoss, OnWaitTimeout, ReadFallback, ServerDialect,
-    StartupProfile,
-};
-use polarsplit::host::Streams;
-use polarsplit::pool::ReaderKey;
-use polarsplit::protocol::framer::frame;
-use polarsplit::protocol::{Limits, RfqExtensions};
-use polarsplit::session::{
-    Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session,
-};
+use polarsplit::internals::protocol::framer::frame;
+use polarsplit::internals::protocol::RfqExtensions;
 use polarsplit::Engine;
+use polarsplit::Limits;
+use polarsplit::ReaderKey;
+use polarsplit::Streams;
+use polarsplit::{Action, ClientInfo, Decision, Event as SEvent, Outcome, Reason, Session};
+use polarsplit::{
+    Config, ConfigBuilder, Consistency, OnMissingLsn, OnReplicaLoss, OnWaitTimeout, ReadFallback,
+    ServerDialect, StartupProfile,
+};
 
 use super::families::{present_token, resync, take_token, token_read, Families, FamilyWork};
 use super::shape;
@@ -55,50 +54,87 @@ impl Scenario {
             6..=7 => Dialect::Polardb,
             _ => Dialect::Stock,
         };
-        let mut c = Config {
-            seed,
-            ..Config::default()
+        // Through the builder, as a host does: every setting checked, then the combination.
+        let mut c = ConfigBuilder::new();
+        let mut set = |name: &str, value: &str| {
+            c.set(name, value)
+                .unwrap_or_else(|e| panic!("scenario {seed}: {e}"));
         };
-        c.server_dialect = match dialect {
-            Dialect::Awide => ServerDialect::Awide,
-            Dialect::Polardb => ServerDialect::PolarDb,
-            Dialect::Stock => ServerDialect::Stock,
-        };
+        set("seed", &seed.to_string());
+        set(
+            "server_dialect",
+            match dialect {
+                Dialect::Awide => ServerDialect::Awide,
+                Dialect::Polardb => ServerDialect::PolarDb,
+                Dialect::Stock => ServerDialect::Stock,
+            }
+            .as_str(),
+        );
         if dialect == Dialect::Stock {
-            c.startup_profile = StartupProfile::Off;
+            set("startup_profile", StartupProfile::Off.as_str());
         } else if r.range(0, 4) == 0 {
-            c.startup_profile = StartupProfile::Legacy;
+            set("startup_profile", StartupProfile::Legacy.as_str());
         }
-        c.consistency = match r.range(0, 19) {
-            0 => Consistency::Off,
-            1 => Consistency::Eventual,
-            2..=4 => Consistency::Global,
-            _ => Consistency::Session,
-        };
-        c.txn_split = r.range(0, 9) != 0;
-        c.wait_timeout_ms = [20, 80, 300, 1000][r.range(0, 3) as usize];
-        c.split_wait_timeout_ms = [50, 300, 2000][r.range(0, 2) as usize];
-        c.on_wait_timeout = match r.range(0, 9) {
-            0 => OnWaitTimeout::Error,
-            1 => OnWaitTimeout::Warning,
-            _ => OnWaitTimeout::Primary,
-        };
-        c.on_replica_loss = match r.range(0, 9) {
-            0 => OnReplicaLoss::Primary,
-            1 => OnReplicaLoss::ReplicaThenError,
-            _ => OnReplicaLoss::ReplicaThenPrimary,
-        };
-        c.on_missing_lsn = match r.range(0, 9) {
-            0 => OnMissingLsn::Error,
-            1 => OnMissingLsn::Warning,
-            _ => OnMissingLsn::Primary,
-        };
-        c.read_fallback = if r.range(0, 14) == 0 {
-            ReadFallback::Error
-        } else {
-            ReadFallback::Primary
-        };
-        c.reader_lsn_max_age_ms = [5, 50, 5000][r.range(0, 2) as usize];
+        set(
+            "consistency",
+            match r.range(0, 19) {
+                0 => Consistency::Off,
+                1 => Consistency::Eventual,
+                2..=4 => Consistency::Global,
+                _ => Consistency::Session,
+            }
+            .as_str(),
+        );
+        set("txn_split", if r.range(0, 9) != 0 { "on" } else { "off" });
+        set(
+            "wait_timeout_ms",
+            &[20, 80, 300, 1000][r.range(0, 3) as usize].to_string(),
+        );
+        set(
+            "split_wait_timeout_ms",
+            &[50, 300, 2000][r.range(0, 2) as usize].to_string(),
+        );
+        set(
+            "on_wait_timeout",
+            match r.range(0, 9) {
+                0 => OnWaitTimeout::Error,
+                1 => OnWaitTimeout::Warning,
+                _ => OnWaitTimeout::Primary,
+            }
+            .as_str(),
+        );
+        set(
+            "on_replica_loss",
+            match r.range(0, 9) {
+                0 => OnReplicaLoss::Primary,
+                1 => OnReplicaLoss::ReplicaThenError,
+                _ => OnReplicaLoss::ReplicaThenPrimary,
+            }
+            .as_str(),
+        );
+        set(
+            "on_missing_lsn",
+            match r.range(0, 9) {
+                0 => OnMissingLsn::Error,
+                1 => OnMissingLsn::Warning,
+                _ => OnMissingLsn::Primary,
+            }
+            .as_str(),
+        );
+        set(
+            "read_fallback",
+            if r.range(0, 14) == 0 {
+                ReadFallback::Error
+            } else {
+                ReadFallback::Primary
+            }
+            .as_str(),
+        );
+        set(
+            "reader_lsn_max_age_ms",
+            &[5, 50, 5000][r.range(0, 2) as usize].to_string(),
+        );
+        let c = c.build().unwrap_or_else(|e| panic!("scenario {seed}: {e}"));
         let cluster = ClusterConfig {
             seed,
             dialect,
@@ -290,7 +326,7 @@ impl Trace {
         }
         let mut rest = bytes;
         while let Ok(Some(f)) = frame(rest, &Limits::default()) {
-            use polarsplit::protocol::FrontendMessage as F;
+            use polarsplit::internals::protocol::FrontendMessage as F;
             let short = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(90)]).into_owned();
             let what = match F::parse(f.tag, f.body) {
                 Ok(F::Query { sql }) => format!("Query {:?}", short(sql)),
@@ -841,7 +877,7 @@ impl Host {
         }
         match s.on_backend_event(conn, SEvent::ConnectionLost, now) {
             Ok(()) => {}
-            Err(polarsplit::session::SessionError::UnknownConnection(_)) => {}
+            Err(polarsplit::SessionError::UnknownConnection(_)) => {}
             Err(e) => self
                 .host_errors
                 .push(format!("client {i}: connection lost: {e}")),
@@ -1409,7 +1445,7 @@ impl Host {
             let Some((token, k, v)) = self.clients[i].token_taken.take() else {
                 continue;
             };
-            let Some(lsn) = polarsplit::token::Token::parse(&token).map(|t| t.lsn.0) else {
+            let Some(lsn) = polarsplit::Token::parse(&token).map(|t| t.lsn.0) else {
                 self.host_errors.push(format!(
                     "client {i}: the engine's causal token {token:?} does not parse"
                 ));
@@ -1435,8 +1471,8 @@ impl Host {
 
     /// The writer's history as a monitor reads it (C-1): one system identifier per simulated
     /// cluster, and the timeline the writer writes now.
-    fn writer_identity(&self) -> polarsplit::token::WriterIdentity {
-        polarsplit::token::WriterIdentity {
+    fn writer_identity(&self) -> polarsplit::WriterIdentity {
+        polarsplit::WriterIdentity {
             system_id: 7_000_000_000_000_000_000 + self.sc.seed,
             timeline: self.cluster.timeline(),
         }
@@ -1448,7 +1484,7 @@ fn committed_write(op: &Op, msgs: &[Msg]) -> Option<(i64, i64)> {
     let idle = matches!(
         msgs.iter().rev().find(|m| m.is_rfq()),
         Some(Msg::ReadyForQuery {
-            status: polarsplit::protocol::TxStatus::Idle,
+            status: polarsplit::TxStatus::Idle,
             ..
         })
     );

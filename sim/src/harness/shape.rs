@@ -302,7 +302,7 @@ pub fn rfqs_expected(script: &[Front]) -> usize {
 mod tests {
     use super::*;
     use crate::client::Fields;
-    use polarsplit::protocol::rfq::{LsnField, TxStatus};
+    use polarsplit::{LsnField, TxStatus};
 
     fn z() -> Msg {
         Msg::ReadyForQuery {

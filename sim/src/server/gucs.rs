@@ -128,7 +128,7 @@ impl Cluster {
                 if !v.is_empty() {
                     if let Err(e) = XidList::parse(v.as_bytes()) {
                         let why = match e {
-                            polarsplit::protocol::XidError::TooFewFields => {
+                            polarsplit::internals::protocol::XidError::TooFewFields => {
                                 "xid list is too short".to_string()
                             }
                             other => other.to_string(),

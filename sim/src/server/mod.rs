@@ -29,10 +29,11 @@ pub(crate) use error::send_fatal;
 mod prelude {
     pub(super) use std::collections::BTreeMap;
 
-    pub(super) use polarsplit::protocol::rfq::{Marker, TxStatus};
-    pub(super) use polarsplit::protocol::{
-        frame, FrontendMessage, Limits, Lsn, RfqExtensions, StartupPacket, XidList,
+    pub(super) use polarsplit::internals::protocol::{
+        frame, FrontendMessage, RfqExtensions, StartupPacket, XidList,
     };
+    pub(super) use polarsplit::{Limits, Lsn};
+    pub(super) use polarsplit::{Marker, TxStatus};
 
     pub(super) use crate::cluster::Cluster;
     pub(super) use crate::config::{ConnId, Dialect, Role};

@@ -1,8 +1,8 @@
 //! A tiny fake host for the conformance tests: raw bytes in, decoded messages out.
 #![allow(dead_code)]
 
-use polarsplit::protocol::rfq::{LsnField, Marker, TxStatus};
-use polarsplit::protocol::RfqExtensions;
+use polarsplit::internals::protocol::RfqExtensions;
+use polarsplit::{LsnField, Marker, TxStatus};
 use polarsplit_sim::client::{self, Decoder, Fields, Msg};
 use polarsplit_sim::{Cluster, ClusterConfig, ConnId, Dialect, Lsn, ServerRef};
 
