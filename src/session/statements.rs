@@ -116,7 +116,22 @@ impl ClientStatements {
         limit: usize,
     ) {
         self.clock += 1;
-        if !self.map.contains_key(name) && self.map.len() >= limit {
+        if let Some(s) = self.map.get_mut(name) {
+            // Parsed again under the same name (the unnamed statement, every batch): the text
+            // is replaced in place, without a new allocation when its length did not change.
+            if s.rest.len() == rest.len() {
+                s.rest.copy_from_slice(rest);
+            } else {
+                s.rest = rest.into();
+            }
+            s.hash = statement_hash(rest);
+            s.class = class;
+            s.on_writer = on_writer;
+            s.lexed_off = self.scs_off;
+            s.used = self.clock;
+            return;
+        }
+        if self.map.len() >= limit {
             let victim = self
                 .map
                 .iter()
