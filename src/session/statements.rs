@@ -75,7 +75,8 @@ pub(crate) struct ClientStmt {
 #[derive(Debug, Default)]
 pub(crate) struct ClientStatements {
     map: HashMap<Box<[u8]>, ClientStmt>,
-    unnamed: Option<ClientStmt>,
+    /// Boxed: a session that never parses the unnamed statement pays 8 bytes for it.
+    unnamed: Option<Box<ClientStmt>>,
     clock: u64,
     /// The writer session's `standard_conforming_strings` is off now (its ParameterStatus).
     pub scs_off: bool,
@@ -84,7 +85,7 @@ pub(crate) struct ClientStatements {
 impl ClientStatements {
     fn slot(&self, name: &[u8]) -> Option<&ClientStmt> {
         if name.is_empty() {
-            self.unnamed.as_ref()
+            self.unnamed.as_deref()
         } else {
             self.map.get(name)
         }
@@ -92,7 +93,7 @@ impl ClientStatements {
 
     fn slot_mut(&mut self, name: &[u8]) -> Option<&mut ClientStmt> {
         if name.is_empty() {
-            self.unnamed.as_mut()
+            self.unnamed.as_deref_mut()
         } else {
             self.map.get_mut(name)
         }
@@ -102,7 +103,7 @@ impl ClientStatements {
     fn entries(&self) -> impl Iterator<Item = (&[u8], &ClientStmt)> {
         self.unnamed
             .iter()
-            .map(|s| (&[][..], s))
+            .map(|s| (&[][..], &**s))
             .chain(self.map.iter().map(|(n, s)| (&n[..], s)))
     }
 
@@ -184,7 +185,7 @@ impl ClientStatements {
             used: clock,
         };
         if name.is_empty() {
-            self.unnamed = Some(stmt);
+            self.unnamed = Some(Box::new(stmt));
         } else {
             self.map.insert(name.into(), stmt);
         }
@@ -216,7 +217,7 @@ impl ClientStatements {
 
     pub fn remove(&mut self, name: &[u8]) -> Option<ClientStmt> {
         if name.is_empty() {
-            self.unnamed.take()
+            self.unnamed.take().map(|s| *s)
         } else {
             self.map.remove(name)
         }
