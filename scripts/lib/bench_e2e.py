@@ -1,4 +1,4 @@
-"""End-to-end benchmark (issue 9): pgbench through the example proxy with the library routing
+"""End-to-end benchmark (issues 9 and 20): pgbench through the example proxy with the library routing
 (and the same with no reader configured, so every statement is decided but goes to the primary),
 through the same proxy relaying everything to the primary without calling the library
 (--mode primary-only), and directly to the server — TPS and latency percentiles side by side from
