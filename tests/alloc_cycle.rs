@@ -130,3 +130,86 @@ fn cached_writer_statement_cycle_allocates_nothing() {
     let n = measure(&mut h, &q, WRITER, &ans, false);
     assert_eq!(n, 0, "allocations in 100 writer cycles");
 }
+
+/// Attaches reader connection 201 as opened for this request (nothing prepared on it yet).
+fn attach_fresh(h: &mut Host) {
+    h.event(
+        201,
+        Event::ReaderAttached {
+            server: 1,
+            fresh: true,
+            needs_reset: false,
+        },
+    );
+}
+
+#[test]
+fn e2_cached_unnamed_extended_read_cycle_allocates_nothing() {
+    // psycopg's and `pgbench -M extended`'s shape: Parse/Bind/Describe/Execute/Sync of the
+    // unnamed statement, the same text every time (issue 20's extended-cycle target).
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.connect();
+    let batch = unnamed_batch("SELECT abalance FROM pgbench_accounts WHERE aid = $1");
+    h.client(&batch);
+    attach_fresh(&mut h);
+    assert_eq!(tags(&h.take_sent(201)), "PBDES");
+    h.backend(201, &parsed_answer(&["1234"], Some(0x1000)));
+    assert_eq!(tags(&h.take_client()), "12TDCZ");
+    // Prepared on the pooled connection now: the reader is sent only Bind/Describe/Execute/Sync.
+    h.client(&batch);
+    h.attach(201);
+    assert_eq!(tags(&h.take_sent(201)), "BDES");
+    let ans = bound_answer(&["1234"], Some(0x1000));
+    h.backend(201, &ans);
+    assert_eq!(tags(&h.take_client()), "12TDCZ");
+    let n = measure(&mut h, &batch, 201, &ans, true);
+    assert_eq!(n, 0, "allocations in 100 unnamed extended-read cycles");
+}
+
+#[test]
+fn e2_cached_named_extended_read_cycle_allocates_nothing() {
+    // A named prepared statement executed again and again (psycopg after prepare_threshold,
+    // asyncpg, JDBC, `pgbench -M prepared`): Bind/Describe/Execute/Sync.
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.connect();
+    let mut prep = parse("s1", "SELECT abalance FROM pgbench_accounts WHERE aid = $1");
+    prep.extend(sync());
+    h.client(&prep);
+    attach_fresh(&mut h);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(201, &ans);
+    assert_eq!(tags(&h.take_client()), "1Z");
+    h.take_sent(201);
+    let batch = named_execute("s1");
+    h.client(&batch);
+    h.attach(201);
+    assert_eq!(tags(&h.take_sent(201)), "BDES");
+    let ans = bound_answer(&["1234"], Some(0x1000));
+    h.backend(201, &ans);
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
+    let n = measure(&mut h, &batch, 201, &ans, true);
+    assert_eq!(n, 0, "allocations in 100 named extended-read cycles");
+}
+
+#[test]
+fn e1_cached_writer_extended_cycle_allocates_nothing() {
+    // `pgbench -M extended`'s UPDATE: the batch goes to the writer by count, its Execute's
+    // classification kept for the effects at its RFQ.
+    let mut h = Host::new(config(&[]));
+    h.connect();
+    let batch = unnamed_batch("UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = 7");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(msg(b'n', b""));
+    ans.extend(command_complete("UPDATE 1"));
+    ans.extend(rfq(b'I', Some(0x9000), None));
+    h.client(&batch);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBDES");
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12nCZ");
+    let n = measure(&mut h, &batch, WRITER, &ans, false);
+    assert_eq!(n, 0, "allocations in 100 writer extended cycles");
+}

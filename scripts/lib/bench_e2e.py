@@ -1,4 +1,4 @@
-"""End-to-end benchmark (issue 9): pgbench through the example proxy with the library routing
+"""End-to-end benchmark (issues 9 and 20): pgbench through the example proxy with the library routing
 (and the same with no reader configured, so every statement is decided but goes to the primary),
 through the same proxy relaying everything to the primary without calling the library
 (--mode primary-only), and directly to the server — TPS and latency percentiles side by side from
@@ -13,9 +13,10 @@ post-write reads went to the standby. The proxy runs the stock dialect (the pipe
 SPEC W-7).
 
 Knobs: BENCH_RUNS (5 alternating runs per configuration), BENCH_SECONDS (10), BENCH_CLIENTS (4,
-at most 8), BENCH_SCALE (10), BENCH_PROFILE (seconds: first sample the library proxy and the
-primary-only proxy under `pgbench -S` with `perf record -e cpu-clock`, and print where their CPU
-went; 0/unset: no profile)."""
+at most 8), BENCH_SCALE (10), BENCH_PROFILE (seconds: first sample the library, library-no-reader
+and primary-only proxies under `pgbench -S` with `perf record -e cpu-clock`, and print where their CPU
+went — the top symbols, every object's share and the library's own top symbols; 0/unset: no
+profile; with BENCH_RUNS=0 only the profile runs)."""
 
 from __future__ import annotations
 
@@ -104,13 +105,26 @@ def profile(port: int, pid: int, seconds: int, logdir: Path, label: str) -> None
         m = re.match(r"\s*([0-9.]+%)\s+(\S+)\s+\[[.k]\]\s+(.*)", line)
         if m:
             print(f"| {m.group(1)} | {m.group(2)} | `{m.group(3).strip()[:90]}` |")
-    by_dso: dict[str, float] = {}
-    for line in rep.stdout.splitlines():
-        m = re.match(r"\s*([0-9.]+)%\s+(\S+)\s+\[", line)
+    # Every object's total (the library's samples are spread over many small symbols, each
+    # below the limit above), then the library's own top symbols.
+    by_dso = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
+                             "--sort", "dso"], capture_output=True, text=True)
+    totals = []
+    for line in by_dso.stdout.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+(\S+)\s*$", line)
         if m:
-            by_dso[m.group(2)] = by_dso.get(m.group(2), 0.0) + float(m.group(1))
-    print("\nby object (rows above the limit):", ", ".join(f"{k} {v:.1f}%" for k, v in
-                                                      sorted(by_dso.items(), key=lambda kv: -kv[1])))
+            totals.append(f"{m.group(2)} {float(m.group(1)):.1f}%")
+    print("\nby object (all samples):", ", ".join(totals))
+    lib = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
+                          "--dsos", "libpolarsplit.so", "--percentage", "absolute", "--sort", "symbol",
+                          "--percent-limit", "0.1"],
+                         capture_output=True, text=True)
+    rows = [re.match(r"\s*([0-9.]+%)\s+\[[.k]\]\s+(.*)", line) for line in lib.stdout.splitlines()]
+    rows = [m for m in rows if m][:15]
+    if rows:
+        print("\nlibpolarsplit's top symbols (share of all the proxy's samples):")
+        for m in rows:
+            print(f"  {m.group(1):>7s}  {m.group(2).strip()[:110]}")
 
 
 def pgbench_for(port: int, args: list[str], logdir: Path, seconds: int) -> float:
@@ -162,8 +176,10 @@ def main() -> int:
         targets = {name: proxies[name].port for name in proxies}
         targets["direct"] = pair.primary.port
         if PROFILE:
-            for name in ("library", "primary-only"):
+            for name in ("library", "library-no-reader", "primary-only"):
                 profile(targets[name], proxies[name].proc.pid, PROFILE, work, name)
+            if RUNS == 0:
+                return 0
         workloads = {"pgbench -S": ["-S"], "read-your-writes": ["-f", str(script), "-D", f"scale={SCALE}"]}
         ryw_before = ryw_after = None
         for wl, args in workloads.items():

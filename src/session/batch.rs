@@ -156,12 +156,14 @@ impl Session {
         self.statements.peek(name).map(|s| s.class.as_ref())
     }
 
-    /// E-1…E-5: what the first `count` queued messages do (`execs` only when `want_execs`).
-    fn batch_shape(&self, count: usize, want_execs: bool) -> Shape {
+    /// E-1…E-5: what the first `count` queued messages do; the classifications of its
+    /// Executes are pushed onto `execs` when given (an empty list to reuse).
+    fn batch_shape(&self, count: usize, execs: Option<Vec<Option<Classification>>>) -> Shape {
+        let want_execs = execs.is_some();
         let mut shape = Shape {
             not_safe: None,
             hint_primary: false,
-            execs: Vec::new(),
+            execs: execs.unwrap_or_default(),
             may_open_txn: false,
             may_write: false,
             changes_state: false,
@@ -303,8 +305,9 @@ impl Session {
     }
 
     /// The classifications the batch's Executes run (for a reader unit's bookkeeping).
-    pub(super) fn batch_execs(&self, count: usize) -> Vec<Option<Classification>> {
-        self.batch_shape(count, true).execs
+    pub(super) fn batch_execs(&mut self, count: usize) -> Vec<Option<Classification>> {
+        let spare = self.take_spare_execs();
+        self.batch_shape(count, Some(spare)).execs
     }
 
     /// An extended message at the head of the queue, no batch open: decide the batch (E-1).
@@ -316,7 +319,7 @@ impl Session {
         if count == 0 {
             return false;
         }
-        let shape = self.batch_shape(count, false);
+        let shape = self.batch_shape(count, None);
         let stmt = match shape.not_safe {
             None => StatementView {
                 replica_safe: true,
@@ -348,7 +351,8 @@ impl Session {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             return;
         };
-        let shape = self.batch_shape(count, true);
+        let spare = self.take_spare_execs();
+        let shape = self.batch_shape(count, Some(spare));
         let open = self.batch_ends_open(count);
         let lexing = shape.execs.iter().flatten().any(effects::may_change_lexing);
         self.record(d);
@@ -379,10 +383,20 @@ impl Session {
         let Some(head) = self.queue.front() else {
             return;
         };
-        let bytes = self.msg_bytes(head).map(<[u8]>::to_vec);
-        match bytes {
-            Some(b) => {
-                self.note_writer_msg(id, w, &b);
+        match head.copy.clone() {
+            Some(range) => {
+                // The bookkeeping needs `&mut self` and the message, which lives in `pending`:
+                // the buffer is lent out for the call rather than the message copied (nothing
+                // the bookkeeping does reads or adds queued client bytes).
+                let pending = std::mem::take(&mut self.pending);
+                if let Some(b) = pending.get(range) {
+                    self.note_writer_msg(id, w, b);
+                }
+                debug_assert!(
+                    self.pending.is_empty(),
+                    "client bytes queued during bookkeeping"
+                );
+                self.pending = pending;
                 self.advance_head(Some(w));
             }
             None => {

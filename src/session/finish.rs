@@ -105,13 +105,32 @@ impl Session {
 
     /// The unit is over: next one.
     pub(super) fn finish_unit(&mut self, id: u32) {
-        self.units.retain(|u| u.id != id);
+        if let Some(pos) = self.units.iter().position(|u| u.id == id) {
+            if let Some(u) = self.units.remove(pos) {
+                self.keep_spare_execs(u.execs);
+            }
+        }
         let pinned = self.hazards.any() || self.statements.any_on_writer();
         if pinned != self.pinned_writer {
             self.pinned_writer = pinned;
             self.out.pin_writer(pinned);
         }
         self.pump(None);
+    }
+
+    /// Keeps a finished batch's Execute list (emptied; a small one only) for the next batch.
+    pub(super) fn keep_spare_execs(&mut self, mut execs: Vec<Option<Classification>>) {
+        if execs.capacity() > 0 && execs.capacity() <= 16 && self.spare_execs.capacity() == 0 {
+            execs.clear();
+            self.spare_execs = execs;
+        }
+    }
+
+    /// The spare Execute list (empty), to fill for a new batch.
+    pub(super) fn take_spare_execs(&mut self) -> Vec<Option<Classification>> {
+        let mut v = std::mem::take(&mut self.spare_execs);
+        v.clear();
+        v
     }
 
     /// Keeps a released reader backend's buffers for the next attach.

@@ -402,6 +402,9 @@ pub struct Session {
     readers: Vec<Backend>,
     /// Released reader backends, kept for their buffers.
     spare_backends: Vec<Backend>,
+    /// A finished batch's list of Execute classifications, emptied, for the next batch (its
+    /// routing then allocates nothing).
+    spare_execs: Vec<Option<Classification>>,
     /// Decided units in flight, oldest first.
     units: VecDeque<Unit>,
     next_unit: u32,
@@ -483,6 +486,7 @@ impl Session {
             writer: None,
             readers: Vec::new(),
             spare_backends: Vec::new(),
+            spare_execs: Vec::new(),
             units: VecDeque::new(),
             next_unit: 1,
             lsn: LsnState {

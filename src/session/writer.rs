@@ -278,14 +278,16 @@ impl Session {
             .is_some_and(|u| !u.open && u.kind == UnitKind::Batch)
             && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(id));
         if done {
+            // The unit ends here: its list is taken, not copied, and kept for the next batch.
             let execs = self
-                .unit(id)
-                .map(|u| (u.execs.clone(), u.errored))
+                .unit_mut(id)
+                .map(|u| (std::mem::take(&mut u.execs), u.errored))
                 .unwrap_or_default();
             let was_active = self.txn.active;
             for c in execs.0.iter().flatten() {
                 self.apply_effects(c, None, !execs.1, was_active);
             }
+            self.keep_spare_execs(execs.0);
             self.finish_unit(id);
         }
     }
@@ -502,11 +504,12 @@ impl Session {
             self.writer_rfq_to_client(conn, body, rfq);
             return;
         };
+        // The unit ends with this RFQ (below): its Execute list is taken, not copied.
         let (class, execs, errored, sql, begin, probe_after, kind) = {
-            let u = &self.units[pos];
+            let u = &mut self.units[pos];
             (
                 u.class.clone(),
-                u.execs.clone(),
+                std::mem::take(&mut u.execs),
                 u.errored,
                 u.sql.clone(),
                 u.begin,
@@ -635,6 +638,7 @@ impl Session {
         } else {
             self.writer_rfq_to_client(conn, body, rfq);
         }
+        self.keep_spare_execs(execs);
         self.finish_unit(id);
     }
 
