@@ -148,6 +148,20 @@ fn known_reader(e: &PolarsplitEngine, server: u32) -> bool {
     e.inner.readers().snapshot(server).is_some()
 }
 
+/// A fault report on reader `server`: `POLARSPLIT_DONE` (nothing changes) when it is not a
+/// registered reader, else `report` runs and the answer is `POLARSPLIT_OK`.
+fn report_on_reader(
+    e: &PolarsplitEngine,
+    server: u32,
+    report: impl FnOnce(&Engine),
+) -> PolarsplitStatus {
+    if !known_reader(e, server) {
+        return POLARSPLIT_DONE;
+    }
+    report(&e.inner);
+    POLARSPLIT_OK
+}
+
 /// The host's health verdict for a reader at host time `now_ms` (SPEC R-1, R-1a): unhealthy
 /// readers are never chosen (a pin on one is dropped), and a change either way is an outage —
 /// only evidence taken after `now_ms` (a monitor sample whose query was sent later) gives the
@@ -185,14 +199,7 @@ pub unsafe extern "C" fn polarsplit_engine_reader_monitor_failed(
     server: u32,
     now_ms: u64,
 ) -> PolarsplitStatus {
-    boundary! {
-        let e = try_ref!(engine);
-        if !known_reader(e, server) {
-            return POLARSPLIT_DONE;
-        }
-        e.inner.reader_monitor_failed(server, now_ms);
-        POLARSPLIT_OK
-    }
+    boundary! { report_on_reader(try_ref!(engine), server, |e| e.reader_monitor_failed(server, now_ms)) }
 }
 
 /// A connection to reader `server` that no session uses broke at host time `now_ms` (SPEC R-1a,
@@ -210,14 +217,7 @@ pub unsafe extern "C" fn polarsplit_engine_reader_lost(
     server: u32,
     now_ms: u64,
 ) -> PolarsplitStatus {
-    boundary! {
-        let e = try_ref!(engine);
-        if !known_reader(e, server) {
-            return POLARSPLIT_DONE;
-        }
-        e.inner.reader_lost(server, now_ms);
-        POLARSPLIT_OK
-    }
+    boundary! { report_on_reader(try_ref!(engine), server, |e| e.reader_lost(server, now_ms)) }
 }
 
 /// A connection the host opened to reader `server` on its own — a warm-up, a pool refill, a
@@ -238,14 +238,7 @@ pub unsafe extern "C" fn polarsplit_engine_reader_connect_failed(
     now_ms: u64,
     starting_up: bool,
 ) -> PolarsplitStatus {
-    boundary! {
-        let e = try_ref!(engine);
-        if !known_reader(e, server) {
-            return POLARSPLIT_DONE;
-        }
-        e.inner.reader_connect_failed(server, now_ms, starting_up);
-        POLARSPLIT_OK
-    }
+    boundary! { report_on_reader(try_ref!(engine), server, |e| e.reader_connect_failed(server, now_ms, starting_up)) }
 }
 
 /// Reader `server` was out at host time `now_ms` in a way no other call names (SPEC R-1a): the
@@ -261,14 +254,7 @@ pub unsafe extern "C" fn polarsplit_engine_reader_outage(
     server: u32,
     now_ms: u64,
 ) -> PolarsplitStatus {
-    boundary! {
-        let e = try_ref!(engine);
-        if !known_reader(e, server) {
-            return POLARSPLIT_DONE;
-        }
-        e.inner.reader_outage(server, now_ms);
-        POLARSPLIT_OK
-    }
+    boundary! { report_on_reader(try_ref!(engine), server, |e| e.reader_outage(server, now_ms)) }
 }
 
 /// The back-off of reader `server` (SPEC R-1b): `POLARSPLIT_OK` with `*at` the earliest host
