@@ -90,13 +90,14 @@ fn engine_name_array(hash: u64) -> [u8; 29] {
     out
 }
 
-/// How a batch's messages look from routing's point of view.
-struct Shape {
+/// How a batch's messages look from routing's point of view: computed once per batch, when it
+/// is decided, and handed to the unit that runs it.
+pub(super) struct Shape {
     /// Why it cannot run on a reader (`None`: it can).
     not_safe: Option<Reason>,
     hint_primary: bool,
     /// The classifications of the statements its Executes run, in order.
-    execs: Vec<Option<Classification>>,
+    pub(super) execs: Vec<Option<Classification>>,
     /// Whether any Execute may open a transaction block, or runs something unknown.
     may_open_txn: bool,
     may_write: bool,
@@ -304,10 +305,11 @@ impl Session {
         shape
     }
 
-    /// The classifications the batch's Executes run (for a reader unit's bookkeeping).
-    pub(super) fn batch_execs(&mut self, count: usize) -> Vec<Option<Classification>> {
+    /// The shape of the batch of the first `count` queued messages, with its Executes'
+    /// classifications (in the session's spare list).
+    fn shape_with_execs(&mut self, count: usize) -> Shape {
         let spare = self.take_spare_execs();
-        self.batch_shape(count, Some(spare)).execs
+        self.batch_shape(count, Some(spare))
     }
 
     /// An extended message at the head of the queue, no batch open: decide the batch (E-1).
@@ -319,7 +321,7 @@ impl Session {
         if count == 0 {
             return false;
         }
-        let shape = self.batch_shape(count, None);
+        let shape = self.shape_with_execs(count);
         let stmt = match shape.not_safe {
             None => StatementView {
                 replica_safe: true,
@@ -331,28 +333,31 @@ impl Session {
         };
         let (d, view) = self.decide(stmt, Protocol::Extended);
         if self.must_wait(&d, stmt.replica_safe) {
+            self.keep_spare_execs(shape.execs);
             return false;
         }
         self.engine.stats().inc(Counter::Batches);
         match d.outcome {
             Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit => {
-                self.start_reader_unit(UnitKind::Batch, d, None, &view, None, count);
+                self.start_reader_unit(d, None, &view, None, count, Some(shape));
             }
-            Outcome::Reject => self.reject_unit(UnitKind::Batch, d, count),
+            Outcome::Reject => {
+                self.keep_spare_execs(shape.execs);
+                self.reject_unit(UnitKind::Batch, d, count);
+            }
             Outcome::Passthrough | Outcome::ForcePrimary => {
-                self.start_writer_batch(d, count);
+                self.start_writer_batch(d, count, shape);
             }
         }
         true
     }
 
-    /// A batch (its first `count` queued messages) to the writer, by count.
-    pub(super) fn start_writer_batch(&mut self, d: Decision, count: usize) {
+    /// A batch (its first `count` queued messages, of `shape`) to the writer, by count.
+    pub(super) fn start_writer_batch(&mut self, d: Decision, count: usize, shape: Shape) {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
+            self.keep_spare_execs(shape.execs);
             return;
         };
-        let spare = self.take_spare_execs();
-        let shape = self.batch_shape(count, Some(spare));
         let open = self.batch_ends_open(count);
         let lexing = shape.execs.iter().flatten().any(effects::may_change_lexing);
         self.record(d);

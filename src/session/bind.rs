@@ -2,6 +2,7 @@
 //! wait, acquiring the connection, and sending the unit's attempt to it — or to the writer when
 //! no reader can take it.
 
+use super::batch::Shape;
 use super::hidden::{self, Hidden, Wait};
 use super::response::{Req, Who};
 use super::*;
@@ -26,13 +27,19 @@ pub(super) enum Bound {
 impl Session {
     pub(super) fn start_reader_unit(
         &mut self,
-        kind: UnitKind,
         d: Decision,
         class: Option<Classification>,
         view: &WriterView,
         fresh: Option<(u8, &[u8])>,
         count: usize,
+        batch: Option<Shape>,
     ) {
+        // A batch (E-1) comes with the shape it was decided on; a simple Query without one.
+        let kind = if batch.is_some() {
+            UnitKind::Batch
+        } else {
+            UnitKind::Query
+        };
         let in_txn = self.txn.active;
         if in_txn {
             self.engine.stats().inc(Counter::SplitPlanned);
@@ -42,22 +49,23 @@ impl Session {
                 if in_txn {
                     self.engine.stats().inc(Counter::SplitFellBack);
                 }
-                match kind {
-                    UnitKind::Batch => self.start_writer_batch(fallback, count),
-                    _ => self.start_writer_query(fallback, class, fresh),
+                match batch {
+                    Some(shape) => self.start_writer_batch(fallback, count, shape),
+                    None => self.start_writer_query(fallback, class, fresh),
                 }
             }
-            Bound::Reject(r) => self.reject_unit(kind, r, count),
+            Bound::Reject(r) => {
+                if let Some(shape) = batch {
+                    self.keep_spare_execs(shape.execs);
+                }
+                self.reject_unit(kind, r, count);
+            }
             Bound::Reader {
                 decision: d,
                 server,
                 pinned,
             } => {
-                let batch = if kind == UnitKind::Batch {
-                    Some(self.batch_execs(count))
-                } else {
-                    None
-                };
+                let batch = batch.map(|s| s.execs);
                 let ends_open = kind == UnitKind::Batch && self.batch_ends_open(count);
                 self.take_unit_bytes(count, fresh);
                 let attempt = match pinned {

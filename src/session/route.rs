@@ -203,7 +203,7 @@ impl Session {
             }
             Outcome::Reject => self.reject_unit(UnitKind::Query, d, 1),
             Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit => {
-                self.start_reader_unit(UnitKind::Query, d, class, &view, fresh, 1);
+                self.start_reader_unit(d, class, &view, fresh, 1, None);
             }
         }
         true
