@@ -8,6 +8,7 @@ use polarsplit::Lsn;
 
 use crate::config::{ConnId, ServerId};
 use crate::fault::Injection;
+use crate::harness::shape::Front;
 use crate::history::{WaitOutcome, WaitRecord};
 use crate::sql::{Isolation, Parsed};
 use crate::store::Xid;
@@ -262,35 +263,11 @@ pub struct SessionState {
     pub session_user: String,
 }
 
-/// A frontend message, owned.
+/// A frontend message as the simulated server receives it: one a client's script can send
+/// ([`Front`], the harness's own type), or one that ends or that the simulator does not serve.
 #[derive(Clone, Debug)]
 pub(crate) enum Inbound {
-    Query(String),
-    Parse {
-        name: String,
-        sql: String,
-    },
-    Bind {
-        portal: String,
-        statement: String,
-        /// Parameter values (text format; `None` is NULL).
-        params: Vec<Option<String>>,
-    },
-    Describe {
-        portal: bool,
-        name: String,
-    },
-    Execute {
-        portal: String,
-        /// Row limit (0: all rows).
-        max_rows: i32,
-    },
-    Sync,
-    Flush,
-    Close {
-        portal: bool,
-        name: String,
-    },
+    Msg(Front),
     Terminate,
     /// A message type the simulator does not serve (FunctionCall, COPY …).
     Unsupported(u8),

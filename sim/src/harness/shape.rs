@@ -18,6 +18,7 @@ pub enum Front {
     Bind {
         portal: String,
         statement: String,
+        /// Parameter values (text format; `None` is NULL).
         params: Vec<Option<String>>,
     },
     /// Describe of a portal (`portal`) or a statement.
@@ -27,6 +28,7 @@ pub enum Front {
     },
     Execute {
         portal: String,
+        /// Row limit (0: all rows).
         max_rows: i32,
     },
     Close {

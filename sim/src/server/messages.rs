@@ -22,30 +22,32 @@ impl Cluster {
     pub(super) fn handle(&mut self, c: &mut Conn, m: Inbound) {
         // After an error in an extended-protocol batch, everything up to Sync is ignored (as
         // PostgreSQL does, a simple Query included).
-        if c.skip_until_sync && !matches!(m, Inbound::Sync | Inbound::Terminate) {
+        if c.skip_until_sync && !matches!(m, Inbound::Msg(Front::Sync) | Inbound::Terminate) {
             return;
         }
         if matches!(
             m,
-            Inbound::Parse { .. }
-                | Inbound::Bind { .. }
-                | Inbound::Describe { .. }
-                | Inbound::Execute { .. }
-                | Inbound::Close { .. }
+            Inbound::Msg(Front::Parse { .. })
+                | Inbound::Msg(Front::Bind { .. })
+                | Inbound::Msg(Front::Describe { .. })
+                | Inbound::Msg(Front::Execute { .. })
+                | Inbound::Msg(Front::Close { .. })
         ) {
             self.batch(c);
         }
         match m {
-            Inbound::Query(sql) => self.simple_query(c, sql),
-            Inbound::Parse { name, sql } => self.parse_msg(c, name, sql),
-            Inbound::Bind {
+            Inbound::Msg(Front::Query(sql)) => self.simple_query(c, sql),
+            Inbound::Msg(Front::Parse { name, sql }) => self.parse_msg(c, name, sql),
+            Inbound::Msg(Front::Bind {
                 portal,
                 statement,
                 params,
-            } => self.bind_msg(c, portal, statement, params),
-            Inbound::Describe { portal, name } => self.describe_msg(c, portal, &name),
-            Inbound::Execute { portal, max_rows } => self.execute_msg(c, portal, max_rows),
-            Inbound::Close { portal, name } => {
+            }) => self.bind_msg(c, portal, statement, params),
+            Inbound::Msg(Front::Describe { portal, name }) => self.describe_msg(c, portal, &name),
+            Inbound::Msg(Front::Execute { portal, max_rows }) => {
+                self.execute_msg(c, portal, max_rows)
+            }
+            Inbound::Msg(Front::Close { portal, name }) => {
                 if portal {
                     c.portals.remove(&name);
                 } else {
@@ -53,7 +55,7 @@ impl Cluster {
                 }
                 c.out.extend(be::close_complete());
             }
-            Inbound::Sync => {
+            Inbound::Msg(Front::Sync) => {
                 self.batch(c);
                 c.skip_until_sync = false;
                 if !c.tx.as_ref().is_some_and(|t| t.explicit) {
@@ -65,7 +67,7 @@ impl Cluster {
                 c.hold_from = None;
             }
             // Everything produced so far goes out; no ReadyForQuery.
-            Inbound::Flush => c.hold_from = None,
+            Inbound::Msg(Front::Flush) => c.hold_from = None,
             Inbound::Terminate => self.close_conn(c, CloseReason::Terminate),
             Inbound::Unsupported(t) => {
                 let e = SqlError::new(

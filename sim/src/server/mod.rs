@@ -37,6 +37,7 @@ mod prelude {
 
     pub(super) use crate::cluster::Cluster;
     pub(super) use crate::config::{ConnId, Dialect, Role};
+    pub(super) use crate::harness::shape::Front;
     pub(super) use crate::history::{
         CloseReason, CommitRecord, Event, ImportRecord, SnapshotRecord, StateRecord,
         StatementRecord, StmtResult, TxRecord, WaitOutcome, WaitRecord, WriteRecord,

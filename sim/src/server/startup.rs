@@ -312,34 +312,34 @@ impl Cluster {
 
 fn to_inbound(t: u8, body: &[u8], m: FrontendMessage<'_>) -> Inbound {
     let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    match m {
-        FrontendMessage::Query { sql } => Inbound::Query(s(sql)),
-        FrontendMessage::Parse { statement, sql, .. } => Inbound::Parse {
+    Inbound::Msg(match m {
+        FrontendMessage::Query { sql } => Front::Query(s(sql)),
+        FrontendMessage::Parse { statement, sql, .. } => Front::Parse {
             name: s(statement),
             sql: s(sql),
         },
-        FrontendMessage::Bind { portal, statement } => Inbound::Bind {
+        FrontendMessage::Bind { portal, statement } => Front::Bind {
             portal: s(portal),
             statement: s(statement),
             params: bind_params(body, portal.len() + statement.len() + 2).unwrap_or_default(),
         },
-        FrontendMessage::Describe { kind, name } => Inbound::Describe {
+        FrontendMessage::Describe { kind, name } => Front::Describe {
             portal: kind == b'P',
             name: s(name),
         },
-        FrontendMessage::Execute { portal, max_rows } => Inbound::Execute {
+        FrontendMessage::Execute { portal, max_rows } => Front::Execute {
             portal: s(portal),
             max_rows,
         },
-        FrontendMessage::Close { kind, name } => Inbound::Close {
+        FrontendMessage::Close { kind, name } => Front::Close {
             portal: kind == b'P',
             name: s(name),
         },
-        FrontendMessage::Sync => Inbound::Sync,
-        FrontendMessage::Flush => Inbound::Flush,
-        FrontendMessage::Terminate => Inbound::Terminate,
-        _ => Inbound::Unsupported(t),
-    }
+        FrontendMessage::Sync => Front::Sync,
+        FrontendMessage::Flush => Front::Flush,
+        FrontendMessage::Terminate => return Inbound::Terminate,
+        _ => return Inbound::Unsupported(t),
+    })
 }
 
 /// The text parameter values of a Bind body (from `at`, after the two names): format codes,
