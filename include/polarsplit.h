@@ -147,7 +147,8 @@ typedef struct {
 } polarsplit_function;
 
 // The four-part reader key (SPEC P-9). A pooled reader connection may serve a session only if
-// all four values are equal (`polarsplit_reader_key_compatible`). Frozen for ABI 3.
+// all four values are equal (`polarsplit_reader_key_compatible`); its hashes are keyed per
+// process, so keys are compared only within one process. Frozen for ABI 3.
 typedef struct {
   // Bumped when the startup profile or protocol settings change.
   uint64_t profile_generation;
@@ -1529,7 +1530,9 @@ bool polarsplit_reader_key_compatible(const polarsplit_reader_key *a,
 // LSN (the hash is then 0); the startup parameters (`param_names[i]`, `param_values[i]`) and
 // the tracked session settings (`setting_names[i]`, `setting_values[i]`) into
 // `startup_options_hash`, each set independent of order (names compare case-insensitively;
-// a repeated name keeps its last value).
+// a repeated name keeps its last value). The hashes are keyed with a secret drawn once per
+// process (clients choose the hashed values, and equal keys are trusted): compare keys only
+// within one process.
 //
 // # Safety
 // `user`, `database` and every array element must be NUL-terminated strings;

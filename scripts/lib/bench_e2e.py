@@ -16,7 +16,10 @@ Knobs: BENCH_RUNS (5 alternating runs per configuration), BENCH_SECONDS (10), BE
 at most 8), BENCH_SCALE (10), BENCH_PROFILE (seconds: first sample the library, library-no-reader
 and primary-only proxies under `pgbench -S` with `perf record -e cpu-clock`, and print where their CPU
 went — the top symbols, every object's share and the library's own top symbols; 0/unset: no
-profile; with BENCH_RUNS=0 only the profile runs)."""
+profile; with BENCH_RUNS=0 only the profile runs), BENCH_WORKLOADS (`select,ryw`: which workloads
+run), BENCH_NO_PROBE (1: a fifth configuration, `library-no-probe`, the library with `lsn_probe=off`
+— write positions learned only from the monitor's writer samples taken after the commit — so the
+probe's own cost shows)."""
 
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
 SCALE = int(os.environ.get("BENCH_SCALE", "10"))
 
 PROFILE = int(os.environ.get("BENCH_PROFILE", "0"))
+WORKLOADS = os.environ.get("BENCH_WORKLOADS", "select,ryw").split(",")
+NO_PROBE = os.environ.get("BENCH_NO_PROBE", "0") == "1"
 
 # Rows of client k are the aids ≡ k (mod 8): no other client writes them, so a SELECT that sees
 # less than its UPDATE returned read a state from before that UPDATE.
@@ -162,9 +167,12 @@ def main() -> int:
                         "-qc", "CREATE TABLE ryw_stale (client int, aid int, want int, seen int)"],
                        check=True, capture_output=True)
         pair.wait_replayed()
-        for name, mode in (("library", "library"), ("library-no-reader", "library"),
-                           ("primary-only", "primary-only")):
-            p = Proxy(PROXY, pair, mode=mode, workdir=work)
+        configs = [("library", "library"), ("library-no-reader", "library"), ("primary-only", "primary-only")]
+        if NO_PROBE:
+            configs.insert(2, ("library-no-probe", "library"))
+        for name, mode in configs:
+            p = Proxy(PROXY, pair, mode=mode, workdir=work,
+                      settings={"lsn_probe": "off"} if name == "library-no-probe" else None)
             p.args.remove("--verbose")
             if name == "library-no-reader":
                 # The library decides every statement but has no reader to send it to: the gap
@@ -180,7 +188,10 @@ def main() -> int:
                 profile(targets[name], proxies[name].proc.pid, PROFILE, work, name)
             if RUNS == 0:
                 return 0
-        workloads = {"pgbench -S": ["-S"], "read-your-writes": ["-f", str(script), "-D", f"scale={SCALE}"]}
+        workloads = {wl: args for key, wl, args in (
+            ("select", "pgbench -S", ["-S"]),
+            ("ryw", "read-your-writes", ["-f", str(script), "-D", f"scale={SCALE}"]),
+        ) if key in WORKLOADS}
         ryw_before = ryw_after = None
         for wl, args in workloads.items():
             if wl == "read-your-writes":
@@ -222,7 +233,7 @@ def main() -> int:
     for wl in workloads:
         base_runs = [r[0] for r in results[(wl, "primary-only")]]
         base = statistics.median(base_runs)
-        for name in ("library", "library-no-reader"):
+        for name in [n for n in proxies if n != "primary-only"]:
             runs = [r[0] for r in results[(wl, name)]]
             ratio = statistics.median(runs) / base
             # Each run's configurations ran back to back: the per-run ratio cancels slow drift.
@@ -234,7 +245,7 @@ def main() -> int:
                   f"median of per-run TPS ratios {paired:.3f} ({100 * (paired - 1):+.1f}%, per-run {spread}), "
                   f"proxy CPU per transaction ×{cpu_ratio:.2f} ({cpu_delta:+.1f} µs)")
     print()
-    if ryw_before and ryw_after:
+    if ryw_before and ryw_after and "read-your-writes" in workloads:
         d = {k: ryw_after["outcome"].get(k, 0) - ryw_before["outcome"].get(k, 0) for k in ryw_after["outcome"]}
         reads = sum(r[2] for r in results[("read-your-writes", "library")])
         replica = d.get("REPLICA_WITH_WAIT", 0) + d.get("REPLICA_TXN_SPLIT", 0)

@@ -1,6 +1,9 @@
 //! The reader key (SPEC P-9): a pooled reader connection may serve a session only when all four
 //! values match, so connections never cross users, databases or settings.
 
+use std::hash::{BuildHasher, DefaultHasher, Hasher, RandomState};
+use std::sync::OnceLock;
+
 /// The four-part compatibility key of a reader connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReaderKey {
@@ -22,8 +25,9 @@ impl ReaderKey {
 }
 
 /// Builds a [`ReaderKey`] (P-9) from what a reader connection is opened with and what the session
-/// has set since. All hashing is 64-bit FNV-1a over length-prefixed fields, so equal inputs give equal
-/// keys in every thread, process and run.
+/// has set since. All hashing is a keyed 64-bit hash over length-prefixed fields (see
+/// `KeyedHash`): equal inputs give equal keys in every thread of a process; another process
+/// (or run) has another key, so keys are never compared across processes.
 ///
 /// - `profile_generation`: the configuration generation that fixed the startup profile.
 /// - `auth_hash`: user and database.
@@ -86,7 +90,7 @@ impl<'a> ReaderKeyBuilder<'a> {
             profile_generation: self.profile_generation,
             auth_hash: auth_hash(self.user, self.database),
             startup_identity_hash: match self.identity {
-                Some((host, port)) => Fnv64::new()
+                Some((host, port)) => KeyedHash::new()
                     .field(b"identity")
                     .field(host)
                     .u64(u64::from(port))
@@ -94,7 +98,7 @@ impl<'a> ReaderKeyBuilder<'a> {
                 None => 0,
             },
             startup_options_hash: {
-                let mut h = Fnv64::new();
+                let mut h = KeyedHash::new();
                 hash_set(h.field(b"startup"), &self.params);
                 hash_set(h.field(b"settings"), &self.settings);
                 h.finish()
@@ -105,7 +109,7 @@ impl<'a> ReaderKeyBuilder<'a> {
 
 /// `auth_hash` of P-9: user and database.
 pub fn auth_hash(user: &[u8], database: &[u8]) -> u64 {
-    Fnv64::new()
+    KeyedHash::new()
         .field(b"auth")
         .field(user)
         .field(database)
@@ -120,7 +124,7 @@ fn lower_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 
 /// Hashes a set of `(name, value)`: sorted by case-folded name, the last value of a repeated
 /// name winning.
-fn hash_set(h: &mut Fnv64, pairs: &[(&[u8], &[u8])]) {
+fn hash_set(h: &mut KeyedHash, pairs: &[(&[u8], &[u8])]) {
     let mut sorted: Vec<(usize, &[u8], &[u8])> = pairs
         .iter()
         .enumerate()
@@ -139,43 +143,47 @@ fn hash_set(h: &mut Fnv64, pairs: &[(&[u8], &[u8])]) {
     }
 }
 
-/// FNV-1a, 64-bit: a small, stable, deterministic hash (no per-process seed), so keys computed by
-/// different threads, sessions and runs agree. Fields are length-prefixed so that
+/// The hash of every reader key and prepared-statement name: SipHash-1-3 (std's
+/// `DefaultHasher`) keyed with a random key drawn once per process, so keys computed by different
+/// threads and sessions of one process agree. It is keyed because the hashed inputs — setting
+/// values, statement texts — are chosen by clients, and equal hashes are trusted: two connection
+/// states with equal reader keys are taken to be equal (P-9), two statements with equal names
+/// to be the same statement (E-2). An unkeyed hash (FNV, used here before) can be collided on
+/// purpose by a client that controls a few bytes of its input; with a secret key, finding a text
+/// whose hash equals another client's takes about 2^64 tries. Fields are length-prefixed so that
 /// `("ab", "c")` and `("a", "bc")` differ.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Fnv64(u64);
+#[derive(Clone, Debug)]
+pub(crate) struct KeyedHash(DefaultHasher);
 
-impl Default for Fnv64 {
-    fn default() -> Self {
-        Fnv64(0xcbf2_9ce4_8422_2325)
-    }
+/// The process's hashing key (drawn at first use).
+fn process_key() -> &'static RandomState {
+    static KEY: OnceLock<RandomState> = OnceLock::new();
+    KEY.get_or_init(RandomState::new)
 }
 
-impl Fnv64 {
-    pub(crate) fn new() -> Fnv64 {
-        Fnv64::default()
+impl KeyedHash {
+    pub(crate) fn new() -> KeyedHash {
+        KeyedHash(process_key().build_hasher())
     }
 
-    pub(crate) fn bytes(&mut self, b: &[u8]) -> &mut Fnv64 {
-        for &x in b {
-            self.0 ^= u64::from(x);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+    pub(crate) fn bytes(&mut self, b: &[u8]) -> &mut KeyedHash {
+        self.0.write(b);
         self
     }
 
     /// A length-prefixed field.
-    pub(crate) fn field(&mut self, b: &[u8]) -> &mut Fnv64 {
-        self.bytes(&(b.len() as u64).to_le_bytes());
+    pub(crate) fn field(&mut self, b: &[u8]) -> &mut KeyedHash {
+        self.0.write_u64(b.len() as u64);
         self.bytes(b)
     }
 
-    pub(crate) fn u64(&mut self, v: u64) -> &mut Fnv64 {
-        self.bytes(&v.to_le_bytes())
+    pub(crate) fn u64(&mut self, v: u64) -> &mut KeyedHash {
+        self.0.write_u64(v);
+        self
     }
 
     pub(crate) fn finish(&self) -> u64 {
-        self.0
+        self.0.finish()
     }
 }
 
@@ -183,12 +191,59 @@ impl Fnv64 {
 mod tests {
     use super::*;
 
+    /// Printed by the child processes of the test below.
+    #[test]
+    #[ignore = "run as a child process by p9_e2_hashes_are_keyed_per_process"]
+    fn print_keyed_hash() {
+        println!(
+            "KEYED_HASH={}",
+            KeyedHash::new().field(b"SELECT $1").finish()
+        );
+    }
+
+    /// P-9, E-2: reader keys and engine statement names trust equal hashes, and clients choose
+    /// what is hashed; so the hash is keyed, with a secret key per process — the same input
+    /// hashes alike within a process, differently in another process, and not as the unkeyed
+    /// FNV-1a the engine used before (which a client could collide on purpose).
+    #[test]
+    fn p9_e2_hashes_are_keyed_per_process() {
+        let exe = std::env::current_exe().unwrap();
+        let child = || {
+            let out = std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "pool::key::tests::print_keyed_hash",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let v = text
+                .lines()
+                .find_map(|l| l.split_once("KEYED_HASH=").map(|(_, v)| v))
+                .unwrap_or_else(|| panic!("no hash printed: {text}"));
+            v.trim().parse::<u64>().unwrap()
+        };
+        let (a, b) = (child(), child());
+        assert_ne!(a, b, "two processes hashed alike: the hash is not keyed");
+        let here = KeyedHash::new().field(b"SELECT $1").finish();
+        assert_eq!(here, KeyedHash::new().field(b"SELECT $1").finish());
+        let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
+        for &x in (9u64).to_le_bytes().iter().chain(b"SELECT $1") {
+            fnv ^= u64::from(x);
+            fnv = fnv.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        assert!(a != fnv && b != fnv && here != fnv);
+    }
+
     #[test]
     fn fields_are_length_prefixed() {
-        let a = Fnv64::new().field(b"ab").field(b"c").finish();
-        let b = Fnv64::new().field(b"a").field(b"bc").finish();
+        let a = KeyedHash::new().field(b"ab").field(b"c").finish();
+        let b = KeyedHash::new().field(b"a").field(b"bc").finish();
         assert_ne!(a, b);
-        assert_eq!(a, Fnv64::new().field(b"ab").field(b"c").finish());
+        assert_eq!(a, KeyedHash::new().field(b"ab").field(b"c").finish());
     }
 
     #[test]

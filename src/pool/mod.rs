@@ -30,7 +30,7 @@ mod warmup;
 pub use index::{
     CheckinOutcome, Checkout, ConnId, PoolCounts, PoolError, PoolIndex, PoolLimits, PoolStats,
 };
-pub(crate) use key::Fnv64;
+pub(crate) use key::KeyedHash;
 pub use key::{auth_hash, ReaderKey, ReaderKeyBuilder};
 pub use warmup::{
     Demand, DemandOutcome, DemandReason, PublishCheck, PublishError, Reservation, ReservationId,

@@ -3,7 +3,7 @@
 
 use crate::classify::Isolation;
 use crate::config::{Config, IdentityMode, StartupProfile};
-use crate::pool::{Fnv64, ReaderKey};
+use crate::pool::{KeyedHash, ReaderKey};
 use crate::protocol::encode;
 use crate::protocol::startup::StartupParams;
 use crate::protocol::RfqExtensions;
@@ -365,12 +365,12 @@ impl Startup {
         profile_generation: u64,
         settings: &SessionSettings,
     ) -> ReaderKey {
-        let auth_hash = Fnv64::new()
+        let auth_hash = KeyedHash::new()
             .field(&self.user)
             .field(&self.database)
             .finish();
         let startup_identity_hash = match (&self.identity, self.profile.reports_lsn()) {
-            (Some((h, p)), true) => Fnv64::new()
+            (Some((h, p)), true) => KeyedHash::new()
                 .field(self.profile.as_str().as_bytes())
                 .field(h.as_bytes())
                 .u64(u64::from(*p))
@@ -379,7 +379,7 @@ impl Startup {
         };
         let mut sorted: Vec<(&[u8], &[u8])> = self.params.iter().collect();
         sorted.sort();
-        let mut h = Fnv64::new();
+        let mut h = KeyedHash::new();
         for (k, v) in sorted {
             h.field(k).field(v);
         }

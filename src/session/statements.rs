@@ -3,7 +3,8 @@
 //!
 //! On the writer — the client's own connection — a client statement lives under the client's
 //! name. On readers every client statement, the unnamed one included, lives under an
-//! engine-chosen name derived from its text and parameter types (`polarsplit_s_<hash>`), so two
+//! engine-chosen name derived from its text and parameter types by a keyed hash
+//! (`polarsplit_s_<hash>`, the key secret and per process), so two
 //! sessions that share a pooled reader can never collide, and a statement one session prepared
 //! there serves the next session that parses the same text. What a reader connection has
 //! prepared travels with it in the pool (the engine keeps it by connection id, see
@@ -27,15 +28,14 @@ pub(crate) fn engine_name(hash: u64, out: &mut Vec<u8>) {
     }
 }
 
-/// FNV-1a over the statement's text and parameter types (the part of a Parse after the name):
-/// equal statements get equal engine names in every process.
+/// The keyed hash (`KeyedHash`, a secret key per process) of the statement's text and parameter
+/// types (the part of a Parse after the name): equal statements get equal engine names within a
+/// process. A reader connection's knowledge of what it has prepared is these hashes, and a
+/// session binds a statement already there without parsing it again — so the hash must not be one
+/// a client can collide on purpose (with FNV it could: a crafted text under another client's
+/// engine name would have run for that client on a shared reader connection).
 pub(crate) fn statement_hash(rest: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in rest {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    crate::pool::KeyedHash::new().bytes(rest).finish()
 }
 
 /// A Parse in flight on a backend connection (the client's, or a hidden one), in wire order:
