@@ -211,11 +211,16 @@ fn drain(s: &mut Session) -> usize {
 
 /// One cycle on a reader: the Query, the attach, the reader's answer.
 fn reader_cycle(s: &mut Session, q: &[u8], answer: &[u8]) {
+    reader_cycle_on(s, q, answer, READER);
+}
+
+/// [`reader_cycle`] on reader connection `conn` (the host's pool handed that one).
+fn reader_cycle_on(s: &mut Session, q: &[u8], answer: &[u8], conn: u64) {
     s.recv_client(q, 1).unwrap();
     black_box(drain(s));
     if s.pinned_reader().is_none() {
         s.on_backend_event(
-            READER,
+            conn,
             Event::ReaderAttached {
                 server: 1,
                 fresh: false,
@@ -226,7 +231,7 @@ fn reader_cycle(s: &mut Session, q: &[u8], answer: &[u8]) {
         .unwrap();
         black_box(drain(s));
     }
-    s.recv_backend(READER, answer, 1).unwrap();
+    s.recv_backend(conn, answer, 1).unwrap();
     black_box(drain(s));
 }
 
@@ -631,6 +636,34 @@ fn main() {
             r.ratio(2, 1)
         );
         summary.push((name, r.ratio(1, 0), r.ratio(2, 1), allocs));
+    }
+
+    // What the engine remembers of pooled reader connections (E-2) is taken at every attach and
+    // put back at every release: with a big pool that must cost what it costs with a small one.
+    println!("\n## Pool size (the plain replica read, each cycle on the next pooled reader connection)\n");
+    println!("| pooled reader connections | polarsplit ns/cycle | × one connection |");
+    println!("|---:|---:|---:|");
+    {
+        let small = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
+        small.add_reader(1, 1);
+        let big = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
+        big.add_reader(1, 1);
+        const POOLED: u64 = 10_000;
+        let (mut s1, c1, a1) = setup(&small, PLAIN);
+        let (mut s2, c2, a2) = setup(&big, PLAIN);
+        for k in 0..POOLED {
+            reader_cycle_on(&mut s2, &c2, &a2, 1000 + k);
+        }
+        let mut k = 0u64;
+        let r = measure(
+            quick,
+            &mut [&mut || reader_cycle(&mut s1, &c1, &a1), &mut || {
+                k = (k + 1) % POOLED;
+                reader_cycle_on(&mut s2, &c2, &a2, 1000 + k);
+            }],
+        );
+        println!("| 1 | {:.0} | 1.00 |", r.median[0]);
+        println!("| {POOLED} | {:.0} | {:.2} |", r.median[1], r.ratio(1, 0));
     }
 
     println!("\n## Memory per idle session\n");

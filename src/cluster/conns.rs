@@ -3,9 +3,10 @@
 //! connection). Keyed by the host's connection id; bounded. The host reports connections it
 //! closes itself (`Engine::connection_closed`) so their ids can be reused.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 
 use crate::ids::ConnId;
 
@@ -77,46 +78,96 @@ impl ConnStatements {
 /// treats that connection's list as incomplete, which costs a Close before each Parse).
 const MAX_CONNS: usize = 16384;
 
-/// What the engine remembers of pooled connections between sessions.
-#[derive(Debug, Default)]
+/// Independent parts of [`Conns`], by connection id: sessions on different threads attaching
+/// and releasing different connections rarely wait for each other.
+const SHARDS: usize = 16;
+
+/// What the engine remembers of pooled connections between sessions. Every reader attach
+/// takes an entry and every release puts one back, so both are O(1): the eviction order is
+/// kept lazily (an entry taken leaves its place in `order` behind, recognised later by its
+/// sequence number) instead of being searched and removed on every take.
+#[derive(Debug)]
 pub(crate) struct Conns {
-    inner: Mutex<ConnsInner>,
+    shards: [Mutex<ConnsInner>; SHARDS],
+}
+
+impl Default for Conns {
+    fn default() -> Self {
+        Conns {
+            shards: std::array::from_fn(|_| Mutex::new(ConnsInner::default())),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct ConnsInner {
-    map: HashMap<ConnId, ConnStatements>,
-    order: VecDeque<ConnId>,
+    /// Each remembered connection's statements and the sequence number of its `put`.
+    map: FxHashMap<ConnId, (ConnStatements, u64)>,
+    /// `(connection, sequence number)` in `put` order, oldest first; an entry whose number is
+    /// no longer the map's is stale (taken since) and skipped.
+    order: VecDeque<(ConnId, u64)>,
+    seq: u64,
+}
+
+impl ConnsInner {
+    const CAP: usize = MAX_CONNS / SHARDS;
+
+    fn put(&mut self, conn: ConnId, s: ConnStatements) {
+        self.seq += 1;
+        let seq = self.seq;
+        self.map.insert(conn, (s, seq));
+        self.order.push_back((conn, seq));
+        while self.map.len() > Self::CAP {
+            match self.order.pop_front() {
+                Some((old, n)) => {
+                    if self.map.get(&old).is_some_and(|e| e.1 == n) {
+                        self.map.remove(&old);
+                    }
+                }
+                None => break,
+            }
+        }
+        // Stale places accumulate while connections go round the pool: drop them once they
+        // outnumber the live ones (amortised O(1) per put; `order` stays within twice the live
+        // entries plus a little, so its capacity stops growing and a put allocates nothing).
+        if self.order.len() > 2 * self.map.len() + 16 {
+            let map = &self.map;
+            self.order
+                .retain(|(c, n)| map.get(c).is_some_and(|e| e.1 == *n));
+        }
+    }
+
+    fn take(&mut self, conn: ConnId) -> Option<ConnStatements> {
+        self.map.remove(&conn).map(|(s, _)| s)
+    }
 }
 
 impl Conns {
+    fn shard(&self, conn: ConnId) -> &Mutex<ConnsInner> {
+        // Host ids are often sequential: mix them before picking a shard.
+        let h = conn.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60;
+        &self.shards[h as usize % SHARDS]
+    }
+
     /// A session returns a connection to the pool: remember what it has prepared.
     pub(crate) fn put(&self, conn: ConnId, s: ConnStatements) {
-        let mut g = self.inner.lock();
-        if g.map.insert(conn, s).is_none() {
-            g.order.push_back(conn);
-            while g.map.len() > MAX_CONNS {
-                match g.order.pop_front() {
-                    Some(old) => {
-                        g.map.remove(&old);
-                    }
-                    None => break,
-                }
-            }
-        }
+        self.shard(conn).lock().put(conn, s);
     }
 
     /// A session takes a pooled connection: what it has prepared, if known.
     pub(crate) fn take(&self, conn: ConnId) -> Option<ConnStatements> {
-        let mut g = self.inner.lock();
-        let s = g.map.remove(&conn)?;
-        g.order.retain(|c| *c != conn);
-        Some(s)
+        self.shard(conn).lock().take(conn)
     }
 
     /// The connection is gone (closed by the host or the engine).
     pub(crate) fn forget(&self, conn: ConnId) {
         self.take(conn);
+    }
+
+    /// How many connections are remembered (tests).
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().map.len()).sum()
     }
 }
 
@@ -147,5 +198,41 @@ mod tests {
         r.put(43, ConnStatements::fresh());
         r.forget(43);
         assert_eq!(r.take(43), None);
+    }
+
+    /// E-2's registry is bounded, forgets the oldest first, and a connection that goes round
+    /// the pool (taken, put back) counts as new — its stale place in the order neither evicts
+    /// it early nor lets the order grow without bound.
+    #[test]
+    fn e2_registry_is_bounded_and_evicts_the_oldest_put() {
+        let cap = ConnsInner::CAP as u64;
+        let mut r = ConnsInner::default();
+        for c in 0..cap {
+            r.put(c, ConnStatements::fresh());
+        }
+        // Connection 0 goes round the pool many times while the others stay.
+        for _ in 0..10 * cap {
+            assert!(r.take(0).is_some());
+            r.put(0, ConnStatements::fresh());
+            assert!(r.order.len() <= 2 * r.map.len() + 17);
+        }
+        assert_eq!(r.map.len(), ConnsInner::CAP);
+        // One more: the oldest put (1) goes, not 0 (put most recently).
+        r.put(cap, ConnStatements::fresh());
+        assert_eq!(r.map.len(), ConnsInner::CAP);
+        assert!(r.take(1).is_none());
+        assert!(r.take(0).is_some());
+        assert!(r.take(cap).is_some());
+    }
+
+    #[test]
+    fn e2_registry_bound_holds_over_all_shards() {
+        let r = Conns::default();
+        for c in 0..3 * MAX_CONNS as u64 {
+            r.put(c, ConnStatements::fresh());
+        }
+        assert!(r.remembered() <= MAX_CONNS);
+        assert!(r.take(3 * MAX_CONNS as u64 - 1).is_some());
+        assert!(r.take(0).is_none());
     }
 }
