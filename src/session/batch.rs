@@ -572,7 +572,8 @@ impl Session {
                 let rest = parse_rest(body);
                 let hash = statement_hash(rest);
                 let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
-                self.statements.insert(statement, rest, class, false, limit);
+                self.statements
+                    .insert_hashed(statement, rest, hash, class, false, limit);
                 let b = self.backend_mut(i);
                 b.parses.push_back(statements::ParseNote {
                     unit: id,

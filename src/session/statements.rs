@@ -154,6 +154,20 @@ impl ClientStatements {
         on_writer: bool,
         limit: usize,
     ) {
+        self.insert_hashed(name, rest, statement_hash(rest), class, on_writer, limit);
+    }
+
+    /// [`Self::insert`] with `statement_hash(rest)` already computed by the caller.
+    pub(super) fn insert_hashed(
+        &mut self,
+        name: &[u8],
+        rest: &[u8],
+        hash: u64,
+        class: Option<Classification>,
+        on_writer: bool,
+        limit: usize,
+    ) {
+        debug_assert_eq!(hash, statement_hash(rest));
         self.clock += 1;
         let (clock, scs_off) = (self.clock, self.scs_off);
         if let Some(s) = self.slot_mut(name) {
@@ -164,7 +178,7 @@ impl ClientStatements {
             } else {
                 s.rest = rest.into();
             }
-            s.hash = statement_hash(rest);
+            s.hash = hash;
             s.class = class;
             s.on_writer = on_writer;
             s.lexed_off = scs_off;
@@ -183,7 +197,7 @@ impl ClientStatements {
         }
         let stmt = ClientStmt {
             rest: rest.into(),
-            hash: statement_hash(rest),
+            hash,
             class,
             on_writer,
             lexed_off: scs_off,
