@@ -15,7 +15,8 @@
 //! rounds (subject, baselines, subject, …); medians of each, and ratios as the median of the
 //! ratios within each round. Profiling modes (one workload, 10 s or N iterations):
 //! `-- profile plain|new|wrapped|split|unnamed|named [N]`, `-- profile-classify [N]`,
-//! `-- profile-idle` (1000 idle sessions kept to the end, for `valgrind --tool=dhat`).
+//! `-- profile-idle [write]` (1000 idle sessions kept to the end, for `valgrind --tool=dhat`;
+//! `write`: after one write each).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -193,6 +194,20 @@ fn ready_session(engine: &Arc<Engine>) -> Session {
     auth.extend(rfq(b'I', 0x1000, None));
     s.recv_backend(WRITER, &auth, 0).unwrap();
     while s.poll_action().is_some() {}
+    s
+}
+
+/// A connected idle session after one write (an UPDATE answered by the writer): what a session
+/// that has written keeps (its position, the writer's buffers grown by use).
+fn written_session(engine: &Arc<Engine>) -> Session {
+    let mut s = ready_session(engine);
+    s.recv_client(&query("UPDATE t SET v = 1 WHERE k = 7"), 0)
+        .unwrap();
+    drain(&mut s);
+    let mut a = command_complete("UPDATE 1");
+    a.extend(rfq(b'I', 0x9000, None));
+    s.recv_backend(WRITER, &a, 0).unwrap();
+    drain(&mut s);
     s
 }
 
@@ -517,8 +532,21 @@ fn main() {
         // what each allocation site still holds at exit).
         let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
         engine.add_reader(1, 1);
-        let sessions: Vec<Session> = (0..1000).map(|_| ready_session(&engine)).collect();
-        println!("{} idle sessions", sessions.len());
+        let write = args.iter().any(|a| a == "write");
+        let sessions: Vec<Session> = (0..1000)
+            .map(|_| {
+                if write {
+                    written_session(&engine)
+                } else {
+                    ready_session(&engine)
+                }
+            })
+            .collect();
+        println!(
+            "{} idle sessions{}",
+            sessions.len(),
+            if write { " after one write each" } else { "" }
+        );
         std::mem::forget(sessions);
         return;
     }
@@ -681,19 +709,7 @@ fn main() {
     // The same sessions after one write each (an UPDATE answered by the writer): what a
     // session that has written keeps (its position, the writer's buffers grown by use).
     let live_before = LIVE.load(Ordering::Relaxed);
-    let sessions: Vec<Session> = (0..n)
-        .map(|_| {
-            let mut s = ready_session(&engine);
-            s.recv_client(&query("UPDATE t SET v = 1 WHERE k = 7"), 0)
-                .unwrap();
-            drain(&mut s);
-            let mut a = command_complete("UPDATE 1");
-            a.extend(rfq(b'I', 0x9000, None));
-            s.recv_backend(WRITER, &a, 0).unwrap();
-            drain(&mut s);
-            s
-        })
-        .collect();
+    let sessions: Vec<Session> = (0..n).map(|_| written_session(&engine)).collect();
     let after_write = (LIVE.load(Ordering::Relaxed) - live_before) as f64 / n as f64;
     println!("{n} idle sessions after one write each: {after_write:.0} bytes of heap each");
     drop(sessions);

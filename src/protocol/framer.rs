@@ -44,7 +44,9 @@ pub struct Framer {
     limits: Limits,
     untagged_next: bool,
     hdr: [u8; 5],
-    hdr_len: usize,
+    /// Bytes of `hdr` filled (0..=5): a byte, so that the flags pack beside it (8 bytes less
+    /// per framer, two per session).
+    hdr_len: u8,
     state: State,
     buf: Vec<u8>,
     clear_buf: bool,
@@ -92,7 +94,7 @@ impl Framer {
 
     /// Bytes of a partial message currently copied inside the framer.
     pub fn buffered(&self) -> usize {
-        self.hdr_len + if self.clear_buf { 0 } else { self.buf.len() }
+        self.hdr_len as usize + if self.clear_buf { 0 } else { self.buf.len() }
     }
 
     /// Consumes a prefix of `input` and reports what it completed. Returns the step and how many
@@ -158,10 +160,12 @@ impl Framer {
             // The common case: the whole header is in the input, read in place.
             Some(h) if self.hdr_len == 0 => (h, hdr_size),
             _ => {
-                let take = (hdr_size - self.hdr_len).min(input.len());
-                self.hdr[self.hdr_len..self.hdr_len + take].copy_from_slice(&input[..take]);
-                self.hdr_len += take;
-                if self.hdr_len < hdr_size {
+                let have = self.hdr_len as usize;
+                let take = (hdr_size - have).min(input.len());
+                self.hdr[have..have + take].copy_from_slice(&input[..take]);
+                // At most 5.
+                self.hdr_len = (have + take) as u8;
+                if have + take < hdr_size {
                     return Ok((Step::NeedMore, take));
                 }
                 self.hdr_len = 0;

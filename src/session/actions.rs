@@ -10,6 +10,8 @@ pub use crate::ids::ConnId;
 use crate::ids::ServerId;
 use crate::pool::ReaderKey;
 
+use super::ReaderStartup;
+
 /// One thing for the host to do. Apply actions in the order they are polled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -112,13 +114,16 @@ pub enum Action<'a> {
     CloseClient,
 }
 
+/// A queued action. `AcquireReader`'s key and startup bytes are the session's cached ones
+/// (`ReaderStartup`), filled in by `poll`: a `ReaderKey` here would make every record 40 bytes
+/// instead of 32 (issue 20: an idle session keeps room for four).
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Rec {
     ClientEncryptionRequest { gss: bool },
     CancelRequest { pid: i32, secret: Range<usize> },
     ConnectWriter { startup: Range<usize> },
     Decision(Decision),
-    AcquireReader { server: ServerId, key: ReaderKey },
+    AcquireReader { server: ServerId },
     ForwardClient { conn: ConnId, n: usize },
     DiscardClient { n: usize },
     SendBackend { conn: ConnId, bytes: Range<usize> },
@@ -160,6 +165,15 @@ impl ActionQueue {
         start..self.arena.len()
     }
 
+    /// Gives back the arena's room beyond the bytes it holds now. Called once, when startup
+    /// ends: the writer's StartupMessage (`ConnectWriter`) is the largest thing most sessions
+    /// ever stash (256 bytes of room for a typical one), and an idle session would otherwise
+    /// keep that room for good. Statements that stash bytes grow the arena again on first use
+    /// and keep that (no allocation in steady state).
+    pub(super) fn release_arena_room(&mut self) {
+        self.arena.shrink_to_fit();
+    }
+
     pub(super) fn client_encryption_request(&mut self, gss: bool) {
         self.recs.push_back(Rec::ClientEncryptionRequest { gss });
     }
@@ -178,9 +192,10 @@ impl ActionQueue {
         self.recs.push_back(Rec::Decision(d));
     }
 
-    /// The startup bytes are the session's own (`Session::poll_action` fills them in): no copy.
-    pub(super) fn acquire_reader(&mut self, server: ServerId, key: ReaderKey) {
-        self.recs.push_back(Rec::AcquireReader { server, key });
+    /// The key and the startup bytes are the session's cached ones (`poll` fills them in): no
+    /// copy. Queued only once that cache is set.
+    pub(super) fn acquire_reader(&mut self, server: ServerId) {
+        self.recs.push_back(Rec::AcquireReader { server });
     }
 
     pub(super) fn forward_client(&mut self, conn: ConnId, n: usize) {
@@ -305,10 +320,10 @@ impl ActionQueue {
 
     /// The next action, borrowing the arena until the next call. When the queue runs empty the
     /// arena is reset for the next input (its capacity is kept: no allocation in steady state).
-    /// The next action. `reader_startup` is the session's cached reader StartupMessage, lent
+    /// The next action. `reader` is the session's cached reader key and StartupMessage, lent
     /// to an `AcquireReader` (filling it in here, not by re-matching the returned action, keeps
     /// the hot path free of a store-forwarding stall on the returned enum).
-    pub(super) fn poll<'a>(&'a mut self, reader_startup: &'a [u8]) -> Option<Action<'a>> {
+    pub(super) fn poll<'a>(&'a mut self, reader: Option<&'a ReaderStartup>) -> Option<Action<'a>> {
         let Some(rec) = self.recs.pop_front() else {
             self.arena.clear();
             return None;
@@ -324,10 +339,18 @@ impl ActionQueue {
                 startup: &a[startup],
             },
             Rec::Decision(d) => Action::Decision(d),
-            Rec::AcquireReader { server, key } => Action::AcquireReader {
-                server,
-                key,
-                startup: reader_startup,
+            Rec::AcquireReader { server } => match reader {
+                Some(r) => Action::AcquireReader {
+                    server,
+                    key: r.key,
+                    startup: &r.bytes,
+                },
+                // Not reached: `Session::acquire_reader` sets the cache before queueing.
+                None => Action::AcquireReader {
+                    server,
+                    key: ReaderKey::default(),
+                    startup: &[],
+                },
             },
             Rec::ForwardClient { conn, n } => Action::ForwardClient { conn, n },
             Rec::DiscardClient { n } => Action::DiscardClient { n },
@@ -360,11 +383,14 @@ mod tests {
         q.send_client(b"cd");
         q.discard_client(3);
         q.discard_client(4);
-        assert_eq!(q.poll(&[]), Some(Action::ForwardBackend { conn: 1, n: 15 }));
-        assert_eq!(q.poll(&[]), Some(Action::ForwardBackend { conn: 2, n: 1 }));
-        assert_eq!(q.poll(&[]), Some(Action::SendClient { bytes: b"abcd" }));
-        assert_eq!(q.poll(&[]), Some(Action::DiscardClient { n: 7 }));
-        assert_eq!(q.poll(&[]), None);
+        assert_eq!(
+            q.poll(None),
+            Some(Action::ForwardBackend { conn: 1, n: 15 })
+        );
+        assert_eq!(q.poll(None), Some(Action::ForwardBackend { conn: 2, n: 1 }));
+        assert_eq!(q.poll(None), Some(Action::SendClient { bytes: b"abcd" }));
+        assert_eq!(q.poll(None), Some(Action::DiscardClient { n: 7 }));
+        assert_eq!(q.poll(None), None);
         assert!(q.arena.is_empty());
     }
 }

@@ -249,10 +249,14 @@ impl Session {
             let key = s.reader_key(profile_generation, &self.settings);
             let mut bytes = Vec::new();
             s.encode_for(Role::Reader, &mut bytes);
-            self.reader_startup = Some(ReaderStartup { stamp, key, bytes });
+            let fresh = ReaderStartup { stamp, key, bytes };
+            match &mut self.reader_startup {
+                // A settings change reuses the box.
+                Some(r) => **r = fresh,
+                None => self.reader_startup = Some(Box::new(fresh)),
+            }
         }
-        let key = self.reader_startup.as_ref().expect("just set").key;
-        self.out.acquire_reader(server, key);
+        self.out.acquire_reader(server);
     }
 
     /// The unit waiting for a reader connection.

@@ -168,6 +168,7 @@ impl Session {
         match msg {
             BackendMessage::ReadyForQuery(rfq) => {
                 self.phase = Phase::Ready;
+                self.out.release_arena_room();
                 if self.settings.login_authorization.is_none() {
                     // Servers before 14 do not report it: the login user is the session user.
                     self.settings.login_authorization =
