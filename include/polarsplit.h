@@ -1530,7 +1530,12 @@ bool polarsplit_reader_key_compatible(const polarsplit_reader_key *a,
 // LSN (the hash is then 0); the startup parameters (`param_names[i]`, `param_values[i]`) and
 // the tracked session settings (`setting_names[i]`, `setting_values[i]`) into
 // `startup_options_hash`, each set independent of order (names compare case-insensitively;
-// a repeated name keeps its last value). The hashes are keyed with a secret drawn once per
+// a repeated name keeps its last value). The engine's sessions compute the keys of their
+// ACQUIRE_READER actions this way, so a host reproduces one by passing every parameter of the
+// StartupMessage the connection is opened with (the action's startup bytes; the W-1 identity
+// keys among them), the identity, the tracked settings, and — when the session set them — its
+// session authorization and role as settings named `polarsplit session authorization` and
+// `polarsplit role` (no setting name can hold a space). The hashes are keyed with a secret drawn once per
 // process (clients choose the hashed values, and equal keys are trusted): compare keys only
 // within one process.
 //

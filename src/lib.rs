@@ -67,6 +67,7 @@ pub use pool::{
     auth_hash, CheckinOutcome, Checkout, Demand, DemandOutcome, DemandReason, PoolCounts,
     PoolError, PoolIndex, PoolLimits, PoolStats, PublishCheck, PublishError, ReaderKey,
     ReaderKeyBuilder, Reservation, ReservationId, ReserveError, WarmupQueue, WarmupStats,
+    AUTHORIZATION_KEY, ROLE_KEY,
 };
 pub use protocol::{Limits, Lsn, LsnField, Marker, ProtocolError, TxStatus};
 pub use session::{

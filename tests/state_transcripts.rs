@@ -278,3 +278,90 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
 fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
+
+/// The AcquireReader after `sql`, with its key and startup bytes (polled by hand: the test
+/// harness's action mirror keeps no startup bytes).
+fn acquire_with_startup(h: &mut Host, sql: &str) -> (polarsplit::ReaderKey, Vec<u8>) {
+    h.session.recv_client(&query(sql), h.now).unwrap();
+    let mut got = None;
+    while let Some(a) = h.session.poll_action() {
+        if let polarsplit::Action::AcquireReader { key, startup, .. } = a {
+            got = Some((key, startup.to_vec()));
+        }
+    }
+    got.expect("an AcquireReader")
+}
+
+/// The key a host computes with the builder from what the connection is opened with.
+fn built_key(h: &Host, startup: &[u8], settings: &[(&[u8], &[u8])]) -> polarsplit::ReaderKey {
+    use polarsplit::internals::protocol::startup::StartupPacket;
+    let StartupPacket::Startup { params, .. } = StartupPacket::parse(&startup[4..]).unwrap() else {
+        panic!("not a StartupMessage");
+    };
+    let (user, db) = (params.get("user").unwrap(), params.get("database").unwrap());
+    let mut b = polarsplit::ReaderKeyBuilder::new(h.engine.profile_generation(), user, db);
+    let host = params.get("_polar_proxy_client_host").unwrap();
+    let port: u16 = std::str::from_utf8(params.get("_polar_proxy_client_port").unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    b.identity(true, host, port);
+    for (k, v) in params.iter() {
+        b.startup_param(k, v);
+    }
+    for (k, v) in settings {
+        b.setting(k, v);
+    }
+    b.build()
+}
+
+#[test]
+fn p9_a_sessions_reader_key_is_the_builders_key_of_its_startup_and_state() {
+    // A host that opens reader connections itself (a warm pool) keys them with the builder
+    // (`polarsplit_reader_key_build`); a session's AcquireReader must ask for the same key, or
+    // the host's connections would never serve it. Fresh, then after SET SESSION
+    // AUTHORIZATION and SET ROLE with a tracked setting.
+    let mut h = host();
+    let (key, startup) = acquire_with_startup(&mut h, "SELECT 1");
+    assert_eq!(key, built_key(&h, &startup, &[]));
+
+    let mut h = host();
+    h.client(&query("SET SESSION AUTHORIZATION ru"));
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    h.backend(WRITER, &capture_answer(true, &[], None));
+    h.client(&query("SET ROLE rr"));
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    let mut cap = msg(b'2', b"");
+    cap.extend(data_row(&["1", &hex("timezone"), &hex("UTC")]));
+    cap.extend(data_row(&["2", &hex("session_authorization"), &hex("ru")]));
+    cap.extend(data_row(&["3", &hex("role"), &hex("rr")]));
+    cap.extend(command_complete("SELECT 3"));
+    cap.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &cap);
+    h.take_client();
+    let (key, startup) = acquire_with_startup(&mut h, "SELECT secret FROM t");
+    let want = built_key(
+        &h,
+        &startup,
+        &[
+            (b"timezone", b"UTC"),
+            (polarsplit::AUTHORIZATION_KEY, b"ru"),
+            (polarsplit::ROLE_KEY, b"rr"),
+        ],
+    );
+    assert_eq!(key, want);
+    // And the role is in it: without the role the builder gives another key.
+    let without = built_key(
+        &h,
+        &startup,
+        &[
+            (b"timezone", b"UTC"),
+            (polarsplit::AUTHORIZATION_KEY, b"ru"),
+        ],
+    );
+    assert_ne!(key, without);
+}

@@ -24,8 +24,21 @@ impl ReaderKey {
     }
 }
 
+/// The setting name under which a session's `SET SESSION AUTHORIZATION` enters its reader key
+/// (not a possible setting name: PostgreSQL's cannot hold a space, so no setting can stand for
+/// it).
+pub const AUTHORIZATION_KEY: &[u8] = b"polarsplit session authorization";
+/// The setting name under which a session's `SET ROLE` enters its reader key (see
+/// [`AUTHORIZATION_KEY`]).
+pub const ROLE_KEY: &[u8] = b"polarsplit role";
+
 /// Builds a [`ReaderKey`] (P-9) from what a reader connection is opened with and what the session
-/// has set since. All hashing is a keyed 64-bit hash over length-prefixed fields (see
+/// has set since. The engine's sessions compute the keys of their `AcquireReader` requests with
+/// this builder, so a host reproduces one by giving the same: every parameter of the
+/// StartupMessage the connection is opened with (the startup bytes of the request; the W-1
+/// identity keys among them), the identity, the tracked settings, and — when the session set
+/// them — its session authorization and role as settings named [`AUTHORIZATION_KEY`] and
+/// [`ROLE_KEY`]. All hashing is a keyed 64-bit hash over length-prefixed fields (see
 /// `KeyedHash`): equal inputs give equal keys in every thread of a process; another process
 /// (or run) has another key, so keys are never compared across processes.
 ///

@@ -31,7 +31,7 @@ pub use index::{
     CheckinOutcome, Checkout, ConnId, PoolCounts, PoolError, PoolIndex, PoolLimits, PoolStats,
 };
 pub(crate) use key::KeyedHash;
-pub use key::{auth_hash, ReaderKey, ReaderKeyBuilder};
+pub use key::{auth_hash, ReaderKey, ReaderKeyBuilder, AUTHORIZATION_KEY, ROLE_KEY};
 pub use warmup::{
     Demand, DemandOutcome, DemandReason, PublishCheck, PublishError, Reservation, ReservationId,
     ReserveError, WarmupQueue, WarmupStats,

@@ -3,7 +3,7 @@
 
 use crate::classify::Isolation;
 use crate::config::{Config, IdentityMode, StartupProfile};
-use crate::pool::{KeyedHash, ReaderKey};
+use crate::pool::{ReaderKey, ReaderKeyBuilder, AUTHORIZATION_KEY, ROLE_KEY};
 use crate::protocol::encode;
 use crate::protocol::startup::StartupParams;
 use crate::protocol::RfqExtensions;
@@ -365,42 +365,31 @@ impl Startup {
         profile_generation: u64,
         settings: &SessionSettings,
     ) -> ReaderKey {
-        let auth_hash = KeyedHash::new()
-            .field(&self.user)
-            .field(&self.database)
-            .finish();
-        let startup_identity_hash = match (&self.identity, self.profile.reports_lsn()) {
-            (Some((h, p)), true) => KeyedHash::new()
-                .field(self.profile.as_str().as_bytes())
-                .field(h.as_bytes())
-                .u64(u64::from(*p))
-                .finish(),
-            _ => 0,
-        };
-        let mut sorted: Vec<(&[u8], &[u8])> = self.params.iter().collect();
-        sorted.sort();
-        let mut h = KeyedHash::new();
-        for (k, v) in sorted {
-            h.field(k).field(v);
+        // One mechanism: the builder a host uses for its own connections (P-9), given what a
+        // reader connection of this session is opened with — the StartupMessage's parameters,
+        // the W-1 keys of the profile among them — and the state the session set since.
+        let keys = self.role_keys(Role::Reader);
+        let mut b = ReaderKeyBuilder::new(profile_generation, &self.user, &self.database);
+        if let Some((host, port)) = &self.identity {
+            b.identity(self.profile.reports_lsn(), host.as_bytes(), *port);
         }
-        h.field(b"--settings--");
+        for (k, v) in self
+            .params
+            .iter()
+            .chain(keys.iter().map(|(k, v)| (*k, v.as_slice())))
+        {
+            b.startup_param(k, v);
+        }
         for (name, value) in settings.iter() {
-            h.field(name).field(value);
+            b.setting(name, value);
         }
-        h.field(b"--authorization--");
         if let Some(a) = &settings.authorization {
-            h.field(a);
+            b.setting(AUTHORIZATION_KEY, a);
         }
-        h.field(b"--role--");
         if let Some(r) = &settings.role {
-            h.field(r);
+            b.setting(ROLE_KEY, r);
         }
-        ReaderKey {
-            profile_generation,
-            auth_hash,
-            startup_identity_hash,
-            startup_options_hash: h.finish(),
-        }
+        b.build()
     }
 }
 
