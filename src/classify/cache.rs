@@ -325,28 +325,16 @@ impl Classifier {
             return self.classify_uncached(sql);
         }
         let hash = text_hash(sql);
-        if let Some(c) = self.local_text(hash, sql) {
-            return c;
-        }
-        // A text longer than the limit is too complex whatever its literals.
-        let shape = |sql: &str| {
-            if sql.len() <= self.limits.max_sql_len {
-                Shape::of(sql)
-            } else {
-                None
-            }
-        };
-        // Lexing a long text costs more than a shared lookup: its shape comes after.
-        let early = sql.len() <= LOCAL_MAX_LEN;
+        // The shape is filled in place (`shaped`: whether it was scanned, and whether the text
+        // has one), never moved.
+        let mut shape = Shape::EMPTY;
         let mut shaped = None;
-        if early {
-            shaped = Some(shape(sql));
-            if let Some(c) = shaped
-                .as_ref()
-                .and_then(|sh| sh.as_ref())
-                .and_then(|sh| self.local_shape(sh, sql))
-            {
-                return c;
+        // Lexing a long text costs more than a shared lookup: its shape comes after. (A long
+        // text is never kept in the local slots.)
+        if sql.len() <= LOCAL_MAX_LEN {
+            match self.local(hash, sql, &mut shape) {
+                Ok(c) => return c,
+                Err(s) => shaped = s,
             }
         }
         let Some(shard) = self.shard(hash) else {
@@ -364,32 +352,34 @@ impl Classifier {
             // Admitted on its second sighting only (see the module documentation).
             s.texts_seen.seen_before(hash)
         };
-        let shape = match shaped {
-            Some(sh) => sh,
-            None => shape(sql),
-        };
-        let c = match &shape {
-            Some(sh) => {
-                if !early {
-                    if let Some(c) = self.local_shape(sh, sql) {
+        let has_shape = match shaped {
+            Some(s) => s,
+            None => {
+                let s = self.scan(sql, &mut shape);
+                if s {
+                    if let Some(c) = self.local_shape(&shape, sql) {
                         return c;
                     }
                 }
-                match self.shape_lookup(sh, sql) {
-                    Lookup::Hit(c) => c,
-                    Lookup::Miss { admit } => {
-                        let (c, reads_text) =
-                            statement::classify_str_ext(sql, self.policy.rules(), &self.limits);
-                        // A verdict that read raw text (a DO body) depends on more than the
-                        // shape.
-                        if admit && !reads_text {
-                            self.shape_insert(sh, sql, &c);
-                        }
-                        c
+                s
+            }
+        };
+        let c = if has_shape {
+            let sh = &shape;
+            match self.shape_lookup(sh, sql) {
+                Lookup::Hit(c) => c,
+                Lookup::Miss { admit } => {
+                    let (c, reads_text) =
+                        statement::classify_str_ext(sql, self.policy.rules(), &self.limits);
+                    // A verdict that read raw text (a DO body) depends on more than the shape.
+                    if admit && !reads_text {
+                        self.shape_insert(sh, sql, &c);
                     }
+                    c
                 }
             }
-            None => self.classify_uncached(sql),
+        } else {
+            self.classify_uncached(sql)
         };
         if admit_text {
             let mut s = shard.lock();
@@ -412,17 +402,44 @@ impl Classifier {
         c
     }
 
-    /// A hit in this thread's local text slots.
-    fn local_text(&self, hash: u64, sql: &str) -> Option<Classification> {
+    /// Whether `sql` has a shape (filled into `shape`); a text longer than the limit is too
+    /// complex whatever its literals.
+    fn scan(&self, sql: &str, shape: &mut Shape) -> bool {
+        sql.len() <= self.limits.max_sql_len && shape.scan(sql)
+    }
+
+    /// This thread's local slots, in one visit: the text's slot, else (the text scanned for its
+    /// shape meanwhile) the shape's. `Err`: a miss, with whether the shape was scanned and
+    /// found (`None`: not scanned, the local slots being unavailable).
+    fn local(
+        &self,
+        hash: u64,
+        sql: &str,
+        shape: &mut Shape,
+    ) -> Result<Classification, Option<bool>> {
         LOCAL
             .try_with(|l| {
-                let l = l.try_borrow().ok()?;
-                let slot = l.texts.get(local_slot(hash, LOCAL_TEXTS))?.as_ref()?;
-                (slot.owner == self.id && slot.hash == hash && &*slot.entry.text == sql)
-                    .then(|| slot.entry.class.clone())
+                let Ok(mut l) = l.try_borrow_mut() else {
+                    return Err(None);
+                };
+                if let Some(slot) = l
+                    .texts
+                    .get(local_slot(hash, LOCAL_TEXTS))
+                    .and_then(|s| s.as_ref())
+                {
+                    if slot.owner == self.id && slot.hash == hash && &*slot.entry.text == sql {
+                        return Ok(slot.entry.class.clone());
+                    }
+                }
+                if !self.scan(sql, shape) {
+                    return Err(Some(false));
+                }
+                match self.local_shape_in(&mut l, shape, sql) {
+                    Some(c) => Ok(c),
+                    None => Err(Some(true)),
+                }
             })
-            .ok()
-            .flatten()
+            .unwrap_or(Err(None))
     }
 
     fn keep_local_text(&self, hash: u64, entry: Arc<TextEntry>) {
@@ -447,26 +464,27 @@ impl Classifier {
         LOCAL
             .try_with(|l| {
                 let mut l = l.try_borrow_mut().ok()?;
-                let slot = l.shapes.get(local_slot(sh.hash, LOCAL_SHAPES))?.as_ref()?;
-                if !(slot.owner == self.id
-                    && slot.hash == sh.hash
-                    && sh.matches(sql, &slot.entry.key))
-                {
-                    return None;
-                }
-                let c = sh.restore(&slot.entry.class)?;
-                let id = self.id;
-                match l.shape_hits.iter().position(|&(o, _)| o == id) {
-                    Some(i) => l.shape_hits[i].1 += 1,
-                    None => {
-                        l.shape_hits.rotate_right(1);
-                        l.shape_hits[0] = (id, 1);
-                    }
-                }
-                Some(c)
+                self.local_shape_in(&mut l, sh, sql)
             })
             .ok()
             .flatten()
+    }
+
+    fn local_shape_in(&self, l: &mut Local, sh: &Shape, sql: &str) -> Option<Classification> {
+        let slot = l.shapes.get(local_slot(sh.hash, LOCAL_SHAPES))?.as_ref()?;
+        if !(slot.owner == self.id && slot.hash == sh.hash && sh.matches(sql, &slot.entry.key)) {
+            return None;
+        }
+        let c = sh.restore(&slot.entry.class)?;
+        let id = self.id;
+        match l.shape_hits.iter().position(|&(o, _)| o == id) {
+            Some(i) => l.shape_hits[i].1 += 1,
+            None => {
+                l.shape_hits.rotate_right(1);
+                l.shape_hits[0] = (id, 1);
+            }
+        }
+        Some(c)
     }
 
     fn keep_local_shape(&self, hash: u64, entry: Arc<ShapeEntry>) {

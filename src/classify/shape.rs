@@ -26,7 +26,7 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use super::lexer::{Lexer, Tok, Token};
+use super::lexer::{self, Lexer, Tok, Token};
 use super::{Classification, Kind, Span, StatementInfo, Statements};
 
 /// Most elided tokens a shaped text may have (a longer `IN (…)` list is classified by text).
@@ -67,25 +67,196 @@ fn may_name_setting(src: &[u8], t: Token) -> bool {
     }
 }
 
+/// What the shape scanner needs to know about a token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// A string, dollar-quoted string or number.
+    Literal,
+    Comment,
+    LParen,
+    /// A name that may spell `current_setting`.
+    Setting,
+    /// Anything else that stays in the key.
+    Kept,
+}
+
+/// The lexer's next token from `*at` (a token start): its class, `*at` moved past it. `None`:
+/// the text is not shaped (an unterminated token, a plain literal with a backslash).
+#[inline(never)]
+fn lexed(sql: &str, at: &mut usize) -> Option<Class> {
+    let mut lx = Lexer::range(sql, *at, sql.len(), false);
+    let t = lx.next_token()?;
+    if lx.saw_plain_backslash() || t.end <= *at {
+        return None;
+    }
+    *at = t.end;
+    class_of(sql.as_bytes(), t)
+}
+
+fn class_of(src: &[u8], t: Token) -> Option<Class> {
+    Some(match t.kind {
+        Tok::String | Tok::DollarString | Tok::Number => Class::Literal,
+        Tok::LineComment | Tok::BlockComment => Class::Comment,
+        Tok::LParen => Class::LParen,
+        Tok::Error(_) => return None,
+        _ if may_name_setting(src, t) => Class::Setting,
+        _ => Class::Kept,
+    })
+}
+
 impl Shape {
+    /// An empty shape, to be filled by [`Shape::scan`].
+    pub(super) const EMPTY: Shape = Shape {
+        hash: 0,
+        key_len: 0,
+        n: 0,
+        elided: [(0, 0); MAX_ELIDED],
+    };
+
     /// The shape of `sql`, or `None` when no shape may stand for it (see the module
-    /// documentation). `sql` must be at most `u16::MAX` bytes.
+    /// documentation).
+    #[cfg(test)]
     pub(super) fn of(sql: &str) -> Option<Shape> {
+        let mut sh = Shape::EMPTY;
+        sh.scan(sql).then_some(sh)
+    }
+
+    /// Fills `self` with the shape of `sql`; `false` when no shape may stand for it (see the
+    /// module documentation).
+    ///
+    /// One pass over the bytes, hashing the key as it goes. The common tokens (white space,
+    /// names, numbers, plain strings, operators, punctuation) are found inline by the lexer's
+    /// own rules (`lexer.rs`'s `ident_end`, `number_end`, `quoted_end`, `operator_end`, chosen
+    /// in the lexer's order); every other token is handed to the lexer itself, one token from
+    /// its start: the boundaries are the lexer's, token for token.
+    pub(super) fn scan(&mut self, sql: &str) -> bool {
+        let src = sql.as_bytes();
+        if src.len() > u16::MAX as usize {
+            return false;
+        }
+        self.n = 0;
+        self.key_len = 0;
+        let mut h = FxHasher::default();
+        let mut last = 0usize;
+        let mut i = 0usize;
+        // About the two non-comment tokens before this one: whether there was one, whether the
+        // last was `(`, whether the one before it may name `current_setting`.
+        let mut seen_token = false;
+        let (mut prev_lparen, mut prev_setting, mut prev2_setting) = (false, false, false);
+        loop {
+            while src.get(i).is_some_and(|&b| lexer::is_space(b)) {
+                i += 1;
+            }
+            let Some(&b) = src.get(i) else { break };
+            let b1 = src.get(i + 1).copied().unwrap_or(0);
+            let start = i;
+            let class = match b {
+                b'0'..=b'9' => {
+                    i = lexer::number_end(src, i);
+                    Class::Literal
+                }
+                b'.' if b1.is_ascii_digit() => {
+                    i = lexer::number_end(src, i);
+                    Class::Literal
+                }
+                b'\'' => {
+                    let mut backslash = false;
+                    match lexer::quoted_end(src, i + 1, b'\'', false, &mut backslash) {
+                        // A plain literal with a backslash is not shaped (module documentation).
+                        Some(e) if !backslash => i = e,
+                        _ => return false,
+                    }
+                    Class::Literal
+                }
+                b'(' => {
+                    i += 1;
+                    Class::LParen
+                }
+                b')' | b'[' | b']' | b',' | b';' | b':' | b'.' => {
+                    i += 1;
+                    Class::Kept
+                }
+                // Prefixed strings and `U&` names: the lexer's.
+                b'e' | b'E' | b'n' | b'N' | b'b' | b'B' | b'x' | b'X' if b1 == b'\'' => {
+                    match lexed(sql, &mut i) {
+                        Some(c) => c,
+                        None => return false,
+                    }
+                }
+                b'u' | b'U' if b1 == b'&' => match lexed(sql, &mut i) {
+                    Some(c) => c,
+                    None => return false,
+                },
+                _ if lexer::is_ident_start(b) => {
+                    i = lexer::ident_end(src, i + 1);
+                    let word = src.get(start..i).unwrap_or(&[]);
+                    if word.len() == 15 && word.eq_ignore_ascii_case(b"current_setting") {
+                        Class::Setting
+                    } else {
+                        Class::Kept
+                    }
+                }
+                b'-' if b1 == b'-' => match lexed(sql, &mut i) {
+                    Some(c) => c,
+                    None => return false,
+                },
+                b'/' if b1 == b'*' => match lexed(sql, &mut i) {
+                    Some(c) => c,
+                    None => return false,
+                },
+                _ if lexer::is_op_char(b) => {
+                    i = lexer::operator_end(src, i);
+                    Class::Kept
+                }
+                _ => match lexed(sql, &mut i) {
+                    Some(c) => c,
+                    None => return false,
+                },
+            };
+            let elide = match class {
+                Class::Comment => seen_token,
+                Class::Literal => !(prev_lparen && prev2_setting),
+                _ => false,
+            };
+            if class != Class::Comment {
+                seen_token = true;
+                prev2_setting = prev_setting;
+                prev_setting = class == Class::Setting;
+                prev_lparen = class == Class::LParen;
+            }
+            if !elide {
+                continue;
+            }
+            let Some(e) = self.elided.get_mut(self.n) else {
+                return false;
+            };
+            *e = (start as u16, (i - start) as u16);
+            self.n += 1;
+            let seg = src.get(last..start).unwrap_or(&[]);
+            h.write(seg);
+            h.write_u8(marker_at(src, start));
+            self.key_len += seg.len() + 1;
+            last = i;
+        }
+        let seg = src.get(last..).unwrap_or(&[]);
+        h.write(seg);
+        self.key_len += seg.len();
+        self.hash = mix(h.finish() ^ self.n as u64);
+        true
+    }
+
+    /// The shape as the lexer's token stream gives it: the reference the scanner is tested
+    /// against.
+    #[cfg(test)]
+    fn of_by_lexer(sql: &str) -> Option<Shape> {
         let src = sql.as_bytes();
         if src.len() > u16::MAX as usize {
             return None;
         }
         let mut lx = Lexer::range(sql, 0, src.len(), false);
         let mut h = FxHasher::default();
-        let mut shape = Shape {
-            hash: 0,
-            key_len: 0,
-            n: 0,
-            elided: [(0, 0); MAX_ELIDED],
-        };
+        let mut shape = Shape::EMPTY;
         let mut last = 0usize;
-        // About the two non-comment tokens before this one: whether there was one, whether the
-        // last was `(`, whether the one before it may name `current_setting`.
         let mut seen_token = false;
         let (mut prev_lparen, mut prev_setting, mut prev2_setting) = (false, false, false);
         while let Some(t) = lx.next_token() {
@@ -364,6 +535,167 @@ mod tests {
         assert_eq!(s.in_shape(20), None);
         for p in [0, 18, 23, 25, 30] {
             assert_eq!(s.in_text(s.in_shape(p).unwrap()), p);
+        }
+    }
+
+    /// The scanner against the lexer's token stream: the same verdict (shaped or not), the
+    /// same elided tokens, key length and hash.
+    fn same_as_lexer(sql: &str) -> Result<(), String> {
+        let (a, b) = (Shape::of(sql), Shape::of_by_lexer(sql));
+        match (&a, &b) {
+            (None, None) => Ok(()),
+            (Some(a), Some(b))
+                if a.elided() == b.elided() && a.key_len == b.key_len && a.hash == b.hash =>
+            {
+                if a.key(sql).len() != a.key_len {
+                    return Err(format!("key length of {sql:?}"));
+                }
+                Ok(())
+            }
+            _ => Err(format!(
+                "{sql:?}: scanner {:?}, lexer {:?}",
+                a.as_ref().map(|s| s.elided().to_vec()),
+                b.as_ref().map(|s| s.elided().to_vec())
+            )),
+        }
+    }
+
+    /// Fragments that meet every rule of the scanner and of the lexer it follows.
+    const PIECES: &[&str] = &[
+        " ",
+        "\n",
+        "\t",
+        "\r",
+        "\x0b",
+        "\x0c",
+        "SELECT",
+        "x",
+        "e",
+        "E",
+        "n",
+        "N",
+        "b",
+        "B",
+        "X",
+        "u",
+        "U",
+        "&",
+        "'",
+        "''",
+        "\\",
+        "\"",
+        "\"\"",
+        "$",
+        "$$",
+        "$a$",
+        "$1",
+        "1",
+        "0",
+        "0x1F",
+        "0o7",
+        "0b1",
+        "1.5",
+        ".5",
+        "..",
+        "1e5",
+        "1e-",
+        "1E+3",
+        "_",
+        "(",
+        ")",
+        "[",
+        "]",
+        ",",
+        ";",
+        ":",
+        "::",
+        ".",
+        "=",
+        "-",
+        "--",
+        "+",
+        "*",
+        "/",
+        "/*",
+        "*/",
+        "<>",
+        "=-",
+        "->>",
+        "~",
+        "@",
+        "%",
+        "!",
+        "current_setting",
+        "CURRENT_SETTING",
+        "current_settings",
+        "UESCAPE",
+        "uescape '!'",
+        "{",
+        "\0",
+        "é",
+        "ü€",
+        "a1e'",
+        "x'",
+        "U&'",
+        "U&\"",
+        "'a'",
+        "'a''b'",
+        "E'\\''",
+        "N'n'",
+        "$$x$$",
+        "/* c */",
+        "-- c\n",
+        "\\'",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(20_000))]
+
+        #[test]
+        fn the_scanner_finds_the_lexers_shape(
+            picks in proptest::collection::vec(0..PIECES.len(), 0..24)
+        ) {
+            let sql: String = picks.iter().map(|&i| PIECES[i]).collect();
+            proptest::prop_assert!(same_as_lexer(&sql).is_ok(), "{}", same_as_lexer(&sql).unwrap_err());
+        }
+
+        #[test]
+        fn the_scanner_finds_the_lexers_shape_in_any_text(sql in "\\PC{0,40}") {
+            proptest::prop_assert!(same_as_lexer(&sql).is_ok(), "{}", same_as_lexer(&sql).unwrap_err());
+        }
+    }
+
+    #[test]
+    fn the_scanner_finds_the_lexers_shape_for_every_short_ascii_text() {
+        // Every text of up to three bytes from a set that reaches each branch.
+        let bytes = b" \n'\"$0.5eEnNbBxXuU&-/*(),;:[]=+!cq\\{\x80";
+        let mut buf = Vec::new();
+        for len in 0..=3u32 {
+            for mut code in 0..(bytes.len() as u64).pow(len) {
+                buf.clear();
+                for _ in 0..len {
+                    buf.push(bytes[(code % bytes.len() as u64) as usize]);
+                    code /= bytes.len() as u64;
+                }
+                let Ok(sql) = std::str::from_utf8(&buf) else {
+                    continue;
+                };
+                if let Err(e) = same_as_lexer(sql) {
+                    panic!("{e}");
+                }
+            }
+        }
+        for sql in [
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 0048213",
+            "UPDATE pgbench_accounts SET abalance = abalance + -2748 WHERE aid = 1",
+            "SELECT current_setting('in_hot_standby'), \"current_setting\"('x'), 1",
+            "SELECT U&\"x\" UESCAPE '!', U&'d\\0061t' UESCAPE '#' /* c */ FROM t -- c",
+            "SELECT $$a$$, $q$b$q$, $1, E'\\'', N'x', B'01', X'ff', 1e-3, .5, 0x1F",
+            "/* route=reader */ SELECT 1 /* trace */ FOR UPDATE",
+        ] {
+            if let Err(e) = same_as_lexer(sql) {
+                panic!("{e}");
+            }
         }
     }
 }
