@@ -108,6 +108,10 @@ impl Doorkeeper {
 struct ShapeEntry {
     key: Box<[u8]>,
     class: Classification,
+    /// The key's hash.
+    hash: u64,
+    /// Whether texts may be matched against the key directly (`shape::guidable`).
+    guided: bool,
 }
 
 /// Shape hashes are mixed already: the map uses them as they are.
@@ -137,6 +141,11 @@ struct TextEntry {
 /// Slots of each thread's local caches (direct-mapped by hash): texts, shapes.
 const LOCAL_TEXTS: usize = 128;
 const LOCAL_SHAPES: usize = 32;
+/// Slots of each thread's guide: shapes by the first [`GUIDE_PREFIX`] bytes of their texts.
+const LOCAL_GUIDES: usize = 16;
+/// Bytes of a text that choose its guide slot (a shape whose first elided token starts
+/// earlier is not kept there: its texts' first bytes differ).
+const GUIDE_PREFIX: usize = 16;
 /// Longest text (or shape key) a thread keeps locally.
 const LOCAL_MAX_LEN: usize = 1024;
 
@@ -155,8 +164,14 @@ struct LocalSlot<T> {
 struct Local {
     texts: [Option<LocalSlot<TextEntry>>; LOCAL_TEXTS],
     shapes: [Option<LocalSlot<ShapeEntry>>; LOCAL_SHAPES],
+    /// The same shape entries by their texts' first bytes: a text is matched against the key
+    /// found there before it is scanned for its shape (`Shape::scan_as`).
+    guides: [Option<LocalSlot<ShapeEntry>>; LOCAL_GUIDES],
     /// Shape hits served here, for `shape_hits`: (classifier id, count) of the last few.
     shape_hits: [(u64, u64); 4],
+    /// Of those, the ones served along a guide (`Shape::scan_as`).
+    #[cfg(test)]
+    guided: u64,
 }
 
 thread_local! {
@@ -164,14 +179,42 @@ thread_local! {
         RefCell::new(Local {
             texts: [const { None }; LOCAL_TEXTS],
             shapes: [const { None }; LOCAL_SHAPES],
+            guides: [const { None }; LOCAL_GUIDES],
             shape_hits: [(0, 0); 4],
+            #[cfg(test)]
+            guided: 0,
         })
     };
+}
+
+/// The hash of a text's first [`GUIDE_PREFIX`] bytes (`None`: a shorter text).
+fn prefix_hash(sql: &str) -> Option<u64> {
+    let p = sql.as_bytes().get(..GUIDE_PREFIX)?;
+    let (a, b) = p.split_at(8);
+    let word = |w: &[u8]| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(w);
+        u64::from_le_bytes(x)
+    };
+    Some(shape::mix(
+        word(a).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ word(b),
+    ))
 }
 
 fn local_slot(hash: u64, slots: usize) -> usize {
     // Bits 8.. (the shard takes 22.., the doorkeeper 0.. and 42..; a collision only misses).
     (hash >> 8) as usize % slots
+}
+
+/// A shape hit served by the local slots, for `shape_hits`.
+fn count_local_hit(l: &mut Local, id: u64) {
+    match l.shape_hits.iter().position(|&(o, _)| o == id) {
+        Some(i) => l.shape_hits[i].1 += 1,
+        None => {
+            l.shape_hits.rotate_right(1);
+            l.shape_hits[0] = (id, 1);
+        }
+    }
 }
 
 /// Ids of classifiers, for the local caches.
@@ -431,10 +474,33 @@ impl Classifier {
                         return Ok(slot.entry.class.clone());
                     }
                 }
+                let prefix = prefix_hash(sql);
+                if let Some(p) = prefix {
+                    if let Some(slot) = l
+                        .guides
+                        .get(local_slot(p, LOCAL_GUIDES))
+                        .and_then(|s| s.as_ref())
+                    {
+                        if slot.owner == self.id
+                            && slot.hash == p
+                            && sql.len() <= self.limits.max_sql_len
+                            && shape.scan_as(sql, &slot.entry.key, slot.entry.hash)
+                        {
+                            if let Some(c) = shape.restore(&slot.entry.class) {
+                                count_local_hit(&mut l, self.id);
+                                #[cfg(test)]
+                                {
+                                    l.guided += 1;
+                                }
+                                return Ok(c);
+                            }
+                        }
+                    }
+                }
                 if !self.scan(sql, shape) {
                     return Err(Some(false));
                 }
-                match self.local_shape_in(&mut l, shape, sql) {
+                match self.local_shape_in(&mut l, shape, sql, prefix) {
                     Some(c) => Ok(c),
                     None => Err(Some(true)),
                 }
@@ -464,24 +530,44 @@ impl Classifier {
         LOCAL
             .try_with(|l| {
                 let mut l = l.try_borrow_mut().ok()?;
-                self.local_shape_in(&mut l, sh, sql)
+                self.local_shape_in(&mut l, sh, sql, prefix_hash(sql))
             })
             .ok()
             .flatten()
     }
 
-    fn local_shape_in(&self, l: &mut Local, sh: &Shape, sql: &str) -> Option<Classification> {
+    /// The guide slot of a text prefix's hash (the classifier's id mixed in: the classifiers
+    /// of one host thread do not take each other's slots for the same statements).
+    fn guide_slot(&self, prefix: u64) -> usize {
+        local_slot(
+            prefix ^ self.id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            LOCAL_GUIDES,
+        )
+    }
+
+    /// A hit in the local shape slots (`l`); the entry is then also kept as the guide for
+    /// texts beginning as this one does (`prefix`).
+    fn local_shape_in(
+        &self,
+        l: &mut Local,
+        sh: &Shape,
+        sql: &str,
+        prefix: Option<u64>,
+    ) -> Option<Classification> {
         let slot = l.shapes.get(local_slot(sh.hash, LOCAL_SHAPES))?.as_ref()?;
         if !(slot.owner == self.id && slot.hash == sh.hash && sh.matches(sql, &slot.entry.key)) {
             return None;
         }
         let c = sh.restore(&slot.entry.class)?;
-        let id = self.id;
-        match l.shape_hits.iter().position(|&(o, _)| o == id) {
-            Some(i) => l.shape_hits[i].1 += 1,
-            None => {
-                l.shape_hits.rotate_right(1);
-                l.shape_hits[0] = (id, 1);
+        let entry = slot.entry.clone();
+        count_local_hit(l, self.id);
+        if let Some(p) = prefix.filter(|_| entry.guided) {
+            if let Some(g) = l.guides.get_mut(self.guide_slot(p)) {
+                *g = Some(LocalSlot {
+                    owner: self.id,
+                    hash: p,
+                    entry,
+                });
             }
         }
         Some(c)
@@ -546,8 +632,20 @@ impl Classifier {
             s.shape_bytes = 0;
         }
         s.shape_bytes += key.len();
-        s.shapes
-            .insert(sh.hash, Arc::new(ShapeEntry { key, class: stored }));
+        let guided = key.len() >= GUIDE_PREFIX
+            && key
+                .get(..GUIDE_PREFIX)
+                .is_some_and(|p| p.iter().all(|&b| b < 0xF8))
+            && shape::guidable(&key);
+        s.shapes.insert(
+            sh.hash,
+            Arc::new(ShapeEntry {
+                key,
+                class: stored,
+                hash: sh.hash,
+                guided,
+            }),
+        );
     }
 
     fn classify_uncached(&self, sql: &str) -> Classification {
@@ -710,5 +808,43 @@ mod tests {
                 .find(|s| s.lock().map.values().any(|e| &*e.text == sql.as_str()));
             assert!(shard.is_some(), "{sql} was evicted");
         }
+    }
+
+    #[test]
+    fn new_literals_are_served_along_the_guide_and_agree_with_the_full_classification() {
+        let c = Classifier::new(WriteFunctions::defaults(), 64);
+        let guided = || LOCAL.with(|l| l.borrow().guided);
+        let before = guided();
+        for (template, kind) in [
+            (
+                "SELECT abalance FROM pgbench_accounts WHERE aid = {}",
+                "read",
+            ),
+            (
+                "UPDATE pgbench_accounts SET abalance = abalance + {} WHERE aid = 7",
+                "write",
+            ),
+            (
+                "SELECT * FROM accounts WHERE id = {} FOR UPDATE",
+                "locking read",
+            ),
+            ("SET search_path = '{}'", "set"),
+        ] {
+            for i in 0..200u32 {
+                let sql = template.replace("{}", &(i * 7919).to_string());
+                let got = c.classify(&sql);
+                assert_eq!(got, classify(&sql, &WriteFunctions::defaults()), "{sql}");
+                let k = match got.first().kind {
+                    Kind::Read => "read",
+                    Kind::ReadNotSafe => "locking read",
+                    Kind::Write => "write",
+                    Kind::Set { .. } => "set",
+                    _ => "other",
+                };
+                assert_eq!(k, kind, "{sql}");
+            }
+        }
+        // All but the first few of each statement (seen, stored, kept locally, guided).
+        assert!(guided() - before > 4 * 190, "{}", guided() - before);
     }
 }

@@ -80,17 +80,55 @@ enum Class {
     Kept,
 }
 
-/// The lexer's next token from `*at` (a token start): its class, `*at` moved past it. `None`:
-/// the text is not shaped (an unterminated token, a plain literal with a backslash).
+/// The token at `i` (a token start, not white space): its end and class, found by the lexer's
+/// rules in the lexer's order (inline for the common tokens, the lexer itself for the rest).
+/// `None`: the text is not shaped (an unterminated token, a plain literal with a backslash).
+#[inline(always)]
+fn token_at(sql: &str, i: usize) -> Option<(usize, Class)> {
+    let src = sql.as_bytes();
+    let b = *src.get(i)?;
+    let b1 = src.get(i + 1).copied().unwrap_or(0);
+    Some(match b {
+        b'0'..=b'9' => (lexer::number_end(src, i), Class::Literal),
+        b'.' if b1.is_ascii_digit() => (lexer::number_end(src, i), Class::Literal),
+        b'\'' => {
+            let mut backslash = false;
+            match lexer::quoted_end(src, i + 1, b'\'', false, &mut backslash) {
+                // A plain literal with a backslash is not shaped (module documentation).
+                Some(e) if !backslash => (e, Class::Literal),
+                _ => return None,
+            }
+        }
+        b'(' => (i + 1, Class::LParen),
+        b')' | b'[' | b']' | b',' | b';' | b':' | b'.' => (i + 1, Class::Kept),
+        // Prefixed strings and `U&` names, comments: the lexer's.
+        b'e' | b'E' | b'n' | b'N' | b'b' | b'B' | b'x' | b'X' if b1 == b'\'' => lexed(sql, i)?,
+        b'u' | b'U' if b1 == b'&' => lexed(sql, i)?,
+        _ if lexer::is_ident_start(b) => {
+            let e = lexer::ident_end(src, i + 1);
+            let word = src.get(i..e).unwrap_or(&[]);
+            if word.len() == 15 && word.eq_ignore_ascii_case(b"current_setting") {
+                (e, Class::Setting)
+            } else {
+                (e, Class::Kept)
+            }
+        }
+        b'-' if b1 == b'-' => lexed(sql, i)?,
+        b'/' if b1 == b'*' => lexed(sql, i)?,
+        _ if lexer::is_op_char(b) => (lexer::operator_end(src, i), Class::Kept),
+        _ => lexed(sql, i)?,
+    })
+}
+
+/// The lexer's next token from `at` (a token start): its end and class.
 #[inline(never)]
-fn lexed(sql: &str, at: &mut usize) -> Option<Class> {
-    let mut lx = Lexer::range(sql, *at, sql.len(), false);
+fn lexed(sql: &str, at: usize) -> Option<(usize, Class)> {
+    let mut lx = Lexer::range(sql, at, sql.len(), false);
     let t = lx.next_token()?;
-    if lx.saw_plain_backslash() || t.end <= *at {
+    if lx.saw_plain_backslash() || t.start != at || t.end <= at {
         return None;
     }
-    *at = t.end;
-    class_of(sql.as_bytes(), t)
+    Some((t.end, class_of(sql.as_bytes(), t)?))
 }
 
 fn class_of(src: &[u8], t: Token) -> Option<Class> {
@@ -147,72 +185,14 @@ impl Shape {
             while src.get(i).is_some_and(|&b| lexer::is_space(b)) {
                 i += 1;
             }
-            let Some(&b) = src.get(i) else { break };
-            let b1 = src.get(i + 1).copied().unwrap_or(0);
+            if i >= src.len() {
+                break;
+            }
             let start = i;
-            let class = match b {
-                b'0'..=b'9' => {
-                    i = lexer::number_end(src, i);
-                    Class::Literal
-                }
-                b'.' if b1.is_ascii_digit() => {
-                    i = lexer::number_end(src, i);
-                    Class::Literal
-                }
-                b'\'' => {
-                    let mut backslash = false;
-                    match lexer::quoted_end(src, i + 1, b'\'', false, &mut backslash) {
-                        // A plain literal with a backslash is not shaped (module documentation).
-                        Some(e) if !backslash => i = e,
-                        _ => return false,
-                    }
-                    Class::Literal
-                }
-                b'(' => {
-                    i += 1;
-                    Class::LParen
-                }
-                b')' | b'[' | b']' | b',' | b';' | b':' | b'.' => {
-                    i += 1;
-                    Class::Kept
-                }
-                // Prefixed strings and `U&` names: the lexer's.
-                b'e' | b'E' | b'n' | b'N' | b'b' | b'B' | b'x' | b'X' if b1 == b'\'' => {
-                    match lexed(sql, &mut i) {
-                        Some(c) => c,
-                        None => return false,
-                    }
-                }
-                b'u' | b'U' if b1 == b'&' => match lexed(sql, &mut i) {
-                    Some(c) => c,
-                    None => return false,
-                },
-                _ if lexer::is_ident_start(b) => {
-                    i = lexer::ident_end(src, i + 1);
-                    let word = src.get(start..i).unwrap_or(&[]);
-                    if word.len() == 15 && word.eq_ignore_ascii_case(b"current_setting") {
-                        Class::Setting
-                    } else {
-                        Class::Kept
-                    }
-                }
-                b'-' if b1 == b'-' => match lexed(sql, &mut i) {
-                    Some(c) => c,
-                    None => return false,
-                },
-                b'/' if b1 == b'*' => match lexed(sql, &mut i) {
-                    Some(c) => c,
-                    None => return false,
-                },
-                _ if lexer::is_op_char(b) => {
-                    i = lexer::operator_end(src, i);
-                    Class::Kept
-                }
-                _ => match lexed(sql, &mut i) {
-                    Some(c) => c,
-                    None => return false,
-                },
+            let Some((end, class)) = token_at(sql, i) else {
+                return false;
             };
+            i = end;
             let elide = match class {
                 Class::Comment => seen_token,
                 Class::Literal => !(prev_lparen && prev2_setting),
@@ -242,6 +222,69 @@ impl Shape {
         h.write(seg);
         self.key_len += seg.len();
         self.hash = mix(h.finish() ^ self.n as u64);
+        true
+    }
+
+    /// Fills `self` with the shape of `sql` if `key` is its key, walking the text along the
+    /// key: every kept segment compared as it is, the token at each marker lexed by the
+    /// scanner's rules and checked to be an elided token of the marker's kind that ends where
+    /// the next segment starts. `false`: `key` is not this text's key (or cannot be checked
+    /// this way), never a different shape. `key` must pass [`guidable`]; `hash` is its hash.
+    ///
+    /// Why this gives [`Shape::scan`]'s shape: the text is the key's segments with tokens of
+    /// the markers' kinds between them, so it lexes token for token like the text the key was
+    /// made from — a kept token's extent could only differ where it looks at the bytes after
+    /// it, i.e. into the next elided token, and [`guidable`] admits only keys where no kept
+    /// token right before a marker does (white space, one-byte punctuation, an operator before
+    /// a non-comment, which stops at any byte a literal can start with). The same tokens have
+    /// the same classes, so the same are elided; and the key is compared exactly, in full.
+    pub(super) fn scan_as(&mut self, sql: &str, key: &[u8], hash: u64) -> bool {
+        let src = sql.as_bytes();
+        if src.len() > u16::MAX as usize {
+            return false;
+        }
+        self.n = 0;
+        let (mut i, mut k) = (0usize, 0usize);
+        loop {
+            let rest = key.get(k..).unwrap_or(&[]);
+            let seg_len = rest
+                .iter()
+                .position(|&b| b >= MARK_NUMBER)
+                .unwrap_or(rest.len());
+            if src.get(i..i + seg_len) != rest.get(..seg_len) {
+                return false;
+            }
+            i += seg_len;
+            k += seg_len;
+            let Some(&m) = key.get(k) else { break };
+            k += 1;
+            // The token here must start here (not after white space) and be elided as `m`.
+            if src.get(i).is_none_or(|&b| lexer::is_space(b)) || marker_at(src, i) != m {
+                return false;
+            }
+            let Some((end, class)) = token_at(sql, i) else {
+                return false;
+            };
+            let want = if m == MARK_COMMENT {
+                Class::Comment
+            } else {
+                Class::Literal
+            };
+            if class != want {
+                return false;
+            }
+            let Some(e) = self.elided.get_mut(self.n) else {
+                return false;
+            };
+            *e = (i as u16, (end - i) as u16);
+            self.n += 1;
+            i = end;
+        }
+        if i != src.len() {
+            return false;
+        }
+        self.key_len = key.len();
+        self.hash = hash;
         true
     }
 
@@ -422,6 +465,31 @@ fn marker_at(src: &[u8], start: usize) -> u8 {
         },
         None => MARK_STRING,
     }
+}
+
+/// Whether texts may be matched against `key` directly ([`Shape::scan_as`]): the byte before
+/// each marker is none, another marker (an elided token, whose extent `scan_as` checks), white
+/// space, one-byte punctuation, or an operator character before a marker other than a comment
+/// (an operator stops at every byte a string, dollar-quoted string or number starts with, and
+/// only looks further for `--` or `/*`). Identifier characters (`x1` is one name), `.` (`.5` is
+/// a number), quotes (`'a''b'` is one string) and `$` (`$12` is one parameter) are not.
+pub(super) fn guidable(key: &[u8]) -> bool {
+    let mut prev: Option<u8> = None;
+    for &b in key {
+        if b >= MARK_NUMBER {
+            let ok = match prev {
+                None => true,
+                Some(p) if p >= MARK_NUMBER || lexer::is_space(p) => true,
+                Some(b'(' | b')' | b'[' | b']' | b',' | b';' | b':') => true,
+                Some(p) => lexer::is_op_char(p) && b != MARK_COMMENT,
+            };
+            if !ok {
+                return false;
+            }
+        }
+        prev = Some(b);
+    }
+    true
 }
 
 /// Every position a statement carries, mapped.
@@ -646,6 +714,9 @@ mod tests {
         "/* c */",
         "-- c\n",
         "\\'",
+        "-/* c */",
+        "x.5",
+        "$1.5",
     ];
 
     proptest::proptest! {
@@ -696,6 +767,179 @@ mod tests {
             if let Err(e) = same_as_lexer(sql) {
                 panic!("{e}");
             }
+        }
+    }
+
+    /// Literals (and comments) put in place of a text's elided tokens: the ones that fit, and
+    /// the ones that run into what follows or lex otherwise.
+    const LITERALS: &[&str] = &[
+        "1",
+        "0048213",
+        ".5",
+        "1.5",
+        "1e5",
+        "1e-3",
+        "0x1F",
+        "0x1for",
+        "0b1",
+        "5.",
+        "1..2",
+        "'a'",
+        "''",
+        "'a''b'",
+        "'it''s'",
+        "'\\'",
+        "'",
+        "E'x'",
+        "e'\\''",
+        "N'n'",
+        "n'",
+        "B'01'",
+        "X'ff'",
+        "x'",
+        "U&'d'",
+        "U&'d' UESCAPE '!'",
+        "$$y$$",
+        "$q$z$q$",
+        "$1",
+        "$",
+        "/* c */",
+        "/*",
+        "-- c\n",
+        "--",
+        " 1",
+        "1 ",
+        "a",
+        "a1",
+        "\"q\"",
+        "(",
+        "-1",
+        "=1",
+        "1=",
+        "é",
+    ];
+
+    /// `scan_as` with the key of `template` on a text where each elided token of `template` is
+    /// replaced: when it matches, the text's own shape is that key, with the same tokens
+    /// elided. Returns whether it matched.
+    fn scan_as_agrees(template: &str, picks: &[usize]) -> Result<bool, String> {
+        let Some(t) = Shape::of(template) else {
+            return Ok(false);
+        };
+        let key = t.key(template);
+        if !guidable(&key) {
+            return Ok(false);
+        }
+        let mut text = String::new();
+        let mut last = 0;
+        for (j, &(s, l)) in t.elided().iter().enumerate() {
+            text.push_str(&template[last..s as usize]);
+            text.push_str(LITERALS[picks[j % picks.len()] % LITERALS.len()]);
+            last = (s + l) as usize;
+        }
+        text.push_str(&template[last..]);
+        let mut g = Shape::EMPTY;
+        if !g.scan_as(&text, &key, t.hash) {
+            return Ok(false);
+        }
+        match Shape::of(&text) {
+            Some(own)
+                if own.key(&text) == key
+                    && own.hash == g.hash
+                    && own.key_len == g.key_len
+                    && own.elided() == g.elided() =>
+            {
+                Ok(true)
+            }
+            other => Err(format!(
+                "{template:?} -> {text:?}: scan_as {:?}, scan {:?}",
+                g.elided().to_vec(),
+                other.map(|o| o.elided().to_vec())
+            )),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(20_000))]
+
+        #[test]
+        fn a_text_matched_along_a_key_has_that_key_as_its_shape(
+            template in proptest::collection::vec(0..PIECES.len(), 0..16),
+            picks in proptest::collection::vec(0..LITERALS.len(), 1..6),
+        ) {
+            let template: String = template.iter().map(|&i| PIECES[i]).collect();
+            let r = scan_as_agrees(&template, &picks);
+            proptest::prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+        }
+    }
+
+    #[test]
+    fn texts_are_matched_along_keys() {
+        // Not vacuous: the common statements match, with the literals that fit.
+        let mut matched = 0;
+        for template in [
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 1",
+            "UPDATE pgbench_accounts SET abalance = abalance + -2748 WHERE aid = 1",
+            "SELECT * FROM t WHERE a IN (1,2,'x') AND b=-1 /* c */",
+            "SELECT * FROM t WHERE a = 1 FOR UPDATE",
+        ] {
+            for p in 0..LITERALS.len() {
+                matched += usize::from(scan_as_agrees(template, &[p]).unwrap());
+            }
+        }
+        assert!(matched > 20, "{matched}");
+        // Keys a text cannot be matched along.
+        for sql in [
+            "SELECT x.5",
+            "SELECT a'b'",
+            "SELECT \"q\"'a'",
+            "SELECT 1 +/* c */",
+        ] {
+            let s = Shape::of(sql).unwrap();
+            assert!(!guidable(&s.key(sql)), "{sql}");
+        }
+        let sql = "SELECT abalance FROM pgbench_accounts WHERE aid = 1";
+        let s = Shape::of(sql).unwrap();
+        let key = s.key(sql);
+        assert!(guidable(&key));
+        let mut g = Shape::EMPTY;
+        for other in [
+            "SELECT abalance FROM pgbench_accounts WHERE aid =  1",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 'x'",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 1x",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 1 ",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = ",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = '\\'",
+        ] {
+            assert!(!g.scan_as(other, &key, s.hash), "{other}");
+        }
+        assert!(g.scan_as(
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 77",
+            &key,
+            s.hash
+        ));
+        assert_eq!(g.elided(), &[(50, 2)]);
+    }
+
+    #[test]
+    fn keys_that_are_not_guidable_would_be_matched_wrongly() {
+        // Each rule of `guidable` is needed: along these keys `scan_as` would accept a text
+        // whose own shape is another one.
+        for (template, text) in [
+            ("SELECT x.5", "SELECT x5"),
+            ("SELECT x..5", "SELECT x.5"),
+            ("SELECT $1.5", "SELECT $15"),
+            ("SELECT 1 -/* c */", "SELECT 1 --- c"),
+        ] {
+            let t = Shape::of(template).unwrap();
+            let key = t.key(template);
+            assert!(!guidable(&key), "{template}");
+            let mut g = Shape::EMPTY;
+            assert!(g.scan_as(text, &key, t.hash), "{text}");
+            assert_ne!(
+                Shape::of(text).map(|s| s.key(text).into_vec()),
+                Some(key.into_vec())
+            );
         }
     }
 }
