@@ -476,11 +476,7 @@ impl Classifier {
                 }
                 let prefix = prefix_hash(sql);
                 if let Some(p) = prefix {
-                    if let Some(slot) = l
-                        .guides
-                        .get(local_slot(p, LOCAL_GUIDES))
-                        .and_then(|s| s.as_ref())
-                    {
+                    if let Some(slot) = l.guides.get(self.guide_slot(p)).and_then(|s| s.as_ref()) {
                         if slot.owner == self.id
                             && slot.hash == p
                             && sql.len() <= self.limits.max_sql_len
