@@ -201,11 +201,6 @@ fn prefix_hash(sql: &str) -> Option<u64> {
     ))
 }
 
-fn local_slot(hash: u64, slots: usize) -> usize {
-    // Bits 8.. (the shard takes 22.., the doorkeeper 0.. and 42..; a collision only misses).
-    (hash >> 8) as usize % slots
-}
-
 /// A shape hit served by the local slots, for `shape_hits`.
 fn count_local_hit(l: &mut Local, id: u64) {
     match l.shape_hits.iter().position(|&(o, _)| o == id) {
@@ -467,7 +462,7 @@ impl Classifier {
                 };
                 if let Some(slot) = l
                     .texts
-                    .get(local_slot(hash, LOCAL_TEXTS))
+                    .get(self.local_slot(hash, LOCAL_TEXTS))
                     .and_then(|s| s.as_ref())
                 {
                     if slot.owner == self.id && slot.hash == hash && &*slot.entry.text == sql {
@@ -476,7 +471,11 @@ impl Classifier {
                 }
                 let prefix = prefix_hash(sql);
                 if let Some(p) = prefix {
-                    if let Some(slot) = l.guides.get(self.guide_slot(p)).and_then(|s| s.as_ref()) {
+                    if let Some(slot) = l
+                        .guides
+                        .get(self.local_slot(p, LOCAL_GUIDES))
+                        .and_then(|s| s.as_ref())
+                    {
                         if slot.owner == self.id
                             && slot.hash == p
                             && sql.len() <= self.limits.max_sql_len
@@ -510,7 +509,7 @@ impl Classifier {
         }
         let _ = LOCAL.try_with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
-                if let Some(slot) = l.texts.get_mut(local_slot(hash, LOCAL_TEXTS)) {
+                if let Some(slot) = l.texts.get_mut(self.local_slot(hash, LOCAL_TEXTS)) {
                     *slot = Some(LocalSlot {
                         owner: self.id,
                         hash,
@@ -532,13 +531,11 @@ impl Classifier {
             .flatten()
     }
 
-    /// The guide slot of a text prefix's hash (the classifier's id mixed in: the classifiers
-    /// of one host thread do not take each other's slots for the same statements).
-    fn guide_slot(&self, prefix: u64) -> usize {
-        local_slot(
-            prefix ^ self.id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            LOCAL_GUIDES,
-        )
+    /// The local slot of a hash, among `slots`: bits 8.. (the shard takes 22.., the
+    /// doorkeeper 0.. and 42..; a collision only misses), the classifier's id mixed in (the
+    /// classifiers of one host thread do not take each other's slots for the same statements).
+    fn local_slot(&self, hash: u64, slots: usize) -> usize {
+        ((hash ^ self.id.wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 8) as usize % slots
     }
 
     /// A hit in the local shape slots (`l`); the entry is then also kept as the guide for
@@ -550,7 +547,10 @@ impl Classifier {
         sql: &str,
         prefix: Option<u64>,
     ) -> Option<Classification> {
-        let slot = l.shapes.get(local_slot(sh.hash, LOCAL_SHAPES))?.as_ref()?;
+        let slot = l
+            .shapes
+            .get(self.local_slot(sh.hash, LOCAL_SHAPES))?
+            .as_ref()?;
         if !(slot.owner == self.id && slot.hash == sh.hash && sh.matches(sql, &slot.entry.key)) {
             return None;
         }
@@ -558,7 +558,7 @@ impl Classifier {
         let entry = slot.entry.clone();
         count_local_hit(l, self.id);
         if let Some(p) = prefix.filter(|_| entry.guided) {
-            if let Some(g) = l.guides.get_mut(self.guide_slot(p)) {
+            if let Some(g) = l.guides.get_mut(self.local_slot(p, LOCAL_GUIDES)) {
                 *g = Some(LocalSlot {
                     owner: self.id,
                     hash: p,
@@ -569,13 +569,24 @@ impl Classifier {
         Some(c)
     }
 
-    fn keep_local_shape(&self, hash: u64, entry: Arc<ShapeEntry>) {
+    /// Keeps a shared shape entry in this thread's local slots, and as the guide for texts
+    /// beginning as `sql` does.
+    fn keep_local_shape(&self, hash: u64, entry: Arc<ShapeEntry>, sql: &str) {
         if entry.key.len() > LOCAL_MAX_LEN {
             return;
         }
         let _ = LOCAL.try_with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
-                if let Some(slot) = l.shapes.get_mut(local_slot(hash, LOCAL_SHAPES)) {
+                if let Some(p) = prefix_hash(sql).filter(|_| entry.guided) {
+                    if let Some(g) = l.guides.get_mut(self.local_slot(p, LOCAL_GUIDES)) {
+                        *g = Some(LocalSlot {
+                            owner: self.id,
+                            hash: p,
+                            entry: entry.clone(),
+                        });
+                    }
+                }
+                if let Some(slot) = l.shapes.get_mut(self.local_slot(hash, LOCAL_SHAPES)) {
                     *slot = Some(LocalSlot {
                         owner: self.id,
                         hash,
@@ -598,7 +609,7 @@ impl Classifier {
                     let e = e.clone();
                     s.shape_hits += 1;
                     drop(s);
-                    self.keep_local_shape(sh.hash, e);
+                    self.keep_local_shape(sh.hash, e, sql);
                     Lookup::Hit(c)
                 }
                 None => Lookup::Miss { admit: false },
@@ -808,7 +819,11 @@ mod tests {
 
     #[test]
     fn new_literals_are_served_along_the_guide_and_agree_with_the_full_classification() {
-        let c = Classifier::new(WriteFunctions::defaults(), 64);
+        // Several classifiers used in turn on one thread (their guides must not get in each
+        // other's way), each served along its own guide.
+        let cs: Vec<Classifier> = (0..3)
+            .map(|_| Classifier::new(WriteFunctions::defaults(), 64))
+            .collect();
         let guided = || LOCAL.with(|l| l.borrow().guided);
         let before = guided();
         for (template, kind) in [
@@ -826,7 +841,8 @@ mod tests {
             ),
             ("SET search_path = '{}'", "set"),
         ] {
-            for i in 0..200u32 {
+            for i in 0..600u32 {
+                let c = &cs[(i % 3) as usize];
                 let sql = template.replace("{}", &(i * 7919).to_string());
                 let got = c.classify(&sql);
                 assert_eq!(got, classify(&sql, &WriteFunctions::defaults()), "{sql}");
@@ -841,6 +857,6 @@ mod tests {
             }
         }
         // All but the first few of each statement (seen, stored, kept locally, guided).
-        assert!(guided() - before > 4 * 190, "{}", guided() - before);
+        assert!(guided() - before > 4 * 570, "{}", guided() - before);
     }
 }
