@@ -3,9 +3,11 @@
 //! statements that differ only in such literals — every pgbench statement, most ORM traffic —
 //! share one cached classification (`cache.rs`).
 //!
-//! The shape is found in one pass of the classifier's own lexer (the same token boundaries the
+//! The shape is found in one pass over the bytes that takes the common tokens by the lexer's own
+//! rules and every other token from the lexer itself (the same token boundaries the
 //! classification sees), hashing as it goes; the key bytes are only written out when an entry is
-//! stored. What stays in the key, because the classification inspects it by value (SPEC §7):
+//! stored. A text may also be matched along a known key ([`Shape::scan_as`], for keys that pass
+//! [`guidable`]): the kept bytes compared as they are and only the elided tokens lexed. What stays in the key, because the classification inspects it by value (SPEC §7):
 //! - every token that is not a string, dollar-quoted string or number: identifiers (including
 //!   `U&"…" UESCAPE '<c>'`, which the lexer makes one token), keywords, operators, parameters;
 //! - the comments before the first token (`/* route=… */` hints are read there);
