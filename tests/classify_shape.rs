@@ -633,3 +633,34 @@ fn s7_shape_cache_shared_by_threads_agrees_with_full_classification() {
     }
     assert!(c.cached_shapes() >= 4);
 }
+
+#[test]
+fn s7_new_literals_one_after_another_on_one_thread_agree_with_full_classification() {
+    // As a host thread runs: one classifier, each statement warmed, then a run of variants
+    // with new literals. From the second variant on, a text is matched along the key of the
+    // shape that served the one before (the thread's guide) before it is scanned for its own.
+    let cats = &fixture().catalogs;
+    for db in DATABASES {
+        let c = fresh();
+        let before = c.shape_hits();
+        for sql in all_statements() {
+            for _ in 0..3 {
+                assert_eq!(c.classify_in(db, &sql), full(&c, cats, db, &sql), "{sql:?}");
+            }
+            for n in 0..8u64 {
+                let choice = (true, (n % 10) as u8, vec![n as u8, 39, 92], n * 7919 + 1);
+                let v = substitute(&sql, &[choice]);
+                for _ in 0..2 {
+                    assert_eq!(
+                        c.classify_in(db, &v),
+                        full(&c, cats, db, &v),
+                        "{v:?} after {sql:?}"
+                    );
+                }
+            }
+        }
+        // Not vacuous: variants were served by shape.
+        let hits = c.shape_hits() - before;
+        assert!(hits > 1000, "only {hits} shape hits");
+    }
+}

@@ -23,7 +23,11 @@
 //! In front of both shared tables each host thread keeps a few slots of its own (`Local`): the
 //! entries it used last, found without a lock. For a short text the thread's shape slots are
 //! tried before the shared text table, so a statement with a new literal takes no lock at all
-//! (and a text served that way is not admitted to the text table: its shape serves it).
+//! (and a text served that way is not admitted to the text table: its shape serves it). Before
+//! the text is scanned for its shape, it is matched along the key of the shape this thread used
+//! last for a text with the same first 16 bytes (its "guide", `Shape::scan_as`): a pgbench
+//! statement with a new literal then costs a hash, one compare of the kept bytes and the lexing
+//! of the literal.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -108,6 +112,10 @@ impl Doorkeeper {
 struct ShapeEntry {
     key: Box<[u8]>,
     class: Classification,
+    /// The key's hash.
+    hash: u64,
+    /// Whether texts may be matched against the key directly (`shape::guidable`).
+    guided: bool,
 }
 
 /// Shape hashes are mixed already: the map uses them as they are.
@@ -137,6 +145,11 @@ struct TextEntry {
 /// Slots of each thread's local caches (direct-mapped by hash): texts, shapes.
 const LOCAL_TEXTS: usize = 128;
 const LOCAL_SHAPES: usize = 32;
+/// Slots of each thread's guide: shapes by the first [`GUIDE_PREFIX`] bytes of their texts.
+const LOCAL_GUIDES: usize = 16;
+/// Bytes of a text that choose its guide slot (a shape whose first elided token starts
+/// earlier is not kept there: its texts' first bytes differ).
+const GUIDE_PREFIX: usize = 16;
 /// Longest text (or shape key) a thread keeps locally.
 const LOCAL_MAX_LEN: usize = 1024;
 
@@ -155,8 +168,14 @@ struct LocalSlot<T> {
 struct Local {
     texts: [Option<LocalSlot<TextEntry>>; LOCAL_TEXTS],
     shapes: [Option<LocalSlot<ShapeEntry>>; LOCAL_SHAPES],
+    /// The same shape entries by their texts' first bytes: a text is matched against the key
+    /// found there before it is scanned for its shape (`Shape::scan_as`).
+    guides: [Option<LocalSlot<ShapeEntry>>; LOCAL_GUIDES],
     /// Shape hits served here, for `shape_hits`: (classifier id, count) of the last few.
     shape_hits: [(u64, u64); 4],
+    /// Of those, the ones served along a guide (`Shape::scan_as`).
+    #[cfg(test)]
+    guided: u64,
 }
 
 thread_local! {
@@ -164,14 +183,37 @@ thread_local! {
         RefCell::new(Local {
             texts: [const { None }; LOCAL_TEXTS],
             shapes: [const { None }; LOCAL_SHAPES],
+            guides: [const { None }; LOCAL_GUIDES],
             shape_hits: [(0, 0); 4],
+            #[cfg(test)]
+            guided: 0,
         })
     };
 }
 
-fn local_slot(hash: u64, slots: usize) -> usize {
-    // Bits 8.. (the shard takes 22.., the doorkeeper 0.. and 42..; a collision only misses).
-    (hash >> 8) as usize % slots
+/// The hash of a text's first [`GUIDE_PREFIX`] bytes (`None`: a shorter text).
+fn prefix_hash(sql: &str) -> Option<u64> {
+    let p = sql.as_bytes().get(..GUIDE_PREFIX)?;
+    let (a, b) = p.split_at(8);
+    let word = |w: &[u8]| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(w);
+        u64::from_le_bytes(x)
+    };
+    Some(shape::mix(
+        word(a).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ word(b),
+    ))
+}
+
+/// A shape hit served by the local slots, for `shape_hits`.
+fn count_local_hit(l: &mut Local, id: u64) {
+    match l.shape_hits.iter().position(|&(o, _)| o == id) {
+        Some(i) => l.shape_hits[i].1 += 1,
+        None => {
+            l.shape_hits.rotate_right(1);
+            l.shape_hits[0] = (id, 1);
+        }
+    }
 }
 
 /// Ids of classifiers, for the local caches.
@@ -325,28 +367,16 @@ impl Classifier {
             return self.classify_uncached(sql);
         }
         let hash = text_hash(sql);
-        if let Some(c) = self.local_text(hash, sql) {
-            return c;
-        }
-        // A text longer than the limit is too complex whatever its literals.
-        let shape = |sql: &str| {
-            if sql.len() <= self.limits.max_sql_len {
-                Shape::of(sql)
-            } else {
-                None
-            }
-        };
-        // Lexing a long text costs more than a shared lookup: its shape comes after.
-        let early = sql.len() <= LOCAL_MAX_LEN;
+        // The shape is filled in place (`shaped`: whether it was scanned, and whether the text
+        // has one), never moved.
+        let mut shape = Shape::EMPTY;
         let mut shaped = None;
-        if early {
-            shaped = Some(shape(sql));
-            if let Some(c) = shaped
-                .as_ref()
-                .and_then(|sh| sh.as_ref())
-                .and_then(|sh| self.local_shape(sh, sql))
-            {
-                return c;
+        // Lexing a long text costs more than a shared lookup: its shape comes after. (A long
+        // text is never kept in the local slots.)
+        if sql.len() <= LOCAL_MAX_LEN {
+            match self.local(hash, sql, &mut shape) {
+                Ok(c) => return c,
+                Err(s) => shaped = s,
             }
         }
         let Some(shard) = self.shard(hash) else {
@@ -364,32 +394,34 @@ impl Classifier {
             // Admitted on its second sighting only (see the module documentation).
             s.texts_seen.seen_before(hash)
         };
-        let shape = match shaped {
-            Some(sh) => sh,
-            None => shape(sql),
-        };
-        let c = match &shape {
-            Some(sh) => {
-                if !early {
-                    if let Some(c) = self.local_shape(sh, sql) {
+        let has_shape = match shaped {
+            Some(s) => s,
+            None => {
+                let s = self.scan(sql, &mut shape);
+                if s {
+                    if let Some(c) = self.local_shape(&shape, sql) {
                         return c;
                     }
                 }
-                match self.shape_lookup(sh, sql) {
-                    Lookup::Hit(c) => c,
-                    Lookup::Miss { admit } => {
-                        let (c, reads_text) =
-                            statement::classify_str_ext(sql, self.policy.rules(), &self.limits);
-                        // A verdict that read raw text (a DO body) depends on more than the
-                        // shape.
-                        if admit && !reads_text {
-                            self.shape_insert(sh, sql, &c);
-                        }
-                        c
+                s
+            }
+        };
+        let c = if has_shape {
+            let sh = &shape;
+            match self.shape_lookup(sh, sql) {
+                Lookup::Hit(c) => c,
+                Lookup::Miss { admit } => {
+                    let (c, reads_text) =
+                        statement::classify_str_ext(sql, self.policy.rules(), &self.limits);
+                    // A verdict that read raw text (a DO body) depends on more than the shape.
+                    if admit && !reads_text {
+                        self.shape_insert(sh, sql, &c);
                     }
+                    c
                 }
             }
-            None => self.classify_uncached(sql),
+        } else {
+            self.classify_uncached(sql)
         };
         if admit_text {
             let mut s = shard.lock();
@@ -412,17 +444,67 @@ impl Classifier {
         c
     }
 
-    /// A hit in this thread's local text slots.
-    fn local_text(&self, hash: u64, sql: &str) -> Option<Classification> {
+    /// Whether `sql` has a shape (filled into `shape`); a text longer than the limit is too
+    /// complex whatever its literals.
+    fn scan(&self, sql: &str, shape: &mut Shape) -> bool {
+        sql.len() <= self.limits.max_sql_len && shape.scan(sql)
+    }
+
+    /// This thread's local slots, in one visit: the text's slot, else (the text scanned for its
+    /// shape meanwhile) the shape's. `Err`: a miss, with whether the shape was scanned and
+    /// found (`None`: not scanned, the local slots being unavailable).
+    fn local(
+        &self,
+        hash: u64,
+        sql: &str,
+        shape: &mut Shape,
+    ) -> Result<Classification, Option<bool>> {
         LOCAL
             .try_with(|l| {
-                let l = l.try_borrow().ok()?;
-                let slot = l.texts.get(local_slot(hash, LOCAL_TEXTS))?.as_ref()?;
-                (slot.owner == self.id && slot.hash == hash && &*slot.entry.text == sql)
-                    .then(|| slot.entry.class.clone())
+                let Ok(mut l) = l.try_borrow_mut() else {
+                    return Err(None);
+                };
+                if let Some(slot) = l
+                    .texts
+                    .get(self.local_slot(hash, LOCAL_TEXTS))
+                    .and_then(|s| s.as_ref())
+                {
+                    if slot.owner == self.id && slot.hash == hash && &*slot.entry.text == sql {
+                        return Ok(slot.entry.class.clone());
+                    }
+                }
+                let prefix = prefix_hash(sql);
+                if let Some(p) = prefix {
+                    if let Some(slot) = l
+                        .guides
+                        .get(self.local_slot(p, LOCAL_GUIDES))
+                        .and_then(|s| s.as_ref())
+                    {
+                        if slot.owner == self.id
+                            && slot.hash == p
+                            && sql.len() <= self.limits.max_sql_len
+                            && shape.scan_as(sql, &slot.entry.key, slot.entry.hash)
+                        {
+                            if let Some(c) = shape.restore(&slot.entry.class) {
+                                count_local_hit(&mut l, self.id);
+                                #[cfg(test)]
+                                {
+                                    l.guided += 1;
+                                }
+                                return Ok(c);
+                            }
+                        }
+                    }
+                }
+                if !self.scan(sql, shape) {
+                    return Err(Some(false));
+                }
+                match self.local_shape_in(&mut l, shape, sql, prefix) {
+                    Some(c) => Ok(c),
+                    None => Err(Some(true)),
+                }
             })
-            .ok()
-            .flatten()
+            .unwrap_or(Err(None))
     }
 
     fn keep_local_text(&self, hash: u64, entry: Arc<TextEntry>) {
@@ -431,7 +513,7 @@ impl Classifier {
         }
         let _ = LOCAL.try_with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
-                if let Some(slot) = l.texts.get_mut(local_slot(hash, LOCAL_TEXTS)) {
+                if let Some(slot) = l.texts.get_mut(self.local_slot(hash, LOCAL_TEXTS)) {
                     *slot = Some(LocalSlot {
                         owner: self.id,
                         hash,
@@ -447,35 +529,68 @@ impl Classifier {
         LOCAL
             .try_with(|l| {
                 let mut l = l.try_borrow_mut().ok()?;
-                let slot = l.shapes.get(local_slot(sh.hash, LOCAL_SHAPES))?.as_ref()?;
-                if !(slot.owner == self.id
-                    && slot.hash == sh.hash
-                    && sh.matches(sql, &slot.entry.key))
-                {
-                    return None;
-                }
-                let c = sh.restore(&slot.entry.class)?;
-                let id = self.id;
-                match l.shape_hits.iter().position(|&(o, _)| o == id) {
-                    Some(i) => l.shape_hits[i].1 += 1,
-                    None => {
-                        l.shape_hits.rotate_right(1);
-                        l.shape_hits[0] = (id, 1);
-                    }
-                }
-                Some(c)
+                self.local_shape_in(&mut l, sh, sql, prefix_hash(sql))
             })
             .ok()
             .flatten()
     }
 
-    fn keep_local_shape(&self, hash: u64, entry: Arc<ShapeEntry>) {
+    /// The local slot of a hash, among `slots`: bits 8.. (the shard takes 22.., the
+    /// doorkeeper 0.. and 42..; a collision only misses), the classifier's id mixed in (the
+    /// classifiers of one host thread do not take each other's slots for the same statements).
+    fn local_slot(&self, hash: u64, slots: usize) -> usize {
+        ((hash ^ self.id.wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 8) as usize % slots
+    }
+
+    /// A hit in the local shape slots (`l`); the entry is then also kept as the guide for
+    /// texts beginning as this one does (`prefix`).
+    fn local_shape_in(
+        &self,
+        l: &mut Local,
+        sh: &Shape,
+        sql: &str,
+        prefix: Option<u64>,
+    ) -> Option<Classification> {
+        let slot = l
+            .shapes
+            .get(self.local_slot(sh.hash, LOCAL_SHAPES))?
+            .as_ref()?;
+        if !(slot.owner == self.id && slot.hash == sh.hash && sh.matches(sql, &slot.entry.key)) {
+            return None;
+        }
+        let c = sh.restore(&slot.entry.class)?;
+        let entry = slot.entry.clone();
+        count_local_hit(l, self.id);
+        if let Some(p) = prefix.filter(|_| entry.guided) {
+            if let Some(g) = l.guides.get_mut(self.local_slot(p, LOCAL_GUIDES)) {
+                *g = Some(LocalSlot {
+                    owner: self.id,
+                    hash: p,
+                    entry,
+                });
+            }
+        }
+        Some(c)
+    }
+
+    /// Keeps a shared shape entry in this thread's local slots, and as the guide for texts
+    /// beginning as `sql` does.
+    fn keep_local_shape(&self, hash: u64, entry: Arc<ShapeEntry>, sql: &str) {
         if entry.key.len() > LOCAL_MAX_LEN {
             return;
         }
         let _ = LOCAL.try_with(|l| {
             if let Ok(mut l) = l.try_borrow_mut() {
-                if let Some(slot) = l.shapes.get_mut(local_slot(hash, LOCAL_SHAPES)) {
+                if let Some(p) = prefix_hash(sql).filter(|_| entry.guided) {
+                    if let Some(g) = l.guides.get_mut(self.local_slot(p, LOCAL_GUIDES)) {
+                        *g = Some(LocalSlot {
+                            owner: self.id,
+                            hash: p,
+                            entry: entry.clone(),
+                        });
+                    }
+                }
+                if let Some(slot) = l.shapes.get_mut(self.local_slot(hash, LOCAL_SHAPES)) {
                     *slot = Some(LocalSlot {
                         owner: self.id,
                         hash,
@@ -498,7 +613,7 @@ impl Classifier {
                     let e = e.clone();
                     s.shape_hits += 1;
                     drop(s);
-                    self.keep_local_shape(sh.hash, e);
+                    self.keep_local_shape(sh.hash, e, sql);
                     Lookup::Hit(c)
                 }
                 None => Lookup::Miss { admit: false },
@@ -528,8 +643,20 @@ impl Classifier {
             s.shape_bytes = 0;
         }
         s.shape_bytes += key.len();
-        s.shapes
-            .insert(sh.hash, Arc::new(ShapeEntry { key, class: stored }));
+        let guided = key.len() >= GUIDE_PREFIX
+            && key
+                .get(..GUIDE_PREFIX)
+                .is_some_and(|p| p.iter().all(|&b| b < 0xF8))
+            && shape::guidable(&key);
+        s.shapes.insert(
+            sh.hash,
+            Arc::new(ShapeEntry {
+                key,
+                class: stored,
+                hash: sh.hash,
+                guided,
+            }),
+        );
     }
 
     fn classify_uncached(&self, sql: &str) -> Classification {
@@ -692,5 +819,48 @@ mod tests {
                 .find(|s| s.lock().map.values().any(|e| &*e.text == sql.as_str()));
             assert!(shard.is_some(), "{sql} was evicted");
         }
+    }
+
+    #[test]
+    fn new_literals_are_served_along_the_guide_and_agree_with_the_full_classification() {
+        // Several classifiers used in turn on one thread (their guides must not get in each
+        // other's way), each served along its own guide.
+        let cs: Vec<Classifier> = (0..3)
+            .map(|_| Classifier::new(WriteFunctions::defaults(), 64))
+            .collect();
+        let guided = || LOCAL.with(|l| l.borrow().guided);
+        let before = guided();
+        for (template, kind) in [
+            (
+                "SELECT abalance FROM pgbench_accounts WHERE aid = {}",
+                "read",
+            ),
+            (
+                "UPDATE pgbench_accounts SET abalance = abalance + {} WHERE aid = 7",
+                "write",
+            ),
+            (
+                "SELECT * FROM accounts WHERE id = {} FOR UPDATE",
+                "locking read",
+            ),
+            ("SET search_path = '{}'", "set"),
+        ] {
+            for i in 0..600u32 {
+                let c = &cs[(i % 3) as usize];
+                let sql = template.replace("{}", &(i * 7919).to_string());
+                let got = c.classify(&sql);
+                assert_eq!(got, classify(&sql, &WriteFunctions::defaults()), "{sql}");
+                let k = match got.first().kind {
+                    Kind::Read => "read",
+                    Kind::ReadNotSafe => "locking read",
+                    Kind::Write => "write",
+                    Kind::Set { .. } => "set",
+                    _ => "other",
+                };
+                assert_eq!(k, kind, "{sql}");
+            }
+        }
+        // All but the first few of each statement (seen, stored, kept locally, guided).
+        assert!(guided() - before > 4 * 570, "{}", guided() - before);
     }
 }

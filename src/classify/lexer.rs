@@ -103,7 +103,7 @@ static CLASS: [u8; 256] = {
 };
 
 #[inline]
-fn is_ident_start(b: u8) -> bool {
+pub(super) fn is_ident_start(b: u8) -> bool {
     CLASS[b as usize] & IDENT_START != 0
 }
 
@@ -126,7 +126,7 @@ fn lanes_in(v: u64, lo: u8, hi: u8) -> u64 {
 /// The end of the run of identifier-continuation bytes (`[A-Za-z0-9_$]` and every byte ≥ 0x80)
 /// starting at `i`: eight bytes at a time (this is most of what the lexer reads).
 #[inline]
-fn ident_end(src: &[u8], mut i: usize) -> usize {
+pub(super) fn ident_end(src: &[u8], mut i: usize) -> usize {
     while let Some(chunk) = src.get(i..i + 8) {
         let mut w = [0u8; 8];
         w.copy_from_slice(chunk);
@@ -155,7 +155,7 @@ fn is_dolq_cont(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
 }
 
-fn is_op_char(b: u8) -> bool {
+pub(super) fn is_op_char(b: u8) -> bool {
     matches!(
         b,
         b'~' | b'!'
@@ -178,8 +178,126 @@ fn is_op_char(b: u8) -> bool {
 }
 
 #[inline]
-fn is_space(b: u8) -> bool {
+pub(super) fn is_space(b: u8) -> bool {
     CLASS[b as usize] & SPACE != 0
+}
+
+// The token rules below are free functions over the lexed bytes (`src` ends where the lexer's
+// range ends), so that the shape scanner (`shape.rs`) finds exactly the lexer's boundaries.
+
+#[inline]
+fn at(src: &[u8], i: usize) -> u8 {
+    src.get(i).copied().unwrap_or(0)
+}
+
+/// The end (after the closing quote) of a quoted run starting after the opening quote at
+/// `from`; `''`/`""` doubling always, and a backslash escape when `backslash` is set. `None`:
+/// unterminated. `saw_backslash` is set when the run holds a backslash.
+#[inline]
+pub(super) fn quoted_end(
+    src: &[u8],
+    from: usize,
+    quote: u8,
+    backslash: bool,
+    saw_backslash: &mut bool,
+) -> Option<usize> {
+    let mut i = from;
+    while let Some(&b) = src.get(i) {
+        if b == quote {
+            if src.get(i + 1) == Some(&quote) {
+                i += 2;
+                continue;
+            }
+            return Some(i + 1);
+        }
+        if b == b'\\' {
+            *saw_backslash = true;
+            if backslash {
+                i += 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The end of the number starting at `start` (a digit, or `.` before a digit).
+#[inline]
+pub(super) fn number_end(src: &[u8], start: usize) -> usize {
+    let has = |i: usize| i < src.len();
+    let mut i = start;
+    let radix = if at(src, i) == b'0' {
+        match at(src, i + 1) {
+            b'x' | b'X' => Some(16),
+            b'o' | b'O' => Some(8),
+            b'b' | b'B' => Some(2),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    if let Some(r) = radix {
+        i += 2;
+        while has(i) && (at(src, i) == b'_' || (at(src, i) as char).is_digit(r)) {
+            i += 1;
+        }
+        return i.min(src.len());
+    }
+    let digits = |i: usize| {
+        let rest = src.get(i..).unwrap_or(&[]);
+        i + rest
+            .iter()
+            .position(|&b| !(b.is_ascii_digit() || b == b'_'))
+            .unwrap_or(rest.len())
+    };
+    i = digits(i);
+    if has(i) && at(src, i) == b'.' && at(src, i + 1) != b'.' {
+        i = digits(i + 1);
+    }
+    if has(i) && matches!(at(src, i), b'e' | b'E') {
+        let mut k = i + 1;
+        if matches!(at(src, k), b'+' | b'-') {
+            k += 1;
+        }
+        if has(k) && at(src, k).is_ascii_digit() {
+            i = digits(k);
+        }
+    }
+    i.min(src.len())
+}
+
+/// The end of the operator starting at `start` (an operator character that does not start a
+/// comment).
+#[inline]
+pub(super) fn operator_end(src: &[u8], start: usize) -> usize {
+    let mut i = start;
+    while i < src.len() && is_op_char(at(src, i)) {
+        // `--` and `/*` start a comment even inside an operator (as in the server).
+        if i > start
+            && ((at(src, i) == b'-' && at(src, i + 1) == b'-')
+                || (at(src, i) == b'/' && at(src, i + 1) == b'*'))
+        {
+            break;
+        }
+        i += 1;
+    }
+    // The server strips trailing `+`/`-` from a multi-char operator unless it contains one
+    // of `~!@#^&|`?%` (so `=-1` is `=` then `-1`).
+    let op = src.get(start..i).unwrap_or(&[]);
+    if op.len() > 1
+        && !op.iter().any(|b| {
+            matches!(
+                b,
+                b'~' | b'!' | b'@' | b'#' | b'^' | b'&' | b'|' | b'`' | b'?' | b'%'
+            )
+        })
+    {
+        while i > start + 1 && matches!(at(src, i - 1), b'+' | b'-') {
+            i -= 1;
+        }
+    }
+    i
 }
 
 impl<'a> Lexer<'a> {
@@ -229,31 +347,14 @@ impl<'a> Lexer<'a> {
         Token { kind, start, end }
     }
 
-    /// A quoted run starting after the opening quote at `from`; `''`/`""` doubling always, and
-    /// a backslash escape when `backslash` is set. Returns the end (after the closing quote).
+    /// A quoted run starting after the opening quote at `from` (see [`quoted_end`]).
     fn quoted(&mut self, from: usize, quote: u8, backslash: bool, note: bool) -> Option<usize> {
-        let mut i = from;
-        while i < self.end {
-            let b = self.at(i);
-            if b == quote {
-                if self.at(i + 1) == quote && self.has(i + 1) {
-                    i += 2;
-                    continue;
-                }
-                return Some(i + 1);
-            }
-            if b == b'\\' {
-                if note {
-                    self.saw_plain_backslash = true;
-                }
-                if backslash {
-                    i += 2;
-                    continue;
-                }
-            }
-            i += 1;
+        let mut saw = false;
+        let e = quoted_end(self.src, from, quote, backslash, &mut saw);
+        if note && saw {
+            self.saw_plain_backslash = true;
         }
-        None
+        e
     }
 
     #[inline(never)]
@@ -354,75 +455,13 @@ impl<'a> Lexer<'a> {
 
     #[inline(never)]
     fn number(&mut self, start: usize) -> Token {
-        let mut i = start;
-        let radix = if self.at(i) == b'0' {
-            match self.at(i + 1) {
-                b'x' | b'X' => Some(16),
-                b'o' | b'O' => Some(8),
-                b'b' | b'B' => Some(2),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        if let Some(r) = radix {
-            i += 2;
-            while self.has(i) && (self.at(i) == b'_' || (self.at(i) as char).is_digit(r)) {
-                i += 1;
-            }
-            return self.tok(Tok::Number, start, i);
-        }
-        let digits = |lx: &Lexer, i: usize| {
-            let rest = lx.src.get(i..).unwrap_or(&[]);
-            i + rest
-                .iter()
-                .position(|&b| !(b.is_ascii_digit() || b == b'_'))
-                .unwrap_or(rest.len())
-        };
-        i = digits(self, i);
-        if self.has(i) && self.at(i) == b'.' && self.at(i + 1) != b'.' {
-            i = digits(self, i + 1);
-        }
-        if self.has(i) && matches!(self.at(i), b'e' | b'E') {
-            let mut k = i + 1;
-            if matches!(self.at(k), b'+' | b'-') {
-                k += 1;
-            }
-            if self.has(k) && self.at(k).is_ascii_digit() {
-                i = digits(self, k);
-            }
-        }
+        let i = number_end(self.src, start);
         self.tok(Tok::Number, start, i)
     }
 
     #[inline(never)]
     fn operator(&mut self, start: usize) -> Token {
-        let mut i = start;
-        while self.has(i) && is_op_char(self.at(i)) {
-            // `--` and `/*` start a comment even inside an operator (as in the server).
-            if i > start
-                && ((self.at(i) == b'-' && self.at(i + 1) == b'-')
-                    || (self.at(i) == b'/' && self.at(i + 1) == b'*'))
-            {
-                break;
-            }
-            i += 1;
-        }
-        // The server strips trailing `+`/`-` from a multi-char operator unless it contains one
-        // of `~!@#^&|`?%` (so `=-1` is `=` then `-1`).
-        let op = self.src.get(start..i).unwrap_or(&[]);
-        if op.len() > 1
-            && !op.iter().any(|b| {
-                matches!(
-                    b,
-                    b'~' | b'!' | b'@' | b'#' | b'^' | b'&' | b'|' | b'`' | b'?' | b'%'
-                )
-            })
-        {
-            while i > start + 1 && matches!(self.at(i - 1), b'+' | b'-') {
-                i -= 1;
-            }
-        }
+        let i = operator_end(self.src, start);
         self.tok(Tok::Operator, start, i)
     }
 

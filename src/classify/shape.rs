@@ -3,9 +3,11 @@
 //! statements that differ only in such literals — every pgbench statement, most ORM traffic —
 //! share one cached classification (`cache.rs`).
 //!
-//! The shape is found in one pass of the classifier's own lexer (the same token boundaries the
+//! The shape is found in one pass over the bytes that takes the common tokens by the lexer's own
+//! rules and every other token from the lexer itself (the same token boundaries the
 //! classification sees), hashing as it goes; the key bytes are only written out when an entry is
-//! stored. What stays in the key, because the classification inspects it by value (SPEC §7):
+//! stored. A text may also be matched along a known key ([`Shape::scan_as`], for keys that pass
+//! [`guidable`]): the kept bytes compared as they are and only the elided tokens lexed. What stays in the key, because the classification inspects it by value (SPEC §7):
 //! - every token that is not a string, dollar-quoted string or number: identifiers (including
 //!   `U&"…" UESCAPE '<c>'`, which the lexer makes one token), keywords, operators, parameters;
 //! - the comments before the first token (`/* route=… */` hints are read there);
@@ -26,7 +28,7 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use super::lexer::{Lexer, Tok, Token};
+use super::lexer::{self, Lexer, Tok, Token};
 use super::{Classification, Kind, Span, StatementInfo, Statements};
 
 /// Most elided tokens a shaped text may have (a longer `IN (…)` list is classified by text).
@@ -67,25 +69,239 @@ fn may_name_setting(src: &[u8], t: Token) -> bool {
     }
 }
 
+/// What the shape scanner needs to know about a token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// A string, dollar-quoted string or number.
+    Literal,
+    Comment,
+    LParen,
+    /// A name that may spell `current_setting`.
+    Setting,
+    /// Anything else that stays in the key.
+    Kept,
+}
+
+/// The token at `i` (a token start, not white space): its end and class, found by the lexer's
+/// rules in the lexer's order (inline for the common tokens, the lexer itself for the rest).
+/// `None`: the text is not shaped (an unterminated token, a plain literal with a backslash).
+#[inline(always)]
+fn token_at(sql: &str, i: usize) -> Option<(usize, Class)> {
+    let src = sql.as_bytes();
+    let b = *src.get(i)?;
+    let b1 = src.get(i + 1).copied().unwrap_or(0);
+    Some(match b {
+        b'0'..=b'9' => (lexer::number_end(src, i), Class::Literal),
+        b'.' if b1.is_ascii_digit() => (lexer::number_end(src, i), Class::Literal),
+        b'\'' => {
+            let mut backslash = false;
+            match lexer::quoted_end(src, i + 1, b'\'', false, &mut backslash) {
+                // A plain literal with a backslash is not shaped (module documentation).
+                Some(e) if !backslash => (e, Class::Literal),
+                _ => return None,
+            }
+        }
+        b'(' => (i + 1, Class::LParen),
+        b')' | b'[' | b']' | b',' | b';' | b':' | b'.' => (i + 1, Class::Kept),
+        // Prefixed strings and `U&` names, comments: the lexer's.
+        b'e' | b'E' | b'n' | b'N' | b'b' | b'B' | b'x' | b'X' if b1 == b'\'' => lexed(sql, i)?,
+        b'u' | b'U' if b1 == b'&' => lexed(sql, i)?,
+        _ if lexer::is_ident_start(b) => {
+            let e = lexer::ident_end(src, i + 1);
+            let word = src.get(i..e).unwrap_or(&[]);
+            if word.len() == 15 && word.eq_ignore_ascii_case(b"current_setting") {
+                (e, Class::Setting)
+            } else {
+                (e, Class::Kept)
+            }
+        }
+        b'-' if b1 == b'-' => lexed(sql, i)?,
+        b'/' if b1 == b'*' => lexed(sql, i)?,
+        _ if lexer::is_op_char(b) => (lexer::operator_end(src, i), Class::Kept),
+        _ => lexed(sql, i)?,
+    })
+}
+
+/// The lexer's next token from `at` (a token start): its end and class.
+#[inline(never)]
+fn lexed(sql: &str, at: usize) -> Option<(usize, Class)> {
+    let mut lx = Lexer::range(sql, at, sql.len(), false);
+    let t = lx.next_token()?;
+    if lx.saw_plain_backslash() || t.start != at || t.end <= at {
+        return None;
+    }
+    Some((t.end, class_of(sql.as_bytes(), t)?))
+}
+
+fn class_of(src: &[u8], t: Token) -> Option<Class> {
+    Some(match t.kind {
+        Tok::String | Tok::DollarString | Tok::Number => Class::Literal,
+        Tok::LineComment | Tok::BlockComment => Class::Comment,
+        Tok::LParen => Class::LParen,
+        Tok::Error(_) => return None,
+        _ if may_name_setting(src, t) => Class::Setting,
+        _ => Class::Kept,
+    })
+}
+
 impl Shape {
+    /// An empty shape, to be filled by [`Shape::scan`].
+    pub(super) const EMPTY: Shape = Shape {
+        hash: 0,
+        key_len: 0,
+        n: 0,
+        elided: [(0, 0); MAX_ELIDED],
+    };
+
     /// The shape of `sql`, or `None` when no shape may stand for it (see the module
-    /// documentation). `sql` must be at most `u16::MAX` bytes.
+    /// documentation).
+    #[cfg(test)]
     pub(super) fn of(sql: &str) -> Option<Shape> {
+        let mut sh = Shape::EMPTY;
+        sh.scan(sql).then_some(sh)
+    }
+
+    /// Fills `self` with the shape of `sql`; `false` when no shape may stand for it (see the
+    /// module documentation).
+    ///
+    /// One pass over the bytes, hashing the key as it goes. The common tokens (white space,
+    /// names, numbers, plain strings, operators, punctuation) are found inline by the lexer's
+    /// own rules (`lexer.rs`'s `ident_end`, `number_end`, `quoted_end`, `operator_end`, chosen
+    /// in the lexer's order); every other token is handed to the lexer itself, one token from
+    /// its start: the boundaries are the lexer's, token for token.
+    pub(super) fn scan(&mut self, sql: &str) -> bool {
+        let src = sql.as_bytes();
+        if src.len() > u16::MAX as usize {
+            return false;
+        }
+        self.n = 0;
+        self.key_len = 0;
+        let mut h = FxHasher::default();
+        let mut last = 0usize;
+        let mut i = 0usize;
+        // About the two non-comment tokens before this one: whether there was one, whether the
+        // last was `(`, whether the one before it may name `current_setting`.
+        let mut seen_token = false;
+        let (mut prev_lparen, mut prev_setting, mut prev2_setting) = (false, false, false);
+        loop {
+            while src.get(i).is_some_and(|&b| lexer::is_space(b)) {
+                i += 1;
+            }
+            if i >= src.len() {
+                break;
+            }
+            let start = i;
+            let Some((end, class)) = token_at(sql, i) else {
+                return false;
+            };
+            i = end;
+            let elide = match class {
+                Class::Comment => seen_token,
+                Class::Literal => !(prev_lparen && prev2_setting),
+                _ => false,
+            };
+            if class != Class::Comment {
+                seen_token = true;
+                prev2_setting = prev_setting;
+                prev_setting = class == Class::Setting;
+                prev_lparen = class == Class::LParen;
+            }
+            if !elide {
+                continue;
+            }
+            let Some(e) = self.elided.get_mut(self.n) else {
+                return false;
+            };
+            *e = (start as u16, (i - start) as u16);
+            self.n += 1;
+            let seg = src.get(last..start).unwrap_or(&[]);
+            h.write(seg);
+            h.write_u8(marker_at(src, start));
+            self.key_len += seg.len() + 1;
+            last = i;
+        }
+        let seg = src.get(last..).unwrap_or(&[]);
+        h.write(seg);
+        self.key_len += seg.len();
+        self.hash = mix(h.finish() ^ self.n as u64);
+        true
+    }
+
+    /// Fills `self` with the shape of `sql` if `key` is its key, walking the text along the
+    /// key: every kept segment compared as it is, the token at each marker lexed by the
+    /// scanner's rules and checked to be an elided token of the marker's kind that ends where
+    /// the next segment starts. `false`: `key` is not this text's key (or cannot be checked
+    /// this way), never a different shape. `key` must pass [`guidable`]; `hash` is its hash.
+    ///
+    /// Why this gives [`Shape::scan`]'s shape: the text is the key's segments with tokens of
+    /// the markers' kinds between them, so it lexes token for token like the text the key was
+    /// made from — a kept token's extent could only differ where it looks at the bytes after
+    /// it, i.e. into the next elided token, and [`guidable`] admits only keys where no kept
+    /// token right before a marker does (white space, one-byte punctuation, an operator before
+    /// a non-comment, which stops at any byte a literal can start with). The same tokens have
+    /// the same classes, so the same are elided; and the key is compared exactly, in full.
+    pub(super) fn scan_as(&mut self, sql: &str, key: &[u8], hash: u64) -> bool {
+        let src = sql.as_bytes();
+        if src.len() > u16::MAX as usize {
+            return false;
+        }
+        self.n = 0;
+        let (mut i, mut k) = (0usize, 0usize);
+        loop {
+            let rest = key.get(k..).unwrap_or(&[]);
+            let seg_len = rest
+                .iter()
+                .position(|&b| b >= MARK_NUMBER)
+                .unwrap_or(rest.len());
+            if src.get(i..i + seg_len) != rest.get(..seg_len) {
+                return false;
+            }
+            i += seg_len;
+            k += seg_len;
+            let Some(&m) = key.get(k) else { break };
+            k += 1;
+            // The token here must start here (not after white space) and be elided as `m`.
+            if src.get(i).is_none_or(|&b| lexer::is_space(b)) || marker_at(src, i) != m {
+                return false;
+            }
+            let Some((end, class)) = token_at(sql, i) else {
+                return false;
+            };
+            let want = if m == MARK_COMMENT {
+                Class::Comment
+            } else {
+                Class::Literal
+            };
+            if class != want {
+                return false;
+            }
+            let Some(e) = self.elided.get_mut(self.n) else {
+                return false;
+            };
+            *e = (i as u16, (end - i) as u16);
+            self.n += 1;
+            i = end;
+        }
+        if i != src.len() {
+            return false;
+        }
+        self.key_len = key.len();
+        self.hash = hash;
+        true
+    }
+
+    /// The shape as the lexer's token stream gives it: the reference the scanner is tested
+    /// against.
+    #[cfg(test)]
+    fn of_by_lexer(sql: &str) -> Option<Shape> {
         let src = sql.as_bytes();
         if src.len() > u16::MAX as usize {
             return None;
         }
         let mut lx = Lexer::range(sql, 0, src.len(), false);
         let mut h = FxHasher::default();
-        let mut shape = Shape {
-            hash: 0,
-            key_len: 0,
-            n: 0,
-            elided: [(0, 0); MAX_ELIDED],
-        };
+        let mut shape = Shape::EMPTY;
         let mut last = 0usize;
-        // About the two non-comment tokens before this one: whether there was one, whether the
-        // last was `(`, whether the one before it may name `current_setting`.
         let mut seen_token = false;
         let (mut prev_lparen, mut prev_setting, mut prev2_setting) = (false, false, false);
         while let Some(t) = lx.next_token() {
@@ -253,6 +469,31 @@ fn marker_at(src: &[u8], start: usize) -> u8 {
     }
 }
 
+/// Whether texts may be matched against `key` directly ([`Shape::scan_as`]): the byte before
+/// each marker is none, another marker (an elided token, whose extent `scan_as` checks), white
+/// space, one-byte punctuation, or an operator character before a marker other than a comment
+/// (an operator stops at every byte a string, dollar-quoted string or number starts with, and
+/// only looks further for `--` or `/*`). Identifier characters (`x1` is one name), `.` (`.5` is
+/// a number), quotes (`'a''b'` is one string) and `$` (`$12` is one parameter) are not.
+pub(super) fn guidable(key: &[u8]) -> bool {
+    let mut prev: Option<u8> = None;
+    for &b in key {
+        if b >= MARK_NUMBER {
+            let ok = match prev {
+                None => true,
+                Some(p) if p >= MARK_NUMBER || lexer::is_space(p) => true,
+                Some(b'(' | b')' | b'[' | b']' | b',' | b';' | b':') => true,
+                Some(p) => lexer::is_op_char(p) && b != MARK_COMMENT,
+            };
+            if !ok {
+                return false;
+            }
+        }
+        prev = Some(b);
+    }
+    true
+}
+
 /// Every position a statement carries, mapped.
 fn map_spans(s: &StatementInfo, f: impl Fn(Span) -> Option<Span>) -> Option<StatementInfo> {
     let kind = match s.kind {
@@ -364,6 +605,343 @@ mod tests {
         assert_eq!(s.in_shape(20), None);
         for p in [0, 18, 23, 25, 30] {
             assert_eq!(s.in_text(s.in_shape(p).unwrap()), p);
+        }
+    }
+
+    /// The scanner against the lexer's token stream: the same verdict (shaped or not), the
+    /// same elided tokens, key length and hash.
+    fn same_as_lexer(sql: &str) -> Result<(), String> {
+        let (a, b) = (Shape::of(sql), Shape::of_by_lexer(sql));
+        match (&a, &b) {
+            (None, None) => Ok(()),
+            (Some(a), Some(b))
+                if a.elided() == b.elided() && a.key_len == b.key_len && a.hash == b.hash =>
+            {
+                if a.key(sql).len() != a.key_len {
+                    return Err(format!("key length of {sql:?}"));
+                }
+                Ok(())
+            }
+            _ => Err(format!(
+                "{sql:?}: scanner {:?}, lexer {:?}",
+                a.as_ref().map(|s| s.elided().to_vec()),
+                b.as_ref().map(|s| s.elided().to_vec())
+            )),
+        }
+    }
+
+    /// Fragments that meet every rule of the scanner and of the lexer it follows.
+    const PIECES: &[&str] = &[
+        " ",
+        "\n",
+        "\t",
+        "\r",
+        "\x0b",
+        "\x0c",
+        "SELECT",
+        "x",
+        "e",
+        "E",
+        "n",
+        "N",
+        "b",
+        "B",
+        "X",
+        "u",
+        "U",
+        "&",
+        "'",
+        "''",
+        "\\",
+        "\"",
+        "\"\"",
+        "$",
+        "$$",
+        "$a$",
+        "$1",
+        "1",
+        "0",
+        "0x1F",
+        "0o7",
+        "0b1",
+        "1.5",
+        ".5",
+        "..",
+        "1e5",
+        "1e-",
+        "1E+3",
+        "_",
+        "(",
+        ")",
+        "[",
+        "]",
+        ",",
+        ";",
+        ":",
+        "::",
+        ".",
+        "=",
+        "-",
+        "--",
+        "+",
+        "*",
+        "/",
+        "/*",
+        "*/",
+        "<>",
+        "=-",
+        "->>",
+        "~",
+        "@",
+        "%",
+        "!",
+        "current_setting",
+        "CURRENT_SETTING",
+        "current_settings",
+        "UESCAPE",
+        "uescape '!'",
+        "{",
+        "\0",
+        "é",
+        "ü€",
+        "a1e'",
+        "x'",
+        "U&'",
+        "U&\"",
+        "'a'",
+        "'a''b'",
+        "E'\\''",
+        "N'n'",
+        "$$x$$",
+        "/* c */",
+        "-- c\n",
+        "\\'",
+        "-/* c */",
+        "x.5",
+        "$1.5",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(20_000))]
+
+        #[test]
+        fn the_scanner_finds_the_lexers_shape(
+            picks in proptest::collection::vec(0..PIECES.len(), 0..24)
+        ) {
+            let sql: String = picks.iter().map(|&i| PIECES[i]).collect();
+            proptest::prop_assert!(same_as_lexer(&sql).is_ok(), "{}", same_as_lexer(&sql).unwrap_err());
+        }
+
+        #[test]
+        fn the_scanner_finds_the_lexers_shape_in_any_text(sql in "\\PC{0,40}") {
+            proptest::prop_assert!(same_as_lexer(&sql).is_ok(), "{}", same_as_lexer(&sql).unwrap_err());
+        }
+    }
+
+    #[test]
+    fn the_scanner_finds_the_lexers_shape_for_every_short_ascii_text() {
+        // Every text of up to three bytes from a set that reaches each branch.
+        let bytes = b" \n'\"$0.5eEnNbBxXuU&-/*(),;:[]=+!cq\\{\x80";
+        let mut buf = Vec::new();
+        for len in 0..=3u32 {
+            for mut code in 0..(bytes.len() as u64).pow(len) {
+                buf.clear();
+                for _ in 0..len {
+                    buf.push(bytes[(code % bytes.len() as u64) as usize]);
+                    code /= bytes.len() as u64;
+                }
+                let Ok(sql) = std::str::from_utf8(&buf) else {
+                    continue;
+                };
+                if let Err(e) = same_as_lexer(sql) {
+                    panic!("{e}");
+                }
+            }
+        }
+        for sql in [
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 0048213",
+            "UPDATE pgbench_accounts SET abalance = abalance + -2748 WHERE aid = 1",
+            "SELECT current_setting('in_hot_standby'), \"current_setting\"('x'), 1",
+            "SELECT U&\"x\" UESCAPE '!', U&'d\\0061t' UESCAPE '#' /* c */ FROM t -- c",
+            "SELECT $$a$$, $q$b$q$, $1, E'\\'', N'x', B'01', X'ff', 1e-3, .5, 0x1F",
+            "/* route=reader */ SELECT 1 /* trace */ FOR UPDATE",
+        ] {
+            if let Err(e) = same_as_lexer(sql) {
+                panic!("{e}");
+            }
+        }
+    }
+
+    /// Literals (and comments) put in place of a text's elided tokens: the ones that fit, and
+    /// the ones that run into what follows or lex otherwise.
+    const LITERALS: &[&str] = &[
+        "1",
+        "0048213",
+        ".5",
+        "1.5",
+        "1e5",
+        "1e-3",
+        "0x1F",
+        "0x1for",
+        "0b1",
+        "5.",
+        "1..2",
+        "'a'",
+        "''",
+        "'a''b'",
+        "'it''s'",
+        "'\\'",
+        "'",
+        "E'x'",
+        "e'\\''",
+        "N'n'",
+        "n'",
+        "B'01'",
+        "X'ff'",
+        "x'",
+        "U&'d'",
+        "U&'d' UESCAPE '!'",
+        "$$y$$",
+        "$q$z$q$",
+        "$1",
+        "$",
+        "/* c */",
+        "/*",
+        "-- c\n",
+        "--",
+        " 1",
+        "1 ",
+        "a",
+        "a1",
+        "\"q\"",
+        "(",
+        "-1",
+        "=1",
+        "1=",
+        "é",
+    ];
+
+    /// `scan_as` with the key of `template` on a text where each elided token of `template` is
+    /// replaced: when it matches, the text's own shape is that key, with the same tokens
+    /// elided. Returns whether it matched.
+    fn scan_as_agrees(template: &str, picks: &[usize]) -> Result<bool, String> {
+        let Some(t) = Shape::of(template) else {
+            return Ok(false);
+        };
+        let key = t.key(template);
+        if !guidable(&key) {
+            return Ok(false);
+        }
+        let mut text = String::new();
+        let mut last = 0;
+        for (j, &(s, l)) in t.elided().iter().enumerate() {
+            text.push_str(&template[last..s as usize]);
+            text.push_str(LITERALS[picks[j % picks.len()] % LITERALS.len()]);
+            last = (s + l) as usize;
+        }
+        text.push_str(&template[last..]);
+        let mut g = Shape::EMPTY;
+        if !g.scan_as(&text, &key, t.hash) {
+            return Ok(false);
+        }
+        match Shape::of(&text) {
+            Some(own)
+                if own.key(&text) == key
+                    && own.hash == g.hash
+                    && own.key_len == g.key_len
+                    && own.elided() == g.elided() =>
+            {
+                Ok(true)
+            }
+            other => Err(format!(
+                "{template:?} -> {text:?}: scan_as {:?}, scan {:?}",
+                g.elided().to_vec(),
+                other.map(|o| o.elided().to_vec())
+            )),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(20_000))]
+
+        #[test]
+        fn a_text_matched_along_a_key_has_that_key_as_its_shape(
+            template in proptest::collection::vec(0..PIECES.len(), 0..16),
+            picks in proptest::collection::vec(0..LITERALS.len(), 1..6),
+        ) {
+            let template: String = template.iter().map(|&i| PIECES[i]).collect();
+            let r = scan_as_agrees(&template, &picks);
+            proptest::prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+        }
+    }
+
+    #[test]
+    fn texts_are_matched_along_keys() {
+        // Not vacuous: the common statements match, with the literals that fit.
+        let mut matched = 0;
+        for template in [
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 1",
+            "UPDATE pgbench_accounts SET abalance = abalance + -2748 WHERE aid = 1",
+            "SELECT * FROM t WHERE a IN (1,2,'x') AND b=-1 /* c */",
+            "SELECT * FROM t WHERE a = 1 FOR UPDATE",
+        ] {
+            for p in 0..LITERALS.len() {
+                matched += usize::from(scan_as_agrees(template, &[p]).unwrap());
+            }
+        }
+        assert!(matched > 20, "{matched}");
+        // Keys a text cannot be matched along.
+        for sql in [
+            "SELECT x.5",
+            "SELECT a'b'",
+            "SELECT \"q\"'a'",
+            "SELECT 1 +/* c */",
+        ] {
+            let s = Shape::of(sql).unwrap();
+            assert!(!guidable(&s.key(sql)), "{sql}");
+        }
+        let sql = "SELECT abalance FROM pgbench_accounts WHERE aid = 1";
+        let s = Shape::of(sql).unwrap();
+        let key = s.key(sql);
+        assert!(guidable(&key));
+        let mut g = Shape::EMPTY;
+        for other in [
+            "SELECT abalance FROM pgbench_accounts WHERE aid =  1",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 'x'",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 1x",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 1 ",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = ",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = '\\'",
+        ] {
+            assert!(!g.scan_as(other, &key, s.hash), "{other}");
+        }
+        assert!(g.scan_as(
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 77",
+            &key,
+            s.hash
+        ));
+        assert_eq!(g.elided(), &[(50, 2)]);
+    }
+
+    #[test]
+    fn keys_that_are_not_guidable_would_be_matched_wrongly() {
+        // Each rule of `guidable` is needed: along these keys `scan_as` would accept a text
+        // whose own shape is another one.
+        for (template, text) in [
+            ("SELECT x.5", "SELECT x5"),
+            ("SELECT x..5", "SELECT x.5"),
+            ("SELECT $1.5", "SELECT $15"),
+            ("SELECT 1 -/* c */", "SELECT 1 --- c"),
+        ] {
+            let t = Shape::of(template).unwrap();
+            let key = t.key(template);
+            assert!(!guidable(&key), "{template}");
+            let mut g = Shape::EMPTY;
+            assert!(g.scan_as(text, &key, t.hash), "{text}");
+            assert_ne!(
+                Shape::of(text).map(|s| s.key(text).into_vec()),
+                Some(key.into_vec())
+            );
         }
     }
 }
