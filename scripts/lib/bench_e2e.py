@@ -192,10 +192,12 @@ def main() -> int:
             ("select", "pgbench -S", ["-S"]),
             ("ryw", "read-your-writes", ["-f", str(script), "-D", f"scale={SCALE}"]),
         ) if key in WORKLOADS}
-        ryw_before = ryw_after = None
+        ryw_before: dict[str, dict] = {}
+        ryw_after: dict[str, dict] = {}
+        routed = [n for n in ("library", "library-no-probe") if n in proxies]
         for wl, args in workloads.items():
             if wl == "read-your-writes":
-                ryw_before = proxies["library"].stats()
+                ryw_before = {n: proxies[n].stats() for n in routed}
             for run in range(RUNS):
                 # Alternate the order each run so slow drift does not favour one configuration.
                 order = list(targets) if run % 2 == 0 else list(reversed(list(targets)))
@@ -210,7 +212,8 @@ def main() -> int:
                         cpu.setdefault((wl, name), []).append(us)
                         line += f"  proxy {us:5.1f} µs CPU/tx"
                     print(line, flush=True)
-        lib_stats = ryw_after = proxies["library"].stats()
+        ryw_after = {n: proxies[n].stats() for n in routed}
+        lib_stats = proxies["library"].stats()
         stale = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres",
                                 "-d", "app", "-Atqc", "SELECT count(*) FROM ryw_stale"],
                                check=True, capture_output=True, text=True).stdout.strip()
@@ -245,12 +248,13 @@ def main() -> int:
                   f"median of per-run TPS ratios {paired:.3f} ({100 * (paired - 1):+.1f}%, per-run {spread}), "
                   f"proxy CPU per transaction ×{cpu_ratio:.2f} ({cpu_delta:+.1f} µs)")
     print()
-    if ryw_before and ryw_after and "read-your-writes" in workloads:
-        d = {k: ryw_after["outcome"].get(k, 0) - ryw_before["outcome"].get(k, 0) for k in ryw_after["outcome"]}
-        reads = sum(r[2] for r in results[("read-your-writes", "library")])
+    for n in ryw_before if "read-your-writes" in workloads else []:
+        before, after = ryw_before[n], ryw_after[n]
+        d = {k: after["outcome"].get(k, 0) - before["outcome"].get(k, 0) for k in after["outcome"]}
+        reads = sum(r[2] for r in results[("read-your-writes", n)])
         replica = d.get("REPLICA_WITH_WAIT", 0) + d.get("REPLICA_TXN_SPLIT", 0)
-        reasons = {k: ryw_after["reason"].get(k, 0) - ryw_before["reason"].get(k, 0) for k in ryw_after["reason"]}
-        print(f"read-your-writes through the library: {reads} post-write reads, {replica} on the standby "
+        reasons = {k: after["reason"].get(k, 0) - before["reason"].get(k, 0) for k in after["reason"]}
+        print(f"read-your-writes through {n}: {reads} post-write reads, {replica} on the standby "
               f"({100 * replica / max(reads, 1):.1f}%), stale reads recorded (all configurations): {stale}")
         print("  its decisions:", {k: v for k, v in d.items() if v})
         print("  its reasons:", {k: v for k, v in reasons.items() if v})
