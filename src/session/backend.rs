@@ -312,7 +312,7 @@ impl Session {
             self.close_all();
             return;
         }
-        let b = self.readers.remove(i - 1);
+        let mut b = self.readers.remove(i - 1);
         if self.pin.is_some_and(|p| p.conn == conn) {
             self.pin = None;
             self.engine.stats().inc(Counter::PinsReleased);
@@ -326,9 +326,7 @@ impl Session {
         let Some(id) = b.resp.front().map(|e| e.unit).or(attempt_unit) else {
             return;
         };
-        if let Some(s) = b.server {
-            self.engine.readers().end_use(s);
-        }
+        b.end_use(&self.engine);
         let Some(u) = self.unit(id) else {
             return;
         };

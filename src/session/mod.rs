@@ -49,6 +49,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::classify::{Classification, Isolation};
+use crate::cluster::readers::ReaderRef;
 use crate::cluster::Engine;
 use crate::config::{Config, ServerDialect};
 use crate::ids::{Hostgroup, ServerId};
@@ -332,6 +333,10 @@ struct Backend {
     cancelled: bool,
     /// Code the engine cannot see into ran on this reader connection (S-6: closed, not pooled).
     ran_code: bool,
+    /// `server`'s entry in the engine's reader registry, held across this connection's
+    /// statements (and kept with a spare backend): its load count and evidence are updated
+    /// without a topology lookup while the topology is unchanged.
+    reader_ref: ReaderRef,
 }
 
 impl Backend {
@@ -354,6 +359,7 @@ impl Backend {
             capture_parsed: false,
             cancelled: false,
             ran_code: false,
+            reader_ref: ReaderRef::default(),
         }
     }
 }
@@ -678,17 +684,38 @@ impl Session {
     fn unit_mut(&mut self, id: u32) -> Option<&mut Unit> {
         self.units.iter_mut().find(|u| u.id == id)
     }
+
+    /// Runs `f` on the engine with backend `i`'s server and its held registry entry (nothing
+    /// for a backend without a server).
+    fn with_reader_ref(&mut self, i: usize, f: impl FnOnce(&Engine, &mut ReaderRef, ServerId)) {
+        let b = match i {
+            0 => self.writer.as_mut(),
+            _ => self.readers.get_mut(i - 1),
+        };
+        if let Some(b) = b {
+            if let Some(s) = b.server {
+                f(&self.engine, &mut b.reader_ref, s);
+            }
+        }
+    }
+}
+
+impl Backend {
+    /// A statement on this connection's reader ended (R-2's load count).
+    fn end_use(&mut self, engine: &Engine) {
+        if let Some(s) = self.server {
+            engine.readers().end_use_via(&mut self.reader_ref, s);
+        }
+    }
 }
 
 impl Drop for Session {
     /// A session freed with a reader statement in flight gives back that reader's load count
     /// (R-2 balances on it).
     fn drop(&mut self) {
-        for r in &self.readers {
+        for r in &mut self.readers {
             if !r.resp.is_empty() {
-                if let Some(s) = r.server {
-                    self.engine.readers().end_use(s);
-                }
+                r.end_use(&self.engine);
             }
         }
     }
