@@ -799,7 +799,9 @@ mod tests {
         r.begin_use_via(&mut h, 10);
         assert_eq!(active(10), Some(1));
         r.observe_rfq_via(&mut h, 10, 0, Lsn(70), 5);
-        assert!(r.snapshot(10).is_some_and(|x| x.known && x.replay_lsn == Lsn(70)));
+        assert!(r
+            .snapshot(10)
+            .is_some_and(|x| x.known && x.replay_lsn == Lsn(70)));
         // The same ref used for another server follows it.
         r.upsert(11, 1);
         r.begin_use_via(&mut h, 11);

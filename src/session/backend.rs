@@ -598,7 +598,7 @@ impl Session {
     pub(super) fn client_mid_message(&self) -> bool {
         self.writer
             .iter()
-            .chain(self.readers.iter())
+            .chain(self.readers.iter().map(|b| &**b))
             .any(|b| b.partial_out)
     }
 }

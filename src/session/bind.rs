@@ -297,7 +297,7 @@ impl Session {
         let mut b = self
             .spare_backends
             .pop()
-            .unwrap_or_else(|| Backend::new(conn, Some(server), ext, &self.config));
+            .unwrap_or_else(|| Box::new(Backend::new(conn, Some(server), ext, &self.config)));
         b.conn = conn;
         b.server = Some(server);
         b.ext = ext;

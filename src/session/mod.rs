@@ -405,9 +405,13 @@ pub struct Session {
     client_streaming: Option<Option<ConnId>>,
     startup: Option<Startup>,
     writer: Option<Backend>,
-    readers: Vec<Backend>,
+    /// Boxed, as the spares: a reader connection's backend moves between the two lists on
+    /// every attach and release, as a pointer rather than its ~250 bytes.
+    #[allow(clippy::vec_box)]
+    readers: Vec<Box<Backend>>,
     /// Released reader backends, kept for their buffers.
-    spare_backends: Vec<Backend>,
+    #[allow(clippy::vec_box)]
+    spare_backends: Vec<Box<Backend>>,
     /// A finished batch's list of Execute classifications, emptied, for the next batch (its
     /// routing then allocates nothing).
     spare_execs: Vec<Option<Classification>>,
@@ -690,7 +694,7 @@ impl Session {
     fn with_reader_ref(&mut self, i: usize, f: impl FnOnce(&Engine, &mut ReaderRef, ServerId)) {
         let b = match i {
             0 => self.writer.as_mut(),
-            _ => self.readers.get_mut(i - 1),
+            _ => self.readers.get_mut(i - 1).map(|b| &mut **b),
         };
         if let Some(b) = b {
             if let Some(s) = b.server {
