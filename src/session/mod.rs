@@ -681,11 +681,19 @@ impl Session {
         id
     }
 
+    /// Unit `id`: almost always the oldest (the one answering now), so that one is looked at
+    /// before the queue is searched — the same unit the search would find first.
     fn unit(&self, id: u32) -> Option<&Unit> {
-        self.units.iter().find(|u| u.id == id)
+        match self.units.front() {
+            Some(u) if u.id == id => Some(u),
+            _ => self.units.iter().find(|u| u.id == id),
+        }
     }
 
     fn unit_mut(&mut self, id: u32) -> Option<&mut Unit> {
+        if self.units.front().is_some_and(|u| u.id == id) {
+            return self.units.front_mut();
+        }
         self.units.iter_mut().find(|u| u.id == id)
     }
 
