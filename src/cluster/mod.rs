@@ -584,8 +584,8 @@ impl Engine {
     }
 
     /// R-1b: a reader answered a statement: its consecutive failures restart from zero.
-    pub(crate) fn reader_answered(&self, server: ServerId) {
-        self.readers.answered(server);
+    pub(crate) fn reader_answered(&self, r: &mut readers::ReaderRef, server: ServerId) {
+        self.readers.answered_via(r, server);
     }
 
     /// A replay position a reader reported on the RFQ ending a statement sent at host time
@@ -593,6 +593,7 @@ impl Engine {
     /// sample and the latest outage).
     pub(crate) fn reader_rfq_lsn(
         &self,
+        r: &mut readers::ReaderRef,
         server: ServerId,
         generation: u64,
         lsn: Lsn,
@@ -600,7 +601,7 @@ impl Engine {
     ) {
         self.stats.inc(Counter::ReaderRfqLsns);
         self.readers
-            .observe_rfq(server, generation, lsn, sent_at_ms);
+            .observe_rfq_via(r, server, generation, lsn, sent_at_ms);
     }
 
     /// Every counter, outcome and reason, and per-reader gauges (known position, lag behind the

@@ -77,6 +77,34 @@ impl Reader {
         })
     }
 
+    /// R-2's load count: a statement starts here.
+    fn begin_use(&self) {
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A statement here ended.
+    fn end_use(&self) {
+        let _ = self
+            .active
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| a.checked_sub(1));
+    }
+
+    /// R-1a: a replay position reported on an RFQ (see [`Readers::observe_rfq`]).
+    fn observe_rfq(&self, generation: u64, lsn: Lsn, sent_at_ms: u64) {
+        // Most RFQs of a busy reader change nothing: decide on a copy first.
+        if !self.state.load().rfq(generation, lsn.0, sent_at_ms) {
+            return;
+        }
+        self.update(|s| s.rfq(generation, lsn.0, sent_at_ms));
+    }
+
+    /// R-1b: it answered a statement.
+    fn answered(&self) {
+        if self.state.load().failures != 0 {
+            self.update(State::answered);
+        }
+    }
+
     fn can_wait(&self, waits: Waits) -> bool {
         !self.no_wait.load(Ordering::Relaxed)
             && match waits {
@@ -218,9 +246,24 @@ pub struct Change {
     pub outage: bool,
 }
 
+/// One reader's live state as a holder (a session's reader connection) last found it: the
+/// registry's per-reader operations through it skip the topology lock while the topology has
+/// not changed since (same `epoch`), and look the reader up again when it has. So they act on
+/// exactly the reader a lookup by server id would find.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReaderRef {
+    epoch: u64,
+    server: ServerId,
+    /// `None`: no such reader (or never looked up: epoch 0 is never current).
+    reader: Option<Arc<CachePadded<Reader>>>,
+}
+
 /// The reader registry. `Send + Sync`: one per engine, shared by every host thread.
 pub struct Readers {
     topology: ShardedLock<Arc<Topology>>,
+    /// Bumped after every topology swap (starts at 1): a [`ReaderRef`] taken at this epoch is
+    /// still what a lookup would find.
+    epoch: AtomicU64,
     /// Serializes topology writers (so each rebuild starts from the latest snapshot). Readers of
     /// the topology never take it.
     writer: Mutex<()>,
@@ -237,6 +280,7 @@ impl Default for Readers {
     fn default() -> Readers {
         Readers {
             topology: ShardedLock::new(Arc::new(Topology::default())),
+            epoch: AtomicU64::new(1),
             writer: Mutex::new(()),
             clock: AtomicU64::new(0),
         }
@@ -330,6 +374,8 @@ impl Readers {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             std::mem::replace(&mut *w, next)
         };
+        // After the swap: whoever sees the new epoch finds the new topology under the lock.
+        self.epoch.fetch_add(1, Ordering::Release);
         drop(old); // outside the lock
     }
 
@@ -388,6 +434,26 @@ impl Readers {
     /// Runs `f` on the reader's live state, if it exists.
     fn with<T>(&self, server: ServerId, f: impl FnOnce(&Member) -> T) -> Option<T> {
         self.read().get(server).map(f)
+    }
+
+    /// Runs `f` on the reader's live state, if it exists, through `r`: without the topology
+    /// lock when `r` was last refreshed for `server` at the current epoch; otherwise `r` is
+    /// refreshed first (one lookup, as [`Readers::with`]).
+    fn via<T>(
+        &self,
+        r: &mut ReaderRef,
+        server: ServerId,
+        f: impl FnOnce(&Reader) -> T,
+    ) -> Option<T> {
+        // Read before the lookup: a swap in between leaves `r` one epoch behind (looked up
+        // again next time), never ahead of what it holds.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if r.epoch != epoch || r.server != server {
+            r.reader = self.with(server, |m| Arc::clone(&m.reader));
+            r.epoch = epoch;
+            r.server = server;
+        }
+        r.reader.as_deref().map(|c| f(c))
     }
 
     /// The host's health verdict, dated by the watermark (the latest host time seen). Prefer
@@ -451,11 +517,22 @@ impl Readers {
     pub fn observe_rfq(&self, server: ServerId, generation: u64, lsn: Lsn, sent_at_ms: u64) {
         self.tick(sent_at_ms);
         self.with(server, |m| {
-            // Most RFQs of a busy reader change nothing: decide on a copy first.
-            if !m.reader.state.load().rfq(generation, lsn.0, sent_at_ms) {
-                return;
-            }
-            m.reader.update(|s| s.rfq(generation, lsn.0, sent_at_ms));
+            m.reader.observe_rfq(generation, lsn, sent_at_ms)
+        });
+    }
+
+    /// [`Readers::observe_rfq`] through a held [`ReaderRef`].
+    pub(crate) fn observe_rfq_via(
+        &self,
+        r: &mut ReaderRef,
+        server: ServerId,
+        generation: u64,
+        lsn: Lsn,
+        sent_at_ms: u64,
+    ) {
+        self.tick(sent_at_ms);
+        self.via(r, server, |reader| {
+            reader.observe_rfq(generation, lsn, sent_at_ms)
         });
     }
 
@@ -481,11 +558,12 @@ impl Readers {
 
     /// R-1b: the reader answered a statement: its consecutive failures restart from zero.
     pub fn answered(&self, server: ServerId) {
-        self.with(server, |m| {
-            if m.reader.state.load().failures != 0 {
-                m.reader.update(State::answered);
-            }
-        });
+        self.with(server, |m| m.reader.answered());
+    }
+
+    /// [`Readers::answered`] through a held [`ReaderRef`].
+    pub(crate) fn answered_via(&self, r: &mut ReaderRef, server: ServerId) {
+        self.via(r, server, Reader::answered);
     }
 
     /// R-1b: whether the host's monitor sampled this reader with a query sent at or after
@@ -651,17 +729,22 @@ impl Readers {
 
     /// A statement starts on `server` (R-2's load count).
     pub fn begin_use(&self, server: ServerId) {
-        self.with(server, |m| m.reader.active.fetch_add(1, Ordering::Relaxed));
+        self.with(server, |m| m.reader.begin_use());
     }
 
     /// A statement on `server` ended.
     pub fn end_use(&self, server: ServerId) {
-        self.with(server, |m| {
-            let _ = m
-                .reader
-                .active
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| a.checked_sub(1));
-        });
+        self.with(server, |m| m.reader.end_use());
+    }
+
+    /// [`Readers::begin_use`] through a held [`ReaderRef`].
+    pub(crate) fn begin_use_via(&self, r: &mut ReaderRef, server: ServerId) {
+        self.via(r, server, Reader::begin_use);
+    }
+
+    /// [`Readers::end_use`] through a held [`ReaderRef`].
+    pub(crate) fn end_use_via(&self, r: &mut ReaderRef, server: ServerId) {
+        self.via(r, server, Reader::end_use);
     }
 }
 
@@ -688,6 +771,45 @@ mod tests {
             caught_up,
             can_wait,
         })
+    }
+
+    #[test]
+    fn r2_counts_through_a_held_ref_reach_the_reader_a_lookup_finds() {
+        let r = Readers::new();
+        let active = |s| r.snapshot(s).map(|x| x.active);
+        r.upsert(10, 1);
+        let mut h = ReaderRef::default();
+        r.begin_use_via(&mut h, 10);
+        assert_eq!(active(10), Some(1));
+        r.end_use_via(&mut h, 10);
+        assert_eq!(active(10), Some(0));
+        // A hostgroup move keeps the reader (and its count).
+        r.begin_use_via(&mut h, 10);
+        r.upsert(10, 2);
+        assert_eq!(active(10), Some(1));
+        r.end_use_via(&mut h, 10);
+        assert_eq!(active(10), Some(0));
+        // Removed meanwhile: harmless; added again: the new reader, nothing from before.
+        r.begin_use_via(&mut h, 10);
+        r.remove(10);
+        r.end_use_via(&mut h, 10);
+        assert_eq!(active(10), None);
+        r.upsert(10, 1);
+        assert_eq!(active(10), Some(0));
+        r.begin_use_via(&mut h, 10);
+        assert_eq!(active(10), Some(1));
+        r.observe_rfq_via(&mut h, 10, 0, Lsn(70), 5);
+        assert!(r
+            .snapshot(10)
+            .is_some_and(|x| x.known && x.replay_lsn == Lsn(70)));
+        // The same ref used for another server follows it.
+        r.upsert(11, 1);
+        r.begin_use_via(&mut h, 11);
+        assert_eq!((active(10), active(11)), (Some(1), Some(1)));
+        r.failed(11, 6, 0);
+        assert_eq!(r.snapshot(11).map(|x| x.failures), Some(1));
+        r.answered_via(&mut h, 11);
+        assert_eq!(r.snapshot(11).map(|x| x.failures), Some(0));
     }
 
     #[test]

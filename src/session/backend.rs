@@ -73,9 +73,7 @@ impl Session {
         now_ms: u64,
     ) -> Result<(), SessionError> {
         self.check_input(now_ms)?;
-        if self.backend_index(conn).is_none() {
-            return Err(self.fail(SessionError::UnknownConnection(conn)));
-        }
+        // An unknown connection is refused there, before any byte is read.
         self.recv_backend_bytes(conn, bytes)
     }
 
@@ -128,12 +126,12 @@ impl Session {
             pos += n;
             let r = match step {
                 Step::NeedMore => Ok(()),
-                Step::Message { tag, body } => self.on_backend_message(conn, tag, body),
+                Step::Message { tag, body } => self.on_backend_message(conn, i, tag, body),
                 Step::OpaqueStart { tag, body_len } => {
-                    self.on_backend_opaque_start(conn, tag, body_len)
+                    self.on_backend_opaque_start(conn, i, tag, body_len)
                 }
                 Step::OpaqueBytes { n, done } => {
-                    self.on_backend_opaque_bytes(conn, n, done);
+                    self.on_backend_opaque_bytes(conn, i, n, done);
                     Ok(())
                 }
             };
@@ -312,7 +310,7 @@ impl Session {
             self.close_all();
             return;
         }
-        let b = self.readers.remove(i - 1);
+        let mut b = self.readers.remove(i - 1);
         if self.pin.is_some_and(|p| p.conn == conn) {
             self.pin = None;
             self.engine.stats().inc(Counter::PinsReleased);
@@ -326,9 +324,7 @@ impl Session {
         let Some(id) = b.resp.front().map(|e| e.unit).or(attempt_unit) else {
             return;
         };
-        if let Some(s) = b.server {
-            self.engine.readers().end_use(s);
-        }
+        b.end_use(&self.engine);
         let Some(u) = self.unit(id) else {
             return;
         };
@@ -420,10 +416,14 @@ impl Session {
         }
     }
 
-    fn on_backend_message(&mut self, conn: ConnId, t: u8, body: &[u8]) -> Result<(), SessionError> {
-        let Some(i) = self.backend_index(conn) else {
-            return Ok(());
-        };
+    /// One whole message from `conn`, backend `i` (its index as of this message).
+    fn on_backend_message(
+        &mut self,
+        conn: ConnId,
+        i: usize,
+        t: u8,
+        body: &[u8],
+    ) -> Result<(), SessionError> {
         let ext = self.backend(i).ext;
         let msg = match BackendMessage::parse(t, body, ext) {
             Ok(m) => m,
@@ -449,16 +449,15 @@ impl Session {
         })
     }
 
-    /// A streamed (large) message begins: it answers a request like any other.
+    /// A streamed (large) message begins on `conn`, backend `i`: it answers a request like any
+    /// other.
     fn on_backend_opaque_start(
         &mut self,
         conn: ConnId,
+        i: usize,
         t: u8,
         body_len: usize,
     ) -> Result<(), SessionError> {
-        let Some(i) = self.backend_index(conn) else {
-            return Ok(());
-        };
         let answer = self.backend_mut(i).resp.on_message(t);
         let forward = match answer {
             Err(_) if i == 0 && t == tag::NOTIFICATION_RESPONSE => !self.reader_in_flight(),
@@ -532,10 +531,7 @@ impl Session {
         true
     }
 
-    fn on_backend_opaque_bytes(&mut self, conn: ConnId, n: usize, done: bool) {
-        let Some(i) = self.backend_index(conn) else {
-            return;
-        };
+    fn on_backend_opaque_bytes(&mut self, conn: ConnId, i: usize, n: usize, done: bool) {
         if !self.backend(i).streaming.unwrap_or(false) {
             self.out.discard_backend(conn, n);
             return;
@@ -600,7 +596,7 @@ impl Session {
     pub(super) fn client_mid_message(&self) -> bool {
         self.writer
             .iter()
-            .chain(self.readers.iter())
+            .chain(self.readers.iter().map(|b| &**b))
             .any(|b| b.partial_out)
     }
 }

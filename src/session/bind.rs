@@ -297,7 +297,7 @@ impl Session {
         let mut b = self
             .spare_backends
             .pop()
-            .unwrap_or_else(|| Backend::new(conn, Some(server), ext, &self.config));
+            .unwrap_or_else(|| Box::new(Backend::new(conn, Some(server), ext, &self.config)));
         b.conn = conn;
         b.server = Some(server);
         b.ext = ext;
@@ -461,7 +461,13 @@ impl Session {
                 );
             });
         }
-        self.engine.readers().begin_use(server);
+        match self.backend_index(conn) {
+            Some(i) if i > 0 => self
+                .engine
+                .readers()
+                .begin_use_via(&mut self.readers[i - 1].reader_ref, server),
+            _ => self.engine.readers().begin_use(server),
+        }
         if self.txn.active && self.pin.is_none() {
             let view = self.engine.writer_view(self.writer_hostgroup);
             if let Some(hg) = view.reader_hostgroup {

@@ -91,11 +91,9 @@ impl Session {
 
     /// Stops everything: readers released or closed, the client closed.
     pub(super) fn close_all(&mut self) {
-        for r in std::mem::take(&mut self.readers) {
+        for mut r in std::mem::take(&mut self.readers) {
             if !r.resp.is_empty() {
-                if let Some(s) = r.server {
-                    self.engine.readers().end_use(s);
-                }
+                r.end_use(&self.engine);
             }
             self.engine.conns().forget(r.conn);
             self.out.close_backend(r.conn);
@@ -407,13 +405,11 @@ impl Session {
                 MsgInfo::Terminate => {
                     self.advance_head(Some(w));
                     self.release_pin(false);
-                    for r in std::mem::take(&mut self.readers) {
+                    for mut r in std::mem::take(&mut self.readers) {
                         self.out.close_backend(r.conn);
                         self.engine.conns().forget(r.conn);
                         if !r.resp.is_empty() {
-                            if let Some(s) = r.server {
-                                self.engine.readers().end_use(s);
-                            }
+                            r.end_use(&self.engine);
                         }
                     }
                     self.out.close_client();

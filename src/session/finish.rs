@@ -134,7 +134,7 @@ impl Session {
     }
 
     /// Keeps a released reader backend's buffers for the next attach.
-    pub(super) fn retire_backend(&mut self, b: Backend) {
+    pub(super) fn retire_backend(&mut self, b: Box<Backend>) {
         if self.spare_backends.len() < 4 {
             self.spare_backends.push(b);
         }

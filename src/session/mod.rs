@@ -49,6 +49,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::classify::{Classification, Isolation};
+use crate::cluster::readers::ReaderRef;
 use crate::cluster::Engine;
 use crate::config::{Config, ServerDialect};
 use crate::ids::{Hostgroup, ServerId};
@@ -332,6 +333,10 @@ struct Backend {
     cancelled: bool,
     /// Code the engine cannot see into ran on this reader connection (S-6: closed, not pooled).
     ran_code: bool,
+    /// `server`'s entry in the engine's reader registry, held across this connection's
+    /// statements (and kept with a spare backend): its load count and evidence are updated
+    /// without a topology lookup while the topology is unchanged.
+    reader_ref: ReaderRef,
 }
 
 impl Backend {
@@ -354,6 +359,7 @@ impl Backend {
             capture_parsed: false,
             cancelled: false,
             ran_code: false,
+            reader_ref: ReaderRef::default(),
         }
     }
 }
@@ -399,9 +405,13 @@ pub struct Session {
     client_streaming: Option<Option<ConnId>>,
     startup: Option<Startup>,
     writer: Option<Backend>,
-    readers: Vec<Backend>,
+    /// Boxed, as the spares: a reader connection's backend moves between the two lists on
+    /// every attach and release, as a pointer rather than its ~250 bytes.
+    #[allow(clippy::vec_box)]
+    readers: Vec<Box<Backend>>,
     /// Released reader backends, kept for their buffers.
-    spare_backends: Vec<Backend>,
+    #[allow(clippy::vec_box)]
+    spare_backends: Vec<Box<Backend>>,
     /// A finished batch's list of Execute classifications, emptied, for the next batch (its
     /// routing then allocates nothing).
     spare_execs: Vec<Option<Classification>>,
@@ -671,12 +681,43 @@ impl Session {
         id
     }
 
+    /// Unit `id`: almost always the oldest (the one answering now), so that one is looked at
+    /// before the queue is searched — the same unit the search would find first.
     fn unit(&self, id: u32) -> Option<&Unit> {
-        self.units.iter().find(|u| u.id == id)
+        match self.units.front() {
+            Some(u) if u.id == id => Some(u),
+            _ => self.units.iter().find(|u| u.id == id),
+        }
     }
 
     fn unit_mut(&mut self, id: u32) -> Option<&mut Unit> {
+        if self.units.front().is_some_and(|u| u.id == id) {
+            return self.units.front_mut();
+        }
         self.units.iter_mut().find(|u| u.id == id)
+    }
+
+    /// Runs `f` on the engine with backend `i`'s server and its held registry entry (nothing
+    /// for a backend without a server).
+    fn with_reader_ref(&mut self, i: usize, f: impl FnOnce(&Engine, &mut ReaderRef, ServerId)) {
+        let b = match i {
+            0 => self.writer.as_mut(),
+            _ => self.readers.get_mut(i - 1).map(|b| &mut **b),
+        };
+        if let Some(b) = b {
+            if let Some(s) = b.server {
+                f(&self.engine, &mut b.reader_ref, s);
+            }
+        }
+    }
+}
+
+impl Backend {
+    /// A statement on this connection's reader ended (R-2's load count).
+    fn end_use(&mut self, engine: &Engine) {
+        if let Some(s) = self.server {
+            engine.readers().end_use_via(&mut self.reader_ref, s);
+        }
     }
 }
 
@@ -684,11 +725,9 @@ impl Drop for Session {
     /// A session freed with a reader statement in flight gives back that reader's load count
     /// (R-2 balances on it).
     fn drop(&mut self) {
-        for r in &self.readers {
+        for r in &mut self.readers {
             if !r.resp.is_empty() {
-                if let Some(s) = r.server {
-                    self.engine.readers().end_use(s);
-                }
+                r.end_use(&self.engine);
             }
         }
     }

@@ -266,9 +266,7 @@ impl Session {
             },
             None => return,
         };
-        if let Some(s) = self.backend(i).server {
-            self.engine.readers().end_use(s);
-        }
+        self.with_reader_ref(i, |e, r, s| e.readers().end_use_via(r, s));
         if self.pin.is_some_and(|p| p.conn == conn) {
             self.pin = None;
             self.engine.stats().inc(Counter::PinsReleased);
@@ -297,7 +295,6 @@ impl Session {
             u.generation,
             u.sent_at,
         );
-        let server = self.backend(i).server;
         let ext = self.backend(i).ext;
         {
             let b = self.backend_mut(i);
@@ -308,16 +305,12 @@ impl Session {
         }
         let settings_unknown =
             std::mem::take(&mut self.backend_mut(i).settings_pending) && saw_error;
-        if let Some(s) = server {
-            self.engine.readers().end_use(s);
-        }
+        self.with_reader_ref(i, |e, r, s| e.readers().end_use_via(r, s));
         match rfq.lsn {
             LsnField::At(l) => {
-                if let Some(s) = server {
-                    // R-1a: dated by when the statement was sent, a lower bound of when the
-                    // reader reported it (a server that crashed since cannot be dated later).
-                    self.engine.reader_rfq_lsn(s, generation, l, sent_at);
-                }
+                // R-1a: dated by when the statement was sent, a lower bound of when the reader
+                // reported it (a server that crashed since cannot be dated later).
+                self.with_reader_ref(i, |e, r, s| e.reader_rfq_lsn(r, s, generation, l, sent_at));
                 if let Some(p) = self.pin.as_mut() {
                     if p.conn == conn {
                         p.replay = p.replay.max(l);
@@ -335,9 +328,7 @@ impl Session {
             }
             _ => {}
         }
-        if let Some(s) = server {
-            self.engine.reader_answered(s);
-        }
+        self.with_reader_ref(i, |e, r, s| e.reader_answered(r, s));
         let pinned = self.pin.is_some_and(|p| p.conn == conn);
         match failure {
             Some((class, rec)) if rec != Recovery::ForwardOriginal => {
