@@ -66,8 +66,12 @@ def fault_pair():
     p.start()
     try:
         # Few restartpoints and no background writes on the standby (R-1a's window), and room in
-        # its buffers for the backlog's pages.
-        for s in ("shared_buffers = '256MB'", "bgwriter_lru_maxpages = 0", "checkpoint_timeout = '1h'",
+        # its buffers for the backlog's pages: its 120 passes leave ~400 MB of row versions, and
+        # a dirty page evicted for room is flushed, which moves the standby's minimum recovery
+        # point to near the session's write — after the crash it then accepts reads only just
+        # before it redoes the write, and the control may never see it missing (that happened
+        # with 256 MB under load).
+        for s in ("shared_buffers = '1GB'", "bgwriter_lru_maxpages = 0", "checkpoint_timeout = '1h'",
                   "max_wal_size = '8GB'"):
             p.standby.psql(f"ALTER SYSTEM SET {s}")
         p.standby.stop("fast")
