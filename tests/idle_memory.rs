@@ -3,54 +3,17 @@
 //! sessions (the `Session` value itself and everything it owns), which do not depend on timing.
 //! The same workload as `benches/engine.rs`'s memory rows.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use polarsplit::{ClientInfo, Engine, Event, Session};
+use polarsplit_test_support::alloc::live_bytes;
 use polarsplit_test_support::be::{self, command_complete};
 use polarsplit_test_support::fe::{self, query};
 
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-thread_local! {
-    // Only the measuring thread counts: the test harness runs other tests on other threads.
-    static ON: Cell<bool> = const { Cell::new(false) };
-}
-
-fn counting() -> bool {
-    ON.try_with(|c| c.get()).unwrap_or(false)
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if counting() {
-            LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        }
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        if counting() {
-            LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        }
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if counting() {
-            LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
-        }
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
+// The workspace's counting allocator: live bytes per thread, so tests on other threads do not
+// disturb the count.
 #[global_allocator]
-static A: Counting = Counting;
-
-/// One measurement at a time (the counter is shared).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static A: polarsplit_test_support::alloc::Counting = polarsplit_test_support::alloc::Counting;
 
 const WRITER: u64 = 1;
 const TARGET: i64 = 2048;
@@ -102,15 +65,12 @@ fn bytes_per_session(engine: &Arc<Engine>, make: fn(&Arc<Engine>) -> Box<Session
     // Warm up what the engine builds on first use (classifier caches, tables): not the
     // session's.
     drop(make(engine));
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut sessions = Vec::with_capacity(N as usize);
-    LIVE.store(0, Ordering::Relaxed);
-    ON.with(|c| c.set(true));
+    let before = live_bytes();
     for _ in 0..N {
         sessions.push(make(engine));
     }
-    ON.with(|c| c.set(false));
-    let per = LIVE.load(Ordering::Relaxed) / N;
+    let per = (live_bytes() - before) as i64 / N;
     drop(sessions);
     per
 }

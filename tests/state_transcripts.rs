@@ -70,11 +70,9 @@ fn p8_notifications_and_parameter_status_during_the_probe_reach_the_client() {
     assert!(h.streams.balanced());
 }
 
-#[test]
-fn s5_replay_runs_settings_then_session_authorization_then_role() {
-    // Issue 17 point 4: `SET SESSION AUTHORIZATION ru; SET ROLE rr` replayed ROLE first let a
-    // read succeed that the primary refused.
-    let mut h = host();
+/// `SET SESSION AUTHORIZATION ru; SET ROLE rr` on the writer, with the captures that report
+/// them (and `timezone = UTC`).
+fn authorization_and_role(h: &mut Host) {
     h.client(&query("SET SESSION AUTHORIZATION ru"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
@@ -92,6 +90,14 @@ fn s5_replay_runs_settings_then_session_authorization_then_role() {
     cap.extend(rfq(b'I', None, None));
     h.backend(WRITER, &cap);
     h.take_client();
+}
+
+#[test]
+fn s5_replay_runs_settings_then_session_authorization_then_role() {
+    // Issue 17 point 4: `SET SESSION AUTHORIZATION ru; SET ROLE rr` replayed ROLE first let a
+    // read succeed that the primary refused.
+    let mut h = host();
+    authorization_and_role(&mut h);
     assert!(acquired(&h.client(&query("SELECT secret FROM t"))));
     let server = 1;
     h.event(
@@ -326,23 +332,7 @@ fn p9_a_sessions_reader_key_is_the_builders_key_of_its_startup_and_state() {
     assert_eq!(key, built_key(&h, &startup, &[]));
 
     let mut h = host();
-    h.client(&query("SET SESSION AUTHORIZATION ru"));
-    let mut ans = command_complete("SET");
-    ans.extend(rfq(b'I', Some(0x1000), None));
-    h.backend(WRITER, &ans);
-    h.backend(WRITER, &capture_answer(true, &[], None));
-    h.client(&query("SET ROLE rr"));
-    let mut ans = command_complete("SET");
-    ans.extend(rfq(b'I', Some(0x1000), None));
-    h.backend(WRITER, &ans);
-    let mut cap = msg(b'2', b"");
-    cap.extend(data_row(&["1", &hex("timezone"), &hex("UTC")]));
-    cap.extend(data_row(&["2", &hex("session_authorization"), &hex("ru")]));
-    cap.extend(data_row(&["3", &hex("role"), &hex("rr")]));
-    cap.extend(command_complete("SELECT 3"));
-    cap.extend(rfq(b'I', None, None));
-    h.backend(WRITER, &cap);
-    h.take_client();
+    authorization_and_role(&mut h);
     let (key, startup) = acquire_with_startup(&mut h, "SELECT secret FROM t");
     let want = built_key(
         &h,
