@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
+
+import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "lib"))
@@ -134,3 +137,28 @@ REPORT: dict[str, list[str]] = {}
 
 def report(section: str, line: str) -> None:
     REPORT.setdefault(section, []).append(line)
+
+
+def create_function(admin, name: str, volatility: str) -> None:
+    """A user function `name()` of the given volatility that anyone may call (the F-policy tests)."""
+    admin.execute(f"CREATE FUNCTION {name}() RETURNS int {volatility} LANGUAGE sql AS 'SELECT 1'")
+    admin.execute(f"GRANT EXECUTE ON FUNCTION {name}() TO PUBLIC")
+
+
+@contextlib.contextmanager
+def user_functions(pair: PgPair, functions: dict[str, str], also_drop: list[str]):
+    """Creates `functions` (name → volatility) on the primary, waits until the standby has them,
+    yields the admin connection, and drops them and `also_drop` (functions a test creates later)
+    at the end — before as well, in case an earlier run left them."""
+    names = [*functions, *also_drop]
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        for name in names:
+            admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
+        for name, volatility in functions.items():
+            create_function(admin, name, volatility)
+        pair.wait_replayed()
+        try:
+            yield admin
+        finally:
+            for name in names:
+                admin.execute(f"DROP FUNCTION IF EXISTS {name}()")

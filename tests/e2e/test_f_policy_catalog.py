@@ -16,7 +16,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import report, start_proxy, stop_proxy, where
+from e2e_support import create_function, report, start_proxy, stop_proxy, user_functions, where
 
 REFRESH_MS = 300
 BOUND_S = 10  # every wait for the catalogue, far above the refresh period
@@ -28,12 +28,6 @@ FUNCTIONS = {
     "f_volatile_read": "VOLATILE",
 }
 LATE = "f_late_read"
-ALL = [*FUNCTIONS, LATE]
-
-
-def create(admin, name: str, volatility: str) -> None:
-    admin.execute(f"CREATE FUNCTION {name}() RETURNS int {volatility} LANGUAGE sql AS 'SELECT 1'")
-    admin.execute(f"GRANT EXECUTE ON FUNCTION {name}() TO PUBLIC")
 
 
 def read_sql(name: str) -> str:
@@ -63,17 +57,8 @@ def wait_until(proxy, name: str, place: str, what: str, since: float | None = No
 
 @pytest.fixture
 def functions(pair):
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
-        for name in ALL:
-            admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
-        for name, vol in FUNCTIONS.items():
-            create(admin, name, vol)
-        pair.wait_replayed()
-        try:
-            yield admin
-        finally:
-            for name in ALL:
-                admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
+    with user_functions(pair, FUNCTIONS, [LATE]) as admin:
+        yield admin
 
 
 @pytest.mark.timeout(120)
@@ -96,7 +81,7 @@ def test_f_policy_user_functions_by_the_writers_catalogue_loaded_and_refreshed_b
 
         # A function created after the proxy started: picked up by the next refresh.
         created = time.monotonic()
-        create(admin, LATE, "STABLE")
+        create_function(admin, LATE, "STABLE")
         pair.wait_replayed()  # the standby must have it to run it
         late_s = wait_until(proxy, LATE, "standby", "a function created after the start", since=created)
         late_share = on_standby(proxy, LATE)
@@ -106,7 +91,7 @@ def test_f_policy_user_functions_by_the_writers_catalogue_loaded_and_refreshed_b
         recreated = time.monotonic()
         with admin.transaction():
             admin.execute("DROP FUNCTION f_stable_read()")
-            create(admin, "f_stable_read", "VOLATILE")
+            create_function(admin, "f_stable_read", "VOLATILE")
         dropped_s = wait_until(proxy, "f_stable_read", "primary", "a function recreated as volatile",
                                since=recreated)
         mid = proxy.stats()

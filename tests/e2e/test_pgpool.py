@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from e2e_support import ROOT, bounded
+from e2e_support import ROOT, bounded, create_function, user_functions
 from pgpool_support import PGPOOL, PGPOOL_PLAIN, Counts, Pgpool
 
 REPORT = PGPOOL.parent.parent / "report.txt"
@@ -539,11 +539,6 @@ PGPOOL_LATE = "pgp_late_read"
 DECISION = re.compile(r"polarsplit: (\w+) (\w+) server \d+")
 
 
-def _create_function(admin, name: str, volatility: str) -> None:
-    admin.execute(f"CREATE FUNCTION {name}() RETURNS int {volatility} LANGUAGE sql AS 'SELECT 1'")
-    admin.execute(f"GRANT EXECUTE ON FUNCTION {name}() TO PUBLIC")
-
-
 def _on_standby(p: Pgpool, pair, name: str, n: int = CATALOG_N, fresh: bool = False) -> int:
     """How many of `n` reads calling `name()` the standby served: in one session, or each in a new
     session (`fresh`: a call the primary ran keeps its session on the primary, S-6, so only a new
@@ -575,17 +570,8 @@ def _reasons(p: Pgpool, after: int) -> dict[str, int]:
 
 @pytest.fixture
 def pgpool_functions(pair):
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
-        for name in [*PGPOOL_FUNCTIONS, PGPOOL_LATE]:
-            admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
-        for name, volatility in PGPOOL_FUNCTIONS.items():
-            _create_function(admin, name, volatility)
-        pair.wait_replayed()
-        try:
-            yield admin
-        finally:
-            for name in [*PGPOOL_FUNCTIONS, PGPOOL_LATE]:
-                admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
+    with user_functions(pair, PGPOOL_FUNCTIONS, [PGPOOL_LATE]) as admin:
+        yield admin
 
 
 @pytest.mark.timeout(150)
@@ -609,7 +595,7 @@ def test_f_policy_pgpool_loads_the_writers_function_catalogue_and_refreshes_it(p
         shares = {name: _on_standby(p, pair, name, fresh=name == "pgp_volatile_read") for name in PGPOOL_FUNCTIONS}
         reasons = _reasons(p, offset)
 
-        _create_function(admin, PGPOOL_LATE, "STABLE")
+        create_function(admin, PGPOOL_LATE, "STABLE")
         pair.wait_replayed()  # the standby must have it to run it
         late_s = _wait_place(p, pair, PGPOOL_LATE, True, "a function created after the start")
         late_share = _on_standby(p, pair, PGPOOL_LATE)
@@ -619,7 +605,7 @@ def test_f_policy_pgpool_loads_the_writers_function_catalogue_and_refreshes_it(p
 
         with admin.transaction():  # as a migration does: no load can see it missing
             admin.execute(f"DROP FUNCTION {PGPOOL_LATE}()")
-            _create_function(admin, PGPOOL_LATE, "VOLATILE")
+            create_function(admin, PGPOOL_LATE, "VOLATILE")
         pair.wait_replayed()
         dropped_s = _wait_place(p, pair, PGPOOL_LATE, False, "a function recreated as volatile")
         after_drop = _on_standby(p, pair, PGPOOL_LATE, fresh=True)
