@@ -14,7 +14,7 @@
 //! `cargo bench --bench engine` (add `-- quick` for a short run). Measurement: interleaved
 //! rounds (subject, baselines, subject, …); medians of each, and ratios as the median of the
 //! ratios within each round. Profiling modes (one workload, 10 s or N iterations):
-//! `-- profile plain|new|wrapped|split|unnamed|named [N]`, `-- profile-classify [N]`,
+//! `-- profile plain|new|wrapped|split|unnamed|named|primary [N]`, `-- profile-classify [N]`,
 //! `-- profile-idle [write]` (1000 idle sessions kept to the end, for `valgrind --tool=dhat`;
 //! `write`: after one write each).
 
@@ -250,20 +250,20 @@ fn reader_cycle_on(s: &mut Session, q: &[u8], answer: &[u8], conn: u64) {
     black_box(drain(s));
 }
 
-/// `cargo bench --bench engine -- profile [plain|new|wrapped|split|unnamed|named] [N]`: one cycle
+/// `cargo bench --bench engine -- profile [plain|new|wrapped|split|unnamed|named|primary] [N]`: one cycle
 /// only, for 10 s (or N cycles), to run under a profiler (`perf record -e cpu-clock --call-graph dwarf
 /// target/release/deps/engine-… profile plain`).
 fn profile(which: &str, limit: u64) {
-    let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
-    engine.add_reader(1, 1);
     let name = match which {
         "new" => PLAIN_NEW,
         "wrapped" => WRAPPED,
         "split" => SPLIT,
         "unnamed" => UNNAMED,
         "named" => NAMED,
+        "primary" => PRIMARY,
         _ => PLAIN,
     };
+    let engine = cycle_engine(name);
     let (mut s, mut client, answer) = setup(&engine, name);
     let start = Instant::now();
     let mut cycles = 0u64;
@@ -285,7 +285,10 @@ const WRAPPED: &str = "wrapped read-your-writes read";
 const SPLIT: &str = "split read in a transaction";
 const UNNAMED: &str = "extended read, unnamed (Parse/Bind/Describe/Execute/Sync)";
 const NAMED: &str = "extended read, named (Bind/Describe/Execute/Sync)";
-const CYCLES: [&str; 6] = [PLAIN, PLAIN_NEW, WRAPPED, SPLIT, UNNAMED, NAMED];
+/// The same point select decided but sent to the primary: no reader is registered (the engine
+/// side of `scripts/bench-e2e.sh`'s `library-no-reader`).
+const PRIMARY: &str = "plain read on the primary (no reader), new literal each cycle";
+const CYCLES: [&str; 7] = [PLAIN, PLAIN_NEW, WRAPPED, SPLIT, UNNAMED, NAMED, PRIMARY];
 
 /// A session ready for cycle `name`, the client bytes of one cycle and the reader's answer.
 fn setup(engine: &Arc<Engine>, name: &str) -> (Session, Vec<u8>, Vec<u8>) {
@@ -362,12 +365,28 @@ fn setup(engine: &Arc<Engine>, name: &str) -> (Session, Vec<u8>, Vec<u8>) {
 
 /// One cycle of `name` (a new literal first for [`PLAIN_NEW`]).
 fn run_cycle(name: &str, s: &mut Session, client: &mut [u8], answer: &[u8], n: &mut u64) {
-    if name == PLAIN_NEW {
+    if name == PLAIN_NEW || name == PRIMARY {
         // Before the Query's NUL.
         let end = client.len() - 1;
         next_literal(client, end, 7, n);
     }
+    if name == PRIMARY {
+        s.recv_client(client, 1).unwrap();
+        black_box(drain(s));
+        s.recv_backend(WRITER, answer, 1).unwrap();
+        black_box(drain(s));
+        return;
+    }
     reader_cycle(s, client, answer);
+}
+
+/// The engine a cycle runs on: [`PRIMARY`] on one without readers.
+fn cycle_engine(name: &str) -> Arc<Engine> {
+    let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
+    if name != PRIMARY {
+        engine.add_reader(1, 1);
+    }
+    engine
 }
 
 /// The floor: only framing the same bytes, no decision.
@@ -380,7 +399,7 @@ fn frame_only(q: &[u8], answer: &[u8]) -> usize {
         while pos < bytes.len() {
             match f.step(&bytes[pos..], |t, _| {
                 if t == b'D' || t == b'T' {
-                    BodyMode::Stream
+                    BodyMode::Skip
                 } else {
                     BodyMode::Inspect
                 }
@@ -625,10 +644,9 @@ fn main() {
     println!("\n## Full cycle through the session API (client message(s) in … backend result in, actions drained)\n");
     println!("| cycle | frame-only floor | polarsplit | × floor | sqlparser parse of the statement | ratio to parse | allocations/cycle |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
-    engine.add_reader(1, 1);
     let mut summary = Vec::new();
     for name in CYCLES {
+        let engine = cycle_engine(name);
         let (mut s, mut client, answer) = setup(&engine, name);
         let mut n = 0u64;
         let mut cycle =
@@ -695,6 +713,7 @@ fn main() {
     }
 
     println!("\n## Memory per idle session\n");
+    let engine = cycle_engine(PLAIN);
     let n = 1000;
     let live_before = LIVE.load(Ordering::Relaxed);
     let sessions: Vec<Session> = (0..n).map(|_| ready_session(&engine)).collect();

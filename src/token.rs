@@ -127,8 +127,17 @@ fn keyword<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
 /// Recognises the token statements (one statement, an optional trailing `;`). Anything else —
 /// including other spellings that would reach a server — is `None`.
 pub fn command(sql: &str) -> Option<TokenCommand> {
-    // Cheap exit for everything else (the hot path): both start with SHOW or SET.
+    // Cheap exit for everything else (the hot path): both start with SHOW or SET, so their
+    // first three letters are `sho` or `set` in any case — three bytes reject a SELECT.
     let lead = skip_ws(sql);
+    match lead.as_bytes() {
+        [a, b, c, ..]
+            if matches!(
+                [a | 0x20, b | 0x20, c | 0x20],
+                [b's', b'h', b'o'] | [b's', b'e', b't']
+            ) => {}
+        _ => return None,
+    }
     if keyword(lead, "show").is_none() && keyword(lead, "set").is_none() {
         return None;
     }

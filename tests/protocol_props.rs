@@ -62,6 +62,9 @@ enum Seen {
 fn mode(tag: u8, _len: usize) -> BodyMode {
     if BackendMessage::needs_body(tag) {
         BodyMode::Inspect
+    } else if tag == b'D' {
+        // Rows as the session takes them: whole in one step when they can be.
+        BodyMode::Skip
     } else {
         BodyMode::Stream
     }
@@ -89,6 +92,10 @@ fn run(chunks: &[&[u8]]) -> Result<Vec<Seen>, ProtocolError> {
                     } else {
                         open = Some((tag, body_len, 0));
                     }
+                }
+                Step::Opaque { tag, body_len } => {
+                    assert!(open.is_none(), "a whole message inside another");
+                    seen.push(Seen::Opaque(tag, body_len));
                 }
                 Step::OpaqueBytes { n, done } => {
                     let (tag, len, got) = open.take().expect("bytes without a start");

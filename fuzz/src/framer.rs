@@ -22,11 +22,13 @@ enum Seen {
     Err(ProtocolError),
 }
 
-/// Inspect or stream, decided by the tag and a mask from the input (as the session does by tag
+/// Inspect, stream or skip, decided by the tag and a mask from the input (as the session does by tag
 /// and length).
 fn mode(mask: u8, t: u8, len: usize) -> BodyMode {
     if (t.rotate_left(u32::from(mask & 7)) ^ mask) & 1 == 0 && len % 3 != 1 {
         BodyMode::Inspect
+    } else if (t ^ mask) & 2 == 0 {
+        BodyMode::Skip
     } else {
         BodyMode::Stream
     }
@@ -74,6 +76,11 @@ fn drive(payload: &[u8], cuts: &[usize], startup: bool, limits: Limits, mask: u8
                 }
                 Step::Message { tag, body } => Some(Seen::Msg(tag, body.to_vec())),
                 Step::OpaqueStart { tag, body_len } => Some(Seen::Opaque(tag, body_len)),
+                // The same as a start and its whole body, however the input was cut.
+                Step::Opaque { tag, body_len } => {
+                    push(&mut seen, Seen::Opaque(tag, body_len));
+                    (body_len > 0).then_some(Seen::Bytes(body_len))
+                }
                 Step::OpaqueBytes { n, .. } => Some(Seen::Bytes(n)),
             };
             if let Some(r) = record {

@@ -4,7 +4,8 @@
 //! Bodies the caller wants to inspect are delivered whole ([`Step::Message`]), borrowed from the
 //! input when the message arrived in one piece and from the framer's own buffer otherwise. Bodies
 //! the caller does not need (data rows, COPY data, passwords) are streamed as counts
-//! ([`Step::OpaqueStart`] then [`Step::OpaqueBytes`]) and never copied.
+//! ([`Step::OpaqueStart`] then [`Step::OpaqueBytes`]; with [`BodyMode::Skip`] one
+//! [`Step::Opaque`] when the whole message is in the input) and never copied.
 
 use super::{Limits, ProtocolError};
 
@@ -15,6 +16,9 @@ pub enum BodyMode {
     Inspect,
     /// Only count its bytes.
     Stream,
+    /// Only count its bytes, and when the whole message is in the input take it in one step
+    /// ([`Step::Opaque`]): small rows pass without a second step each.
+    Skip,
 }
 
 /// One framing step.
@@ -27,6 +31,10 @@ pub enum Step<'a> {
     Message { tag: u8, body: &'a [u8] },
     /// The header of a streamed message; its body follows as [`Step::OpaqueBytes`].
     OpaqueStart { tag: u8, body_len: usize },
+    /// A whole message asked for with [`BodyMode::Skip`]: its header and its `body_len` body
+    /// bytes were all in the input and are consumed (what [`Step::OpaqueStart`] and a final
+    /// [`Step::OpaqueBytes`] would say, in one step).
+    Opaque { tag: u8, body_len: usize },
     /// `n` more bytes of a streamed body; `done` when it is complete.
     OpaqueBytes { n: usize, done: bool },
 }
@@ -224,7 +232,10 @@ impl Framer {
                 self.state = State::Buffering { tag, body_len };
                 Ok((Step::NeedMore, take + rest.len()))
             }
-            BodyMode::Stream => {
+            BodyMode::Skip if input.len() - take >= body_len => {
+                Ok((Step::Opaque { tag, body_len }, take + body_len))
+            }
+            BodyMode::Stream | BodyMode::Skip => {
                 if body_len > 0 {
                     self.state = State::Streaming {
                         remaining: body_len,
@@ -366,6 +377,64 @@ mod tests {
         assert_eq!((step, n), (Step::OpaqueBytes { n: 55, done: true }, 55));
         assert_eq!(f.buffered(), 0);
         assert!(f.at_boundary());
+    }
+
+    #[test]
+    fn streamed_message_whole_in_the_input_is_one_step() {
+        let mut bytes = msg(b'D', &[7u8; 100]);
+        bytes.extend(msg(b'C', b"SELECT 1\0"));
+        let mut f = Framer::new(Limits::default());
+        let (step, n) = f.step(&bytes, |_, _| BodyMode::Skip).unwrap();
+        assert_eq!(
+            (step, n),
+            (
+                Step::Opaque {
+                    tag: b'D',
+                    body_len: 100
+                },
+                105
+            )
+        );
+        assert!(f.at_boundary());
+        // An empty streamed body is whole as soon as its header is.
+        let empty = msg(b'D', b"");
+        let (step, n) = f.step(&empty, |_, _| BodyMode::Skip).unwrap();
+        assert_eq!(
+            (step, n),
+            (
+                Step::Opaque {
+                    tag: b'D',
+                    body_len: 0
+                },
+                5
+            )
+        );
+        // One byte short: the body streams.
+        let (step, n) = f.step(&bytes[..104], |_, _| BodyMode::Skip).unwrap();
+        assert_eq!(
+            (step, n),
+            (
+                Step::OpaqueStart {
+                    tag: b'D',
+                    body_len: 100
+                },
+                5
+            )
+        );
+        assert_eq!(f.buffered(), 0);
+        // Stream never takes a body in the header's step.
+        let mut f = Framer::new(Limits::default());
+        let (step, n) = f.step(&bytes, |_, _| BodyMode::Stream).unwrap();
+        assert_eq!(
+            (step, n),
+            (
+                Step::OpaqueStart {
+                    tag: b'D',
+                    body_len: 100
+                },
+                5
+            )
+        );
     }
 
     #[test]

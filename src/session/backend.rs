@@ -10,12 +10,13 @@ use crate::protocol::encode;
 use crate::protocol::framer::{BodyMode, Step};
 use crate::protocol::tag;
 
-/// Which backend message bodies the engine reads; rows and descriptions pass by count.
+/// Which backend message bodies the engine reads; rows and descriptions pass by count (a
+/// whole one in one step).
 fn backend_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> BodyMode {
     // Authentication exchanges (SASL, GSS: longer than the 8 bytes of a code and an MD5 salt)
     // are no routing business: streamed, never copied, so no byte of them stays in a buffer.
     if t == tag::AUTHENTICATION && len > 8 {
-        return BodyMode::Stream;
+        return BodyMode::Skip;
     }
     let small = len <= limits.max_inspected_len;
     if small
@@ -25,7 +26,7 @@ fn backend_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> Bod
     {
         BodyMode::Inspect
     } else {
-        BodyMode::Stream
+        BodyMode::Skip
     }
 }
 
@@ -128,7 +129,10 @@ impl Session {
                 Step::NeedMore => Ok(()),
                 Step::Message { tag, body } => self.on_backend_message(conn, i, tag, body),
                 Step::OpaqueStart { tag, body_len } => {
-                    self.on_backend_opaque_start(conn, i, tag, body_len)
+                    self.on_backend_opaque_start(conn, i, tag, body_len, false)
+                }
+                Step::Opaque { tag, body_len } => {
+                    self.on_backend_opaque_start(conn, i, tag, body_len, true)
                 }
                 Step::OpaqueBytes { n, done } => {
                     self.on_backend_opaque_bytes(conn, i, n, done);
@@ -451,12 +455,14 @@ impl Session {
 
     /// A streamed (large) message begins on `conn`, backend `i`: it answers a request like any
     /// other.
+    /// `whole`: its body was consumed with the header ([`Step::Opaque`]).
     fn on_backend_opaque_start(
         &mut self,
         conn: ConnId,
         i: usize,
         t: u8,
         body_len: usize,
+        whole: bool,
     ) -> Result<(), SessionError> {
         let answer = self.backend_mut(i).resp.on_message(t);
         let forward = match answer {
@@ -472,15 +478,17 @@ impl Session {
             }
             Ok(a) => self.streamed_forward(i, t, &a),
         };
-        let n = 5;
+        // The header, and the body when it is whole; a streamed body follows as bytes.
+        let whole = whole || body_len == 0;
+        let n = if whole { 5 + body_len } else { 5 };
         if !forward {
             self.out.discard_backend(conn, n);
-        } else if body_len == 0 {
+        } else if whole {
             self.out.forward_backend(conn, n);
         } else {
             self.backend_mut(i).held_fwd = n;
         }
-        if body_len > 0 {
+        if !whole {
             self.backend_mut(i).streaming = Some(forward);
         }
         if i == 0 && matches!(t, tag::COPY_IN_RESPONSE | tag::COPY_BOTH_RESPONSE) {
