@@ -42,7 +42,7 @@ fn script() -> Vec<Step> {
     txn_ins.extend(rfq(b'T', Some(0x6000), Some((b'x', "1,900"))));
     let mut split = sets(4);
     split.extend(notice("NOTICE", "hello", None));
-    split.extend(select_result(&["y"]));
+    split.extend(select_result(&["y", "z"]));
     split.extend(rfq(b'I', Some(0x6100), None));
     let mut commit = command_complete("COMMIT");
     commit.extend(rfq(b'I', Some(0x6200), None));
@@ -50,8 +50,11 @@ fn script() -> Vec<Step> {
     pipelined.extend(query("SHOW search_path"));
     let mut upd = command_complete("UPDATE 1");
     upd.extend(rfq(b'I', Some(0x7000), None));
+    // Several rows in a row (they pass as a run when they arrive together).
     let mut show = row_description(1);
     show.extend(data_row(&["public"]));
+    show.extend(data_row(&["second"]));
+    show.extend(data_row(&[""]));
     show.extend(command_complete("SHOW"));
     show.extend(rfq(b'I', Some(0x7000), None));
     vec![

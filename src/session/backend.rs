@@ -92,20 +92,33 @@ impl Session {
         let mut framer = std::mem::replace(&mut self.backend_mut(i0).framer, Framer::new(limits));
         let mut pos = 0;
         let mut result = Ok(());
+        // A run of rows: once a whole DataRow went through `on_backend_opaque_start`, the next
+        // whole DataRows of this input mean what it meant (a row changes nothing a row's
+        // meaning depends on: the backend, the front of its response queue, the unit, the
+        // unit's failure; whether the result began is settled by the first), so they are
+        // covered by count with its disposition. Any other message ends the run.
+        let mut run: Option<(usize, bool, bool)> = None;
         while pos < bytes.len() {
-            let Some(i) = self.backend_index(conn) else {
-                // The connection was dropped while processing (it broke): nothing more from it
-                // is meaningful.
-                self.out.discard_backend(conn, bytes.len() - pos);
-                break;
+            let (i, learning_rows) = match run {
+                Some((i, learning, _)) => (i, learning),
+                None => {
+                    let Some(i) = self.backend_index(conn) else {
+                        // The connection was dropped while processing (it broke): nothing more
+                        // from it is meaningful.
+                        self.out.discard_backend(conn, bytes.len() - pos);
+                        break;
+                    };
+                    // The probe's and the capture's rows are read; every other row passes by
+                    // count.
+                    let learning = i == 0
+                        && self
+                            .backend(i)
+                            .resp
+                            .front()
+                            .is_some_and(|e| matches!(e.who, Who::Probe | Who::Capture));
+                    (i, learning)
+                }
             };
-            // The probe's and the capture's rows are read; every other row passes by count.
-            let learning_rows = i == 0
-                && self
-                    .backend(i)
-                    .resp
-                    .front()
-                    .is_some_and(|e| matches!(e.who, Who::Probe | Who::Capture));
             let step = framer.step(&bytes[pos..], |t, len| {
                 if learning_rows && t == tag::DATA_ROW && len <= 4096 {
                     BodyMode::Inspect
@@ -125,15 +138,32 @@ impl Session {
                 }
             };
             pos += n;
+            let in_run = run.take();
             let r = match step {
+                Step::Opaque {
+                    tag: tag::DATA_ROW,
+                    body_len,
+                } if in_run.is_some() => {
+                    if in_run.is_some_and(|(_, _, forward)| forward) {
+                        self.out.forward_backend(conn, 5 + body_len);
+                    } else {
+                        self.out.discard_backend(conn, 5 + body_len);
+                    }
+                    run = in_run;
+                    continue;
+                }
                 Step::NeedMore => Ok(()),
                 Step::Message { tag, body } => self.on_backend_message(conn, i, tag, body),
-                Step::OpaqueStart { tag, body_len } => {
-                    self.on_backend_opaque_start(conn, i, tag, body_len, false)
-                }
-                Step::Opaque { tag, body_len } => {
-                    self.on_backend_opaque_start(conn, i, tag, body_len, true)
-                }
+                Step::OpaqueStart { tag, body_len } => self
+                    .on_backend_opaque_start(conn, i, tag, body_len, false)
+                    .map(|_| ()),
+                Step::Opaque { tag, body_len } => self
+                    .on_backend_opaque_start(conn, i, tag, body_len, true)
+                    .map(|d| {
+                        if let Some(forward) = d.filter(|_| tag == tag::DATA_ROW) {
+                            run = Some((i, learning_rows, forward));
+                        }
+                    }),
                 Step::OpaqueBytes { n, done } => {
                     self.on_backend_opaque_bytes(conn, i, n, done);
                     Ok(())
@@ -455,7 +485,8 @@ impl Session {
 
     /// A streamed (large) message begins on `conn`, backend `i`: it answers a request like any
     /// other.
-    /// `whole`: its body was consumed with the header ([`Step::Opaque`]).
+    /// `whole`: its body was consumed with the header ([`Step::Opaque`]). Returns, for a whole
+    /// message, whether it was forwarded.
     fn on_backend_opaque_start(
         &mut self,
         conn: ConnId,
@@ -463,18 +494,20 @@ impl Session {
         t: u8,
         body_len: usize,
         whole: bool,
-    ) -> Result<(), SessionError> {
+    ) -> Result<Option<bool>, SessionError> {
         let answer = self.backend_mut(i).resp.on_message(t);
         let forward = match answer {
             Err(_) if i == 0 && t == tag::NOTIFICATION_RESPONSE => !self.reader_in_flight(),
             Err(u) => {
-                return self.backend_protocol_error(
-                    conn,
-                    ProtocolError::UnexpectedTag {
-                        tag: u.tag,
-                        side: "server",
-                    },
-                )
+                return self
+                    .backend_protocol_error(
+                        conn,
+                        ProtocolError::UnexpectedTag {
+                            tag: u.tag,
+                            side: "server",
+                        },
+                    )
+                    .map(|()| None)
             }
             Ok(a) => self.streamed_forward(i, t, &a),
         };
@@ -499,7 +532,7 @@ impl Session {
             }
             self.pump(None);
         }
-        Ok(())
+        Ok(whole.then_some(forward))
     }
 
     /// Whether a streamed message is forwarded to the client.
