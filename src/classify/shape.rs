@@ -248,17 +248,32 @@ impl Shape {
         self.n = 0;
         let (mut i, mut k) = (0usize, 0usize);
         loop {
-            let rest = key.get(k..).unwrap_or(&[]);
-            let seg_len = rest
-                .iter()
-                .position(|&b| b >= MARK_NUMBER)
-                .unwrap_or(rest.len());
-            if src.get(i..i + seg_len) != rest.get(..seg_len) {
+            // The kept segment: the text and the key agree byte for byte up to the key's next
+            // marker. A text is UTF-8, which has no byte from 0xF8 up, so no run of agreeing
+            // bytes contains a marker: compare eight at a time, then byte by byte.
+            while let (Some(a), Some(b)) = (src.get(i..i + 8), key.get(k..k + 8)) {
+                let x = word(a) ^ word(b);
+                if x != 0 {
+                    let j = (x.trailing_zeros() / 8) as usize;
+                    i += j;
+                    k += j;
+                    break;
+                }
+                i += 8;
+                k += 8;
+            }
+            while let (Some(a), Some(b)) = (src.get(i), key.get(k)) {
+                if a != b {
+                    break;
+                }
+                i += 1;
+                k += 1;
+            }
+            let Some(&m) = key.get(k) else { break };
+            if m < MARK_NUMBER {
+                // A kept byte differs (or the text ended before it).
                 return false;
             }
-            i += seg_len;
-            k += seg_len;
-            let Some(&m) = key.get(k) else { break };
             k += 1;
             // The token here must start here (not after white space) and be elided as `m`.
             if src.get(i).is_none_or(|&b| lexer::is_space(b)) || marker_at(src, i) != m {
@@ -528,6 +543,11 @@ pub(super) fn mix(mut x: u64) -> u64 {
     x ^= x >> 33;
     x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     x ^ (x >> 33)
+}
+
+/// Eight bytes as one word, for comparing in steps of eight (`b` has at least eight).
+fn word(b: &[u8]) -> u64 {
+    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
 }
 
 #[cfg(test)]
