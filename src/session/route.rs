@@ -181,8 +181,7 @@ impl Session {
         let MsgInfo::Query { class, why_not, .. } = &head.info else {
             return false;
         };
-        let (class, why_not) = (class.clone(), *why_not);
-        let stmt = match (why_not, &class) {
+        let stmt = match (*why_not, class) {
             (Some(r), _) => StatementView::not_safe(r),
             (None, Some(c)) => StatementView::of(c),
             (None, None) => StatementView::not_safe(Reason::Unparseable),
@@ -195,6 +194,11 @@ impl Session {
         if self.must_wait(&d, stmt.replica_safe && !self.writer_continuation) {
             return false;
         }
+        // Decided: the unit takes the classification (the message leaves the queue with it).
+        let class = match self.queue.front_mut().map(|h| &mut h.info) {
+            Some(MsgInfo::Query { class, .. }) => class.take(),
+            _ => None,
+        };
         // A simple Query destroys the unnamed prepared statement (NOTES), wherever it runs.
         self.statements.remove(b"");
         match d.outcome {
