@@ -50,8 +50,10 @@ fn dialect_from(c: u8) -> Option<ServerDialect> {
 
 /// A writer hostgroup: its writer generation, the writer's latest known LSN, its reader
 /// hostgroup and the server dialect of the pair.
+/// A writer hostgroup's state. Groups are created once and never removed or replaced, so a
+/// session may hold its group's `Arc` for its whole life ([`Engine::writer_group`]).
 #[derive(Debug)]
-struct WriterGroup {
+pub(crate) struct WriterGroup {
     generation: AtomicU64,
     writer_lsn: AtomicU64,
     /// Host time at which the latest writer monitor sample's query was sent (0: none).
@@ -65,6 +67,13 @@ struct WriterGroup {
 }
 
 impl WriterGroup {
+    /// The writer is at least at `lsn`, as seen by a session of `generation`.
+    pub(crate) fn observe_lsn(&self, generation: u64, lsn: Lsn) {
+        if self.generation.load(Ordering::Acquire) == generation {
+            self.writer_lsn.fetch_max(lsn.0, Ordering::AcqRel);
+        }
+    }
+
     fn new(reader_hostgroup: Option<Hostgroup>) -> WriterGroup {
         WriterGroup {
             generation: AtomicU64::new(1),
@@ -318,11 +327,22 @@ impl Engine {
     /// workspace's tests.
     #[doc(hidden)]
     pub fn writer_view(&self, writer_hostgroup: Hostgroup) -> WriterView {
+        let groups = self.hostgroups.read();
+        self.view_of(groups.get(&writer_hostgroup).map(|g| &**g))
+    }
+
+    /// A writer hostgroup's group, to hold (groups are never replaced): `None` while the
+    /// hostgroup is unknown.
+    pub(crate) fn writer_group(&self, writer_hostgroup: Hostgroup) -> Option<Arc<WriterGroup>> {
+        self.group(writer_hostgroup)
+    }
+
+    /// The view of a group held (`None`: an unknown hostgroup) — what [`Engine::writer_view`]
+    /// gives, without the map's lock and lookup.
+    pub(crate) fn view_of(&self, group: Option<&WriterGroup>) -> WriterView {
         let default_dialect = dialect_from(self.default_dialect.load(Ordering::Acquire))
             .unwrap_or(ServerDialect::Awide);
-        // Read under the shared lock, no Arc clone: this runs for every statement.
-        let groups = self.hostgroups.read();
-        match groups.get(&writer_hostgroup) {
+        match group {
             Some(g) => WriterView {
                 generation: g.generation.load(Ordering::Acquire),
                 writer_lsn: Lsn(g.writer_lsn.load(Ordering::Acquire)),
@@ -405,9 +425,7 @@ impl Engine {
     /// A writer LSN learned from a monitor sample or a writer RFQ of the given generation.
     pub fn observe_writer_lsn(&self, writer_hostgroup: Hostgroup, generation: u64, lsn: Lsn) {
         if let Some(g) = self.group(writer_hostgroup) {
-            if g.generation.load(Ordering::Acquire) == generation {
-                g.writer_lsn.fetch_max(lsn.0, Ordering::AcqRel);
-            }
+            g.observe_lsn(generation, lsn);
         }
     }
 

@@ -469,7 +469,7 @@ impl Session {
             _ => self.engine.readers().begin_use(server),
         }
         if self.txn.active && self.pin.is_none() {
-            let view = self.engine.writer_view(self.writer_hostgroup);
+            let view = self.writer_view();
             if let Some(hg) = view.reader_hostgroup {
                 self.pin = Some(Pin {
                     conn,

@@ -395,6 +395,9 @@ pub struct Session {
     /// Until the startup packet: then its addresses live on in the startup's identity.
     info: Option<Box<ClientInfo>>,
     writer_hostgroup: Hostgroup,
+    /// `writer_hostgroup`'s group once it exists (groups are never replaced): read for every
+    /// statement without the engine's hostgroup lock.
+    writer_group: Option<Arc<crate::cluster::WriterGroup>>,
     now: u64,
     phase: Phase,
     client_framer: Framer,
@@ -485,6 +488,7 @@ impl Session {
             config,
             config_generation,
             writer_hostgroup,
+            writer_group: None,
             info: Some(Box::new(info)),
             now: 0,
             phase: Phase::AwaitStartup,
@@ -654,6 +658,24 @@ impl Session {
     }
 
     /// Adopts a replaced configuration (and its classifier) at the next statement.
+    /// The writer hostgroup's state, through the group held once it exists.
+    pub(super) fn writer_view(&mut self) -> crate::cluster::WriterView {
+        if self.writer_group.is_none() {
+            self.writer_group = self.engine.writer_group(self.writer_hostgroup);
+        }
+        self.engine.view_of(self.writer_group.as_deref())
+    }
+
+    /// The writer is at least at `lsn` (as this session's generation sees it).
+    pub(super) fn observe_writer_lsn(&mut self, lsn: Lsn) {
+        if self.writer_group.is_none() {
+            self.writer_group = self.engine.writer_group(self.writer_hostgroup);
+        }
+        if let Some(g) = &self.writer_group {
+            g.observe_lsn(self.lsn.generation, lsn);
+        }
+    }
+
     fn refresh_config(&mut self) {
         let cg = self.engine.config_generation();
         if cg != self.config_generation {

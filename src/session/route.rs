@@ -17,7 +17,7 @@ impl Session {
     /// P-2 collect: adopt a new configuration and writer generation (S-2), drop an invalid pin.
     pub(super) fn collect(&mut self) -> WriterView {
         self.refresh_config();
-        let view = self.engine.writer_view(self.writer_hostgroup);
+        let view = self.writer_view();
         self.dialect = view.dialect;
         if view.generation != self.lsn.generation {
             if self.lsn.adopt_generation(view.generation) {

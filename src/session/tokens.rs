@@ -213,7 +213,7 @@ impl Session {
         if !self.startup.as_ref().is_some_and(|s| s.report_token) {
             return false;
         }
-        let view = self.engine.writer_view(self.writer_hostgroup);
+        let view = self.writer_view();
         let Some(t) = self.current_token(&view) else {
             return false;
         };

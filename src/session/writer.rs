@@ -178,8 +178,7 @@ impl Session {
                 // The session has observed nothing yet: the writer's position only informs
                 // `global` mode.
                 if let LsnField::At(l) = rfq.lsn {
-                    self.engine
-                        .observe_writer_lsn(self.writer_hostgroup, self.lsn.generation, l);
+                    self.observe_writer_lsn(l);
                 }
                 if !self.apply_startup_token() {
                     return Ok(());
@@ -422,8 +421,7 @@ impl Session {
                 self.write_ack_ms = None;
                 self.engine.stats().inc(Counter::TargetsLearned);
             }
-            self.engine
-                .observe_writer_lsn(self.writer_hostgroup, self.lsn.generation, l);
+            self.observe_writer_lsn(l);
         }
         if self.settings.known == Known::Capturing {
             let rows = std::mem::take(&mut self.capture_rows);
@@ -534,8 +532,7 @@ impl Session {
         match rfq.lsn {
             LsnField::At(l) => {
                 self.lsn.writer_positioned(l, may_write);
-                self.engine
-                    .observe_writer_lsn(self.writer_hostgroup, self.lsn.generation, l);
+                self.observe_writer_lsn(l);
             }
             LsnField::Zero | LsnField::Missing => {
                 if may_write {
