@@ -141,9 +141,60 @@ enum Rec {
 pub(crate) struct ActionQueue {
     recs: VecDeque<Rec>,
     arena: Vec<u8>,
+    /// Records queued so far (with the last record's count, a [`TailMark`]).
+    pushes: u64,
+}
+
+/// The last record as it stood: it changes when a record is queued or the last one grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct TailMark {
+    pushes: u64,
+    n: usize,
 }
 
 impl ActionQueue {
+    fn push(&mut self, r: Rec) {
+        self.pushes += 1;
+        self.recs.push_back(r);
+    }
+
+    /// The mark of the last record when it discards bytes received from `conn`.
+    pub(super) fn discard_tail(&self, conn: ConnId) -> Option<TailMark> {
+        match self.recs.back() {
+            Some(Rec::DiscardBackend { conn: c, n }) if *c == conn => Some(TailMark {
+                pushes: self.pushes,
+                n: *n,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The last `len` bytes the last record discards of `conn` are forwarded to the client
+    /// instead — when that record is still as `mark` saw it (nothing queued or coalesced since:
+    /// those bytes are the end of what the host has been told so far). Returns whether they
+    /// were; the host then relays them instead of receiving a copy.
+    pub(super) fn forward_discarded_tail(
+        &mut self,
+        conn: ConnId,
+        mark: TailMark,
+        len: usize,
+    ) -> bool {
+        if len == 0 || len > mark.n || self.discard_tail(conn) != Some(mark) {
+            return false;
+        }
+        if len == mark.n {
+            if let Some(last) = self.recs.back_mut() {
+                *last = Rec::ForwardBackend { conn, n: len };
+            }
+        } else {
+            if let Some(Rec::DiscardBackend { n, .. }) = self.recs.back_mut() {
+                *n -= len;
+            }
+            self.push(Rec::ForwardBackend { conn, n: len });
+        }
+        true
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.recs.is_empty()
     }
@@ -175,27 +226,27 @@ impl ActionQueue {
     }
 
     pub(super) fn client_encryption_request(&mut self, gss: bool) {
-        self.recs.push_back(Rec::ClientEncryptionRequest { gss });
+        self.push(Rec::ClientEncryptionRequest { gss });
     }
 
     pub(super) fn cancel_request(&mut self, pid: i32, secret: &[u8]) {
         let secret = self.stash(secret);
-        self.recs.push_back(Rec::CancelRequest { pid, secret });
+        self.push(Rec::CancelRequest { pid, secret });
     }
 
     pub(super) fn connect_writer_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
         let startup = self.stash_with(f);
-        self.recs.push_back(Rec::ConnectWriter { startup });
+        self.push(Rec::ConnectWriter { startup });
     }
 
     pub(super) fn decision(&mut self, d: Decision) {
-        self.recs.push_back(Rec::Decision(d));
+        self.push(Rec::Decision(d));
     }
 
     /// The key and the startup bytes are the session's cached ones (`poll` fills them in): no
     /// copy. Queued only once that cache is set.
     pub(super) fn acquire_reader(&mut self, server: ServerId) {
-        self.recs.push_back(Rec::AcquireReader { server });
+        self.push(Rec::AcquireReader { server });
     }
 
     pub(super) fn forward_client(&mut self, conn: ConnId, n: usize) {
@@ -208,7 +259,7 @@ impl ActionQueue {
                 return;
             }
         }
-        self.recs.push_back(Rec::ForwardClient { conn, n });
+        self.push(Rec::ForwardClient { conn, n });
     }
 
     pub(super) fn discard_client(&mut self, n: usize) {
@@ -219,17 +270,17 @@ impl ActionQueue {
             *m += n;
             return;
         }
-        self.recs.push_back(Rec::DiscardClient { n });
+        self.push(Rec::DiscardClient { n });
     }
 
     pub(super) fn send_backend(&mut self, conn: ConnId, bytes: &[u8]) {
         let bytes = self.stash(bytes);
-        self.recs.push_back(Rec::SendBackend { conn, bytes });
+        self.push(Rec::SendBackend { conn, bytes });
     }
 
     pub(super) fn send_backend_with(&mut self, conn: ConnId, f: impl FnOnce(&mut Vec<u8>)) {
         let bytes = self.stash_with(f);
-        self.recs.push_back(Rec::SendBackend { conn, bytes });
+        self.push(Rec::SendBackend { conn, bytes });
     }
 
     pub(super) fn forward_backend(&mut self, conn: ConnId, n: usize) {
@@ -242,7 +293,7 @@ impl ActionQueue {
                 return;
             }
         }
-        self.recs.push_back(Rec::ForwardBackend { conn, n });
+        self.push(Rec::ForwardBackend { conn, n });
     }
 
     pub(super) fn discard_backend(&mut self, conn: ConnId, n: usize) {
@@ -255,7 +306,7 @@ impl ActionQueue {
                 return;
             }
         }
-        self.recs.push_back(Rec::DiscardBackend { conn, n });
+        self.push(Rec::DiscardBackend { conn, n });
     }
 
     /// Bytes for the client; consecutive sends merge into one.
@@ -274,20 +325,19 @@ impl ActionQueue {
                 return;
             }
         }
-        self.recs.push_back(Rec::SendClient { bytes: r });
+        self.push(Rec::SendClient { bytes: r });
     }
 
     pub(super) fn release_reader(&mut self, conn: ConnId, needs_reset: bool) {
-        self.recs
-            .push_back(Rec::ReleaseReader { conn, needs_reset });
+        self.push(Rec::ReleaseReader { conn, needs_reset });
     }
 
     pub(super) fn pin_writer(&mut self, pinned: bool) {
-        self.recs.push_back(Rec::PinWriter { pinned });
+        self.push(Rec::PinWriter { pinned });
     }
 
     pub(super) fn close_backend(&mut self, conn: ConnId) {
-        self.recs.push_back(Rec::CloseBackend { conn });
+        self.push(Rec::CloseBackend { conn });
     }
 
     /// A closing session needs no reader: drop its requests not yet polled (the host would
@@ -299,7 +349,7 @@ impl ActionQueue {
 
     pub(super) fn close_client(&mut self) {
         if !matches!(self.recs.back(), Some(Rec::CloseClient)) {
-            self.recs.push_back(Rec::CloseClient);
+            self.push(Rec::CloseClient);
         }
     }
 
@@ -372,6 +422,43 @@ impl ActionQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn p8_held_bytes_at_the_end_of_a_discard_are_relayed_while_nothing_followed() {
+        let mut q = ActionQueue::default();
+        q.discard_backend(2, 9);
+        q.discard_backend(2, 34);
+        let mark = q.discard_tail(2).expect("a discard of conn 2 is last");
+        // Another connection's mark, or more than was discarded: refused.
+        assert_eq!(q.discard_tail(3), None);
+        assert!(!q.forward_discarded_tail(2, mark, 44));
+        assert!(q.forward_discarded_tail(2, mark, 34));
+        q.forward_backend(2, 20);
+        assert_eq!(q.poll(None), Some(Action::DiscardBackend { conn: 2, n: 9 }));
+        assert_eq!(
+            q.poll(None),
+            Some(Action::ForwardBackend { conn: 2, n: 54 })
+        );
+        assert_eq!(q.poll(None), None);
+
+        // Anything queued or coalesced after the mark: the bytes are no longer the end.
+        q.discard_backend(2, 34);
+        let mark = q.discard_tail(2).expect("a discard is last");
+        q.discard_backend(2, 5);
+        assert!(!q.forward_discarded_tail(2, mark, 34));
+        let mark = q.discard_tail(2).expect("a discard is last");
+        q.send_client(b"x");
+        assert!(!q.forward_discarded_tail(2, mark, 39));
+        // The whole record relayed.
+        let mut q = ActionQueue::default();
+        q.discard_backend(2, 34);
+        let mark = q.discard_tail(2).expect("a discard is last");
+        assert!(q.forward_discarded_tail(2, mark, 34));
+        assert_eq!(
+            q.poll(None),
+            Some(Action::ForwardBackend { conn: 2, n: 34 })
+        );
+    }
 
     #[test]
     fn counts_coalesce_and_bytes_are_borrowed() {

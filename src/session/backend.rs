@@ -436,9 +436,25 @@ impl Session {
             Disp::Forward => self.out.forward_backend(conn, n),
             Disp::Discard => self.out.discard_backend(conn, n),
             Disp::Hold => {
+                // Still the end of the last action: nothing held yet, or all of it at the end
+                // of the DiscardBackend this message's bytes join.
+                let before = self.held.len();
+                let extends = before == 0
+                    || self.held_tail.is_some_and(|(c, mark, len)| {
+                        c == conn && len == before && self.out.discard_tail(conn) == Some(mark)
+                    });
                 self.out.discard_backend(conn, n);
                 if self.held.len() + n <= MAX_HELD {
                     wire(t, body, &mut self.held);
+                    self.held_tail = if extends {
+                        self.out
+                            .discard_tail(conn)
+                            .map(|mark| (conn, mark, self.held.len()))
+                    } else {
+                        None
+                    };
+                } else {
+                    self.held_tail = None;
                 }
             }
             Disp::HoldWriter => {

@@ -292,9 +292,18 @@ impl Session {
     /// forwarded).
     pub(super) fn flush_held(&mut self) {
         if !self.held.is_empty() {
-            let held = std::mem::take(&mut self.held);
-            self.out.send_client(&held);
-            self.held = held;
+            // Held bytes the host was just told to discard are relayed instead of copied.
+            let relayed = match self.held_tail.take() {
+                Some((conn, mark, len)) if len == self.held.len() => {
+                    self.out.forward_discarded_tail(conn, mark, len)
+                }
+                _ => false,
+            };
+            if !relayed {
+                let held = std::mem::take(&mut self.held);
+                self.out.send_client(&held);
+                self.held = held;
+            }
             self.held.clear();
         }
     }

@@ -437,6 +437,10 @@ pub struct Session {
     pin: Option<Pin>,
     /// A reader attempt's messages held until its result begins.
     held: Vec<u8>,
+    /// When `held` is exactly the end of the last action (a DiscardBackend of that connection,
+    /// unchanged since — its mark — and `held.len()` bytes long), flushing it turns those bytes
+    /// into a forward instead of a copy for the client.
+    held_tail: Option<(ConnId, actions::TailMark, usize)>,
     /// Asynchronous writer messages held while a reader answers the client.
     held_writer: Vec<u8>,
     /// Host time the writer acknowledged a write whose position is unknown (W-7).
@@ -520,6 +524,7 @@ impl Session {
             readers_forbidden: false,
             pin: None,
             held: Vec::new(),
+            held_tail: None,
             held_writer: Vec::new(),
             write_ack_ms: None,
             probe_lsn: None,

@@ -143,6 +143,8 @@ impl Session {
                 if self.held.len() + bytes.len() <= MAX_HELD {
                     self.held.extend_from_slice(bytes);
                 }
+                // Bytes of the engine's own, in no backend's stream.
+                self.held_tail = None;
             }
             _ => self.out.send_client(bytes),
         }
