@@ -249,6 +249,18 @@ impl<'a> Reader<'a> {
     }
 
     /// A NUL-terminated string (without its NUL).
+    /// [`Self::cstr`] for a statement or portal name: the empty one (the unnamed statement and
+    /// portal, in most extended messages) is found without the memchr's setup.
+    #[inline]
+    pub(crate) fn name(&mut self, what: &'static str) -> Result<&'a [u8], ProtocolError> {
+        if let Some((&0, rest)) = self.buf.split_first() {
+            let empty = &self.buf[..0];
+            self.buf = rest;
+            return Ok(empty);
+        }
+        self.cstr(what)
+    }
+
     pub(crate) fn cstr(&mut self, what: &'static str) -> Result<&'a [u8], ProtocolError> {
         // `CStr::from_bytes_until_nul` finds the NUL with the standard library's word-at-a-time
         // memchr; a byte loop was a visible share of a Query's cost (SQL texts are long).

@@ -10,7 +10,7 @@
 use super::hidden;
 use super::plan::{Protocol, StatementView};
 use super::response::{Req, Who};
-use super::statements::{engine_name, statement_hash, ENGINE_PREFIX};
+use super::statements::{engine_name, ENGINE_PREFIX};
 use super::*;
 use crate::classify::Kind;
 use crate::cluster::stats::Counter;
@@ -570,7 +570,7 @@ impl Session {
         match msg {
             FrontendMessage::Parse { statement, sql, .. } => {
                 let rest = parse_rest(body);
-                let hash = statement_hash(rest);
+                let hash = self.statements.hash_of(statement, rest);
                 let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
                 self.statements
                     .insert_hashed(statement, rest, hash, class, false, limit);
@@ -720,8 +720,24 @@ impl Session {
         }
     }
 
-    /// Sends the engine's own answers that reached the front of `conn`'s queue.
+    /// Sends the engine's own answers that reached the front of `conn`'s queue. Called after
+    /// every message sent to a reader and every answer from one; most leave no engine answer at
+    /// the front, which this finds with a look rather than a call.
+    #[inline]
     pub(super) fn drain_locals(&mut self, conn: ConnId) {
+        let local_first = self.backend_index(conn).is_some_and(|i| {
+            self.backend(i)
+                .resp
+                .front()
+                .is_some_and(|e| matches!(e.req, Req::Local(_)))
+        });
+        if local_first {
+            self.send_locals(conn);
+        }
+    }
+
+    /// [`Self::drain_locals`] once an engine answer is at the front.
+    fn send_locals(&mut self, conn: ConnId) {
         loop {
             let Some(i) = self.backend_index(conn) else {
                 return;
