@@ -72,6 +72,11 @@ impl<T: Copy, const N: usize> Few<T, N> {
         }
     }
 
+    /// How many were pushed.
+    fn count(&self) -> usize {
+        self.len + self.spill.len()
+    }
+
     /// Oldest first.
     fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
         self.inline.iter().flatten().chain(self.spill.iter())
@@ -149,12 +154,17 @@ impl Session {
         name: &[u8],
     ) -> Option<Option<&Classification>> {
         if let Some(&(_, at)) = parsed.iter().rev().find(|(n, _)| *n == name) {
-            return Some(match self.queue.get(at).map(|m| &m.info) {
-                Some(MsgInfo::Parse { class }) => class.as_ref(),
-                _ => None,
-            });
+            return Some(self.parsed_class(at));
         }
         self.statements.peek(name).map(|s| s.class.as_ref())
+    }
+
+    /// The classification of the Parse at queue position `at`.
+    fn parsed_class(&self, at: usize) -> Option<&Classification> {
+        match self.queue.get(at).map(|m| &m.info) {
+            Some(MsgInfo::Parse { class }) => class.as_ref(),
+            _ => None,
+        }
     }
 
     /// E-1…E-5: what the first `count` queued messages do; the classifications of its
@@ -176,8 +186,13 @@ impl Session {
             }
         };
         let mut parsed: Few<(&[u8], usize), 4> = Few::new();
-        // Portals bound in this batch and the statement each was bound to (the latest wins).
-        let mut portals: Few<(&[u8], &[u8]), 4> = Few::new();
+        // Portals bound in this batch and the statement each was bound to (the latest wins),
+        // with what the name resolved to and how many statements were parsed in the batch at
+        // the time: an Execute of the portal takes that resolution while the count is the same
+        // (the same name resolves the same way), instead of looking the name up again.
+        #[allow(clippy::type_complexity)]
+        let mut portals: Few<(&[u8], &[u8], Option<Option<&Classification>>, usize), 4> =
+            Few::new();
         let mut statements = 0usize;
         let room = self
             .statements
@@ -226,12 +241,21 @@ impl Session {
                 }
                 FrontendMessage::Bind { portal, statement } => {
                     statements += 1;
-                    if self.statements.lexed_otherwise(statement)
-                        && !parsed.iter().any(|(n, _)| *n == statement)
-                    {
-                        refuse(&mut shape, Reason::StatementLexedOtherwise);
-                    }
-                    match self.resolve(&parsed, statement) {
+                    // One lookup of the name for both questions (`resolve` and
+                    // `lexed_otherwise` each looked it up).
+                    let earlier = parsed.iter().rev().find(|(n, _)| *n == statement);
+                    let resolved = match earlier {
+                        Some(&(_, at)) => Some(self.parsed_class(at)),
+                        None => {
+                            let tracked = self.statements.peek(statement);
+                            if tracked.is_some_and(|s| self.statements.lexed_otherwise_stmt(s)) {
+                                refuse(&mut shape, Reason::StatementLexedOtherwise);
+                            }
+                            tracked.map(|s| s.class.as_ref())
+                        }
+                    };
+                    debug_assert_eq!(resolved, self.resolve(&parsed, statement));
+                    match resolved {
                         Some(c) => {
                             if !safe(c) {
                                 refuse(&mut shape, Reason::NotARead);
@@ -239,7 +263,7 @@ impl Session {
                         }
                         None => refuse(&mut shape, Reason::BatchUnknownStatement),
                     }
-                    portals.push((portal, statement));
+                    portals.push((portal, statement, resolved, parsed.count()));
                 }
                 FrontendMessage::Describe { kind, name } => {
                     statements += 1;
@@ -249,18 +273,19 @@ impl Session {
                             Some(_) => {}
                             None => refuse(&mut shape, Reason::BatchUnknownStatement),
                         }
-                    } else if !portals.iter().any(|(p, _)| *p == name) {
+                    } else if !portals.iter().any(|(p, ..)| *p == name) {
                         refuse(&mut shape, Reason::BatchPortalElsewhere);
                     }
                 }
                 FrontendMessage::Execute { portal, max_rows } => {
                     statements += 1;
-                    let stmt = portals
-                        .iter()
-                        .rev()
-                        .find(|(p, _)| *p == portal)
-                        .map(|p| p.1);
-                    let class = stmt.and_then(|s| self.resolve(&parsed, s)).flatten();
+                    let bound = portals.iter().rev().find(|(p, ..)| *p == portal);
+                    let stmt = bound.map(|p| p.1);
+                    let class = match bound {
+                        Some(&(_, _, resolved, n)) if n == parsed.count() => resolved.flatten(),
+                        _ => stmt.and_then(|s| self.resolve(&parsed, s)).flatten(),
+                    };
+                    debug_assert_eq!(class, stmt.and_then(|s| self.resolve(&parsed, s)).flatten());
                     match (stmt, class) {
                         (None, _) => {
                             refuse(&mut shape, Reason::BatchPortalElsewhere);
@@ -723,7 +748,7 @@ impl Session {
     /// Sends the engine's own answers that reached the front of `conn`'s queue. Called after
     /// every message sent to a reader and every answer from one; most leave no engine answer at
     /// the front, which this finds with a look rather than a call.
-    #[inline]
+    #[inline(always)]
     pub(super) fn drain_locals(&mut self, conn: ConnId) {
         let local_first = self.backend_index(conn).is_some_and(|i| {
             self.backend(i)

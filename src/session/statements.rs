@@ -137,7 +137,13 @@ impl ClientStatements {
     /// A statement whose text a reader would lex differently now than the server did when the
     /// client prepared it (a server keeps a prepared statement's parse).
     pub(super) fn lexed_otherwise(&self, name: &[u8]) -> bool {
-        self.slot(name).is_some_and(|s| s.lexed_off != self.scs_off)
+        self.slot(name)
+            .is_some_and(|s| self.lexed_otherwise_stmt(s))
+    }
+
+    /// [`Self::lexed_otherwise`] for a statement already looked up.
+    pub(super) fn lexed_otherwise_stmt(&self, s: &ClientStmt) -> bool {
+        s.lexed_off != self.scs_off
     }
 
     pub(super) fn contains(&self, name: &[u8]) -> bool {
