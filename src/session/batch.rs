@@ -25,6 +25,14 @@ fn split(bytes: &[u8]) -> Option<(u8, &[u8])> {
     Some((bytes[0], &bytes[5..]))
 }
 
+/// The statement name of a Parse body.
+fn parse_name(body: &[u8]) -> &[u8] {
+    match body.iter().position(|&b| b == 0) {
+        Some(i) => &body[..i],
+        None => body,
+    }
+}
+
 /// The part of a Parse body after the statement name (query, NUL, parameter types).
 fn parse_rest(body: &[u8]) -> &[u8] {
     match body.iter().position(|&b| b == 0) {
@@ -83,15 +91,24 @@ impl<T: Copy, const N: usize> Few<T, N> {
     }
 }
 
-/// [`engine_name`] on the stack (every engine name is 29 bytes).
+/// [`engine_name`] on the stack (every engine name is 29 bytes). Sent with every Bind and
+/// statement Describe on a reader: the 16 hex digits are made in a few word operations rather
+/// than a table lookup per digit.
 fn engine_name_array(hash: u64) -> [u8; 29] {
+    const LANES: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
     let mut out = [0u8; 29];
     let (prefix, hex) = out.split_at_mut(13);
     prefix.copy_from_slice(b"polarsplit_s_");
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (k, h) in hex.iter_mut().enumerate() {
-        *h = HEX[((hash >> ((15 - k) * 4)) & 0xf) as usize];
-    }
+    // Nibble k of the hash (from the lowest) into byte k of `v`.
+    let mut v = u128::from(hash);
+    v = (v | (v << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;
+    v = (v | (v << 16)) & 0x0000_ffff_0000_ffff_0000_ffff_0000_ffff;
+    v = (v | (v << 8)) & 0x00ff_00ff_00ff_00ff_00ff_00ff_00ff_00ff;
+    v = (v | (v << 4)) & 0x0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f;
+    // Every byte 0..=15 to its digit: '0' + n, and 39 more ('a' - '0' - 10) from 10 on.
+    let letters = ((v + 6 * LANES) >> 4) & LANES;
+    let digits = v + u128::from(b'0') * LANES + letters * 39;
+    hex.copy_from_slice(&digits.to_be_bytes());
     out
 }
 
@@ -208,8 +225,23 @@ impl Session {
             let Some((t, body)) = split(bytes) else {
                 continue;
             };
-            let Ok(msg) = FrontendMessage::parse(t, body) else {
-                continue;
+            let msg = if t == tag::PARSE {
+                // Only a kept Parse's name is read again (the message was parsed whole when it
+                // arrived, and its text classified then, in `m.info`): finding the end of the
+                // text is most of the cost of parsing it. The arm below reads only the name.
+                let statement = parse_name(body);
+                debug_assert!(matches!(FrontendMessage::parse(t, body),
+                    Ok(FrontendMessage::Parse { statement: s, .. }) if s == statement));
+                FrontendMessage::Parse {
+                    statement,
+                    sql: &[],
+                    param_types: 0,
+                }
+            } else {
+                let Ok(msg) = FrontendMessage::parse(t, body) else {
+                    continue;
+                };
+                msg
             };
             let safe = |c: Option<&Classification>| c.is_some_and(|c| c.is_replica_safe());
             match msg {
@@ -920,10 +952,30 @@ mod tests {
 
     #[test]
     fn e2_engine_names_on_the_stack_are_the_engine_names() {
-        for hash in [0, 1, 0xdead_beef, u64::MAX, 0x0123_4567_89ab_cdef] {
+        for hash in [
+            0,
+            1,
+            9,
+            10,
+            15,
+            0xdead_beef,
+            u64::MAX,
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            0x9a9a_9a9a_9a9a_9a9a,
+        ] {
             let mut v = Vec::new();
             engine_name(hash, &mut v);
             assert_eq!(&engine_name_array(hash)[..], &v[..]);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn e2_engine_names_on_the_stack_are_the_engine_names_for_any_hash(hash: u64) {
+            let mut v = Vec::new();
+            engine_name(hash, &mut v);
+            proptest::prop_assert_eq!(&engine_name_array(hash)[..], &v[..]);
         }
     }
 
