@@ -25,6 +25,19 @@ fn split(bytes: &[u8]) -> Option<(u8, &[u8])> {
     Some((bytes[0], &bytes[5..]))
 }
 
+/// What a kept message that goes to a reader unchanged asks of it, told by its type and the
+/// kind of its target alone: an Execute (of a portal bound in the batch), a Describe or Close of
+/// a portal. `None` for every other message (rewritten to engine names, answered by the engine,
+/// or closing the batch). A kept message was parsed whole when it arrived, so its body is valid.
+fn sent_as_is(t: u8, body: &[u8]) -> Option<Req> {
+    match (t, body.first()) {
+        (tag::EXECUTE, _) => Some(Req::Execute),
+        (tag::DESCRIBE, Some(b'P')) => Some(Req::DescribePortal),
+        (tag::CLOSE, Some(b'P')) => Some(Req::Close),
+        _ => None,
+    }
+}
+
 /// The statement name of a Parse body.
 fn parse_name(body: &[u8]) -> &[u8] {
     match body.iter().position(|&b| b == 0) {
@@ -617,6 +630,17 @@ impl Session {
         let Some((t, body)) = split(bytes) else {
             return;
         };
+        if let Some(req) = sent_as_is(t, body) {
+            // Nothing of it is read but its type (and kind): it is not parsed again.
+            debug_assert!(FrontendMessage::parse(t, body).is_ok());
+            let Some(i) = self.backend_index(conn) else {
+                return;
+            };
+            self.out.send_backend(conn, bytes);
+            self.backend_mut(i).resp.push(req, Who::Client, id);
+            self.drain_locals(conn);
+            return;
+        }
         let Ok(msg) = FrontendMessage::parse(t, body) else {
             return;
         };
@@ -976,6 +1000,38 @@ mod tests {
             let mut v = Vec::new();
             engine_name(hash, &mut v);
             proptest::prop_assert_eq!(&engine_name_array(hash)[..], &v[..]);
+        }
+    }
+
+    proptest::proptest! {
+        /// E-2: the messages sent to a reader without being parsed again are exactly those the
+        /// general path sends unchanged (an Execute, a Describe or Close of a portal), asking
+        /// the same answer of the reader; every other valid message takes the general path.
+        #[test]
+        fn e2_messages_sent_as_is_are_those_the_general_path_sends_unchanged(
+            t in proptest::sample::select(&b"PBEDCSH"[..]),
+            body in proptest::collection::vec(
+                proptest::prop_oneof![
+                    3 => proptest::strategy::Just(0u8),
+                    2 => proptest::strategy::Just(b'S'),
+                    2 => proptest::strategy::Just(b'P'),
+                    2 => b'a'..=b'c',
+                ],
+                0..10,
+            ),
+        ) {
+            let Ok(msg) = FrontendMessage::parse(t, &body) else {
+                return Ok(());
+            };
+            let general = match msg {
+                FrontendMessage::Execute { .. } => Some(Req::Execute),
+                FrontendMessage::Describe { kind: b'S', .. } => None,
+                FrontendMessage::Describe { .. } => Some(Req::DescribePortal),
+                FrontendMessage::Close { kind: b'S', .. } => None,
+                FrontendMessage::Close { .. } => Some(Req::Close),
+                _ => None,
+            };
+            proptest::prop_assert_eq!(sent_as_is(t, &body), general);
         }
     }
 
