@@ -88,7 +88,8 @@ pub(crate) struct ClientStatements {
     /// (`tokens::may_be_command`): while none has, no Bind starts a batch the engine answers
     /// itself, which the pump then knows without parsing the Bind and looking its name up (it
     /// asks for every message of a batch that arrives; issue 20's profile).
-    commands: usize,
+    /// (`u32`: it shares a word with `scs_off`, so the session does not grow.)
+    commands: u32,
     /// The writer session's `standard_conforming_strings` is off now (its ParameterStatus).
     pub scs_off: bool,
 }
@@ -208,7 +209,7 @@ impl ClientStatements {
             s.on_writer = on_writer;
             s.lexed_off = scs_off;
             s.used = clock;
-            self.commands = self.commands + usize::from(command) - usize::from(was);
+            self.commands = self.commands + u32::from(command) - u32::from(was);
             return;
         }
         if self.len() >= limit {
@@ -229,7 +230,7 @@ impl ClientStatements {
             lexed_off: scs_off,
             used: clock,
         };
-        self.commands += usize::from(command);
+        self.commands += u32::from(command);
         if name.is_empty() {
             self.unnamed = Some(Box::new(stmt));
         } else {
@@ -325,7 +326,7 @@ mod tests {
                     _ => s.clear_on_writer(names[n]),
                 }
                 let tracked = s.entries().filter(|(_, st)| may_be_command(&st.rest)).count();
-                prop_assert_eq!(s.commands, tracked);
+                prop_assert_eq!(s.commands as usize, tracked);
                 prop_assert_eq!(s.may_hold_command(), tracked > 0);
             }
         }
