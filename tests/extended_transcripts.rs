@@ -822,3 +822,40 @@ fn e1_a_reader_lost_under_the_engines_own_sync_loses_nothing_of_the_clients() {
         assert_eq!(acquires, 2, "a second reader for the Query (fatal {fatal})");
     }
 }
+
+#[test]
+fn e1_an_execute_is_routed_by_the_statement_its_portal_was_bound_to_in_the_batch() {
+    // The Execute of a portal bound earlier in the batch runs the statement of that Bind: a
+    // read bound to a portal routes the batch to a reader, and so does a portal bound again.
+    let mut h = host();
+    let mut b = parse("r", "SELECT v FROM t WHERE k = $1");
+    b.extend(bind("p", "r"));
+    b.extend(bind("q", "r"));
+    b.extend(describe(b'P', "p"));
+    b.extend(execute("q"));
+    b.extend(execute("p"));
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ReplicaWithWait, Reason::ReadNoTarget)
+    );
+    let sent = h.take_sent(R1);
+    assert_eq!(tags(&sent), "PBBDEES");
+    // The unnamed statement parsed again as a write between the Bind of a read and the Execute
+    // of its portal: the batch stays on the writer, unchanged.
+    let mut h = host();
+    let mut b = parse("", "SELECT v FROM t WHERE k = $1");
+    b.extend(bind("", ""));
+    b.extend(parse("", "UPDATE t SET v = 1"));
+    b.extend(execute(""));
+    b.extend(sync());
+    let acts = h.client(&b);
+    assert!(!acquired(&acts), "{acts:?}");
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::NotARead)
+    );
+    assert_eq!(h.take_sent(WRITER), b);
+}

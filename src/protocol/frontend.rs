@@ -64,7 +64,7 @@ impl<'a> FrontendMessage<'a> {
                 FrontendMessage::Query { sql }
             }
             tag::PARSE => {
-                let statement = r.cstr("statement name")?;
+                let statement = r.name("statement name")?;
                 let sql = r.cstr("query string")?;
                 let n = r.i16("parameter type count")?;
                 if n < 0 {
@@ -82,12 +82,12 @@ impl<'a> FrontendMessage<'a> {
                 }
             }
             tag::BIND => {
-                let portal = r.cstr("portal name")?;
-                let statement = r.cstr("statement name")?;
+                let portal = r.name("portal name")?;
+                let statement = r.name("statement name")?;
                 FrontendMessage::Bind { portal, statement }
             }
             tag::EXECUTE => {
-                let portal = r.cstr("portal name")?;
+                let portal = r.name("portal name")?;
                 let max_rows = r.i32("row limit")?;
                 r.expect_end("bytes after the row limit")?;
                 FrontendMessage::Execute { portal, max_rows }
@@ -100,7 +100,7 @@ impl<'a> FrontendMessage<'a> {
                         what: "target kind is neither 'S' nor 'P'",
                     });
                 }
-                let name = r.cstr("name")?;
+                let name = r.name("name")?;
                 r.expect_end("bytes after the name")?;
                 if t == tag::DESCRIBE {
                     FrontendMessage::Describe { kind, name }
@@ -227,6 +227,72 @@ mod tests {
             FrontendMessage::parse(b'p', b"secret\0").unwrap(),
             FrontendMessage::Password { len: 7 }
         );
+    }
+
+    /// A byte-at-a-time reading of the same layouts, to compare the parser with.
+    fn reference(t: u8, body: &[u8]) -> Option<FrontendMessage<'_>> {
+        fn cstr<'b>(b: &mut &'b [u8]) -> Option<&'b [u8]> {
+            let i = b.iter().position(|&c| c == 0)?;
+            let s = &b[..i];
+            *b = &b[i + 1..];
+            Some(s)
+        }
+        let mut b = body;
+        Some(match t {
+            b'Q' => {
+                let sql = cstr(&mut b)?;
+                b.is_empty().then_some(FrontendMessage::Query { sql })?
+            }
+            b'P' => {
+                let statement = cstr(&mut b)?;
+                let sql = cstr(&mut b)?;
+                let n = i16::from_be_bytes([*b.first()?, *b.get(1)?]);
+                (n >= 0 && b.len() == 2 + 4 * n as usize).then_some(FrontendMessage::Parse {
+                    statement,
+                    sql,
+                    param_types: n as u16,
+                })?
+            }
+            b'B' => {
+                let portal = cstr(&mut b)?;
+                let statement = cstr(&mut b)?;
+                FrontendMessage::Bind { portal, statement }
+            }
+            b'E' => {
+                let portal = cstr(&mut b)?;
+                let max_rows = i32::from_be_bytes(b.try_into().ok()?);
+                FrontendMessage::Execute { portal, max_rows }
+            }
+            b'D' | b'C' => {
+                let (&kind, mut rest) = b.split_first()?;
+                let name = cstr(&mut rest)?;
+                if !(kind == b'S' || kind == b'P') || !rest.is_empty() {
+                    return None;
+                }
+                if t == b'D' {
+                    FrontendMessage::Describe { kind, name }
+                } else {
+                    FrontendMessage::Close { kind, name }
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    proptest::proptest! {
+        /// E-1, E-2: the names and texts the engine reads from the extended messages (the empty
+        /// name — the unnamed statement and portal — found without a scan) are exactly those of
+        /// a byte-at-a-time reading, and the same bodies are refused.
+        #[test]
+        fn e1_e2_names_read_as_a_byte_at_a_time_reading_does(
+            t in proptest::sample::select(&b"QPBEDC"[..]),
+            body in proptest::collection::vec(
+                proptest::prop_oneof![3 => proptest::strategy::Just(0u8), 1 => proptest::strategy::Just(b'S'), 1 => proptest::strategy::Just(b'P'), 4 => b'a'..=b'e'],
+                0..14,
+            ),
+        ) {
+            proptest::prop_assert_eq!(FrontendMessage::parse(t, &body).ok(), reference(t, &body));
+        }
     }
 
     #[test]

@@ -249,6 +249,18 @@ impl<'a> Reader<'a> {
     }
 
     /// A NUL-terminated string (without its NUL).
+    /// [`Self::cstr`] for a statement or portal name: the empty one (the unnamed statement and
+    /// portal, in most extended messages) is found without the memchr's setup.
+    #[inline]
+    pub(crate) fn name(&mut self, what: &'static str) -> Result<&'a [u8], ProtocolError> {
+        if let Some((&0, rest)) = self.buf.split_first() {
+            let empty = &self.buf[..0];
+            self.buf = rest;
+            return Ok(empty);
+        }
+        self.cstr(what)
+    }
+
     pub(crate) fn cstr(&mut self, what: &'static str) -> Result<&'a [u8], ProtocolError> {
         let nul = find_nul(self.buf).ok_or_else(|| self.err(what))?;
         let s = &self.buf[..nul];

@@ -10,7 +10,7 @@
 use super::hidden;
 use super::plan::{Protocol, StatementView};
 use super::response::{Req, Who};
-use super::statements::{engine_name, statement_hash, ENGINE_PREFIX};
+use super::statements::{engine_name, ENGINE_PREFIX};
 use super::*;
 use crate::classify::Kind;
 use crate::cluster::stats::Counter;
@@ -23,6 +23,27 @@ fn split(bytes: &[u8]) -> Option<(u8, &[u8])> {
         return None;
     }
     Some((bytes[0], &bytes[5..]))
+}
+
+/// What a kept message that goes to a reader unchanged asks of it, told by its type and the
+/// kind of its target alone: an Execute (of a portal bound in the batch), a Describe or Close of
+/// a portal. `None` for every other message (rewritten to engine names, answered by the engine,
+/// or closing the batch). A kept message was parsed whole when it arrived, so its body is valid.
+fn sent_as_is(t: u8, body: &[u8]) -> Option<Req> {
+    match (t, body.first()) {
+        (tag::EXECUTE, _) => Some(Req::Execute),
+        (tag::DESCRIBE, Some(b'P')) => Some(Req::DescribePortal),
+        (tag::CLOSE, Some(b'P')) => Some(Req::Close),
+        _ => None,
+    }
+}
+
+/// The statement name of a Parse body.
+fn parse_name(body: &[u8]) -> &[u8] {
+    match body.iter().position(|&b| b == 0) {
+        Some(i) => &body[..i],
+        None => body,
+    }
 }
 
 /// The part of a Parse body after the statement name (query, NUL, parameter types).
@@ -72,21 +93,35 @@ impl<T: Copy, const N: usize> Few<T, N> {
         }
     }
 
+    /// How many were pushed.
+    fn count(&self) -> usize {
+        self.len + self.spill.len()
+    }
+
     /// Oldest first.
     fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
         self.inline.iter().flatten().chain(self.spill.iter())
     }
 }
 
-/// [`engine_name`] on the stack (every engine name is 29 bytes).
+/// [`engine_name`] on the stack (every engine name is 29 bytes). Sent with every Bind and
+/// statement Describe on a reader: the 16 hex digits are made in a few word operations rather
+/// than a table lookup per digit.
 fn engine_name_array(hash: u64) -> [u8; 29] {
+    const LANES: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
     let mut out = [0u8; 29];
     let (prefix, hex) = out.split_at_mut(13);
     prefix.copy_from_slice(b"polarsplit_s_");
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (k, h) in hex.iter_mut().enumerate() {
-        *h = HEX[((hash >> ((15 - k) * 4)) & 0xf) as usize];
-    }
+    // Nibble k of the hash (from the lowest) into byte k of `v`.
+    let mut v = u128::from(hash);
+    v = (v | (v << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;
+    v = (v | (v << 16)) & 0x0000_ffff_0000_ffff_0000_ffff_0000_ffff;
+    v = (v | (v << 8)) & 0x00ff_00ff_00ff_00ff_00ff_00ff_00ff_00ff;
+    v = (v | (v << 4)) & 0x0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f_0f0f;
+    // Every byte 0..=15 to its digit: '0' + n, and 39 more ('a' - '0' - 10) from 10 on.
+    let letters = ((v + 6 * LANES) >> 4) & LANES;
+    let digits = v + u128::from(b'0') * LANES + letters * 39;
+    hex.copy_from_slice(&digits.to_be_bytes());
     out
 }
 
@@ -149,12 +184,17 @@ impl Session {
         name: &[u8],
     ) -> Option<Option<&Classification>> {
         if let Some(&(_, at)) = parsed.iter().rev().find(|(n, _)| *n == name) {
-            return Some(match self.queue.get(at).map(|m| &m.info) {
-                Some(MsgInfo::Parse { class }) => class.as_ref(),
-                _ => None,
-            });
+            return Some(self.parsed_class(at));
         }
         self.statements.peek(name).map(|s| s.class.as_ref())
+    }
+
+    /// The classification of the Parse at queue position `at`.
+    fn parsed_class(&self, at: usize) -> Option<&Classification> {
+        match self.queue.get(at).map(|m| &m.info) {
+            Some(MsgInfo::Parse { class }) => class.as_ref(),
+            _ => None,
+        }
     }
 
     /// E-1…E-5: what the first `count` queued messages do; the classifications of its
@@ -176,8 +216,13 @@ impl Session {
             }
         };
         let mut parsed: Few<(&[u8], usize), 4> = Few::new();
-        // Portals bound in this batch and the statement each was bound to (the latest wins).
-        let mut portals: Few<(&[u8], &[u8]), 4> = Few::new();
+        // Portals bound in this batch and the statement each was bound to (the latest wins),
+        // with what the name resolved to and how many statements were parsed in the batch at
+        // the time: an Execute of the portal takes that resolution while the count is the same
+        // (the same name resolves the same way), instead of looking the name up again.
+        #[allow(clippy::type_complexity)]
+        let mut portals: Few<(&[u8], &[u8], Option<Option<&Classification>>, usize), 4> =
+            Few::new();
         let mut statements = 0usize;
         let room = self
             .statements
@@ -193,8 +238,23 @@ impl Session {
             let Some((t, body)) = split(bytes) else {
                 continue;
             };
-            let Ok(msg) = FrontendMessage::parse(t, body) else {
-                continue;
+            let msg = if t == tag::PARSE {
+                // Only a kept Parse's name is read again (the message was parsed whole when it
+                // arrived, and its text classified then, in `m.info`): finding the end of the
+                // text is most of the cost of parsing it. The arm below reads only the name.
+                let statement = parse_name(body);
+                debug_assert!(matches!(FrontendMessage::parse(t, body),
+                    Ok(FrontendMessage::Parse { statement: s, .. }) if s == statement));
+                FrontendMessage::Parse {
+                    statement,
+                    sql: &[],
+                    param_types: 0,
+                }
+            } else {
+                let Ok(msg) = FrontendMessage::parse(t, body) else {
+                    continue;
+                };
+                msg
             };
             let safe = |c: Option<&Classification>| c.is_some_and(|c| c.is_replica_safe());
             match msg {
@@ -226,12 +286,21 @@ impl Session {
                 }
                 FrontendMessage::Bind { portal, statement } => {
                     statements += 1;
-                    if self.statements.lexed_otherwise(statement)
-                        && !parsed.iter().any(|(n, _)| *n == statement)
-                    {
-                        refuse(&mut shape, Reason::StatementLexedOtherwise);
-                    }
-                    match self.resolve(&parsed, statement) {
+                    // One lookup of the name for both questions (`resolve` and
+                    // `lexed_otherwise` each looked it up).
+                    let earlier = parsed.iter().rev().find(|(n, _)| *n == statement);
+                    let resolved = match earlier {
+                        Some(&(_, at)) => Some(self.parsed_class(at)),
+                        None => {
+                            let tracked = self.statements.peek(statement);
+                            if tracked.is_some_and(|s| self.statements.lexed_otherwise_stmt(s)) {
+                                refuse(&mut shape, Reason::StatementLexedOtherwise);
+                            }
+                            tracked.map(|s| s.class.as_ref())
+                        }
+                    };
+                    debug_assert_eq!(resolved, self.resolve(&parsed, statement));
+                    match resolved {
                         Some(c) => {
                             if !safe(c) {
                                 refuse(&mut shape, Reason::NotARead);
@@ -239,7 +308,7 @@ impl Session {
                         }
                         None => refuse(&mut shape, Reason::BatchUnknownStatement),
                     }
-                    portals.push((portal, statement));
+                    portals.push((portal, statement, resolved, parsed.count()));
                 }
                 FrontendMessage::Describe { kind, name } => {
                     statements += 1;
@@ -249,18 +318,19 @@ impl Session {
                             Some(_) => {}
                             None => refuse(&mut shape, Reason::BatchUnknownStatement),
                         }
-                    } else if !portals.iter().any(|(p, _)| *p == name) {
+                    } else if !portals.iter().any(|(p, ..)| *p == name) {
                         refuse(&mut shape, Reason::BatchPortalElsewhere);
                     }
                 }
                 FrontendMessage::Execute { portal, max_rows } => {
                     statements += 1;
-                    let stmt = portals
-                        .iter()
-                        .rev()
-                        .find(|(p, _)| *p == portal)
-                        .map(|p| p.1);
-                    let class = stmt.and_then(|s| self.resolve(&parsed, s)).flatten();
+                    let bound = portals.iter().rev().find(|(p, ..)| *p == portal);
+                    let stmt = bound.map(|p| p.1);
+                    let class = match bound {
+                        Some(&(_, _, resolved, n)) if n == parsed.count() => resolved.flatten(),
+                        _ => stmt.and_then(|s| self.resolve(&parsed, s)).flatten(),
+                    };
+                    debug_assert_eq!(class, stmt.and_then(|s| self.resolve(&parsed, s)).flatten());
                     match (stmt, class) {
                         (None, _) => {
                             refuse(&mut shape, Reason::BatchPortalElsewhere);
@@ -560,6 +630,17 @@ impl Session {
         let Some((t, body)) = split(bytes) else {
             return;
         };
+        if let Some(req) = sent_as_is(t, body) {
+            // Nothing of it is read but its type (and kind): it is not parsed again.
+            debug_assert!(FrontendMessage::parse(t, body).is_ok());
+            let Some(i) = self.backend_index(conn) else {
+                return;
+            };
+            self.out.send_backend(conn, bytes);
+            self.backend_mut(i).resp.push(req, Who::Client, id);
+            self.drain_locals(conn);
+            return;
+        }
         let Ok(msg) = FrontendMessage::parse(t, body) else {
             return;
         };
@@ -570,7 +651,7 @@ impl Session {
         match msg {
             FrontendMessage::Parse { statement, sql, .. } => {
                 let rest = parse_rest(body);
-                let hash = statement_hash(rest);
+                let hash = self.statements.hash_of(statement, rest);
                 let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
                 self.statements
                     .insert_hashed(statement, rest, hash, class, false, limit);
@@ -720,8 +801,24 @@ impl Session {
         }
     }
 
-    /// Sends the engine's own answers that reached the front of `conn`'s queue.
+    /// Sends the engine's own answers that reached the front of `conn`'s queue. Called after
+    /// every message sent to a reader and every answer from one; most leave no engine answer at
+    /// the front, which this finds with a look rather than a call.
+    #[inline(always)]
     pub(super) fn drain_locals(&mut self, conn: ConnId) {
+        let local_first = self.backend_index(conn).is_some_and(|i| {
+            self.backend(i)
+                .resp
+                .front()
+                .is_some_and(|e| matches!(e.req, Req::Local(_)))
+        });
+        if local_first {
+            self.send_locals(conn);
+        }
+    }
+
+    /// [`Self::drain_locals`] once an engine answer is at the front.
+    fn send_locals(&mut self, conn: ConnId) {
         loop {
             let Some(i) = self.backend_index(conn) else {
                 return;
@@ -879,10 +976,62 @@ mod tests {
 
     #[test]
     fn e2_engine_names_on_the_stack_are_the_engine_names() {
-        for hash in [0, 1, 0xdead_beef, u64::MAX, 0x0123_4567_89ab_cdef] {
+        for hash in [
+            0,
+            1,
+            9,
+            10,
+            15,
+            0xdead_beef,
+            u64::MAX,
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            0x9a9a_9a9a_9a9a_9a9a,
+        ] {
             let mut v = Vec::new();
             engine_name(hash, &mut v);
             assert_eq!(&engine_name_array(hash)[..], &v[..]);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn e2_engine_names_on_the_stack_are_the_engine_names_for_any_hash(hash: u64) {
+            let mut v = Vec::new();
+            engine_name(hash, &mut v);
+            proptest::prop_assert_eq!(&engine_name_array(hash)[..], &v[..]);
+        }
+    }
+
+    proptest::proptest! {
+        /// E-2: the messages sent to a reader without being parsed again are exactly those the
+        /// general path sends unchanged (an Execute, a Describe or Close of a portal), asking
+        /// the same answer of the reader; every other valid message takes the general path.
+        #[test]
+        fn e2_messages_sent_as_is_are_those_the_general_path_sends_unchanged(
+            t in proptest::sample::select(&b"PBEDCSH"[..]),
+            body in proptest::collection::vec(
+                proptest::prop_oneof![
+                    3 => proptest::strategy::Just(0u8),
+                    2 => proptest::strategy::Just(b'S'),
+                    2 => proptest::strategy::Just(b'P'),
+                    2 => b'a'..=b'c',
+                ],
+                0..10,
+            ),
+        ) {
+            let Ok(msg) = FrontendMessage::parse(t, &body) else {
+                return Ok(());
+            };
+            let general = match msg {
+                FrontendMessage::Execute { .. } => Some(Req::Execute),
+                FrontendMessage::Describe { kind: b'S', .. } => None,
+                FrontendMessage::Describe { .. } => Some(Req::DescribePortal),
+                FrontendMessage::Close { kind: b'S', .. } => None,
+                FrontendMessage::Close { .. } => Some(Req::Close),
+                _ => None,
+            };
+            proptest::prop_assert_eq!(sent_as_is(t, &body), general);
         }
     }
 

@@ -12,6 +12,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::tokens::may_be_command;
 use crate::classify::Classification;
 pub(crate) use crate::cluster::conns::ConnStatements;
 
@@ -83,6 +84,12 @@ pub(crate) struct ClientStatements {
     /// Boxed: a session that never parses the unnamed statement pays 8 bytes for it.
     unnamed: Option<Box<ClientStmt>>,
     clock: u64,
+    /// How many of the statements tracked have a text that may be a token statement
+    /// (`tokens::may_be_command`): while none has, no Bind starts a batch the engine answers
+    /// itself, which the pump then knows without parsing the Bind and looking its name up (it
+    /// asks for every message of a batch that arrives; issue 20's profile).
+    /// (`u32`: it shares a word with `scs_off`, so the session does not grow.)
+    commands: u32,
     /// The writer session's `standard_conforming_strings` is off now (its ParameterStatus).
     pub scs_off: bool,
 }
@@ -131,7 +138,13 @@ impl ClientStatements {
     /// A statement whose text a reader would lex differently now than the server did when the
     /// client prepared it (a server keeps a prepared statement's parse).
     pub(super) fn lexed_otherwise(&self, name: &[u8]) -> bool {
-        self.slot(name).is_some_and(|s| s.lexed_off != self.scs_off)
+        self.slot(name)
+            .is_some_and(|s| self.lexed_otherwise_stmt(s))
+    }
+
+    /// [`Self::lexed_otherwise`] for a statement already looked up.
+    pub(super) fn lexed_otherwise_stmt(&self, s: &ClientStmt) -> bool {
+        s.lexed_off != self.scs_off
     }
 
     pub(super) fn contains(&self, name: &[u8]) -> bool {
@@ -154,7 +167,18 @@ impl ClientStatements {
         on_writer: bool,
         limit: usize,
     ) {
-        self.insert_hashed(name, rest, statement_hash(rest), class, on_writer, limit);
+        let hash = self.hash_of(name, rest);
+        self.insert_hashed(name, rest, hash, class, on_writer, limit);
+    }
+
+    /// `statement_hash(rest)` for a Parse of `name`: the tracked statement's hash when it was
+    /// parsed with the same text and types before (drivers parse the unnamed statement anew for
+    /// every statement they send, most often the same one), without hashing the text again.
+    pub(super) fn hash_of(&self, name: &[u8], rest: &[u8]) -> u64 {
+        match self.slot(name) {
+            Some(s) if *s.rest == *rest => s.hash,
+            _ => statement_hash(rest),
+        }
     }
 
     /// [`Self::insert`] with `statement_hash(rest)` already computed by the caller.
@@ -170,7 +194,9 @@ impl ClientStatements {
         debug_assert_eq!(hash, statement_hash(rest));
         self.clock += 1;
         let (clock, scs_off) = (self.clock, self.scs_off);
+        let command = may_be_command(rest);
         if let Some(s) = self.slot_mut(name) {
+            let was = may_be_command(&s.rest);
             // Parsed again under the same name (the unnamed statement, every batch): the text
             // is replaced in place, without a new allocation when its length did not change.
             if s.rest.len() == rest.len() {
@@ -183,6 +209,7 @@ impl ClientStatements {
             s.on_writer = on_writer;
             s.lexed_off = scs_off;
             s.used = clock;
+            self.commands = self.commands + u32::from(command) - u32::from(was);
             return;
         }
         if self.len() >= limit {
@@ -203,11 +230,17 @@ impl ClientStatements {
             lexed_off: scs_off,
             used: clock,
         };
+        self.commands += u32::from(command);
         if name.is_empty() {
             self.unnamed = Some(Box::new(stmt));
         } else {
             self.map.insert(name.into(), stmt);
         }
+    }
+
+    /// Whether any statement tracked may be a token statement (`tokens::may_be_command`).
+    pub(super) fn may_hold_command(&self) -> bool {
+        self.commands > 0
     }
 
     pub(super) fn set_on_writer(&mut self, name: &[u8]) {
@@ -235,11 +268,15 @@ impl ClientStatements {
     }
 
     pub(super) fn remove(&mut self, name: &[u8]) -> Option<ClientStmt> {
-        if name.is_empty() {
+        let s = if name.is_empty() {
             self.unnamed.take().map(|s| *s)
         } else {
             self.map.remove(name)
+        };
+        if s.as_ref().is_some_and(|s| may_be_command(&s.rest)) {
+            self.commands -= 1;
         }
+        s
     }
 
     /// Whether any client statement lives on the writer connection (it must stay bound to the
@@ -252,12 +289,48 @@ impl ClientStatements {
     pub(super) fn clear(&mut self) {
         self.map.clear();
         self.unnamed = None;
+        self.commands = 0;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// C-1, C-2, E-2: the count of tracked statements that may be token statements follows
+        /// every change of the map (parsed again, replaced, forgotten at the limit, closed,
+        /// discarded), so a Bind is never taken for an ordinary one while a token statement is
+        /// tracked.
+        #[test]
+        fn c1_e2_the_count_of_token_statements_tracked_follows_the_map(
+            ops in prop::collection::vec((0u8..5, 0usize..4, 0usize..4, any::<bool>()), 0..40),
+        ) {
+            let names: [&[u8]; 4] = [b"", b"a", b"b", b"c"];
+            let texts: [&[u8]; 4] = [
+                b"SELECT 1\0\0\0",
+                b"SHOW polarsplit.causal_token\0\0\0",
+                b" set polarsplit.causal_token = 'x'\0\0\0",
+                b"SELECT 2\0\0\0",
+            ];
+            let mut s = ClientStatements::default();
+            for (op, n, t, on_writer) in ops {
+                match op {
+                    0 | 1 => s.insert(names[n], texts[t], None, on_writer, 3),
+                    2 => {
+                        s.remove(names[n]);
+                    }
+                    3 => s.set_on_writer(names[n]),
+                    _ if n == 0 && t == 0 => s.clear(),
+                    _ => s.clear_on_writer(names[n]),
+                }
+                let tracked = s.entries().filter(|(_, st)| may_be_command(&st.rest)).count();
+                prop_assert_eq!(s.commands as usize, tracked);
+                prop_assert_eq!(s.may_hold_command(), tracked > 0);
+            }
+        }
+    }
 
     #[test]
     fn e2_engine_names_depend_on_text_and_types_only() {
@@ -336,6 +409,19 @@ mod tests {
         );
         assert!(s.remove(b"").is_some() && !s.contains(b"") && s.remove(b"").is_none());
         s.insert(b"", b"SELECT 6\0\0\0", None, true, 8);
+        // Parsed again with the same text: the same hash, taken from the tracked statement.
+        for name in [&b""[..], b"c"] {
+            for text in [
+                &b"SELECT 6\0\0\0"[..],
+                b"SELECT 7\0\0\0",
+                b"SELECT 7\0\0\x01\0\0\0\x17",
+            ] {
+                assert_eq!(s.hash_of(name, text), statement_hash(text));
+                s.insert(name, text, None, true, 8);
+                assert_eq!(s.hash_of(name, text), statement_hash(text));
+                assert_eq!(s.peek(name).expect("tracked").hash, statement_hash(text));
+            }
+        }
         s.clear_on_writer(b"");
         assert!(!s.peek(b"").expect("tracked").on_writer);
         s.clear();
