@@ -124,20 +124,34 @@ fn keyword<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
     }
 }
 
+/// Whether `text` may start a token statement: `token::command` recognises only texts that
+/// start, after spaces, tabs and line breaks, with `SHOW` or `SET` in any case. Looks at a few
+/// bytes only (no UTF-8 check of the whole text): the head of every extended batch is asked
+/// whether it is a token statement each time a message of its batch arrives (issue 20's
+/// profile: 13% of an extended read cycle). `text` may run on past the statement text (a
+/// Parse body's rest): only its first bytes are read.
+pub(crate) fn may_be_command(text: &[u8]) -> bool {
+    let start = text
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .unwrap_or(text.len());
+    match text.get(start..start + 3) {
+        Some(&[a, b, c]) => matches!(
+            [a | 0x20, b | 0x20, c | 0x20],
+            [b's', b'h', b'o'] | [b's', b'e', b't']
+        ),
+        _ => false,
+    }
+}
+
 /// Recognises the token statements (one statement, an optional trailing `;`). Anything else —
 /// including other spellings that would reach a server — is `None`.
 pub fn command(sql: &str) -> Option<TokenCommand> {
-    // Cheap exit for everything else (the hot path): both start with SHOW or SET, so their
-    // first three letters are `sho` or `set` in any case — three bytes reject a SELECT.
-    let lead = skip_ws(sql);
-    match lead.as_bytes() {
-        [a, b, c, ..]
-            if matches!(
-                [a | 0x20, b | 0x20, c | 0x20],
-                [b's', b'h', b'o'] | [b's', b'e', b't']
-            ) => {}
-        _ => return None,
+    // Cheap exit for everything else (the hot path): three bytes reject a SELECT.
+    if !may_be_command(sql.as_bytes()) {
+        return None;
     }
+    let lead = skip_ws(sql);
     if keyword(lead, "show").is_none() && keyword(lead, "set").is_none() {
         return None;
     }

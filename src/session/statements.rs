@@ -12,9 +12,9 @@
 
 use rustc_hash::FxHashMap;
 
-use super::tokens::may_be_command;
 use crate::classify::Classification;
 pub(crate) use crate::cluster::conns::ConnStatements;
+use crate::token::may_be_command;
 
 /// Prefix of every statement name the engine creates on a backend connection. Documented and
 /// reserved: the probe and the capture use it on the writer (W-7, S-5).
@@ -85,7 +85,7 @@ pub(crate) struct ClientStatements {
     unnamed: Option<Box<ClientStmt>>,
     clock: u64,
     /// How many of the statements tracked have a text that may be a token statement
-    /// (`tokens::may_be_command`): while none has, no Bind starts a batch the engine answers
+    /// (`token::may_be_command`): while none has, no Bind starts a batch the engine answers
     /// itself, which the pump then knows without parsing the Bind and looking its name up (it
     /// asks for every message of a batch that arrives; issue 20's profile).
     /// (`u32`: it shares a word with `scs_off`, so the session does not grow.)
@@ -238,7 +238,7 @@ impl ClientStatements {
         }
     }
 
-    /// Whether any statement tracked may be a token statement (`tokens::may_be_command`).
+    /// Whether any statement tracked may be a token statement (`token::may_be_command`).
     pub(super) fn may_hold_command(&self) -> bool {
         self.commands > 0
     }

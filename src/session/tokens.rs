@@ -14,7 +14,7 @@ use crate::cluster::stats::Counter;
 use crate::cluster::WriterView;
 use crate::protocol::frontend::FrontendMessage;
 use crate::protocol::{encode, tag};
-use crate::token::{Token, TokenCommand, SETTING};
+use crate::token::{may_be_command, Token, TokenCommand, SETTING};
 
 /// The batch answered by the engine, message by message, until its Sync.
 #[derive(Debug, Default)]
@@ -31,26 +31,6 @@ fn text_command(sql: &[u8]) -> Option<TokenCommand> {
     std::str::from_utf8(sql)
         .ok()
         .and_then(crate::token::command)
-}
-
-/// Whether `text` may start a token statement: `token::command` recognises only texts that
-/// start, after spaces, tabs and line breaks, with `SHOW` or `SET` in any case. Looks at a few
-/// bytes only (no UTF-8 check of the whole text): the head of every extended batch is asked
-/// whether it is a token statement each time a message of its batch arrives (issue 20's
-/// profile: 13% of an extended read cycle). `text` may run on past the statement text (a
-/// Parse body's rest): only its first bytes are read.
-pub(super) fn may_be_command(text: &[u8]) -> bool {
-    let start = text
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        .unwrap_or(text.len());
-    match text.get(start..start + 3) {
-        Some(&[a, b, c]) => matches!(
-            [a | 0x20, b | 0x20, c | 0x20],
-            [b's', b'h', b'o'] | [b's', b'e', b't']
-        ),
-        _ => false,
-    }
 }
 
 impl Session {
