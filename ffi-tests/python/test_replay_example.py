@@ -47,7 +47,9 @@ def test_replay_polardb_wait_shows_the_w4_wrapper():
         "SEND_BACKEND conn=201 [Q \"SET polar_consistency_mode = 'strict'; SET polar_proxy_wait_timeout_ms = 1000; "
         "SET polar_xact_split_wait_lsn = '23803888'; SELECT balance FROM accounts WHERE id = 1\"]" in out
     )
-    # The hidden SETs' results, and the RowDescription held until the first row (then sent by
-    # the engine, so a failure before any row can still be retried).
-    assert "DISCARD_BACKEND conn=201 n=60 [C C C T]" in out
+    # The hidden SETs' results are dropped. The RowDescription is held until the first row (so a
+    # failure before any row can still be retried); that row came in the same input, so the held
+    # bytes are relayed from the stream rather than sent as a copy (SPEC P-8, F-3).
+    assert "DISCARD_BACKEND conn=201 n=27 [C C C]" in out
+    assert "FORWARD_BACKEND conn=201 n=61 [T D C]" in out
     assert "balanced: yes" in out
