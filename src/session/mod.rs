@@ -662,7 +662,6 @@ impl Session {
         Ok(())
     }
 
-    /// Adopts a replaced configuration (and its classifier) at the next statement.
     /// The writer hostgroup's state, through the group held once it exists.
     pub(super) fn writer_view(&mut self) -> crate::cluster::WriterView {
         if self.writer_group.is_none() {
@@ -681,6 +680,7 @@ impl Session {
         }
     }
 
+    /// Adopts a replaced configuration (and its classifier) at the next statement.
     fn refresh_config(&mut self) {
         let cg = self.engine.config_generation();
         if cg != self.config_generation {
