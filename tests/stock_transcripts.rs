@@ -381,3 +381,67 @@ fn e1_an_execute_joining_a_batch_after_its_flush_counts_as_a_possible_write() {
         "the joining Execute may have written"
     );
 }
+
+/// A read outside a transaction on reader connection `R1`, attached now, answered with a
+/// RowDescription, a row, its completion and a standard RFQ: the actions of that answer and its
+/// length.
+fn read_on_reader(h: &mut Host) -> (Vec<A>, usize) {
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    h.engine.reader_sample(2, Lsn(0x5000), h.now);
+    h.client(&query("SELECT v FROM t"));
+    h.attach(R1);
+    h.take_sent(R1);
+    let mut answer = row_description(1);
+    answer.extend(data_row(&["1"]));
+    answer.extend(command_complete("SELECT 1"));
+    answer.extend(rfq(b'I', None, None));
+    (h.backend(R1, &answer), answer.len())
+}
+
+#[test]
+fn p8_a_readers_rfq_that_is_the_writers_own_is_relayed_not_rebuilt() {
+    let mut h = stock(&[]);
+    let (acts, n) = read_on_reader(&mut h);
+    // RowDescription, row, completion and the RFQ in one forward; nothing built for the client.
+    assert_eq!(
+        acts,
+        vec![
+            A::FwdBackend { conn: R1, n },
+            A::Release {
+                conn: R1,
+                needs_reset: false
+            }
+        ]
+    );
+    assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'I']);
+}
+
+#[test]
+fn p8_a_readers_rfq_is_rebuilt_when_the_client_asked_for_token_reports() {
+    // A client that asked for token reports gets the engine's RFQ (a report may precede it).
+    let mut h = Host::new(config(&[
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+    ]));
+    h.client(&startup(&[
+        ("user", "app"),
+        ("database", "db"),
+        ("options", "-c polarsplit.report_token=on"),
+    ]));
+    h.event(WRITER, Event::WriterConnected);
+    let mut auth = auth_ok();
+    auth.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &auth);
+    h.take_client();
+    let (acts, _) = read_on_reader(&mut h);
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::DropBackend { conn: R1, n: 6 })),
+        "{acts:?}"
+    );
+    assert!(
+        acts.iter().any(|a| matches!(a, A::SendClient(_))),
+        "{acts:?}"
+    );
+    assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'I']);
+}

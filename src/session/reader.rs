@@ -56,16 +56,20 @@ impl Session {
                 self.apply_disp(conn, t, body, Disp::Discard);
             }
             BackendMessage::ReadyForQuery(rfq) => {
-                self.apply_disp(conn, t, body, Disp::Discard);
                 let done = !self
                     .backend_index(conn)
                     .is_some_and(|i| self.backend(i).resp.has_unit(id));
+                // The client's RFQ is the reader's own when its bytes are the ones the engine
+                // would send (P-8): relayed instead of discarded and built again.
+                let relay = a.who == Who::Client && done && self.rfq_relayable(id, body);
+                let d = if relay { Disp::Forward } else { Disp::Discard };
+                self.apply_disp(conn, t, body, d);
                 if a.who == Who::Settings {
                     self.replay_done(conn, id);
                 } else if done {
                     // A batch closed by the engine's own Sync gets no RFQ for the client (it
                     // sent no Sync).
-                    self.reader_unit_rfq(conn, id, rfq, a.who == Who::Client);
+                    self.reader_unit_rfq(conn, id, rfq, a.who == Who::Client && !relay);
                 }
             }
             BackendMessage::ErrorResponse(f) => {
@@ -113,6 +117,21 @@ impl Session {
                 self.apply_disp(conn, t, body, d);
             }
         }
+    }
+
+    /// Whether a reader's RFQ ending unit `id` is, byte for byte, the RFQ `client_rfq` would
+    /// send in its place, with nothing to go before it: a standard RFQ with the writer's status,
+    /// the unit not failed (it ends as a success), nothing held, and a client that asked for
+    /// neither LSNs nor token reports on its RFQs.
+    fn rfq_relayable(&self, id: u32, body: &[u8]) -> bool {
+        body == [self.writer_status.byte()]
+            && self.unit(id).is_some_and(|u| u.failure.is_none())
+            && self.held.is_empty()
+            && self.held_writer.is_empty()
+            && !self
+                .startup
+                .as_ref()
+                .is_some_and(|s| s.client_wants_lsn || s.report_token)
     }
 
     fn unit_failed(&self, id: u32) -> bool {
