@@ -56,6 +56,14 @@ pub enum FrontendMessage<'a> {
 impl<'a> FrontendMessage<'a> {
     /// Parses a tagged frontend message body.
     pub fn parse(t: u8, body: &'a [u8]) -> Result<FrontendMessage<'a>, ProtocolError> {
+        Self::parse_here(t, body)
+    }
+
+    /// [`Self::parse`], built into its caller: the session's reading of every client message
+    /// as it arrives, which then matches on the message at once (the message is not returned
+    /// through memory).
+    #[inline(always)]
+    pub(crate) fn parse_here(t: u8, body: &'a [u8]) -> Result<FrontendMessage<'a>, ProtocolError> {
         let mut r = Reader::new(t, body);
         let m = match t {
             tag::QUERY => {

@@ -226,7 +226,7 @@ impl Session {
             let Some((t, body)) = split(bytes) else {
                 continue;
             };
-            if matches!(m.info, MsgInfo::Sync | MsgInfo::Flush) {
+            if t == tag::SYNC || t == tag::FLUSH {
                 // Nothing of its shape.
                 continue;
             }

@@ -171,7 +171,7 @@ impl Session {
     }
 
     fn on_client_message(&mut self, t: u8, body: &[u8]) -> Result<(), SessionError> {
-        let msg = match FrontendMessage::parse(t, body) {
+        let msg = match FrontendMessage::parse_here(t, body) {
             Ok(m) => m,
             Err(e) => return Err(self.client_protocol_error(e)),
         };

@@ -510,9 +510,28 @@ impl Session {
     pub(super) fn take_unit_bytes(&mut self, count: usize, fresh: Option<(u8, &[u8])>) {
         self.orig.clear();
         self.orig_msgs.clear();
-        if fresh.is_none() && count == self.queue.len() && self.copies_are_pending() {
-            self.take_whole_queue();
-            return;
+        match fresh {
+            None if count == self.queue.len() && self.copies_are_pending() => {
+                self.take_whole_queue();
+                return;
+            }
+            // A Query decided as it arrived (a plain read): its bytes are only in this input.
+            Some((t, body)) if count == 1 && self.queue.len() == 1 => {
+                if let Some((len, names)) = self
+                    .queue
+                    .front()
+                    .filter(|m| m.copy.is_none())
+                    .map(|m| (m.len, m.names))
+                {
+                    wire(t, body, &mut self.orig);
+                    self.orig_msgs.push((0..self.orig.len(), names));
+                    self.out.discard_client(len);
+                    self.queue.clear();
+                    self.pending.clear();
+                    return;
+                }
+            }
+            _ => {}
         }
         for i in 0..count {
             let Some(m) = self.queue.front() else { break };
