@@ -859,3 +859,39 @@ fn e1_an_execute_is_routed_by_the_statement_its_portal_was_bound_to_in_the_batch
     );
     assert_eq!(h.take_sent(WRITER), b);
 }
+
+#[test]
+fn e1_e2_a_batch_reaches_the_reader_the_same_whether_it_is_all_that_is_queued_or_not() {
+    // The reader gets the batch (rewritten to engine names) byte for byte the same when it is
+    // all the client sent (its copies change buffers instead of being copied) and when it is
+    // decided behind a write, with a message of the next batch queued after it and the write's
+    // copies still before its own in the engine's buffer (copied, message by message).
+    let read = unnamed_batch("SELECT v FROM t WHERE k = $1");
+    let mut h = host();
+    h.client(&read);
+    attach_fresh(&mut h, R1);
+    let alone = h.take_sent(R1);
+    assert_eq!(tags(&alone), "PBDES");
+    assert_eq!(tags(&h.take_client()), "", "nothing answered yet");
+
+    let mut h = host();
+    let mut b = parse("", "INSERT INTO t VALUES ($1)");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    b.extend(&read);
+    b.extend(parse("", "SELECT 2"));
+    let acts = h.client(&b);
+    assert!(!acquired(&acts), "the read waits for the write's RFQ");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("INSERT 0 1"));
+    ans.extend(rfq(b'I', Some(0x9000), None));
+    assert!(acquired(&h.backend(WRITER, &ans)));
+    attach_fresh(&mut h, R1);
+    let behind = h.take_sent(R1);
+    // The wait of E-3 first, then the same batch.
+    assert!(behind.len() > alone.len(), "{:?}", tags(&behind));
+    assert_eq!(&behind[behind.len() - alone.len()..], &alone[..]);
+    assert!(tags(&behind).ends_with("PBEPBDES"), "{:?}", tags(&behind));
+}

@@ -627,3 +627,30 @@ fn p6_a_read_the_writer_answered_without_its_position_makes_the_session_position
         "{d:?}"
     );
 }
+
+#[test]
+fn p2_a_read_reaches_the_reader_the_same_decided_as_it_arrives_or_after_waiting() {
+    // A read decided as it arrives is sent from the input (no copy kept); one that waits
+    // behind another read is sent from the engine's copy. The reader gets the same bytes.
+    let second = query("SELECT v FROM t WHERE k = 2");
+    let mut h = host();
+    h.client(&second);
+    h.attach(R1);
+    let alone = h.take_sent(R1);
+    assert!(!alone.is_empty());
+
+    let mut h = host();
+    let mut both = query("SELECT v FROM t WHERE k = 1");
+    both.extend(&second);
+    h.client(&both);
+    h.attach(R1);
+    let first = h.take_sent(R1);
+    assert!(sent_queries(&first)[0].contains("k = 1"), "{first:?}");
+    let acts = reader_answers(&mut h, R1, 0, &["1"], 0x1000);
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "the second read is routed once the first answered: {acts:?}"
+    );
+    h.attach(R1);
+    assert_eq!(h.take_sent(R1), alone);
+}

@@ -56,6 +56,14 @@ pub enum FrontendMessage<'a> {
 impl<'a> FrontendMessage<'a> {
     /// Parses a tagged frontend message body.
     pub fn parse(t: u8, body: &'a [u8]) -> Result<FrontendMessage<'a>, ProtocolError> {
+        Self::parse_here(t, body)
+    }
+
+    /// [`Self::parse`], built into its caller: the session's reading of every client message
+    /// as it arrives, which then matches on the message at once (the message is not returned
+    /// through memory).
+    #[inline(always)]
+    pub(crate) fn parse_here(t: u8, body: &'a [u8]) -> Result<FrontendMessage<'a>, ProtocolError> {
         let mut r = Reader::new(t, body);
         let m = match t {
             tag::QUERY => {
@@ -128,6 +136,88 @@ impl<'a> FrontendMessage<'a> {
         Ok(m)
     }
 
+    /// [`Self::parse`] again, for a body that parsed before with `names` ([`Names::of`] that
+    /// parse): the extended messages are read from where their names end, without scanning
+    /// their texts for the NULs again (a kept message is read once more when its batch is
+    /// decided and once more when it is sent; issue 20's profile). Every other message, or one
+    /// whose `names` do not fit its body, is parsed.
+    #[inline(always)]
+    pub fn reread(
+        t: u8,
+        body: &'a [u8],
+        names: Names,
+    ) -> Result<FrontendMessage<'a>, ProtocolError> {
+        let m = match Self::read_at(t, body, names) {
+            Some(m) => m,
+            None => return Self::parse(t, body),
+        };
+        debug_assert_eq!(Ok(m), Self::parse(t, body));
+        Ok(m)
+    }
+
+    /// The message at `names`, with the bytes the layout puts there checked (a NUL ends each
+    /// name, the lengths add up); `None` when they are not there.
+    #[inline(always)]
+    fn read_at(t: u8, body: &'a [u8], names: Names) -> Option<FrontendMessage<'a>> {
+        let b = names.end as usize;
+        let nul = |i: usize| body.get(i) == Some(&0);
+        // The first name: up to the first NUL before the second's end.
+        let first = |b: usize| {
+            let head = body.get(..b)?;
+            let a = head.iter().position(|&c| c == 0)?;
+            nul(b).then_some(a)
+        };
+        Some(match t {
+            tag::PARSE => {
+                let a = first(b)?;
+                let n = body.get(b + 1..b + 3)?;
+                let n = i16::from_be_bytes([n[0], n[1]]);
+                if n < 0 || body.len() != b + 3 + 4 * n as usize {
+                    return None;
+                }
+                FrontendMessage::Parse {
+                    statement: &body[..a],
+                    sql: &body[a + 1..b],
+                    param_types: n as u16,
+                }
+            }
+            tag::BIND => {
+                let a = first(b)?;
+                FrontendMessage::Bind {
+                    portal: &body[..a],
+                    statement: &body[a + 1..b],
+                }
+            }
+            tag::EXECUTE => {
+                let end = body.len().checked_sub(5)?;
+                let rows = body.get(end + 1..)?;
+                if !nul(end) {
+                    return None;
+                }
+                FrontendMessage::Execute {
+                    portal: &body[..end],
+                    max_rows: i32::from_be_bytes([rows[0], rows[1], rows[2], rows[3]]),
+                }
+            }
+            tag::DESCRIBE | tag::CLOSE => {
+                let end = body.len().checked_sub(1)?;
+                let kind = *body.first()?;
+                if end == 0 || !nul(end) || !(kind == b'S' || kind == b'P') {
+                    return None;
+                }
+                let name = &body[1..end];
+                if t == tag::DESCRIBE {
+                    FrontendMessage::Describe { kind, name }
+                } else {
+                    FrontendMessage::Close { kind, name }
+                }
+            }
+            tag::SYNC => FrontendMessage::Sync,
+            tag::FLUSH => FrontendMessage::Flush,
+            _ => return None,
+        })
+    }
+
     /// Whether `t` is a frontend message type of protocol 3.
     pub fn is_known_tag(t: u8) -> bool {
         matches!(
@@ -147,6 +237,29 @@ impl<'a> FrontendMessage<'a> {
                 | tag::FUNCTION_CALL
                 | tag::PASSWORD
         )
+    }
+}
+
+/// Where the text of a Parse or the statement name of a Bind ends in its body (its second NUL):
+/// what [`FrontendMessage::reread`] needs to read the same body again without scanning the text
+/// (the first name, before it, is short). Taken from a parse ([`Names::of`]); every other
+/// message does not need it (its name ends where its body does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    end: u32,
+}
+
+impl Names {
+    /// Where `msg`'s second name ends, `msg` parsed from a body (its slices are that body's).
+    pub fn of(msg: &FrontendMessage<'_>) -> Names {
+        let end = match *msg {
+            FrontendMessage::Parse { statement, sql, .. } => statement.len() + 1 + sql.len(),
+            FrontendMessage::Bind { portal, statement } => portal.len() + 1 + statement.len(),
+            _ => 0,
+        };
+        Names {
+            end: u32::try_from(end).unwrap_or(u32::MAX),
+        }
     }
 }
 
@@ -292,6 +405,31 @@ mod tests {
             ),
         ) {
             proptest::prop_assert_eq!(FrontendMessage::parse(t, &body).ok(), reference(t, &body));
+        }
+    }
+
+    proptest::proptest! {
+        /// E-1, E-2: a kept message read again from where its names end (when its batch is
+        /// decided and when it is sent) is exactly the message its parse read, and no names
+        /// make the reading panic.
+        #[test]
+        fn e1_e2_a_kept_message_reads_again_as_its_parse_read_it(
+            t in proptest::sample::select(&b"PBEDCSHQ"[..]),
+            body in proptest::collection::vec(
+                proptest::prop_oneof![4 => proptest::strategy::Just(0u8), 1 => proptest::strategy::Just(b'S'), 1 => proptest::strategy::Just(b'P'), 4 => b'a'..=b'e'],
+                0..16,
+            ),
+            end in 0u32..18,
+        ) {
+            if let Ok(parsed) = FrontendMessage::parse(t, &body) {
+                let names = Names::of(&parsed);
+                proptest::prop_assert_eq!(FrontendMessage::read_at(t, &body, names).is_some(),
+                    !matches!(t, b'Q'));
+                proptest::prop_assert_eq!(FrontendMessage::reread(t, &body, names), Ok(parsed));
+            }
+            // Never a panic, whatever the names.
+            let _ = FrontendMessage::read_at(t, &body, Names { end });
+            let _ = FrontendMessage::read_at(t, &body, Names { end: u32::MAX });
         }
     }
 

@@ -38,32 +38,20 @@ fn sent_as_is(t: u8, body: &[u8]) -> Option<Req> {
     }
 }
 
-/// The statement name of a Parse body.
-fn parse_name(body: &[u8]) -> &[u8] {
-    match body.iter().position(|&b| b == 0) {
-        Some(i) => &body[..i],
-        None => body,
-    }
+/// The part of a Parse body after its statement name `statement` (query, NUL, parameter types).
+fn parse_rest<'a>(body: &'a [u8], statement: &[u8]) -> &'a [u8] {
+    let rest = body.get(statement.len() + 1..).unwrap_or_default();
+    debug_assert_eq!(rest, {
+        let i = body.iter().position(|&b| b == 0);
+        i.map_or(&[][..], |i| &body[i + 1..])
+    });
+    rest
 }
 
-/// The part of a Parse body after the statement name (query, NUL, parameter types).
-fn parse_rest(body: &[u8]) -> &[u8] {
-    match body.iter().position(|&b| b == 0) {
-        Some(i) => &body[i + 1..],
-        None => &[],
-    }
-}
-
-/// The part of a Bind body after the portal and statement names.
-fn bind_rest(body: &[u8]) -> &[u8] {
-    let Some(i) = body.iter().position(|&b| b == 0) else {
-        return &[];
-    };
-    let after = &body[i + 1..];
-    match after.iter().position(|&b| b == 0) {
-        Some(j) => &after[j + 1..],
-        None => &[],
-    }
+/// The part of a Bind body after its portal and statement names.
+fn bind_rest<'a>(body: &'a [u8], portal: &[u8], statement: &[u8]) -> &'a [u8] {
+    body.get(portal.len() + statement.len() + 2..)
+        .unwrap_or_default()
 }
 
 /// A short list on the stack, spilling to the heap past `N` (a batch names few statements and
@@ -192,7 +180,7 @@ impl Session {
     /// The classification of the Parse at queue position `at`.
     fn parsed_class(&self, at: usize) -> Option<&Classification> {
         match self.queue.get(at).map(|m| &m.info) {
-            Some(MsgInfo::Parse { class }) => class.as_ref(),
+            Some(MsgInfo::Parse { class, .. }) => class.as_ref(),
             _ => None,
         }
     }
@@ -238,30 +226,21 @@ impl Session {
             let Some((t, body)) = split(bytes) else {
                 continue;
             };
-            let msg = if t == tag::PARSE {
-                // Only a kept Parse's name is read again (the message was parsed whole when it
-                // arrived, and its text classified then, in `m.info`): finding the end of the
-                // text is most of the cost of parsing it. The arm below reads only the name.
-                let statement = parse_name(body);
-                debug_assert!(matches!(FrontendMessage::parse(t, body),
-                    Ok(FrontendMessage::Parse { statement: s, .. }) if s == statement));
-                FrontendMessage::Parse {
-                    statement,
-                    sql: &[],
-                    param_types: 0,
-                }
-            } else {
-                let Ok(msg) = FrontendMessage::parse(t, body) else {
-                    continue;
-                };
-                msg
+            if t == tag::SYNC || t == tag::FLUSH {
+                // Nothing of its shape.
+                continue;
+            }
+            // Read again from where its names end (it was parsed whole when it arrived, and a
+            // Parse's text classified then, in `m.info`): no scan of its text.
+            let Ok(msg) = FrontendMessage::reread(t, body, m.names) else {
+                continue;
             };
             let safe = |c: Option<&Classification>| c.is_some_and(|c| c.is_replica_safe());
             match msg {
                 FrontendMessage::Parse { statement, .. } => {
                     statements += 1;
                     let class = match &m.info {
-                        MsgInfo::Parse { class } => class.as_ref(),
+                        MsgInfo::Parse { class, .. } => class.as_ref(),
                         _ => None,
                     };
                     if let Some(c) = class {
@@ -458,6 +437,7 @@ impl Session {
         let Some(head) = self.queue.front() else {
             return;
         };
+        let names = head.names;
         match head.copy.clone() {
             Some(range) => {
                 // The bookkeeping needs `&mut self` and the message, which lives in `pending`:
@@ -465,7 +445,7 @@ impl Session {
                 // the bookkeeping does reads or adds queued client bytes).
                 let pending = std::mem::take(&mut self.pending);
                 if let Some(b) = pending.get(range) {
-                    self.note_writer_msg(id, w, b);
+                    self.note_writer_msg(id, w, b, names);
                 }
                 debug_assert!(
                     self.pending.is_empty(),
@@ -497,18 +477,18 @@ impl Session {
     }
 
     /// Sends a kept message of unit `id` to the writer (a fallback or retry after a reader).
-    pub(super) fn batch_msg_to_writer(&mut self, id: u32, w: ConnId, bytes: &[u8]) {
-        self.note_writer_msg(id, w, bytes);
+    pub(super) fn batch_msg_to_writer(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names) {
+        self.note_writer_msg(id, w, bytes, names);
         self.out.send_backend(w, bytes);
     }
 
     /// Bookkeeping for one client message about to reach the writer: hidden Parses it needs,
     /// its expected answer, and what it does to the statements tracked (E-2).
-    fn note_writer_msg(&mut self, id: u32, w: ConnId, bytes: &[u8]) {
+    fn note_writer_msg(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names) {
         let Some((t, body)) = split(bytes) else {
             return;
         };
-        let Ok(msg) = FrontendMessage::parse(t, body) else {
+        let Ok(msg) = FrontendMessage::reread(t, body, names) else {
             return;
         };
         let limit = self.config.max_prepared_statements;
@@ -526,7 +506,7 @@ impl Session {
             return;
         };
         match msg {
-            FrontendMessage::Parse { statement, .. } => {
+            FrontendMessage::Parse { statement, sql, .. } => {
                 if statement == hidden::PROBE_NAME || statement == hidden::CAPTURE_NAME {
                     // Reserved (W-7, S-5): make sure ours exist, so the server refuses the
                     // client's with 42P05 as documented.
@@ -560,17 +540,13 @@ impl Session {
                     hash: 0,
                     who: Who::Client,
                 });
-                let sql = parse_rest(body)
-                    .split(|&b| b == 0)
-                    .next()
-                    .unwrap_or_default();
                 let text = std::str::from_utf8(sql).ok();
                 let class = text.map(|s| self.classify_sql(s));
                 if let (Some(c), Some(t)) = (&class, text) {
                     self.note_custom_names(c, t);
                 }
                 self.statements
-                    .insert(statement, parse_rest(body), class, true, limit);
+                    .insert(statement, parse_rest(body, statement), class, true, limit);
             }
             FrontendMessage::Bind { .. } => wb.resp.push(Req::Bind, Who::Client, id),
             FrontendMessage::Describe { kind, .. } => {
@@ -626,7 +602,13 @@ impl Session {
 
     /// Sends a kept message of reader unit `id` to reader connection `conn`, rewritten to the
     /// engine's statement names (E-2).
-    pub(super) fn batch_msg_to_reader(&mut self, id: u32, conn: ConnId, bytes: &[u8]) {
+    pub(super) fn batch_msg_to_reader(
+        &mut self,
+        id: u32,
+        conn: ConnId,
+        bytes: &[u8],
+        names: Names,
+    ) {
         let Some((t, body)) = split(bytes) else {
             return;
         };
@@ -641,7 +623,20 @@ impl Session {
             self.drain_locals(conn);
             return;
         }
-        let Ok(msg) = FrontendMessage::parse(t, body) else {
+        if t == tag::SYNC {
+            // The batch's end, sent as it is (not read again).
+            let Some(i) = self.backend_index(conn) else {
+                return;
+            };
+            self.out.send_backend(conn, bytes);
+            self.backend_mut(i).resp.push(Req::Sync, Who::Client, id);
+            if let Some(u) = self.unit_mut(id) {
+                u.open = false;
+            }
+            self.drain_locals(conn);
+            return;
+        }
+        let Ok(msg) = FrontendMessage::reread(t, body, names) else {
             return;
         };
         let Some(i) = self.backend_index(conn) else {
@@ -650,7 +645,7 @@ impl Session {
         let limit = self.config.max_prepared_statements;
         match msg {
             FrontendMessage::Parse { statement, sql, .. } => {
-                let rest = parse_rest(body);
+                let rest = parse_rest(body, statement);
                 let hash = self.statements.hash_of(statement, rest);
                 let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
                 self.statements
@@ -681,7 +676,7 @@ impl Session {
                         o.push(0);
                         o.extend_from_slice(&name);
                         o.push(0);
-                        o.extend_from_slice(bind_rest(body));
+                        o.extend_from_slice(bind_rest(body, portal, statement));
                     });
                 });
                 self.backend_mut(i).resp.push(Req::Bind, Who::Client, id);
@@ -729,13 +724,6 @@ impl Session {
             FrontendMessage::Close { .. } => {
                 self.out.send_backend(conn, bytes);
                 self.backend_mut(i).resp.push(Req::Close, Who::Client, id);
-            }
-            FrontendMessage::Sync => {
-                self.out.send_backend(conn, bytes);
-                self.backend_mut(i).resp.push(Req::Sync, Who::Client, id);
-                if let Some(u) = self.unit_mut(id) {
-                    u.open = false;
-                }
             }
             FrontendMessage::Flush => self.out.send_backend(conn, bytes),
             _ => {}
@@ -888,13 +876,13 @@ impl Session {
                     if let Some(b) = self.msg_bytes(head) {
                         kept.extend_from_slice(b);
                     }
-                    let n = head.len;
+                    let (n, names) = (head.len, head.names);
                     self.out.discard_client(n);
                     self.pop_head();
                     let start = self.orig.len();
                     self.orig.extend_from_slice(&kept);
-                    self.orig_msgs.push(start..self.orig.len());
-                    self.batch_msg_to_reader(id, conn, &kept);
+                    self.orig_msgs.push((start..self.orig.len(), names));
+                    self.batch_msg_to_reader(id, conn, &kept, names);
                     true
                 } else {
                     // Close the held part with a hidden Sync (its RFQ is swallowed); the
@@ -933,7 +921,7 @@ impl Session {
         let Some((t, body)) = split(bytes) else {
             return false;
         };
-        let Ok(msg) = FrontendMessage::parse(t, body) else {
+        let Ok(msg) = FrontendMessage::reread(t, body, head.names) else {
             return false;
         };
         let safe_name = |name: &[u8]| {
@@ -944,7 +932,7 @@ impl Session {
         };
         match msg {
             FrontendMessage::Parse { statement, .. } => {
-                let class_ok = matches!(&head.info, MsgInfo::Parse { class: Some(c) }
+                let class_ok = matches!(&head.info, MsgInfo::Parse { class: Some(c), .. }
                     if c.is_replica_safe() && !c.hint_primary);
                 class_ok
                     && !statement.starts_with(ENGINE_PREFIX)
@@ -1032,6 +1020,36 @@ mod tests {
                 _ => None,
             };
             proptest::prop_assert_eq!(sent_as_is(t, &body), general);
+        }
+    }
+
+    proptest::proptest! {
+        /// C-1, C-2: whether a Parse may be a causal-token statement, told from its text when
+        /// it arrives (`ClientMsg::may_be_token`), is what reading its body after the name
+        /// tells, as the pump did for every message while the Parse was at the head.
+        #[test]
+        fn c1_c2_a_parse_is_told_from_a_token_statement_on_arrival_as_after_its_name(
+            name in "[a-z]{0,3}",
+            text in "[ \t\r\n]{0,2}(SET|set|sHo|SHOW|se|s|select|)[a-z ]{0,4}",
+            types in 0u16..3,
+        ) {
+            let mut body = name.clone().into_bytes();
+            body.push(0);
+            body.extend_from_slice(text.as_bytes());
+            body.push(0);
+            body.extend_from_slice(&(types as i16).to_be_bytes());
+            for _ in 0..types {
+                body.extend_from_slice(&25i32.to_be_bytes());
+            }
+            let Ok(FrontendMessage::Parse { sql, .. }) = FrontendMessage::parse(tag::PARSE, &body)
+            else {
+                return Err(proptest::test_runner::TestCaseError::fail("a valid Parse"));
+            };
+            let after_name = &body[name.len() + 1..];
+            proptest::prop_assert_eq!(
+                crate::token::may_be_command(sql),
+                crate::token::may_be_command(after_name)
+            );
         }
     }
 

@@ -402,8 +402,8 @@ impl Session {
             UnitKind::Batch => {
                 let orig = std::mem::take(&mut self.orig);
                 let msgs = std::mem::take(&mut self.orig_msgs);
-                for r in &msgs {
-                    self.batch_msg_to_writer(id, w, &orig[r.clone()]);
+                for (r, names) in &msgs {
+                    self.batch_msg_to_writer(id, w, &orig[r.clone()], *names);
                 }
                 self.orig = orig;
                 self.orig_msgs = msgs;
@@ -573,8 +573,8 @@ impl Session {
                 }
                 let orig = std::mem::take(&mut self.orig);
                 let msgs = std::mem::take(&mut self.orig_msgs);
-                for r in &msgs {
-                    self.batch_msg_to_reader(id, conn, &orig[r.clone()]);
+                for (r, names) in &msgs {
+                    self.batch_msg_to_reader(id, conn, &orig[r.clone()], *names);
                 }
                 self.orig = orig;
                 self.orig_msgs = msgs;

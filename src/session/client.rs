@@ -171,12 +171,13 @@ impl Session {
     }
 
     fn on_client_message(&mut self, t: u8, body: &[u8]) -> Result<(), SessionError> {
-        let msg = match FrontendMessage::parse(t, body) {
+        let msg = match FrontendMessage::parse_here(t, body) {
             Ok(m) => m,
             Err(e) => return Err(self.client_protocol_error(e)),
         };
         let len = body.len() + 5;
         self.refresh_config();
+        let (mut names, mut may_be_token) = (Names::default(), false);
         let info = match msg {
             FrontendMessage::Query { sql } => match std::str::from_utf8(sql) {
                 Ok(s) => MsgInfo::Query {
@@ -190,10 +191,17 @@ impl Session {
                     token: None,
                 },
             },
-            FrontendMessage::Parse { sql, .. } => MsgInfo::Parse {
-                class: std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s)),
-            },
-            FrontendMessage::Bind { .. } => MsgInfo::Bind,
+            FrontendMessage::Parse { sql, .. } => {
+                names = Names::of(&msg);
+                may_be_token = crate::token::may_be_command(sql);
+                MsgInfo::Parse {
+                    class: std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s)),
+                }
+            }
+            FrontendMessage::Bind { .. } => {
+                names = Names::of(&msg);
+                MsgInfo::Bind
+            }
             FrontendMessage::Execute { .. } => MsgInfo::Execute,
             FrontendMessage::Describe { .. } => MsgInfo::Describe,
             FrontendMessage::Close { .. } => MsgInfo::Close,
@@ -232,6 +240,8 @@ impl Session {
         reserve_one(&mut self.queue);
         self.queue.push_back(ClientMsg {
             tag: t,
+            names,
+            may_be_token,
             len,
             arrived: len,
             acted: 0,
@@ -270,6 +280,8 @@ impl Session {
         reserve_one(&mut self.queue);
         self.queue.push_back(ClientMsg {
             tag: t,
+            names: Names::default(),
+            may_be_token: false,
             len: body_len + 5,
             arrived: 5,
             acted: 0,

@@ -55,6 +55,7 @@ use crate::config::{Config, ServerDialect};
 use crate::ids::{Hostgroup, ServerId};
 use crate::policy::{self, FailureClass, Recovery};
 use crate::protocol::framer::Framer;
+use crate::protocol::frontend::Names;
 use crate::protocol::{Lsn, ProtocolError, RfqExtensions, TxStatus};
 
 pub use crate::decision::{Decision, Outcome, Reason};
@@ -213,6 +214,12 @@ impl MsgInfo {
 #[derive(Debug)]
 struct ClientMsg {
     tag: u8,
+    /// Where a Parse's text or a Bind's statement name ends: its copy is read again without a
+    /// scan of its text (`FrontendMessage::reread`). (Beside `tag`, in its padding.)
+    names: Names,
+    /// A Parse whose text may be a causal-token statement (`token::may_be_command`, C-1, C-2):
+    /// read once on arrival, not each time the pump looks at the batch's head.
+    may_be_token: bool,
     len: usize,
     arrived: usize,
     acted: usize,
@@ -448,9 +455,9 @@ pub struct Session {
     /// The LSN the probe in flight answered with.
     probe_lsn: Option<Lsn>,
     /// The client bytes of the reader unit in flight (for wrapping and retries), and the
-    /// offsets of its messages.
+    /// offsets of its messages (with where their names end, to read them again without a scan).
     orig: Vec<u8>,
-    orig_msgs: Vec<std::ops::Range<usize>>,
+    orig_msgs: Vec<(std::ops::Range<usize>, Names)>,
     /// The server dialect as of the last collect (P-2).
     dialect: ServerDialect,
     /// Portals bound by the reader batch in flight (an Execute of any other stays off it).

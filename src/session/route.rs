@@ -510,6 +510,29 @@ impl Session {
     pub(super) fn take_unit_bytes(&mut self, count: usize, fresh: Option<(u8, &[u8])>) {
         self.orig.clear();
         self.orig_msgs.clear();
+        match fresh {
+            None if count == self.queue.len() && self.copies_are_pending() => {
+                self.take_whole_queue();
+                return;
+            }
+            // A Query decided as it arrived (a plain read): its bytes are only in this input.
+            Some((t, body)) if count == 1 && self.queue.len() == 1 => {
+                if let Some((len, names)) = self
+                    .queue
+                    .front()
+                    .filter(|m| m.copy.is_none())
+                    .map(|m| (m.len, m.names))
+                {
+                    wire(t, body, &mut self.orig);
+                    self.orig_msgs.push((0..self.orig.len(), names));
+                    self.out.discard_client(len);
+                    self.queue.clear();
+                    self.pending.clear();
+                    return;
+                }
+            }
+            _ => {}
+        }
         for i in 0..count {
             let Some(m) = self.queue.front() else { break };
             let start = self.orig.len();
@@ -524,10 +547,47 @@ impl Session {
                 _ => {}
             }
             let end = self.orig.len();
-            self.orig_msgs.push(start..end);
+            self.orig_msgs.push((start..end, m.names));
             let len = m.len;
             self.out.discard_client(len);
             self.pop_head();
         }
+    }
+
+    /// [`Self::take_unit_bytes`] when the unit takes the whole queue and `pending` holds exactly
+    /// its copies, in order: the buffers trade places instead of the bytes being copied
+    /// (`pending` is emptied with the queue in any case). The same bytes and offsets as the
+    /// copy, and the same client bytes discarded.
+    #[inline(never)]
+    fn take_whole_queue(&mut self) {
+        std::mem::swap(&mut self.orig, &mut self.pending);
+        let mut total = 0;
+        for m in &self.queue {
+            if let Some(r) = m.copy.clone() {
+                self.orig_msgs.push((r, m.names));
+            }
+            total += m.len;
+        }
+        self.out.discard_client(total);
+        self.queue.clear();
+        self.pending.clear();
+    }
+
+    /// Whether `pending` is exactly the copies of the queued messages, one after the other
+    /// from its start (every queued message has one, and nothing of a message already gone
+    /// is left before them).
+    fn copies_are_pending(&self) -> bool {
+        if self.queue.front().is_none_or(|m| m.copy.is_none()) {
+            // A Query decided as it arrived has no copy (its bytes are the input's).
+            return false;
+        }
+        let mut at = 0;
+        for m in &self.queue {
+            match &m.copy {
+                Some(r) if r.start == at => at = r.end,
+                _ => return false,
+            }
+        }
+        at == self.pending.len() && at > 0
     }
 }

@@ -256,21 +256,23 @@ impl Session {
             // No statement tracked is a token statement: this Bind binds none.
             return false;
         }
+        if head.tag == tag::PARSE && !head.may_be_token {
+            // Its text's first bytes, read when it arrived, are no token statement's: most texts
+            // are told apart by them, before the message is parsed again.
+            debug_assert!(self.msg_bytes(head).is_none_or(|b| {
+                let body = &b[5..];
+                let i = body
+                    .iter()
+                    .position(|&c| c == 0)
+                    .map_or(body.len(), |i| i + 1);
+                !may_be_command(&body[i..])
+            }));
+            return false;
+        }
         let Some(bytes) = self.msg_bytes(head) else {
             return false;
         };
         let (t, body) = (bytes[0], &bytes[5..]);
-        if t == tag::PARSE {
-            // The text starts after the statement name: most texts are told apart by their first
-            // bytes, before the whole message (its text scanned for the NUL) is parsed.
-            let after_name = body
-                .iter()
-                .position(|&b| b == 0)
-                .map_or(&[][..], |i| &body[i + 1..]);
-            if !may_be_command(after_name) {
-                return false;
-            }
-        }
         let Ok(msg) = FrontendMessage::parse(t, body) else {
             return false;
         };
