@@ -440,16 +440,14 @@ impl Session {
                 // of the DiscardBackend this message's bytes join.
                 let before = self.held.len();
                 let extends = before == 0
-                    || self.held_tail.is_some_and(|(c, mark, len)| {
-                        c == conn && len == before && self.out.discard_tail(conn) == Some(mark)
+                    || self.held_tail.is_some_and(|(c, mark)| {
+                        c == conn && self.out.discard_tail(conn) == Some(mark)
                     });
                 self.out.discard_backend(conn, n);
                 if self.held.len() + n <= MAX_HELD {
                     wire(t, body, &mut self.held);
                     self.held_tail = if extends {
-                        self.out
-                            .discard_tail(conn)
-                            .map(|mark| (conn, mark, self.held.len()))
+                        self.out.discard_tail(conn).map(|mark| (conn, mark))
                     } else {
                         None
                     };

@@ -294,10 +294,8 @@ impl Session {
         if !self.held.is_empty() {
             // Held bytes the host was just told to discard are relayed instead of copied.
             let relayed = match self.held_tail.take() {
-                Some((conn, mark, len)) if len == self.held.len() => {
-                    self.out.forward_discarded_tail(conn, mark, len)
-                }
-                _ => false,
+                Some((conn, mark)) => self.out.forward_discarded_tail(conn, mark, self.held.len()),
+                None => false,
             };
             if !relayed {
                 let held = std::mem::take(&mut self.held);

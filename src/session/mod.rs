@@ -444,10 +444,10 @@ pub struct Session {
     pin: Option<Pin>,
     /// A reader attempt's messages held until its result begins.
     held: Vec<u8>,
-    /// When `held` is exactly the end of the last action (a DiscardBackend of that connection,
-    /// unchanged since — its mark — and `held.len()` bytes long), flushing it turns those bytes
-    /// into a forward instead of a copy for the client.
-    held_tail: Option<(ConnId, actions::TailMark, usize)>,
+    /// Set while all of `held` is the end of the last action (a DiscardBackend of that
+    /// connection, unchanged since: its mark); flushing it then turns those bytes into a forward
+    /// instead of a copy for the client. Every append to `held` sets or clears it.
+    held_tail: Option<(ConnId, actions::TailMark)>,
     /// Asynchronous writer messages held while a reader answers the client.
     held_writer: Vec<u8>,
     /// Host time the writer acknowledged a write whose position is unknown (W-7).
