@@ -15,13 +15,18 @@ const R1: u64 = 801;
 
 /// A stock-PostgreSQL session, with `more` settings on top of the stock ones.
 fn stock(more: &[(&str, &str)]) -> Host {
+    stock_as(more, &[("user", "app"), ("database", "db")])
+}
+
+/// [`stock`] for a client whose StartupMessage has `params`.
+fn stock_as(more: &[(&str, &str)], params: &[(&str, &str)]) -> Host {
     let mut settings = vec![
         ("server_dialect", ServerDialect::Stock.as_str()),
         ("startup_profile", StartupProfile::Off.as_str()),
     ];
     settings.extend_from_slice(more);
     let mut h = Host::new(config(&settings));
-    h.client(&startup(&[("user", "app"), ("database", "db")]));
+    h.client(&startup(params));
     h.event(WRITER, Event::WriterConnected);
     let mut auth = auth_ok();
     auth.extend(rfq(b'I', None, None));
@@ -419,20 +424,14 @@ fn p8_a_readers_rfq_that_is_the_writers_own_is_relayed_not_rebuilt() {
 #[test]
 fn p8_a_readers_rfq_is_rebuilt_when_the_client_asked_for_token_reports() {
     // A client that asked for token reports gets the engine's RFQ (a report may precede it).
-    let mut h = Host::new(config(&[
-        ("server_dialect", ServerDialect::Stock.as_str()),
-        ("startup_profile", StartupProfile::Off.as_str()),
-    ]));
-    h.client(&startup(&[
-        ("user", "app"),
-        ("database", "db"),
-        ("options", "-c polarsplit.report_token=on"),
-    ]));
-    h.event(WRITER, Event::WriterConnected);
-    let mut auth = auth_ok();
-    auth.extend(rfq(b'I', None, None));
-    h.backend(WRITER, &auth);
-    h.take_client();
+    let mut h = stock_as(
+        &[],
+        &[
+            ("user", "app"),
+            ("database", "db"),
+            ("options", "-c polarsplit.report_token=on"),
+        ],
+    );
     let (acts, _) = read_on_reader(&mut h);
     assert!(
         acts.iter()

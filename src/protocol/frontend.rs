@@ -110,11 +110,7 @@ impl<'a> FrontendMessage<'a> {
                 }
                 let name = r.name("name")?;
                 r.expect_end("bytes after the name")?;
-                if t == tag::DESCRIBE {
-                    FrontendMessage::Describe { kind, name }
-                } else {
-                    FrontendMessage::Close { kind, name }
-                }
+                Self::describe_or_close(t, kind, name)
             }
             tag::SYNC => FrontendMessage::Sync,
             tag::FLUSH => FrontendMessage::Flush,
@@ -205,17 +201,21 @@ impl<'a> FrontendMessage<'a> {
                 if end == 0 || !nul(end) || !(kind == b'S' || kind == b'P') {
                     return None;
                 }
-                let name = &body[1..end];
-                if t == tag::DESCRIBE {
-                    FrontendMessage::Describe { kind, name }
-                } else {
-                    FrontendMessage::Close { kind, name }
-                }
+                Self::describe_or_close(t, kind, &body[1..end])
             }
             tag::SYNC => FrontendMessage::Sync,
             tag::FLUSH => FrontendMessage::Flush,
             _ => return None,
         })
+    }
+
+    /// A Describe (`t` is its tag) or else a Close of `kind` `name`.
+    fn describe_or_close(t: u8, kind: u8, name: &'a [u8]) -> FrontendMessage<'a> {
+        if t == tag::DESCRIBE {
+            FrontendMessage::Describe { kind, name }
+        } else {
+            FrontendMessage::Close { kind, name }
+        }
     }
 
     /// Whether `t` is a frontend message type of protocol 3.
@@ -342,6 +342,16 @@ mod tests {
         );
     }
 
+    /// Message bodies of up to `max` bytes made of NULs (weight `nul`), the kind bytes `S` and
+    /// `P`, and a few letters: names and texts that end anywhere.
+    fn name_bytes(nul: u32, max: usize) -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::strategy::Just;
+        proptest::collection::vec(
+            proptest::prop_oneof![nul => Just(0u8), 1 => Just(b'S'), 1 => Just(b'P'), 4 => b'a'..=b'e'],
+            0..max,
+        )
+    }
+
     /// A byte-at-a-time reading of the same layouts, to compare the parser with.
     fn reference(t: u8, body: &[u8]) -> Option<FrontendMessage<'_>> {
         fn cstr<'b>(b: &mut &'b [u8]) -> Option<&'b [u8]> {
@@ -399,10 +409,7 @@ mod tests {
         #[test]
         fn e1_e2_names_read_as_a_byte_at_a_time_reading_does(
             t in proptest::sample::select(&b"QPBEDC"[..]),
-            body in proptest::collection::vec(
-                proptest::prop_oneof![3 => proptest::strategy::Just(0u8), 1 => proptest::strategy::Just(b'S'), 1 => proptest::strategy::Just(b'P'), 4 => b'a'..=b'e'],
-                0..14,
-            ),
+            body in name_bytes(3, 14),
         ) {
             proptest::prop_assert_eq!(FrontendMessage::parse(t, &body).ok(), reference(t, &body));
         }
@@ -415,10 +422,7 @@ mod tests {
         #[test]
         fn e1_e2_a_kept_message_reads_again_as_its_parse_read_it(
             t in proptest::sample::select(&b"PBEDCSHQ"[..]),
-            body in proptest::collection::vec(
-                proptest::prop_oneof![4 => proptest::strategy::Just(0u8), 1 => proptest::strategy::Just(b'S'), 1 => proptest::strategy::Just(b'P'), 4 => b'a'..=b'e'],
-                0..16,
-            ),
+            body in name_bytes(4, 16),
             end in 0u32..18,
         ) {
             if let Ok(parsed) = FrontendMessage::parse(t, &body) {
