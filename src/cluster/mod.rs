@@ -51,7 +51,7 @@ fn dialect_from(c: u8) -> Option<ServerDialect> {
 /// A writer hostgroup: its writer generation, the writer's latest known LSN, its reader
 /// hostgroup and the server dialect of the pair.
 /// A writer hostgroup's state. Groups are created once and never removed or replaced, so a
-/// session may hold its group's `Arc` for its whole life ([`Engine::writer_group`]).
+/// session may hold its group's `Arc` for its whole life ([`Engine::group`]).
 #[derive(Debug)]
 pub(crate) struct WriterGroup {
     generation: AtomicU64,
@@ -308,7 +308,9 @@ impl Engine {
         }
     }
 
-    fn group(&self, hg: Hostgroup) -> Option<Arc<WriterGroup>> {
+    /// A writer hostgroup's group (`None` while the hostgroup is unknown); a session may hold
+    /// it, since groups are never replaced.
+    pub(crate) fn group(&self, hg: Hostgroup) -> Option<Arc<WriterGroup>> {
         self.hostgroups.read().get(&hg).cloned()
     }
 
@@ -329,12 +331,6 @@ impl Engine {
     pub fn writer_view(&self, writer_hostgroup: Hostgroup) -> WriterView {
         let groups = self.hostgroups.read();
         self.view_of(groups.get(&writer_hostgroup).map(|g| &**g))
-    }
-
-    /// A writer hostgroup's group, to hold (groups are never replaced): `None` while the
-    /// hostgroup is unknown.
-    pub(crate) fn writer_group(&self, writer_hostgroup: Hostgroup) -> Option<Arc<WriterGroup>> {
-        self.group(writer_hostgroup)
     }
 
     /// The view of a group held (`None`: an unknown hostgroup) — what [`Engine::writer_view`]

@@ -669,19 +669,22 @@ impl Session {
         Ok(())
     }
 
+    /// Looks the writer hostgroup's group up until it exists; held from then on.
+    fn hold_writer_group(&mut self) {
+        if self.writer_group.is_none() {
+            self.writer_group = self.engine.group(self.writer_hostgroup);
+        }
+    }
+
     /// The writer hostgroup's state, through the group held once it exists.
     pub(super) fn writer_view(&mut self) -> crate::cluster::WriterView {
-        if self.writer_group.is_none() {
-            self.writer_group = self.engine.writer_group(self.writer_hostgroup);
-        }
+        self.hold_writer_group();
         self.engine.view_of(self.writer_group.as_deref())
     }
 
     /// The writer is at least at `lsn` (as this session's generation sees it).
     pub(super) fn observe_writer_lsn(&mut self, lsn: Lsn) {
-        if self.writer_group.is_none() {
-            self.writer_group = self.engine.writer_group(self.writer_hostgroup);
-        }
+        self.hold_writer_group();
         if let Some(g) = &self.writer_group {
             g.observe_lsn(self.lsn.generation, lsn);
         }
