@@ -25,6 +25,7 @@ backend_t *backend_new(enum role role, uint32_t server) {
     if (!b) abort();
     b->id = g.next_id++;
     b->fd = -1;
+    b->watched_fd = -1;
     b->role = role;
     b->server = server;
     b->next = g.backends;
@@ -37,6 +38,7 @@ int backend_connect(backend_t *b) {
     server_t *s = &g.servers[b->server];
     b->fd = socket(s->addr.ss_family, SOCK_STREAM, 0);
     if (b->fd < 0) return -1;
+    b->watched_fd = -1; /* a new socket: the loop registers it */
     set_nonblocking(b->fd);
     int one = 1;
     setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -169,6 +169,7 @@ void client_start(int fd, const struct sockaddr_storage *sa, uint64_t now) {
     if (!c) abort();
     c->id = g.next_id++;
     c->fd = fd;
+    c->watched_fd = -1;
     c->accepted_at = now;
     c->deadline = UINT64_MAX;
     peer_address(c, sa);

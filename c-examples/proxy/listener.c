@@ -7,17 +7,16 @@
  * arriving would answer with a reset that can destroy the error before the client reads it.
  *
  * Running out of file descriptors: accept(2) failing with EMFILE leaves the connection in the
- * backlog and the listener readable, so poll(2) returns at once, forever — a busy loop (measured
- * at 89% CPU) that refuses nobody. One descriptor is held in reserve: on EMFILE it is closed,
- * the waiting connection accepted, told 53300 and closed, and the reserve taken again. When even
- * that fails (ENFILE: the whole system is out; ENOBUFS, ENOMEM), the listener is not polled for
- * 100 ms. */
+ * backlog and the listener readable, so the loop's wait returns at once, forever — a busy loop
+ * (measured at 89% CPU) that refuses nobody. One descriptor is held in reserve: on EMFILE it is
+ * closed, the waiting connection accepted, told 53300 and closed, and the reserve taken again.
+ * When even that fails (ENFILE: the whole system is out; ENOBUFS, ENOMEM), the listener is not
+ * watched for 100 ms. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -80,6 +79,7 @@ static void refuse_lingering(int fd, uint64_t now) {
     refusing[nrefusing].fd = fd;
     refusing[nrefusing].until = now + REFUSAL_LINGER_MS;
     nrefusing++;
+    loop_watch_refusal(fd);
 }
 
 static void drop_refusal(int i) {
@@ -134,12 +134,6 @@ void listener_accept(uint64_t now) {
         if (shed < 0) pause_listener(now, errno);
         return;
     }
-}
-
-size_t listener_pollfds(struct pollfd *p, size_t cap) {
-    size_t n = 0;
-    for (int i = 0; i < nrefusing && n < cap; i++) p[n++] = (struct pollfd){refusing[i].fd, POLLIN, 0};
-    return n;
 }
 
 void listener_tick(uint64_t now) {

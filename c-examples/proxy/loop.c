@@ -1,23 +1,25 @@
-/* The poll(2) loop: timers and deadlines, opportunistic writes, then one poll and dispatch. */
+/* The event loop: timers and deadlines, opportunistic writes, then one epoll_wait(2) and dispatch.
+ * Descriptors stay registered between waits; only a change of what one waits for costs a call. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 
 #include <errno.h>
-#include <poll.h>
+#include <stdint.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "proxy.h"
 
-enum { POLL_SIGNAL, POLL_LISTENER, POLL_REFUSAL, POLL_CLIENT, POLL_BACKEND };
+/* What an epoll event is for: the kind in the low bits of its tag, the object (8-aligned) or,
+ * for a refusal, the descriptor above them. */
+enum { EV_SIGNAL, EV_LISTENER, EV_REFUSAL, EV_CLIENT, EV_BACKEND, EV_KIND_MASK = 7 };
+#define MAX_EVENTS 64
 
-typedef struct {
-    struct pollfd *fds;
-    void **objs;
-    char *kinds;
-    size_t n, cap;
-} pollset_t;
+static int epfd = -1;
+static int listener_watched_fd = -1; /* the listening socket as registered, and its events */
+static uint32_t listener_watched_ev;
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
@@ -88,36 +90,54 @@ static void reap(void) {
     }
 }
 
-static void pollset_add(pollset_t *ps, int fd, short events, char kind, void *obj) {
-    if (ps->n == ps->cap) {
-        ps->cap = ps->cap ? ps->cap * 2 : 64;
-        ps->fds = realloc(ps->fds, ps->cap * sizeof *ps->fds);
-        ps->objs = realloc(ps->objs, ps->cap * sizeof *ps->objs);
-        ps->kinds = realloc(ps->kinds, ps->cap);
-        if (!ps->fds || !ps->objs || !ps->kinds) abort();
+/* Makes the epoll registration of `fd` ask for `ev`. `*watched_fd` is the descriptor registered
+ * for this object (-1: none): whoever gives an object a new socket sets it to -1, and close(2)
+ * takes a descriptor out of the set, so a different descriptor is added, the same one modified
+ * only when what it waits for changed. Level-triggered, like poll(2): a readable or writable
+ * descriptor is reported again at every wait until it is not. */
+static void watch(int fd, uint32_t ev, uint64_t tag, int *watched_fd, uint32_t *watched_ev) {
+    struct epoll_event e = {.events = ev, .data.u64 = tag};
+    if (*watched_fd == fd) {
+        if (*watched_ev == ev) return;
+        if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e) == 0) {
+            *watched_ev = ev;
+            return;
+        }
+        if (errno != ENOENT) {
+            logf_("epoll_ctl(%d): %s", fd, strerror(errno));
+            return;
+        }
     }
-    ps->fds[ps->n] = (struct pollfd){fd, events, 0};
-    ps->objs[ps->n] = obj;
-    ps->kinds[ps->n++] = kind;
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) != 0 && (errno != EEXIST || epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &e) != 0))
+        logf_("epoll_ctl(%d): %s", fd, strerror(errno));
+    *watched_fd = fd;
+    *watched_ev = ev;
 }
 
-static void build_pollset(pollset_t *ps, uint64_t now) {
-    ps->n = 0;
-    pollset_add(ps, g.sigpipe[0], POLLIN, POLL_SIGNAL, NULL);
-    if (listener_wants_poll(now)) pollset_add(ps, g.listen_fd, POLLIN, POLL_LISTENER, NULL);
-    struct pollfd refusals[64];
-    size_t nr = listener_pollfds(refusals, sizeof refusals / sizeof refusals[0]);
-    for (size_t i = 0; i < nr; i++) pollset_add(ps, refusals[i].fd, refusals[i].events, POLL_REFUSAL, NULL);
+void loop_watch_refusal(int fd) {
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = ((uint64_t)(unsigned)fd << 3) | EV_REFUSAL};
+    if (epfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) != 0) logf_("epoll_ctl(%d): %s", fd, strerror(errno));
+}
+
+/* What every descriptor waits for now (what the poll(2) set asked for, when it was rebuilt before
+ * each wait): clients not blocked by a full writer or unfed input read, anything with bytes to
+ * send writes. Closed descriptors left the set with close(2). */
+static void sync_interest(uint64_t now) {
+    if (g.listen_fd >= 0)
+        watch(g.listen_fd, listener_wants_poll(now) ? EPOLLIN : 0, EV_LISTENER, &listener_watched_fd,
+              &listener_watched_ev);
     for (client_t *c = g.clients; c; c = c->next) {
+        if (c->dead || c->fd < 0) continue;
         int blocked = (c->writer && buf_size(&c->writer->out) >= HIGH_WATER) || buf_size(&c->in) - c->fed >= HIGH_WATER;
-        short ev = (!c->closing && !blocked) ? POLLIN : 0;
-        if (buf_size(&c->out)) ev |= POLLOUT;
-        pollset_add(ps, c->fd, ev, POLL_CLIENT, c);
+        uint32_t ev = (!c->closing && !blocked) ? EPOLLIN : 0;
+        if (buf_size(&c->out)) ev |= EPOLLOUT;
+        watch(c->fd, ev, (uint64_t)(uintptr_t)c | EV_CLIENT, &c->watched_fd, &c->watched_ev);
     }
     for (backend_t *b = g.backends; b; b = b->next) {
-        short ev = can_read_backend(b) ? POLLIN : 0;
-        if (b->state == BS_CONNECTING || buf_size(&b->out)) ev |= POLLOUT;
-        pollset_add(ps, b->fd, ev, POLL_BACKEND, b);
+        if (b->dead || b->fd < 0) continue;
+        uint32_t ev = can_read_backend(b) ? EPOLLIN : 0;
+        if (b->state == BS_CONNECTING || buf_size(&b->out)) ev |= EPOLLOUT;
+        watch(b->fd, ev, (uint64_t)(uintptr_t)b | EV_BACKEND, &b->watched_fd, &b->watched_ev);
     }
 }
 
@@ -134,41 +154,44 @@ static void handle_signals(void) {
     }
 }
 
-static void client_event(client_t *c, short re) {
+static void client_event(client_t *c, uint32_t re) {
     if (c->dead) return;
-    if ((re & POLLOUT) && flush_fd(c->fd, &c->out) != 0) {
+    if ((re & EPOLLOUT) && flush_fd(c->fd, &c->out) != 0) {
         client_teardown(c);
         return;
     }
-    if (re & (POLLIN | POLLHUP | POLLERR)) client_readable(c);
+    if (re & (EPOLLIN | EPOLLHUP | EPOLLERR)) client_readable(c);
 }
 
-static void backend_event(backend_t *b, short re) {
+static void backend_event(backend_t *b, uint32_t re) {
     if (b->dead) return;
     if (b->state == BS_CONNECTING) {
-        if (re & (POLLOUT | POLLERR | POLLHUP)) backend_connected(b);
+        if (re & (EPOLLOUT | EPOLLERR | EPOLLHUP)) backend_connected(b);
         return;
     }
-    if ((re & POLLOUT) && buf_size(&b->out)) {
-        if (flush_fd(b->fd, &b->out) != 0) re |= POLLERR;
+    if ((re & EPOLLOUT) && buf_size(&b->out)) {
+        if (flush_fd(b->fd, &b->out) != 0) re |= EPOLLERR;
         if (b->role == ROLE_CANCEL && buf_size(&b->out) == 0) {
             backend_close(b);
             return;
         }
     }
-    if (re & (POLLIN | POLLHUP | POLLERR)) backend_readable(b);
+    if (re & (EPOLLIN | EPOLLHUP | EPOLLERR)) backend_readable(b);
 }
 
-static void dispatch(const pollset_t *ps, uint64_t now) {
-    for (size_t i = 0; i < ps->n; i++) {
-        short re = ps->fds[i].revents;
-        if (!re) continue;
-        switch (ps->kinds[i]) {
-        case POLL_SIGNAL: handle_signals(); break;
-        case POLL_LISTENER: listener_accept(now); break;
-        case POLL_REFUSAL: listener_readable(ps->fds[i].fd); break;
-        case POLL_CLIENT: client_event(ps->objs[i], re); break;
-        case POLL_BACKEND: backend_event(ps->objs[i], re); break;
+static void dispatch(const struct epoll_event *evs, int n, uint64_t now) {
+    for (int i = 0; i < n; i++) {
+        uint32_t re = evs[i].events;
+        uint64_t tag = evs[i].data.u64;
+        void *obj = (void *)(uintptr_t)(tag & ~(uint64_t)EV_KIND_MASK);
+        switch (tag & EV_KIND_MASK) {
+        case EV_SIGNAL: handle_signals(); break;
+        case EV_LISTENER:
+            if (listener_wants_poll(now)) listener_accept(now);
+            break;
+        case EV_REFUSAL: listener_readable((int)(tag >> 3)); break;
+        case EV_CLIENT: client_event(obj, re); break;
+        case EV_BACKEND: backend_event(obj, re); break;
         default: break;
         }
     }
@@ -182,23 +205,31 @@ static int poll_timeout(uint64_t next, uint64_t now) {
 }
 
 void loop_run(void) {
-    pollset_t ps = {0};
+    struct epoll_event evs[MAX_EVENTS];
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) {
+        logf_("epoll_create1: %s", strerror(errno));
+        return;
+    }
+    int sig_fd = -1;
+    uint32_t sig_ev = 0;
+    watch(g.sigpipe[0], EPOLLIN, EV_SIGNAL, &sig_fd, &sig_ev);
     while (!g.stop) {
         uint64_t next = run_timers(now_ms());
         flush_all();
         reap();
         uint64_t now = now_ms();
-        build_pollset(&ps, now);
-        int r = poll(ps.fds, (nfds_t)ps.n, poll_timeout(next, now));
+        sync_interest(now);
+        int r = epoll_wait(epfd, evs, MAX_EVENTS, poll_timeout(next, now));
         if (r < 0 && errno != EINTR) {
-            logf_("poll: %s", strerror(errno));
+            logf_("epoll_wait: %s", strerror(errno));
             break;
         }
-        if (r > 0) dispatch(&ps, now_ms());
+        if (r > 0) dispatch(evs, r, now_ms());
     }
-    free(ps.fds);
-    free(ps.objs);
-    free(ps.kinds);
+    close(epfd);
+    epfd = -1;
+    listener_watched_fd = -1;
 }
 
 void shutdown_all(void) {

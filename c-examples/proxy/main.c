@@ -1,6 +1,6 @@
 /* polarsplit-proxy: a real PostgreSQL proxy that takes every routing decision from libpolarsplit.
  *
- * One thread, non-blocking sockets, poll(2). Per client: a session (router.h) is fed the client's
+ * One thread, non-blocking sockets, epoll(7). Per client: a session (router.h) is fed the client's
  * bytes and the bytes of its backend connections, and the proxy executes the actions it polls
  * after each input, in order (the drain rule): forward/discard by count from the bytes it kept,
  * send engine-built bytes, open the writer, acquire/release reader connections, close.

@@ -9,7 +9,7 @@
  *   backend.c   backend connections: writer, readers (the proxy logs in itself), cancels
  *   monitor.c   a monitor connection per server (SPEC R-1)
  *   catalog.c   the writer's user functions per database (SPEC §7 F-policy)
- *   loop.c      the poll(2) loop: timers, deadlines, flushing, dispatch
+ *   loop.c      the epoll(7) loop: timers, deadlines, flushing, dispatch
  *   stats.c     counters on SIGUSR1 and at exit
  *   record.c    --record: a session's inputs as a transcript for c-examples/replay
  * and the pieces it shares with nothing else: router_*.c (who decides), pool.c (the reader
@@ -44,6 +44,8 @@ struct client;
 typedef struct backend {
     uint64_t id;
     int fd;
+    int watched_fd;       /* the descriptor registered with the loop's epoll set (-1: none) */
+    uint32_t watched_ev;  /* and the events it waits for */
     enum role role;
     enum bstate state;
     uint32_t server; /* 0: the primary; 1..n: readers */
@@ -85,6 +87,8 @@ typedef struct {
 typedef struct client {
     uint64_t id;
     int fd;
+    int watched_fd; /* as the backend's */
+    uint32_t watched_ev;
     router_t router;
     buf_t in; /* [0, fed): fed to the session, not yet covered by an action; then unfed bytes */
     size_t fed;
@@ -203,13 +207,11 @@ int flush_fd(int fd, buf_t *b); /* writes what it can; -1 on a broken connection
 int listen_on(const char *host, const char *port);
 
 /* listener.c */
-struct pollfd;
 int listener_open(void);
 void listener_close(void);
 int listener_wants_poll(uint64_t now);
 void listener_accept(uint64_t now);
-/* Connections being refused (see listener.c): their poll entries, events and deadlines. */
-size_t listener_pollfds(struct pollfd *p, size_t cap);
+/* Connections being refused (see listener.c): readable, and their deadlines. */
 void listener_readable(int fd);
 void listener_tick(uint64_t now);
 uint64_t listener_next_deadline(uint64_t now);
@@ -265,6 +267,8 @@ void catalog_free_load(struct catalog_load *l);
 
 /* loop.c */
 void loop_run(void);
+/* A connection being refused is watched for reading until it is closed (listener.c). */
+void loop_watch_refusal(int fd);
 void shutdown_all(void);
 
 /* stats.c */

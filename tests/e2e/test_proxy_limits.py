@@ -1,7 +1,9 @@
 """The example proxy's bounds and wire fixes (issue 17 point 9, and point 8 through the proxy),
 against the real primary + standby: a time bound on logging in, a bound on clients, no busy loop
 when descriptors run out, the monitor's FATAL judged by the non-localised severity, reader
-credentials of the startup packet's last `user`, and the 08P01 FATAL of a client protocol error.
+credentials of the startup packet's last `user`, the 08P01 FATAL of a client protocol error, and
+the event loop's changes of interest (a client that stops reading stalls its backend, then gets
+every row).
 
 Raw sockets speak the protocol where a driver would hide what is tested (half startup packets,
 a duplicate `user` key, a malformed message)."""
@@ -304,3 +306,49 @@ def test_proxy_client_protocol_error_gets_the_08p01_fatal_before_the_close(pair,
     assert got is not None, "the proxy kept the connection open"
     assert PG_FATAL in got and b"C08P01\0" in got, got
     assert b"polarsplit" in got
+
+
+def rss_kib(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_proxy_event_loop_a_client_that_stops_reading_stalls_its_backend_and_gets_every_row(pair, fresh_proxy):
+    """The loop's interest in each descriptor changes while it runs: a client whose output is
+    full (HIGH_WATER) stops the reads of the backend that feeds it, and reading again resumes
+    them. Three pipelined 20 MB results with the client reading nothing for two seconds: the
+    proxy holds a bounded part of them (the rest waits in the servers' sockets), then every row
+    and every ReadyForQuery arrives once the client reads (a lost change of interest hangs here,
+    bounded by the socket timeout)."""
+    proxy = fresh_proxy()
+    rows, width, queries = 20000, 1000, 3
+    sql = f"SELECT repeat('x', {width}) FROM generate_series(1, {rows})"
+    with connect(proxy) as s:
+        login(s, startup(user="app_trust", database="app"))
+        assert query_one(s, "SELECT 1") == "1"
+        base = rss_kib(proxy.proc.pid)
+        s.sendall(b"".join(msg(b"Q", sql.encode() + b"\0") for _ in range(queries)))
+        time.sleep(2)
+        held = rss_kib(proxy.proc.pid) - base
+        s.settimeout(10)
+        got_rows = rfqs = 0
+        where = b""
+        while rfqs < queries:
+            m = read_msg(s)
+            assert m is not None, "the proxy closed the connection"
+            tag, body = m
+            if tag == b"D":
+                got_rows += 1
+                assert len(body) == 2 + 4 + width
+            elif tag == b"E":
+                raise AssertionError(f"query failed: {body!r}")
+            elif tag == b"Z":
+                rfqs += 1
+        where = query_one(s, "SELECT inet_server_port()::text").encode()
+        s.sendall(msg(b"X", b""))
+    assert got_rows == rows * queries
+    # 60 MB were asked for; without the stall the proxy would have buffered most of them.
+    assert held < 16 * 1024, f"the proxy grew by {held} KiB while its client read nothing"
+    assert where == str(pair.standby.port).encode(), "the reads were not on the standby (the reader path)"
