@@ -2,7 +2,10 @@
 (and the same with no reader configured, so every statement is decided but goes to the primary),
 through the same proxy relaying everything to the primary without calling the library
 (--mode primary-only), and directly to the server — TPS and latency percentiles side by side from
-one run, configurations alternating so drift hits them alike.
+one run, configurations alternating so drift hits them alike. For `pgbench -S` also the same
+relaying proxy with the standby as its only server (standby-only) and the standby directly
+(direct-standby): "library" reads from the standby, so library / standby-only is its cost with
+the server held the same, and standby-only / primary-only what the second server itself costs.
 
 Workloads: `pgbench -S -M simple` (read-only point selects), and a read-your-writes script: each
 transaction an UPDATE of a row only its client touches, adding 1 and returning the new value, then
@@ -167,7 +170,8 @@ def main() -> int:
                         "-qc", "CREATE TABLE ryw_stale (client int, aid int, want int, seen int)"],
                        check=True, capture_output=True)
         pair.wait_replayed()
-        configs = [("library", "library"), ("library-no-reader", "library"), ("primary-only", "primary-only")]
+        configs = [("library", "library"), ("library-no-reader", "library"), ("primary-only", "primary-only"),
+                   ("standby-only", "primary-only")]
         if NO_PROBE:
             configs.insert(2, ("library-no-probe", "library"))
         for name, mode in configs:
@@ -180,9 +184,14 @@ def main() -> int:
                 # cost of reaching a second server (reader connections, the standby's own CPU).
                 i = p.args.index("--reader")
                 del p.args[i:i + 2]
+            if name == "standby-only":
+                # The same relaying proxy with the standby as its only server: what "library"
+                # would cost if the library were free, with the server "library" reads from.
+                p.args[p.args.index("--primary") + 1] = f"127.0.0.1:{pair.standby.port}"
             proxies[name] = p.start()
         targets = {name: proxies[name].port for name in proxies}
         targets["direct"] = pair.primary.port
+        targets["direct-standby"] = pair.standby.port
         if PROFILE:
             for name in ("library", "library-no-reader", "primary-only"):
                 profile(targets[name], proxies[name].proc.pid, PROFILE, work, name)
@@ -200,7 +209,9 @@ def main() -> int:
                 ryw_before = {n: proxies[n].stats() for n in routed}
             for run in range(RUNS):
                 # Alternate the order each run so slow drift does not favour one configuration.
-                order = list(targets) if run % 2 == 0 else list(reversed(list(targets)))
+                # The standby takes no writes: read-your-writes has no standby targets.
+                names = [n for n in targets if wl == "pgbench -S" or "standby" not in n]
+                order = names if run % 2 == 0 else list(reversed(names))
                 for name in order:
                     pid = proxies[name].proc.pid if name in proxies else None
                     c0 = cpu_seconds(pid) if pid else 0.0
@@ -236,7 +247,7 @@ def main() -> int:
     for wl in workloads:
         base_runs = [r[0] for r in results[(wl, "primary-only")]]
         base = statistics.median(base_runs)
-        for name in [n for n in proxies if n != "primary-only"]:
+        for name in [n for n in proxies if n != "primary-only" and (wl, n) in results]:
             runs = [r[0] for r in results[(wl, name)]]
             ratio = statistics.median(runs) / base
             # Each run's configurations ran back to back: the per-run ratio cancels slow drift.
@@ -247,6 +258,19 @@ def main() -> int:
             print(f"{wl}: {name} / primary-only proxy: TPS {ratio:.3f} ({100 * (ratio - 1):+.1f}%), "
                   f"median of per-run TPS ratios {paired:.3f} ({100 * (paired - 1):+.1f}%, per-run {spread}), "
                   f"proxy CPU per transaction ×{cpu_ratio:.2f} ({cpu_delta:+.1f} µs)")
+        # The same server on both sides: what the library and its reader handling cost with
+        # the standby's own speed taken out, and how the standby itself compares with the primary.
+        for name, base_name in (("library", "standby-only"), ("direct-standby", "direct")):
+            if (wl, name) not in results or (wl, base_name) not in results:
+                continue
+            runs, base_runs = [r[0] for r in results[(wl, name)]], [r[0] for r in results[(wl, base_name)]]
+            per_run = [a / b for a, b in zip(runs, base_runs)]
+            line = (f"{wl}: {name} / {base_name}: TPS {statistics.median(runs) / statistics.median(base_runs):.3f}, "
+                    f"median of per-run TPS ratios {statistics.median(per_run):.3f} "
+                    f"(per-run {min(per_run):.3f}–{max(per_run):.3f})")
+            if (wl, name) in cpu and (wl, base_name) in cpu:
+                line += f", proxy CPU per transaction {statistics.median(cpu[(wl, name)]) - statistics.median(cpu[(wl, base_name)]):+.1f} µs"
+            print(line)
     print()
     for n in ryw_before if "read-your-writes" in workloads else []:
         before, after = ryw_before[n], ryw_after[n]
