@@ -68,6 +68,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, stolen) CPU seconds of all cores so far, from /proc/stat: busy is the servers',
+    pgbench's and the proxy's work together (user, nice, system, irq, softirq); stolen is time the
+    hypervisor gave to someone else, a sign of a noisy run."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (f[0] + f[1] + f[2] + f[5] + f[6]) / tick, f[7] / tick
+
+
 def pgbench(port: int, args: list[str], logdir: Path) -> tuple[float, list[float], int]:
     """Runs pgbench; returns (tps, per-transaction latencies in ms, transactions)."""
     for f in logdir.glob("pgbench_log.*"):
@@ -162,6 +171,9 @@ def main() -> int:
     # Proxy CPU (user + system) per transaction, µs, per run: steadier than TPS on a shared
     # machine, because it counts the proxy's own work, not how the scheduler shared the cores.
     cpu: dict[tuple[str, str], list[float]] = {}
+    # The whole machine's busy CPU per transaction, µs: where the proxy is not the only one
+    # whose work a configuration changes (a second server, the monitor's queries).
+    machine: dict[tuple[str, str], list[float]] = {}
     try:
         pair.start()
         subprocess.run(["pgbench", "-i", "-q", "-s", str(SCALE), "-h", "127.0.0.1", "-p", str(pair.primary.port),
@@ -201,6 +213,7 @@ def main() -> int:
             ("select", "pgbench -S", ["-S"]),
             ("ryw", "read-your-writes", ["-f", str(script), "-D", f"scale={SCALE}"]),
         ) if key in WORKLOADS}
+        t0, stolen0 = time.time(), machine_cpu()[1]
         ryw_before: dict[str, dict] = {}
         ryw_after: dict[str, dict] = {}
         routed = [n for n in ("library", "library-no-probe") if n in proxies]
@@ -215,7 +228,9 @@ def main() -> int:
                 for name in order:
                     pid = proxies[name].proc.pid if name in proxies else None
                     c0 = cpu_seconds(pid) if pid else 0.0
+                    m0 = machine_cpu()[0]
                     r = pgbench(targets[name], args, work)
+                    machine.setdefault((wl, name), []).append((machine_cpu()[0] - m0) * 1e6 / max(r[2], 1))
                     results.setdefault((wl, name), []).append(r)
                     line = f"  {wl:17s} run {run + 1}/{RUNS} {name:17s} {r[0]:9.1f} tps"
                     if pid:
@@ -224,6 +239,7 @@ def main() -> int:
                         line += f"  proxy {us:5.1f} µs CPU/tx"
                     print(line, flush=True)
         ryw_after = {n: proxies[n].stats() for n in routed}
+        stolen = (machine_cpu()[1] - stolen0) / ((time.time() - t0) * os.cpu_count())
         lib_stats = proxies["library"].stats()
         stale = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(pair.primary.port), "-U", "postgres",
                                 "-d", "app", "-Atqc", "SELECT count(*) FROM ryw_stale"],
@@ -234,15 +250,18 @@ def main() -> int:
         pair.stop()
     print()
     print(f"## pgbench through polarsplit-proxy ({CLIENTS} clients, {SECONDS} s per run, {RUNS} alternating runs, scale {SCALE})")
+    print(f"\nCPU stolen by the hypervisor during the runs: {100 * stolen:.1f}% of the machine")
     print()
-    print("| workload | target | median TPS | TPS min–max | latency p50 / p95 / p99 ms | proxy CPU µs/tx (median) |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| workload | target | median TPS | TPS min–max | latency p50 / p95 / p99 ms | proxy CPU µs/tx (median) "
+          "| machine CPU µs/tx (median) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for (wl, name), rs in results.items():
         tps = [r[0] for r in rs]
         lat = [x for r in rs for x in r[1]]
         c = f"{statistics.median(cpu[(wl, name)]):.1f}" if (wl, name) in cpu else "—"
         print(f"| {wl} | {name} | {statistics.median(tps):.0f} | {min(tps):.0f}–{max(tps):.0f} | "
-              f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f} / {pct(lat, 99):.2f} | {c} |")
+              f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f} / {pct(lat, 99):.2f} | {c} | "
+              f"{statistics.median(machine[(wl, name)]):.1f} |")
     print()
     for wl in workloads:
         base_runs = [r[0] for r in results[(wl, "primary-only")]]
