@@ -64,8 +64,14 @@ INSERT INTO ryw_stale (client, aid, want, seen) VALUES (:client_id, :aid, :want,
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU a process has used so far (from /proc/<pid>/stat)."""
+    return sum(cpu_user_system(pid))
+
+
+def cpu_user_system(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds a process has used so far (from /proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def machine_cpu() -> tuple[float, float]:
@@ -174,6 +180,9 @@ def main() -> int:
     # The whole machine's busy CPU per transaction, µs: where the proxy is not the only one
     # whose work a configuration changes (a second server, the monitor's queries).
     machine: dict[tuple[str, str], list[float]] = {}
+    # Of the proxy's CPU, the user part: the library's code and the proxy's own, without the
+    # kernel's relaying.
+    user: dict[tuple[str, str], list[float]] = {}
     try:
         pair.start()
         subprocess.run(["pgbench", "-i", "-q", "-s", str(SCALE), "-h", "127.0.0.1", "-p", str(pair.primary.port),
@@ -228,6 +237,7 @@ def main() -> int:
                 for name in order:
                     pid = proxies[name].proc.pid if name in proxies else None
                     c0 = cpu_seconds(pid) if pid else 0.0
+                    u0 = cpu_user_system(pid)[0] if pid else 0.0
                     m0 = machine_cpu()[0]
                     r = pgbench(targets[name], args, work)
                     machine.setdefault((wl, name), []).append((machine_cpu()[0] - m0) * 1e6 / max(r[2], 1))
@@ -236,6 +246,7 @@ def main() -> int:
                     if pid:
                         us = (cpu_seconds(pid) - c0) * 1e6 / max(r[2], 1)
                         cpu.setdefault((wl, name), []).append(us)
+                        user.setdefault((wl, name), []).append((cpu_user_system(pid)[0] - u0) * 1e6 / max(r[2], 1))
                         line += f"  proxy {us:5.1f} µs CPU/tx"
                     print(line, flush=True)
         ryw_after = {n: proxies[n].stats() for n in routed}
@@ -253,14 +264,15 @@ def main() -> int:
     print(f"\nCPU stolen by the hypervisor during the runs: {100 * stolen:.1f}% of the machine")
     print()
     print("| workload | target | median TPS | TPS min–max | latency p50 / p95 / p99 ms | proxy CPU µs/tx (median) "
-          "| machine CPU µs/tx (median) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+          "| of which user | machine CPU µs/tx (median) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for (wl, name), rs in results.items():
         tps = [r[0] for r in rs]
         lat = [x for r in rs for x in r[1]]
         c = f"{statistics.median(cpu[(wl, name)]):.1f}" if (wl, name) in cpu else "—"
+        u = f"{statistics.median(user[(wl, name)]):.2f}" if (wl, name) in user else "—"
         print(f"| {wl} | {name} | {statistics.median(tps):.0f} | {min(tps):.0f}–{max(tps):.0f} | "
-              f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f} / {pct(lat, 99):.2f} | {c} | "
+              f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f} / {pct(lat, 99):.2f} | {c} | {u} | "
               f"{statistics.median(machine[(wl, name)]):.1f} |")
     print()
     for wl in workloads:
