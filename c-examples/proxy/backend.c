@@ -255,7 +255,7 @@ static void feed_backend(client_t *c, backend_t *b, size_t old) {
     size_t n = buf_size(&b->in) - old;
     if (n == 0) return;
     polarsplit_status st = c->router.ops->recv_backend(c->router.st, b->id, buf_data(&b->in) + old, n, now_ms());
-    if (st == POLARSPLIT_OK || st == POLARSPLIT_ERR_PROTOCOL) {
+    if (c->record && (st == POLARSPLIT_OK || st == POLARSPLIT_ERR_PROTOCOL)) {
         char prefix[40];
         snprintf(prefix, sizeof prefix, "backend %llu ", (unsigned long long)b->id);
         record_hex(c->record, prefix, buf_data(&b->in) + old, n);
@@ -386,7 +386,8 @@ void backend_readable(backend_t *b) {
         ssize_t n = recv(b->fd, tmp, sizeof tmp, 0);
         if (n > 0) {
             buf_append(&b->in, tmp, (size_t)n);
-            if (buf_size(&b->in) - old >= HIGH_WATER) break;
+            /* A short read took what was there (as client_readable's). */
+            if ((size_t)n < sizeof tmp || buf_size(&b->in) - old >= HIGH_WATER) break;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;

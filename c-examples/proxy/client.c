@@ -195,7 +195,9 @@ void client_readable(client_t *c) {
         ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
         if (n > 0) {
             buf_append(&c->in, tmp, (size_t)n);
-            if (buf_size(&c->in) - c->fed >= HIGH_WATER) break;
+            /* A short read took what was there: the loop's wait reports the socket again when
+             * more (or its end) arrives — no recv that can only say EAGAIN. */
+            if ((size_t)n < sizeof tmp || buf_size(&c->in) - c->fed >= HIGH_WATER) break;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;

@@ -215,9 +215,11 @@ void loop_run(void) {
     uint32_t sig_ev = 0;
     watch(g.sigpipe[0], EPOLLIN, EV_SIGNAL, &sig_fd, &sig_ev);
     while (!g.stop) {
+        now_ms_refresh();
         uint64_t next = run_timers(now_ms());
         flush_all();
         reap();
+        now_ms_refresh();
         uint64_t now = now_ms();
         sync_interest(now);
         int r = epoll_wait(epfd, evs, MAX_EVENTS, poll_timeout(next, now));
@@ -225,8 +227,10 @@ void loop_run(void) {
             logf_("epoll_wait: %s", strerror(errno));
             break;
         }
+        now_ms_refresh();
         if (r > 0) dispatch(evs, r, now_ms());
     }
+    now_ms_unset();
     close(epfd);
     epfd = -1;
     listener_watched_fd = -1;

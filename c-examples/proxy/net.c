@@ -11,11 +11,25 @@
 
 #include "proxy.h"
 
-uint64_t now_ms(void) {
+static uint64_t clock_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
+
+/* While the loop runs, the time it read last (at most one wait or one iteration's handlers
+ * old); before and after, the clock itself. */
+static uint64_t loop_clock;
+static int loop_clock_set;
+
+uint64_t now_ms(void) { return loop_clock_set ? loop_clock : clock_ms(); }
+
+void now_ms_refresh(void) {
+    loop_clock = clock_ms();
+    loop_clock_set = 1;
+}
+
+void now_ms_unset(void) { loop_clock_set = 0; }
 
 int set_nonblocking(int fd) {
     int fl = fcntl(fd, F_GETFL, 0);

@@ -3,7 +3,7 @@ against the real primary + standby: a time bound on logging in, a bound on clien
 when descriptors run out, the monitor's FATAL judged by the non-localised severity, reader
 credentials of the startup packet's last `user`, the 08P01 FATAL of a client protocol error, and
 the event loop's changes of interest (a client that stops reading stalls its backend, then gets
-every row).
+every row) and its reads (input several reads long arrives whole).
 
 Raw sockets speak the protocol where a driver would hide what is tested (half startup packets,
 a duplicate `user` key, a malformed message)."""
@@ -352,3 +352,32 @@ def test_proxy_event_loop_a_client_that_stops_reading_stalls_its_backend_and_get
     # 60 MB were asked for; without the stall the proxy would have buffered most of them.
     assert held < 16 * 1024, f"the proxy grew by {held} KiB while its client read nothing"
     assert where == str(pair.standby.port).encode(), "the reads were not on the standby (the reader path)"
+
+
+def test_proxy_event_loop_input_larger_than_one_read_is_taken_whole(pair, fresh_proxy):
+    """The loop reads a socket until a read comes back short (64 KiB at a time), then waits for
+    it again: a Query several reads long, sent at once and then in pieces with pauses, arrives
+    whole, and the end of the connection right behind a message is still seen."""
+    proxy = fresh_proxy()
+    n = 300_000
+    q = msg(b"Q", f"SELECT length('{'x' * n}')".encode() + b"\0")
+    with connect(proxy) as s:
+        login(s, startup(user="app_trust", database="app"))
+        s.sendall(q)
+        assert read_msg(s)[0] == b"T"
+        tag, body = read_msg(s)
+        assert tag == b"D" and body[6:].decode() == str(n)
+        while read_msg(s)[0] != b"Z":
+            pass
+        for i in range(0, len(q), 100_000):
+            s.sendall(q[i:i + 100_000])
+            time.sleep(0.05)
+        assert read_msg(s)[0] == b"T"
+        tag, body = read_msg(s)
+        assert tag == b"D" and body[6:].decode() == str(n)
+        while read_msg(s)[0] != b"Z":
+            pass
+        # Terminate and the close in one go: the proxy ends the session (its writer goes too).
+        s.sendall(msg(b"X", b""))
+        s.shutdown(socket.SHUT_WR)
+        assert closed_within(s, 5) is not None, "the proxy did not close after Terminate"
