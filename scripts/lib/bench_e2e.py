@@ -62,11 +62,6 @@ INSERT INTO ryw_stale (client, aid, want, seen) VALUES (:client_id, :aid, :want,
 """
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU a process has used so far (from /proc/<pid>/stat)."""
-    return sum(cpu_user_system(pid))
-
-
 def cpu_user_system(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds a process has used so far (from /proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -236,17 +231,17 @@ def main() -> int:
                 order = names if run % 2 == 0 else list(reversed(names))
                 for name in order:
                     pid = proxies[name].proc.pid if name in proxies else None
-                    c0 = cpu_seconds(pid) if pid else 0.0
-                    u0 = cpu_user_system(pid)[0] if pid else 0.0
+                    u0, s0 = cpu_user_system(pid) if pid else (0.0, 0.0)
                     m0 = machine_cpu()[0]
                     r = pgbench(targets[name], args, work)
                     machine.setdefault((wl, name), []).append((machine_cpu()[0] - m0) * 1e6 / max(r[2], 1))
                     results.setdefault((wl, name), []).append(r)
                     line = f"  {wl:17s} run {run + 1}/{RUNS} {name:17s} {r[0]:9.1f} tps"
                     if pid:
-                        us = (cpu_seconds(pid) - c0) * 1e6 / max(r[2], 1)
+                        u1, s1 = cpu_user_system(pid)
+                        us = (u1 + s1 - u0 - s0) * 1e6 / max(r[2], 1)
                         cpu.setdefault((wl, name), []).append(us)
-                        user.setdefault((wl, name), []).append((cpu_user_system(pid)[0] - u0) * 1e6 / max(r[2], 1))
+                        user.setdefault((wl, name), []).append((u1 - u0) * 1e6 / max(r[2], 1))
                         line += f"  proxy {us:5.1f} µs CPU/tx"
                     print(line, flush=True)
         ryw_after = {n: proxies[n].stats() for n in routed}

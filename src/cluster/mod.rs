@@ -49,9 +49,8 @@ fn dialect_from(c: u8) -> Option<ServerDialect> {
 }
 
 /// A writer hostgroup: its writer generation, the writer's latest known LSN, its reader
-/// hostgroup and the server dialect of the pair.
-/// A writer hostgroup's state. Groups are created once and never removed or replaced, so a
-/// session may hold its group's `Arc` for its whole life ([`Engine::group`]).
+/// hostgroup and the server dialect of the pair. Groups are created once and never removed or
+/// replaced, so a session may hold its group's `Arc` for its whole life ([`Engine::group`]).
 #[derive(Debug)]
 pub(crate) struct WriterGroup {
     generation: AtomicU64,

@@ -248,7 +248,6 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    /// A NUL-terminated string (without its NUL).
     /// [`Self::cstr`] for a statement or portal name: the empty one (the unnamed statement and
     /// portal, in most extended messages) is found without the memchr's setup.
     #[inline]
@@ -261,6 +260,7 @@ impl<'a> Reader<'a> {
         self.cstr(what)
     }
 
+    /// A NUL-terminated string (without its NUL).
     pub(crate) fn cstr(&mut self, what: &'static str) -> Result<&'a [u8], ProtocolError> {
         let nul = find_nul(self.buf).ok_or_else(|| self.err(what))?;
         let s = &self.buf[..nul];

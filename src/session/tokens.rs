@@ -285,9 +285,6 @@ impl Session {
 
     fn token_statement(&self, name: &[u8]) -> Option<TokenCommand> {
         let s = self.statements.peek(name)?;
-        if !may_be_command(&s.rest) {
-            return None;
-        }
         text_command(s.rest.split(|&b| b == 0).next().unwrap_or_default())
     }
 
