@@ -397,3 +397,49 @@ fn p8_held_messages_of_a_retried_attempt_never_surface_later() {
     assert!(!String::from_utf8_lossy(&got).contains("from the failed attempt"));
     assert_eq!(tags(&got), "CZTDCZ");
 }
+
+#[test]
+fn f2_a_read_the_reader_refused_and_the_writer_ran_positions_the_sessions_writes() {
+    // A statement classified a read (here an unknown function with `unknown_functions =
+    // replica`; a hint or a mislabelled STABLE function alike) that the standby refuses as a
+    // write (25006) runs again on the writer — and may have written there: its RFQ raises the
+    // session's write position (P-6), so the next read waits for it (S-1a).
+    let mut h = after_write(config(&[(
+        "unknown_functions",
+        polarsplit::UnknownFunctions::Replica.as_str(),
+    )]));
+    h.client(&query("SELECT f_that_writes()"));
+    h.attach(R1);
+    h.take_sent(WRITER);
+    let mut b = sets(3);
+    b.extend(error(
+        "ERROR",
+        "25006",
+        "cannot execute INSERT in a read-only transaction",
+        None,
+        None,
+    ));
+    b.extend(rfq(b'I', Some(0x5000), None));
+    h.backend(R1, &b);
+    assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+    assert_eq!(h.take_sent(WRITER), query("SELECT f_that_writes()"));
+    let mut w = select_result(&["1"]);
+    w.extend(rfq(b'I', Some(0x7000), None));
+    h.backend(WRITER, &w);
+    assert_eq!(tags(&h.take_client()), "TDCZ");
+    assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x7000));
+    // The reader is known at 0x5000 only: the next read waits for 0x7000.
+    h.client(&query(SQL));
+    h.attach(R2);
+    let d = h.last_decision();
+    assert_eq!(d.target, Lsn(0x7000), "{d:?}");
+    assert!(d.wait, "{d:?}");
+    // A read the writer served without a reader attempt stays a read (nothing raised).
+    let mut h = after_write(config(&[]));
+    h.engine.remove_reader(1);
+    h.engine.remove_reader(2);
+    h.client(&query(SQL));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    h.writer_answers("SELECT 1", b'I', Some(0x7000), None);
+    assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x5000));
+}

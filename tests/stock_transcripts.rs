@@ -444,3 +444,38 @@ fn p8_a_readers_rfq_is_rebuilt_when_the_client_asked_for_token_reports() {
     );
     assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'I']);
 }
+
+#[test]
+fn f2_a_read_the_reader_refused_is_probed_when_the_writer_runs_it() {
+    // Stock: the re-run of a refused "read" on the writer is a possible write, so the probe is
+    // pipelined behind it and its position becomes the session's target (S-1a, P-6, W-7).
+    let mut h = stock(&[(
+        "unknown_functions",
+        polarsplit::UnknownFunctions::Replica.as_str(),
+    )]);
+    h.engine.reader_sample(1, Lsn(0x6000), h.now);
+    let q = query("SELECT f_that_writes()");
+    h.client(&q);
+    h.attach(R1);
+    assert_eq!(h.take_sent(R1), q);
+    let mut b = error(
+        "ERROR",
+        "25006",
+        "cannot execute INSERT in a read-only transaction",
+        None,
+        None,
+    );
+    b.extend(rfq(b'I', None, None));
+    h.backend(R1, &b);
+    assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &q), "PBES probe");
+    let mut w = select_result(&["1"]);
+    w.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &w);
+    h.backend(WRITER, &probe_answer("0/7000"));
+    assert_eq!(tags(&h.take_client()), "TDCZ");
+    assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x7000));
+    // The reader is known at 0x6000 only: the next read stays on the writer.
+    h.client(&query("SELECT v FROM t"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+}

@@ -416,9 +416,10 @@ impl Session {
                     wb.resp.push(Req::Query { hidden: 0 }, Who::Client, id);
                 }
                 self.out.send_backend(w, &self.orig);
+                let reader_refused = self.unit(id).is_some_and(|u| u.reader_refused);
                 let (may_write, pipelinable) = match self.unit(id).and_then(|u| u.class.as_ref()) {
                     Some(c) => (
-                        self.unit_may_write(c),
+                        reader_refused || self.unit_may_write(c),
                         !c.statements().iter().any(|s| s.kind == Kind::Copy),
                     ),
                     None => (true, false),

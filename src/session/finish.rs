@@ -164,6 +164,12 @@ impl Session {
         rec: Recovery,
         failure_text: Option<String>,
     ) {
+        // F-2: what the writer runs again after a reader's error may be a write (P-6).
+        if class == FailureClass::ReusableError {
+            if let Some(u) = self.unit_mut(id) {
+                u.reader_refused = true;
+            }
+        }
         let stats = self.engine.stats();
         match class {
             FailureClass::ConnectionLost => stats.inc(Counter::FailuresConnectionLost),

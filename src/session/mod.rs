@@ -305,6 +305,12 @@ struct Unit {
     /// The reader attempt of an open batch was closed by the engine's own Sync (E-1): its RFQ
     /// is the engine's, not the client's.
     hidden_sync: bool,
+    /// A reader answered it with an error (F-2): when the writer runs it again, its read
+    /// classification is not trusted for P-6 — the refusal may have been a write's (a hint, a
+    /// mislabelled STABLE function, a view over a writing function), so it counts as a
+    /// statement that may have written. Connection losses and wait timeouts say nothing of the
+    /// statement and leave it as classified.
+    reader_refused: bool,
 }
 
 #[derive(Debug)]

@@ -279,6 +279,7 @@ impl Session {
             may_open_txn,
             after_replay: None,
             hidden_sync: false,
+            reader_refused: false,
         });
         id
     }

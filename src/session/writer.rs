@@ -504,7 +504,7 @@ impl Session {
             return;
         };
         // The unit ends with this RFQ (below): its Execute list is taken, not copied.
-        let (class, execs, errored, sql, begin, probe_after, kind) = {
+        let (class, execs, errored, sql, begin, probe_after, kind, reader_refused) = {
             let u = &mut self.units[pos];
             (
                 u.class.clone(),
@@ -514,18 +514,22 @@ impl Session {
                 u.begin,
                 u.probe_after,
                 u.kind,
+                u.reader_refused,
             )
         };
-        let may_write = match kind {
-            UnitKind::Query => class.as_ref().is_none_or(|c| self.unit_may_write(c)),
-            UnitKind::FunctionCall => true,
-            // A batch writes only through its Executes (an Execute that joined it after a
-            // Flush, or of a statement the engine could not classify, counts as one that may):
-            // Parse, Describe, Close and Sync alone write nothing.
-            UnitKind::Batch => execs
-                .iter()
-                .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c))),
-        };
+        // F-2: a unit a reader refused with an error and the writer runs again may be a write
+        // (its classification is what let it reach the reader).
+        let may_write = reader_refused
+            || match kind {
+                UnitKind::Query => class.as_ref().is_none_or(|c| self.unit_may_write(c)),
+                UnitKind::FunctionCall => true,
+                // A batch writes only through its Executes (an Execute that joined it after a
+                // Flush, or of a statement the engine could not classify, counts as one that may):
+                // Parse, Describe, Close and Sync alone write nothing.
+                UnitKind::Batch => execs
+                    .iter()
+                    .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c))),
+            };
         let prev_status = self.writer_status;
         self.writer_status = rfq.status;
         // LSN bookkeeping.
