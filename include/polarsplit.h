@@ -969,6 +969,10 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_STATEMENT_LEXED_OTHERWISE 80
 
+// The read uses a value of the client's transaction (its start time, isolation or deferrability) that only the writer's transaction has (P-5, S-7).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_SPLIT_TXN_VALUE 81
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

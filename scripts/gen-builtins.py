@@ -6,9 +6,12 @@
     python3 scripts/gen-builtins.py --dsn "host=127.0.0.1 port=5432 user=postgres dbname=postgres" [--check]
 
 It reads `pg_proc` (schemas pg_catalog and information_schema, functions owned by an extension left
-out: they are not in every database) and `pg_get_keywords()`, and writes
+out: they are not in every database), `pg_get_keywords()` and `pg_settings`, and writes
 `src/classify/builtins/pg<major>.rs`: every built-in function name with the volatilities of its
-overloads and its kinds, and every keyword with its category. The reviewed lists (read-safe
+overloads and its kinds, every keyword with its category, and the settings a session has of its
+own (context `user` or `superuser`: `current_setting` of any other is the server's, S-7). A minor
+release may add a setting: `--check` fails only when a listed session setting is not one on the
+server (a new one missing from the list only keeps its reads on the primary). The reviewed lists (read-safe
 volatile built-ins, never-safe built-ins, S-7's server-dependent functions and relations) are not
 generated: they live, short and commented, in `src/classify/builtins/mod.rs`.
 
@@ -45,6 +48,10 @@ WHERE n.nspname IN ('pg_catalog', 'information_schema')
                     AND d.objid = p.oid AND d.deptype = 'e')
 """
 KEYWORDS_SQL = "SELECT word, catcode FROM pg_catalog.pg_get_keywords()"
+# S-7: the settings a session has of its own (a reader replays the session's, S-5); every other
+# setting is the server's (its port, data directory, connection to the primary, …).
+SETTINGS_SQL = "SELECT name FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser')"
+SETTINGS_START = "    session_settings: &["
 VERSION_SQL = "SELECT current_setting('server_version_num'), current_setting('server_version')"
 
 FROM_LINE = "//! from PostgreSQL "
@@ -132,14 +139,74 @@ def render(dsn: str) -> tuple[int, str]:
         if not NAME_RE.match(word):
             raise SystemExit(f"unexpected keyword {word!r}")
         lines.append(f"        (\"{word}\", {cat}),")
+    lines += ["    ],", SETTINGS_START]
+    for (name,) in sorted(psql(dsn, SETTINGS_SQL), key=lambda r: r[0].encode()):
+        if not NAME_RE.match(name):
+            raise SystemExit(f"unexpected setting name {name!r}")
+        lines.append(f"        \"{name}\",")
     lines += ["    ],", "};", ""]
     return major, "\n".join(lines)
 
 
-def content(text: str) -> list[str]:
-    """What `--check` compares: everything but the line naming the exact server release (minor
-    releases never change the catalogue)."""
-    return [line for line in text.splitlines() if not line.startswith(FROM_LINE)]
+FUNCTION_RE = re.compile(r'^        \("([A-Za-z0-9_]+)", ([A-Z_ |]+)\),$')
+COUNT_RES = (re.compile(r"^//! \d+ `pg_proc` rows"), re.compile(r"^    rows: \d+,$"))
+
+
+def parts(text: str) -> tuple[list[str], dict[str, str], set[str]]:
+    """What `--check` compares: the lines compared exactly (all but the line naming the exact
+    release, the row counts, the functions and the session settings), the functions by name,
+    and the session settings."""
+    lines, functions, settings, inside = [], {}, set(), False
+    for line in text.splitlines():
+        if line == SETTINGS_START:
+            inside = True
+        elif inside and line.strip() == "],":
+            inside = False
+        elif inside:
+            settings.add(line.strip().strip(",").strip('"'))
+            continue
+        m = FUNCTION_RE.match(line)
+        if m:
+            functions[m.group(1)] = m.group(2)
+        elif not line.startswith(FROM_LINE) and not any(r.match(line) for r in COUNT_RES):
+            lines.append(line)
+    return lines, functions, settings
+
+
+def differences(old: str, new: str) -> tuple[list[str], list[str]]:
+    """Why `old` is stale for the server `new` was rendered from, and the differences a minor
+    release may make that change no verdict: a plain volatile function present on one side only
+    (PostgreSQL 15.20 added `binary_upgrade_set_next_attribute_versions`) — unknown or volatile,
+    a call of it is not read-safe either way — and a session setting of the server missing from
+    the table (its reads stay on the primary)."""
+    (ol, of, os_), (nl, nf, ns) = parts(old), parts(new)
+    stale, notes = [], []
+    if ol != nl:
+        gone, added = sorted(set(ol) - set(nl))[:20], sorted(set(nl) - set(ol))[:20]
+        stale += [f"- {x.strip()}" for x in gone] + [f"+ {x.strip()}" for x in added]
+    for name in sorted(set(of) | set(nf)):
+        a, b = of.get(name), nf.get(name)
+        if a == b:
+            continue
+        if a is None and b == "VOL":
+            notes.append(f"function {name} (volatile) is not in the table: its calls stay on the primary")
+        elif b is None and a == "VOL":
+            notes.append(f"function {name} (volatile) is not on this server")
+        else:
+            stale.append(f"function {name}: table {a}, server {b}")
+    for name in sorted(os_ - ns):
+        stale.append(f"setting {name} is listed as a session's, the server does not give it to sessions")
+    for name in sorted(ns - os_):
+        notes.append(f"session setting {name} is not in the table: its reads stay on the primary")
+    return stale, notes
+
+
+def shown(path: Path) -> str:
+    """`path` relative to the repository when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def main() -> int:
@@ -157,22 +224,20 @@ def main() -> int:
     out = Path(args.out) if args.out else ROOT / "src" / "classify" / "builtins" / f"pg{major}.rs"
     if args.check:
         old = out.read_text() if out.exists() else ""
-        if content(old) != content(text):
-            old_lines, new_lines = set(content(old)), set(content(text))
-            gone = sorted(old_lines - new_lines)[:20]
-            added = sorted(new_lines - old_lines)[:20]
-            print(f"{out.relative_to(ROOT)} is stale for this server: regenerate with scripts/gen-builtins.py",
+        stale, notes = differences(old, text)
+        for n in notes:
+            print(f"note: {n}")
+        if stale:
+            print(f"{shown(out)} is stale for this server: regenerate with scripts/gen-builtins.py",
                   file=sys.stderr)
-            for line in gone:
-                print(f"  - {line.strip()}", file=sys.stderr)
-            for line in added:
-                print(f"  + {line.strip()}", file=sys.stderr)
+            for line in stale[:40]:
+                print(f"  {line}", file=sys.stderr)
             return 1
-        print(f"{out.relative_to(ROOT)} is fresh ({text.count(chr(10))} lines)")
+        print(f"{shown(out)} is fresh ({text.count(chr(10))} lines)")
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    print(f"wrote {out.relative_to(ROOT)}")
+    print(f"wrote {shown(out)}")
     return 0
 
 

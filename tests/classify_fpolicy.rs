@@ -456,6 +456,15 @@ fn s7_server_dependent_functions_and_relations_go_to_the_writer() {
         "SELECT current_setting(E'in_hot_standby')",
         "SELECT current_setting($1)",
         "SELECT ('in_hot_standby'::text).current_setting",
+        // The server's own settings (pg_settings.context other than user/superuser), and a name
+        // the table does not know.
+        "SELECT current_setting('port')",
+        "SELECT current_setting('Data_Directory')",
+        "SELECT current_setting('primary_conninfo', true)",
+        "SELECT current_setting('max_connections'), current_setting('work_mem')",
+        "SELECT current_setting('shared_buffers')",
+        "SELECT current_setting('server_version')",
+        "SELECT current_setting('polar_no_such_setting', true)",
     ] {
         assert_eq!(default_why(sql), NotSafe::ServerDependent, "{sql}");
     }
@@ -464,6 +473,8 @@ fn s7_server_dependent_functions_and_relations_go_to_the_writer() {
         "SELECT inet_server_addr(), inet_server_port()",
         "SELECT * FROM pg_stats WHERE tablename = 't'",
         "SELECT current_setting('work_mem'), current_setting('search_path', true)",
+        "SELECT current_setting('TimeZone'), current_setting('datestyle')",
+        "SELECT current_setting('myapp.tenant', true)",
         "SELECT * FROM pg_class WHERE relname = 'pg_stat_activity'",
     ] {
         assert_eq!(default_why(sql), NotSafe::None, "{sql}");

@@ -325,6 +325,10 @@ const PIECES: &[&str] = &[
     "DELETE FROM t",
     "\"",
     "nextval",
+    "now",
+    "Today",
+    "tomorrow 10:00",
+    "YESTERDAY",
 ];
 
 fn string_body(parts: &[u8]) -> String {
@@ -520,6 +524,29 @@ fn s7_literals_a_verdict_reads_stay_in_the_key() {
     differs(
         "SELECT U&\"#006Eextval\" UESCAPE '!'('s')",
         "SELECT U&\"!006Eextval\" UESCAPE '!'('s')",
+        b"",
+    );
+    // A date/time input of the transaction's start (P-5: such a read is never split), in every
+    // kind of string literal.
+    differs("SELECT '2026-12-01'::date", "SELECT 'today'::date", b"");
+    differs(
+        "SELECT * FROM t WHERE ts < 'x' AND k = 1",
+        "SELECT * FROM t WHERE ts < 'NOW' AND k = 1",
+        b"",
+    );
+    differs(
+        "SELECT $$x$$::timestamptz",
+        "SELECT $$tomorrow$$::timestamptz",
+        b"",
+    );
+    differs(
+        "SELECT N'x'::timestamptz",
+        "SELECT N'yesterday'::timestamptz",
+        b"",
+    );
+    differs(
+        "SELECT current_setting('work_mem')",
+        "SELECT current_setting('transaction_isolation')",
         b"",
     );
     // Hint comments.

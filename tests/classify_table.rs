@@ -14,6 +14,9 @@ const CODE: Effects = Effects::RUNS_CODE;
 const AX: Effects = Effects::ADVISORY_XACT_LOCK;
 const AU: Effects = Effects::ADVISORY_UNLOCK_ALL;
 const TMP: Effects = Effects::CREATES_TEMP;
+/// P-5/S-7: reads a value of the client's transaction (its start time or characteristics); the
+/// backslash and `U&` rows are the predicate erring towards yes (an escape may spell `now`).
+const TV: Effects = Effects::TXN_VALUE;
 
 const R: Kind = Kind::Read;
 const RN: Kind = Kind::ReadNotSafe;
@@ -82,8 +85,8 @@ const TABLE: &[Row] = &[
     ("SELECT 1 /* ; */", R, Ns::None, N, true),
     ("SELECT $$;$$", R, Ns::None, N, true),
     ("SELECT $tag$ nextval('s'); DELETE FROM t $tag$", R, Ns::None, N, true),
-    (r"SELECT E'\';drop'", R, Ns::None, N, true),
-    (r"SELECT e'\\', 'x'", R, Ns::None, N, true),
+    (r"SELECT E'\';drop'", R, Ns::None, TV, true),
+    (r"SELECT e'\\', 'x'", R, Ns::None, TV, true),
     ("SELECT 1 /* /* */ FOR UPDATE */", R, Ns::None, N, true),
     ("SELECT 1 -- FOR UPDATE", R, Ns::None, N, true),
     ("SELECT -- comment ; DELETE\n 1", R, Ns::None, N, true),
@@ -99,9 +102,22 @@ const TABLE: &[Row] = &[
     ("SELECT * FROM t TABLESAMPLE SYSTEM (10) REPEATABLE (1)", R, Ns::None, N, true),
     ("SELECT * FROM a JOIN LATERAL (SELECT * FROM b WHERE b.id = a.id LIMIT 1) s ON true", R, Ns::None, N, true),
     ("SELECT 'it''s'", R, Ns::None, N, true),
-    (r"SELECT U&'d\0061t\+000061'", R, Ns::None, N, true),
+    (r"SELECT U&'d\0061t\+000061'", R, Ns::None, TV, true),
     ("SELECT B'1010', X'1F', N'nat'", R, Ns::None, N, true),
-    ("SELECT lower(name), now(), pg_sleep(0) FROM t", R, Ns::None, N, true),
+    ("SELECT lower(name), now(), pg_sleep(0) FROM t", R, Ns::None, TV, true),
+    // Values of the client's transaction (P-5, S-7): read-safe, but never split.
+    ("SELECT CURRENT_TIMESTAMP", R, Ns::None, TV, true),
+    ("SELECT current_date, localtime, LOCALTIMESTAMP, Current_Time", R, Ns::None, TV, true),
+    ("SELECT transaction_timestamp()", R, Ns::None, TV, true),
+    ("SELECT pg_catalog.now() FROM t", R, Ns::None, TV, true),
+    ("SELECT 'today'::date, x FROM t", R, Ns::None, TV, true),
+    ("SELECT * FROM t WHERE ts < 'Tomorrow 10:00'", R, Ns::None, TV, true),
+    ("SELECT ts - 'YESTERDAY'::timestamptz FROM t", R, Ns::None, TV, true),
+    ("SELECT $$ now $$::timestamptz", R, Ns::None, TV, true),
+    ("SELECT current_setting('TRANSACTION_ISOLATION')", R, Ns::None, TV, true),
+    ("SELECT current_setting('transaction_deferrable', true)", R, Ns::None, TV, true),
+    ("SELECT \"current_timestamp\", \"now\" FROM t", R, Ns::None, N, true),
+    ("SELECT statement_timestamp(), clock_timestamp(), '2026-12-01'::date", R, Ns::None, N, true),
     ("SELECT x FROM t WHERE y IN (SELECT y FROM u)", R, Ns::None, N, true),
     ("SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.id = t.id)", R, Ns::None, N, true),
     ("SELECT (ARRAY[1,2])[1]", R, Ns::None, N, true),
@@ -109,8 +125,8 @@ const TABLE: &[Row] = &[
     ("SELECT * FROM t ORDER BY a NULLS LAST LIMIT 10 OFFSET 5", R, Ns::None, N, true),
     ("SELECT * FROM t FETCH FIRST 3 ROWS ONLY", R, Ns::None, N, true),
     ("SELECT c.fullname FROM customers c", R, Ns::None, N, true),
-    (r"SELECT 'C:\path'", R, Ns::None, N, true),
-    ("SELECT * FROM t WHERE ts > now() - interval '1 day' AND j @> '{\"a\":1}'", R, Ns::None, N, true),
+    (r"SELECT 'C:\path'", R, Ns::None, TV, true),
+    ("SELECT * FROM t WHERE ts > now() - interval '1 day' AND j @> '{\"a\":1}'", R, Ns::None, TV, true),
     ("SELECT CASE WHEN a THEN 1 ELSE 2 END FROM t", R, Ns::None, N, true),
     ("SELECT 1 /* route=primary */", R, Ns::None, N, true),
     ("SELECT 1 -- route=primary", R, Ns::None, N, true),
@@ -314,7 +330,7 @@ const TABLE: &[Row] = &[
     ("SELECT (1; 2)", U, Ns::Unparseable, N, false),
     ("(DELETE FROM t)", U, Ns::Unparseable, N, false),
     // Ambiguous under standard_conforming_strings = off: the string would not end.
-    (r"SELECT 'a\'", RN, Ns::Unparseable, N, false),
+    (r"SELECT 'a\'", RN, Ns::Unparseable, TV, false),
 
     // ---- transaction control ----
     ("BEGIN", Kind::Begin(NO_OPTS), Ns::NotARead, N, false),

@@ -895,3 +895,18 @@ fn e1_e2_a_batch_reaches_the_reader_the_same_whether_it_is_all_that_is_queued_or
     assert_eq!(&behind[behind.len() - alone.len()..], &alone[..]);
     assert!(tags(&behind).ends_with("PBEPBDES"), "{:?}", tags(&behind));
 }
+
+#[test]
+fn e4_a_batch_reading_a_value_of_the_clients_transaction_is_not_split() {
+    // P-5 for batches: an Execute of a statement that reads the transaction's start time keeps
+    // the batch on the writer inside a block (S-7).
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'T', Some(0x5000), Some((b'x', "1,900")));
+    h.take_client();
+    let acts = h.client(&unnamed_batch("SELECT v, now() FROM t WHERE k = $1"));
+    assert!(!acquired(&acts), "{acts:?}");
+    assert_eq!(h.last_decision().reason, Reason::SplitTxnValue);
+}

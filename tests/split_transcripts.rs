@@ -410,3 +410,53 @@ fn s3_rollback_releases_and_repeatable_read_never_splits() {
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::SplitIsolation);
 }
+
+#[test]
+fn p5_a_read_of_a_value_of_the_clients_transaction_is_never_split() {
+    // S-7: a reader runs the read in a transaction of its own, so now(), CURRENT_TIMESTAMP, the
+    // 'today' input, and the block's isolation and deferrability would be the reader's. Before
+    // the first write and after it, such a read stays on the writer; outside a block it goes to
+    // a reader (its own transaction has the same values there).
+    let reads = [
+        "SELECT now()",
+        "SELECT v, CURRENT_TIMESTAMP FROM t",
+        "SELECT * FROM t WHERE d = 'today'",
+        "SELECT current_setting('transaction_isolation')",
+        "SELECT current_setting('Transaction_Deferrable')",
+    ];
+    for sql in reads {
+        let mut h = host_with(ServerDialect::Awide);
+        begin(&mut h, "BEGIN", Some((b'x', "")));
+        h.client(&query(sql));
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::SplitTxnValue,
+            "{sql} before the first write"
+        );
+        h.writer_answers("SELECT 1", b'T', Some(0x1000), Some((b'x', "")));
+        h.client(&query("INSERT INTO t VALUES (1)"));
+        h.writer_answers("INSERT 0 1", b'T', Some(0x5000), Some((b'x', "1,900")));
+        h.engine.reader_sample(1, Lsn(0x6000), h.now);
+        h.client(&query(sql));
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::SplitTxnValue,
+            "{sql} after the first write"
+        );
+        h.writer_answers("SELECT 1", b'T', Some(0x5000), Some((b'x', "1,900")));
+        // A read without such a value is still split.
+        let acts = h.client(&query("SELECT v FROM t"));
+        assert!(acquired(&acts), "{acts:?}");
+        h.attach(R1);
+        assert_eq!(h.last_decision().reason, Reason::SplitRead);
+        reader_rows(&mut h, R1, 1, 0x6000);
+        h.client(&query("COMMIT"));
+        h.writer_answers("COMMIT", b'I', Some(0x7000), None);
+        h.take_client();
+        // Outside a block the same read goes to a reader.
+        h.engine.reader_sample(1, Lsn(0x8000), h.now);
+        h.engine.reader_sample(2, Lsn(0x8000), h.now);
+        let acts = h.client(&query(sql));
+        assert!(acquired(&acts), "{sql} outside a block: {acts:?}");
+    }
+}

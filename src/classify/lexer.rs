@@ -102,6 +102,24 @@ static CLASS: [u8; 256] = {
     t
 };
 
+/// Whether a string or dollar-quoted literal (`raw`: the token's bytes, prefix and quotes
+/// included) may be read as one of the date/time inputs that mean the transaction's start —
+/// `now`, `today`, `tomorrow`, `yesterday`, in any case, alone or with a time — so a statement
+/// using it reads a value of its transaction (`Effects::TXN_VALUE`). Errs towards yes: any of
+/// the words anywhere in it, or a backslash or a `U&` prefix (an escape may spell them). The
+/// shape cache keeps such literals in the key (`shape.rs`), so a cached verdict never stands for
+/// a text where the word appears.
+pub(crate) fn may_spell_txn_time(raw: &[u8]) -> bool {
+    if raw.contains(&b'\\') || raw.first().is_some_and(|&b| b | 0x20 == b'u') {
+        return true;
+    }
+    let has = |word: &[u8]| {
+        raw.windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word))
+    };
+    has(b"now") || has(b"today") || has(b"tomorrow") || has(b"yesterday")
+}
+
 #[inline]
 pub(super) fn is_ident_start(b: u8) -> bool {
     CLASS[b as usize] & IDENT_START != 0

@@ -19,7 +19,7 @@ use super::builtins::{self, flags, Builtin, BuiltinTable};
 use super::functions::{name_hash, Call, Rules};
 use super::ident::{normalise, Name};
 use super::keywords::{kw_of, Kw};
-use super::lexer::{Tok, Token};
+use super::lexer::{self, Tok, Token};
 use super::{Effects, Limits, Span};
 
 /// Effects of calling a function by its normalised name (S-4). Independent of the configured
@@ -61,6 +61,22 @@ fn call_effects(name: &str) -> (Effects, bool) {
 /// Built-ins that run SQL given as text: whatever the configured lists say, never safe.
 fn executes_sql_text(name: &str) -> bool {
     builtins::RUNS_SQL_TEXT.contains(&name)
+}
+
+/// The SQL value functions that answer the transaction's start (`CURRENT_TIMESTAMP`, …): reserved
+/// keywords, so an unquoted one is always the function (`Effects::TXN_VALUE`).
+fn is_txn_time_keyword(b: &[u8]) -> bool {
+    matches!(b.len(), 9..=17)
+        && matches!(b[0] | 0x20, b'c' | b'l')
+        && [
+            &b"current_timestamp"[..],
+            b"current_date",
+            b"current_time",
+            b"localtime",
+            b"localtimestamp",
+        ]
+        .iter()
+        .any(|k| b.eq_ignore_ascii_case(k))
 }
 
 fn starts_ci(t: &[u8], p: &[u8]) -> bool {
@@ -299,7 +315,7 @@ impl Scan {
                 }
             }
         }
-        self.setting_arg(t, sql);
+        self.setting_arg(t, sql, policy.builtins);
         let name_like = matches!(t.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent);
         if name_like {
             if !(self.in_chain && matches!(self.prev, Some(p) if p.kind == Tok::Dot)) {
@@ -335,6 +351,9 @@ impl Scan {
                 }
             }
             Tok::Ident => self.keyword(t, idx, src, into_state),
+            Tok::String | Tok::DollarString if lexer::may_spell_txn_time(bytes(src, t)) => {
+                self.effects |= Effects::TXN_VALUE;
+            }
             _ => {}
         }
         if name_like && matches!(self.prev, Some(p) if p.kind == Tok::Dot) {
@@ -348,6 +367,9 @@ impl Scan {
 
     fn keyword(&mut self, t: Token, idx: u32, src: &[u8], into_state: u8) {
         let b = bytes(src, t);
+        if is_txn_time_keyword(b) {
+            self.effects |= Effects::TXN_VALUE;
+        }
         let k = kw_of(b);
         let in_lock = idx <= self.lock_tail_until && self.lock;
         match k {
@@ -455,12 +477,16 @@ impl Scan {
 
     /// S-7: `current_setting('<name>' …)` is server-dependent for S-7's names, and for any
     /// argument that is not a plain literal.
-    fn setting_arg(&mut self, t: Token, sql: &str) {
+    fn setting_arg(&mut self, t: Token, sql: &str, table: &BuiltinTable) {
         match std::mem::replace(&mut self.setting, Setting::None) {
             Setting::None => {}
             Setting::Open => match plain_literal(sql, t) {
                 Some(name) => {
-                    self.setting = Setting::Literal(builtins::is_server_dependent_setting(&name))
+                    if builtins::is_transaction_setting(&name) {
+                        self.effects |= Effects::TXN_VALUE;
+                    }
+                    self.setting =
+                        Setting::Literal(builtins::is_server_dependent_setting(table, &name))
                 }
                 None => self.server_dependent = true,
             },
@@ -507,6 +533,9 @@ impl Scan {
         let s = name.as_str();
         let (fx, unlock_all) = call_effects(s);
         self.effects |= fx;
+        if s.eq_ignore_ascii_case("now") || s.eq_ignore_ascii_case("transaction_timestamp") {
+            self.effects |= Effects::TXN_VALUE;
+        }
         if unlock_all {
             // Only the real one clears the locks: unqualified or pg_catalog-qualified.
             let qualified = matches!(self.prev2, Some(d) if d.kind == Tok::Dot);

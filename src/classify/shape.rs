@@ -13,6 +13,9 @@
 //! - the comments before the first token (`/* route=… */` hints are read there);
 //! - a literal right after `(` after `current_setting`, a quoted name or a `U&` name: the
 //!   argument of `current_setting` decides S-7 (a quoted or `U&` name may spell it);
+//! - a string or dollar-quoted literal that may spell a date/time input of the transaction's
+//!   start (`now`, `today`, `tomorrow`, `yesterday`; any with a backslash or a `U&` prefix):
+//!   it makes a read unsplittable (`lexer::may_spell_txn_time`, P-5);
 //! - white space (it moves positions, and a line comment ends at a newline).
 //!
 //! Texts the shape cannot stand for are not shaped at all: a plain literal with a backslash (with
@@ -97,7 +100,7 @@ fn token_at(sql: &str, i: usize) -> Option<(usize, Class)> {
             let mut backslash = false;
             match lexer::quoted_end(src, i + 1, b'\'', false, &mut backslash) {
                 // A plain literal with a backslash is not shaped (module documentation).
-                Some(e) if !backslash => (e, Class::Literal),
+                Some(e) if !backslash => (e, literal_class(&src[i..e])),
                 _ => return None,
             }
         }
@@ -133,9 +136,20 @@ fn lexed(sql: &str, at: usize) -> Option<(usize, Class)> {
     Some((t.end, class_of(sql.as_bytes(), t)?))
 }
 
+/// A string literal's class: kept in the key when it may spell a date/time input of the
+/// transaction's start, which the classification reads by value (`Effects::TXN_VALUE`).
+fn literal_class(raw: &[u8]) -> Class {
+    if lexer::may_spell_txn_time(raw) {
+        Class::Kept
+    } else {
+        Class::Literal
+    }
+}
+
 fn class_of(src: &[u8], t: Token) -> Option<Class> {
     Some(match t.kind {
-        Tok::String | Tok::DollarString | Tok::Number => Class::Literal,
+        Tok::String | Tok::DollarString => literal_class(src.get(t.start..t.end)?),
+        Tok::Number => Class::Literal,
         Tok::LineComment | Tok::BlockComment => Class::Comment,
         Tok::LParen => Class::LParen,
         Tok::Error(_) => return None,
@@ -322,6 +336,11 @@ impl Shape {
         while let Some(t) = lx.next_token() {
             let elide = match t.kind {
                 Tok::LineComment | Tok::BlockComment => seen_token,
+                Tok::String | Tok::DollarString
+                    if lexer::may_spell_txn_time(&src[t.start..t.end]) =>
+                {
+                    false
+                }
                 Tok::String | Tok::DollarString | Tok::Number => !(prev_lparen && prev2_setting),
                 Tok::Error(_) => return None,
                 _ => false,

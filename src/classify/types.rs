@@ -303,6 +303,14 @@ impl Effects {
     /// session state (S-5: a capture follows it on the writer; S-6: a reader that ran it is
     /// state-checked or reset before another session gets it).
     pub const RUNS_CODE: Effects = Effects(1 << 5);
+    /// Reads a value of the client's transaction (P-5, S-7): its start time (`now()`,
+    /// `transaction_timestamp()`, `CURRENT_TIMESTAMP`/`CURRENT_DATE`/`CURRENT_TIME`,
+    /// `LOCALTIME[STAMP]`, a literal that may be the date/time input `now`, `today`, `tomorrow`
+    /// or `yesterday`, see [`may_spell_txn_time`](super::lexer::may_spell_txn_time)) or its
+    /// characteristics (`current_setting` of `transaction_isolation` or
+    /// `transaction_deferrable`). Outside a transaction block a reader's own transaction has the
+    /// same values; inside one only the writer's transaction has them, so such a read is not split.
+    pub const TXN_VALUE: Effects = Effects(1 << 6);
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0

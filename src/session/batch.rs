@@ -377,6 +377,11 @@ impl Session {
                 not_safe: Reason::NotARead,
                 multi: false,
                 hint_primary: shape.hint_primary,
+                txn_value: shape
+                    .execs
+                    .iter()
+                    .flatten()
+                    .any(|c| c.effects().contains(crate::classify::Effects::TXN_VALUE)),
             },
             Some(r) => StatementView::not_safe(r),
         };
@@ -924,16 +929,23 @@ impl Session {
         let Ok(msg) = FrontendMessage::reread(t, body, head.names) else {
             return false;
         };
+        // A statement reading a value of the client's transaction joins no split (P-5).
+        let in_txn = self.txn.active;
+        let may_join = |c: &Classification| {
+            c.is_replica_safe()
+                && !c.hint_primary
+                && !(in_txn && c.effects().contains(crate::classify::Effects::TXN_VALUE))
+        };
         let safe_name = |name: &[u8]| {
             self.statements
                 .peek(name)
                 .and_then(|s| s.class.as_ref())
-                .is_some_and(|c| c.is_replica_safe() && !c.hint_primary)
+                .is_some_and(may_join)
         };
         match msg {
             FrontendMessage::Parse { statement, .. } => {
                 let class_ok = matches!(&head.info, MsgInfo::Parse { class: Some(c), .. }
-                    if c.is_replica_safe() && !c.hint_primary);
+                    if may_join(c));
                 class_ok
                     && !statement.starts_with(ENGINE_PREFIX)
                     && (statement.is_empty() || !self.statements.contains(statement))

@@ -1,7 +1,7 @@
 //! `plan` (SPEC P-3, P-5): a pure function from the collected inputs to a decision. The reader is
 //! bound later (`execute`, P-4); this only says which outcome and why.
 
-use crate::classify::{Classification, Isolation, Kind, NotSafe};
+use crate::classify::{Classification, Effects, Isolation, Kind, NotSafe};
 use crate::config::{Consistency, OnMissingLsn, ReadFallback, ServerDialect};
 use crate::protocol::{Lsn, Marker};
 
@@ -15,6 +15,8 @@ pub struct StatementView {
     pub not_safe: Reason,
     pub multi: bool,
     pub hint_primary: bool,
+    /// It reads a value of the client's transaction (`Effects::TXN_VALUE`): never split (P-5).
+    pub txn_value: bool,
 }
 
 impl StatementView {
@@ -30,6 +32,7 @@ impl StatementView {
             not_safe,
             multi: c.count() > 1,
             hint_primary: c.hint_primary,
+            txn_value: c.effects().contains(Effects::TXN_VALUE),
         }
     }
 
@@ -40,6 +43,7 @@ impl StatementView {
             not_safe: reason,
             multi: false,
             hint_primary: false,
+            txn_value: false,
         }
     }
 }
@@ -197,6 +201,11 @@ fn plan_split(i: &PlanInput) -> Decision {
     if t.set_ran {
         return Decision::primary(Reason::SplitSetInTxn);
     }
+    // Either branch: the read runs in the reader's own transaction, whose start time and
+    // characteristics are not the client's block's (S-7).
+    if i.statement.txn_value {
+        return Decision::primary(Reason::SplitTxnValue);
+    }
     if prefix {
         return Decision::reader(Outcome::ReplicaWithWait, Reason::SplitPreWrite, i.target);
     }
@@ -234,6 +243,7 @@ mod tests {
                 not_safe: Reason::NotARead,
                 multi: false,
                 hint_primary: false,
+                txn_value: false,
             },
             hazard: false,
             state_unknown: false,

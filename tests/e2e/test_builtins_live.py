@@ -117,11 +117,15 @@ def test_f_policy_table_is_fresh_for_the_live_server(pair, live, classify_bin, t
     lists = engine_lists(classify_bin)
     table = {n: v for n, v in lists["builtin"].items()}
     want = {n: f["vol"] for n, f in live["functions"].items()}
-    missing = sorted(set(want) - set(table))
-    extra = sorted(set(table) - set(want))
+    # A minor release may add a plain volatile function (15.20 added one for binary upgrades):
+    # unknown or volatile, its calls are not read-safe either way, so only that may differ.
+    missing = sorted(n for n in set(want) - set(table) if want[n] != {"v"})
+    extra = sorted(n for n in set(table) - set(want) if table[n] != {"v"})
     differ = sorted(n for n in set(want) & set(table) if want[n] != table[n])
     assert not missing and not extra and not differ, (missing[:10], extra[:10], differ[:10])
-    assert int(lists["table"][1]) == len(live["rows"])
+    tolerated = (set(want) ^ set(table))
+    if not tolerated:
+        assert int(lists["table"][1]) == len(live["rows"])
     kw = {w: "_UCTR"[c] for w, c in lists["keyword"].items()}
     assert kw == live["keywords"]
     # The generator agrees, byte for byte, with the committed file ...
@@ -134,7 +138,11 @@ def test_f_policy_table_is_fresh_for_the_live_server(pair, live, classify_bin, t
     stale = tmp_path / "pg15.rs"
     stale.write_text(committed.read_text().replace('("lower", IMM)', '("lower", VOL)', 1))
     bad = subprocess.run(gen + ["--out", str(stale)], capture_output=True, text=True)
-    assert bad.returncode == 1 and "stale" in bad.stderr, bad.stderr
+    assert bad.returncode == 1 and "is stale" in bad.stderr and "lower" in bad.stderr, bad.stderr
+    # S-7: a setting the server keeps to itself listed as a session's is stale too.
+    stale.write_text(committed.read_text().replace('        "work_mem",\n', '        "port",\n        "work_mem",\n', 1))
+    bad = subprocess.run(gen + ["--out", str(stale)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "setting port" in bad.stderr, bad.stderr
 
 
 def expected(name: str, vol: set[str], lists: dict) -> str:

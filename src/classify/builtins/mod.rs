@@ -60,6 +60,9 @@ pub struct BuiltinTable {
     pub(crate) functions: &'static [(&'static str, u8)],
     /// Sorted by word; category from [`flags`].
     pub(crate) keywords: &'static [(&'static str, u8)],
+    /// The settings a session has of its own (`pg_settings.context` `user` or `superuser`),
+    /// sorted bytewise: `current_setting` of any other literal name is the server's (S-7).
+    pub(crate) session_settings: &'static [&'static str],
 }
 
 /// One table per major version: equal majors are the same table.
@@ -454,10 +457,33 @@ pub(crate) fn is_server_dependent_relation(name: &str) -> bool {
     matches(SERVER_DEPENDENT_RELATIONS, name)
 }
 
+/// Whether `current_setting` of this literal names a characteristic of the current transaction
+/// (P-5: only the writer's transaction has the client's block's).
+pub(crate) fn is_transaction_setting(name: &str) -> bool {
+    ["transaction_isolation", "transaction_deferrable"]
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(name))
+}
+
 /// Whether `current_setting` of this literal (compared case-insensitively, as GUC names are) is
-/// server-dependent.
-pub(crate) fn is_server_dependent_setting(name: &str) -> bool {
-    SERVER_DEPENDENT_SETTINGS
+/// server-dependent (S-7): one of [`SERVER_DEPENDENT_SETTINGS`], or a setting that is not the
+/// session's own — the server's port, data directory, connection to the primary, any setting a
+/// configuration file or the server start sets (`pg_settings.context` other than `user` and
+/// `superuser`), and any name `table` does not know. A custom (dotted) name is the session's: it
+/// exists only where a session or an extension defined it, and a reader replays the session's
+/// (S-5).
+pub(crate) fn is_server_dependent_setting(table: &BuiltinTable, name: &str) -> bool {
+    if SERVER_DEPENDENT_SETTINGS
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(name))
+    {
+        return true;
+    }
+    if name.contains('.') {
+        return false;
+    }
+    !table
+        .session_settings
         .iter()
         .any(|s| s.eq_ignore_ascii_case(name))
 }
@@ -569,7 +595,11 @@ mod tests {
         assert!(is_server_dependent_relation("pg_locks"));
         assert!(!is_server_dependent_relation("pg_stats"));
         assert!(!is_server_dependent_relation("pg_class"));
-        assert!(is_server_dependent_setting("IN_HOT_STANDBY"));
-        assert!(!is_server_dependent_setting("work_mem"));
+        assert!(is_server_dependent_setting(t, "IN_HOT_STANDBY"));
+        assert!(!is_server_dependent_setting(t, "work_mem"));
+        assert!(!is_server_dependent_setting(t, "timezone"));
+        assert!(!is_server_dependent_setting(t, "app.tenant"));
+        assert!(is_server_dependent_setting(t, "port"));
+        assert!(is_server_dependent_setting(t, "no_such_setting"));
     }
 }
