@@ -445,7 +445,7 @@ impl Session {
                 // the bookkeeping does reads or adds queued client bytes).
                 let pending = std::mem::take(&mut self.pending);
                 if let Some(b) = pending.get(range) {
-                    self.note_writer_msg(id, w, b, names);
+                    self.note_writer_msg(id, w, b, names, true);
                 }
                 debug_assert!(
                     self.pending.is_empty(),
@@ -478,13 +478,14 @@ impl Session {
 
     /// Sends a kept message of unit `id` to the writer (a fallback or retry after a reader).
     pub(super) fn batch_msg_to_writer(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names) {
-        self.note_writer_msg(id, w, bytes, names);
+        self.note_writer_msg(id, w, bytes, names, false);
         self.out.send_backend(w, bytes);
     }
 
     /// Bookkeeping for one client message about to reach the writer: hidden Parses it needs,
-    /// its expected answer, and what it does to the statements tracked (E-2).
-    fn note_writer_msg(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names) {
+    /// its expected answer, and what it does to the statements tracked (E-2). `fresh`: the
+    /// client's message on its way (false: a kept message of a reader attempt, sent again).
+    fn note_writer_msg(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names, fresh: bool) {
         let Some((t, body)) = split(bytes) else {
             return;
         };
@@ -497,6 +498,13 @@ impl Session {
         let named = match msg {
             FrontendMessage::Bind { statement, .. } => Some(statement),
             FrontendMessage::Describe { kind: b'S', name } => Some(name),
+            // A client Parse reusing the name of a statement that lives only on readers: the
+            // writer must have it to answer 42P05 as the one server would (E-2), not create
+            // it. Not on a retry or fallback (`fresh` false): a name this batch parsed on the
+            // reader is the batch's own, not an earlier statement.
+            FrontendMessage::Parse { statement, .. } if fresh && !statement.is_empty() => {
+                Some(statement)
+            }
             _ => None,
         };
         if let Some(name) = named {
@@ -539,6 +547,7 @@ impl Session {
                     name: statement.into(),
                     hash: 0,
                     who: Who::Client,
+                    local: false,
                 });
                 let text = std::str::from_utf8(sql).ok();
                 let class = text.map(|s| self.classify_sql(s));
@@ -595,6 +604,7 @@ impl Session {
                 name: name.into(),
                 hash: 0,
                 who: Who::Prepare,
+                local: false,
             });
         }
         self.engine.stats().inc(Counter::StatementsPrepared);
@@ -651,13 +661,15 @@ impl Session {
                 self.statements
                     .insert_hashed(statement, rest, hash, class, false, limit);
                 let b = self.backend_mut(i);
+                let local = b.prepared.has(hash);
                 b.parses.push_back(statements::ParseNote {
                     unit: id,
                     name: statement.into(),
                     hash,
                     who: Who::Client,
+                    local,
                 });
-                if b.prepared.has(hash) {
+                if local {
                     // Already prepared on this connection: the client's ParseComplete is ours.
                     b.resp
                         .push(Req::Local(tag::PARSE_COMPLETE), Who::Client, id);
@@ -743,6 +755,7 @@ impl Session {
                 name: name.into(),
                 hash,
                 who: Who::Prepare,
+                local: false,
             });
             self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
         }
@@ -871,6 +884,11 @@ impl Session {
                 true
             }
             Attempt::Reader { conn, .. } => {
+                if self.unit(id).is_some_and(|u| u.after_replay.is_some()) {
+                    // The settings replay runs first; the batch's own messages (and these,
+                    // behind them) are sent when it answered (`replay_done`).
+                    return false;
+                }
                 if extended && self.joins_reader_batch() {
                     let mut kept = Vec::new();
                     if let Some(b) = self.msg_bytes(head) {

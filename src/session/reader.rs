@@ -278,6 +278,8 @@ impl Session {
         if !failed {
             let needs_reset = self.unit(id).and_then(|u| u.after_replay).unwrap_or(false);
             self.send_reader_part(id, conn, needs_reset);
+            // Messages of the open batch that arrived during the replay follow (E-1).
+            self.pump(None);
             return;
         }
         let (class, rec, text) = match self.unit(id) {
