@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use polarsplit::{ConnId, Event};
+use polarsplit::{ConnId, Event, Outcome, Reason};
 
 const R1: ConnId = 711;
 
@@ -165,4 +165,37 @@ fn e2_a_skipped_parse_the_engine_answered_keeps_the_readers_statement_known() {
     h.client(&b);
     h.attach(R1);
     assert_eq!(tags(&h.take_sent(R1)), "BES");
+}
+
+#[test]
+fn e4_a_named_portal_bound_inside_a_transaction_lives_on_the_writer() {
+    // asyncpg's cursor in a transaction: Bind of a named portal and a row-limited Execute, then
+    // more Executes of the portal in later batches; a reader's Sync would destroy the portal.
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.take_client();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    let mut b = bind("c1", "s1");
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::BatchRowLimitedInTxn)
+    );
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PBS",
+        "the statement prepared on the writer first"
+    );
+    assert!(h.take_sent(R1).is_empty());
 }

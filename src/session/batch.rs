@@ -287,6 +287,12 @@ impl Session {
                         }
                         None => refuse(&mut shape, Reason::BatchUnknownStatement),
                     }
+                    if txn && !portal.is_empty() {
+                        // E-4: a named portal inside a transaction outlives the batch (asyncpg's
+                        // cursors bind in one batch and fetch in the next); a reader's Sync would
+                        // destroy it.
+                        refuse(&mut shape, Reason::BatchRowLimitedInTxn);
+                    }
                     portals.push((portal, statement, resolved, parsed.count()));
                 }
                 FrontendMessage::Describe { kind, name } => {
@@ -959,8 +965,11 @@ impl Session {
                         .statements
                         .has_room(self.config.max_prepared_statements)
             }
-            FrontendMessage::Bind { statement, .. } => {
-                safe_name(statement) && !self.statements.lexed_otherwise(statement)
+            FrontendMessage::Bind { portal, statement } => {
+                safe_name(statement)
+                    && !self.statements.lexed_otherwise(statement)
+                    // E-4: a named portal in a transaction outlives the batch: the writer's.
+                    && !(self.txn.active && !portal.is_empty())
             }
             FrontendMessage::Describe { kind: b'S', name } => safe_name(name),
             // Portals of this batch live on this reader; Executes of them run the statements

@@ -235,3 +235,54 @@ def test_e2_a_skipped_parse_does_not_forget_what_the_reader_has_prepared(pair, p
         # A row first (no retry possible after it), then the statement again.
         ([parse("", "SELECT 1"), bind("", ""), execute(), parse("", r), bind("", ""), execute(), SYNC], 1),
     ])
+
+
+# -- E-4: a named portal bound inside a transaction ------------------------------------------------
+# Inside a transaction a portal outlives its batch. asyncpg's cursors (conn.cursor() in a
+# transaction) send Parse/Describe/Flush, then Bind of a named portal + a row-limited Execute + Sync,
+# then more Executes; the Bind joined the open reader batch (or a Bind-only batch went to a reader),
+# the reader's Sync destroyed the portal, and the next Execute on the writer failed 34000 — which
+# also aborted the client's transaction (its COMMIT answered ROLLBACK).
+
+CURSOR_READ = "SELECT g FROM generate_series(1, 10) g"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", ["bind_only_batch", "execute_all_then_again", "describe_portal_later"])
+def test_e4_a_named_portal_bound_in_a_transaction_survives_its_batch(pair, proxy, case):
+    later = {
+        "bind_only_batch": ([bind("red2_p", "red2_c")], [execute("red2_p", 4), SYNC]),
+        "execute_all_then_again": ([bind("red2_p", "red2_c"), execute("red2_p")], [execute("red2_p"), SYNC]),
+        "describe_portal_later": ([bind("red2_p", "red2_c")], [describe(b"P", "red2_p"), SYNC]),
+    }[case]
+    same_as_primary(pair, proxy, [
+        ([query("BEGIN")], 1),
+        ([parse("red2_c", CURSOR_READ), SYNC], 1),
+        ([*later[0], SYNC], 1),
+        (later[1], 1),
+        ([query("COMMIT")], 1),
+    ])
+
+
+@pytest.mark.timeout(60)
+def test_e4_asyncpg_cursor_in_a_transaction_fetches_every_row(pair, proxy):
+    import asyncio
+
+    import asyncpg
+
+    async def run(port):
+        conn = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database="app",
+                                     ssl=False, timeout=ANSWER_S)
+        try:
+            async with conn.transaction():
+                it = [r[0] async for r in conn.cursor(CURSOR_READ, prefetch=3)]
+                cur = await conn.cursor(CURSOR_READ)
+                fetched = [[r[0] for r in await cur.fetch(4)], [r[0] for r in await cur.fetch(4)]]
+            return it, fetched
+        finally:
+            conn.terminate()
+
+    want = asyncio.run(asyncio.wait_for(run(pair.primary.port), 3 * ANSWER_S))
+    got = asyncio.run(asyncio.wait_for(run(proxy.port), 3 * ANSWER_S))
+    assert want == (list(range(1, 11)), [[1, 2, 3, 4], [5, 6, 7, 8]])
+    assert got == want
