@@ -969,7 +969,7 @@ impl Session {
                 safe_name(statement)
                     && !self.statements.lexed_otherwise(statement)
                     // E-4: a named portal in a transaction outlives the batch: the writer's.
-                    && !(self.txn.active && !portal.is_empty())
+                    && (portal.is_empty() || !self.txn.active)
             }
             FrontendMessage::Describe { kind: b'S', name } => safe_name(name),
             // Portals of this batch live on this reader; Executes of them run the statements
