@@ -199,3 +199,32 @@ fn e4_a_named_portal_bound_inside_a_transaction_lives_on_the_writer() {
     );
     assert!(h.take_sent(R1).is_empty());
 }
+
+#[test]
+fn e2_a_parse_behind_a_pipelined_deallocate_all_gets_no_hidden_parse() {
+    // The name is tracked (reader only) when the Parse is sent, but the DEALLOCATE ALL ahead of
+    // it drops it on the writer first: a hidden Parse would make the client's fail 42P05.
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.take_client();
+    let mut b = query("DEALLOCATE ALL");
+    b.extend(parse("s1", "SELECT 2"));
+    b.extend(sync());
+    h.client(&b);
+    let names: Vec<(char, String)> = named(&h.take_sent(WRITER))
+        .into_iter()
+        .filter(|(t, _)| *t == 'P')
+        .collect();
+    assert_eq!(
+        names,
+        vec![('P', "s1".to_string())],
+        "only the client's Parse"
+    );
+}

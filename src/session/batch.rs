@@ -508,7 +508,9 @@ impl Session {
             // writer must have it to answer 42P05 as the one server would (E-2), not create
             // it. Not on a retry or fallback (`fresh` false): a name this batch parsed on the
             // reader is the batch's own, not an earlier statement.
-            FrontendMessage::Parse { statement, .. } if fresh && !statement.is_empty() => {
+            FrontendMessage::Parse { statement, .. }
+                if fresh && !statement.is_empty() && !self.statements_cleared_ahead(id) =>
+            {
                 Some(statement)
             }
             _ => None,
@@ -587,6 +589,24 @@ impl Session {
             }
             _ => {}
         }
+    }
+
+    /// Whether a unit in flight ahead of `id` may drop every statement (`DEALLOCATE ALL`,
+    /// `DISCARD ALL`, or a Query the engine could not classify): what is tracked now may be gone
+    /// by the time the writer reads the next message.
+    fn statements_cleared_ahead(&self, id: u32) -> bool {
+        self.units.iter().take_while(|u| u.id != id).any(|u| {
+            u.kind == UnitKind::Query
+                && u.class.as_ref().is_none_or(|c| {
+                    c.statements().iter().any(|s| {
+                        matches!(
+                            s.kind,
+                            Kind::Deallocate { all: true }
+                                | Kind::Discard(crate::classify::DiscardWhat::All)
+                        )
+                    })
+                })
+        })
     }
 
     /// A statement the client prepared on a reader only is prepared on the writer under the

@@ -286,3 +286,43 @@ def test_e4_asyncpg_cursor_in_a_transaction_fetches_every_row(pair, proxy):
     got = asyncio.run(asyncio.wait_for(run(proxy.port), 3 * ANSWER_S))
     assert want == (list(range(1, 11)), [[1, 2, 3, 4], [5, 6, 7, 8]])
     assert got == want
+
+
+# -- E-2: guards and what is left ------------------------------------------------------------------
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reset", ["DEALLOCATE ALL", "DISCARD ALL"])
+def test_e2_a_parse_pipelined_behind_deallocate_all_creates_the_statement(pair, proxy, reset):
+    """Passes on 7ab1374 too: the guard of the 42P05 mend above (the name is still tracked when
+    the Parse is sent, but the writer has dropped it by the time it reads the Parse)."""
+    same_as_primary(pair, proxy, [
+        ([parse("red2_r", "SELECT 1"), SYNC], 1),
+        ([query(reset), parse("red2_r", "SELECT 2"), bind("", "red2_r"), execute(), SYNC], 2),
+    ])
+
+
+@pytest.mark.timeout(60)
+def test_e2_s4_sql_prepare_of_a_name_prepared_on_a_reader_is_refused_as_on_the_primary(pair, proxy):
+    """NOT FIXED (fails on this branch too): a protocol-level statement parsed on a reader, then SQL
+    `PREPARE` of the same name: the writer does not have the name, so the PREPARE succeeds (the
+    primary answers 42P05) and `EXECUTE` then runs the second text. The mirror the engine makes for
+    `DEALLOCATE name` (route.rs mirror_deallocated) is not made for `PREPARE name`."""
+    same_as_primary(pair, proxy, [
+        ([parse("red2_q", "SELECT 1"), SYNC], 1),
+        ([query("PREPARE red2_q AS SELECT 2")], 1),
+        ([query("EXECUTE red2_q")], 1),
+    ])
+
+
+@pytest.mark.timeout(60)
+def test_e4_the_unnamed_portal_bound_in_a_transaction_survives_its_sync(pair, proxy):
+    """NOT FIXED (fails on this branch too; no driver seen doing it): inside a transaction the
+    unnamed portal also outlives its batch; Bind + Sync on a reader, then Execute of "" in the next
+    batch on the writer fails 34000 and aborts the transaction. The named-portal mend above does not
+    cover the unnamed portal (drivers bind and execute it in one batch)."""
+    same_as_primary(pair, proxy, [
+        ([query("BEGIN")], 1),
+        ([parse("", CURSOR_READ), bind("", ""), SYNC], 1),
+        ([execute("", 2), SYNC], 1),
+        ([query("COMMIT")], 1),
+    ])
