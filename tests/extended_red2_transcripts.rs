@@ -228,3 +228,33 @@ fn e2_a_parse_behind_a_pipelined_deallocate_all_gets_no_hidden_parse() {
         "only the client's Parse"
     );
 }
+
+#[test]
+fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its_sync() {
+    let mut h = host();
+    let mut b = parse("", "SELECT 1/0");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(flush());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    assert_eq!(tags(&h.take_sent(R1)), "PBEH");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(error("ERROR", "22012", "division by zero", None, None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "12E");
+    // The reader skips to a Sync: the engine's own closes the batch there.
+    assert_eq!(tags(&h.take_sent(R1)), "S");
+    h.backend(R1, &rfq(b'I', Some(0x1000), None));
+    assert!(h.take_client().is_empty(), "the client sent no Sync yet");
+    // The rest of the client's batch is skipped, its Sync answered: one RFQ, no other error.
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert!(h.take_sent(R1).is_empty());
+    assert!(h.take_sent(WRITER).is_empty());
+    assert_eq!(tags(&h.take_client()), "Z");
+}

@@ -18,6 +18,8 @@ from e2e_support import Proxy
 
 # A healthy answer takes milliseconds.
 ANSWER_S = 4.0
+# After a Flush no RFQ comes: the answers are what arrived before this much silence.
+QUIET_S = 0.5
 
 
 def _msg(tag: bytes, body: bytes = b"") -> bytes:
@@ -93,8 +95,15 @@ class Client:
 
     def answers(self, rfqs: int) -> list[tuple]:
         """Messages up to the `rfqs`-th ReadyForQuery, each as a comparable tuple; ('HANG',) when
-        it did not come within ANSWER_S."""
+        it did not come within ANSWER_S. With `rfqs` 0 (after a Flush): what arrives until the
+        connection has been quiet for QUIET_S."""
         out: list[tuple] = []
+        if rfqs == 0:
+            while (m := self._one(time.monotonic() + QUIET_S)) is not None:
+                out.append(describe_message(*m) if m[0] != b"EOF" else ("EOF",))
+                if m[0] == b"EOF":
+                    break
+            return out
         deadline = time.monotonic() + ANSWER_S
         while rfqs > 0:
             m = self._one(deadline)
@@ -326,3 +335,22 @@ def test_e4_the_unnamed_portal_bound_in_a_transaction_survives_its_sync(pair, pr
         ([execute("", 2), SYNC], 1),
         ([query("COMMIT")], 1),
     ])
+
+
+# -- E-1/E-3: an error released by a Flush, then more of the batch before its Sync ----------------
+# The client sends Parse/Bind/Execute/Flush, the reader's error reaches the client (the Flush
+# released the batch's answers), then the client sends more messages of the same batch and its Sync.
+# The server skips them to the Sync and answers one RFQ. Through the proxy the client got a second
+# ErrorResponse, an engine-built 55000 "the replica connection was lost", before the RFQ.
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("in_txn", [False, True], ids=["autocommit", "transaction"])
+def test_e1_f3_messages_after_an_error_released_by_a_flush_are_skipped_to_the_sync(pair, proxy, in_txn):
+    steps = [
+        ([parse("", "SELECT 1/0"), bind("", ""), execute(), FLUSH], 0),
+        ([parse("", READ), bind("", ""), execute(), SYNC], 1),
+        ([query("SELECT 5")], 1),
+    ]
+    if in_txn:
+        steps = [([query("BEGIN")], 1), *steps, ([query("ROLLBACK")], 1)]
+    same_as_primary(pair, proxy, steps)
