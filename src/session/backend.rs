@@ -253,7 +253,12 @@ impl Session {
                 server,
                 fresh,
                 needs_reset,
-            } => self.reader_attached(conn, server, fresh, needs_reset),
+            } => self
+                .reader_attached(conn, server, fresh, needs_reset)
+                // E-1: messages of an open batch (after a Flush, or past max_batch_bytes) that
+                // arrived while the connection was being acquired follow it now; nothing else
+                // would route them until the client sends more.
+                .map(|()| self.pump(None)),
             Event::ReaderUnavailable { no_credentials } => self.reader_unavailable(no_credentials),
             Event::ReaderConnectFailed { starting_up } => self.reader_connect_failed(starting_up),
             Event::ConnectionLost => match self.backend_index(conn) {

@@ -287,6 +287,12 @@ impl Session {
                         }
                         None => refuse(&mut shape, Reason::BatchUnknownStatement),
                     }
+                    if txn && !portal.is_empty() {
+                        // E-4: a named portal inside a transaction outlives the batch (asyncpg's
+                        // cursors bind in one batch and fetch in the next); a reader's Sync would
+                        // destroy it.
+                        refuse(&mut shape, Reason::BatchRowLimitedInTxn);
+                    }
                     portals.push((portal, statement, resolved, parsed.count()));
                 }
                 FrontendMessage::Describe { kind, name } => {
@@ -450,7 +456,7 @@ impl Session {
                 // the bookkeeping does reads or adds queued client bytes).
                 let pending = std::mem::take(&mut self.pending);
                 if let Some(b) = pending.get(range) {
-                    self.note_writer_msg(id, w, b, names);
+                    self.note_writer_msg(id, w, b, names, true);
                 }
                 debug_assert!(
                     self.pending.is_empty(),
@@ -483,13 +489,14 @@ impl Session {
 
     /// Sends a kept message of unit `id` to the writer (a fallback or retry after a reader).
     pub(super) fn batch_msg_to_writer(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names) {
-        self.note_writer_msg(id, w, bytes, names);
+        self.note_writer_msg(id, w, bytes, names, false);
         self.out.send_backend(w, bytes);
     }
 
     /// Bookkeeping for one client message about to reach the writer: hidden Parses it needs,
-    /// its expected answer, and what it does to the statements tracked (E-2).
-    fn note_writer_msg(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names) {
+    /// its expected answer, and what it does to the statements tracked (E-2). `fresh`: the
+    /// client's message on its way (false: a kept message of a reader attempt, sent again).
+    fn note_writer_msg(&mut self, id: u32, w: ConnId, bytes: &[u8], names: Names, fresh: bool) {
         let Some((t, body)) = split(bytes) else {
             return;
         };
@@ -502,6 +509,15 @@ impl Session {
         let named = match msg {
             FrontendMessage::Bind { statement, .. } => Some(statement),
             FrontendMessage::Describe { kind: b'S', name } => Some(name),
+            // A client Parse reusing the name of a statement that lives only on readers: the
+            // writer must have it to answer 42P05 as the one server would (E-2), not create
+            // it. Not on a retry or fallback (`fresh` false): a name this batch parsed on the
+            // reader is the batch's own, not an earlier statement.
+            FrontendMessage::Parse { statement, .. }
+                if fresh && !statement.is_empty() && !self.statements_cleared_ahead(id) =>
+            {
+                Some(statement)
+            }
             _ => None,
         };
         if let Some(name) = named {
@@ -544,6 +560,7 @@ impl Session {
                     name: statement.into(),
                     hash: 0,
                     who: Who::Client,
+                    local: false,
                 });
                 let text = std::str::from_utf8(sql).ok();
                 let class = text.map(|s| self.classify_sql(s));
@@ -579,6 +596,24 @@ impl Session {
         }
     }
 
+    /// Whether a unit in flight ahead of `id` may drop every statement (`DEALLOCATE ALL`,
+    /// `DISCARD ALL`, or a Query the engine could not classify): what is tracked now may be gone
+    /// by the time the writer reads the next message.
+    fn statements_cleared_ahead(&self, id: u32) -> bool {
+        self.units.iter().take_while(|u| u.id != id).any(|u| {
+            u.kind == UnitKind::Query
+                && u.class.as_ref().is_none_or(|c| {
+                    c.statements().iter().any(|s| {
+                        matches!(
+                            s.kind,
+                            Kind::Deallocate { all: true }
+                                | Kind::Discard(crate::classify::DiscardWhat::All)
+                        )
+                    })
+                })
+        })
+    }
+
     /// A statement the client prepared on a reader only is prepared on the writer under the
     /// client's name before a message that names it (E-2). Its errors are the client's: it
     /// answers in the place of that message.
@@ -600,6 +635,7 @@ impl Session {
                 name: name.into(),
                 hash: 0,
                 who: Who::Prepare,
+                local: false,
             });
         }
         self.engine.stats().inc(Counter::StatementsPrepared);
@@ -656,13 +692,15 @@ impl Session {
                 self.statements
                     .insert_hashed(statement, rest, hash, class, false, limit);
                 let b = self.backend_mut(i);
+                let local = b.prepared.has(hash);
                 b.parses.push_back(statements::ParseNote {
                     unit: id,
                     name: statement.into(),
                     hash,
                     who: Who::Client,
+                    local,
                 });
-                if b.prepared.has(hash) {
+                if local {
                     // Already prepared on this connection: the client's ParseComplete is ours.
                     b.resp
                         .push(Req::Local(tag::PARSE_COMPLETE), Who::Client, id);
@@ -748,6 +786,7 @@ impl Session {
                 name: name.into(),
                 hash,
                 who: Who::Prepare,
+                local: false,
             });
             self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
         }
@@ -876,6 +915,11 @@ impl Session {
                 true
             }
             Attempt::Reader { conn, .. } => {
+                if self.unit(id).is_some_and(|u| u.after_replay.is_some()) {
+                    // The settings replay runs first; the batch's own messages (and these,
+                    // behind them) are sent when it answered (`replay_done`).
+                    return false;
+                }
                 if extended && self.joins_reader_batch() {
                     let mut kept = Vec::new();
                     if let Some(b) = self.msg_bytes(head) {
@@ -953,8 +997,11 @@ impl Session {
                         .statements
                         .has_room(self.config.max_prepared_statements)
             }
-            FrontendMessage::Bind { statement, .. } => {
-                safe_name(statement) && !self.statements.lexed_otherwise(statement)
+            FrontendMessage::Bind { portal, statement } => {
+                safe_name(statement)
+                    && !self.statements.lexed_otherwise(statement)
+                    // E-4: a named portal in a transaction outlives the batch: the writer's.
+                    && (portal.is_empty() || !self.txn.active)
             }
             FrontendMessage::Describe { kind: b'S', name } => safe_name(name),
             // Portals of this batch live on this reader; Executes of them run the statements

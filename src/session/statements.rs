@@ -49,6 +49,9 @@ pub(crate) struct ParseNote {
     /// The engine name's hash (readers; 0 on the writer).
     pub hash: u64,
     pub who: super::response::Who,
+    /// The connection had the statement already (the engine answered the ParseComplete): a
+    /// Parse the server skipped leaves it prepared there.
+    pub local: bool,
 }
 
 /// One statement the client parsed.

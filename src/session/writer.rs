@@ -331,7 +331,7 @@ impl Session {
         match (i, n.who) {
             (0, Who::Client) | (_, Who::Client) => {
                 self.statements.remove(&n.name);
-                if i > 0 {
+                if i > 0 && !n.local {
                     self.backend_mut(i).prepared.forget(n.hash);
                 }
             }

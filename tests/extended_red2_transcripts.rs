@@ -1,0 +1,260 @@
+//! Extended-protocol defects an examination found (red2), as protocol traces; the same cases run
+//! against real servers in tests/e2e/test_red2_findings.py.
+//! - E-1: messages of a batch routed at a Flush that arrived in the same client input as the
+//!   Flush are sent once the reader connection is attached (nothing else would route them).
+//! - E-2: a Parse of a name that lives only on readers reaches the writer behind a hidden Parse
+//!   of that name, so the writer refuses it (42P05) as the one server would.
+//! - E-2: a Parse the engine answered itself (the reader had the statement) and the server then
+//!   skipped does not make the engine forget that the connection has the statement.
+
+mod common;
+
+use common::*;
+use polarsplit::{ConnId, Event, Outcome, Reason};
+
+const R1: ConnId = 711;
+
+fn host() -> Host {
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.connect();
+    h
+}
+
+fn attach_fresh(h: &mut Host, conn: ConnId) {
+    let server = h
+        .log
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            A::Acquire { server, .. } => Some(*server),
+            _ => None,
+        })
+        .expect("an AcquireReader");
+    h.event(
+        conn,
+        Event::ReaderAttached {
+            server,
+            fresh: true,
+            needs_reset: false,
+        },
+    );
+}
+
+#[test]
+fn e1_the_rest_of_a_batch_that_arrived_with_its_flush_follows_once_the_reader_is_attached() {
+    let mut h = host();
+    let mut b = parse("", "SELECT v FROM t WHERE k = $1");
+    b.extend(describe(b'S', ""));
+    b.extend(flush());
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    assert_eq!(tags(&h.take_sent(R1)), "PDHBES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    ans.extend(row_description(1));
+    ans.extend(msg(b'2', b""));
+    ans.extend(data_row(&["7"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1tT2DCZ");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_a_parse_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1Z");
+    // The same name again, another text: only a server can refuse it, and the writer must
+    // have the name to do so.
+    let mut b = parse("s1", "SELECT 2");
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    let names = named(&sent);
+    assert_eq!(
+        names,
+        vec![
+            ('P', "s1".to_string()),
+            ('P', "s1".to_string()),
+            ('S', String::new())
+        ],
+        "a hidden Parse of the reader's statement ahead of the client's"
+    );
+    let mut ans = msg(b'1', b"");
+    ans.extend(error(
+        "ERROR",
+        "42P05",
+        "prepared statement \"s1\" already exists",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(
+        tags(&h.take_client()),
+        "EZ",
+        "the hidden ParseComplete swallowed, the refusal forwarded"
+    );
+}
+
+#[test]
+fn e2_a_skipped_parse_the_engine_answered_keeps_the_readers_statement_known() {
+    let r = "SELECT v FROM t";
+    let mut h = host();
+    let mut b = parse("", r);
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    assert_eq!(tags(&h.take_sent(R1)), "PBES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.take_client();
+    // An error skips the second Parse, which the engine answers itself (R1 has `r`).
+    let mut b = parse("", "SELECT 1/0");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("", r));
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    h.attach(R1);
+    assert_eq!(
+        tags(&h.take_sent(R1)),
+        "PBEBES",
+        "no Parse of `r`: R1 has it"
+    );
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(error("ERROR", "22012", "division by zero", None, None));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    // Retried on the writer (nothing reached the client), where it fails the same way.
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBEPBES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(error("ERROR", "22012", "division by zero", None, None));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12EZ");
+    // R1 still has `r`: the next batch that needs it sends no Parse of it (a Parse would be
+    // refused 42P05 by the reader).
+    let mut b = parse("", r);
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    h.attach(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "BES");
+}
+
+#[test]
+fn e4_a_named_portal_bound_inside_a_transaction_lives_on_the_writer() {
+    // asyncpg's cursor in a transaction: Bind of a named portal and a row-limited Execute, then
+    // more Executes of the portal in later batches; a reader's Sync would destroy the portal.
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.take_client();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    let mut b = bind("c1", "s1");
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::BatchRowLimitedInTxn)
+    );
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PBS",
+        "the statement prepared on the writer first"
+    );
+    assert!(h.take_sent(R1).is_empty());
+}
+
+#[test]
+fn e2_a_parse_behind_a_pipelined_deallocate_all_gets_no_hidden_parse() {
+    // The name is tracked (reader only) when the Parse is sent, but the DEALLOCATE ALL ahead of
+    // it drops it on the writer first: a hidden Parse would make the client's fail 42P05.
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.take_client();
+    let mut b = query("DEALLOCATE ALL");
+    b.extend(parse("s1", "SELECT 2"));
+    b.extend(sync());
+    h.client(&b);
+    let names: Vec<(char, String)> = named(&h.take_sent(WRITER))
+        .into_iter()
+        .filter(|(t, _)| *t == 'P')
+        .collect();
+    assert_eq!(
+        names,
+        vec![('P', "s1".to_string())],
+        "only the client's Parse"
+    );
+}
+
+#[test]
+fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its_sync() {
+    let mut h = host();
+    let mut b = parse("", "SELECT 1/0");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(flush());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    assert_eq!(tags(&h.take_sent(R1)), "PBEH");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(error("ERROR", "22012", "division by zero", None, None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "12E");
+    // The reader skips to a Sync: the engine's own closes the batch there.
+    assert_eq!(tags(&h.take_sent(R1)), "S");
+    h.backend(R1, &rfq(b'I', Some(0x1000), None));
+    assert!(h.take_client().is_empty(), "the client sent no Sync yet");
+    // The rest of the client's batch is skipped, its Sync answered: one RFQ, no other error.
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert!(h.take_sent(R1).is_empty());
+    assert!(h.take_sent(WRITER).is_empty());
+    assert_eq!(tags(&h.take_client()), "Z");
+}
