@@ -1,0 +1,200 @@
+"""Defects found by an adversarial examination (branch red1): a client talking through the example
+proxy (library mode, real PostgreSQL 15 primary + hot standby) sees something the primary alone
+would not show. Each test compares the proxied client with a *twin* — a direct connection to the
+primary as the same user running the same statements — or with what PostgreSQL documents, and says
+where each read ran (`inet_server_port()`, replica-safe on purpose, S-7).
+
+These tests FAIL on the code they were written against (main at 7ab1374); each names the
+mechanism the examiner believes is at fault."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from e2e_support import bounded
+
+SETUP = r"""
+CREATE ROLE red1_rr NOLOGIN;
+-- A web login that has red1_rr's privileges only after SET ROLE (NOINHERIT).
+CREATE ROLE red1_web LOGIN NOINHERIT;
+GRANT red1_rr TO red1_web;
+CREATE TABLE red1_secret (x int);
+INSERT INTO red1_secret VALUES (1);
+GRANT SELECT ON red1_secret TO red1_rr;
+-- Views whose text hides a call to set_config: reading them looks like a plain read.
+CREATE VIEW red1_v_role AS SELECT set_config('role', 'red1_rr', false) AS r;
+CREATE VIEW red1_v_tenant AS SELECT set_config('red1.tenant', 'acme', false) AS t;
+GRANT SELECT ON red1_v_role, red1_v_tenant TO PUBLIC;
+CREATE TABLE red1_log (id serial PRIMARY KEY, note text);
+GRANT ALL ON red1_log TO PUBLIC;
+GRANT ALL ON SEQUENCE red1_log_id_seq TO PUBLIC;
+"""
+
+
+@pytest.fixture(scope="module")
+def objects(pair):
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute(SETUP)
+    pair.wait_replayed()
+    return pair
+
+
+def outcome(conn, sql):
+    """('ok', row without its last column, port) or ('error', SQLSTATE, None)."""
+    try:
+        row = conn.execute(sql).fetchone()
+    except psycopg.Error as e:
+        if conn.broken or conn.closed:
+            raise
+        return ("error", e.sqlstate, None)
+    return ("ok", tuple(row[:-1]), row[-1])
+
+
+def place(pair, port):
+    return {pair.primary.port: "primary", pair.standby.port: "standby"}.get(port, "?")
+
+
+# -- S-6: state a view's hidden set_config leaves on a pooled reader ---------------------------
+
+@pytest.mark.timeout(60)
+def test_s6_role_set_by_a_view_reaches_no_other_client(objects, proxy):
+    """Client A reads `red1_v_role`, a view over `set_config('role', 'red1_rr', false)` — a plain
+    SELECT by its text, so it may run on the standby, where set_config succeeds on a pooled reader
+    connection. Later clients (fresh sessions of the NOINHERIT login red1_web, which set no role)
+    must run as red1_web and be refused red1_secret (42501), as on the primary.
+
+    Found: they run as red1_rr on the standby and read red1_secret. Mechanism: a reader connection
+    is closed instead of pooled only when `ran_code` is set (src/session/backend.rs hand_back,
+    ~line 618), and only a statement whose text shows unseen code sets it; a relation that is a
+    view over set_config shows none, so the connection returns to the pool with another role."""
+    pair = objects
+    with psycopg.connect(proxy.dsn(user="red1_web"), autocommit=True) as a:
+        with bounded(a, 10, "client A"):
+            assert a.execute("SELECT r FROM red1_v_role").fetchone()[0] == "red1_rr"
+    leaks = []
+    for i in range(3):
+        with psycopg.connect(proxy.dsn(user="red1_web"), autocommit=True) as b, \
+                psycopg.connect(pair.primary.dsn(user="red1_web", dbname="app"), autocommit=True) as twin:
+            with bounded(b, 10, f"client B{i}"):
+                for sql in ("SELECT current_user::text, inet_server_port()",
+                            "SELECT count(*), inet_server_port() FROM public.red1_secret"):
+                    got, want = outcome(b, sql), outcome(twin, sql)
+                    if got[:2] != want[:2]:
+                        leaks.append(f"B{i} {sql!r} on the {place(pair, got[2])}: {got[:2]}, primary {want[:2]}")
+    assert not leaks, "; ".join(leaks)
+
+
+@pytest.mark.timeout(60)
+def test_s6_placeholder_set_by_a_view_reaches_no_other_client(objects, proxy):
+    """As above with a placeholder setting: A reads `red1_v_tenant` (a view over
+    `set_config('red1.tenant', 'acme', false)`); a later fresh client must see no red1.tenant
+    (NULL), as on the primary — row-level security keyed on such a setting would otherwise hand it
+    another tenant's rows. Found: the later client reads 'acme' on the standby."""
+    pair = objects
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 10, "client A"):
+            assert a.execute("SELECT t FROM red1_v_tenant").fetchone()[0] == "acme"
+    leaks = []
+    sql = "SELECT current_setting('red1.tenant', true), inet_server_port()"
+    for i in range(3):
+        with psycopg.connect(proxy.dsn(), autocommit=True) as b:
+            with bounded(b, 10, f"client B{i}"):
+                for _ in range(3):
+                    tenant, port = b.execute(sql).fetchone()
+                    if tenant is not None:
+                        leaks.append(f"B{i} saw red1.tenant={tenant!r} on the {place(pair, port)}")
+    assert not leaks, "; ".join(leaks[:6])
+
+
+@pytest.mark.timeout(60)
+def test_s5_after_a_view_set_the_role_reads_and_writes_run_as_one_role(objects, proxy):
+    """S-5: a read never runs on a reader as a different role than the writer session has. After
+    client A (red1_web) read `red1_v_role` through the proxy, the primary alone would run every later
+    statement of A as red1_rr. Found: the view ran on the standby, so A's reads run as red1_rr there
+    while A's writer session is still red1_web — a statement that goes to the writer (`txid_current()`)
+    answers current_user red1_web where the primary alone answers red1_rr."""
+    pair = objects
+    with psycopg.connect(proxy.dsn(user="red1_web"), autocommit=True) as a, \
+            psycopg.connect(pair.primary.dsn(user="red1_web", dbname="app"), autocommit=True) as twin:
+        with bounded(a, 10, "client A"):
+            for c in (a, twin):
+                c.execute("SELECT r FROM red1_v_role").fetchone()
+            sql = "SELECT current_user::text, txid_current() > 0, inet_server_port()"
+            got, want = outcome(a, sql), outcome(twin, sql)
+            assert got[:2] == want[:2], f"through the proxy ({place(pair, got[2])}) {got[:2]}, primary {want[:2]}"
+
+
+# -- S-7 / P-5: a pre-write read inside a transaction runs outside the writer's transaction -----
+
+@pytest.mark.timeout(60)
+def test_s7_now_inside_a_transaction_is_the_transaction_start(objects, proxy):
+    """now(), current_timestamp and transaction_timestamp() are the start of the current
+    transaction: constant for all of it on the primary. Found: BEGIN; SELECT now(); (0.3 s);
+    SELECT now() through the proxy gives two different values — both reads ran on the standby as
+    pre-write split reads (SPLIT_PRE_WRITE), each in the standby's own implicit transaction. These
+    built-ins are stable in pg_proc, so the F-policy calls them read-safe; inside a transaction
+    their answer depends on which server (and which transaction) answers."""
+    pair = objects
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 10, "client"):
+            a.execute("BEGIN")
+            t1, p1 = a.execute("SELECT now(), inet_server_port()").fetchone()
+            time.sleep(0.3)
+            t2, t3, p2 = a.execute("SELECT current_timestamp, transaction_timestamp(), inet_server_port()").fetchone()
+            a.execute("COMMIT")
+    assert t1 == t2 == t3, (f"now() {t1} on the {place(pair, p1)}, then current_timestamp {t2} / "
+                            f"transaction_timestamp() {t3} on the {place(pair, p2)} in the same transaction")
+
+
+def _in_transaction(conn, steps):
+    out = []
+    for sql in steps:
+        try:
+            cur = conn.execute(sql)
+            out.append(("ok", cur.statusmessage))
+        except psycopg.Error as e:
+            out.append(("error", e.sqlstate))
+    return out
+
+
+@pytest.mark.timeout(60)
+def test_p5_set_transaction_read_write_after_a_read_is_refused_as_on_the_primary(objects, proxy):
+    """BEGIN READ ONLY; SELECT …; SET TRANSACTION READ WRITE: the primary refuses the SET (25001
+    "transaction read-write mode must be set before any query"), the INSERT that follows gets 25P02
+    and COMMIT rolls back. Found: through the proxy the SELECT ran on the standby (pre-write split),
+    so the writer's transaction had run no query: the SET succeeds there, the INSERT runs and COMMIT
+    commits a write the primary alone refused."""
+    pair = objects
+    note = f"red1-rw-{time.monotonic_ns()}"
+    steps = ["BEGIN READ ONLY", "SELECT count(*) FROM accounts", "SET TRANSACTION READ WRITE",
+             f"INSERT INTO red1_log (note) VALUES ('{note}')", "COMMIT"]
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as twin:
+        want = _in_transaction(twin, steps)
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 10, "client"):
+            got = _in_transaction(a, steps)
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        written = admin.execute("SELECT count(*) FROM red1_log WHERE note = %s", (note,)).fetchone()[0]
+    assert want[2] == ("error", "25001"), want
+    assert got == want and written == 0, f"through the proxy {got}, primary {want}; rows committed: {written}"
+
+
+@pytest.mark.timeout(60)
+def test_p5_set_transaction_isolation_after_a_read_is_refused_as_on_the_primary(objects, proxy):
+    """BEGIN; SELECT …; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE: the primary refuses the SET
+    (25001 "must be called before any query") and the transaction is failed. Found: through the proxy
+    the SELECT ran on the standby, the SET succeeds on the writer, and the transaction goes on (as
+    SERIALIZABLE, with a snapshot taken after the client's first read) and commits."""
+    pair = objects
+    steps = ["BEGIN", "SELECT count(*) FROM accounts", "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+             "SELECT count(*) FROM accounts", "COMMIT"]
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as twin:
+        want = _in_transaction(twin, steps)
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 10, "client"):
+            got = _in_transaction(a, steps)
+    assert want[2] == ("error", "25001"), want
+    assert got == want, f"through the proxy {got}, primary {want}"
