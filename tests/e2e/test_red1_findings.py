@@ -9,12 +9,15 @@ mechanism the examiner believes is at fault."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+
+import asyncpg
 
 import psycopg
 import pytest
 
-from e2e_support import bounded
+from e2e_support import Hang, bounded
 
 SETUP = r"""
 CREATE ROLE red1_rr NOLOGIN;
@@ -31,6 +34,14 @@ GRANT SELECT ON red1_v_role, red1_v_tenant TO PUBLIC;
 CREATE TABLE red1_log (id serial PRIMARY KEY, note text);
 GRANT ALL ON red1_log TO PUBLIC;
 GRANT ALL ON SEQUENCE red1_log_id_seq TO PUBLIC;
+-- Writes hidden from the text: a view over a volatile writing function, and a STABLE function
+-- that calls one (PostgreSQL allows a non-volatile function to call a volatile one).
+CREATE FUNCTION red1_write(t text) RETURNS int VOLATILE LANGUAGE sql AS
+  $$ INSERT INTO red1_log (note) VALUES (t) RETURNING id $$;
+CREATE VIEW red1_v_write AS SELECT red1_write('view') AS id;
+CREATE FUNCTION red1_stable_write() RETURNS int STABLE LANGUAGE plpgsql AS
+  $$ BEGIN RETURN red1_write('stable'); END $$;
+GRANT SELECT ON red1_v_write TO PUBLIC;
 """
 
 
@@ -198,3 +209,116 @@ def test_p5_set_transaction_isolation_after_a_read_is_refused_as_on_the_primary(
             got = _in_transaction(a, steps)
     assert want[2] == ("error", "25001"), want
     assert got == want, f"through the proxy {got}, primary {want}"
+
+
+# -- S-1a: a read the standby refused, re-run on the primary where it wrote ----------------------
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("write", ["SELECT id FROM red1_v_write", "SELECT red1_stable_write()"])
+@pytest.mark.parametrize("protocol", ["simple", "extended", "in a transaction"])
+def test_s1a_a_write_hidden_in_a_read_is_seen_by_the_next_read(objects, proxy, write, protocol):
+    """`SELECT id FROM red1_v_write` (a view over a writing function) and `SELECT
+    red1_stable_write()` (a STABLE function calling one) look like reads: they go to the standby,
+    which refuses them (25006), and are re-run on the primary, where they write. The session's next
+    read must see that write (S-1a: its own committed writes). Found (simple and extended protocol,
+    and after COMMIT): the re-run counted as a read (P-6's "may have written" came from the text), so no
+    probe positioned it and the next read ran on the standby (200 ms behind) without the row.
+    Fixed on red1: src/session/finish.rs marks a unit re-run after a reader's SQL error, and
+    bind.rs/writer.rs count it as a possible write."""
+    pair = objects
+    binary = protocol == "extended"
+    for i in range(3):
+        with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+            with bounded(a, 10, f"trial {i}"):
+                if protocol == "in a transaction":
+                    a.execute("BEGIN")
+                a.execute(write, binary=binary)
+                if protocol == "in a transaction":
+                    a.execute("COMMIT")
+                with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as d:
+                    want = d.execute("SELECT max(id) FROM red1_log").fetchone()[0]
+                got, port = a.execute("SELECT max(id), inet_server_port() FROM red1_log", binary=binary).fetchone()
+        assert got == want, f"trial {i}: the read on the {place(pair, port)} saw max(id) {got}, the primary {want}"
+
+
+# -- E-2: a prepared statement re-prepared elsewhere after its result type changed ---------------
+
+async def _prepared_after_type_change(port: int, table: str):
+    """Prepares `SELECT a FROM table` (a bigint), changes the column to double precision, runs
+    the statement again: ('ok', value) or ('error', SQLSTATE)."""
+    c = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database="app", ssl=False)
+    try:
+        st = await c.prepare(f"SELECT a FROM {table}")
+        assert await st.fetchval() == 1
+        await c.execute(f"ALTER TABLE {table} ALTER COLUMN a TYPE double precision")
+        try:
+            return ("ok", await st.fetchval())
+        except asyncpg.PostgresError as e:
+            return ("error", e.sqlstate)
+    finally:
+        await c.close()
+
+
+@pytest.mark.timeout(60)
+def test_e2_a_prepared_statement_whose_result_type_changed_fails_as_on_the_primary(objects, proxy):
+    """asyncpg prepares `SELECT a FROM t` (a bigint) — it runs on the standby, so the statement
+    exists only on a reader — then the session changes the column to double precision and runs the
+    statement again. PostgreSQL refuses it (0A000 "cached plan must not change result type"):
+    the client decodes rows by the RowDescription it was given. Found: through the proxy the read
+    goes to the primary (the DDL is not replayed yet), the engine prepares the statement there
+    afresh by a hidden Parse (E-2) — with the new result type — and the client decodes the float8
+    bits as a bigint: 4607182418800017408 instead of an error. Mechanism: the hidden re-Parse of a
+    tracked statement on another connection (src/session/statements.rs / bind.rs) does not check
+    that the statement's result shape is the one the client was described."""
+    pair = objects
+
+    def run(port: int, table: str):
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+            admin.execute(f"DROP TABLE IF EXISTS {table}")
+            admin.execute(f"CREATE TABLE {table} (a bigint)")
+            admin.execute(f"INSERT INTO {table} VALUES (1)")
+            admin.execute(f"ALTER TABLE {table} OWNER TO app_trust")
+        pair.wait_replayed()
+
+        async def bounded_run():
+            try:
+                return await asyncio.wait_for(_prepared_after_type_change(port, table), 20)
+            except asyncio.TimeoutError as e:
+                raise Hang("asyncpg: no answer within 20 s (hang)") from e
+
+        return asyncio.run(bounded_run())
+
+    want = run(pair.primary.port, "red1_typed_direct")
+    got = run(proxy.port, "red1_typed_proxy")
+    assert want == ("error", "0A000"), want
+    assert got == want, f"through the proxy {got}, the primary {want}"
+
+
+# -- P-5: reads split off a transaction leave its writer session idle -----------------------------
+
+@pytest.mark.timeout(60)
+def test_p5_reads_split_off_a_transaction_keep_its_writer_session_alive(objects, proxy):
+    """SET idle_in_transaction_session_timeout = '400ms'; BEGIN; twelve reads 0.1 s apart; INSERT;
+    COMMIT. On the primary the session is never idle for 400 ms and all of it commits. Found:
+    through the proxy every read ran on the standby (pre-write split reads, P-5), the writer's
+    connection sat idle in its transaction, the server terminated it (25P03) and the client's
+    session broke. The engine replays the setting on the reader (S-5) but does not let it decide
+    whether reads may leave the writer; the same holds for a timeout from postgresql.conf or ALTER
+    ROLE … SET, which no capture sees."""
+    pair = objects
+    note = f"red1-idle-{time.monotonic_ns()}"
+    places = set()
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 20, "client"):
+            a.execute("SET idle_in_transaction_session_timeout = '400ms'")
+            a.execute("BEGIN")
+            try:
+                for _ in range(12):
+                    places.add(place(pair, a.execute("SELECT count(*), inet_server_port() FROM accounts").fetchone()[1]))
+                    time.sleep(0.1)
+                a.execute("INSERT INTO red1_log (note) VALUES (%s)", (note,))
+                a.execute("COMMIT")
+                failure = None
+            except psycopg.OperationalError as e:
+                failure = f"{e.sqlstate}: {str(e).splitlines()[0]}"
+    assert failure is None, f"the session broke after reads on the {sorted(places)}: {failure}"
