@@ -42,6 +42,14 @@ CREATE VIEW red1_v_write AS SELECT red1_write('view') AS id;
 CREATE FUNCTION red1_stable_write() RETURNS int STABLE LANGUAGE plpgsql AS
   $$ BEGIN RETURN red1_write('stable'); END $$;
 GRANT SELECT ON red1_v_write TO PUBLIC;
+CREATE ROLE red1_u2 LOGIN;
+CREATE SCHEMA red1_s;
+CREATE TABLE red1_s.red1_t (v text);
+INSERT INTO red1_s.red1_t VALUES ('in red1_s');
+CREATE TABLE public.red1_t (v text);
+INSERT INTO public.red1_t VALUES ('in public');
+GRANT USAGE ON SCHEMA red1_s TO PUBLIC;
+GRANT SELECT ON red1_s.red1_t, public.red1_t TO PUBLIC;
 """
 
 
@@ -319,6 +327,64 @@ def test_p5_reads_split_off_a_transaction_keep_its_writer_session_alive(objects,
                 a.execute("INSERT INTO red1_log (note) VALUES (%s)", (note,))
                 a.execute("COMMIT")
                 failure = None
-            except psycopg.OperationalError as e:
+            except psycopg.Error as e:
                 failure = f"{e.sqlstate}: {str(e).splitlines()[0]}"
     assert failure is None, f"the session broke after reads on the {sorted(places)}: {failure}"
+
+
+# -- S-5 / S-6: settings a session got from ALTER ROLE … SET at its start -------------------------
+
+@pytest.mark.timeout(60)
+def test_s6_a_pooled_reader_has_the_role_settings_the_writer_session_started_with(objects, proxy):
+    """Client A (red1_u2) reads through the proxy, which leaves a pooled reader connection. Then
+    `ALTER ROLE red1_u2 SET search_path = red1_s, public` (and a placeholder, and
+    statement_timeout): every session red1_u2 starts from now on has them — on the primary, client
+    B's unqualified `red1_t` is red1_s.red1_t. Found: B's reads run on the pooled reader connection
+    opened before the ALTER, with the old search_path (public.red1_t: another table), no
+    red1.tenant and statement_timeout 0. Mechanism: the capture (S-5) compares only settings whose
+    source is 'session'; settings from the role or database (source 'user', 'database') are not
+    part of the state a pooled reader is checked against, and the reader key (P-9) holds only the
+    startup parameters."""
+    pair = objects
+    sql = ("SELECT v, current_setting('search_path'), current_setting('red1.tenant', true), "
+           "current_setting('statement_timeout'), inet_server_port() FROM red1_t")
+    with psycopg.connect(proxy.dsn(user="red1_u2"), autocommit=True) as a:
+        with bounded(a, 10, "client A"):
+            a.execute(sql).fetchone()
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        admin.execute("ALTER ROLE red1_u2 SET search_path = red1_s, public")
+        admin.execute("ALTER ROLE red1_u2 SET red1.tenant = 'from-role'")
+        admin.execute("ALTER ROLE red1_u2 SET statement_timeout = '1234ms'")
+    pair.wait_replayed()
+    diffs = []
+    for i in range(3):
+        with psycopg.connect(proxy.dsn(user="red1_u2"), autocommit=True) as b, \
+                psycopg.connect(pair.primary.dsn(user="red1_u2", dbname="app"), autocommit=True) as twin:
+            with bounded(b, 10, f"client B{i}"):
+                got, want = outcome(b, sql), outcome(twin, sql)
+                if got[:2] != want[:2]:
+                    diffs.append(f"B{i} on the {place(pair, got[2])}: {got[:2]}, primary {want[:2]}")
+    assert not diffs, "; ".join(diffs)
+
+
+# -- S-7: server configuration read by current_setting() -----------------------------------------
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["primary_slot_name", "recovery_min_apply_delay", "port"])
+def test_s7_server_configuration_read_by_current_setting_is_the_primarys(objects, proxy, name):
+    """`SELECT current_setting('<name>')` of a setting from the server's own configuration
+    (postmaster / sighup context) answers the configuration of whichever server runs it. The primary
+    answers '' for primary_slot_name, '0' for recovery_min_apply_delay and its own port. Found:
+    through the proxy the read runs on the standby and answers the standby's ('standby1', '200ms',
+    the standby's port). S-7 keeps current_setting of a few names (transaction_read_only,
+    in_hot_standby …) on the writer; settings a standby's configuration sets differently
+    (recovery_*, primary_*, port, cluster_name, and any postgresql.conf value an operator tuned per
+    server) are not covered — pg_settings and SHOW are."""
+    pair = objects
+    sql = f"SELECT current_setting('{name}'), inet_server_port()"
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as twin:
+        want = outcome(twin, sql)
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 10, "client"):
+            got = outcome(a, sql)
+    assert got[:2] == want[:2], f"through the proxy ({place(pair, got[2])}) {got[:2]}, primary {want[:2]}"
