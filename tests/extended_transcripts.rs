@@ -910,3 +910,46 @@ fn e4_a_batch_reading_a_value_of_the_clients_transaction_is_not_split() {
     assert!(!acquired(&acts), "{acts:?}");
     assert_eq!(h.last_decision().reason, Reason::SplitTxnValue);
 }
+
+/// E-1: a batch that grows past `max_batch_bytes` before its Sync (a read with a 66 KB
+/// parameter) goes to the writer, whole, and is answered — measured through the example proxy:
+/// before, its held part went to a reader as an open batch and the client hung.
+#[test]
+fn e1_a_batch_larger_than_max_batch_bytes_runs_on_the_writer_and_is_answered() {
+    let mut h = host();
+    let big = "x".repeat(66_000);
+    let mut b = parse("", "SELECT length($1)");
+    let mut body = b"\0\0".to_vec();
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&1i16.to_be_bytes());
+    body.extend_from_slice(&(big.len() as i32).to_be_bytes());
+    body.extend_from_slice(big.as_bytes());
+    body.extend_from_slice(&0i16.to_be_bytes());
+    b.extend(msg(b'B', &body));
+    b.extend(describe(b'P', ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    let acts = h.client(&b);
+    assert!(
+        !acquired(&acts),
+        "no reader for a batch past max_batch_bytes: {acts:?}"
+    );
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::ForcePrimary, Reason::BatchTooLarge)
+    );
+    assert_eq!(
+        h.take_sent(WRITER),
+        b,
+        "the whole batch, as the client sent it"
+    );
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(row_description(1));
+    ans.extend(data_row(&["66000"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(rfq(b'I', Some(0x9000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12TDCZ");
+}

@@ -130,24 +130,25 @@ pub(super) struct Shape {
 }
 
 impl Session {
-    /// The queued messages of the batch at the head: how many, and whether it ends with a Sync.
+    /// The queued messages of the batch at the head: how many, whether it ends with a Sync, and
+    /// whether it was cut at `max_batch_bytes` (E-1: such a batch goes to the writer).
     /// `None`: the batch is not complete yet (more client bytes are needed).
-    fn batch_extent(&self) -> Option<(usize, bool)> {
+    fn batch_extent(&self) -> Option<(usize, bool, bool)> {
         let mut bytes = 0usize;
         for (i, m) in self.queue.iter().enumerate() {
             if !m.info.is_extended() {
                 // The next message cannot join the batch: route what is held (E-1).
-                return Some((i, false));
+                return Some((i, false, false));
             }
             bytes += m.len;
             match m.info {
-                MsgInfo::Sync => return Some((i + 1, true)),
-                MsgInfo::Flush => return Some((i + 1, false)),
-                MsgInfo::LargeExtended => return Some((i + 1, false)),
+                MsgInfo::Sync => return Some((i + 1, true, false)),
+                MsgInfo::Flush => return Some((i + 1, false, false)),
+                MsgInfo::LargeExtended => return Some((i + 1, false, false)),
                 _ => {}
             }
             if bytes > self.config.max_batch_bytes {
-                return Some((i + 1, false));
+                return Some((i + 1, false, true));
             }
         }
         None
@@ -370,13 +371,21 @@ impl Session {
     /// An extended message at the head of the queue, no batch open: decide the batch (E-1).
     /// Returns false when it must wait (incomplete, or something in flight before it).
     pub(super) fn start_batch(&mut self) -> bool {
-        let Some((count, _ends_with_sync)) = self.batch_extent() else {
+        let Some((count, _ends_with_sync, too_large)) = self.batch_extent() else {
             return false;
         };
         if count == 0 {
             return false;
         }
-        let shape = self.shape_with_execs(count);
+        let mut shape = self.shape_with_execs(count);
+        if too_large {
+            // E-1: more than `max_batch_bytes` held and no Sync yet: the rest of the batch
+            // (its Executes among it) is unseen, so it runs on the writer, like a message too
+            // large to inspect.
+            shape.not_safe.get_or_insert(Reason::BatchTooLarge);
+            shape.may_write = true;
+            shape.may_open_txn = true;
+        }
         let stmt = match shape.not_safe {
             None => StatementView {
                 replica_safe: true,

@@ -388,3 +388,21 @@ def test_s7_server_configuration_read_by_current_setting_is_the_primarys(objects
         with bounded(a, 10, "client"):
             got = outcome(a, sql)
     assert got[:2] == want[:2], f"through the proxy ({place(pair, got[2])}) {got[:2]}, primary {want[:2]}"
+
+
+# -- E-1: a batch larger than max_batch_bytes ---------------------------------------------------
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("size", [65_600, 100_000])
+def test_e1_a_batch_larger_than_max_batch_bytes_is_answered(objects, proxy, size):
+    """psycopg runs `SELECT length(%s)` with a parameter of `size` bytes three times on one
+    connection: Parse/Bind/Describe/Execute/Sync, more than max_batch_bytes (64 KiB) in all. E-1:
+    such a batch goes to the writer. Found: the client hung (no answer in 5 s) from the first or
+    second execution on — the batch was cut at the byte limit (src/session/batch.rs batch_extent)
+    and its held part, a read by its shape, went to a reader as an open batch. Fixed on red1: a
+    batch cut at the limit takes the BATCH_TOO_LARGE path to the writer."""
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        for i in range(3):
+            with bounded(a, 5, f"execution {i} with a {size}-byte parameter"):
+                n, _port = a.execute("SELECT length(%s), inet_server_port()", ("x" * size,)).fetchone()
+            assert n == size
