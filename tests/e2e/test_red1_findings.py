@@ -50,6 +50,17 @@ CREATE TABLE public.red1_t (v text);
 INSERT INTO public.red1_t VALUES ('in public');
 GRANT USAGE ON SCHEMA red1_s TO PUBLIC;
 GRANT SELECT ON red1_s.red1_t, public.red1_t TO PUBLIC;
+-- Code hidden in an operator, a domain CHECK and a cast, each calling set_config (S-6 names them).
+CREATE FUNCTION red1_opf(int, int) RETURNS int STABLE LANGUAGE sql AS
+  $$ SELECT $1 + $2 + 0 * length(set_config('red1.hidden', 'operator', false)) $$;
+CREATE OPERATOR #+# (leftarg = int, rightarg = int, function = red1_opf);
+CREATE FUNCTION red1_chk(int) RETURNS bool STABLE LANGUAGE sql AS
+  $$ SELECT length(set_config('red1.hidden', 'domain', false)) > 0 $$;
+CREATE DOMAIN red1_dom AS int CHECK (red1_chk(VALUE));
+CREATE TYPE red1_ty AS (a int);
+CREATE FUNCTION red1_castf(red1_ty) RETURNS text STABLE LANGUAGE sql AS
+  $$ SELECT set_config('red1.hidden', 'cast', false) $$;
+CREATE CAST (red1_ty AS text) WITH FUNCTION red1_castf(red1_ty);
 """
 
 
@@ -406,3 +417,27 @@ def test_e1_a_batch_larger_than_max_batch_bytes_is_answered(objects, proxy, size
             with bounded(a, 5, f"execution {i} with a {size}-byte parameter"):
                 n, _port = a.execute("SELECT length(%s), inet_server_port()", ("x" * size,)).fetchone()
             assert n == size
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("hidden", ["SELECT 1 #+# 2", "SELECT 5::red1_dom", "SELECT ROW(1)::red1_ty::text"],
+                         ids=["operator", "domain check", "cast"])
+def test_s6_state_set_by_an_operator_domain_or_cast_reaches_no_other_client(objects, proxy, hidden):
+    """S-6 names them: "views, operators and casts hide calls, a reader connection that ran any
+    non-built-in code is state-checked or reset before another session gets it". Client A runs a
+    read whose user operator / domain CHECK / cast calls `set_config('red1.hidden', …, false)`;
+    it runs on the standby. Found: later fresh clients read red1.hidden set (on the standby) where
+    the primary has it NULL — the same mechanism as the view case above (only calls visible in the
+    text set `ran_code`)."""
+    pair = objects
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 10, "client A"):
+            a.execute(hidden).fetchone()
+    leaks = []
+    for i in range(3):
+        with psycopg.connect(proxy.dsn(), autocommit=True) as b:
+            with bounded(b, 10, f"client B{i}"):
+                value, port = b.execute("SELECT current_setting('red1.hidden', true), inet_server_port()").fetchone()
+                if value is not None:
+                    leaks.append(f"B{i} saw red1.hidden={value!r} on the {place(pair, port)}")
+    assert not leaks, "; ".join(leaks)
