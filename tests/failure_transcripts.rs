@@ -167,7 +167,16 @@ fn f3_failure_inside_a_transaction_leaves_it_failed() {
     h.take_client();
     h.client(&query(SQL));
     h.attach(R1);
-    h.take_sent(WRITER);
+    // P-5: the split read touches the writer's block (its answer swallowed).
+    assert_eq!(
+        sent_queries(&h.take_sent(WRITER))
+            .last()
+            .map(String::as_str),
+        Some("SELECT 1")
+    );
+    let mut touch = select_result(&["1"]);
+    touch.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
+    h.backend(WRITER, &touch);
     let mut b = row_description(1);
     b.extend(data_row(&["1"]));
     h.backend(R1, &b);

@@ -36,6 +36,9 @@ fn script() -> Vec<Step> {
     waited.extend(rfq(b'I', Some(0x5100), None));
     let mut begin = command_complete("BEGIN");
     begin.extend(rfq(b'T', Some(0x5100), Some((b'x', ""))));
+    // The writer's answer to the hidden touch of its block the first split read sends (P-5).
+    let mut touch = select_result(&["1"]);
+    touch.extend(rfq(b'T', Some(0x5100), Some((b'x', ""))));
     let mut pre = select_result(&["x"]);
     pre.extend(rfq(b'I', Some(0x5200), None));
     let mut txn_ins = command_complete("INSERT 0 1");
@@ -69,6 +72,7 @@ fn script() -> Vec<Step> {
         Step::Backend(WRITER, begin),
         Step::Client(query("SELECT 1")),
         Step::Attach,
+        Step::Backend(WRITER, touch),
         Step::Backend(R, pre),
         Step::Client(query("INSERT INTO t VALUES (2)")),
         Step::Backend(WRITER, txn_ins),

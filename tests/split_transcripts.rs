@@ -54,6 +54,13 @@ fn reader_rows(h: &mut Host, conn: u64, hidden: usize, replay: u64) -> Vec<A> {
     h.backend(conn, &b)
 }
 
+/// The writer answers the hidden touch of its block that a split read sent (P-5).
+fn touched(h: &mut Host) {
+    let mut b = select_result(&["1"]);
+    b.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
+    h.backend(WRITER, &b);
+}
+
 #[test]
 fn p5_pre_write_read_goes_to_a_reader_and_the_client_sees_the_writer_status() {
     let mut h = host_with(ServerDialect::Awide);
@@ -88,6 +95,7 @@ fn p5_split_after_a_write_imports_xids_in_the_fixed_order_then_reuses_the_pin() 
     begin(&mut h, "BEGIN", Some((b'x', "")));
     h.client(&query("SELECT 1"));
     h.attach(R1);
+    touched(&mut h);
     reader_rows(&mut h, R1, 0, 0x1100);
     h.take_sent(R1);
     h.client(&query("INSERT INTO t VALUES (1, 1)"));
@@ -261,6 +269,7 @@ fn w7_polardb_prefix_without_marker_and_split_without_wait() {
     h.attach(R1);
     assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
     assert_eq!(h.take_sent(R1), query("SELECT 1"));
+    touched(&mut h);
     reader_rows(&mut h, R1, 0, 0x1200);
     // After a write: only the XID SET, only to a reader known past the transaction's LSN.
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -292,6 +301,7 @@ fn w7_polardb_prefix_without_marker_and_split_without_wait() {
     begin(&mut h, "BEGIN", None);
     h.client(&query("SELECT 1"));
     h.attach(R1);
+    touched(&mut h);
     reader_rows(&mut h, R1, 0, 0x9000);
     h.take_sent(R1);
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -395,6 +405,7 @@ fn s3_rollback_releases_and_repeatable_read_never_splits() {
     );
     h.client(&query("SELECT 1"));
     h.attach(R1);
+    touched(&mut h);
     reader_rows(&mut h, R1, 0, 0x1100);
     h.client(&query("ROLLBACK"));
     let acts = h.writer_answers("ROLLBACK", b'I', Some(0x1200), None);
@@ -449,6 +460,7 @@ fn p5_a_read_of_a_value_of_the_clients_transaction_is_never_split() {
         assert!(acquired(&acts), "{acts:?}");
         h.attach(R1);
         assert_eq!(h.last_decision().reason, Reason::SplitRead);
+        touched(&mut h);
         reader_rows(&mut h, R1, 1, 0x6000);
         h.client(&query("COMMIT"));
         h.writer_answers("COMMIT", b'I', Some(0x7000), None);
@@ -459,4 +471,54 @@ fn p5_a_read_of_a_value_of_the_clients_transaction_is_never_split() {
         let acts = h.client(&query(sql));
         assert!(acquired(&acts), "{sql} outside a block: {acts:?}");
     }
+}
+
+#[test]
+fn p5_a_read_split_off_a_block_touches_the_writers_block() {
+    // The block's first split read runs a hidden SELECT 1 in the writer's block (its answer
+    // swallowed): the block has its first snapshot as on one server, so a later SET TRANSACTION
+    // ISOLATION LEVEL fails there as the primary's would; and a block reading on readers for long
+    // is touched again, so its writer is not idle in transaction.
+    let mut h = host_with(ServerDialect::Awide);
+    begin(&mut h, "BEGIN", Some((b'x', "")));
+    h.take_sent(WRITER);
+    h.client(&query("SELECT 1"));
+    h.attach(R1);
+    assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
+    assert_eq!(
+        sent_queries(&h.take_sent(WRITER)),
+        vec!["SELECT 1".to_string()]
+    );
+    touched(&mut h);
+    reader_rows(&mut h, R1, 0, 0x1100);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "TDCZ", "the touch's answer is swallowed");
+    // A read soon after: no touch.
+    h.now += 50;
+    h.client(&query("SELECT 2"));
+    reader_rows(&mut h, R1, 0, 0x1100);
+    assert!(h.take_sent(WRITER).is_empty());
+    // One after the interval: touched again.
+    h.now += 100;
+    h.client(&query("SELECT 3"));
+    assert_eq!(
+        sent_queries(&h.take_sent(WRITER)),
+        vec!["SELECT 1".to_string()]
+    );
+    touched(&mut h);
+    reader_rows(&mut h, R1, 0, 0x1100);
+    assert_eq!(tags(&h.take_client()), "TDCZTDCZ");
+    // The server now refuses SET TRANSACTION as it would have after the block's first query.
+    h.client(&query("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"));
+    assert_eq!(
+        sent_queries(&h.take_sent(WRITER)),
+        vec!["SET TRANSACTION ISOLATION LEVEL SERIALIZABLE".to_string()]
+    );
+    // Outside a block reads touch nothing.
+    let mut h = host_with(ServerDialect::Awide);
+    h.engine.reader_sample(1, Lsn(0x1000), h.now);
+    h.engine.reader_sample(2, Lsn(0x1000), h.now);
+    h.client(&query("SELECT 1"));
+    h.attach(R1);
+    assert!(h.take_sent(WRITER).is_empty());
 }

@@ -65,6 +65,9 @@ impl Session {
                 server,
                 pinned,
             } => {
+                if in_txn {
+                    self.touch_writer();
+                }
                 let batch = batch.map(|s| s.execs);
                 let ends_open = kind == UnitKind::Batch && self.batch_ends_open(count);
                 self.take_unit_bytes(count, fresh);

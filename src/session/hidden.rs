@@ -36,6 +36,10 @@ pub(super) struct Hidden<'a> {
 
 /// A statement that always fails without side effects: it aborts the writer's transaction
 /// after an error reached the client (F-3). Its result is swallowed.
+/// P-5: the statement that gives the writer's transaction block its first snapshot, and keeps it
+/// from being idle, while the block's reads run on readers (`Session::touch_writer`).
+pub(super) const TOUCH_STATEMENT: &[u8] = b"SELECT 1";
+
 pub(super) const ABORT_STATEMENT: &[u8] =
     b"DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$";
 
@@ -52,7 +56,7 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// hex-encoded from UTF-8, so nothing of them is ever parsed as SQL by the engine or the
 /// reader. `kind` orders the replay: settings (1), then session authorization (2), then role
 /// (3); placeholder settings are settings too.
-pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE source = 'session' AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS x WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
+pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on')) AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS x WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
 /// The capture's reserved statement name on the writer.
 pub(super) const CAPTURE_NAME: &[u8] = b"polarsplit_capture";
 /// `text[]`, the capture's parameter type.

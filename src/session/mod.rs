@@ -79,6 +79,10 @@ const MAX_HELD: usize = 64 << 10;
 /// buffer until the message is complete), so a backend that breaks mid-message never leaves the
 /// client with half a message. Larger ones are forwarded as they arrive.
 const STREAM_WHOLE_MAX: usize = 64 << 10;
+/// P-5: a read split off a transaction block touches the writer's block when it was last touched
+/// this long ago (ms) or never: often enough for any sensible idle_in_transaction_session_timeout,
+/// once per block for one that reads in a burst.
+const TOUCH_INTERVAL_MS: u64 = 100;
 
 /// An input the host reports about a backend connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

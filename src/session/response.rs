@@ -38,6 +38,9 @@ pub(crate) enum Who {
     /// A client statement prepared on the writer ahead of a command that names it (a
     /// `DEALLOCATE` of a statement that lived only on readers, E-2); its answer is swallowed.
     Mirror,
+    /// The writer's transaction block touched while its reads run on readers (P-5); its answer
+    /// is swallowed.
+    Touch,
 }
 
 impl Who {

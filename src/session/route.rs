@@ -432,6 +432,35 @@ impl Session {
         }
     }
 
+    /// P-5: a read split off a transaction block runs on a reader, so the writer's block would
+    /// see no statement for it. Ahead of the block's first split read, and of any that comes
+    /// [`TOUCH_INTERVAL_MS`] or more after the last touch, a hidden `SELECT 1` runs in the writer's
+    /// block, its answer swallowed: the block has taken its first snapshot as on one server (a
+    /// later `SET TRANSACTION ISOLATION LEVEL`, `READ WRITE` or `DEFERRABLE` fails with 25001 as
+    /// the primary's would), and the writer is not idle in transaction while the client reads
+    /// (`idle_in_transaction_session_timeout`). Splits run only under READ COMMITTED, where the
+    /// statement holds no snapshot after it ends.
+    pub(super) fn touch_writer(&mut self) {
+        let now = self.now;
+        if self
+            .txn
+            .touched_at
+            .is_some_and(|t| now.saturating_sub(t) < TOUCH_INTERVAL_MS)
+        {
+            return;
+        }
+        let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
+            return;
+        };
+        self.txn.touched_at = Some(now);
+        self.out.send_backend_with(w, |o| {
+            crate::protocol::encode::query(o, &[hidden::TOUCH_STATEMENT]);
+        });
+        if let Some(wb) = self.writer.as_mut() {
+            wb.resp.push(Req::Query { hidden: 0 }, Who::Touch, 0);
+        }
+    }
+
     /// Whether committed writes are positioned by the probe (W-7: the writer's RFQs carry no
     /// LSN).
     pub(super) fn wants_probe(&self) -> bool {

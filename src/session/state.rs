@@ -88,6 +88,8 @@ pub(crate) struct TxnState {
     pub xids: String,
     pub xids_valid: bool,
     pub lsn: Lsn,
+    /// When the writer's block was last touched for a read split off it (P-5, host time).
+    pub touched_at: Option<u64>,
 }
 
 impl TxnState {
