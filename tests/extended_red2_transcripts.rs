@@ -259,3 +259,25 @@ fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its
     assert!(h.take_sent(WRITER).is_empty());
     assert_eq!(tags(&h.take_client()), "Z");
 }
+
+#[test]
+fn e2_sql_prepare_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    attach_fresh(&mut h, R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.take_client();
+    h.client(&query("PREPARE S1 AS SELECT 2"));
+    let sent = h.take_sent(WRITER);
+    assert_eq!(
+        named(&sent)[..2],
+        [('P', "s1".to_string()), ('S', String::new())],
+        "the reader's statement mirrored ahead of the PREPARE"
+    );
+    assert!(tags(&sent).contains('Q'));
+}

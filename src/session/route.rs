@@ -375,8 +375,9 @@ impl Session {
     }
 
     /// E-2: a `DEALLOCATE` of a statement the client prepared only on readers would fail on
-    /// the writer: the statement is prepared there first (hidden, its answer swallowed), so the
-    /// command answers as on one server.
+    /// the writer, and an SQL `PREPARE` of its name would succeed there: the statement is
+    /// prepared there first (hidden, its answer swallowed), so the command answers as on one
+    /// server.
     fn mirror_deallocated(
         &mut self,
         w: ConnId,
@@ -387,10 +388,13 @@ impl Session {
             return;
         };
         for s in c.statements() {
-            if !matches!(s.kind, Kind::Deallocate { all: false }) {
-                continue;
-            }
-            let Some(name) = effects::deallocate_target(s.span.of(text)) else {
+            // A `PREPARE` of the same name must fail there too (42P05), as on one server.
+            let target = match s.kind {
+                Kind::Deallocate { all: false } => effects::deallocate_target(s.span.of(text)),
+                Kind::Prepare => effects::prepare_target(s.span.of(text)),
+                _ => continue,
+            };
+            let Some(name) = target else {
                 continue;
             };
             let Some(st) = self.statements.peek(&name) else {

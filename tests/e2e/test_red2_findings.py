@@ -312,10 +312,10 @@ def test_e2_a_parse_pipelined_behind_deallocate_all_creates_the_statement(pair, 
 
 @pytest.mark.timeout(60)
 def test_e2_s4_sql_prepare_of_a_name_prepared_on_a_reader_is_refused_as_on_the_primary(pair, proxy):
-    """NOT FIXED (fails on this branch too): a protocol-level statement parsed on a reader, then SQL
-    `PREPARE` of the same name: the writer does not have the name, so the PREPARE succeeds (the
-    primary answers 42P05) and `EXECUTE` then runs the second text. The mirror the engine makes for
-    `DEALLOCATE name` (route.rs mirror_deallocated) is not made for `PREPARE name`."""
+    """A protocol-level statement parsed on a reader, then SQL `PREPARE` of the same name: the
+    writer did not have the name, so the PREPARE succeeded (the primary answers 42P05) and `EXECUTE`
+    then ran the second text. The mirror the engine made for `DEALLOCATE name` (route.rs
+    mirror_deallocated) was not made for `PREPARE name`."""
     same_as_primary(pair, proxy, [
         ([parse("red2_q", "SELECT 1"), SYNC], 1),
         ([query("PREPARE red2_q AS SELECT 2")], 1),
