@@ -11,6 +11,11 @@
 //! otherwise `unknown_functions` decides), and attribute-notation names (`(x).f` calls `f(x)`)
 //! that a user function may answer to. Most statements call no function at all, and most calls
 //! are of built-ins in a database whose catalogue shadows none: then finishing costs nothing.
+//!
+//! The host also reports each database's sequences (S-7: a standby holds a sequence WAL-logged
+//! ahead of the primary). A read carries the hashes of the names it mentions as one more
+//! [`Call`] ([`Call::Names`]), finished the same way: naming a reported sequence makes it
+//! server-dependent. While no database has sequences, that costs no catalogue lookup.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
