@@ -146,6 +146,22 @@ typedef struct {
   polarsplit_volatility volatility;
 } polarsplit_function;
 
+// One sequence relation of the writer's catalogue (`pg_class` rows of `relkind = 'S'`), for
+// `polarsplit_engine_set_sequence_catalog`. Grows at the end: the function takes the host's
+// `sizeof` as the array's stride; a field appended later reads as 0 from an older host.
+typedef struct {
+  // `pg_namespace.nspname` (UTF-8, no NUL needed; NULL with length 0 for none). Kept for
+  // the host's logs: a statement matches the name in any schema (a `search_path` may resolve
+  // an unqualified name to any of them).
+  const char *schema;
+  // Its length in bytes.
+  size_t schema_len;
+  // `pg_class.relname` as stored (UTF-8, 1 to 63 bytes, no NUL needed).
+  const char *name;
+  // Its length in bytes.
+  size_t name_len;
+} polarsplit_sequence;
+
 // The four-part reader key (SPEC P-9). A pooled reader connection may serve a session only if
 // all four values are equal (`polarsplit_reader_key_compatible`); its hashes are keyed per
 // process, so keys are compared only within one process. Frozen for ABI 3.
@@ -1329,6 +1345,55 @@ polarsplit_status polarsplit_engine_set_function_catalog(const polarsplit_engine
 // `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
 // `database_len` readable bytes.
 polarsplit_status polarsplit_engine_remove_function_catalog(const polarsplit_engine *engine,
+                                                            const char *database,
+                                                            size_t database_len);
+
+// Replaces the sequences of database `database` (SPEC S-7): every sequence relation of the
+// writer's `pg_class` (`relkind = 'S'`) — all of them (a name missing from the report is not a
+// sequence afterwards). A standby holds a sequence WAL-logged ahead of the primary, so a read
+// naming one (`SELECT last_value FROM s`, in a FROM list, a join, a subquery or a CTE, in any
+// schema, quoted or not) is not replica-safe; sessions of that database classify against the
+// report from their next statement (a statement already parsed keeps the verdict it had).
+// Until a database's sequences are reported, and for a sequence created after the last report,
+// a read of one is not recognised: report them with the function catalogue (same load, same
+// refresh). The database's function catalogue is not touched, nor the other way round.
+//
+// The query, on a connection to that database of the writer:
+// ```sql
+// SELECT n.nspname, c.relname
+// FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+// WHERE c.relkind = 'S'
+// ```
+//
+// `sequences` is an array of `n` structs, `sequence_size` bytes apart: pass
+// `sizeof(polarsplit_sequence)` (the growth rule). The library copies what it keeps; the
+// array may be freed when the call returns. On any error nothing changes:
+// `POLARSPLIT_ERR_INVALID_ARGUMENT` for a name that is empty, longer than 63 bytes or not
+// UTF-8, or a schema that is not UTF-8; `POLARSPLIT_ERR_LIMIT` beyond 1,048,576 sequences in
+// one database or 65,536 databases; `POLARSPLIT_ERR_ABI` for a `sequence_size` below this
+// struct's first version; `POLARSPLIT_ERR_NULL` for a NULL engine, a NULL `database` with a
+// non-zero length, a NULL `sequences` with `n > 0`, or a NULL name or schema with a non-zero
+// length.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes (any encoding, no NUL needed); `sequences` NULL (only with
+// `n` 0) or `n * sequence_size` readable bytes, each struct's pointers readable for their
+// lengths.
+polarsplit_status polarsplit_engine_set_sequence_catalog(const polarsplit_engine *engine,
+                                                         const char *database,
+                                                         size_t database_len,
+                                                         const polarsplit_sequence *sequences,
+                                                         size_t n,
+                                                         size_t sequence_size);
+
+// Forgets the sequences of database `database`: a read of one is not recognised again.
+// `POLARSPLIT_DONE` when it had none reported.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes.
+polarsplit_status polarsplit_engine_remove_sequence_catalog(const polarsplit_engine *engine,
                                                             const char *database,
                                                             size_t database_len);
 

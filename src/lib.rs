@@ -17,7 +17,7 @@
 //!   each an [`Action`]; the routing of every statement is reported as a [`Decision`] (an
 //!   [`Outcome`] and a [`Reason`]). [`Streams`] is a reference host for the byte actions.
 //! - Engine-wide inputs about servers: reader positions ([`Lsn`]), health, the writer's identity
-//!   ([`WriterIdentity`]), the function catalogue ([`UserFunction`]); counters ([`Counter`],
+//!   ([`WriterIdentity`]), the function and sequence catalogues ([`UserFunction`], [`UserSequence`]); counters ([`Counter`],
 //!   [`Stats`]).
 //! - A reader connection pool index keyed by [`ReaderKey`] ([`PoolIndex`]) with its warmup
 //!   queue ([`WarmupQueue`]), for hosts that pool reader connections.
@@ -52,7 +52,9 @@ mod protocol;
 mod session;
 mod token;
 
-pub use classify::{CatalogError, Isolation, UnknownFunctions, UserFunction, Volatility};
+pub use classify::{
+    CatalogError, Isolation, UnknownFunctions, UserFunction, UserSequence, Volatility,
+};
 pub use cluster::stats::{Counter, Stats, StatsSnapshot};
 pub use cluster::Engine;
 pub use config::{

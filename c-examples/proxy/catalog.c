@@ -3,7 +3,11 @@
  * database are immutable or stable — the writer's pg_proc outside the built-in schemas (and
  * extension functions in pg_catalog), read on a short-lived connection to that database of the
  * primary as the monitor user — with polarsplit_engine_set_function_catalog, and the writer's
- * server_version_num (it picks the engine's table of built-ins).
+ * server_version_num (it picks the engine's table of built-ins). The same load reads the writer's
+ * sequences (pg_class relkind 'S') and reports them with polarsplit_engine_set_sequence_catalog
+ * (SPEC S-7: a standby holds a sequence WAL-logged ahead of the primary, so a read of one must stay
+ * on the primary); until a database's first load, and for a sequence created since the last one,
+ * such a read is not recognised.
  *
  * When: for each --catalog-database at start, and for every other database the first time a
  * client of it connects (its first statements classify without the catalogue: on the primary);
@@ -12,7 +16,8 @@
  * reports no DDL, and DDL from elsewhere would not pass through here anyway). A load that fails
  * (the database refuses the login, the query fails or times out) removes the database's
  * catalogue — its user functions are unknown again and their calls go to the primary, which is
- * safe — is logged once, and is retried with a back-off up to the refresh period. At most
+ * safe — is logged once, and is retried with a back-off up to the refresh period. Its sequences
+ * are kept: a stale list only misses sequences created since, none would miss them all. At most
  * MAX_CATALOG_DBS databases are tracked; calls in any other database stay on the primary. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -25,30 +30,40 @@
 #define MAX_DB_NAME 255
 #define CATALOG_TIMEOUT_MS 10000 /* for one whole load: connect, login, query */
 #define CATALOG_RETRY_MS 1000    /* the first retry after a failure; doubles up to the refresh period */
-#define MAX_CATALOG_ROWS (1u << 20) /* the engine's bound per database */
+#define MAX_CATALOG_ROWS (1u << 20) /* the engine's bound per database, for functions and for sequences */
 
-/* The writer's version, then every user function (the query polarsplit_engine_set_function_catalog
- * documents). One simple Query: both results before one ReadyForQuery. */
+/* The writer's version, then every user function and every sequence (the queries
+ * polarsplit_engine_set_function_catalog and polarsplit_engine_set_sequence_catalog document). One
+ * simple Query: the three results before one ReadyForQuery, told apart by their column counts
+ * (1, 3, 2). */
 static const char CATALOG_QUERY[] =
     "SELECT pg_catalog.current_setting('server_version_num');"
     "SELECT n.nspname, p.proname, p.provolatile "
     "FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
     "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
     "OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
-    "AND d.objid = p.oid AND d.deptype = 'e')";
+    "AND d.objid = p.oid AND d.deptype = 'e');"
+    "SELECT n.nspname, c.relname "
+    "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relkind = 'S'";
 
 typedef struct {
     uint32_t schema_off, schema_len, name_off, name_len;
-    uint8_t volatility;
+    uint8_t volatility; /* a function's; 0 for a sequence */
 } row_t;
+
+/* Rows of one kind: functions or sequences. */
+typedef struct {
+    row_t *rows;
+    size_t n, cap;
+} rows_t;
 
 /* One load in flight: its rows, as offsets into an arena (it moves as it grows). */
 struct catalog_load {
     int db;
     backend_t *conn;
     buf_t arena;
-    row_t *rows;
-    size_t n, cap;
+    rows_t fns, seqs;
     uint32_t version;
     int sent, failed;
     char why[240];
@@ -89,7 +104,8 @@ void catalog_free_load(struct catalog_load *l) {
     if (!l) return;
     if (l->db >= 0 && l->db < ndbs && dbs[l->db].conn == l->conn) dbs[l->db].conn = NULL;
     buf_free(&l->arena);
-    free(l->rows);
+    free(l->fns.rows);
+    free(l->seqs.rows);
     free(l);
 }
 
@@ -158,18 +174,36 @@ static void load_done(backend_t *b) {
         catalog_failed(b, l->why);
         return;
     }
-    polarsplit_function *fns = l->n ? calloc(l->n, sizeof *fns) : NULL;
-    if (l->n && !fns) abort();
     const char *base = (const char *)buf_data(&l->arena);
-    for (size_t i = 0; i < l->n; i++) {
-        const row_t *r = &l->rows[i];
+    /* The sequences first: once a function of this load is seen, its sequences are in too. */
+    polarsplit_sequence *seqs = l->seqs.n ? calloc(l->seqs.n, sizeof *seqs) : NULL;
+    if (l->seqs.n && !seqs) abort();
+    for (size_t i = 0; i < l->seqs.n; i++) {
+        const row_t *r = &l->seqs.rows[i];
+        seqs[i].schema = base + r->schema_off;
+        seqs[i].schema_len = r->schema_len;
+        seqs[i].name = base + r->name_off;
+        seqs[i].name_len = r->name_len;
+    }
+    polarsplit_status st =
+        polarsplit_engine_set_sequence_catalog(g.engine, d->name, d->len, seqs, l->seqs.n, sizeof *seqs);
+    free(seqs);
+    if (st != POLARSPLIT_OK) {
+        snprintf(l->why, sizeof l->why, "the engine refused its sequences: %s", polarsplit_status_str(st));
+        catalog_failed(b, l->why);
+        return;
+    }
+    polarsplit_function *fns = l->fns.n ? calloc(l->fns.n, sizeof *fns) : NULL;
+    if (l->fns.n && !fns) abort();
+    for (size_t i = 0; i < l->fns.n; i++) {
+        const row_t *r = &l->fns.rows[i];
         fns[i].schema = base + r->schema_off;
         fns[i].schema_len = r->schema_len;
         fns[i].name = base + r->name_off;
         fns[i].name_len = r->name_len;
         fns[i].volatility = r->volatility;
     }
-    polarsplit_status st = polarsplit_engine_set_function_catalog(g.engine, d->name, d->len, fns, l->n, sizeof *fns);
+    st = polarsplit_engine_set_function_catalog(g.engine, d->name, d->len, fns, l->fns.n, sizeof *fns);
     free(fns);
     if (st != POLARSPLIT_OK) {
         snprintf(l->why, sizeof l->why, "the engine refused it: %s", polarsplit_status_str(st));
@@ -178,10 +212,11 @@ static void load_done(backend_t *b) {
     }
     if (l->version) polarsplit_engine_set_writer_server_version(g.engine, l->version);
     if (!d->loaded || d->warned || g.o.verbose)
-        logf_("function catalogue of database %s: %zu user functions (server_version_num %u)", d->name, l->n,
-              l->version);
+        logf_("function catalogue of database %s: %zu user functions, %zu sequences (server_version_num %u)", d->name,
+              l->fns.n, l->seqs.n, l->version);
     g.catalog_loads++;
-    g.catalog_functions = l->n;
+    g.catalog_functions = l->fns.n;
+    g.catalog_sequences = l->seqs.n;
     d->loaded = 1;
     d->warned = 0;
     d->retry_ms = 0;
@@ -202,6 +237,23 @@ static void fail_load(struct catalog_load *l, const char *why) {
     l->failed = 1;
 }
 
+/* A new row of `rs` (NULL, and the load failed, past the engine's bound). */
+static row_t *row_new(struct catalog_load *l, rows_t *rs, const char *too_many) {
+    if (rs->n == MAX_CATALOG_ROWS) {
+        fail_load(l, too_many);
+        return NULL;
+    }
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? rs->cap * 2 : 256;
+        row_t *r = realloc(rs->rows, rs->cap * sizeof *r);
+        if (!r) abort();
+        rs->rows = r;
+    }
+    row_t *r = &rs->rows[rs->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
 static void catalog_row(struct catalog_load *l, const uint8_t *body, size_t blen) {
     if (l->failed || blen < 2) return;
     unsigned cols = ((unsigned)body[0] << 8) | body[1];
@@ -216,28 +268,20 @@ static void catalog_row(struct catalog_load *l, const uint8_t *body, size_t blen
         }
         return;
     }
-    if (cols != 3) return;
-    for (unsigned i = 0; i < 3; i++) {
+    if (cols != 2 && cols != 3) return;
+    for (unsigned i = 0; i < cols; i++) {
         if (row_field(body, blen, i, &v[i], &n[i]) != 0) {
             fail_load(l, "a row the proxy cannot read");
             return;
         }
     }
-    if (l->n == MAX_CATALOG_ROWS) {
-        fail_load(l, "too many functions");
-        return;
-    }
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 256;
-        row_t *r = realloc(l->rows, l->cap * sizeof *r);
-        if (!r) abort();
-        l->rows = r;
-    }
-    row_t *r = &l->rows[l->n++];
+    row_t *r = cols == 2 ? row_new(l, &l->seqs, "too many sequences") : row_new(l, &l->fns, "too many functions");
+    if (!r) return;
     r->schema_off = arena_put(l, v[0], n[0]);
     r->schema_len = (uint32_t)n[0];
     r->name_off = arena_put(l, v[1], n[1]);
     r->name_len = (uint32_t)n[1];
+    if (cols == 2) return; /* a sequence */
     /* provolatile is 'i', 's' or 'v'; anything else is taken as volatile (never read-safe). */
     uint8_t c = n[2] == 1 ? v[2][0] : 'v';
     r->volatility = (c == POLARSPLIT_VOLATILITY_IMMUTABLE || c == POLARSPLIT_VOLATILITY_STABLE)

@@ -25,6 +25,8 @@ int ctest_r1a_fault_reports_clear_the_known_position_until_a_later_sample(void);
 int ctest_s9_prometheus_text_with_size_query_and_truncation(void);
 int ctest_f_policy_function_catalogue_routes_user_function_reads_per_database(void);
 int ctest_host_faults_and_catalogue_misuse(void);
+int ctest_s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database(void);
+int ctest_s7_sequence_catalogue_misuse(void);
 
 #define WRITER 100u
 #define READER 201u
@@ -950,6 +952,123 @@ int ctest_host_faults_and_catalogue_misuse(void) {
     CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, NULL, 0), POLARSPLIT_DONE);
     CHECK_STATUS(polarsplit_engine_set_function_catalog(e, NULL, 0, &f, 1, sizeof f), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_engine_remove_function_catalog(e, "", 0), POLARSPLIT_OK);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+static polarsplit_sequence seq(const char *schema, const char *name) {
+    polarsplit_sequence q;
+    memset(&q, 0, sizeof q);
+    q.schema = schema;
+    q.schema_len = schema ? strlen(schema) : 0;
+    q.name = name;
+    q.name_len = strlen(name);
+    return q;
+}
+
+/* S-7: a standby holds a sequence WAL-logged ahead of the primary, so a read naming a sequence the
+ * host reported for the session's database goes to the writer. */
+int ctest_s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    const char *q = "SELECT last_value, log_cnt, is_called FROM order_seq";
+    /* Control: not reported, a plain relation name: a reader. */
+    TO_READER(e, q);
+    polarsplit_sequence seqs[2] = {seq("public", "order_seq"), seq("app", "Mixed")};
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, seqs, 2, sizeof seqs[0]), POLARSPLIT_OK);
+    TO_WRITER(e, q, POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_WRITER(e, "SELECT * FROM public.ORDER_SEQ", POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_WRITER(e, "SELECT t.a FROM t JOIN (SELECT last_value FROM order_seq) s ON true",
+              POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_WRITER(e, "SELECT * FROM app.\"Mixed\"", POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_READER(e, "SELECT * FROM mixed"); /* folded: another name */
+    TO_READER(e, "SELECT a FROM t");
+    /* The function catalogue is separate: replacing it keeps the sequences. */
+    polarsplit_function f = fn("public", "f", POLARSPLIT_VOLATILITY_STABLE);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &f, 1, sizeof f), POLARSPLIT_OK);
+    TO_WRITER(e, q, POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_READER(e, "SELECT f()");
+    /* Another database's report changes nothing for "db"; "db" with a NUL is another database. */
+    polarsplit_sequence other = seq("public", "other_seq");
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "other_db", 8, &other, 1, sizeof other), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 3, &other, 1, sizeof other), POLARSPLIT_OK);
+    TO_READER(e, "SELECT * FROM other_seq");
+    TO_WRITER(e, q, POLARSPLIT_REASON_SERVER_DEPENDENT);
+    /* A report replaces the earlier one whole. */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &other, 1, sizeof other), POLARSPLIT_OK);
+    TO_READER(e, q);
+    TO_WRITER(e, "SELECT * FROM other_seq", POLARSPLIT_REASON_SERVER_DEPENDENT);
+    /* Removed: not recognised again; the functions stay. */
+    CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, "db", 2), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, "db", 2), POLARSPLIT_DONE);
+    TO_READER(e, "SELECT * FROM other_seq");
+    TO_READER(e, "SELECT f()");
+    /* An empty report is a report: no sequences. */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, NULL, 0, sizeof other), POLARSPLIT_OK);
+    TO_READER(e, q);
+    CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, "db", 2), POLARSPLIT_OK);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+int ctest_s7_sequence_catalogue_misuse(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    polarsplit_sequence s = seq("public", "s");
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(NULL, "db", 2, &s, 1, sizeof s), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(NULL, "db", 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &s, 1, sizeof s), POLARSPLIT_OK);
+    /* Bad pointers and lengths are refused and change nothing. */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, NULL, 2, &s, 1, sizeof s), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, NULL, 1, sizeof s), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &s, 1, sizeof s - 1), POLARSPLIT_ERR_ABI);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &s, 1, 0), POLARSPLIT_ERR_ABI);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &s, SIZE_MAX, sizeof s),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &s, SIZE_MAX / 2, 4 * sizeof s),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    polarsplit_sequence g = s;
+    g.name = NULL;
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_NULL);
+    g.name_len = 0; /* empty name */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    static const char long_name[] = "a234567890123456789012345678901234567890123456789012345678901234"; /* 64 */
+    g = seq("public", long_name);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    g = seq("public", "\xff\xfe"); /* not UTF-8 */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    g = seq("\xc3", "t"); /* a schema cut inside a character */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    g = seq(NULL, "t");
+    g.schema_len = 3; /* NULL with a length */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_NULL);
+    /* A refused array is refused whole: one bad element after a good one. */
+    polarsplit_sequence two[2] = {seq("public", "t"), seq("public", "")};
+    two[1].name_len = 0;
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, two, 2, sizeof two[0]),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    /* What the refused calls left: the last accepted report (`s`). */
+    TO_WRITER(e, "SELECT * FROM s", POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_READER(e, "SELECT * FROM t");
+    /* No schema: allowed; the longest name: allowed. */
+    g = seq(NULL, "a23456789012345678901234567890123456789012345678901234567890123"); /* 63 */
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_OK);
+    /* A newer host's larger struct: read with its stride. */
+    struct {
+        polarsplit_sequence s;
+        uint64_t appended;
+    } newer[2];
+    memset(newer, 0xab, sizeof newer);
+    newer[0].s = seq("public", "n0");
+    newer[1].s = seq("public", "n1");
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "db", 2, &newer[0].s, 2, sizeof newer[0]), POLARSPLIT_OK);
+    TO_WRITER(e, "SELECT * FROM n1", POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_READER(e, "SELECT * FROM s");
+    /* Removal: NULL database only with length 0 (the empty name). */
+    CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, NULL, 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, NULL, 0), POLARSPLIT_DONE);
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, NULL, 0, &s, 1, sizeof s), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, "", 0), POLARSPLIT_OK);
     polarsplit_engine_free(e);
     return 0;
 }

@@ -49,6 +49,8 @@ extern "C" {
     pub fn ctest_s9_prometheus_text_with_size_query_and_truncation() -> c_int;
     pub fn ctest_f_policy_function_catalogue_routes_user_function_reads_per_database() -> c_int;
     pub fn ctest_host_faults_and_catalogue_misuse() -> c_int;
+    pub fn ctest_s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database() -> c_int;
+    pub fn ctest_s7_sequence_catalogue_misuse() -> c_int;
 }
 
 /// Runs one C test and panics with its failing line.

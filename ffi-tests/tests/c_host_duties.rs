@@ -1,7 +1,7 @@
 //! What a host reports besides bytes and events, from C (compiled by build.rs against the
 //! committed header): time passing (R-1b), a forwarded cancel (F-1), a pooled connection it
 //! closed itself (E-2), the writer's history (C-1/C-3), reader faults it saw and their back-off
-//! (R-1a/R-1b), the Prometheus text (§9), the writer's user functions (F-policy) — and the
+//! (R-1a/R-1b), the Prometheus text (§9), the writer's user functions (F-policy), its sequences (S-7) — and the
 //! misuse of each new function.
 //! The same functions run under ASan/UBSan and valgrind in `scripts/test-sanitizers.sh`.
 
@@ -89,5 +89,21 @@ fn c_host_faults_and_catalogue_misuse() {
     run(
         "host_faults_and_catalogue_misuse",
         ctest_host_faults_and_catalogue_misuse,
+    );
+}
+
+#[test]
+fn c_s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database() {
+    run(
+        "s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database",
+        ctest_s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database,
+    );
+}
+
+#[test]
+fn c_s7_sequence_catalogue_misuse() {
+    run(
+        "s7_sequence_catalogue_misuse",
+        ctest_s7_sequence_catalogue_misuse,
     );
 }

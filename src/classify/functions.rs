@@ -11,6 +11,11 @@
 //! otherwise `unknown_functions` decides), and attribute-notation names (`(x).f` calls `f(x)`)
 //! that a user function may answer to. Most statements call no function at all, and most calls
 //! are of built-ins in a database whose catalogue shadows none: then finishing costs nothing.
+//!
+//! The host also reports each database's sequences (S-7: a standby holds a sequence WAL-logged
+//! ahead of the primary). A read carries the hashes of the names it mentions as one more
+//! [`Call`] ([`Call::Names`]), finished the same way: naming a reported sequence makes it
+//! server-dependent. While no database has sequences, that costs no catalogue lookup.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -18,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::builtins::{self, BuiltinTable};
 use super::ident::MAX_NAME;
@@ -173,6 +178,7 @@ impl FunctionPolicy {
             read_functions: &self.read_functions,
             unknown_functions: self.unknown_functions,
             builtins: self.builtins,
+            record_names: true,
         }
     }
 
@@ -193,6 +199,9 @@ pub(crate) struct Rules<'a> {
     pub(crate) read_functions: &'a ReadFunctions,
     pub(crate) unknown_functions: UnknownFunctions,
     pub(crate) builtins: &'static BuiltinTable,
+    /// Whether reads record the names they mention ([`Call::Names`]): not where no catalogue
+    /// will finish the classification (which then allocates nothing for them).
+    pub(crate) record_names: bool,
 }
 
 impl<'a> Rules<'a> {
@@ -203,6 +212,7 @@ impl<'a> Rules<'a> {
             read_functions: &NO_READ_FUNCTIONS,
             unknown_functions: UnknownFunctions::Primary,
             builtins: builtins::default_table(),
+            record_names: false,
         }
     }
 
@@ -260,8 +270,9 @@ impl<'a> Rules<'a> {
             Call::Builtin { stmt, id, hint } => {
                 let name = self.builtins.name_at(*id);
                 let verdict = catalog
-                    .filter(|c| c.shadows_builtins)
-                    .and_then(|c| c.names.get(name))
+                    .and_then(DbCatalog::function_set)
+                    .filter(|f| f.shadows_builtins)
+                    .and_then(|f| f.names.get(name))
                     .map(|&safe| {
                         // A user function shares the built-in's name: it may be the one called.
                         let why = if safe || *hint {
@@ -274,7 +285,10 @@ impl<'a> Rules<'a> {
                 (*stmt, verdict)
             }
             Call::User { stmt, name, hint } => {
-                let why = match catalog.and_then(|c| c.names.get(&**name)) {
+                let why = match catalog
+                    .and_then(DbCatalog::function_set)
+                    .and_then(|f| f.names.get(&**name))
+                {
                     _ if *hint => NotSafe::None,
                     Some(true) => NotSafe::None,
                     Some(false) => NotSafe::UserFunction,
@@ -287,15 +301,27 @@ impl<'a> Rules<'a> {
                 (*stmt, (why != NotSafe::None).then_some((why, false)))
             }
             Call::Attr { stmt, hash, hint } => {
-                let verdict = catalog.and_then(|c| c.attrs.get(hash)).map(|&safe| {
-                    let why = if safe || *hint {
-                        NotSafe::None
-                    } else {
-                        NotSafe::UserFunction
-                    };
-                    (why, true)
-                });
+                let verdict = catalog
+                    .and_then(DbCatalog::function_set)
+                    .and_then(|f| f.attrs.get(hash))
+                    .map(|&safe| {
+                        let why = if safe || *hint {
+                            NotSafe::None
+                        } else {
+                            NotSafe::UserFunction
+                        };
+                        (why, true)
+                    });
                 (*stmt, verdict)
+            }
+            Call::Names { stmt, hashes } => {
+                let names_sequence = catalog
+                    .and_then(DbCatalog::sequence_set)
+                    .is_some_and(|s| hashes.iter().any(|h| s.hashes.contains(h)));
+                (
+                    *stmt,
+                    names_sequence.then_some((NotSafe::ServerDependent, false)),
+                )
             }
         }
     }
@@ -316,6 +342,14 @@ pub(crate) enum Call {
     },
     /// `x.name` that is not a built-in: a column, unless the catalogue has a function of the name.
     Attr { stmt: u32, hash: u64, hint: bool },
+    /// The [`short_name_hash`]es of the names a read mentions — every identifier but the reserved
+    /// keywords, wherever it stands (FROM, JOIN, a subquery, a CTE, a column; sorted, distinct):
+    /// not replica-safe if one is a sequence of the database (S-7: a standby holds a sequence
+    /// WAL-logged ahead of the primary). A column or alias that shares a sequence's name only
+    /// costs offload. Not recorded under `/* route=reader */`, which accepts S-7 answers as it
+    /// does for the server-dependent relations, nor by the classification entry points that
+    /// never see a catalogue.
+    Names { stmt: u32, hashes: Box<[u32]> },
 }
 
 impl Call {
@@ -333,6 +367,7 @@ impl Call {
                 hash,
                 hint,
             },
+            Call::Names { hashes, .. } => Call::Names { stmt: i, hashes },
         }
     }
 }
@@ -383,6 +418,19 @@ pub struct UserFunction {
     pub volatility: Volatility,
 }
 
+/// One sequence relation the host reports from the writer's catalogue (`pg_class` rows of
+/// `relkind = 'S'`): S-7, a standby holds a sequence WAL-logged ahead of the primary (`nextval`
+/// logs 32 values in advance), so a read of the relation answers values the primary has not
+/// handed out.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UserSequence {
+    /// `pg_namespace.nspname`. Recorded for the host's logs; a statement is matched by the name
+    /// in any schema (a `search_path` may resolve an unqualified name to any of them).
+    pub schema: String,
+    /// `pg_class.relname`, as stored.
+    pub name: String,
+}
+
 /// Why a reported catalogue was refused (nothing of it is kept).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -396,11 +444,17 @@ pub enum CatalogError {
     #[error("more than {0} databases")]
     /// More databases have catalogues than the engine keeps (the limit is given).
     TooManyDatabases(usize),
+    #[error("sequence name {0:?} is empty or longer than 63 bytes")]
+    /// A sequence name is empty or longer than 63 bytes.
+    BadSequenceName(String),
+    #[error("more than {0} sequences in one database")]
+    /// One database reported more sequences than the engine keeps (the limit is given).
+    TooManySequences(usize),
 }
 
 /// The user functions of one database, by name.
 #[derive(Debug, Default)]
-pub struct DbCatalog {
+struct FunctionSet {
     /// Name → whether every reported function of that name is read-safe.
     names: FxHashMap<Box<str>, bool>,
     /// The same by [`name_hash`], for attribute notation.
@@ -410,34 +464,83 @@ pub struct DbCatalog {
     functions: usize,
 }
 
+/// The sequence relations of one database, by [`short_name_hash`] (a collision only keeps a
+/// read on the primary).
+#[derive(Debug, Default)]
+struct SequenceSet {
+    hashes: FxHashSet<u32>,
+    sequences: usize,
+}
+
+/// What the host reported of one database: its user functions and its sequences, each replaced
+/// (or forgotten) on its own.
+#[derive(Debug, Default)]
+pub struct DbCatalog {
+    functions: Option<Arc<FunctionSet>>,
+    sequences: Option<Arc<SequenceSet>>,
+}
+
 impl DbCatalog {
     /// Functions reported.
     pub fn len(&self) -> usize {
-        self.functions
+        self.functions.as_ref().map_or(0, |f| f.functions)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.functions == 0
+        self.len() == 0
     }
 
     /// Whether every reported function named `name` is read-safe (`None`: none of that name).
     pub fn read_safe(&self, name: &str) -> Option<bool> {
-        self.names.get(name).copied()
+        self.function_set()?.names.get(name).copied()
+    }
+
+    /// Sequences reported.
+    pub fn sequences(&self) -> usize {
+        self.sequences.as_ref().map_or(0, |s| s.sequences)
+    }
+
+    /// Whether a reported sequence is named `name` (as stored; a hash collision says yes).
+    pub fn is_sequence(&self, name: &str) -> bool {
+        self.sequence_set()
+            .is_some_and(|s| s.hashes.contains(&short_name_hash(name)))
+    }
+
+    fn function_set(&self) -> Option<&FunctionSet> {
+        self.functions.as_deref()
+    }
+
+    fn sequence_set(&self) -> Option<&SequenceSet> {
+        self.sequences.as_deref().filter(|s| s.sequences > 0)
+    }
+
+    fn shadows_builtins(&self) -> bool {
+        self.function_set().is_some_and(|f| f.shadows_builtins)
+    }
+
+    fn has_sequences(&self) -> bool {
+        self.sequence_set().is_some()
     }
 }
 
 /// Bounds of what the host may report (every buffer bounded).
 pub const MAX_FUNCTIONS_PER_DATABASE: usize = 1 << 20;
+pub const MAX_SEQUENCES_PER_DATABASE: usize = 1 << 20;
 pub const MAX_DATABASES: usize = 1 << 16;
 
 /// The host-reported catalogues of every database, shared by the engine and its classifiers
-/// (and replaceable at runtime, one database at a time).
+/// (and replaceable at runtime, one database at a time). Classifications are cached by text
+/// only; what a catalogue decides is applied per statement ([`Rules::finish`]), so a report
+/// takes effect at the next statement, whatever the caches hold.
 #[derive(Debug, Default)]
 pub struct FunctionCatalogs {
     dbs: RwLock<BTreeMap<Box<[u8]>, Arc<DbCatalog>>>,
     /// Reported databases whose catalogue shares a name with a built-in: while 0, built-in calls
     /// are finished without looking a catalogue up.
     shadowing: AtomicUsize,
+    /// Reported databases with at least one sequence: while 0, the names a statement mentions
+    /// are not looked up.
+    sequenced: AtomicUsize,
 }
 
 impl FunctionCatalogs {
@@ -445,14 +548,15 @@ impl FunctionCatalogs {
         FunctionCatalogs::default()
     }
 
-    /// Replaces the catalogue of `database` with `functions` (all of them: a name missing from the
-    /// report is unknown afterwards). Returns how many functions were recorded.
+    /// Replaces the catalogue of user functions of `database` with `functions` (all of them: a
+    /// name missing from the report is unknown afterwards); its sequences are kept. Returns how
+    /// many functions were recorded.
     pub fn set(
         &self,
         database: &[u8],
         functions: impl IntoIterator<Item = UserFunction>,
     ) -> Result<usize, CatalogError> {
-        let mut cat = DbCatalog::default();
+        let mut cat = FunctionSet::default();
         for f in functions {
             if f.name.is_empty() || f.name.len() > MAX_NAME {
                 return Err(CatalogError::BadName(f.name));
@@ -475,30 +579,109 @@ impl FunctionCatalogs {
                 .or_insert(safe);
         }
         let n = cat.functions;
-        let mut dbs = self.dbs.write();
-        if !dbs.contains_key(database) && dbs.len() >= MAX_DATABASES {
-            return Err(CatalogError::TooManyDatabases(MAX_DATABASES));
-        }
-        let shadows = cat.shadows_builtins;
-        let old = dbs.insert(Box::from(database), Arc::new(cat));
-        self.adjust(old.as_deref(), shadows);
+        let functions = Some(Arc::new(cat));
+        self.replace(database, |old| DbCatalog {
+            functions,
+            sequences: old.and_then(|o| o.sequences.clone()),
+        })?;
         Ok(n)
     }
 
-    /// Forgets the catalogue of `database` (its functions are unknown again).
-    pub fn remove(&self, database: &[u8]) -> bool {
-        let old = self.dbs.write().remove(database);
-        self.adjust(old.as_deref(), false);
-        old.is_some()
+    /// Replaces the sequences of `database` with `sequences` (all of them: a name missing from the
+    /// report is not a sequence afterwards); its functions are kept. Returns how many sequences
+    /// were recorded.
+    pub fn set_sequences(
+        &self,
+        database: &[u8],
+        sequences: impl IntoIterator<Item = UserSequence>,
+    ) -> Result<usize, CatalogError> {
+        let mut set = SequenceSet::default();
+        for s in sequences {
+            if s.name.is_empty() || s.name.len() > MAX_NAME {
+                return Err(CatalogError::BadSequenceName(s.name));
+            }
+            if set.sequences == MAX_SEQUENCES_PER_DATABASE {
+                return Err(CatalogError::TooManySequences(MAX_SEQUENCES_PER_DATABASE));
+            }
+            set.sequences += 1;
+            set.hashes.insert(short_name_hash(&s.name));
+        }
+        let n = set.sequences;
+        let sequences = Some(Arc::new(set));
+        self.replace(database, |old| DbCatalog {
+            functions: old.and_then(|o| o.functions.clone()),
+            sequences,
+        })?;
+        Ok(n)
     }
 
-    fn adjust(&self, old: Option<&DbCatalog>, new_shadows: bool) {
-        if old.is_some_and(|o| o.shadows_builtins) {
-            self.shadowing.fetch_sub(1, Ordering::AcqRel);
+    /// Forgets the user functions of `database` (they are unknown again). Whether it had some.
+    pub fn remove(&self, database: &[u8]) -> bool {
+        let mut had = false;
+        let _ = self.replace(database, |old| {
+            had = old.is_some_and(|o| o.functions.is_some());
+            DbCatalog {
+                functions: None,
+                sequences: old.and_then(|o| o.sequences.clone()),
+            }
+        });
+        had
+    }
+
+    /// Forgets the sequences of `database` (a read of one is not recognised again). Whether it
+    /// had some reported.
+    pub fn remove_sequences(&self, database: &[u8]) -> bool {
+        let mut had = false;
+        let _ = self.replace(database, |old| {
+            had = old.is_some_and(|o| o.sequences.is_some());
+            DbCatalog {
+                functions: old.and_then(|o| o.functions.clone()),
+                sequences: None,
+            }
+        });
+        had
+    }
+
+    /// Replaces the entry of `database` with what `make` builds from the old one, under the
+    /// write lock; an entry with nothing reported is removed.
+    fn replace(
+        &self,
+        database: &[u8],
+        make: impl FnOnce(Option<&DbCatalog>) -> DbCatalog,
+    ) -> Result<(), CatalogError> {
+        let mut dbs = self.dbs.write();
+        let new = make(dbs.get(database).map(|a| &**a));
+        let keep = new.functions.is_some() || new.sequences.is_some();
+        if keep && !dbs.contains_key(database) && dbs.len() >= MAX_DATABASES {
+            return Err(CatalogError::TooManyDatabases(MAX_DATABASES));
         }
-        if new_shadows {
-            self.shadowing.fetch_add(1, Ordering::AcqRel);
-        }
+        let (shadows, sequenced) = (new.shadows_builtins(), new.has_sequences());
+        let old = if keep {
+            dbs.insert(Box::from(database), Arc::new(new))
+        } else {
+            dbs.remove(database)
+        };
+        let count = |c: &AtomicUsize, was: bool, is: bool| match (was, is) {
+            (true, false) => {
+                c.fetch_sub(1, Ordering::AcqRel);
+            }
+            (false, true) => {
+                c.fetch_add(1, Ordering::AcqRel);
+            }
+            _ => {}
+        };
+        let old = old.as_deref();
+        count(
+            &self.shadowing,
+            old.is_some_and(DbCatalog::shadows_builtins),
+            shadows,
+        );
+        count(
+            &self.sequenced,
+            old.is_some_and(DbCatalog::has_sequences),
+            sequenced,
+        );
+        Ok(())
     }
 
     /// The catalogue of `database`, if the host reported one.
@@ -520,9 +703,64 @@ impl FunctionCatalogs {
         match &c.calls {
             None => false,
             Some(calls) => {
-                self.shadowing.load(Ordering::Acquire) > 0
-                    || calls.iter().any(|c| !matches!(c, Call::Builtin { .. }))
+                let shadowing = self.shadowing.load(Ordering::Acquire) > 0;
+                let sequenced = self.sequenced.load(Ordering::Acquire) > 0;
+                calls.iter().any(|c| match c {
+                    Call::Builtin { .. } => shadowing,
+                    Call::Names { .. } => sequenced,
+                    Call::User { .. } | Call::Attr { .. } => true,
+                })
             }
         }
+    }
+}
+
+/// The 32-bit hash names are kept by for S-7's sequences ([`name_hash`] folded).
+pub(crate) fn short_name_hash(name: &str) -> u32 {
+    let h = name_hash(name);
+    (h ^ (h >> 32)) as u32
+}
+
+/// Names a statement's scan holds before allocating.
+const INLINE_NAMES: usize = 12;
+
+/// Collects the [`short_name_hash`]es of the names a statement mentions (see [`Call::Names`]),
+/// without allocating for up to [`INLINE_NAMES`] distinct ones.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NameSet {
+    inline: [u32; INLINE_NAMES],
+    len: usize,
+    more: Vec<u32>,
+}
+
+impl NameSet {
+    pub(crate) fn insert(&mut self, h: u32) {
+        let inline = self.inline.get(..self.len).unwrap_or(&[]);
+        if inline.contains(&h) {
+            return;
+        }
+        match self.inline.get_mut(self.len) {
+            Some(slot) => {
+                *slot = h;
+                self.len += 1;
+            }
+            // Deduplicated when finished.
+            None => self.more.push(h),
+        }
+    }
+
+    /// The names as a call to finish per database (`None`: no name).
+    pub(crate) fn into_call(self) -> Option<Call> {
+        if self.len == 0 {
+            return None;
+        }
+        let mut all = self.more;
+        all.extend_from_slice(self.inline.get(..self.len).unwrap_or(&[]));
+        all.sort_unstable();
+        all.dedup();
+        Some(Call::Names {
+            stmt: 0,
+            hashes: all.into_boxed_slice(),
+        })
     }
 }

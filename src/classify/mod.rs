@@ -34,7 +34,8 @@ pub use builtins::BuiltinTable;
 pub use cache::Classifier;
 pub use functions::{
     may_be_read_function, CatalogError, DbCatalog, FunctionCatalogs, FunctionPolicy, ReadFunctions,
-    UnknownFunctions, UserFunction, Volatility, MAX_DATABASES, MAX_FUNCTIONS_PER_DATABASE,
+    UnknownFunctions, UserFunction, UserSequence, Volatility, MAX_DATABASES,
+    MAX_FUNCTIONS_PER_DATABASE, MAX_SEQUENCES_PER_DATABASE,
 };
 pub use types::*;
 
@@ -92,6 +93,9 @@ pub fn classify_with_policy(
     catalog: Option<&DbCatalog>,
     limits: &Limits,
 ) -> Classification {
-    let rules = policy.rules();
+    let rules = functions::Rules {
+        record_names: catalog.is_some(),
+        ..policy.rules()
+    };
     rules.finish(statement::classify_str(sql, rules, limits), catalog)
 }

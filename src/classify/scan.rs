@@ -13,10 +13,12 @@
 //!   normalised (`ident.rs`) and judged by the F-policy (`functions.rs`, `builtins`);
 //! - `x.name` may call `name(x)` (attribute notation): judged as a call of a listed name;
 //! - any identifier naming one of S-7's server-dependent relations ⇒ server-dependent;
+//! - every other identifier (reserved keywords aside) is recorded by hash: a read naming a
+//!   sequence of the database's reported catalogue is server-dependent (S-7, `functions.rs`);
 //! - an identifier that cannot be normalised ⇒ unparseable.
 
 use super::builtins::{self, flags, Builtin, BuiltinTable};
-use super::functions::{name_hash, Call, Rules};
+use super::functions::{name_hash, short_name_hash, Call, NameSet, Rules};
 use super::ident::{normalise, Name};
 use super::keywords::{kw_of, Kw};
 use super::lexer::{self, Tok, Token};
@@ -191,6 +193,8 @@ pub(super) struct Scan {
     pub(super) unlock_all: bool,
     /// Calls whose verdict depends on the database (`functions.rs`).
     pub(super) calls: Vec<Call>,
+    /// The names the statement mentions (S-7: one may be a sequence of the database).
+    pub(super) names: NameSet,
     /// First SELECT/VALUES/TABLE/INSERT/UPDATE/DELETE/MERGE at depth 0 after the first token:
     /// for `WITH …` statements, the main statement.
     pub(super) main0: Option<Kw>,
@@ -242,6 +246,7 @@ impl Scan {
             effects: Effects::NONE,
             unlock_all: false,
             calls: Vec::new(),
+            names: NameSet::default(),
             main0: None,
             for_at: u32::MAX,
             lock_tail_until: 0,
@@ -323,7 +328,7 @@ impl Scan {
                 self.chain_pred2 = self.prev2;
             }
             self.in_chain = true;
-            self.relation(t, sql);
+            self.relation(t, sql, policy.record_names);
         } else if t.kind != Tok::Dot {
             self.in_chain = false;
         }
@@ -454,24 +459,32 @@ impl Scan {
         }
     }
 
-    /// S-7: an identifier naming a server-dependent relation, anywhere in the statement. Most
-    /// identifiers are ruled out by their first bytes without normalising them.
-    fn relation(&mut self, t: Token, sql: &str) {
+    /// S-7: an identifier naming a server-dependent relation, anywhere in the statement (most
+    /// identifiers are ruled out by their first bytes), and the names that may be a sequence of
+    /// the database (recorded by hash, judged per database: `functions.rs`). A name is normalised
+    /// as the server does (unquoted folded, quoted as written, truncated to 63 bytes); the
+    /// reserved keywords cannot name a relation unquoted and are not recorded.
+    fn relation(&mut self, t: Token, sql: &str, record_names: bool) {
         let b = bytes(sql.as_bytes(), t);
         let candidate = match t.kind {
             Tok::Ident => starts_ci(b, b"pg_"),
             Tok::QuotedIdent => b.starts_with(b"\"pg_"),
             _ => true,
         };
-        if !candidate {
+        let record = record_names && !self.hint_reader;
+        if !candidate && !record {
             return;
         }
         match normalise(sql, t) {
-            Some(n) if builtins::is_server_dependent_relation(n.as_str()) => {
+            Some(n) if candidate && builtins::is_server_dependent_relation(n.as_str()) => {
                 self.server_dependent = true
             }
+            Some(n) if record && !(t.kind == Tok::Ident && is_reserved(n.as_str())) => {
+                self.names.insert(short_name_hash(n.as_str()));
+            }
             Some(_) => {}
-            None => self.bad_ident = true,
+            None if candidate => self.bad_ident = true,
+            None => {}
         }
     }
 
@@ -742,4 +755,113 @@ fn plain_literal(sql: &str, t: Token) -> Option<String> {
 
 pub(super) fn bytes(src: &[u8], t: Token) -> &[u8] {
     src.get(t.start..t.end).unwrap_or(&[])
+}
+
+/// PostgreSQL's reserved and type/function-name keywords (`pg_keywords`, PostgreSQL 15; 16 adds
+/// `system_user`): an unquoted one never names a relation. Lower case, as normalised.
+fn is_reserved(w: &str) -> bool {
+    matches!(
+        w,
+        "all"
+            | "analyse"
+            | "analyze"
+            | "and"
+            | "any"
+            | "array"
+            | "as"
+            | "asc"
+            | "asymmetric"
+            | "authorization"
+            | "binary"
+            | "both"
+            | "case"
+            | "cast"
+            | "check"
+            | "collate"
+            | "collation"
+            | "column"
+            | "concurrently"
+            | "constraint"
+            | "create"
+            | "cross"
+            | "current_catalog"
+            | "current_date"
+            | "current_role"
+            | "current_schema"
+            | "current_time"
+            | "current_timestamp"
+            | "current_user"
+            | "default"
+            | "deferrable"
+            | "desc"
+            | "distinct"
+            | "do"
+            | "else"
+            | "end"
+            | "except"
+            | "false"
+            | "fetch"
+            | "for"
+            | "foreign"
+            | "freeze"
+            | "from"
+            | "full"
+            | "grant"
+            | "group"
+            | "having"
+            | "ilike"
+            | "in"
+            | "initially"
+            | "inner"
+            | "intersect"
+            | "into"
+            | "is"
+            | "isnull"
+            | "join"
+            | "lateral"
+            | "leading"
+            | "left"
+            | "like"
+            | "limit"
+            | "localtime"
+            | "localtimestamp"
+            | "natural"
+            | "not"
+            | "notnull"
+            | "null"
+            | "offset"
+            | "on"
+            | "only"
+            | "or"
+            | "order"
+            | "outer"
+            | "overlaps"
+            | "placing"
+            | "primary"
+            | "references"
+            | "returning"
+            | "right"
+            | "select"
+            | "session_user"
+            | "similar"
+            | "some"
+            | "symmetric"
+            | "system_user"
+            | "table"
+            | "tablesample"
+            | "then"
+            | "to"
+            | "trailing"
+            | "true"
+            | "union"
+            | "unique"
+            | "user"
+            | "using"
+            | "variadic"
+            | "verbose"
+            | "when"
+            | "where"
+            | "window"
+            | "with"
+    )
 }

@@ -49,6 +49,19 @@ impl List {
         }
     }
 
+    /// Ends statement `cur`: its classification and calls join the list, and for a read the
+    /// names it mentions (S-7: judged against the database's sequences), when `names` asks.
+    fn end(&mut self, cur: &mut Scan, sql: &str, backslash_quotes: bool, names: bool) {
+        let info = finish(cur, sql, backslash_quotes);
+        let mut calls = std::mem::take(&mut cur.calls);
+        if names && info.0.kind == Kind::Read {
+            if let Some(c) = std::mem::take(&mut cur.names).into_call() {
+                calls.push(c);
+            }
+        }
+        self.push(info, calls);
+    }
+
     fn into_statements(self, whole: Span) -> (Statements, Option<Arc<[Call]>>) {
         let calls = (!self.calls.is_empty()).then(|| Arc::from(self.calls));
         let statements = match self.first {
@@ -109,8 +122,7 @@ fn run(
         seen_token = true;
         if t.kind == Tok::Semicolon && cur.splits_at_semicolon() {
             if !cur.is_empty() {
-                let calls = std::mem::take(&mut cur.calls);
-                list.push(finish(&cur, sql, backslash_quotes), calls);
+                list.end(&mut cur, sql, backslash_quotes, policy.record_names);
                 if list.len() > limits.max_statements {
                     return Err(());
                 }
@@ -121,8 +133,7 @@ fn run(
         cur.feed(t, sql, policy, limits)?;
     }
     if !cur.is_empty() {
-        let calls = std::mem::take(&mut cur.calls);
-        list.push(finish(&cur, sql, backslash_quotes), calls);
+        list.end(&mut cur, sql, backslash_quotes, policy.record_names);
         if list.len() > limits.max_statements {
             return Err(());
         }

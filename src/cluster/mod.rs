@@ -20,7 +20,7 @@ use parking_lot::RwLock;
 
 use crate::classify::{
     builtins, CatalogError, Classification, Classifier, DbCatalog, FunctionCatalogs,
-    FunctionPolicy, UserFunction,
+    FunctionPolicy, UserFunction, UserSequence,
 };
 use crate::config::{Config, ServerDialect};
 use crate::protocol::Lsn;
@@ -280,6 +280,32 @@ impl Engine {
     /// Forgets the catalogue of `database`: its user functions are unknown again.
     pub fn remove_function_catalog(&self, database: &[u8]) -> bool {
         self.catalogs.remove(database)
+    }
+
+    /// Replaces the sequences of `database` (SPEC S-7): every sequence relation of the writer's
+    /// `pg_class` (`relkind = 'S'`), which a standby holds WAL-logged ahead of the primary, so a
+    /// read naming one (any schema, a name a `search_path` may resolve) stays on the writer.
+    /// Sessions of that database classify against it from their next statement; the database's
+    /// function catalogue is kept. Returns how many sequences were recorded; on an error
+    /// nothing changes.
+    ///
+    /// The host's query, on a connection to that database:
+    /// ```sql
+    /// SELECT n.nspname, c.relname
+    /// FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    /// WHERE c.relkind = 'S'
+    /// ```
+    pub fn set_sequence_catalog(
+        &self,
+        database: &[u8],
+        sequences: impl IntoIterator<Item = UserSequence>,
+    ) -> Result<usize, CatalogError> {
+        self.catalogs.set_sequences(database, sequences)
+    }
+
+    /// Forgets the sequences of `database`: a read of one is not recognised again.
+    pub fn remove_sequence_catalog(&self, database: &[u8]) -> bool {
+        self.catalogs.remove_sequences(database)
     }
 
     /// The catalogue the host reported for `database`. Internal: the catalogue's type is not

@@ -1,5 +1,11 @@
-//! The F-policy's host input (SPEC §7): the writer's user functions per database, and the
-//! writer's server version that picks the table of built-ins.
+//! The F-policy's host input (SPEC §7): the writer's user functions per database, the writer's
+//! server version that picks the table of built-ins, and the writer's sequences per database
+//! (S-7: a standby holds a sequence WAL-logged ahead of the primary).
+//!
+//! Sequences have a function and a struct of their own rather than a "kind" on
+//! `polarsplit_function`: a sequence has no volatility, and a host that reports no sequences
+//! keeps calling the function catalogue exactly as before. The two reports of a database are
+//! replaced independently (the example proxy makes both from one load).
 
 use std::ffi::c_char;
 
@@ -7,7 +13,7 @@ use super::cluster::PolarsplitEngine;
 use super::handle::{boundary, read_sized, slice, try_arg, try_ref, Growable};
 use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_ABI, POLARSPLIT_OK};
 use super::status::{POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_ERR_LIMIT, POLARSPLIT_ERR_NULL};
-use crate::classify::{CatalogError, UserFunction, Volatility};
+use crate::classify::{CatalogError, UserFunction, UserSequence, Volatility};
 
 /// A function's volatility (`polarsplit_function.volatility`): the byte `pg_proc.provolatile`
 /// holds, so a host copies the column as it reads it.
@@ -49,6 +55,29 @@ unsafe impl Growable for PolarsplitFunction {
     const BASE_SIZE: usize = std::mem::size_of::<PolarsplitFunction>();
 }
 
+/// One sequence relation of the writer's catalogue (`pg_class` rows of `relkind = 'S'`), for
+/// `polarsplit_engine_set_sequence_catalog`. Grows at the end: the function takes the host's
+/// `sizeof` as the array's stride; a field appended later reads as 0 from an older host.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PolarsplitSequence {
+    /// `pg_namespace.nspname` (UTF-8, no NUL needed; NULL with length 0 for none). Kept for
+    /// the host's logs: a statement matches the name in any schema (a `search_path` may resolve
+    /// an unqualified name to any of them).
+    pub schema: *const c_char,
+    /// Its length in bytes.
+    pub schema_len: usize,
+    /// `pg_class.relname` as stored (UTF-8, 1 to 63 bytes, no NUL needed).
+    pub name: *const c_char,
+    /// Its length in bytes.
+    pub name_len: usize,
+}
+
+// SAFETY: repr(C) integers and raw pointers.
+unsafe impl Growable for PolarsplitSequence {
+    const BASE_SIZE: usize = std::mem::size_of::<PolarsplitSequence>();
+}
+
 /// The UTF-8 text at `p` (`len` bytes; NULL only with 0).
 ///
 /// # Safety
@@ -75,45 +104,82 @@ fn user_function(f: &PolarsplitFunction) -> Result<UserFunction, PolarsplitStatu
     })
 }
 
-/// Every element of the host's array of `n` structs of `size` bytes each.
+/// The Rust value of one host struct.
+fn user_sequence(s: &PolarsplitSequence) -> Result<UserSequence, PolarsplitStatus> {
+    // SAFETY: the host promises each pointer readable for its length (the exported function's
+    // `# Safety`).
+    let (schema, name) = unsafe { (utf8(s.schema, s.schema_len)?, utf8(s.name, s.name_len)?) };
+    Ok(UserSequence { schema, name })
+}
+
+/// Every element of the host's array of `n` structs of `size` bytes each, converted by `each`.
 ///
 /// # Safety
-/// `fns` must be NULL (only with `n == 0`) or point to `n * size` readable bytes.
-unsafe fn user_functions(
-    fns: *const PolarsplitFunction,
+/// `items` must be NULL (only with `n == 0`) or point to `n * size` readable bytes.
+unsafe fn host_array<T: Growable + Copy, U>(
+    items: *const T,
     n: usize,
     size: usize,
-) -> Result<Vec<UserFunction>, PolarsplitStatus> {
+    each: impl Fn(&T) -> Result<U, PolarsplitStatus>,
+) -> Result<Vec<U>, PolarsplitStatus> {
     if n == 0 {
         return Ok(Vec::new());
     }
-    if fns.is_null() {
+    if items.is_null() {
         return Err(POLARSPLIT_ERR_NULL);
     }
-    if size < PolarsplitFunction::BASE_SIZE {
+    if size < T::BASE_SIZE {
         return Err(POLARSPLIT_ERR_ABI);
     }
     if n.checked_mul(size).is_none_or(|b| b > isize::MAX as usize) {
         return Err(POLARSPLIT_ERR_INVALID_ARGUMENT);
     }
-    let base = fns.cast::<u8>();
+    let base = items.cast::<u8>();
     (0..n)
         .map(|i| {
             // SAFETY: element `i` starts `i * size` bytes in, inside the `n * size` readable
             // bytes (checked not to overflow); `read_sized` reads `size` bytes of it at most.
-            let f = unsafe { read_sized(base.add(i * size).cast::<PolarsplitFunction>(), size) }?;
-            user_function(&f)
+            let x = unsafe { read_sized(base.add(i * size).cast::<T>(), size) }?;
+            each(&x)
         })
         .collect()
+}
+
+/// Every function of the host's array (see [`host_array`]).
+///
+/// # Safety
+/// As [`host_array`].
+unsafe fn user_functions(
+    fns: *const PolarsplitFunction,
+    n: usize,
+    size: usize,
+) -> Result<Vec<UserFunction>, PolarsplitStatus> {
+    // SAFETY: as documented.
+    unsafe { host_array(fns, n, size, user_function) }
+}
+
+/// Every sequence of the host's array (see [`host_array`]).
+///
+/// # Safety
+/// As [`host_array`].
+unsafe fn user_sequences(
+    seqs: *const PolarsplitSequence,
+    n: usize,
+    size: usize,
+) -> Result<Vec<UserSequence>, PolarsplitStatus> {
+    // SAFETY: as documented.
+    unsafe { host_array(seqs, n, size, user_sequence) }
 }
 
 /// Exhaustive: a new catalogue error of the Rust API must be given its status here.
 fn catalog_status(e: &CatalogError) -> PolarsplitStatus {
     match e {
-        CatalogError::BadName(_) => POLARSPLIT_ERR_INVALID_ARGUMENT,
-        CatalogError::TooManyFunctions(_) | CatalogError::TooManyDatabases(_) => {
-            POLARSPLIT_ERR_LIMIT
+        CatalogError::BadName(_) | CatalogError::BadSequenceName(_) => {
+            POLARSPLIT_ERR_INVALID_ARGUMENT
         }
+        CatalogError::TooManyFunctions(_)
+        | CatalogError::TooManySequences(_)
+        | CatalogError::TooManyDatabases(_) => POLARSPLIT_ERR_LIMIT,
     }
 }
 
@@ -192,6 +258,84 @@ pub unsafe extern "C" fn polarsplit_engine_remove_function_catalog(
         // SAFETY: `database_len` readable bytes.
         let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
         if e.inner.remove_function_catalog(db) {
+            POLARSPLIT_OK
+        } else {
+            POLARSPLIT_DONE
+        }
+    }
+}
+
+/// Replaces the sequences of database `database` (SPEC S-7): every sequence relation of the
+/// writer's `pg_class` (`relkind = 'S'`) — all of them (a name missing from the report is not a
+/// sequence afterwards). A standby holds a sequence WAL-logged ahead of the primary, so a read
+/// naming one (`SELECT last_value FROM s`, in a FROM list, a join, a subquery or a CTE, in any
+/// schema, quoted or not) is not replica-safe; sessions of that database classify against the
+/// report from their next statement (a statement already parsed keeps the verdict it had).
+/// Until a database's sequences are reported, and for a sequence created after the last report,
+/// a read of one is not recognised: report them with the function catalogue (same load, same
+/// refresh). The database's function catalogue is not touched, nor the other way round.
+///
+/// The query, on a connection to that database of the writer:
+/// ```sql
+/// SELECT n.nspname, c.relname
+/// FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+/// WHERE c.relkind = 'S'
+/// ```
+///
+/// `sequences` is an array of `n` structs, `sequence_size` bytes apart: pass
+/// `sizeof(polarsplit_sequence)` (the growth rule). The library copies what it keeps; the
+/// array may be freed when the call returns. On any error nothing changes:
+/// `POLARSPLIT_ERR_INVALID_ARGUMENT` for a name that is empty, longer than 63 bytes or not
+/// UTF-8, or a schema that is not UTF-8; `POLARSPLIT_ERR_LIMIT` beyond 1,048,576 sequences in
+/// one database or 65,536 databases; `POLARSPLIT_ERR_ABI` for a `sequence_size` below this
+/// struct's first version; `POLARSPLIT_ERR_NULL` for a NULL engine, a NULL `database` with a
+/// non-zero length, a NULL `sequences` with `n > 0`, or a NULL name or schema with a non-zero
+/// length.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes (any encoding, no NUL needed); `sequences` NULL (only with
+/// `n` 0) or `n * sequence_size` readable bytes, each struct's pointers readable for their
+/// lengths.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_sequence_catalog(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+    sequences: *const PolarsplitSequence,
+    n: usize,
+    sequence_size: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        // SAFETY: `n * sequence_size` readable bytes.
+        let seqs = try_arg!(unsafe { user_sequences(sequences, n, sequence_size) });
+        match e.inner.set_sequence_catalog(db, seqs) {
+            Ok(_) => POLARSPLIT_OK,
+            Err(err) => catalog_status(&err),
+        }
+    }
+}
+
+/// Forgets the sequences of database `database`: a read of one is not recognised again.
+/// `POLARSPLIT_DONE` when it had none reported.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        if e.inner.remove_sequence_catalog(db) {
             POLARSPLIT_OK
         } else {
             POLARSPLIT_DONE
