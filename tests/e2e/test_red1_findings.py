@@ -362,6 +362,9 @@ def test_p5_reads_split_off_a_transaction_keep_its_writer_session_alive(objects,
 
 # -- S-5 / S-6: settings a session got from ALTER ROLE … SET at its start -------------------------
 
+@pytest.mark.xfail(strict=True, reason="open S-5/S-6 defect: settings from ALTER ROLE/DATABASE … SET are "
+                   "captured only once a capture is due (not at session start), so a pooled reader "
+                   "opened before the ALTER serves the session (closing note of issue 20)")
 @pytest.mark.timeout(60)
 def test_s6_a_pooled_reader_has_the_role_settings_the_writer_session_started_with(objects, proxy):
     """Client A (red1_u2) reads through the proxy, which leaves a pooled reader connection. Then
