@@ -333,6 +333,11 @@ fn setup(engine: &Arc<Engine>, name: &str) -> (Session, Vec<u8>, Vec<u8>) {
             drain(&mut s);
             engine.reader_sample(1, Lsn(0x1000), 0);
             reader_cycle(&mut s, &q, &plain);
+            // The writer answers the hidden touch of its block the first split read sent (P-5).
+            let mut touch = result_set();
+            touch.extend(rfq(b'T', 0x1000, Some("")));
+            s.recv_backend(WRITER, &touch, 0).unwrap();
+            drain(&mut s);
             s.recv_client(&query("UPDATE t SET v = 1"), 0).unwrap();
             drain(&mut s);
             let mut a = command_complete("UPDATE 1");
