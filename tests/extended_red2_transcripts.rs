@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use polarsplit::{ConnId, Event, Outcome, Reason};
+use polarsplit::{ConnId, Outcome, Reason};
 
 const R1: ConnId = 711;
 
@@ -19,26 +19,6 @@ fn host() -> Host {
     h.engine.remove_reader(2);
     h.connect();
     h
-}
-
-fn attach_fresh(h: &mut Host, conn: ConnId) {
-    let server = h
-        .log
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            A::Acquire { server, .. } => Some(*server),
-            _ => None,
-        })
-        .expect("an AcquireReader");
-    h.event(
-        conn,
-        Event::ReaderAttached {
-            server,
-            fresh: true,
-            needs_reset: false,
-        },
-    );
 }
 
 #[test]
@@ -51,7 +31,7 @@ fn e1_the_rest_of_a_batch_that_arrived_with_its_flush_follows_once_the_reader_is
     b.extend(execute(""));
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     assert_eq!(tags(&h.take_sent(R1)), "PDHBES");
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
@@ -71,7 +51,7 @@ fn e2_a_parse_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer() {
     let mut b = parse("s1", "SELECT v FROM t");
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.take_sent(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(rfq(b'I', Some(0x1000), None));
@@ -119,7 +99,7 @@ fn e2_a_skipped_parse_the_engine_answered_keeps_the_readers_statement_known() {
     b.extend(execute(""));
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     assert_eq!(tags(&h.take_sent(R1)), "PBES");
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b'2', b""));
@@ -175,7 +155,7 @@ fn e4_a_named_portal_bound_inside_a_transaction_lives_on_the_writer() {
     let mut b = parse("s1", "SELECT v FROM t");
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.take_sent(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(rfq(b'I', Some(0x1000), None));
@@ -208,7 +188,7 @@ fn e2_a_parse_behind_a_pipelined_deallocate_all_gets_no_hidden_parse() {
     let mut b = parse("s1", "SELECT v FROM t");
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.take_sent(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(rfq(b'I', Some(0x1000), None));
@@ -238,7 +218,7 @@ fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its
     b.extend(execute(""));
     b.extend(flush());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     assert_eq!(tags(&h.take_sent(R1)), "PBEH");
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b'2', b""));
@@ -266,7 +246,7 @@ fn e2_sql_prepare_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer
     let mut b = parse("s1", "SELECT v FROM t");
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.take_sent(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(rfq(b'I', Some(0x1000), None));

@@ -21,29 +21,6 @@ fn host() -> Host {
 }
 
 /// Attaches `conn` for the last AcquireReader as a connection opened for this request.
-fn attach_fresh(h: &mut Host, conn: ConnId) -> Vec<A> {
-    let server = last_acquire(h);
-    h.event(
-        conn,
-        Event::ReaderAttached {
-            server,
-            fresh: true,
-            needs_reset: false,
-        },
-    )
-}
-
-fn last_acquire(h: &Host) -> u32 {
-    h.log
-        .iter()
-        .rev()
-        .find_map(|a| match a {
-            A::Acquire { server, .. } => Some(*server),
-            _ => None,
-        })
-        .expect("an AcquireReader")
-}
-
 fn acquired(acts: &[A]) -> bool {
     acts.iter().any(|a| matches!(a, A::Acquire { .. }))
 }
@@ -64,7 +41,7 @@ fn e2_named_statement_runs_on_a_reader_under_an_engine_name_across_batches() {
     b.extend(named_execute("s1"));
     let acts = h.client(&b);
     assert!(acquired(&acts), "{acts:?}");
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     assert_eq!(
         (h.last_decision().outcome, h.last_decision().reason),
         (Outcome::ReplicaWithWait, Reason::ReadNoTarget)
@@ -108,7 +85,7 @@ fn e2_named_statement_runs_on_a_reader_under_an_engine_name_across_batches() {
 fn e2_unnamed_statement_too_lives_under_an_engine_name_and_its_parse_is_answered() {
     let mut h = host();
     h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let sent = h.take_sent(R1);
     assert!(engine_name_of(&sent).starts_with("polarsplit_s_"));
     h.backend(R1, &parsed_answer(&["7"], Some(0x1100)));
@@ -130,7 +107,7 @@ fn e5_describe_only_batch_follows_the_read_target_rule() {
     b.extend(describe(b'S', "s1"));
     b.extend(sync());
     assert!(acquired(&h.client(&b)));
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
     ans.extend(row_description(1));
@@ -163,7 +140,7 @@ fn e3_wait_inside_the_batch_is_swallowed_and_the_clients_answers_are_exact() {
     h.writer_answers("UPDATE 1", b'I', Some(0x9000), None);
     h.take_client();
     h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let sent = h.take_sent(R1);
     let t = tags(&sent);
     assert_eq!(&t[..9], "PBEPBEPBE", "three hidden SETs: {t}");
@@ -194,7 +171,7 @@ fn e3_a_wait_timeout_inside_a_batch_is_retried_on_the_primary_with_one_clean_res
     h.take_sent(WRITER);
     let batch = unnamed_batch("SELECT v FROM t WHERE k = $1");
     h.client(&batch);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.take_sent(R1);
     // The first hidden SETs succeed, the wait times out: the server skips to the Sync.
     let mut ans = Vec::new();
@@ -224,11 +201,11 @@ fn e3_reader_lost_mid_batch_before_the_first_row_is_retried_after_it_is_an_error
     h.connect();
     let batch = unnamed_batch("SELECT v FROM t WHERE k = $1");
     h.client(&batch);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.take_sent(R1);
     h.backend(R1, &msg(b'1', b""));
     h.event(R1, Event::ConnectionLost);
-    attach_fresh(&mut h, R2);
+    h.attach_fresh(R2);
     assert_eq!(h.last_decision().reason, Reason::RetryOtherReader);
     h.backend(R2, &parsed_answer(&["1"], Some(0x1000)));
     assert_eq!(
@@ -239,7 +216,7 @@ fn e3_reader_lost_mid_batch_before_the_first_row_is_retried_after_it_is_an_error
     // After a row reached the client: an engine-built error, no retry (F-3).
     let mut h = host();
     h.client(&unnamed_batch("SELECT v FROM t"));
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let mut part = msg(b'1', b"");
     part.extend(msg(b'2', b""));
     part.extend(row_description(1));
@@ -263,7 +240,7 @@ fn e3_batch_of_several_executes_failing_after_the_first_ones_rows_is_not_retried
     b.extend(execute(""));
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let sent = h.take_sent(R1);
     assert_eq!(tags(&sent), "PBEPBES");
     let mut ans = msg(b'1', b"");
@@ -305,7 +282,7 @@ fn e1_pipelined_batches_are_decided_in_order_a_read_behind_a_write_waits_for_its
     ans.extend(rfq(b'I', Some(0x9000), None));
     let acts = h.backend(WRITER, &ans);
     assert!(acquired(&acts), "{acts:?}");
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let d = h.last_decision();
     assert_eq!(
         (d.reason, d.target, d.wait),
@@ -365,7 +342,7 @@ fn e1_flush_routes_the_held_part_and_the_rest_of_the_batch_follows() {
     first.extend(describe(b'S', ""));
     first.extend(flush());
     assert!(acquired(&h.client(&first)));
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
     ans.extend(row_description(1));
@@ -399,7 +376,7 @@ fn e1_a_query_after_parse_describe_flush_closes_the_held_part_with_a_hidden_sync
     first.extend(describe(b'S', ""));
     first.extend(flush());
     h.client(&first);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.take_sent(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b't', &[0, 1, 0, 0, 0, 26]));
@@ -467,7 +444,7 @@ fn e2_a_statement_prepared_on_a_reader_is_prepared_on_the_writer_before_its_bind
     b.extend(describe(b'S', "s1"));
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let mut ans = msg(b'1', b"");
     ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
     ans.extend(row_description(1));
@@ -540,7 +517,7 @@ fn e4_a_batch_of_reads_inside_a_read_committed_transaction_splits() {
     h.writer_answers("INSERT 0 1", b'T', Some(0x5000), Some((b'x', "1,900")));
     h.take_client();
     h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let d = h.last_decision();
     assert_eq!(
         (d.outcome, d.reason),
@@ -573,7 +550,7 @@ fn e2_close_and_deallocate_remove_the_clients_statement() {
     let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
     b.extend(named_execute("s1"));
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.backend(R1, &parsed_answer(&["7"], Some(0x1000)));
     h.take_client();
     // A Close-only batch: the writer answers it (a Close of a statement it never had is no
@@ -659,7 +636,7 @@ fn e2_a_pooled_reader_shared_by_clients_with_colliding_statement_names_never_mix
     let mut b = parse("_pg3_0", "SELECT name FROM users WHERE id = $1");
     b.extend(named_execute("_pg3_0"));
     a.client(&b);
-    attach_fresh(&mut a, R1);
+    a.attach_fresh(R1);
     let name_a = engine_name_of(&a.take_sent(R1));
     a.backend(R1, &parsed_answer(&["alice"], Some(0x1000)));
     assert!(a.log.contains(&A::Release {
@@ -696,7 +673,7 @@ fn e2_a_statement_lexed_under_other_string_rules_runs_where_its_parse_lives() {
     let mut b = parse("s1", "SELECT length('a\\b')");
     b.extend(named_execute("s1"));
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     h.backend(R1, &parsed_answer(&["3"], Some(0x1000)));
     h.take_client();
     h.take_sent(WRITER);
@@ -783,7 +760,7 @@ fn e1_a_reader_lost_under_the_engines_own_sync_loses_nothing_of_the_clients() {
         first.extend(describe(b'S', ""));
         first.extend(flush());
         h.client(&first);
-        attach_fresh(&mut h, R1);
+        h.attach_fresh(R1);
         h.take_sent(R1);
         let mut ans = msg(b'1', b"");
         ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
@@ -836,7 +813,7 @@ fn e1_an_execute_is_routed_by_the_statement_its_portal_was_bound_to_in_the_batch
     b.extend(execute("p"));
     b.extend(sync());
     h.client(&b);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     assert_eq!(
         (h.last_decision().outcome, h.last_decision().reason),
         (Outcome::ReplicaWithWait, Reason::ReadNoTarget)
@@ -869,7 +846,7 @@ fn e1_e2_a_batch_reaches_the_reader_the_same_whether_it_is_all_that_is_queued_or
     let read = unnamed_batch("SELECT v FROM t WHERE k = $1");
     let mut h = host();
     h.client(&read);
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let alone = h.take_sent(R1);
     assert_eq!(tags(&alone), "PBDES");
     assert_eq!(tags(&h.take_client()), "", "nothing answered yet");
@@ -888,7 +865,7 @@ fn e1_e2_a_batch_reaches_the_reader_the_same_whether_it_is_all_that_is_queued_or
     ans.extend(command_complete("INSERT 0 1"));
     ans.extend(rfq(b'I', Some(0x9000), None));
     assert!(acquired(&h.backend(WRITER, &ans)));
-    attach_fresh(&mut h, R1);
+    h.attach_fresh(R1);
     let behind = h.take_sent(R1);
     // The wait of E-3 first, then the same batch.
     assert!(behind.len() > alone.len(), "{:?}", tags(&behind));

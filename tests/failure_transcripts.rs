@@ -174,9 +174,7 @@ fn f3_failure_inside_a_transaction_leaves_it_failed() {
             .map(String::as_str),
         Some("SELECT 1")
     );
-    let mut touch = select_result(&["1"]);
-    touch.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
-    h.backend(WRITER, &touch);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     let mut b = row_description(1);
     b.extend(data_row(&["1"]));
     h.backend(R1, &b);

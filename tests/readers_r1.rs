@@ -337,9 +337,7 @@ fn pinned_after_write(dialect: ServerDialect, write: u64) -> Host {
     assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
     h.take_sent(R1);
     // The writer answers the hidden touch of its block (P-5).
-    let mut touch = select_result(&["1"]);
-    touch.extend(rfq(b'T', Some(0x1000), marker));
-    h.backend(WRITER, &touch);
+    h.writer_answers_touch(Some(0x1000), marker);
     reader_rows(&mut h, R1, 0, 0x1000);
     assert_eq!(h.session.pinned_reader(), Some(R1));
     h.client(&query("INSERT INTO t VALUES (1)"));

@@ -54,13 +54,6 @@ fn reader_rows(h: &mut Host, conn: u64, hidden: usize, replay: u64) -> Vec<A> {
     h.backend(conn, &b)
 }
 
-/// The writer answers the hidden touch of its block that a split read sent (P-5).
-fn touched(h: &mut Host) {
-    let mut b = select_result(&["1"]);
-    b.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
-    h.backend(WRITER, &b);
-}
-
 #[test]
 fn p5_pre_write_read_goes_to_a_reader_and_the_client_sees_the_writer_status() {
     let mut h = host_with(ServerDialect::Awide);
@@ -95,7 +88,7 @@ fn p5_split_after_a_write_imports_xids_in_the_fixed_order_then_reuses_the_pin() 
     begin(&mut h, "BEGIN", Some((b'x', "")));
     h.client(&query("SELECT 1"));
     h.attach(R1);
-    touched(&mut h);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x1100);
     h.take_sent(R1);
     h.client(&query("INSERT INTO t VALUES (1, 1)"));
@@ -269,7 +262,7 @@ fn w7_polardb_prefix_without_marker_and_split_without_wait() {
     h.attach(R1);
     assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
     assert_eq!(h.take_sent(R1), query("SELECT 1"));
-    touched(&mut h);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x1200);
     // After a write: only the XID SET, only to a reader known past the transaction's LSN.
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -301,7 +294,7 @@ fn w7_polardb_prefix_without_marker_and_split_without_wait() {
     begin(&mut h, "BEGIN", None);
     h.client(&query("SELECT 1"));
     h.attach(R1);
-    touched(&mut h);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x9000);
     h.take_sent(R1);
     h.client(&query("INSERT INTO t VALUES (1)"));
@@ -405,7 +398,7 @@ fn s3_rollback_releases_and_repeatable_read_never_splits() {
     );
     h.client(&query("SELECT 1"));
     h.attach(R1);
-    touched(&mut h);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x1100);
     h.client(&query("ROLLBACK"));
     let acts = h.writer_answers("ROLLBACK", b'I', Some(0x1200), None);
@@ -460,7 +453,7 @@ fn p5_a_read_of_a_value_of_the_clients_transaction_is_never_split() {
         assert!(acquired(&acts), "{acts:?}");
         h.attach(R1);
         assert_eq!(h.last_decision().reason, Reason::SplitRead);
-        touched(&mut h);
+        h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
         reader_rows(&mut h, R1, 1, 0x6000);
         h.client(&query("COMMIT"));
         h.writer_answers("COMMIT", b'I', Some(0x7000), None);
@@ -489,7 +482,7 @@ fn p5_a_read_split_off_a_block_touches_the_writers_block() {
         sent_queries(&h.take_sent(WRITER)),
         vec!["SELECT 1".to_string()]
     );
-    touched(&mut h);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x1100);
     let got = h.take_client();
     assert_eq!(tags(&got), "TDCZ", "the touch's answer is swallowed");
@@ -505,7 +498,7 @@ fn p5_a_read_split_off_a_block_touches_the_writers_block() {
         sent_queries(&h.take_sent(WRITER)),
         vec!["SELECT 1".to_string()]
     );
-    touched(&mut h);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x1100);
     assert_eq!(tags(&h.take_client()), "TDCZTDCZ");
     // The server now refuses SET TRANSACTION as it would have after the block's first query.

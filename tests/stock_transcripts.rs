@@ -246,9 +246,7 @@ fn i11_stock_transaction_reads_before_the_first_write_only() {
     h.attach(R1);
     assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
     // The writer answers the hidden touch of its block (P-5).
-    let mut touch = select_result(&["1"]);
-    touch.extend(rfq(b'T', None, None));
-    h.backend(WRITER, &touch);
+    h.writer_answers_touch(None, None);
     let mut b = select_result(&["1"]);
     b.extend(rfq(b'I', None, None));
     h.backend(R1, &b);

@@ -140,6 +140,15 @@ impl Host {
 
     /// Attaches `conn` for the server of the last AcquireReader.
     pub fn attach(&mut self, conn: ConnId) -> Vec<A> {
+        self.attach_as(conn, false)
+    }
+
+    /// [`Host::attach`] with a connection the host opened for it (`fresh`: its startup state).
+    pub fn attach_fresh(&mut self, conn: ConnId) -> Vec<A> {
+        self.attach_as(conn, true)
+    }
+
+    fn attach_as(&mut self, conn: ConnId, fresh: bool) -> Vec<A> {
         let server = self
             .log
             .iter()
@@ -153,7 +162,7 @@ impl Host {
             conn,
             Event::ReaderAttached {
                 server,
-                fresh: false,
+                fresh,
                 needs_reset: false,
             },
         )
@@ -183,6 +192,14 @@ impl Host {
     ) -> Vec<A> {
         let mut b = be::command_complete(tag);
         b.extend(be::rfq(status, lsn, xact.map(|(m, x)| (m, x.as_bytes()))));
+        self.backend(WRITER, &b)
+    }
+
+    /// The writer answers the hidden `SELECT 1` a read split off its transaction block sent
+    /// (P-5): one row, then its RFQ (`T`, with `lsn` and `xact`).
+    pub fn writer_answers_touch(&mut self, lsn: Option<u64>, xact: Option<(u8, &str)>) -> Vec<A> {
+        let mut b = be::select_result(&["1"]);
+        b.extend(be::rfq(b'T', lsn, xact.map(|(m, x)| (m, x.as_bytes()))));
         self.backend(WRITER, &b)
     }
 }
