@@ -162,6 +162,29 @@ typedef struct {
   size_t name_len;
 } polarsplit_sequence;
 
+// One object of the writer's catalogue whose use runs code a statement's text does not show
+// (SPEC S-6), for `polarsplit_engine_set_object_catalog`: a view, a table under row-level
+// security, a domain, a user cast's source or target type, a user operator. Grows at the end:
+// the function takes the host's `sizeof` as the array's stride; a field appended later reads
+// as 0 from an older host.
+typedef struct {
+  // `pg_namespace.nspname` (UTF-8, no NUL needed; NULL with length 0 for none). Kept for
+  // the host's logs: a statement matches the name in any schema.
+  const char *schema;
+  // Its length in bytes.
+  size_t schema_len;
+  // The name a statement invokes the object by, as stored (`pg_class.relname`,
+  // `pg_type.typname`, `pg_operator.oprname`; UTF-8, 1 to 63 bytes, no NUL needed).
+  const char *name;
+  // Its length in bytes.
+  size_t name_len;
+  // SQL the engine classifies as if a statement naming the object also ran it (UTF-8, no
+  // NUL needed; see `polarsplit_engine_set_object_catalog` for each kind's text).
+  const char *definition;
+  // Its length in bytes.
+  size_t definition_len;
+} polarsplit_object;
+
 // The four-part reader key (SPEC P-9). A pooled reader connection may serve a session only if
 // all four values are equal (`polarsplit_reader_key_compatible`); its hashes are keyed per
 // process, so keys are compared only within one process. Frozen for ABI 3.
@@ -1396,6 +1419,94 @@ polarsplit_status polarsplit_engine_set_sequence_catalog(const polarsplit_engine
 polarsplit_status polarsplit_engine_remove_sequence_catalog(const polarsplit_engine *engine,
                                                             const char *database,
                                                             size_t database_len);
+
+// Replaces the objects of database `database` whose use runs code a statement's text does not
+// show (SPEC S-6, S-5): all of them (a name missing from the report hides nothing afterwards).
+// A view's query, a row-level security policy's expressions, a domain's CHECK, a user cast's or
+// operator's function run when a statement reads the view or the table, casts to the domain or
+// the type, or applies the operator — and may call `set_config`, take an advisory lock or write.
+// Each object comes with the name a statement invokes it by and a definition: SQL the engine
+// classifies as it classifies a statement, finished against the database's function catalogue,
+// its sequences and the other objects (a view over a view). Any statement naming the object —
+// in any schema, anywhere in its text — then takes that verdict as if the definition were part
+// of its text: a view over a volatile or state-changing function keeps reads of it on the
+// writer (with a capture of the session's state after it, S-5), a domain whose CHECK calls a
+// user function makes the reader connection that ran it be reset before another session gets
+// it (S-6). Definitions are judged here, and again when the database's functions or sequences
+// are reported, never per statement. Sessions of that database classify against the report
+// from their next statement. Until a database's objects are reported, and for objects created
+// after the last report, such code is not seen: report them with the function catalogue (same
+// load, same refresh). The database's functions and sequences are not touched.
+//
+// The query, on a connection to that database of the writer (the fourth column only tells the
+// kinds apart in logs; a user cast is reported under both of its types' names, and built-in
+// types' SQL spellings such as `integer` for `int4` are matched by the engine):
+// ```sql
+// SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v'
+// FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+// WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+// UNION ALL
+// SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg(
+//     pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')',
+//                       ', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p'
+// FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+// JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname
+// UNION ALL
+// SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.'
+//     || pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg(
+//     ', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k
+//     WHERE k.contypid = t.oid AND k.contype = 'c')), 'd'
+// FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+// JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace
+// WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+// UNION ALL
+// SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.'
+//     || pg_catalog.quote_ident(f.proname) || '(NULL)', 'c'
+// FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc
+// JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace
+// CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ)
+// JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
+// WHERE k.oid >= 16384
+// UNION ALL
+// SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.'
+//     || pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o'
+// FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode
+// JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace
+// JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+// WHERE o.oid >= 16384
+// ```
+//
+// `objects` is an array of `n` structs, `object_size` bytes apart: pass
+// `sizeof(polarsplit_object)` (the growth rule). The library copies what it keeps; the array
+// may be freed when the call returns. On any error nothing changes:
+// `POLARSPLIT_ERR_INVALID_ARGUMENT` for a name that is empty, longer than 63 bytes or not
+// UTF-8, or a schema or definition that is not UTF-8; `POLARSPLIT_ERR_LIMIT` beyond 65,536
+// objects in one database or 65,536 databases; `POLARSPLIT_ERR_ABI` for an `object_size` below
+// this struct's first version; `POLARSPLIT_ERR_NULL` for a NULL engine, a NULL `database` with
+// a non-zero length, a NULL `objects` with `n > 0`, or a NULL pointer with a non-zero length.
+// A definition the engine cannot classify as one read (not a query, longer than 1 MiB) keeps
+// every statement naming the object off replicas.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes (any encoding, no NUL needed); `objects` NULL (only with `n`
+// 0) or `n * object_size` readable bytes, each struct's pointers readable for their lengths.
+polarsplit_status polarsplit_engine_set_object_catalog(const polarsplit_engine *engine,
+                                                       const char *database,
+                                                       size_t database_len,
+                                                       const polarsplit_object *objects,
+                                                       size_t n,
+                                                       size_t object_size);
+
+// Forgets the objects of database `database` that hide code: their code is not seen again.
+// `POLARSPLIT_DONE` when it had none reported.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes.
+polarsplit_status polarsplit_engine_remove_object_catalog(const polarsplit_engine *engine,
+                                                          const char *database,
+                                                          size_t database_len);
 
 // The writer's `server_version_num` (e.g. 150018, from `SHOW server_version_num`): picks the
 // table of built-in functions classification uses (that major's, else the nearest lower one;

@@ -53,7 +53,7 @@ mod session;
 mod token;
 
 pub use classify::{
-    CatalogError, Isolation, UnknownFunctions, UserFunction, UserSequence, Volatility,
+    CatalogError, Isolation, UnknownFunctions, UserFunction, UserObject, UserSequence, Volatility,
 };
 pub use cluster::stats::{Counter, Stats, StatsSnapshot};
 pub use cluster::Engine;

@@ -7,7 +7,11 @@
  * sequences (pg_class relkind 'S') and reports them with polarsplit_engine_set_sequence_catalog
  * (SPEC S-7: a standby holds a sequence WAL-logged ahead of the primary, so a read of one must stay
  * on the primary); until a database's first load, and for a sequence created since the last one,
- * such a read is not recognised.
+ * such a read is not recognised. And it reads the writer's objects whose use runs code a statement's
+ * text does not show — views, tables under row-level security, domains, user casts and operators,
+ * with their definitions — and reports them with polarsplit_engine_set_object_catalog (SPEC S-6: a
+ * view over set_config must not run on a pooled reader; the engine judges each definition as a
+ * statement), kept like the sequences when a later load fails.
  *
  * When: for each --catalog-database at start, and for every other database the first time a
  * client of it connects (its first statements classify without the catalogue: on the primary);
@@ -32,10 +36,10 @@
 #define CATALOG_RETRY_MS 1000    /* the first retry after a failure; doubles up to the refresh period */
 #define MAX_CATALOG_ROWS (1u << 20) /* the engine's bound per database, for functions and for sequences */
 
-/* The writer's version, then every user function and every sequence (the queries
- * polarsplit_engine_set_function_catalog and polarsplit_engine_set_sequence_catalog document). One
- * simple Query: the three results before one ReadyForQuery, told apart by their column counts
- * (1, 3, 2). */
+/* The writer's version, then every user function, every sequence and every object that hides code
+ * (the queries polarsplit_engine_set_function_catalog, polarsplit_engine_set_sequence_catalog and
+ * polarsplit_engine_set_object_catalog document). One simple Query: the four results before one
+ * ReadyForQuery, told apart by their column counts (1, 3, 2, 4). */
 static const char CATALOG_QUERY[] =
     "SELECT pg_catalog.current_setting('server_version_num');"
     "SELECT n.nspname, p.proname, p.provolatile "
@@ -45,14 +49,47 @@ static const char CATALOG_QUERY[] =
     "AND d.objid = p.oid AND d.deptype = 'e');"
     "SELECT n.nspname, c.relname "
     "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE c.relkind = 'S'";
+    "WHERE c.relkind = 'S';"
+    "SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "
+    "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+    "UNION ALL "
+    "SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg("
+    "pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')', "
+    "', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p' "
+    "FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname "
+    "UNION ALL "
+    "SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.' "
+    "|| pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg("
+    "', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k "
+    "WHERE k.contypid = t.oid AND k.contype = 'c')), 'd' "
+    "FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace "
+    "JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace "
+    "WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+    "UNION ALL "
+    "SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
+    "|| pg_catalog.quote_ident(f.proname) || '(NULL)', 'c' "
+    "FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc "
+    "JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
+    "CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ) "
+    "JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "
+    "WHERE k.oid >= 16384 "
+    "UNION ALL "
+    "SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
+    "|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o' "
+    "FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "
+    "JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "
+    "WHERE o.oid >= 16384";
 
 typedef struct {
     uint32_t schema_off, schema_len, name_off, name_len;
-    uint8_t volatility; /* a function's; 0 for a sequence */
+    uint32_t def_off, def_len; /* an object's definition; 0 otherwise */
+    uint8_t volatility;        /* a function's; 0 otherwise */
 } row_t;
 
-/* Rows of one kind: functions or sequences. */
+/* Rows of one kind: functions, sequences or objects. */
 typedef struct {
     row_t *rows;
     size_t n, cap;
@@ -63,7 +100,7 @@ struct catalog_load {
     int db;
     backend_t *conn;
     buf_t arena;
-    rows_t fns, seqs;
+    rows_t fns, seqs, objs;
     uint32_t version;
     int sent, failed;
     char why[240];
@@ -106,6 +143,7 @@ void catalog_free_load(struct catalog_load *l) {
     buf_free(&l->arena);
     free(l->fns.rows);
     free(l->seqs.rows);
+    free(l->objs.rows);
     free(l);
 }
 
@@ -193,6 +231,26 @@ static void load_done(backend_t *b) {
         catalog_failed(b, l->why);
         return;
     }
+    /* The objects before the functions too: their verdicts are judged again when the functions
+     * come, and until then a definition's unknown functions keep their readers on the primary. */
+    polarsplit_object *objs = l->objs.n ? calloc(l->objs.n, sizeof *objs) : NULL;
+    if (l->objs.n && !objs) abort();
+    for (size_t i = 0; i < l->objs.n; i++) {
+        const row_t *r = &l->objs.rows[i];
+        objs[i].schema = base + r->schema_off;
+        objs[i].schema_len = r->schema_len;
+        objs[i].name = base + r->name_off;
+        objs[i].name_len = r->name_len;
+        objs[i].definition = base + r->def_off;
+        objs[i].definition_len = r->def_len;
+    }
+    st = polarsplit_engine_set_object_catalog(g.engine, d->name, d->len, objs, l->objs.n, sizeof *objs);
+    free(objs);
+    if (st != POLARSPLIT_OK) {
+        snprintf(l->why, sizeof l->why, "the engine refused its objects: %s", polarsplit_status_str(st));
+        catalog_failed(b, l->why);
+        return;
+    }
     polarsplit_function *fns = l->fns.n ? calloc(l->fns.n, sizeof *fns) : NULL;
     if (l->fns.n && !fns) abort();
     for (size_t i = 0; i < l->fns.n; i++) {
@@ -212,11 +270,13 @@ static void load_done(backend_t *b) {
     }
     if (l->version) polarsplit_engine_set_writer_server_version(g.engine, l->version);
     if (!d->loaded || d->warned || g.o.verbose)
-        logf_("function catalogue of database %s: %zu user functions, %zu sequences (server_version_num %u)", d->name,
-              l->fns.n, l->seqs.n, l->version);
+        logf_("function catalogue of database %s: %zu user functions, %zu sequences, %zu objects that hide code "
+              "(server_version_num %u)",
+              d->name, l->fns.n, l->seqs.n, l->objs.n, l->version);
     g.catalog_loads++;
     g.catalog_functions = l->fns.n;
     g.catalog_sequences = l->seqs.n;
+    g.catalog_objects = l->objs.n;
     d->loaded = 1;
     d->warned = 0;
     d->retry_ms = 0;
@@ -257,8 +317,8 @@ static row_t *row_new(struct catalog_load *l, rows_t *rs, const char *too_many) 
 static void catalog_row(struct catalog_load *l, const uint8_t *body, size_t blen) {
     if (l->failed || blen < 2) return;
     unsigned cols = ((unsigned)body[0] << 8) | body[1];
-    const uint8_t *v[3];
-    size_t n[3];
+    const uint8_t *v[4];
+    size_t n[4];
     if (cols == 1) { /* server_version_num */
         char num[16];
         if (row_field(body, blen, 0, &v[0], &n[0]) == 0 && n[0] < sizeof num) {
@@ -268,20 +328,33 @@ static void catalog_row(struct catalog_load *l, const uint8_t *body, size_t blen
         }
         return;
     }
-    if (cols != 2 && cols != 3) return;
+    if (cols < 2 || cols > 4) return;
     for (unsigned i = 0; i < cols; i++) {
-        if (row_field(body, blen, i, &v[i], &n[i]) != 0) {
+        int rc = row_field(body, blen, i, &v[i], &n[i]);
+        /* A NULL definition (a view dropped while the query ran) reads as empty: not a query, so
+         * the engine keeps statements naming the object on the primary. */
+        if (rc == 1 && cols == 4 && i == 2) {
+            v[i] = (const uint8_t *)"";
+            n[i] = 0;
+        } else if (rc != 0) {
             fail_load(l, "a row the proxy cannot read");
             return;
         }
     }
-    row_t *r = cols == 2 ? row_new(l, &l->seqs, "too many sequences") : row_new(l, &l->fns, "too many functions");
+    row_t *r = cols == 2   ? row_new(l, &l->seqs, "too many sequences")
+               : cols == 4 ? row_new(l, &l->objs, "too many objects")
+                           : row_new(l, &l->fns, "too many functions");
     if (!r) return;
     r->schema_off = arena_put(l, v[0], n[0]);
     r->schema_len = (uint32_t)n[0];
     r->name_off = arena_put(l, v[1], n[1]);
     r->name_len = (uint32_t)n[1];
     if (cols == 2) return; /* a sequence */
+    if (cols == 4) {       /* an object */
+        r->def_off = arena_put(l, v[2], n[2]);
+        r->def_len = (uint32_t)n[2];
+        return;
+    }
     /* provolatile is 'i', 's' or 'v'; anything else is taken as volatile (never read-safe). */
     uint8_t c = n[2] == 1 ? v[2][0] : 'v';
     r->volatility = (c == POLARSPLIT_VOLATILITY_IMMUTABLE || c == POLARSPLIT_VOLATILITY_STABLE)

@@ -182,6 +182,7 @@ typedef struct {
     uint64_t monitor_failures_reported; /* reader monitor queries that failed (reader_monitor_failed) */
     uint64_t catalog_loads, catalog_failures, catalog_functions; /* F-policy loads; functions of the last */
     uint64_t catalog_sequences;                                  /* S-7: sequences of the last load */
+    uint64_t catalog_objects;                                    /* S-6: objects that hide code, of the last load */
     uint64_t writer_system_id;       /* the last identity reported (0: none yet) */
     uint32_t writer_timeline;
     int stop;

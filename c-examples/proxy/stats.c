@@ -65,6 +65,7 @@ static void print_stats(FILE *f) {
         {"catalog_failures", g.catalog_failures},
         {"catalog_functions", g.catalog_functions},
         {"catalog_sequences", g.catalog_sequences},
+        {"catalog_objects", g.catalog_objects},
         {"writer_timeline", g.writer_timeline},
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) fprintf(f, "proxy %s %llu\n", own[i].name, own[i].v);

@@ -27,6 +27,8 @@ int ctest_f_policy_function_catalogue_routes_user_function_reads_per_database(vo
 int ctest_host_faults_and_catalogue_misuse(void);
 int ctest_s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database(void);
 int ctest_s7_sequence_catalogue_misuse(void);
+int ctest_s6_object_catalogue_judges_hidden_code_per_database(void);
+int ctest_s6_object_catalogue_misuse(void);
 
 #define WRITER 100u
 #define READER 201u
@@ -1069,6 +1071,102 @@ int ctest_s7_sequence_catalogue_misuse(void) {
     CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, NULL, 0), POLARSPLIT_DONE);
     CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, NULL, 0, &s, 1, sizeof s), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_engine_remove_sequence_catalog(e, "", 0), POLARSPLIT_OK);
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+static polarsplit_object obj(const char *schema, const char *name, const char *definition) {
+    polarsplit_object o;
+    memset(&o, 0, sizeof o);
+    o.schema = schema;
+    o.schema_len = schema ? strlen(schema) : 0;
+    o.name = name;
+    o.name_len = strlen(name);
+    o.definition = definition;
+    o.definition_len = definition ? strlen(definition) : 0;
+    return o;
+}
+
+/* S-6/S-5: a statement naming a reported object that hides code takes the verdict of the object's
+ * definition: a view over set_config or a sequence stays on the writer; the report is per
+ * database, replaces the earlier one whole, and is judged again when the functions are reported. */
+int ctest_s6_object_catalogue_judges_hidden_code_per_database(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    const char *q = "SELECT r FROM v_role";
+    TO_READER(e, q); /* control: nothing reported */
+    polarsplit_object objs[3] = {
+        obj("public", "v_role", " SELECT set_config('role'::text, 'x'::text, false) AS r;"),
+        obj("public", "v_over", "SELECT * FROM v_role"),
+        obj("public", "v_f", "SELECT public.f(1)"),
+    };
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, objs, 3, sizeof objs[0]), POLARSPLIT_OK);
+    TO_WRITER(e, q, POLARSPLIT_REASON_WRITE_FUNCTION);
+    TO_WRITER(e, "SELECT * FROM public.V_ROLE", POLARSPLIT_REASON_WRITE_FUNCTION);
+    TO_WRITER(e, "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM v_over)", POLARSPLIT_REASON_WRITE_FUNCTION);
+    TO_READER(e, "SELECT 'v_role' FROM t");
+    /* f is unknown until the function catalogue says stable; then a view over it is read-safe. */
+    TO_WRITER(e, "SELECT * FROM v_f", POLARSPLIT_REASON_UNKNOWN_FUNCTION);
+    polarsplit_function f = fn("public", "f", POLARSPLIT_VOLATILITY_STABLE);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &f, 1, sizeof f), POLARSPLIT_OK);
+    TO_READER(e, "SELECT * FROM v_f");
+    TO_WRITER(e, q, POLARSPLIT_REASON_WRITE_FUNCTION);
+    /* Another database is not touched; a report replaces the earlier one whole. */
+    polarsplit_sequence s = seq("public", "s");
+    CHECK_STATUS(polarsplit_engine_set_sequence_catalog(e, "other", 5, &s, 1, sizeof s), POLARSPLIT_OK);
+    polarsplit_object seqv = obj("public", "v_seq", "SELECT last_value FROM s");
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "other", 5, &seqv, 1, sizeof seqv), POLARSPLIT_OK);
+    TO_WRITER(e, q, POLARSPLIT_REASON_WRITE_FUNCTION);
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &objs[2], 1, sizeof objs[0]), POLARSPLIT_OK);
+    TO_READER(e, q);
+    TO_READER(e, "SELECT * FROM v_f");
+    CHECK_STATUS(polarsplit_engine_remove_object_catalog(e, "db", 2), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_remove_object_catalog(e, "db", 2), POLARSPLIT_DONE);
+    TO_READER(e, "SELECT f()"); /* the functions stay */
+    polarsplit_engine_free(e);
+    return 0;
+}
+
+int ctest_s6_object_catalogue_misuse(void) {
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    polarsplit_object o = obj("public", "v", "SELECT set_config('a.b', 'c', false)");
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(NULL, "db", 2, &o, 1, sizeof o), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_remove_object_catalog(NULL, "db", 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &o, 1, sizeof o), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, NULL, 2, &o, 1, sizeof o), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, NULL, 1, sizeof o), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &o, 1, sizeof o - 1), POLARSPLIT_ERR_ABI);
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &o, SIZE_MAX, sizeof o),
+                 POLARSPLIT_ERR_INVALID_ARGUMENT);
+    polarsplit_object g = o;
+    g.definition = NULL; /* NULL with a length */
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_NULL);
+    g = obj("public", "v", "SELECT '\xff\xfe'");
+    g.definition = "SELECT \xff";
+    g.definition_len = 8; /* not UTF-8 */
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    g = obj("public", "", "SELECT 1"); /* empty name */
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &g, 1, sizeof g), POLARSPLIT_ERR_INVALID_ARGUMENT);
+    /* What the refused calls left: the last accepted report. */
+    TO_WRITER(e, "SELECT * FROM v", POLARSPLIT_REASON_WRITE_FUNCTION);
+    /* A definition that is not a read, or none: statements naming the object stay on the writer. */
+    polarsplit_object odd[2] = {obj("public", "w", "DELETE FROM t"), obj("public", "n", NULL)};
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, odd, 2, sizeof odd[0]), POLARSPLIT_OK);
+    TO_WRITER(e, "SELECT * FROM w", POLARSPLIT_REASON_UNPARSEABLE);
+    TO_WRITER(e, "SELECT * FROM n", POLARSPLIT_REASON_UNPARSEABLE);
+    TO_READER(e, "SELECT * FROM v");
+    /* A newer host's larger struct: read with its stride. */
+    struct {
+        polarsplit_object o;
+        uint64_t appended;
+    } newer[2];
+    memset(newer, 0xab, sizeof newer);
+    newer[0].o = obj("public", "n0", "SELECT 1");
+    newer[1].o = obj("public", "n1", "SELECT pg_is_in_recovery()");
+    CHECK_STATUS(polarsplit_engine_set_object_catalog(e, "db", 2, &newer[0].o, 2, sizeof newer[0]), POLARSPLIT_OK);
+    TO_WRITER(e, "SELECT * FROM n1", POLARSPLIT_REASON_SERVER_DEPENDENT);
+    TO_READER(e, "SELECT * FROM n0");
     polarsplit_engine_free(e);
     return 0;
 }

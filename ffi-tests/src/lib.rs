@@ -51,6 +51,8 @@ extern "C" {
     pub fn ctest_host_faults_and_catalogue_misuse() -> c_int;
     pub fn ctest_s7_sequence_catalogue_keeps_sequence_reads_on_the_writer_per_database() -> c_int;
     pub fn ctest_s7_sequence_catalogue_misuse() -> c_int;
+    pub fn ctest_s6_object_catalogue_judges_hidden_code_per_database() -> c_int;
+    pub fn ctest_s6_object_catalogue_misuse() -> c_int;
 }
 
 /// Runs one C test and panics with its failing line.

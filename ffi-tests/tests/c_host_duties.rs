@@ -107,3 +107,19 @@ fn c_s7_sequence_catalogue_misuse() {
         ctest_s7_sequence_catalogue_misuse,
     );
 }
+
+#[test]
+fn c_s6_object_catalogue_judges_hidden_code_per_database() {
+    run(
+        "s6_object_catalogue_judges_hidden_code_per_database",
+        ctest_s6_object_catalogue_judges_hidden_code_per_database,
+    );
+}
+
+#[test]
+fn c_s6_object_catalogue_misuse() {
+    run(
+        "s6_object_catalogue_misuse",
+        ctest_s6_object_catalogue_misuse,
+    );
+}

@@ -16,6 +16,17 @@
 //! ahead of the primary). A read carries the hashes of the names it mentions as one more
 //! [`Call`] ([`Call::Names`]), finished the same way: naming a reported sequence makes it
 //! server-dependent. While no database has sequences, that costs no catalogue lookup.
+//!
+//! And it reports the objects whose use runs code a statement's text does not show (S-6, S-5):
+//! views, tables under row-level security, domains with CHECK constraints, user casts and user
+//! operators, each under the name a statement invokes it by and with a definition text (the view's
+//! query, the policies' or the CHECK's expressions, a call of the cast's or operator's function).
+//! The engine classifies each definition as it classifies a statement, finished against the
+//! database's functions, sequences and the other objects (to a fixed point: a view over a view),
+//! and a statement naming an object takes that verdict as if the text were its own: a view over
+//! `set_config` is not replica-safe and changes session state, a domain whose CHECK calls a user
+//! function runs user code. Verdicts are computed when something of the database is reported,
+//! never per statement.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -27,7 +38,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use super::builtins::{self, BuiltinTable};
 use super::ident::MAX_NAME;
-use super::{Classification, Effects, Kind, NotSafe, Statements, WriteFunctions};
+use super::{Classification, Effects, Kind, Limits, NotSafe, Statements, WriteFunctions};
 
 /// `unknown_functions` (SPEC §8): where a statement goes that calls a function the engine knows
 /// nothing of (not built-in, not reported, not configured).
@@ -225,36 +236,34 @@ impl<'a> Rules<'a> {
         let Some(calls) = c.calls.take() else {
             return c;
         };
-        let mut changes: Vec<(u32, NotSafe, bool)> = Vec::new();
+        let mut changes: Vec<(u32, Verdict)> = Vec::new();
         for call in calls.iter() {
             let (stmt, verdict) = self.resolve(call, catalog);
-            if let Some((why, unseen)) = verdict {
-                changes.push((stmt, why, unseen));
+            if let Some(v) = verdict {
+                changes.push((stmt, v));
             }
         }
         if changes.is_empty() {
             return c;
         }
-        let apply = |s: &mut super::StatementInfo, why: NotSafe, unseen: bool| {
-            if unseen {
-                s.effects |= Effects::RUNS_CODE;
-            }
-            if why != NotSafe::None && s.kind == Kind::Read && s.not_safe == NotSafe::None {
+        let apply = |s: &mut super::StatementInfo, v: Verdict| {
+            s.effects |= v.effects;
+            if v.why != NotSafe::None && s.kind == Kind::Read && s.not_safe == NotSafe::None {
                 s.kind = Kind::ReadNotSafe;
-                s.not_safe = why;
+                s.not_safe = v.why;
             }
         };
         match &mut c.statements {
             Statements::One(s) => {
-                for (_, why, unseen) in changes {
-                    apply(s, why, unseen);
+                for (_, v) in changes {
+                    apply(s, v);
                 }
             }
             Statements::Many(v) => {
                 let mut owned = v.to_vec();
-                for (i, why, unseen) in changes {
+                for (i, verdict) in changes {
                     if let Some(s) = owned.get_mut(i as usize) {
-                        apply(s, why, unseen);
+                        apply(s, verdict);
                     }
                 }
                 *v = Arc::from(owned);
@@ -263,9 +272,35 @@ impl<'a> Rules<'a> {
         c
     }
 
-    /// What one call adds: `None` nothing; `Some((why, unseen))` a reason (`NotSafe::None` for
-    /// none) and whether user code may run.
-    fn resolve(&self, call: &Call, catalog: Option<&DbCatalog>) -> (u32, Option<(NotSafe, bool)>) {
+    /// What one call adds to its statement (`None`: nothing).
+    fn resolve(&self, call: &Call, catalog: Option<&DbCatalog>) -> (u32, Option<Verdict>) {
+        let (stmt, verdict) = self.resolve_call(call, catalog);
+        let verdict = verdict.map(|(why, unseen)| Verdict {
+            why,
+            effects: if unseen {
+                Effects::RUNS_CODE
+            } else {
+                Effects::NONE
+            },
+        });
+        match call {
+            Call::Names { hashes, .. } => {
+                let objects = catalog
+                    .and_then(DbCatalog::object_set)
+                    .map(|o| o.verdict_of(hashes));
+                (stmt, join_opt(verdict, objects.flatten()))
+            }
+            _ => (stmt, verdict),
+        }
+    }
+
+    /// What one call adds of the functions and sequences: `None` nothing; `Some((why, unseen))`
+    /// a reason (`NotSafe::None` for none) and whether user code may run.
+    fn resolve_call(
+        &self,
+        call: &Call,
+        catalog: Option<&DbCatalog>,
+    ) -> (u32, Option<(NotSafe, bool)>) {
         match call {
             Call::Builtin { stmt, id, hint } => {
                 let name = self.builtins.name_at(*id);
@@ -314,16 +349,80 @@ impl<'a> Rules<'a> {
                     });
                 (*stmt, verdict)
             }
-            Call::Names { stmt, hashes } => {
-                let names_sequence = catalog
-                    .and_then(DbCatalog::sequence_set)
-                    .is_some_and(|s| hashes.iter().any(|h| s.hashes.contains(h)));
+            Call::Names { stmt, hashes, hint } => {
+                // `/* route=reader */` accepts S-7 answers, as it does for the server-dependent
+                // relations; it does not accept the code an object hides.
+                let names_sequence = !*hint
+                    && catalog
+                        .and_then(DbCatalog::sequence_set)
+                        .is_some_and(|s| hashes.iter().any(|h| s.hashes.contains(h)));
                 (
                     *stmt,
                     names_sequence.then_some((NotSafe::ServerDependent, false)),
                 )
             }
         }
+    }
+}
+
+/// What something the database holds adds to a statement that uses it: a reason it is not
+/// replica-safe (`NotSafe::None`: none) and effects (S-4, S-5, S-6, P-5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    why: NotSafe,
+    effects: Effects,
+}
+
+impl Verdict {
+    const NONE: Verdict = Verdict {
+        why: NotSafe::None,
+        effects: Effects::NONE,
+    };
+
+    /// Both: the first reason, every effect.
+    fn join(self, other: Verdict) -> Verdict {
+        Verdict {
+            why: if self.why == NotSafe::None {
+                other.why
+            } else {
+                self.why
+            },
+            effects: self.effects | other.effects,
+        }
+    }
+
+    /// What running the statements of `c` adds to a statement that runs them hidden: their
+    /// effects, and the first reason one is not a replica-safe read (a text that is not a read
+    /// at all, none, or that the classifier cannot read, is `Unparseable`: never on a replica).
+    fn of(c: &Classification) -> Verdict {
+        let mut v = Verdict::NONE;
+        let mut any = false;
+        for s in c.statements() {
+            if s.kind == Kind::Empty {
+                continue;
+            }
+            any = true;
+            let why = match s.kind {
+                Kind::Read => NotSafe::None,
+                Kind::ReadNotSafe => s.not_safe,
+                _ => NotSafe::Unparseable,
+            };
+            v = v.join(Verdict {
+                why,
+                effects: s.effects,
+            });
+        }
+        if !any {
+            v.why = NotSafe::Unparseable;
+        }
+        v
+    }
+}
+
+fn join_opt(a: Option<Verdict>, b: Option<Verdict>) -> Option<Verdict> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.join(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -342,14 +441,20 @@ pub(crate) enum Call {
     },
     /// `x.name` that is not a built-in: a column, unless the catalogue has a function of the name.
     Attr { stmt: u32, hash: u64, hint: bool },
-    /// The [`short_name_hash`]es of the names a read mentions — every identifier but the reserved
-    /// keywords, wherever it stands (FROM, JOIN, a subquery, a CTE, a column; sorted, distinct):
-    /// not replica-safe if one is a sequence of the database (S-7: a standby holds a sequence
-    /// WAL-logged ahead of the primary). A column or alias that shares a sequence's name only
-    /// costs offload. Not recorded under `/* route=reader */`, which accepts S-7 answers as it
-    /// does for the server-dependent relations, nor by the classification entry points that
-    /// never see a catalogue.
-    Names { stmt: u32, hashes: Box<[u32]> },
+    /// The [`short_name_hash`]es of the names a statement mentions — every identifier but the
+    /// reserved keywords, wherever it stands (FROM, JOIN, a subquery, a CTE, a column, a type
+    /// after `::`), and every operator symbol (sorted, distinct): a read is not replica-safe if
+    /// one is a sequence of the database (S-7: a standby holds a sequence WAL-logged ahead of the
+    /// primary), and any statement takes the verdict of a reported object it names (S-6: the
+    /// code a view, a policy, a domain, a cast or an operator hides). A column or alias that
+    /// shares such a name only costs offload. `hint`: under `/* route=reader */`, which accepts
+    /// S-7 answers (sequences are not judged) but not hidden code. Not recorded by the
+    /// classification entry points that never see a catalogue.
+    Names {
+        stmt: u32,
+        hashes: Box<[u32]>,
+        hint: bool,
+    },
 }
 
 impl Call {
@@ -367,7 +472,11 @@ impl Call {
                 hash,
                 hint,
             },
-            Call::Names { hashes, .. } => Call::Names { stmt: i, hashes },
+            Call::Names { hashes, hint, .. } => Call::Names {
+                stmt: i,
+                hashes,
+                hint,
+            },
         }
     }
 }
@@ -431,6 +540,28 @@ pub struct UserSequence {
     pub name: String,
 }
 
+/// One object of the writer's catalogue whose use runs code the statement's text does not show
+/// (S-6, S-5): a view (its query), a table under row-level security (its policies'
+/// expressions), a domain with CHECK constraints (their expressions), a user cast (a call of its
+/// function, under the source and the target type's names) or a user operator (a call of its
+/// function, under its symbol). A statement that names `name` — in any schema, anywhere in its
+/// text — is judged as if it also ran `definition`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UserObject {
+    /// `pg_namespace.nspname`. Recorded for the host's logs; a statement is matched by the name
+    /// in any schema.
+    pub schema: String,
+    /// The name a statement invokes it by, as stored: `pg_class.relname`, `pg_type.typname`,
+    /// `pg_operator.oprname`. The built-in types' SQL spellings (`integer` for `int4`, …) are
+    /// matched too.
+    pub name: String,
+    /// SQL the engine classifies as a statement: `pg_get_viewdef`, or `SELECT` with the
+    /// expressions (`SELECT (policy_qual), (policy_check)`, `SELECT f(NULL)` for a cast's or
+    /// operator's function `f`). A text the classifier cannot take as one read (longer than its
+    /// limit, not a query) keeps every statement naming the object off replicas.
+    pub definition: String,
+}
+
 /// Why a reported catalogue was refused (nothing of it is kept).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -450,6 +581,12 @@ pub enum CatalogError {
     #[error("more than {0} sequences in one database")]
     /// One database reported more sequences than the engine keeps (the limit is given).
     TooManySequences(usize),
+    #[error("object name {0:?} is empty or longer than 63 bytes")]
+    /// An object name is empty or longer than 63 bytes.
+    BadObjectName(String),
+    #[error("more than {0} objects in one database")]
+    /// One database reported more objects than the engine keeps (the limit is given).
+    TooManyObjects(usize),
 }
 
 /// The user functions of one database, by name.
@@ -472,12 +609,34 @@ struct SequenceSet {
     sequences: usize,
 }
 
-/// What the host reported of one database: its user functions and its sequences, each replaced
-/// (or forgotten) on its own.
+/// The objects of one database that hide code, with their definitions and what naming each adds
+/// (by [`short_name_hash`]: a collision only joins two verdicts).
+#[derive(Debug, Default)]
+struct ObjectSet {
+    /// Each object's name hash (one per SQL spelling of a built-in type's name) and definition,
+    /// kept to judge again when the database's functions or sequences, or the policy, change.
+    defs: Vec<(u32, Arc<str>)>,
+    /// What naming each name adds, for the names whose objects add something.
+    verdicts: FxHashMap<u32, Verdict>,
+}
+
+impl ObjectSet {
+    /// What naming `hashes` adds (`None`: no reported object is named).
+    fn verdict_of(&self, hashes: &[u32]) -> Option<Verdict> {
+        hashes
+            .iter()
+            .filter_map(|h| self.verdicts.get(h).copied())
+            .reduce(Verdict::join)
+    }
+}
+
+/// What the host reported of one database: its user functions, its sequences and its objects
+/// that hide code, each replaced (or forgotten) on its own.
 #[derive(Debug, Default)]
 pub struct DbCatalog {
     functions: Option<Arc<FunctionSet>>,
     sequences: Option<Arc<SequenceSet>>,
+    objects: Option<Arc<ObjectSet>>,
 }
 
 impl DbCatalog {
@@ -506,8 +665,25 @@ impl DbCatalog {
             .is_some_and(|s| s.hashes.contains(&short_name_hash(name)))
     }
 
+    /// Names of reported objects that hide code (with the SQL spellings of built-in types).
+    pub fn objects(&self) -> usize {
+        self.objects.as_ref().map_or(0, |o| o.defs.len())
+    }
+
+    /// What naming `name` adds to a statement, if a reported object has that name (as stored):
+    /// whether it keeps a read off replicas and the effects it has. For tests and logs.
+    pub fn object_verdict(&self, name: &str) -> Option<(NotSafe, Effects)> {
+        self.object_set()?
+            .verdict_of(&[short_name_hash(name)])
+            .map(|v| (v.why, v.effects))
+    }
+
     fn function_set(&self) -> Option<&FunctionSet> {
         self.functions.as_deref()
+    }
+
+    fn object_set(&self) -> Option<&ObjectSet> {
+        self.objects.as_deref().filter(|o| !o.verdicts.is_empty())
     }
 
     fn sequence_set(&self) -> Option<&SequenceSet> {
@@ -518,15 +694,42 @@ impl DbCatalog {
         self.function_set().is_some_and(|f| f.shadows_builtins)
     }
 
-    fn has_sequences(&self) -> bool {
-        self.sequence_set().is_some()
+    /// Whether the names a statement mentions must be looked up.
+    fn has_names(&self) -> bool {
+        self.sequence_set().is_some() || self.object_set().is_some()
     }
 }
 
 /// Bounds of what the host may report (every buffer bounded).
 pub const MAX_FUNCTIONS_PER_DATABASE: usize = 1 << 20;
 pub const MAX_SEQUENCES_PER_DATABASE: usize = 1 << 20;
+pub const MAX_OBJECTS_PER_DATABASE: usize = 1 << 16;
 pub const MAX_DATABASES: usize = 1 << 16;
+
+/// Rounds of the objects' fixed point (a view over a view over …): an object whose verdict still
+/// grows after them is judged not replica-safe and running code.
+const MAX_OBJECT_ROUNDS: usize = 16;
+
+/// The SQL spellings of built-in type names (`pg_type.typname`, as a cast reports it) that a
+/// statement may write instead (`::integer` is a cast to `int4`). Multi-word spellings
+/// (`double precision`, `character varying`) are recorded by each word.
+fn type_aliases(typname: &str) -> &'static [&'static str] {
+    match typname {
+        "int2" => &["smallint"],
+        "int4" => &["int", "integer"],
+        "int8" => &["bigint"],
+        "float4" => &["real", "float"],
+        "float8" => &["double", "float"],
+        "bool" => &["boolean"],
+        "numeric" => &["decimal", "dec"],
+        "bpchar" => &["char", "character", "nchar"],
+        "varchar" => &["varchar", "character", "char", "varying", "nchar"],
+        "varbit" => &["bit", "varying"],
+        "timestamptz" | "timestamp" => &["timestamp"],
+        "timetz" | "time" => &["time"],
+        _ => &[],
+    }
+}
 
 /// The host-reported catalogues of every database, shared by the engine and its classifiers
 /// (and replaceable at runtime, one database at a time). Classifications are cached by text
@@ -538,9 +741,12 @@ pub struct FunctionCatalogs {
     /// Reported databases whose catalogue shares a name with a built-in: while 0, built-in calls
     /// are finished without looking a catalogue up.
     shadowing: AtomicUsize,
-    /// Reported databases with at least one sequence: while 0, the names a statement mentions
-    /// are not looked up.
-    sequenced: AtomicUsize,
+    /// Reported databases with a sequence or an object that hides code: while 0, the names a
+    /// statement mentions are not looked up.
+    named: AtomicUsize,
+    /// The policy objects' definitions are classified under (the engine's, see
+    /// [`FunctionCatalogs::set_policy`]; the default one until then).
+    policy: RwLock<Option<(FunctionPolicy, Limits)>>,
 }
 
 impl FunctionCatalogs {
@@ -549,8 +755,8 @@ impl FunctionCatalogs {
     }
 
     /// Replaces the catalogue of user functions of `database` with `functions` (all of them: a
-    /// name missing from the report is unknown afterwards); its sequences are kept. Returns how
-    /// many functions were recorded.
+    /// name missing from the report is unknown afterwards); its sequences and objects are kept.
+    /// Returns how many functions were recorded.
     pub fn set(
         &self,
         database: &[u8],
@@ -582,14 +788,14 @@ impl FunctionCatalogs {
         let functions = Some(Arc::new(cat));
         self.replace(database, |old| DbCatalog {
             functions,
-            sequences: old.and_then(|o| o.sequences.clone()),
+            ..old.map(DbCatalog::shallow).unwrap_or_default()
         })?;
         Ok(n)
     }
 
     /// Replaces the sequences of `database` with `sequences` (all of them: a name missing from the
-    /// report is not a sequence afterwards); its functions are kept. Returns how many sequences
-    /// were recorded.
+    /// report is not a sequence afterwards); its functions and objects are kept. Returns how many
+    /// sequences were recorded.
     pub fn set_sequences(
         &self,
         database: &[u8],
@@ -609,8 +815,41 @@ impl FunctionCatalogs {
         let n = set.sequences;
         let sequences = Some(Arc::new(set));
         self.replace(database, |old| DbCatalog {
-            functions: old.and_then(|o| o.functions.clone()),
             sequences,
+            ..old.map(DbCatalog::shallow).unwrap_or_default()
+        })?;
+        Ok(n)
+    }
+
+    /// Replaces the objects of `database` that hide code with `objects` (all of them: a name
+    /// missing from the report hides nothing afterwards); its functions and sequences are kept.
+    /// Each definition is classified here, under the engine's policy; returns how many objects
+    /// were recorded.
+    pub fn set_objects(
+        &self,
+        database: &[u8],
+        objects: impl IntoIterator<Item = UserObject>,
+    ) -> Result<usize, CatalogError> {
+        let mut set = ObjectSet::default();
+        let mut n = 0;
+        for o in objects {
+            if o.name.is_empty() || o.name.len() > MAX_NAME {
+                return Err(CatalogError::BadObjectName(o.name));
+            }
+            if n == MAX_OBJECTS_PER_DATABASE {
+                return Err(CatalogError::TooManyObjects(MAX_OBJECTS_PER_DATABASE));
+            }
+            n += 1;
+            let text: Arc<str> = Arc::from(o.definition);
+            for alias in type_aliases(&o.name) {
+                set.defs.push((short_name_hash(alias), text.clone()));
+            }
+            set.defs.push((short_name_hash(&o.name), text));
+        }
+        let objects = Some(Arc::new(set));
+        self.replace(database, |old| DbCatalog {
+            objects,
+            ..old.map(DbCatalog::shallow).unwrap_or_default()
         })?;
         Ok(n)
     }
@@ -622,7 +861,7 @@ impl FunctionCatalogs {
             had = old.is_some_and(|o| o.functions.is_some());
             DbCatalog {
                 functions: None,
-                sequences: old.and_then(|o| o.sequences.clone()),
+                ..old.map(DbCatalog::shallow).unwrap_or_default()
             }
         });
         had
@@ -635,27 +874,68 @@ impl FunctionCatalogs {
         let _ = self.replace(database, |old| {
             had = old.is_some_and(|o| o.sequences.is_some());
             DbCatalog {
-                functions: old.and_then(|o| o.functions.clone()),
                 sequences: None,
+                ..old.map(DbCatalog::shallow).unwrap_or_default()
             }
         });
         had
     }
 
+    /// Forgets the objects of `database` that hide code (the code is not seen again). Whether it
+    /// had some reported.
+    pub fn remove_objects(&self, database: &[u8]) -> bool {
+        let mut had = false;
+        let _ = self.replace(database, |old| {
+            had = old.is_some_and(|o| o.objects.is_some());
+            DbCatalog {
+                objects: None,
+                ..old.map(DbCatalog::shallow).unwrap_or_default()
+            }
+        });
+        had
+    }
+
+    /// The policy the objects' definitions are classified under: the engine sets its own each
+    /// time it builds a classifier (configuration, the writer's version). Every database's
+    /// objects are judged again under it.
+    pub fn set_policy(&self, policy: FunctionPolicy, limits: Limits) {
+        *self.policy.write() = Some((policy, limits));
+        let dbs: Vec<Box<[u8]>> = self
+            .dbs
+            .read()
+            .iter()
+            .filter(|(_, c)| c.objects.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for db in dbs {
+            let _ = self.replace(&db, |old| old.map(DbCatalog::shallow).unwrap_or_default());
+        }
+    }
+
+    fn policy_rules(&self) -> (FunctionPolicy, Limits) {
+        self.policy
+            .read()
+            .clone()
+            .unwrap_or_else(|| (FunctionPolicy::default(), Limits::DEFAULT))
+    }
+
     /// Replaces the entry of `database` with what `make` builds from the old one, under the
-    /// write lock; an entry with nothing reported is removed.
+    /// write lock, its objects judged against what else it holds; an entry with nothing
+    /// reported is removed.
     fn replace(
         &self,
         database: &[u8],
         make: impl FnOnce(Option<&DbCatalog>) -> DbCatalog,
     ) -> Result<(), CatalogError> {
+        let (policy, limits) = self.policy_rules();
         let mut dbs = self.dbs.write();
-        let new = make(dbs.get(database).map(|a| &**a));
-        let keep = new.functions.is_some() || new.sequences.is_some();
+        let mut new = make(dbs.get(database).map(|a| &**a));
+        let keep = new.functions.is_some() || new.sequences.is_some() || new.objects.is_some();
         if keep && !dbs.contains_key(database) && dbs.len() >= MAX_DATABASES {
             return Err(CatalogError::TooManyDatabases(MAX_DATABASES));
         }
-        let (shadows, sequenced) = (new.shadows_builtins(), new.has_sequences());
+        new.judge_objects(&policy, &limits);
+        let (shadows, named) = (new.shadows_builtins(), new.has_names());
         let old = if keep {
             dbs.insert(Box::from(database), Arc::new(new))
         } else {
@@ -676,11 +956,7 @@ impl FunctionCatalogs {
             old.is_some_and(DbCatalog::shadows_builtins),
             shadows,
         );
-        count(
-            &self.sequenced,
-            old.is_some_and(DbCatalog::has_sequences),
-            sequenced,
-        );
+        count(&self.named, old.is_some_and(DbCatalog::has_names), named);
         Ok(())
     }
 
@@ -704,14 +980,84 @@ impl FunctionCatalogs {
             None => false,
             Some(calls) => {
                 let shadowing = self.shadowing.load(Ordering::Acquire) > 0;
-                let sequenced = self.sequenced.load(Ordering::Acquire) > 0;
+                let named = self.named.load(Ordering::Acquire) > 0;
                 calls.iter().any(|c| match c {
                     Call::Builtin { .. } => shadowing,
-                    Call::Names { .. } => sequenced,
+                    Call::Names { .. } => named,
                     Call::User { .. } | Call::Attr { .. } => true,
                 })
             }
         }
+    }
+}
+
+impl DbCatalog {
+    /// The same reports, shared (for a replacement of one of them).
+    fn shallow(&self) -> DbCatalog {
+        DbCatalog {
+            functions: self.functions.clone(),
+            sequences: self.sequences.clone(),
+            objects: self.objects.clone(),
+        }
+    }
+
+    /// Judges the objects' definitions against the functions and sequences of this catalogue and
+    /// against each other, to a fixed point (verdicts only grow, so it ends; after
+    /// [`MAX_OBJECT_ROUNDS`] what still grows is judged the worst). Classifies every definition:
+    /// the cost of a report, under the catalogues' write lock, never of a statement.
+    fn judge_objects(&mut self, policy: &FunctionPolicy, limits: &Limits) {
+        let Some(objects) = self.objects.take() else {
+            return;
+        };
+        let rules = Rules {
+            record_names: true,
+            ..policy.rules()
+        };
+        let classified: Vec<(u32, Classification)> = objects
+            .defs
+            .iter()
+            .map(|(h, text)| (*h, super::statement::classify_str(text, rules, limits)))
+            .collect();
+        let mut verdicts: FxHashMap<u32, Verdict> = FxHashMap::default();
+        let mut settled = false;
+        for _ in 0..MAX_OBJECT_ROUNDS {
+            let view = DbCatalog {
+                functions: self.functions.clone(),
+                sequences: self.sequences.clone(),
+                objects: Some(Arc::new(ObjectSet {
+                    defs: Vec::new(),
+                    verdicts: verdicts.clone(),
+                })),
+            };
+            let mut next: FxHashMap<u32, Verdict> = FxHashMap::default();
+            for (h, c) in &classified {
+                let v = Verdict::of(&rules.finish(c.clone(), Some(&view)));
+                if v != Verdict::NONE || verdicts.contains_key(h) {
+                    next.entry(*h).and_modify(|w| *w = w.join(v)).or_insert(v);
+                }
+            }
+            if next == verdicts {
+                settled = true;
+                break;
+            }
+            verdicts = next;
+        }
+        if !settled {
+            // Every object: one not judged yet may be the next link of the chain.
+            let worst = Verdict {
+                why: NotSafe::TooComplex,
+                effects: Effects::RUNS_CODE,
+            };
+            for (h, _) in &classified {
+                let v = verdicts.entry(*h).or_insert(worst);
+                *v = v.join(worst);
+            }
+        }
+        verdicts.retain(|_, v| *v != Verdict::NONE);
+        self.objects = Some(Arc::new(ObjectSet {
+            defs: objects.defs.clone(),
+            verdicts,
+        }));
     }
 }
 
@@ -749,8 +1095,9 @@ impl NameSet {
         }
     }
 
-    /// The names as a call to finish per database (`None`: no name).
-    pub(crate) fn into_call(self) -> Option<Call> {
+    /// The names as a call to finish per database (`None`: no name); `hint`: the statement has
+    /// a `/* route=reader */` hint.
+    pub(crate) fn into_call(self, hint: bool) -> Option<Call> {
         if self.len == 0 {
             return None;
         }
@@ -761,6 +1108,7 @@ impl NameSet {
         Some(Call::Names {
             stmt: 0,
             hashes: all.into_boxed_slice(),
+            hint,
         })
     }
 }

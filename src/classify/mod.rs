@@ -34,8 +34,8 @@ pub use builtins::BuiltinTable;
 pub use cache::Classifier;
 pub use functions::{
     may_be_read_function, CatalogError, DbCatalog, FunctionCatalogs, FunctionPolicy, ReadFunctions,
-    UnknownFunctions, UserFunction, UserSequence, Volatility, MAX_DATABASES,
-    MAX_FUNCTIONS_PER_DATABASE, MAX_SEQUENCES_PER_DATABASE,
+    UnknownFunctions, UserFunction, UserObject, UserSequence, Volatility, MAX_DATABASES,
+    MAX_FUNCTIONS_PER_DATABASE, MAX_OBJECTS_PER_DATABASE, MAX_SEQUENCES_PER_DATABASE,
 };
 pub use types::*;
 

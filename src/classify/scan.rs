@@ -13,8 +13,11 @@
 //!   normalised (`ident.rs`) and judged by the F-policy (`functions.rs`, `builtins`);
 //! - `x.name` may call `name(x)` (attribute notation): judged as a call of a listed name;
 //! - any identifier naming one of S-7's server-dependent relations ⇒ server-dependent;
-//! - every other identifier (reserved keywords aside) is recorded by hash: a read naming a
-//!   sequence of the database's reported catalogue is server-dependent (S-7, `functions.rs`);
+//! - every other identifier (reserved keywords aside), and every operator symbol, is recorded by
+//!   hash: a read naming a sequence of the database's reported catalogue is server-dependent
+//!   (S-7), and a statement naming a reported object that hides code (a view, a table under
+//!   row-level security, a domain, a cast's type, an operator) takes its verdict (S-6,
+//!   `functions.rs`);
 //! - an identifier that cannot be normalised ⇒ unparseable.
 
 use super::builtins::{self, flags, Builtin, BuiltinTable};
@@ -356,6 +359,12 @@ impl Scan {
                 }
             }
             Tok::Ident => self.keyword(t, idx, src, into_state),
+            // S-6: a user operator hides its function; recorded by its symbol like a name.
+            Tok::Operator if policy.record_names => {
+                if let Ok(op) = std::str::from_utf8(bytes(src, t)) {
+                    self.names.insert(short_name_hash(op));
+                }
+            }
             Tok::String | Tok::DollarString if lexer::may_spell_txn_time(bytes(src, t)) => {
                 self.effects |= Effects::TXN_VALUE;
             }
@@ -471,7 +480,7 @@ impl Scan {
             Tok::QuotedIdent => b.starts_with(b"\"pg_"),
             _ => true,
         };
-        let record = record_names && !self.hint_reader;
+        let record = record_names;
         if !candidate && !record {
             return;
         }

@@ -49,13 +49,14 @@ impl List {
         }
     }
 
-    /// Ends statement `cur`: its classification and calls join the list, and for a read the
-    /// names it mentions (S-7: judged against the database's sequences), when `names` asks.
+    /// Ends statement `cur`: its classification and calls join the list, and the names it
+    /// mentions (S-7: judged against the database's sequences; S-6: its objects that hide code),
+    /// when `names` asks.
     fn end(&mut self, cur: &mut Scan, sql: &str, backslash_quotes: bool, names: bool) {
         let info = finish(cur, sql, backslash_quotes);
         let mut calls = std::mem::take(&mut cur.calls);
-        if names && info.0.kind == Kind::Read {
-            if let Some(c) = std::mem::take(&mut cur.names).into_call() {
+        if names {
+            if let Some(c) = std::mem::take(&mut cur.names).into_call(cur.hint_reader) {
                 calls.push(c);
             }
         }

@@ -20,7 +20,7 @@ use parking_lot::RwLock;
 
 use crate::classify::{
     builtins, CatalogError, Classification, Classifier, DbCatalog, FunctionCatalogs,
-    FunctionPolicy, UserFunction, UserSequence,
+    FunctionPolicy, UserFunction, UserObject, UserSequence,
 };
 use crate::config::{Config, ServerDialect};
 use crate::protocol::Lsn;
@@ -112,6 +112,8 @@ fn build_classifier(
         .with_read_functions(config.read_functions.clone())
         .with_unknown_functions(config.unknown_functions)
         .with_builtins(builtins::for_server_version(server_version_num));
+    // The objects' definitions are judged under the policy statements are.
+    catalogs.set_policy(policy.clone(), crate::classify::Limits::DEFAULT);
     Classifier::with_policy(
         policy,
         config.classify_cache_capacity,
@@ -306,6 +308,26 @@ impl Engine {
     /// Forgets the sequences of `database`: a read of one is not recognised again.
     pub fn remove_sequence_catalog(&self, database: &[u8]) -> bool {
         self.catalogs.remove_sequences(database)
+    }
+
+    /// Replaces the objects of `database` whose use runs code a statement's text does not show
+    /// (SPEC S-6, S-5): views, tables under row-level security, domains, user casts' types, user
+    /// operators, each with its definition (the host's query is documented at
+    /// `polarsplit_engine_set_object_catalog`). A statement naming one takes the verdict of its
+    /// definition, classified here under this engine's policy. Sessions of that database classify
+    /// against it from their next statement; its functions and sequences are kept. Returns how
+    /// many objects were recorded; on an error nothing changes.
+    pub fn set_object_catalog(
+        &self,
+        database: &[u8],
+        objects: impl IntoIterator<Item = UserObject>,
+    ) -> Result<usize, CatalogError> {
+        self.catalogs.set_objects(database, objects)
+    }
+
+    /// Forgets the objects of `database` that hide code: their code is not seen again.
+    pub fn remove_object_catalog(&self, database: &[u8]) -> bool {
+        self.catalogs.remove_objects(database)
     }
 
     /// The catalogue the host reported for `database`. Internal: the catalogue's type is not

@@ -13,7 +13,7 @@ use super::cluster::PolarsplitEngine;
 use super::handle::{boundary, read_sized, slice, try_arg, try_ref, Growable};
 use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_ABI, POLARSPLIT_OK};
 use super::status::{POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_ERR_LIMIT, POLARSPLIT_ERR_NULL};
-use crate::classify::{CatalogError, UserFunction, UserSequence, Volatility};
+use crate::classify::{CatalogError, UserFunction, UserObject, UserSequence, Volatility};
 
 /// A function's volatility (`polarsplit_function.volatility`): the byte `pg_proc.provolatile`
 /// holds, so a host copies the column as it reads it.
@@ -78,6 +78,36 @@ unsafe impl Growable for PolarsplitSequence {
     const BASE_SIZE: usize = std::mem::size_of::<PolarsplitSequence>();
 }
 
+/// One object of the writer's catalogue whose use runs code a statement's text does not show
+/// (SPEC S-6), for `polarsplit_engine_set_object_catalog`: a view, a table under row-level
+/// security, a domain, a user cast's source or target type, a user operator. Grows at the end:
+/// the function takes the host's `sizeof` as the array's stride; a field appended later reads
+/// as 0 from an older host.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PolarsplitObject {
+    /// `pg_namespace.nspname` (UTF-8, no NUL needed; NULL with length 0 for none). Kept for
+    /// the host's logs: a statement matches the name in any schema.
+    pub schema: *const c_char,
+    /// Its length in bytes.
+    pub schema_len: usize,
+    /// The name a statement invokes the object by, as stored (`pg_class.relname`,
+    /// `pg_type.typname`, `pg_operator.oprname`; UTF-8, 1 to 63 bytes, no NUL needed).
+    pub name: *const c_char,
+    /// Its length in bytes.
+    pub name_len: usize,
+    /// SQL the engine classifies as if a statement naming the object also ran it (UTF-8, no
+    /// NUL needed; see `polarsplit_engine_set_object_catalog` for each kind's text).
+    pub definition: *const c_char,
+    /// Its length in bytes.
+    pub definition_len: usize,
+}
+
+// SAFETY: repr(C) integers and raw pointers.
+unsafe impl Growable for PolarsplitObject {
+    const BASE_SIZE: usize = std::mem::size_of::<PolarsplitObject>();
+}
+
 /// The UTF-8 text at `p` (`len` bytes; NULL only with 0).
 ///
 /// # Safety
@@ -110,6 +140,24 @@ fn user_sequence(s: &PolarsplitSequence) -> Result<UserSequence, PolarsplitStatu
     // `# Safety`).
     let (schema, name) = unsafe { (utf8(s.schema, s.schema_len)?, utf8(s.name, s.name_len)?) };
     Ok(UserSequence { schema, name })
+}
+
+/// The Rust value of one host struct.
+fn user_object(o: &PolarsplitObject) -> Result<UserObject, PolarsplitStatus> {
+    // SAFETY: the host promises each pointer readable for its length (the exported function's
+    // `# Safety`).
+    let (schema, name, definition) = unsafe {
+        (
+            utf8(o.schema, o.schema_len)?,
+            utf8(o.name, o.name_len)?,
+            utf8(o.definition, o.definition_len)?,
+        )
+    };
+    Ok(UserObject {
+        schema,
+        name,
+        definition,
+    })
 }
 
 /// Every element of the host's array of `n` structs of `size` bytes each, converted by `each`.
@@ -171,14 +219,28 @@ unsafe fn user_sequences(
     unsafe { host_array(seqs, n, size, user_sequence) }
 }
 
+/// Every object of the host's array (see [`host_array`]).
+///
+/// # Safety
+/// As [`host_array`].
+unsafe fn user_objects(
+    objects: *const PolarsplitObject,
+    n: usize,
+    size: usize,
+) -> Result<Vec<UserObject>, PolarsplitStatus> {
+    // SAFETY: as documented.
+    unsafe { host_array(objects, n, size, user_object) }
+}
+
 /// Exhaustive: a new catalogue error of the Rust API must be given its status here.
 fn catalog_status(e: &CatalogError) -> PolarsplitStatus {
     match e {
-        CatalogError::BadName(_) | CatalogError::BadSequenceName(_) => {
-            POLARSPLIT_ERR_INVALID_ARGUMENT
-        }
+        CatalogError::BadName(_)
+        | CatalogError::BadSequenceName(_)
+        | CatalogError::BadObjectName(_) => POLARSPLIT_ERR_INVALID_ARGUMENT,
         CatalogError::TooManyFunctions(_)
         | CatalogError::TooManySequences(_)
+        | CatalogError::TooManyObjects(_)
         | CatalogError::TooManyDatabases(_) => POLARSPLIT_ERR_LIMIT,
     }
 }
@@ -336,6 +398,123 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
         // SAFETY: `database_len` readable bytes.
         let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
         if e.inner.remove_sequence_catalog(db) {
+            POLARSPLIT_OK
+        } else {
+            POLARSPLIT_DONE
+        }
+    }
+}
+
+/// Replaces the objects of database `database` whose use runs code a statement's text does not
+/// show (SPEC S-6, S-5): all of them (a name missing from the report hides nothing afterwards).
+/// A view's query, a row-level security policy's expressions, a domain's CHECK, a user cast's or
+/// operator's function run when a statement reads the view or the table, casts to the domain or
+/// the type, or applies the operator — and may call `set_config`, take an advisory lock or write.
+/// Each object comes with the name a statement invokes it by and a definition: SQL the engine
+/// classifies as it classifies a statement, finished against the database's function catalogue,
+/// its sequences and the other objects (a view over a view). Any statement naming the object —
+/// in any schema, anywhere in its text — then takes that verdict as if the definition were part
+/// of its text: a view over a volatile or state-changing function keeps reads of it on the
+/// writer (with a capture of the session's state after it, S-5), a domain whose CHECK calls a
+/// user function makes the reader connection that ran it be reset before another session gets
+/// it (S-6). Definitions are judged here, and again when the database's functions or sequences
+/// are reported, never per statement. Sessions of that database classify against the report
+/// from their next statement. Until a database's objects are reported, and for objects created
+/// after the last report, such code is not seen: report them with the function catalogue (same
+/// load, same refresh). The database's functions and sequences are not touched.
+///
+/// The query, on a connection to that database of the writer (the fourth column only tells the
+/// kinds apart in logs; a user cast is reported under both of its types' names, and built-in
+/// types' SQL spellings such as `integer` for `int4` are matched by the engine):
+/// ```sql
+/// SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v'
+/// FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+/// WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+/// UNION ALL
+/// SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg(
+///     pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')',
+///                       ', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p'
+/// FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+/// JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname
+/// UNION ALL
+/// SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.'
+///     || pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg(
+///     ', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k
+///     WHERE k.contypid = t.oid AND k.contype = 'c')), 'd'
+/// FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+/// JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace
+/// WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+/// UNION ALL
+/// SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.'
+///     || pg_catalog.quote_ident(f.proname) || '(NULL)', 'c'
+/// FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc
+/// JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace
+/// CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ)
+/// JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
+/// WHERE k.oid >= 16384
+/// UNION ALL
+/// SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.'
+///     || pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o'
+/// FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode
+/// JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace
+/// JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+/// WHERE o.oid >= 16384
+/// ```
+///
+/// `objects` is an array of `n` structs, `object_size` bytes apart: pass
+/// `sizeof(polarsplit_object)` (the growth rule). The library copies what it keeps; the array
+/// may be freed when the call returns. On any error nothing changes:
+/// `POLARSPLIT_ERR_INVALID_ARGUMENT` for a name that is empty, longer than 63 bytes or not
+/// UTF-8, or a schema or definition that is not UTF-8; `POLARSPLIT_ERR_LIMIT` beyond 65,536
+/// objects in one database or 65,536 databases; `POLARSPLIT_ERR_ABI` for an `object_size` below
+/// this struct's first version; `POLARSPLIT_ERR_NULL` for a NULL engine, a NULL `database` with
+/// a non-zero length, a NULL `objects` with `n > 0`, or a NULL pointer with a non-zero length.
+/// A definition the engine cannot classify as one read (not a query, longer than 1 MiB) keeps
+/// every statement naming the object off replicas.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes (any encoding, no NUL needed); `objects` NULL (only with `n`
+/// 0) or `n * object_size` readable bytes, each struct's pointers readable for their lengths.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_set_object_catalog(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+    objects: *const PolarsplitObject,
+    n: usize,
+    object_size: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        // SAFETY: `n * object_size` readable bytes.
+        let objs = try_arg!(unsafe { user_objects(objects, n, object_size) });
+        match e.inner.set_object_catalog(db, objs) {
+            Ok(_) => POLARSPLIT_OK,
+            Err(err) => catalog_status(&err),
+        }
+    }
+}
+
+/// Forgets the objects of database `database` that hide code: their code is not seen again.
+/// `POLARSPLIT_DONE` when it had none reported.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_remove_object_catalog(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        if e.inner.remove_object_catalog(db) {
             POLARSPLIT_OK
         } else {
             POLARSPLIT_DONE

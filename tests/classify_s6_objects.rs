@@ -1,0 +1,287 @@
+//! SPEC S-6 and S-5 for code that objects hide, through the public API: "views, operators and
+//! casts hide calls" — and so do domain CHECKs and row-level security policies. The host reports
+//! each such object with the name a statement invokes it by and a definition
+//! (`Engine::set_object_catalog`); a statement naming the object is judged as if the definition
+//! were part of its text: not replica-safe where the definition is not (a view over
+//! `set_config`, over a volatile function, over a sequence), with the definition's effects (a
+//! session-state change is a capture on the writer, S-5; user code makes the reader connection
+//! that ran it be reset before another session gets it, S-6; a transaction value keeps a read
+//! in its block, P-5). These are the examiner's objects of `tests/e2e/test_red1_findings.py`.
+
+use polarsplit::internals::classify::{Classification, Effects, Kind, NotSafe};
+use polarsplit::{ConfigBuilder, Engine, UserFunction, UserObject, UserSequence, Volatility};
+
+fn obj(name: &str, definition: &str) -> UserObject {
+    UserObject {
+        schema: "public".into(),
+        name: name.into(),
+        definition: definition.into(),
+    }
+}
+
+fn func(name: &str, volatility: Volatility) -> UserFunction {
+    UserFunction {
+        schema: "public".into(),
+        name: name.into(),
+        volatility,
+    }
+}
+
+fn engine() -> std::sync::Arc<Engine> {
+    Engine::new(ConfigBuilder::new().build().unwrap())
+}
+
+fn first(e: &Engine, db: &[u8], sql: &str) -> (NotSafe, Effects) {
+    let c: Classification = e.classifier().classify_in(db, sql);
+    let s = *c.first();
+    (s.not_safe, s.effects)
+}
+
+/// The red1 catalogue: views over set_config (role, placeholder), an operator, a domain and a
+/// cast whose functions are STABLE user functions.
+fn red1(e: &Engine) {
+    e.set_function_catalog(
+        b"app",
+        [
+            func("red1_opf", Volatility::Stable),
+            func("red1_chk", Volatility::Stable),
+            func("red1_castf", Volatility::Stable),
+        ],
+    )
+    .unwrap();
+    e.set_object_catalog(
+        b"app",
+        [
+            obj(
+                "red1_v_role",
+                " SELECT set_config('role'::text, 'red1_rr'::text, false) AS r;",
+            ),
+            obj(
+                "red1_v_tenant",
+                " SELECT set_config('red1.tenant'::text, 'acme'::text, false) AS t;",
+            ),
+            obj("#+#", "SELECT public.red1_opf(NULL, NULL)"),
+            obj(
+                "red1_dom",
+                "SELECT NULL::pg_catalog.int4, (red1_chk(VALUE))",
+            ),
+            obj("red1_ty", "SELECT public.red1_castf(NULL)"),
+            obj("text", "SELECT public.red1_castf(NULL)"),
+            obj("plain_v", " SELECT t.a, t.b FROM t WHERE t.a > 0;"),
+        ],
+    )
+    .unwrap();
+}
+
+#[test]
+fn s5_a_read_of_a_view_over_set_config_goes_to_the_writer_and_changes_state() {
+    let e = engine();
+    red1(&e);
+    for sql in [
+        "SELECT r FROM red1_v_role",
+        "SELECT * FROM public.red1_v_role",
+        "SELECT * FROM \"red1_v_role\"",
+        "select t from RED1_V_TENANT",
+        "SELECT x FROM t WHERE EXISTS (SELECT 1 FROM red1_v_tenant)",
+        "WITH w AS (SELECT * FROM red1_v_role) SELECT * FROM w",
+        "/* route=reader */ SELECT r FROM red1_v_role",
+    ] {
+        let (why, fx) = first(&e, b"app", sql);
+        assert_eq!(why, NotSafe::WriteFunction, "{sql}");
+        assert!(fx.contains(Effects::CALLS_SET_CONFIG), "{sql}: {fx:?}");
+    }
+    // A write naming it runs it on the writer too: the state change is seen (a capture follows).
+    let c = e
+        .classifier()
+        .classify_in(b"app", "INSERT INTO log SELECT r FROM red1_v_role");
+    assert_eq!(c.first().kind, Kind::Write);
+    assert!(c.first().effects.contains(Effects::CALLS_SET_CONFIG));
+    // Another database, or none: the names hide nothing there.
+    assert_eq!(
+        first(&e, b"other", "SELECT r FROM red1_v_role"),
+        (NotSafe::None, Effects::NONE)
+    );
+    assert!(e.classify("SELECT r FROM red1_v_role").is_replica_safe());
+    // Not the view: a string, a comment, another name.
+    for sql in [
+        "SELECT 'red1_v_role' FROM t",
+        "SELECT a FROM t -- red1_v_role",
+        "SELECT * FROM red1_v_role2",
+    ] {
+        assert_eq!(
+            first(&e, b"app", sql),
+            (NotSafe::None, Effects::NONE),
+            "{sql}"
+        );
+    }
+}
+
+#[test]
+fn s6_an_operator_a_domain_or_a_cast_runs_user_code_on_the_reader() {
+    let e = engine();
+    red1(&e);
+    for sql in [
+        "SELECT 1 #+# 2",
+        "SELECT a FROM t WHERE a #+# 1 > 0",
+        "SELECT 5::red1_dom",
+        "SELECT CAST(5 AS red1_dom)",
+        "SELECT ROW(1)::red1_ty::text",
+        "SELECT a::text FROM t",
+    ] {
+        let (why, fx) = first(&e, b"app", sql);
+        assert_eq!(
+            why,
+            NotSafe::None,
+            "{sql}: a STABLE user function is read-safe"
+        );
+        assert!(fx.contains(Effects::RUNS_CODE), "{sql}: {fx:?}");
+    }
+    for sql in ["SELECT 1 + 2", "SELECT 5::int", "SELECT a FROM plain_v"] {
+        assert_eq!(
+            first(&e, b"app", sql),
+            (NotSafe::None, Effects::NONE),
+            "{sql}"
+        );
+    }
+}
+
+/// The verdict follows the function catalogue: the same objects over a function reported
+/// volatile afterwards keep reads on the writer, without a new object report.
+#[test]
+fn s6_object_verdicts_are_judged_again_when_the_functions_are_reported() {
+    let e = engine();
+    red1(&e);
+    assert_eq!(first(&e, b"app", "SELECT 1 #+# 2").0, NotSafe::None);
+    e.set_function_catalog(b"app", [func("red1_opf", Volatility::Volatile)])
+        .unwrap();
+    assert_eq!(first(&e, b"app", "SELECT 1 #+# 2").0, NotSafe::UserFunction);
+    // red1_chk is not reported any more: unknown, and unknown functions go to the primary.
+    assert_eq!(
+        first(&e, b"app", "SELECT 5::red1_dom").0,
+        NotSafe::UnknownFunction
+    );
+    assert!(e.remove_object_catalog(b"app"));
+    assert!(!e.remove_object_catalog(b"app"));
+    assert_eq!(
+        first(&e, b"app", "SELECT 1 #+# 2"),
+        (NotSafe::None, Effects::NONE)
+    );
+}
+
+/// Views over views, over sequences, over transaction values; a domain over a domain; cycles end.
+#[test]
+fn s6_definitions_are_judged_against_each_other_to_a_fixed_point() {
+    let e = engine();
+    e.set_sequence_catalog(
+        b"app",
+        [UserSequence {
+            schema: "public".into(),
+            name: "order_seq".into(),
+        }],
+    )
+    .unwrap();
+    e.set_object_catalog(
+        b"app",
+        [
+            obj("v3", "SELECT * FROM v2"),
+            obj("v2", "SELECT * FROM v1 JOIN t USING (a)"),
+            obj("v1", "SELECT set_config('app.tenant', 'x', false)"),
+            obj("v_seq", "SELECT last_value FROM order_seq"),
+            obj("v_now", "SELECT now() AS t"),
+            obj("outer_dom", "SELECT NULL::public.inner_dom"),
+            obj(
+                "inner_dom",
+                "SELECT NULL::int4, (pg_advisory_lock(1) IS NULL)",
+            ),
+            obj("cyc_a", "SELECT * FROM cyc_b"),
+            obj("cyc_b", "SELECT * FROM cyc_a, v1"),
+            obj("bad", "DELETE FROM t"),
+            obj("junk", "SELECT 'unterminated"),
+        ],
+    )
+    .unwrap();
+    let (why, fx) = first(&e, b"app", "SELECT * FROM v3");
+    assert_eq!(why, NotSafe::WriteFunction);
+    assert!(fx.contains(Effects::CALLS_SET_CONFIG));
+    assert_eq!(
+        first(&e, b"app", "SELECT * FROM v_seq").0,
+        NotSafe::ServerDependent
+    );
+    let (why, fx) = first(&e, b"app", "SELECT * FROM v_now");
+    assert_eq!(why, NotSafe::None);
+    assert!(fx.contains(Effects::TXN_VALUE), "{fx:?}");
+    let (why, fx) = first(&e, b"app", "SELECT 1::outer_dom");
+    assert_ne!(why, NotSafe::None);
+    assert!(fx.contains(Effects::ADVISORY_LOCK), "{fx:?}");
+    for sql in ["SELECT * FROM cyc_a", "SELECT * FROM cyc_b"] {
+        assert!(
+            first(&e, b"app", sql).1.contains(Effects::CALLS_SET_CONFIG),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        first(&e, b"app", "SELECT * FROM bad").0,
+        NotSafe::Unparseable
+    );
+    assert_eq!(
+        first(&e, b"app", "SELECT * FROM junk").0,
+        NotSafe::Unparseable
+    );
+}
+
+/// A chain longer than the fixed point's rounds is judged the worst, never read-safe.
+#[test]
+fn s6_a_chain_of_views_longer_than_the_rounds_is_not_replica_safe() {
+    let e = engine();
+    let mut objects = vec![obj("v0", "SELECT set_config('a.b', 'c', false)")];
+    for i in 1..40 {
+        objects.push(obj(&format!("v{i}"), &format!("SELECT * FROM v{}", i - 1)));
+    }
+    e.set_object_catalog(b"app", objects).unwrap();
+    for i in [0, 1, 15, 39] {
+        let (why, fx) = first(&e, b"app", &format!("SELECT * FROM v{i}"));
+        assert_ne!(why, NotSafe::None, "v{i}");
+        assert!(
+            fx.contains(Effects::CALLS_SET_CONFIG) || fx.contains(Effects::RUNS_CODE),
+            "v{i}: {fx:?}"
+        );
+    }
+}
+
+/// A user cast is reported by its types' stored names; a statement may write a built-in type by
+/// its SQL spelling.
+#[test]
+fn s6_a_cast_to_a_built_in_type_matches_its_sql_spellings() {
+    let e = engine();
+    e.set_function_catalog(b"app", [func("to_int", Volatility::Stable)])
+        .unwrap();
+    e.set_object_catalog(b"app", [obj("int4", "SELECT public.to_int(NULL)")])
+        .unwrap();
+    for sql in [
+        "SELECT x::int4 FROM t",
+        "SELECT x::integer FROM t",
+        "SELECT CAST(x AS int) FROM t",
+    ] {
+        assert!(
+            first(&e, b"app", sql).1.contains(Effects::RUNS_CODE),
+            "{sql}"
+        );
+    }
+    assert_eq!(first(&e, b"app", "SELECT x::int8 FROM t").1, Effects::NONE);
+}
+
+#[test]
+fn s6_bad_object_reports_are_refused_whole() {
+    let e = engine();
+    e.set_object_catalog(b"app", [obj("v", "SELECT set_config('a.b', 'c', false)")])
+        .unwrap();
+    assert!(e.set_object_catalog(b"app", [obj("", "SELECT 1")]).is_err());
+    assert!(e
+        .set_object_catalog(b"app", [obj(&"x".repeat(64), "SELECT 1")])
+        .is_err());
+    // Nothing changed.
+    assert_eq!(
+        first(&e, b"app", "SELECT * FROM v").0,
+        NotSafe::WriteFunction
+    );
+}
