@@ -42,7 +42,14 @@
  * ReadyForQuery, told apart by their column counts (1, 3, 2, 4). */
 static const char CATALOG_QUERY[] =
     "SELECT pg_catalog.current_setting('server_version_num');"
-    "SELECT n.nspname, p.proname, p.provolatile "
+    /* An aggregate is immutable in pg_proc whatever its support functions do: reported with their
+     * worst volatility (a transition function may write or call set_config). */
+    "SELECT n.nspname, p.proname, CASE WHEN p.prokind = 'a' THEN ("
+    "SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') THEN 'v' "
+    "WHEN pg_catalog.bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END "
+    "FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn, a.aggfinalfn, "
+    "a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn) "
+    "WHERE a.aggfnoid = p.oid) ELSE p.provolatile::pg_catalog.text END "
     "FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
     "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
     "OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "

@@ -257,9 +257,19 @@ fn catalog_status(e: &CatalogError) -> PolarsplitStatus {
 /// is safe) rather than keeping a catalogue that may be stale.
 ///
 /// The query, on a connection to that database of the writer (extension functions installed
-/// into `pg_catalog` count as user functions, built-ins do not):
+/// into `pg_catalog` count as user functions, built-ins do not; a user aggregate is `IMMUTABLE`
+/// in `pg_proc` whatever its support functions do, so it is reported with their worst
+/// volatility):
 /// ```sql
-/// SELECT n.nspname, p.proname, p.provolatile
+/// SELECT n.nspname, p.proname,
+///        CASE WHEN p.prokind = 'a' THEN (
+///          SELECT CASE WHEN bool_or(f.provolatile = 'v') THEN 'v'
+///                      WHEN bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END
+///          FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f
+///            ON f.oid IN (a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn,
+///                         a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn)
+///          WHERE a.aggfnoid = p.oid)
+///        ELSE p.provolatile::text END
 /// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 /// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
 ///    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d

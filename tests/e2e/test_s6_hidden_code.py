@@ -1,6 +1,8 @@
 """S-6 / S-5 / S-7 for code that objects hide, beyond the examiner's views, operator, domain and cast
 (test_red1_findings.py): a row-level security policy whose expression calls a user function that
-sets a placeholder, a view over a view over `set_config`, a view over a sequence. The example proxy
+sets a placeholder, a view over a view over `set_config`, a view over a sequence, and a user
+aggregate whose transition function is volatile (pg_proc calls every aggregate immutable; the proxy
+reports it with its support functions' worst volatility). The example proxy
 reports each database's such objects with its function catalogue (polarsplit_engine_set_object_catalog)
 and the engine judges a statement naming one as if the definition were part of its text.
 
@@ -36,6 +38,9 @@ CREATE VIEW s6h_seq_v AS SELECT last_value, log_cnt, is_called FROM s6h_seq;
 CREATE TABLE s6h_plain (x int);
 INSERT INTO s6h_plain VALUES (1);
 CREATE VIEW s6h_mark AS SELECT pg_is_in_recovery() AS r;
+CREATE FUNCTION s6h_agg_step(s int, x int) RETURNS int VOLATILE LANGUAGE plpgsql AS
+  $$ BEGIN PERFORM set_config('s6h.agg', 'step', false); RETURN coalesce(s, 0) + x; END $$;
+CREATE AGGREGATE s6h_agg(int) (sfunc = s6h_agg_step, stype = int);
 GRANT SELECT ON ALL TABLES IN SCHEMA public TO PUBLIC;
 """
 
@@ -43,7 +48,8 @@ CLEANUP = """
 DROP VIEW IF EXISTS s6h_mark, s6h_seq_v, s6h_v2, s6h_v1;
 DROP TABLE IF EXISTS s6h_rls, s6h_plain;
 DROP SEQUENCE IF EXISTS s6h_seq;
-DROP FUNCTION IF EXISTS s6h_tenant_ok(int);
+DROP AGGREGATE IF EXISTS s6h_agg(int);
+DROP FUNCTION IF EXISTS s6h_tenant_ok(int), s6h_agg_step(int, int);
 """
 
 
@@ -127,3 +133,22 @@ def test_s7_a_view_over_a_sequence_answers_the_primarys_values(hidden, proxy):
         with psycopg.connect(proxy.dsn(), autocommit=True) as c:
             with bounded(c, 10, f"client {i}"):
                 assert c.execute(sql).fetchone() == want
+
+
+@pytest.mark.timeout(60)
+def test_s5_an_aggregate_whose_transition_function_sets_state_runs_on_the_primary(hidden, proxy):
+    """The aggregate itself is IMMUTABLE in pg_proc (the server sets it so); its volatile transition
+    function calls set_config. The read runs where the session's state lives — the writer — and the
+    session then has the setting, as on the primary; fresh clients do not."""
+    pair = hidden
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as twin, \
+            psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        assert twin.execute("SELECT provolatile FROM pg_proc WHERE proname = 's6h_agg'").fetchone()[0] == "i"
+        with bounded(a, 10, "client A"):
+            total, port = a.execute("SELECT s6h_agg(x), inet_server_port() FROM s6h_plain").fetchone()
+            assert (total, port) == (1, pair.primary.port)
+            twin.execute("SELECT s6h_agg(x) FROM s6h_plain")
+            sql = "SELECT current_setting('s6h.agg', true)"
+            assert a.execute(sql).fetchone() == twin.execute(sql).fetchone() == ("step",)
+    leaks = [s for s in fresh_clients_see(proxy, "s6h.agg") if s[0] is not None]
+    assert not leaks, f"fresh clients saw s6h.agg: {leaks}"
