@@ -27,6 +27,11 @@ def run(conn, sql, params=None):
         return conn.execute(sql, params).fetchall()
 
 
+def command(conn, sql, params=None) -> None:
+    with bounded(conn, BOUND_S, str(sql)[:80]):
+        conn.execute(sql, params)
+
+
 def warm(conn) -> None:
     """Waits (at most 3 s) until a plain read of this session runs on the standby: a session's
     first reads may stay on the writer while its state is learnt or a reader connection is opened
@@ -60,17 +65,12 @@ def hidden_call(encoding: str, call: str) -> bytes:
     return b"SELECT E'" + TRAIL[encoding] + b"', " + call.encode() + b", inet_server_port() --'"
 
 
-@pytest.mark.xfail(strict=True, reason="open P-1/S-6 defect: under client_encoding SJIS, GBK or GB18030 "
-                   "a character whose second byte is 0x5C ends an E'' string for the server but escapes the "
-                   "quote for the engine's lexer (src/classify/lexer.rs quoted_end reads bytes as ASCII; "
-                   "src/session/client.rs:182 only checks UTF-8 validity, the session's client_encoding is "
-                   "never consulted): `SELECT E'ﾃ―', set_config(…) --'` is classified a plain read, ran on "
-                   "the standby (measured: inet_server_port() = the standby's), and the placeholder it set "
-                   "stayed on the pooled reader: 3/3 later clients of the same user and encoding read it "
-                   "there while the primary has it unset")
 @pytest.mark.parametrize("encoding", sorted(TRAIL))
 def test_s6_a_call_hidden_by_a_multibyte_encoding_runs_on_the_writer_and_reaches_no_other_client(
         pair, proxy, encoding):
+    """Fixed (src/classify/statement.rs encoding_ambiguous). Before: under SJIS, GBK and GB18030 `SELECT
+    E'ﾃ―', set_config(…) --'` was classified a plain read, ran on the standby, and 3/3 later
+    clients of the same user and encoding read the placeholder on the pooled reader."""
     name = f"app.red5_{encoding.lower()}"
     with connect(proxy.dsn(), client_encoding=encoding) as a:
         warm(a)
@@ -87,11 +87,9 @@ def test_s6_a_call_hidden_by_a_multibyte_encoding_runs_on_the_writer_and_reaches
         f"set_config hidden by {encoding} ran on the {ran_on}; later clients saw {leaked} of {seen}")
 
 
-@pytest.mark.xfail(strict=True, reason="open P-1/S-4 defect: the same lexer blind spot (client_encoding "
-                   "SJIS; src/classify/lexer.rs) sends `SELECT E'ﾃ―', pg_advisory_lock(k) --'` to the "
-                   "standby: the client is told it holds the lock, the primary's pg_locks has no such lock "
-                   "(measured: 0 rows), and another session takes the same lock on the primary at once")
 def test_p1_an_advisory_lock_hidden_by_a_multibyte_encoding_is_taken_on_the_primary(pair, proxy):
+    """Fixed with the test above. Before: the lock was taken on the standby; the primary's pg_locks
+    had 0 such rows and another session took the same lock at once."""
     key = 550_501
     with connect(proxy.dsn(), client_encoding="SJIS") as a:
         warm(a)
@@ -141,17 +139,14 @@ def test_s5_random_after_setseed_is_the_writer_sessions_sequence(pair, proxy):
 # -- Finding 3: the *_to_xml built-ins read relations named by text -------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="open S-7 defect: table_to_xml/schema_to_xml/database_to_xml (stable "
-                   "in pg_proc, so read-safe) run `SELECT * FROM <relation named by a string>`: the "
-                   "classifier never sees the relation, so table_to_xml('pg_catalog.pg_locks', …) is the "
-                   "standby's lock table (measured: the advisory lock held on the primary is missing). They "
-                   "belong with query_to_xml in RUNS_SQL_TEXT (src/classify/builtins/mod.rs)")
 @pytest.mark.parametrize("call", [
     "table_to_xml('pg_catalog.pg_locks', true, false, '')",
     "table_to_xml_and_xmlschema('pg_catalog.pg_locks', true, false, '')",
     "schema_to_xml('pg_catalog', true, false, '')",
 ])
 def test_s7_relations_read_by_table_to_xml_are_the_primarys(pair, proxy, call):
+    """Fixed (src/classify/builtins/mod.rs RUNS_SQL_TEXT). Before: table_to_xml('pg_catalog.pg_locks', …)
+    through the proxy was the standby's lock table (the advisory lock held on the primary missing)."""
     key = 550_601
     with connect(pair.primary.dsn(dbname="app")) as holder:
         run(holder, "SELECT pg_advisory_lock(%s)", (key,))
@@ -166,11 +161,9 @@ def test_s7_relations_read_by_table_to_xml_are_the_primarys(pair, proxy, call):
     assert through[0] is True, f"the lock held on the primary is missing from {through} (primary: {on_primary})"
 
 
-@pytest.mark.xfail(strict=True, reason="open S-6 defect: table_to_xml('<view>') runs the view on the reader "
-                   "although the statement names no relation the engine could check: a view that calls "
-                   "set_config left its placeholder on the pooled reader, where later clients read it "
-                   "(src/classify/builtins/mod.rs: table_to_xml is not in RUNS_SQL_TEXT)")
 def test_s6_a_view_read_by_table_to_xml_leaves_nothing_for_another_client(pair, proxy):
+    """Fixed with the test above. Before: table_to_xml('<view calling set_config>') ran on the standby
+    and 6/6 later reads of 3 other clients saw the placeholder on the pooled reader."""
     with connect(pair.primary.dsn(dbname="app")) as admin:
         admin.execute("DROP VIEW IF EXISTS red5_sets")
         admin.execute("CREATE VIEW red5_sets AS SELECT set_config('app.red5_view', 'leaked', false) AS v")
@@ -195,13 +188,12 @@ def test_s6_a_view_read_by_table_to_xml_leaves_nothing_for_another_client(pair, 
 # -- Finding 4: inet_client_addr()/inet_client_port() -------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="open S-7 defect: inet_client_port() (stable in pg_proc, not on S-7's "
-                   "list, which exempts only inet_server_*) answers with the reader connection's port, not "
-                   "the writer connection's the primary would report for this session (measured: two "
-                   "different ports in one session)")
 def test_s7_inet_client_port_is_the_writer_connections(pair, proxy):
+    """Fixed (src/classify/builtins/mod.rs SERVER_DEPENDENT). Before: a read answered with the reader
+    connection's client port, not the writer connection's."""
     with connect(proxy.dsn()) as c:
         on_writer = run(c, "SELECT inet_client_port(), pg_backend_pid()")[0][0]  # pg_backend_pid: writer
         warm(c)
         reads = [run(c, "SELECT inet_client_port(), inet_server_port()")[0] for _ in range(3)]
     assert [r[0] for r in reads] == [on_writer] * 3, f"the writer's client port is {on_writer}, the reads said {reads}"
+
