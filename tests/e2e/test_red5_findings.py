@@ -263,14 +263,15 @@ def test_s7_age_of_an_xid_is_counted_from_the_primarys_next_xid(pair, proxy):
         run(hold, "SELECT txid_current()")
         try:
             pair.wait_replayed()
-            with connect(pair.primary.dsn(dbname="app", user="app_trust")) as direct:
-                on_primary = run(direct, sql)[0]
-            with connect(proxy.dsn()) as c:
+            with connect(proxy.dsn()) as c, connect(pair.primary.dsn(dbname="app", user="app_trust")) as direct:
                 warm(c)
+                # Any other XID assigned meanwhile (autovacuum's ANALYZE) only raises the primary's.
+                before = run(direct, sql)[0]
                 through = run(c, sql)[0]
+                after = run(direct, sql)[0]
         finally:
             hold.rollback()
-    assert through[0] == on_primary[0], f"primary {on_primary}, through the proxy {through}"
+    assert before[0] <= through[0] <= after[0], f"primary {before} then {after}, through the proxy {through}"
 
 
 @pytest.fixture(scope="module")
