@@ -431,6 +431,9 @@ fn s7_server_dependent_functions_and_relations_go_to_the_writer() {
         "SELECT pg_last_wal_replay_lsn(), pg_last_xact_replay_timestamp()",
         "SELECT pg_current_wal_lsn()",
         "SELECT pg_backend_pid()",
+        // The reader connection's client address and port are not the writer's (red5).
+        "SELECT inet_client_port()",
+        "SELECT pg_catalog.inet_client_addr()",
         "SELECT pg_postmaster_start_time(), pg_conf_load_time()",
         "SELECT pg_current_snapshot()",
         "SELECT txid_current_snapshot()",

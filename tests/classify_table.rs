@@ -235,6 +235,15 @@ const TABLE: &[Row] = &[
     ("SELECT query_to_xml('select pg_advisory_lock(1)', true, false, '')", RN, Ns::WriteFunction, Effects(AL.0 | CODE.0), false),
     ("SELECT pg_catalog.query_to_xml_and_xmlschema($q$select pg_try_advisory_xact_lock(1)$q$, true, false, '')", RN, Ns::WriteFunction, Effects(AX.0 | CODE.0), false),
     ("SELECT * FROM ts_stat('select to_tsvector(set_config(''a.b'',''c'',false))')", RN, Ns::WriteFunction, Effects(SC.0 | CODE.0), false),
+    // ... and those that read a relation named by a string: the relation (a server-dependent
+    // view, a view that runs code) is invisible to the classifier (red5).
+    ("SELECT table_to_xml('pg_catalog.pg_locks', true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT pg_catalog.table_to_xml_and_xmlschema('v', true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT schema_to_xml('pg_catalog', true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT \"schema_to_xml_and_xmlschema\"('public', true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT database_to_xml(true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT database_to_xml_and_xmlschema(true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT table_to_xmlschema('t', true, false, '')", R, Ns::None, N, true),
     // Attribute notation calls one-argument functions (verified on PostgreSQL 15).
     ("SELECT ('s'::regclass).nextval", RN, Ns::WriteFunction, N, false),
     ("SELECT (7::bigint).pg_advisory_lock", RN, Ns::WriteFunction, AL, false),

@@ -170,6 +170,54 @@ pub(crate) fn classify_str_ext(
     if sql.len() > limits.max_sql_len || sql.len() > u32::MAX as usize {
         return (too_complex(), false);
     }
+    if !encoding_ambiguous(sql) {
+        return classify_lexed(sql, policy, limits);
+    }
+    // The server may read some of these bytes as the second byte of a character (see
+    // [`encoding_ambiguous`]): nothing is safe, the statement may run code the engine cannot
+    // see, and what the other reading calls counts (a set_config, an advisory lock).
+    let (on, on_reads) = classify_lexed(sql, policy, limits);
+    let mut alt = sql.as_bytes().to_vec();
+    for i in 1..alt.len() {
+        if alt[i - 1] >= 0x80 && is_non_ident_trail(alt[i]) {
+            alt[i] = b'x';
+        }
+    }
+    // ASCII replaced by ASCII: still UTF-8.
+    let Ok(alt) = String::from_utf8(alt) else {
+        return (too_complex(), true);
+    };
+    let (other, other_reads) = classify_lexed(&alt, policy, limits);
+    (merge_ambiguous(on, &other, true), on_reads || other_reads)
+}
+
+/// Whether `sql` holds a byte that a client-only multibyte encoding may read as the second byte
+/// of a character and that would change a token boundary if it did: an ASCII byte in
+/// 0x40..=0x7E that is not an identifier character (backslash, `@`, `[`, `]`, `^`, backtick,
+/// `{`, `|`, `}`, `~`), right after a byte with the high bit set. In SJIS, BIG5, GBK, GB18030, UHC and JOHAB the second byte of a character
+/// may be any of them; the server converts the Query string to UTF-8 before it lexes it, so
+/// where the engine, which sees only bytes, reads `E'…\'` as an escaped quote, the server reads
+/// a character and the end of the string (measured: under client_encoding SJIS, `SELECT
+/// E'ﾃ―', set_config(…) --'` ran set_config on a reader). The bytes are valid UTF-8 (a
+/// multibyte character followed by, say, a backslash), so the encoding cannot be told from them.
+pub(crate) fn encoding_ambiguous(sql: &str) -> bool {
+    if sql.is_ascii() {
+        return false;
+    }
+    sql.as_bytes()
+        .windows(2)
+        .any(|w| w[0] >= 0x80 && is_non_ident_trail(w[1]))
+}
+
+fn is_non_ident_trail(b: u8) -> bool {
+    matches!(
+        b,
+        b'@' | b'[' | b'\\' | b']' | b'^' | b'`' | b'{' | b'|' | b'}' | b'~'
+    )
+}
+
+/// [`classify_str_ext`] for a text whose bytes every client encoding reads alike.
+fn classify_lexed(sql: &str, policy: Rules<'_>, limits: &Limits) -> (Classification, bool) {
     let Ok((on, saw_backslash, reads_text)) = run(sql, policy, limits, false) else {
         return (too_complex(), false);
     };
@@ -185,13 +233,17 @@ pub(crate) fn classify_str_ext(
     if on == off {
         return (on, reads_text);
     }
-    (merge_ambiguous(on, &off), reads_text)
+    (merge_ambiguous(on, &off, false), reads_text)
 }
 
 /// The two lexings disagree: keep the standard reading's statements, but nothing is safe, no
-/// lock release is believed, and the other reading's effects are added.
-fn merge_ambiguous(on: Classification, off: &Classification) -> Classification {
-    let extra = Effects(off.effects().0 & !Effects::ADVISORY_UNLOCK_ALL.0);
+/// lock release is believed, and the other reading's effects are added (and, with `runs_code`,
+/// code the engine cannot see into: neither reading need be the server's).
+fn merge_ambiguous(on: Classification, off: &Classification, runs_code: bool) -> Classification {
+    let mut extra = Effects(off.effects().0 & !Effects::ADVISORY_UNLOCK_ALL.0);
+    if runs_code {
+        extra |= Effects::RUNS_CODE;
+    }
     let mut v: Vec<StatementInfo> = on.statements().to_vec();
     for (i, s) in v.iter_mut().enumerate() {
         if s.kind == Kind::Read {

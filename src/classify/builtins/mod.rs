@@ -227,6 +227,18 @@ pub const RUNS_SQL_TEXT: &[&str] = &[
     "query_to_xmlschema",
     "ts_rewrite",
     "ts_stat",
+    // `SELECT * FROM` a relation named by a string (a regclass or schema literal), and for the
+    // schema and database forms every table and view in it: the classifier never sees the
+    // relation, so neither S-7's server-dependent relations (verified on PostgreSQL 15:
+    // `table_to_xml('pg_catalog.pg_locks', …)` on a standby lists the standby's locks) nor a
+    // view's code (a view calling set_config left its placeholder on a pooled reader). The
+    // `*_to_xmlschema` forms read only the catalogue and stay safe.
+    "table_to_xml",
+    "table_to_xml_and_xmlschema",
+    "schema_to_xml",
+    "schema_to_xml_and_xmlschema",
+    "database_to_xml",
+    "database_to_xml_and_xmlschema",
 ];
 
 /// S-7: functions whose answer depends on the server that answers (some are stable in
@@ -247,6 +259,11 @@ pub const SERVER_DEPENDENT: &[&str] = &[
     "pg_control_*",
     // The backend and the server process.
     "pg_backend_pid",
+    // The address and port the backend sees its client at: a reader connection's are not the
+    // writer connection's the primary would report for the session (red5; `inet_server_*` stay
+    // replica-safe on purpose, see above).
+    "inet_client_addr",
+    "inet_client_port",
     "pg_postmaster_start_time",
     "pg_conf_load_time",
     "pg_current_logfile",
