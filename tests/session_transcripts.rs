@@ -306,6 +306,30 @@ fn s4_hazard_keeps_reads_on_the_writer_until_cleared() {
     );
 }
 
+/// S-5/S-4: after `setseed()` the session's random sequence exists on the writer only (a reader's
+/// `random()` is unseeded; found by an examiner: the proxy answered the standby's values where the
+/// primary answers its seeded sequence), and `DISCARD ALL` does not reset it.
+#[test]
+fn s4_setseed_keeps_the_sessions_reads_on_the_writer_for_the_session() {
+    let mut h = host();
+    h.client(&query("SELECT setseed(0.5)"));
+    let acts = h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
+    assert!(acts.contains(&A::PinWriter(true)), "{acts:?}");
+    for sql in ["SELECT random()", "SELECT a FROM t"] {
+        h.client(&query(sql));
+        assert_eq!(h.last_decision().reason, Reason::SessionHazard, "{sql}");
+        h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
+    }
+    h.client(&query("DISCARD ALL"));
+    let acts = h.writer_answers("DISCARD ALL", b'I', Some(0x2000), None);
+    assert!(!acts.contains(&A::PinWriter(false)), "{acts:?}");
+    let acts = h.client(&query("SELECT random()"));
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+}
+
 #[test]
 fn p3_step4_eventual_reads_never_wait() {
     let mut h = Host::new(config(&[("consistency", Consistency::Eventual.as_str())]));

@@ -32,8 +32,8 @@ use super::{Effects, Limits, Span};
 /// quoted `"PG_ADVISORY_LOCK"` is another function on the server, but over-reporting an effect
 /// only keeps a session on the writer (lock *release* is believed only of the real spelling).
 fn call_effects(name: &str) -> (Effects, bool) {
-    // Every name below is 10 to 32 bytes and starts with `s` or `p`.
-    if !(10..=32).contains(&name.len()) || !matches!(name.as_bytes()[0] | 0x20, b's' | b'p') {
+    // Every name below is 7 to 32 bytes and starts with `s` or `p`.
+    if !(7..=32).contains(&name.len()) || !matches!(name.as_bytes()[0] | 0x20, b's' | b'p') {
         return (Effects::NONE, false);
     }
     let mut buf = [0u8; 40];
@@ -50,6 +50,7 @@ fn call_effects(name: &str) -> (Effects, bool) {
     }
     match lower {
         "set_config" => (Effects::CALLS_SET_CONFIG, false),
+        "setseed" => (Effects::SEEDS_RANDOM, false),
         "pg_advisory_lock"
         | "pg_advisory_lock_shared"
         | "pg_try_advisory_lock"
@@ -98,6 +99,7 @@ pub(super) fn text_effects(text: &[u8]) -> Effects {
         let t = &text[i..];
         match t[0] | 0x20 {
             b's' if starts_ci(t, b"set_config") => fx |= Effects::CALLS_SET_CONFIG,
+            b's' if starts_ci(t, b"setseed") => fx |= Effects::SEEDS_RANDOM,
             b'p' if starts_ci(t, b"pg_") => {
                 let rest = &t[3..];
                 let rest = if starts_ci(rest, b"try_") {

@@ -311,6 +311,10 @@ impl Effects {
     /// `transaction_deferrable`). Outside a transaction block a reader's own transaction has the
     /// same values; inside one only the writer's transaction has them, so such a read is not split.
     pub const TXN_VALUE: Effects = Effects(1 << 6);
+    /// Calls `setseed(…)`: the session's random sequence is then the writer's alone (a reader's
+    /// `random()` is unseeded, and `DISCARD ALL` does not reset the seed), so the session's reads
+    /// stay on the writer (S-5, S-4).
+    pub const SEEDS_RANDOM: Effects = Effects(1 << 7);
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0

@@ -146,6 +146,9 @@ impl Session {
             if e.contains(Effects::ADVISORY_LOCK) {
                 self.hazards.set(Hazards::ADVISORY_LOCK);
             }
+            if e.contains(Effects::SEEDS_RANDOM) {
+                self.hazards.set(Hazards::SEEDED);
+            }
             if runs_unseen_code(s) {
                 if in_txn {
                     self.txn.set_ran = true;
@@ -248,11 +251,9 @@ impl Session {
                         // all: NULL from current_setting(name, true) — measured), so it still
                         // cannot be replayed. (SPEC S-4 lists DISCARD ALL as clearing it; this
                         // is the safe side of that.)
-                        let unseen = self.hazards.has(Hazards::UNSEEN_CODE);
-                        self.hazards = Hazards::default();
-                        if unseen {
-                            self.hazards.set(Hazards::UNSEEN_CODE);
-                        }
+                        // Nor SEEDED: DISCARD ALL does not reset the random seed (measured).
+                        self.hazards
+                            .retain(&[Hazards::UNSEEN_CODE, Hazards::SEEDED]);
                         self.statements.clear();
                         if let Some(w) = self.writer.as_mut() {
                             w.probe_parsed = false;

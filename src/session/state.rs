@@ -117,6 +117,9 @@ impl Hazards {
     /// Code the engine cannot see into ran while placeholder settings are not covered by
     /// `custom_settings` (S-5): the writer's state cannot be captured whole.
     pub(crate) const UNSEEN_CODE: Hazards = Hazards(1 << 5);
+    /// `setseed()` ran: the session's random sequence lives on the writer only, for the rest of
+    /// the session (`DISCARD ALL` does not reset it).
+    pub(crate) const SEEDED: Hazards = Hazards(1 << 6);
 
     pub(crate) fn any(self) -> bool {
         self.0 != 0
@@ -130,8 +133,9 @@ impl Hazards {
         self.0 &= !h.0;
     }
 
-    pub(crate) fn has(self, h: Hazards) -> bool {
-        self.0 & h.0 != 0
+    /// Clears every hazard but those of `keep`.
+    pub(crate) fn retain(&mut self, keep: &[Hazards]) {
+        self.0 &= keep.iter().fold(0, |m, h| m | h.0);
     }
 }
 

@@ -117,11 +117,6 @@ def test_p1_a_call_after_a_multibyte_character_in_utf8_is_seen(pair, proxy):
 # -- Finding 2: random() after setseed() ---------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="open S-5 defect: setseed() runs on the writer (NEVER_SAFE) but the "
-                   "seed is session state the reader does not have, and random() is on the reviewed read-safe "
-                   "list (src/classify/builtins/mod.rs READ_SAFE_VOLATILE): after `SELECT setseed(0.5)` "
-                   "the primary answers random() with its seeded sequence (0.98516…, 0.82530…), the proxy "
-                   "with the standby's unseeded values")
 def test_s5_random_after_setseed_is_the_writer_sessions_sequence(pair, proxy):
     def sequence(dsn, through_proxy):
         with connect(dsn) as c:
@@ -305,14 +300,6 @@ def wait_for_catalog(p) -> None:
 # -- Finding 7: user aggregates are `immutable` in pg_proc whatever their transition function ----
 
 
-@pytest.mark.xfail(strict=True, reason="open P-1/S-5 defect: PostgreSQL records every aggregate as "
-                   "provolatile 'i' (CREATE AGGREGATE takes no volatility; the transition function's is what "
-                   "counts), and the catalogue query (c-examples/proxy/catalog.c CATALOG_QUERY, the query "
-                   "documented at src/ffi/functions.rs polarsplit_engine_set_function_catalog) reports that "
-                   "'i': an aggregate whose VOLATILE transition function takes an advisory lock and calls "
-                   "set_config ran on the standby (measured: inet_server_port() = the standby's; the "
-                   "primary's pg_locks has no lock of the session; the session's current_setting is NULL "
-                   "where the primary alone says 'leaked')")
 def test_p1_an_aggregate_with_a_volatile_transition_function_runs_on_the_writer(pair, probe, tmp_path):
     from e2e_support import start_proxy, stop_proxy
 
