@@ -797,7 +797,9 @@ def pgpool_hidden(pair, tmp_path_factory):
         c.execute(HIDDEN_CLEANUP)
         c.execute(HIDDEN_SETUP)
     pair.wait_replayed()
-    p = Pgpool(pair, tmp_path_factory.mktemp("pgpool-hidden"), polarsplit=True, children=1).start()
+    # One load per child: objects a later test creates do not reach this Pgpool's catalogue.
+    p = Pgpool(pair, tmp_path_factory.mktemp("pgpool-hidden"), polarsplit=True, children=1,
+               settings={"polarsplit_catalog_refresh_interval": "0"}).start()
     try:
         yield p
     finally:
@@ -897,3 +899,42 @@ def test_s6_pgpool_an_aggregate_whose_transition_function_sets_state_runs_on_the
     assert tuple(got) == (1, pair.primary.port), got
     assert state == (("step",), ("step",)), state
     assert all(s[0] is None for s in after), f"fresh clients saw pgp_s6.agg: {after}"
+
+
+CATALOGUE_LOADED = re.compile(r'polarsplit: function catalogue of "app": (\d+) user functions \(server_version_num '
+                              r'1\d{5}\), (\d+) sequences, (\d+) objects that hide code')
+
+
+@pytest.mark.timeout(90)
+def test_s6_pgpool_a_view_with_a_definition_longer_than_a_row_buffer_is_judged_by_it(pair, pgpool_hidden, tmp_path):
+    """`pgp_s6_long_view` (a definition of more than 6,000 bytes, over set_config) is loaded whole:
+    its catalogue row is copied into a buffer bounded by the host-query message bound (1 MiB), not
+    the 1,024 bytes a row had before, which made the whole load fail. A read of it runs on the
+    primary and leaves nothing to later clients; the load is logged with its counts. Its own
+    Pgpool (one child), started after the view exists."""
+    long_view = ("CREATE VIEW pgp_s6_long_view AS SELECT set_config('pgp_s6.long', 'x', false) AS t, "
+                 f"'{'p' * 6000}'::text AS pad; GRANT SELECT ON pgp_s6_long_view TO PUBLIC")
+    p = None
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        admin.execute("DROP VIEW IF EXISTS pgp_s6_long_view")
+        admin.execute(long_view)
+        try:
+            length = admin.execute("SELECT length(pg_get_viewdef('pgp_s6_long_view'::regclass))").fetchone()[0]
+            pair.wait_replayed()
+            p = Pgpool(pair, tmp_path, polarsplit=True, children=1).start()
+            with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as a:
+                with bounded(a, HIDDEN_BOUND_S, "client A"):
+                    got = a.execute("SELECT t, inet_server_port() FROM pgp_s6_long_view").fetchone()
+            after = _fresh_reads(p, "SELECT current_setting('pgp_s6.long', true), inet_server_port()")
+            loaded = CATALOGUE_LOADED.findall(p.log_text())
+        finally:
+            code = p.stop() if p else 0
+            admin.execute("DROP VIEW IF EXISTS pgp_s6_long_view")
+    report(f"\nS-6 through patched Pgpool: a view with a {length}-byte definition read on "
+           f"{'the primary' if got[1] == pair.primary.port else 'the standby'}; catalogue loads logged "
+           f"(functions, sequences, objects): {loaded}")
+    assert code == 0
+    assert length > 6000
+    assert tuple(got) == ("x", pair.primary.port), got
+    assert all(s[0] is None for s in after), f"fresh clients saw pgp_s6.long: {after}"
+    assert loaded and int(loaded[0][1]) >= 1 and int(loaded[0][2]) >= 2, loaded
