@@ -938,3 +938,52 @@ def test_s6_pgpool_a_view_with_a_definition_longer_than_a_row_buffer_is_judged_b
     assert tuple(got) == ("x", pair.primary.port), got
     assert all(s[0] is None for s in after), f"fresh clients saw pgp_s6.long: {after}"
     assert loaded and int(loaded[0][1]) >= 1 and int(loaded[0][2]) >= 2, loaded
+
+
+@pytest.mark.timeout(120)
+def test_s7_pgpool_a_failed_catalogue_load_drops_the_functions_and_keeps_sequences_and_objects(
+        pair, pgpool_hidden, tmp_path):
+    """The failure rules of the catalogue load (those of the example proxy): a load the host cannot
+    take whole — here a view whose definition is longer than the 1 MiB a catalogue row may be; the
+    loop reads past it, the child goes on — removes the database's functions (a STABLE user
+    function's reads leave the standby) and keeps the sequences and objects of the last load (a
+    sequence read still answers the primary's values, the view over set_config still runs on the
+    primary). Once the view is gone the next load succeeds and the function is offloaded again.
+    Its own one-child Pgpool, reloading every CATALOG_REFRESH_MS."""
+    fn = "pgp_keep_read"
+    huge = ("CREATE VIEW pgp_huge_view AS SELECT '" + "h" * (1100 * 1024) + "'::text AS pad")
+    seq_sql = "SELECT last_value, log_cnt, is_called FROM pgp_s7_seq"
+    p = None
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        admin.execute("DROP VIEW IF EXISTS pgp_huge_view")
+        admin.execute(f"DROP FUNCTION IF EXISTS {fn}()")
+        create_function(admin, fn, "STABLE")
+        want_seq = tuple(admin.execute(seq_sql).fetchone())
+        pair.wait_replayed()
+        try:
+            p = Pgpool(pair, tmp_path, polarsplit=True, children=1,
+                       settings={"polarsplit_catalog_refresh_interval": str(CATALOG_REFRESH_MS)}).start()
+            before = _on_standby(p, pair, fn, 1)
+            admin.execute(huge)
+            failed_s = _wait_place(p, pair, fn, False, "the functions removed after a failed load")
+            seqs = _fresh_reads(p, seq_sql, clients=2)
+            view = _fresh_reads(p, "SELECT t, inet_server_port() FROM pgp_s6_view", clients=2, reads=1)
+            log_failed = p.log_text()
+            admin.execute("DROP VIEW pgp_huge_view")
+            back_s = _wait_place(p, pair, fn, True, "the functions back after a good load")
+        finally:
+            code = p.stop() if p else 0
+            admin.execute("DROP VIEW IF EXISTS pgp_huge_view")
+            admin.execute(f"DROP FUNCTION IF EXISTS {fn}()")
+    report(f"\ncatalogue load failure through patched Pgpool (a row over 1 MiB): a STABLE function's read "
+           f"left the standby {failed_s:.2f} s after, sequence reads {sorted(set(seqs))} (primary {want_seq}), "
+           f"the set_config view on {sorted({port for _, port in view})} (primary {pair.primary.port}); "
+           f"offloaded again {back_s:.2f} s after the view was dropped")
+    failure = re.search(r'function catalogue of "app" not loaded: .*\(the previous one is dropped\)[^\n]*', log_failed)
+    report(f"  logged: {failure.group(0) if failure else None}")
+    assert code == 0
+    assert before == 1
+    assert failure, log_failed[-3000:]
+    assert "bad message length" not in log_failed
+    assert seqs == [want_seq] * len(seqs), seqs
+    assert view == [("x", pair.primary.port)] * len(view), view
