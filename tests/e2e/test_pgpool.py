@@ -756,3 +756,234 @@ def test_r1b_pgpool_failed_replay_samples_hold_the_standby_out_until_a_sample_su
         if p:
             assert p.stop() == 0
         own.stop()
+
+
+# --- the rest of the writer's catalogue: sequences and objects that hide code (SPEC S-6, S-7) ---
+# The Pgpool loop reads, in the catalogue's one query, the sequences and the objects whose use runs
+# code a statement's text does not show (views, row-level security, domains, user casts and
+# operators, with their definitions), and reports user aggregates with their support functions'
+# worst volatility: the four results of the example proxy's catalogue load. One child, so the
+# later clients of a test get the connections (and the cached standby connection) of the client
+# before them. The objects exist before that Pgpool starts: its first session loads them.
+
+HIDDEN_SETUP = r"""
+CREATE VIEW pgp_s6_view AS SELECT set_config('pgp_s6.tenant', 'x', false) AS t;
+CREATE TABLE pgp_s6_plain (x int);
+INSERT INTO pgp_s6_plain VALUES (1);
+CREATE SEQUENCE pgp_s7_seq;
+SELECT nextval('pgp_s7_seq');
+CREATE FUNCTION pgp_s6_agg_step(s int, x int) RETURNS int VOLATILE LANGUAGE plpgsql AS
+  $$ BEGIN PERFORM set_config('pgp_s6.agg', 'step', false); RETURN coalesce(s, 0) + x; END $$;
+CREATE AGGREGATE pgp_s6_agg(int) (sfunc = pgp_s6_agg_step, stype = int);
+GRANT SELECT ON pgp_s6_view, pgp_s6_plain, pgp_s7_seq TO PUBLIC;
+GRANT EXECUTE ON FUNCTION pgp_s6_agg_step(int, int) TO PUBLIC;
+"""
+
+HIDDEN_CLEANUP = """
+DROP VIEW IF EXISTS pgp_s6_view;
+DROP TABLE IF EXISTS pgp_s6_plain;
+DROP SEQUENCE IF EXISTS pgp_s7_seq;
+DROP AGGREGATE IF EXISTS pgp_s6_agg(int);
+DROP FUNCTION IF EXISTS pgp_s6_agg_step(int, int);
+"""
+
+HIDDEN_BOUND_S = 10  # every client's statements, bounded
+
+
+@pytest.fixture(scope="module")
+def pgpool_hidden(pair, tmp_path_factory):
+    """The objects on the primary (replayed on the standby), then a one-child patched Pgpool."""
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute(HIDDEN_CLEANUP)
+        c.execute(HIDDEN_SETUP)
+    pair.wait_replayed()
+    # One load per child: objects a later test creates do not reach this Pgpool's catalogue.
+    p = Pgpool(pair, tmp_path_factory.mktemp("pgpool-hidden"), polarsplit=True, children=1,
+               settings={"polarsplit_catalog_refresh_interval": "0"}).start()
+    try:
+        yield p
+    finally:
+        code = p.stop()
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+            c.execute(HIDDEN_CLEANUP)
+        log = p.log_text()
+        assert "polarsplit: session ended with a backend connection in an unknown state" not in log, log[-4000:]
+        assert code == 0, f"pgpool exited with {code}:\n{log[-4000:]}"
+
+
+def _fresh_reads(p: Pgpool, sql: str, clients: int = 3, reads: int = 2) -> list[tuple]:
+    """What `clients` fresh clients read with `sql`, `reads` times each (bounded)."""
+    seen = []
+    for i in range(clients):
+        with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as b:
+            with bounded(b, HIDDEN_BOUND_S, f"fresh client {i}"):
+                seen += [tuple(b.execute(sql).fetchone()) for _ in range(reads)]
+    return seen
+
+
+@pytest.mark.timeout(90)
+def test_s6_pgpool_a_view_over_set_config_runs_where_the_session_lives_and_reaches_no_other_client(
+        pair, pgpool_hidden):
+    """Client A reads `pgp_s6_view`, a view over `set_config('pgp_s6.tenant', 'x', false)`: the
+    loop reported it with its definition, so the read takes the verdict of set_config — it runs on
+    the primary, not on the child's pooled standby connection. A's later reads see 'x' as the
+    primary alone would (also one the library must send to the writer); later fresh clients of the
+    same child read the placeholder NULL, as on the primary. The control: a plain read of a fresh
+    session is served by the standby. Without the object catalogue the view ran on the standby:
+    A's writer-bound read saw no tenant, and the next clients met the placeholder on the pooled
+    standby connection."""
+    p = pgpool_hidden
+    standby, primary = pair.standby.port, pair.primary.port
+    opts = {"autocommit": True, "cursor_factory": psycopg.ClientCursor}
+    control = _fresh_reads(p, "SELECT x, inet_server_port() FROM pgp_s6_plain", clients=1)
+    setting = "current_setting('pgp_s6.tenant', true)"
+    with psycopg.connect(p.dsn(), **opts) as a, psycopg.connect(pair.primary.dsn(dbname="app"), **opts) as twin:
+        with bounded(a, HIDDEN_BOUND_S, "client A"):
+            view = [a.execute("SELECT t, inet_server_port() FROM pgp_s6_view").fetchone(),
+                    tuple(twin.execute("SELECT t FROM pgp_s6_view").fetchone())]
+            later = {}
+            for sql in (f"SELECT {setting}, x, inet_server_port() FROM pgp_s6_plain",
+                        f"SELECT {setting}, txid_current() > 0, inet_server_port()"):
+                later[sql] = ([a.execute(sql).fetchone() for _ in range(3)], twin.execute(sql).fetchone()[:2])
+    after = _fresh_reads(p, f"SELECT {setting}, inet_server_port()")
+    report(f"\nS-6 through patched Pgpool (one child): a view over set_config read on "
+           f"{'the primary' if view[0][1] == primary else 'the standby'}; A's later reads "
+           + "; ".join(f"{[tuple(r) for r in got]} (primary {tuple(want)})" for got, want in later.values())
+           + f"; fresh clients after A: {after}")
+    assert control == [(1, standby)] * 2, control
+    assert view[0] == ("x", primary) and view[1] == ("x",), view
+    for sql, (got, want) in later.items():
+        assert want[0] == "x", (sql, want)
+        assert all(tuple(r[:2]) == tuple(want) for r in got), (sql, got, want)
+    assert all(s[0] is None for s in after), f"fresh clients saw pgp_s6.tenant: {after}"
+
+
+@pytest.mark.timeout(60)
+def test_s7_pgpool_a_sequence_read_answers_the_primarys_values(pair, pgpool_hidden):
+    """`SELECT last_value, log_cnt, is_called FROM pgp_s7_seq` through the patched Pgpool answers
+    what the primary answers: the loop reported the database's sequences, so the read stays on the
+    primary. A standby holds the sequence as WAL-logged, ahead of the primary (last_value 33,
+    log_cnt 0 after one nextval): without the sequence catalogue that is what the reads answered."""
+    p = pgpool_hidden
+    sql = "SELECT last_value, log_cnt, is_called FROM pgp_s7_seq"
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as twin:
+        want = tuple(twin.execute(sql).fetchone())
+    with psycopg.connect(pair.standby.dsn(dbname="app"), autocommit=True) as on_standby:
+        standby_says = tuple(on_standby.execute(sql).fetchone())
+    got = _fresh_reads(p, sql)
+    report(f"\nS-7 through patched Pgpool: a sequence read answered {sorted(set(got))}; the primary {want}, "
+           f"the standby {standby_says}")
+    assert standby_says != want  # the test can tell the servers apart
+    assert got == [want] * len(got), got
+
+
+@pytest.mark.timeout(60)
+def test_s6_pgpool_an_aggregate_whose_transition_function_sets_state_runs_on_the_primary(pair, pgpool_hidden):
+    """`pgp_s6_agg` is IMMUTABLE in pg_proc (the server makes every aggregate so); its volatile
+    plpgsql transition function calls set_config. The loop reports the aggregate with its support
+    functions' worst volatility, so the read runs on the primary and the session then has the
+    setting, as on the primary; fresh clients do not. With pg_proc's volatility it ran on the
+    standby."""
+    p = pgpool_hidden
+    opts = {"autocommit": True, "cursor_factory": psycopg.ClientCursor}
+    with psycopg.connect(pair.primary.dsn(dbname="app"), **opts) as twin, psycopg.connect(p.dsn(), **opts) as a:
+        assert twin.execute("SELECT provolatile FROM pg_proc WHERE proname = 'pgp_s6_agg'").fetchone()[0] == "i"
+        with bounded(a, HIDDEN_BOUND_S, "client A"):
+            got = a.execute("SELECT pgp_s6_agg(x), inet_server_port() FROM pgp_s6_plain").fetchone()
+            twin.execute("SELECT pgp_s6_agg(x) FROM pgp_s6_plain")
+            sql = "SELECT current_setting('pgp_s6.agg', true)"
+            state = (a.execute(sql).fetchone(), twin.execute(sql).fetchone())
+    after = _fresh_reads(p, "SELECT current_setting('pgp_s6.agg', true), inet_server_port()")
+    report(f"\nS-6 through patched Pgpool: an aggregate with a volatile transition function ran on "
+           f"{'the primary' if got[1] == pair.primary.port else 'the standby'}")
+    assert tuple(got) == (1, pair.primary.port), got
+    assert state == (("step",), ("step",)), state
+    assert all(s[0] is None for s in after), f"fresh clients saw pgp_s6.agg: {after}"
+
+
+CATALOGUE_LOADED = re.compile(r'polarsplit: function catalogue of "app": (\d+) user functions \(server_version_num '
+                              r'1\d{5}\), (\d+) sequences, (\d+) objects that hide code')
+
+
+@pytest.mark.timeout(90)
+def test_s6_pgpool_a_view_with_a_definition_longer_than_a_row_buffer_is_judged_by_it(pair, pgpool_hidden, tmp_path):
+    """`pgp_s6_long_view` (a definition of more than 6,000 bytes, over set_config) is loaded whole:
+    its catalogue row is copied into a buffer bounded by the host-query message bound (1 MiB), not
+    the 1,024 bytes a row had before, which made the whole load fail. A read of it runs on the
+    primary and leaves nothing to later clients; the load is logged with its counts. Its own
+    Pgpool (one child), started after the view exists."""
+    long_view = ("CREATE VIEW pgp_s6_long_view AS SELECT set_config('pgp_s6.long', 'x', false) AS t, "
+                 f"'{'p' * 6000}'::text AS pad; GRANT SELECT ON pgp_s6_long_view TO PUBLIC")
+    p = None
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        admin.execute("DROP VIEW IF EXISTS pgp_s6_long_view")
+        admin.execute(long_view)
+        try:
+            length = admin.execute("SELECT length(pg_get_viewdef('pgp_s6_long_view'::regclass))").fetchone()[0]
+            pair.wait_replayed()
+            p = Pgpool(pair, tmp_path, polarsplit=True, children=1).start()
+            with psycopg.connect(p.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as a:
+                with bounded(a, HIDDEN_BOUND_S, "client A"):
+                    got = a.execute("SELECT t, inet_server_port() FROM pgp_s6_long_view").fetchone()
+            after = _fresh_reads(p, "SELECT current_setting('pgp_s6.long', true), inet_server_port()")
+            loaded = CATALOGUE_LOADED.findall(p.log_text())
+        finally:
+            code = p.stop() if p else 0
+            admin.execute("DROP VIEW IF EXISTS pgp_s6_long_view")
+    report(f"\nS-6 through patched Pgpool: a view with a {length}-byte definition read on "
+           f"{'the primary' if got[1] == pair.primary.port else 'the standby'}; catalogue loads logged "
+           f"(functions, sequences, objects): {loaded}")
+    assert code == 0
+    assert length > 6000
+    assert tuple(got) == ("x", pair.primary.port), got
+    assert all(s[0] is None for s in after), f"fresh clients saw pgp_s6.long: {after}"
+    assert loaded and int(loaded[0][1]) >= 1 and int(loaded[0][2]) >= 2, loaded
+
+
+@pytest.mark.timeout(120)
+def test_s7_pgpool_a_failed_catalogue_load_drops_the_functions_and_keeps_sequences_and_objects(
+        pair, pgpool_hidden, tmp_path):
+    """The failure rules of the catalogue load (those of the example proxy): a load the host cannot
+    take whole — here a view whose definition is longer than the 1 MiB a catalogue row may be; the
+    loop reads past it, the child goes on — removes the database's functions (a STABLE user
+    function's reads leave the standby) and keeps the sequences and objects of the last load (a
+    sequence read still answers the primary's values, the view over set_config still runs on the
+    primary). Once the view is gone the next load succeeds and the function is offloaded again.
+    Its own one-child Pgpool, reloading every CATALOG_REFRESH_MS."""
+    fn = "pgp_keep_read"
+    huge = ("CREATE VIEW pgp_huge_view AS SELECT '" + "h" * (1100 * 1024) + "'::text AS pad")
+    seq_sql = "SELECT last_value, log_cnt, is_called FROM pgp_s7_seq"
+    p = None
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+        admin.execute("DROP VIEW IF EXISTS pgp_huge_view")
+        admin.execute(f"DROP FUNCTION IF EXISTS {fn}()")
+        create_function(admin, fn, "STABLE")
+        want_seq = tuple(admin.execute(seq_sql).fetchone())
+        pair.wait_replayed()
+        try:
+            p = Pgpool(pair, tmp_path, polarsplit=True, children=1,
+                       settings={"polarsplit_catalog_refresh_interval": str(CATALOG_REFRESH_MS)}).start()
+            before = _on_standby(p, pair, fn, 1)
+            admin.execute(huge)
+            failed_s = _wait_place(p, pair, fn, False, "the functions removed after a failed load")
+            seqs = _fresh_reads(p, seq_sql, clients=2)
+            view = _fresh_reads(p, "SELECT t, inet_server_port() FROM pgp_s6_view", clients=2, reads=1)
+            log_failed = p.log_text()
+            admin.execute("DROP VIEW pgp_huge_view")
+            back_s = _wait_place(p, pair, fn, True, "the functions back after a good load")
+        finally:
+            code = p.stop() if p else 0
+            admin.execute("DROP VIEW IF EXISTS pgp_huge_view")
+            admin.execute(f"DROP FUNCTION IF EXISTS {fn}()")
+    report(f"\ncatalogue load failure through patched Pgpool (a row over 1 MiB): a STABLE function's read "
+           f"left the standby {failed_s:.2f} s after, sequence reads {sorted(set(seqs))} (primary {want_seq}), "
+           f"the set_config view on {sorted({port for _, port in view})} (primary {pair.primary.port}); "
+           f"offloaded again {back_s:.2f} s after the view was dropped")
+    failure = re.search(r'function catalogue of "app" not loaded: .*\(the previous one is dropped\)[^\n]*', log_failed)
+    report(f"  logged: {failure.group(0) if failure else None}")
+    assert code == 0
+    assert before == 1
+    assert failure, log_failed[-3000:]
+    assert "bad message length" not in log_failed
+    assert seqs == [want_seq] * len(seqs), seqs
+    assert view == [("x", pair.primary.port)] * len(view), view

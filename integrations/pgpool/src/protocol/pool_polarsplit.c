@@ -17,7 +17,8 @@
  *   - the engine learns standbys' replay positions from samples this loop takes between
  *     statements after the session wrote (stock PostgreSQL reports none on its own);
  *   - before a session's first statement, on the idle primary, the loop reads the writer's
- *     identity (causal tokens) and the database's function catalogue (F-policy), and it reports
+ *     identity (causal tokens) and the database's catalogue (its functions for the F-policy, its
+ *     sequences for S-7, its objects that hide code for S-6), and it reports
  *     what Pgpool knows of the standbys (health, lost connections, failed samples) as faults.
  *
  * The session is handed to the library already authenticated: the client's StartupMessage (as
@@ -473,10 +474,49 @@ ps_read_message(POOL_CONNECTION *cp, char *kind, int *len)
 /*
  * Runs one simple query of the host's own on an idle node, calling on_row for each DataRow
  * (columns as NUL-terminated copies in a bounded buffer; NULL for SQL NULL). Returns true when
- * the query completed without an error.
+ * the query completed without an error and every row fit the bounds: a message longer than
+ * PS_HOST_MAX_MESSAGE (e.g. a catalogue row with a long view definition) is read past and makes
+ * the answer incomplete, it does not end the child.
  */
 #define PS_HOST_MAX_COLS 4
+#define PS_HOST_MAX_MESSAGE (1024 * 1024)
 typedef void (*ps_row_fn) (void *arg, const char *const *cols, int ncols);
+
+static char *ps_row_copy;		/* the columns of the row being handed to on_row */
+static size_t ps_row_copy_cap;	/* at most PS_HOST_MAX_MESSAGE + PS_HOST_MAX_COLS */
+
+/* Reads the next message of a node synchronously; the body of one longer than
+ * PS_HOST_MAX_MESSAGE is read and dropped (*oversized, NULL returned). */
+static char *
+ps_read_host_message(POOL_CONNECTION *cp, char *kind, int *len, bool *oversized)
+{
+	uint32_t	l;
+
+	*oversized = false;
+	pool_read(cp, kind, 1);
+	pool_read(cp, &l, 4);
+	l = ntohl(l);
+	if (l < 4)
+		ereport(FATAL, (errmsg("polarsplit: bad message length from node %d", cp->db_node_id)));
+	l -= 4;
+	if (l > PS_HOST_MAX_MESSAGE)
+	{
+		char		skip[8192];
+
+		*oversized = true;
+		*len = 0;
+		while (l > 0)
+		{
+			uint32_t	take = l < sizeof skip ? l : (uint32_t) sizeof skip;
+
+			pool_read(cp, skip, (int) take);
+			l -= take;
+		}
+		return NULL;
+	}
+	*len = (int) l;
+	return l > 0 ? pool_read2(cp, (int) l) : NULL;
+}
 
 static bool
 ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg, bool pump)
@@ -493,20 +533,38 @@ ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg, bool
 	{
 		int			len;
 		char	   *body;
+		bool		oversized;
 
 		if (!ps_wait_readable(n, PS_HOST_QUERY_TIMEOUT_MS, pump))
 			return false;
-		body = ps_read_message(n->cp, &kind, &len);
+		body = ps_read_host_message(n->cp, &kind, &len, &oversized);
+		if (oversized)
+		{
+			ok = false;			/* a message the host cannot hold: the answer is incomplete */
+			continue;
+		}
 
 		if (kind == 'D' && body && len >= 2 && on_row)
 		{
-			char		copy[1024];
 			const char *cols[PS_HOST_MAX_COLS];
 			int			ncols = (int) (((uint8_t) body[0] << 8) | (uint8_t) body[1]);
 			size_t		pos = 2,
-						used = 0;
+						used = 0,
+						need = (size_t) len + PS_HOST_MAX_COLS;
 			bool		fits = ncols <= PS_HOST_MAX_COLS;
 
+			if (fits && need > ps_row_copy_cap)
+			{
+				char	   *grown = realloc(ps_row_copy, need);
+
+				if (grown)
+				{
+					ps_row_copy = grown;
+					ps_row_copy_cap = need;
+				}
+				else
+					fits = false;
+			}
 			for (int c = 0; fits && c < ncols; c++)
 			{
 				int32_t		vlen;
@@ -523,14 +581,14 @@ ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg, bool
 					cols[c] = NULL;
 					continue;
 				}
-				if (pos + (size_t) vlen > (size_t) len || used + (size_t) vlen + 1 > sizeof copy)
+				if (pos + (size_t) vlen > (size_t) len || used + (size_t) vlen + 1 > ps_row_copy_cap)
 				{
 					fits = false;
 					break;
 				}
-				memcpy(copy + used, body + pos, (size_t) vlen);
-				copy[used + (size_t) vlen] = '\0';
-				cols[c] = copy + used;
+				memcpy(ps_row_copy + used, body + pos, (size_t) vlen);
+				ps_row_copy[used + (size_t) vlen] = '\0';
+				cols[c] = ps_row_copy + used;
 				used += (size_t) vlen + 1;
 				pos += (size_t) vlen;
 			}
@@ -667,33 +725,116 @@ ps_sample_readers(void)
 }
 
 /*
- * The writer's function catalogue for the F-policy (SPEC section 7), with its server version
- * (it picks the library's table of built-ins): the user functions of the session's database
- * (outside the built-in schemas, plus extension functions installed into pg_catalog; one row per
- * overload, with pg_proc's volatility: the query polarsplit_engine_set_function_catalog
- * documents), read on the session's own primary connection when it is idle before the session's
- * first statement — the one moment this host may query the primary: later, a simple Query would
- * destroy the client's unnamed statement. A child loads a database's catalogue at the first
- * session of that database and again at the start of a later session once the last load is
- * older than polarsplit_catalog_refresh_interval ms (0: once per child), so a function created,
- * dropped or recreated with another volatility — through Pgpool or not — is judged by the new
- * catalogue from the first session that starts after that interval; a session in progress keeps
- * what it started with. All or nothing: a catalogue that does not fit the bounds or cannot be
- * read entirely is not reported and the database's previous one is removed (its user functions'
- * calls go to the primary, which is safe; a list that may be stale or partial is not: it could
- * hide a volatile overload); the load is retried at a later session start.
+ * The writer's catalogue of the session's database, read on the session's own primary connection
+ * when it is idle before the session's first statement — the one moment this host may query the
+ * primary: later, a simple Query would destroy the client's unnamed statement. One simple Query
+ * (the one the example proxy's c-examples/proxy/catalog.c sends; its four results are told apart
+ * by their column counts 1, 3, 2, 4):
+ *   - the writer's server_version_num (it picks the library's table of built-ins);
+ *   - the user functions for the F-policy (SPEC section 7): outside the built-in schemas, plus
+ *     extension functions installed into pg_catalog, one row per overload, with pg_proc's
+ *     volatility — except a user aggregate, which pg_proc calls immutable whatever its support
+ *     functions do: it is reported with their worst volatility (the query
+ *     polarsplit_engine_set_function_catalog documents);
+ *   - the sequences (SPEC S-7: a standby holds a sequence WAL-logged ahead of the primary, so a
+ *     read of one stays on the primary; polarsplit_engine_set_sequence_catalog);
+ *   - the objects whose use runs code a statement's text does not show, with their definitions
+ *     (SPEC S-6, S-5: views, tables under row-level security, domains, user casts, user
+ *     operators; a statement naming one takes its definition's verdict, so a view over
+ *     set_config does not run on a pooled reader; polarsplit_engine_set_object_catalog). A NULL
+ *     definition (an object dropped while the query ran) is reported as "": not a query, so
+ *     statements naming it stay off the readers.
+ * They are reported in that order — sequences, objects, then functions (once a function of this
+ * load is seen, its sequences and objects are in too) — and then the version.
+ *
+ * When: a child loads a database's catalogue at the first session of that database and again at
+ * the start of a later session once the last load is older than
+ * polarsplit_catalog_refresh_interval ms (0: once per child), so a function, sequence or object
+ * created, dropped or recreated — through Pgpool or not — is judged by the new catalogue from the
+ * first session that starts after that interval; a session in progress keeps what it started with.
+ *
+ * All or nothing, the failure rules of the example proxy: a load whose answer is not complete (an
+ * error, a row or message the host cannot hold, more rows than the bounds) or that the library
+ * refuses in part reports nothing more from that point, and the database's function catalogue is
+ * removed (its user functions' calls go to the primary, which is safe; a list that may be stale or
+ * partial is not: it could hide a volatile overload). Its sequences and objects are kept as last
+ * reported: a stale list only misses those created since, none would miss them all (when the
+ * library refuses the objects, the sequences of this load are already in). The load is retried
+ * at a later session start.
  */
 #define PS_MAX_FUNCTIONS		100000
+#define PS_MAX_SEQUENCES		100000
+#define PS_MAX_OBJECTS			65536	/* the library's bound per database */
+#define PS_MAX_CATALOGUE_BYTES	(64u * 1024u * 1024u)	/* every copied string of one load */
 #define PS_MAX_CATALOGUE_DBS	64
 #define PS_CATALOGUE_RETRY_MS	1000	/* at least this long after a failed load */
 
+static const char PS_CATALOGUE_QUERY[] =
+	"SELECT pg_catalog.current_setting('server_version_num');"
+	"SELECT n.nspname, p.proname, CASE WHEN p.prokind = 'a' THEN ("
+	"SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') THEN 'v' "
+	"WHEN pg_catalog.bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END "
+	"FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn, a.aggfinalfn, "
+	"a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn) "
+	"WHERE a.aggfnoid = p.oid) ELSE p.provolatile::pg_catalog.text END "
+	"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+	"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
+	"OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
+	"AND d.objid = p.oid AND d.deptype = 'e');"
+	"SELECT n.nspname, c.relname "
+	"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+	"WHERE c.relkind = 'S';"
+	"SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "
+	"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+	"WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+	"UNION ALL "
+	"SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg("
+	"pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')', "
+	"', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p' "
+	"FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid "
+	"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname "
+	"UNION ALL "
+	"SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.' "
+	"|| pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg("
+	"', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k "
+	"WHERE k.contypid = t.oid AND k.contype = 'c')), 'd' "
+	"FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace "
+	"JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace "
+	"WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+	"UNION ALL "
+	"SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
+	"|| pg_catalog.quote_ident(f.proname) || '(NULL)', 'c' "
+	"FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc "
+	"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
+	"CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ) "
+	"JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "
+	"WHERE k.oid >= 16384 "
+	"UNION ALL "
+	"SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
+	"|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o' "
+	"FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "
+	"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
+	"JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "
+	"WHERE o.oid >= 16384";
+
+/* Rows of one kind, as owned string copies, `width` per row. */
 typedef struct
 {
-	psg_function *fns;
-	char	  **strings;		/* owned copies of schema and name, two per function */
+	char	  **cells;
 	size_t		n,
-				cap;
+				cap,
+				max;
+	int			width;
+} ps_rowset;
+
+typedef struct
+{
+	ps_rowset	fns;			/* schema, name, volatility */
+	ps_rowset	seqs;			/* schema, name */
+	ps_rowset	objs;			/* schema, name, definition */
+	size_t		bytes;			/* copied so far (PS_MAX_CATALOGUE_BYTES) */
 	bool		overflow;
+	const char *why;			/* what made the answer unusable */
 	uint32_t	version;		/* server_version_num, 0 if not read */
 } ps_catalogue;
 
@@ -701,7 +842,7 @@ typedef struct
 {
 	char	   *name;
 	uint64_t	next_at;		/* the next load at a session start */
-	bool		loaded;			/* the engine holds a catalogue of it */
+	bool		loaded;			/* the engine holds a function catalogue of it */
 	bool		warned;			/* a failure was logged since the last load */
 } ps_catalogue_db;
 
@@ -709,10 +850,89 @@ static ps_catalogue_db ps_catalogue_dbs[PS_MAX_CATALOGUE_DBS];
 static int	ps_n_catalogue_dbs;
 
 static void
+ps_catalogue_fail(ps_catalogue *c, const char *why)
+{
+	if (!c->overflow)
+		c->why = why;
+	c->overflow = true;
+}
+
+/* Appends one row of `vals` (rs->width strings, none NULL) to rs. */
+static void
+ps_rowset_add(ps_catalogue *c, ps_rowset *rs, const char *const *vals, const char *too_many)
+{
+	size_t		lens[PS_HOST_MAX_COLS],
+				total = 0;
+
+	if (rs->n == rs->max)
+	{
+		ps_catalogue_fail(c, too_many);
+		return;
+	}
+	for (int i = 0; i < rs->width; i++)
+	{
+		lens[i] = strlen(vals[i]);
+		total += lens[i] + 1;
+	}
+	if (c->bytes + total > PS_MAX_CATALOGUE_BYTES)
+	{
+		ps_catalogue_fail(c, "it does not fit the host's bounds");
+		return;
+	}
+	if (rs->n == rs->cap)
+	{
+		size_t		cap = rs->cap ? rs->cap * 2 : 256;
+		char	  **cells;
+
+		if (cap > rs->max)
+			cap = rs->max;
+		cells = realloc(rs->cells, cap * (size_t) rs->width * sizeof *cells);
+		if (!cells)
+		{
+			ps_catalogue_fail(c, "out of memory");
+			return;
+		}
+		rs->cells = cells;
+		rs->cap = cap;
+	}
+	for (int i = 0; i < rs->width; i++)
+	{
+		char	   *copy = malloc(lens[i] + 1);
+
+		if (!copy)
+		{
+			for (int j = 0; j < i; j++)
+				free(rs->cells[rs->n * (size_t) rs->width + (size_t) j]);
+			ps_catalogue_fail(c, "out of memory");
+			return;
+		}
+		memcpy(copy, vals[i], lens[i] + 1);
+		rs->cells[rs->n * (size_t) rs->width + (size_t) i] = copy;
+	}
+	c->bytes += total;
+	rs->n++;
+}
+
+static void
+ps_rowset_free(ps_rowset *rs)
+{
+	for (size_t i = 0; i < rs->n * (size_t) rs->width; i++)
+		free(rs->cells[i]);
+	free(rs->cells);
+	rs->cells = NULL;
+	rs->n = rs->cap = 0;
+}
+
+static const char *
+ps_cell(const ps_rowset *rs, size_t row, int col)
+{
+	return rs->cells[row * (size_t) rs->width + (size_t) col];
+}
+
+static void
 ps_catalogue_row(void *arg, const char *const *cols, int ncols)
 {
 	ps_catalogue *c = arg;
-	psg_function *f;
 
 	if (ncols == 1)
 	{
@@ -722,51 +942,31 @@ ps_catalogue_row(void *arg, const char *const *cols, int ncols)
 	}
 	if (c->overflow)
 		return;
-	if (ncols != 3 || !cols[0] || !cols[1] || !cols[2])
+	switch (ncols)
 	{
-		c->overflow = true;		/* a row the host cannot read: the list would be partial */
-		return;
-	}
-	if (c->n == c->cap)
-	{
-		size_t		cap = c->cap ? c->cap * 2 : 256;
-		psg_function *fns;
-		char	  **strings;
+		case 2:					/* a sequence */
+			if (!cols[0] || !cols[1])
+				break;
+			ps_rowset_add(c, &c->seqs, cols, "too many sequences");
+			return;
+		case 3:					/* a function */
+			if (!cols[0] || !cols[1] || !cols[2])
+				break;
+			ps_rowset_add(c, &c->fns, cols, "too many functions");
+			return;
+		case 4:					/* an object: a NULL definition (dropped meanwhile) reads as empty */
+			{
+				const char *vals[3] = {cols[0], cols[1], cols[2] ? cols[2] : ""};
 
-		if (cap > PS_MAX_FUNCTIONS)
-			cap = PS_MAX_FUNCTIONS;
-		if (c->n == cap)
-		{
-			c->overflow = true;
-			return;
-		}
-		fns = realloc(c->fns, cap * sizeof *fns);
-		if (fns)
-			c->fns = fns;
-		strings = realloc(c->strings, 2 * cap * sizeof *strings);
-		if (strings)
-			c->strings = strings;
-		if (!fns || !strings)
-		{
-			c->overflow = true;
-			return;
-		}
-		c->cap = cap;
+				if (!cols[0] || !cols[1] || !cols[3])
+					break;
+				ps_rowset_add(c, &c->objs, vals, "too many objects");
+				return;
+			}
+		default:
+			break;
 	}
-	f = &c->fns[c->n];
-	c->strings[2 * c->n] = strdup(cols[0]);
-	c->strings[2 * c->n + 1] = strdup(cols[1]);
-	if (!c->strings[2 * c->n] || !c->strings[2 * c->n + 1])
-	{
-		free(c->strings[2 * c->n]);
-		free(c->strings[2 * c->n + 1]);
-		c->overflow = true;
-		return;
-	}
-	f->schema = c->strings[2 * c->n];
-	f->name = c->strings[2 * c->n + 1];
-	f->volatility = cols[2][0];
-	c->n++;
+	ps_catalogue_fail(c, "a row the host cannot read");	/* the lists would be partial */
 }
 
 static ps_catalogue_db *
@@ -788,48 +988,100 @@ ps_catalogue_db_of(const char *database)
 	return d;
 }
 
+/* Hands a complete answer to the library: sequences, objects, then functions. false with the
+ * reason in why when the library refused a part (the parts before it are in). */
+static bool
+ps_report_catalogue(const char *database, const ps_catalogue *c, char *why, size_t whylen)
+{
+	psg_sequence *seqs = c->seqs.n ? calloc(c->seqs.n, sizeof *seqs) : NULL;
+	psg_object *objs = c->objs.n ? calloc(c->objs.n, sizeof *objs) : NULL;
+	psg_function *fns = c->fns.n ? calloc(c->fns.n, sizeof *fns) : NULL;
+	const char *lib = NULL;
+	bool		ok = false;
+
+	if ((c->seqs.n && !seqs) || (c->objs.n && !objs) || (c->fns.n && !fns))
+	{
+		snprintf(why, whylen, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < c->seqs.n; i++)
+	{
+		seqs[i].schema = ps_cell(&c->seqs, i, 0);
+		seqs[i].name = ps_cell(&c->seqs, i, 1);
+	}
+	for (size_t i = 0; i < c->objs.n; i++)
+	{
+		objs[i].schema = ps_cell(&c->objs, i, 0);
+		objs[i].name = ps_cell(&c->objs, i, 1);
+		objs[i].definition = ps_cell(&c->objs, i, 2);
+	}
+	for (size_t i = 0; i < c->fns.n; i++)
+	{
+		fns[i].schema = ps_cell(&c->fns, i, 0);
+		fns[i].name = ps_cell(&c->fns, i, 1);
+		/* pg_proc.provolatile is one byte; anything else is taken as volatile by the glue */
+		fns[i].volatility = strlen(ps_cell(&c->fns, i, 2)) == 1 ? ps_cell(&c->fns, i, 2)[0] : 'v';
+	}
+	if (psg_engine_set_sequences(ps_engine, database, seqs, c->seqs.n, &lib) != PSG_OK)
+	{
+		snprintf(why, whylen, "the library refused its sequences: %s", lib ? lib : "?");
+		goto done;
+	}
+	if (psg_engine_set_objects(ps_engine, database, objs, c->objs.n, &lib) != PSG_OK)
+	{
+		snprintf(why, whylen, "the library refused its objects: %s", lib ? lib : "?");
+		goto done;
+	}
+	if (psg_engine_set_functions(ps_engine, database, fns, c->fns.n, &lib) != PSG_OK)
+	{
+		snprintf(why, whylen, "the library refused its functions: %s", lib ? lib : "?");
+		goto done;
+	}
+	ok = true;
+done:
+	free(seqs);
+	free(objs);
+	free(fns);
+	return ok;
+}
+
 static void
 ps_load_function_catalogue(const char *database)
 {
-	ps_catalogue c = {0};
+	ps_catalogue c = {{NULL, 0, 0, PS_MAX_FUNCTIONS, 3}, {NULL, 0, 0, PS_MAX_SEQUENCES, 2},
+	{NULL, 0, 0, PS_MAX_OBJECTS, 3}, 0, false, NULL, 0};
 	ps_catalogue_db *d;
-	const char *why = "its query failed";
+	char		why[160] = "its query failed or its answer did not fit the host's bounds";
 	uint64_t	now = ps_now_ms();
 	int			refresh = pool_config->polarsplit_catalog_refresh_interval;
 	bool		ok;
 
 	if (!database || !database[0] || (d = ps_catalogue_db_of(database)) == NULL || now < d->next_at)
 		return;
-	ok = ps_host_query_rows(&ps.nodes[ps.writer],
-							"SELECT pg_catalog.current_setting('server_version_num');"
-							"SELECT n.nspname, p.proname, p.provolatile FROM pg_catalog.pg_proc p "
-							"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
-							"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
-							"OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
-							"WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
-							"AND d.objid = p.oid AND d.deptype = 'e')",
-							ps_catalogue_row, &c, true);
-	if (ok && c.overflow)
+	ok = ps_host_query_rows(&ps.nodes[ps.writer], PS_CATALOGUE_QUERY, ps_catalogue_row, &c, true);
+	if (c.overflow)
 	{
 		ok = false;
-		why = "it does not fit the host's bounds";
+		snprintf(why, sizeof why, "%s", c.why ? c.why : "it does not fit the host's bounds");
 	}
-	if (ok && psg_engine_set_functions(ps_engine, database, c.fns, c.n, &why) != PSG_OK)
+	if (ok && !ps_report_catalogue(database, &c, why, sizeof why))
 		ok = false;
 	if (ok)
 	{
 		if (c.version)
 			psg_engine_writer_version(ps_engine, c.version);
 		ereport(d->loaded && !d->warned ? DEBUG1 : LOG,
-				(errmsg("polarsplit: function catalogue of \"%s\": %zu user functions (server_version_num %u)",
-						database, c.n, c.version)));
+				(errmsg("polarsplit: function catalogue of \"%s\": %zu user functions (server_version_num %u), "
+						"%zu sequences, %zu objects that hide code",
+						database, c.fns.n, c.version, c.seqs.n, c.objs.n)));
 		d->loaded = true;
 		d->warned = false;
 		d->next_at = refresh > 0 ? now + (uint64_t) refresh : UINT64_MAX;
 	}
 	else
 	{
-		/* A catalogue that may be stale is worse than none: unknown functions go to the primary. */
+		/* A catalogue that may be stale is worse than none: unknown functions go to the primary.
+		 * The sequences and objects last reported stay (see above). */
 		if (d->loaded)
 			psg_engine_remove_functions(ps_engine, database);
 		if (!d->warned)
@@ -840,10 +1092,9 @@ ps_load_function_catalogue(const char *database)
 		d->warned = true;
 		d->next_at = now + (uint64_t) (refresh > PS_CATALOGUE_RETRY_MS ? refresh : PS_CATALOGUE_RETRY_MS);
 	}
-	for (size_t i = 0; i < 2 * c.n; i++)
-		free(c.strings[i]);
-	free(c.strings);
-	free(c.fns);
+	ps_rowset_free(&c.fns);
+	ps_rowset_free(&c.seqs);
+	ps_rowset_free(&c.objs);
 }
 
 /*
@@ -1188,7 +1439,7 @@ ps_feed_client(void)
 			limit = ps.cin.len;
 		if (ps.cfed >= limit)
 			return;
-		/* Between statements, with every node idle: the writer's identity and function
+		/* Between statements, with every node idle: the writer's identity and the database's
 		 * catalogue before the first one; standby positions when needed. */
 		if (ps.cfed == 0 && ps.csynthetic == 0 && ps_all_idle())
 		{

@@ -254,6 +254,91 @@ psg_engine_remove_functions(psg_engine *e, const char *database)
 		polarsplit_engine_remove_function_catalog(e->engine, database, strlen(database));
 }
 
+/*
+ * S-7 sequences: the rows become polarsplit_sequence structs (this build's sizeof as the
+ * stride) and replace the database's sequences in one call (all or nothing).
+ */
+psg_status
+psg_engine_set_sequences(psg_engine *e, const char *database, const psg_sequence *seqs, size_t n,
+						 const char **why)
+{
+	polarsplit_sequence *rows = NULL;
+	polarsplit_status st;
+
+	if (!database)
+	{
+		if (why)
+			*why = "no database";
+		return PSG_ERR;
+	}
+	if (n > 0)
+	{
+		rows = calloc(n, sizeof *rows);
+		if (!rows)
+		{
+			if (why)
+				*why = "out of memory";
+			return PSG_ERR;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+	{
+		rows[i].schema = seqs[i].schema;
+		rows[i].schema_len = seqs[i].schema ? strlen(seqs[i].schema) : 0;
+		rows[i].name = seqs[i].name;
+		rows[i].name_len = seqs[i].name ? strlen(seqs[i].name) : 0;
+	}
+	st = polarsplit_engine_set_sequence_catalog(e->engine, database, strlen(database), rows, n, sizeof *rows);
+	free(rows);
+	if (why)
+		*why = polarsplit_status_str(st);
+	return map_status(st);
+}
+
+/*
+ * S-6 objects that hide code: the rows become polarsplit_object structs (this build's sizeof as
+ * the stride) and replace the database's objects in one call (all or nothing).
+ */
+psg_status
+psg_engine_set_objects(psg_engine *e, const char *database, const psg_object *objs, size_t n,
+					   const char **why)
+{
+	polarsplit_object *rows = NULL;
+	polarsplit_status st;
+
+	if (!database)
+	{
+		if (why)
+			*why = "no database";
+		return PSG_ERR;
+	}
+	if (n > 0)
+	{
+		rows = calloc(n, sizeof *rows);
+		if (!rows)
+		{
+			if (why)
+				*why = "out of memory";
+			return PSG_ERR;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+	{
+		rows[i].schema = objs[i].schema;
+		rows[i].schema_len = objs[i].schema ? strlen(objs[i].schema) : 0;
+		rows[i].name = objs[i].name;
+		rows[i].name_len = objs[i].name ? strlen(objs[i].name) : 0;
+		/* NULL or "": no definition, which the engine takes as not a query (off the readers) */
+		rows[i].definition = objs[i].definition ? objs[i].definition : "";
+		rows[i].definition_len = objs[i].definition ? strlen(objs[i].definition) : 0;
+	}
+	st = polarsplit_engine_set_object_catalog(e->engine, database, strlen(database), rows, n, sizeof *rows);
+	free(rows);
+	if (why)
+		*why = polarsplit_status_str(st);
+	return map_status(st);
+}
+
 psg_status
 psg_session_new(psg_engine *e, const char *client_host, uint16_t client_port, psg_session **out)
 {

@@ -150,6 +150,40 @@ extern psg_status psg_engine_set_functions(psg_engine *e, const char *database, 
 										   size_t n, const char **why);
 extern void psg_engine_remove_functions(psg_engine *e, const char *database);
 
+/*
+ * The writer's sequences of one database (SPEC S-7: a standby holds a sequence WAL-logged ahead
+ * of the primary, so a read naming one stays on the primary): every pg_class row of relkind 'S',
+ * schema and name NUL-terminated, replacing what the engine knew of that database's sequences,
+ * all or nothing. On an error *why (may be NULL) names the library's status and nothing changed.
+ */
+typedef struct
+{
+	const char *schema;
+	const char *name;
+} psg_sequence;
+
+extern psg_status psg_engine_set_sequences(psg_engine *e, const char *database, const psg_sequence *seqs,
+										   size_t n, const char **why);
+
+/*
+ * The writer's objects of one database whose use runs code a statement's text does not show
+ * (SPEC S-6, S-5: views, tables under row-level security, domains, user casts' types, user
+ * operators): schema, the name a statement invokes the object by, and its definition (SQL the
+ * engine classifies as if a statement naming the object ran it; "" for none, which the engine
+ * takes as not a query and keeps such statements off the readers), all NUL-terminated, replacing
+ * what the engine knew of that database's objects, all or nothing. On an error *why (may be
+ * NULL) names the library's status and nothing changed.
+ */
+typedef struct
+{
+	const char *schema;
+	const char *name;
+	const char *definition;
+} psg_object;
+
+extern psg_status psg_engine_set_objects(psg_engine *e, const char *database, const psg_object *objs,
+										 size_t n, const char **why);
+
 /* Session: one per client. client_host may be NULL. */
 extern psg_status psg_session_new(psg_engine *e, const char *client_host, uint16_t client_port,
 								  psg_session **out);
