@@ -964,6 +964,10 @@ typedef struct {
 // (P-3 step 2, F-policy and S-7 (SPEC §7))
 #define POLARSPLIT_REASON_USER_FUNCTION 65
 
+// A session ran DDL in the database since the host last reported its catalogue: reads stay on the writer until the next report.
+// (P-3 step 2, F-policy and S-7 (SPEC §7))
+#define POLARSPLIT_REASON_CATALOG_CHANGED 66
+
 // A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_BATCH_UNKNOWN_STATEMENT 70
@@ -1517,6 +1521,39 @@ polarsplit_status polarsplit_engine_set_object_catalog(const polarsplit_engine *
 polarsplit_status polarsplit_engine_remove_object_catalog(const polarsplit_engine *engine,
                                                           const char *database,
                                                           size_t database_len);
+
+// Whether a session ran DDL in database `database` since the host last reported its catalogue
+// (SPEC S-6, S-7, F-policy): CREATE, ALTER or DROP of anything but an index, a role, a database
+// or a tablespace, or a DO block that says CREATE, ALTER or DROP, through this engine. Until the
+// host reports the database's function catalogue from a load that started after that DDL, no
+// read of the database is replica-safe (`POLARSPLIT_REASON_CATALOG_CHANGED`): a view, a function
+// shadowing a built-in or a sequence it created would otherwise be judged by a catalogue
+// without it. Poll it (it is one atomic load while no database is stale) and load that
+// database's catalogues at once when it answers `POLARSPLIT_OK`; `POLARSPLIT_DONE` when not
+// stale. DDL from connections that bypass the engine is not seen: it waits for the host's
+// periodic refresh. `POLARSPLIT_ERR_NULL` for a NULL engine or a NULL `database` with a non-zero
+// length.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes.
+polarsplit_status polarsplit_engine_catalog_changed(const polarsplit_engine *engine,
+                                                    const char *database,
+                                                    size_t database_len);
+
+// The host starts a load of database `database`'s catalogues (call it before the load's query
+// is sent): the function catalogue report of that load then ends the staleness of the DDL seen
+// before this call only (`polarsplit_engine_catalog_changed`), so DDL that ran while the load
+// was in flight keeps the database's reads on the writer until the next load. A host that never
+// calls it has each function catalogue report taken as covering all DDL seen. Returns
+// `POLARSPLIT_OK`; `POLARSPLIT_ERR_NULL` as above.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes.
+polarsplit_status polarsplit_engine_catalog_load_started(const polarsplit_engine *engine,
+                                                         const char *database,
+                                                         size_t database_len);
 
 // The writer's `server_version_num` (e.g. 150018, from `SHOW server_version_num`): picks the
 // table of built-in functions classification uses (that major's, else the nearest lower one;

@@ -158,6 +158,7 @@ reasons! {
     VolatileFunction = 63, "VOLATILE_FUNCTION", "Calls a volatile built-in that is not on the reviewed read-safe list.";
     UnknownFunction = 64, "UNKNOWN_FUNCTION", "Calls a function that is not built-in, reported or configured (`unknown_functions = primary`).";
     UserFunction = 65, "USER_FUNCTION", "Calls a name under which the database has a user function that is not read-safe.";
+    CatalogChanged = 66, "CATALOG_CHANGED", "A session ran DDL in the database since the host last reported its catalogue: reads stay on the writer until the next report.";
     // 62-69: classification (F-policy, S-7).
     // Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b)
     BatchUnknownStatement = 70, "BATCH_UNKNOWN_STATEMENT", "A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).";
@@ -191,6 +192,7 @@ impl Reason {
             N::VolatileFunction => Reason::VolatileFunction,
             N::UnknownFunction => Reason::UnknownFunction,
             N::UserFunction => Reason::UserFunction,
+            N::CatalogChanged => Reason::CatalogChanged,
             #[allow(unreachable_patterns)]
             _ => Reason::NotARead,
         }

@@ -285,3 +285,82 @@ fn s6_bad_object_reports_are_refused_whole() {
         NotSafe::WriteFunction
     );
 }
+
+/// DDL that may change the catalogues is marked; what cannot (an index, a role, a temporary
+/// object) is not.
+#[test]
+fn s6_ddl_that_may_change_the_catalogues_is_marked() {
+    let e = engine();
+    for sql in [
+        "CREATE VIEW v AS SELECT set_config('a.b', 'c', false)",
+        "create or replace function initcap(text) returns text language sql as $$select 1$$",
+        "CREATE TABLE t (id serial)",
+        "CREATE SEQUENCE s",
+        "CREATE POLICY p ON t USING (true)",
+        "ALTER TABLE t ENABLE ROW LEVEL SECURITY",
+        "ALTER VIEW v RENAME TO w",
+        "DROP FUNCTION f(int)",
+        "CREATE EXTENSION citext",
+        "DO $$ BEGIN EXECUTE 'create view v2 as select 1'; END $$",
+    ] {
+        let c = e.classifier().classify_in(b"app", sql);
+        assert!(
+            c.first().effects.contains(Effects::CHANGES_CATALOG),
+            "{sql}: {:?}",
+            c.first().effects
+        );
+    }
+    for sql in [
+        "CREATE INDEX i ON t (a)",
+        "CREATE UNIQUE INDEX i ON t (a)",
+        "DROP INDEX i",
+        "CREATE TEMP TABLE tt (a int)",
+        "CREATE TEMPORARY VIEW tv AS SELECT 1",
+        "ALTER ROLE r SET search_path = a",
+        "DROP DATABASE d",
+        "INSERT INTO t VALUES (1)",
+        "DO $$ BEGIN PERFORM created_at FROM t; END $$",
+        "SELECT 1",
+    ] {
+        let c = e.classifier().classify_in(b"app", sql);
+        assert!(
+            !c.first().effects.contains(Effects::CHANGES_CATALOG),
+            "{sql}"
+        );
+    }
+}
+
+/// After a session's DDL the database's reads stay on the writer until the host reports its
+/// function catalogue from a load that started after the DDL.
+#[test]
+fn s6_reads_after_ddl_wait_for_a_load_that_started_after_it() {
+    let e = engine();
+    let cats = e.classifier().catalogs().clone();
+    let plain = "SELECT a FROM t";
+    // A database with no report: nothing to make stale.
+    cats.mark_changed(b"app");
+    assert!(!e.catalog_changed(b"app"));
+    e.set_function_catalog(b"app", []).unwrap();
+    cats.mark_changed(b"app");
+    assert!(e.catalog_changed(b"app"));
+    assert!(!e.catalog_changed(b"other"));
+    assert_eq!(first(&e, b"app", plain).0, NotSafe::CatalogChanged);
+    assert_eq!(first(&e, b"other", plain).0, NotSafe::None);
+    // A load that started before more DDL does not end it.
+    e.catalog_load_started(b"app");
+    cats.mark_changed(b"app");
+    e.set_object_catalog(b"app", []).unwrap();
+    e.set_function_catalog(b"app", []).unwrap();
+    assert_eq!(first(&e, b"app", plain).0, NotSafe::CatalogChanged);
+    // One that started after it does; objects alone do not (functions end a load).
+    e.catalog_load_started(b"app");
+    e.set_object_catalog(b"app", []).unwrap();
+    assert!(e.catalog_changed(b"app"));
+    e.set_function_catalog(b"app", []).unwrap();
+    assert!(!e.catalog_changed(b"app"));
+    assert_eq!(first(&e, b"app", plain).0, NotSafe::None);
+    // A host that never says when loads start: each function report covers what was seen.
+    cats.mark_changed(b"app");
+    e.set_function_catalog(b"app", []).unwrap();
+    assert_eq!(first(&e, b"app", plain).0, NotSafe::None);
+}

@@ -330,6 +330,44 @@ fn s4_setseed_keeps_the_sessions_reads_on_the_writer_for_the_session() {
     );
 }
 
+/// S-6/S-7/F-policy: DDL a session runs may add what the host's catalogue lacks (a view over
+/// `set_config`, a function shadowing a built-in, a sequence; found by an examiner: a
+/// `CREATE FUNCTION public.initcap` through the proxy ran on a reader for 10 s as the built-in).
+/// The database's reads then stay on the writer until the host reports it again; inside a block
+/// the mark is renewed when the block ends (a load before its COMMIT did not see it).
+#[test]
+fn s6_ddl_keeps_the_databases_reads_on_the_writer_until_the_next_catalogue_report() {
+    let mut h = host();
+    let e = h.engine.clone();
+    e.set_function_catalog(b"db", []).unwrap();
+    h.client(&query("CREATE VIEW v AS SELECT 1"));
+    h.writer_answers("CREATE VIEW", b'I', Some(0x2000), None);
+    assert!(e.catalog_changed(b"db"));
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::CatalogChanged);
+    h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
+    e.catalog_load_started(b"db");
+    e.set_function_catalog(b"db", []).unwrap();
+    assert!(!e.catalog_changed(b"db"));
+    // In a block: marked at the statement, and again at its end.
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x2000), None);
+    h.client(&query("DROP VIEW v"));
+    h.writer_answers("DROP VIEW", b'T', Some(0x2000), None);
+    assert!(e.catalog_changed(b"db"));
+    e.catalog_load_started(b"db");
+    e.set_function_catalog(b"db", []).unwrap();
+    assert!(!e.catalog_changed(b"db"), "a load during the block");
+    h.client(&query("COMMIT"));
+    h.writer_answers("COMMIT", b'I', Some(0x2000), None);
+    assert!(e.catalog_changed(b"db"), "renewed at the block's end");
+    // DDL that changes no catalogue does not.
+    e.set_function_catalog(b"db", []).unwrap();
+    h.client(&query("CREATE INDEX i ON t (a)"));
+    h.writer_answers("CREATE INDEX", b'I', Some(0x2000), None);
+    assert!(!e.catalog_changed(b"db"));
+}
+
 #[test]
 fn p3_step4_eventual_reads_never_wait() {
     let mut h = Host::new(config(&[("consistency", Consistency::Eventual.as_str())]));

@@ -15,9 +15,10 @@
  *
  * When: for each --catalog-database at start, and for every other database the first time a
  * client of it connects (its first statements classify without the catalogue: on the primary);
+ * at once after a session ran DDL in it (polarsplit_engine_catalog_changed: the engine keeps that
+ * database's reads on the primary until the next load that started after the DDL reports); and
  * then every --catalog-refresh-ms, so a function created, dropped or recreated with another
- * volatility — by any client, through this proxy or not — is seen within that time (the engine
- * reports no DDL, and DDL from elsewhere would not pass through here anyway). A load that fails
+ * volatility by a client that bypasses this proxy is seen within that time. A load that fails
  * (the database refuses the login, the query fails or times out) removes the database's
  * catalogue — its user functions are unknown again and their calls go to the primary, which is
  * safe — is logged once, and is retried with a back-off up to the refresh period. Its sequences
@@ -164,6 +165,8 @@ static void start_load(int i, uint64_t now) {
     if (!b->user || !b->cat) abort();
     b->cat->db = i;
     b->cat->conn = b;
+    /* DDL the engine sees from now on is not covered by this load (it stays stale after it). */
+    polarsplit_engine_catalog_load_started(g.engine, d->name, d->len);
     b->deadline = now + CATALOG_TIMEOUT_MS;
     d->conn = b;
     if (backend_connect(b) != 0) catalog_failed(b, "connect failed");
@@ -174,7 +177,10 @@ void catalog_tick(uint64_t now) {
         catdb_t *d = &dbs[i];
         if (d->conn) {
             if (now > d->conn->deadline) catalog_failed(d->conn, "no answer in time");
-        } else if (now >= d->next_at) {
+        } else if (now >= d->next_at ||
+                   (d->loaded && d->retry_ms == 0 &&
+                    polarsplit_engine_catalog_changed(g.engine, d->name, d->len) == POLARSPLIT_OK)) {
+            /* Due, or a session ran DDL in it: its reads stay on the primary until this load. */
             start_load(i, now);
         }
     }

@@ -1123,6 +1123,13 @@ int ctest_s6_object_catalogue_judges_hidden_code_per_database(void) {
     CHECK_STATUS(polarsplit_engine_remove_object_catalog(e, "db", 2), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_engine_remove_object_catalog(e, "db", 2), POLARSPLIT_DONE);
     TO_READER(e, "SELECT f()"); /* the functions stay */
+    /* No session ran DDL: not changed; the load hook is accepted; misuse is refused. */
+    CHECK_STATUS(polarsplit_engine_catalog_changed(e, "db", 2), POLARSPLIT_DONE);
+    CHECK_STATUS(polarsplit_engine_catalog_load_started(e, "db", 2), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_catalog_changed(NULL, "db", 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_catalog_changed(e, NULL, 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_catalog_load_started(NULL, "db", 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_catalog_load_started(e, NULL, 2), POLARSPLIT_ERR_NULL);
     polarsplit_engine_free(e);
     return 0;
 }

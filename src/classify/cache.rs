@@ -40,7 +40,7 @@ use rustc_hash::FxBuildHasher;
 
 use super::functions::{FunctionCatalogs, FunctionPolicy};
 use super::shape::{self, Shape};
-use super::{statement, Classification, Limits, WriteFunctions};
+use super::{statement, Classification, Limits, NotSafe, WriteFunctions};
 
 /// Texts longer than this are classified every time: they are rare and would crowd out the rest.
 pub(super) const MAX_CACHED_LEN: usize = 16 * 1024;
@@ -347,11 +347,16 @@ impl Classifier {
     /// built-ins of a database whose catalogue shadows none, pay nothing for the finish.
     pub fn classify_in(&self, database: &[u8], sql: &str) -> Classification {
         let c = self.classify_text(sql);
-        if !self.catalogs.needed_for(&c) {
-            return self.policy.finish(c, None);
+        let c = if !self.catalogs.needed_for(&c) {
+            self.policy.finish(c, None)
+        } else {
+            let catalog = self.catalogs.get(database);
+            self.policy.finish(c, catalog.as_deref())
+        };
+        if self.catalogs.is_changed(database) {
+            return super::functions::keep_reads_off_replicas(c, NotSafe::CatalogChanged);
         }
-        let catalog = self.catalogs.get(database);
-        self.policy.finish(c, catalog.as_deref())
+        c
     }
 
     fn shard(&self, hash: u64) -> Option<&Mutex<Shard>> {

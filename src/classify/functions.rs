@@ -426,6 +426,25 @@ fn join_opt(a: Option<Verdict>, b: Option<Verdict>) -> Option<Verdict> {
     }
 }
 
+/// `c` with every replica-safe read made not replica-safe for `why` (a database-wide reason).
+pub(crate) fn keep_reads_off_replicas(mut c: Classification, why: NotSafe) -> Classification {
+    let mark = |s: &mut super::StatementInfo| {
+        if s.kind == Kind::Read && s.not_safe == NotSafe::None {
+            s.kind = Kind::ReadNotSafe;
+            s.not_safe = why;
+        }
+    };
+    match &mut c.statements {
+        Statements::One(s) => mark(s),
+        Statements::Many(v) => {
+            let mut owned = v.to_vec();
+            owned.iter_mut().for_each(mark);
+            *v = Arc::from(owned);
+        }
+    }
+    c
+}
+
 /// A call whose verdict depends on the database (kept on a cached classification).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Call {
@@ -747,11 +766,75 @@ pub struct FunctionCatalogs {
     /// The policy objects' definitions are classified under (the engine's, see
     /// [`FunctionCatalogs::set_policy`]; the default one until then).
     policy: RwLock<Option<(FunctionPolicy, Limits)>>,
+    /// DDL sessions ran per reported database, against the host's loads.
+    changes: parking_lot::Mutex<BTreeMap<Box<[u8]>, Changes>>,
+    /// Databases whose catalogue a session's DDL may have made stale: while 0, no statement
+    /// looks its database up for that.
+    stale: AtomicUsize,
+}
+
+/// The DDL of one database against the host's loads of its catalogue.
+#[derive(Clone, Copy, Debug, Default)]
+struct Changes {
+    /// DDL statements seen (the epoch a load must start at or after to cover them).
+    epoch: u64,
+    /// The epoch when the host's load in progress started, if it said so.
+    load_started: Option<u64>,
+    /// DDL ran since the last report a load covered: reads stay on the writer.
+    stale: bool,
 }
 
 impl FunctionCatalogs {
     pub fn new() -> FunctionCatalogs {
         FunctionCatalogs::default()
+    }
+
+    /// A session ran DDL in `database` (S-6, S-7, F-policy: a new view, a function shadowing a
+    /// built-in, a sequence may be missing from the reported catalogue): until the host reports
+    /// its function catalogue from a load that started after this, no read of the database is
+    /// replica-safe ([`NotSafe::CatalogChanged`]). Nothing for a database without a report (its
+    /// first load is the host's to make).
+    pub fn mark_changed(&self, database: &[u8]) {
+        if !self.dbs.read().contains_key(database) {
+            return;
+        }
+        let mut changes = self.changes.lock();
+        let c = changes.entry(Box::from(database)).or_default();
+        c.epoch += 1;
+        if !c.stale {
+            c.stale = true;
+            self.stale.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The host starts a load of `database`'s catalogue: its report ends the staleness of DDL
+    /// seen before now, not of DDL seen while it runs.
+    pub fn load_started(&self, database: &[u8]) {
+        let mut changes = self.changes.lock();
+        if let Some(c) = changes.get_mut(database) {
+            c.load_started = Some(c.epoch);
+        }
+    }
+
+    /// Whether a session's DDL may have made the catalogue of `database` stale (one atomic load
+    /// while no database's is).
+    pub fn is_changed(&self, database: &[u8]) -> bool {
+        self.stale.load(Ordering::Acquire) > 0
+            && self.changes.lock().get(database).is_some_and(|c| c.stale)
+    }
+
+    /// The function catalogue of `database` was reported: the last piece of a load (hosts report
+    /// sequences and objects first), so DDL the load covers no longer keeps reads off replicas.
+    fn load_reported(&self, database: &[u8]) {
+        let mut changes = self.changes.lock();
+        if let Some(c) = changes.get_mut(database) {
+            // A host that does not say when its loads start: its report is taken as covering.
+            if c.stale && c.load_started.is_none_or(|e| e == c.epoch) {
+                c.stale = false;
+                self.stale.fetch_sub(1, Ordering::AcqRel);
+            }
+            c.load_started = None;
+        }
     }
 
     /// Replaces the catalogue of user functions of `database` with `functions` (all of them: a
@@ -790,6 +873,7 @@ impl FunctionCatalogs {
             functions,
             ..old.map(DbCatalog::shallow).unwrap_or_default()
         })?;
+        self.load_reported(database);
         Ok(n)
     }
 

@@ -117,6 +117,28 @@ fn not_read(kind: Kind) -> Option<Head> {
     Some((kind, NotSafe::NotARead, Effects::NONE))
 }
 
+/// After CREATE/ALTER/DROP: whether the object kind is one no catalogue the host reports holds
+/// (an index, a role, a database, a tablespace, the system's configuration), so the statement
+/// leaves the catalogues as they were. Consumes nothing.
+fn changes_no_catalogue(c: &Cursor) -> bool {
+    let Some(t) = c.peek() else {
+        return false;
+    };
+    let w = c.text(t);
+    [
+        &b"index"[..],
+        b"unique",
+        b"role",
+        b"user",
+        b"group",
+        b"database",
+        b"tablespace",
+        b"system",
+    ]
+    .iter()
+    .any(|k| w.eq_ignore_ascii_case(k))
+}
+
 /// Pass 2: the head of a statement that does not start like a read. `None` = not understood.
 pub(super) fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
     let first = c.next()?;
@@ -223,6 +245,13 @@ pub(super) fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
         not_read(Kind::Copy)
     } else if is("create") {
         Some((Kind::Write, NotSafe::NotARead, create_effects(c)))
+    } else if is("alter") || is("drop") {
+        let fx = if changes_no_catalogue(c) {
+            Effects::NONE
+        } else {
+            Effects::CHANGES_CATALOG
+        };
+        Some((Kind::Write, NotSafe::NotARead, fx))
     } else {
         // INSERT/UPDATE/DELETE/MERGE/ALTER/DROP/…/NOTIFY/CALL/DO/VACUUM/ANALYZE/…: or any
         // word we do not know. Never a read.
@@ -613,7 +642,8 @@ fn prepare(c: &mut Cursor) -> Option<Head> {
 }
 
 /// CREATE [OR REPLACE] [GLOBAL|LOCAL] TEMP|TEMPORARY …, or an object named `pg_temp*.x` in the
-/// statement's head (before the first `(` or `AS`).
+/// statement's head (before the first `(` or `AS`): a temporary object; any other CREATE but of
+/// an index, a role, a database or a tablespace may change the host's catalogues.
 fn create_effects(c: &mut Cursor) -> Effects {
     if c.eat_kw("or") {
         c.eat_kw("replace");
@@ -623,6 +653,9 @@ fn create_effects(c: &mut Cursor) -> Effects {
     }
     if c.eat_kw("temp") || c.eat_kw("temporary") {
         return Effects::CREATES_TEMP;
+    }
+    if changes_no_catalogue(c) {
+        return Effects::NONE;
     }
     let mut prev_temp_schema = false;
     while let Some(t) = c.next() {
@@ -639,5 +672,5 @@ fn create_effects(c: &mut Cursor) -> Effects {
             _ => false,
         };
     }
-    Effects::NONE
+    Effects::CHANGES_CATALOG
 }

@@ -277,6 +277,9 @@ pub enum NotSafe {
     /// Calls a name under which the database's reported catalogue has a function that is not
     /// read-safe (volatile), possibly shadowing a built-in (F-policy).
     UserFunction,
+    /// A session ran DDL in the database since the host last reported its catalogue: the
+    /// catalogue may be stale (a new view, a function shadowing a built-in, a sequence).
+    CatalogChanged,
 }
 
 /// Side effects on session state the engine tracks (SPEC S-3, S-4), as bit flags.
@@ -315,6 +318,11 @@ impl Effects {
     /// `random()` is unseeded, and `DISCARD ALL` does not reset the seed), so the session's reads
     /// stay on the writer (S-5, S-4).
     pub const SEEDS_RANDOM: Effects = Effects(1 << 7);
+    /// DDL that may change what the host's catalogues report (CREATE, ALTER or DROP of anything
+    /// but an index, a role, a database or a tablespace; a DO body that says CREATE, ALTER or
+    /// DROP): until the host reports the database's catalogue again, no read of it is judged by a
+    /// stale one (S-6, S-7, F-policy).
+    pub const CHANGES_CATALOG: Effects = Effects(1 << 8);
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0

@@ -338,6 +338,25 @@ impl Engine {
         self.catalogs.remove_objects(database)
     }
 
+    /// Whether a session ran DDL (CREATE, ALTER or DROP of anything but an index, a role, a
+    /// database or a tablespace; a DO body that says so) in `database` since the host last
+    /// reported its catalogue: until the host reports its function catalogue from a load that
+    /// started after that DDL, no read of the database is replica-safe
+    /// (`Reason::CatalogChanged`) — a view, a function shadowing a built-in or a sequence it
+    /// created would otherwise be judged by a catalogue without it. A host polls it and loads
+    /// the database's catalogue at once when it says yes.
+    pub fn catalog_changed(&self, database: &[u8]) -> bool {
+        self.catalogs.is_changed(database)
+    }
+
+    /// The host starts a load of `database`'s catalogues (before its query is sent): its
+    /// function catalogue report then ends the staleness of the DDL seen before now only, so
+    /// DDL that ran during the load keeps the database's reads on the writer until the next.
+    /// A host that never calls it has each function catalogue report taken as covering all.
+    pub fn catalog_load_started(&self, database: &[u8]) {
+        self.catalogs.load_started(database)
+    }
+
     /// The catalogue the host reported for `database`. Internal: the catalogue's type is not
     /// part of the API.
     #[doc(hidden)]

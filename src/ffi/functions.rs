@@ -532,6 +532,64 @@ pub unsafe extern "C" fn polarsplit_engine_remove_object_catalog(
     }
 }
 
+/// Whether a session ran DDL in database `database` since the host last reported its catalogue
+/// (SPEC S-6, S-7, F-policy): CREATE, ALTER or DROP of anything but an index, a role, a database
+/// or a tablespace, or a DO block that says CREATE, ALTER or DROP, through this engine. Until the
+/// host reports the database's function catalogue from a load that started after that DDL, no
+/// read of the database is replica-safe (`POLARSPLIT_REASON_CATALOG_CHANGED`): a view, a function
+/// shadowing a built-in or a sequence it created would otherwise be judged by a catalogue
+/// without it. Poll it (it is one atomic load while no database is stale) and load that
+/// database's catalogues at once when it answers `POLARSPLIT_OK`; `POLARSPLIT_DONE` when not
+/// stale. DDL from connections that bypass the engine is not seen: it waits for the host's
+/// periodic refresh. `POLARSPLIT_ERR_NULL` for a NULL engine or a NULL `database` with a non-zero
+/// length.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_catalog_changed(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        if e.inner.catalog_changed(db) {
+            POLARSPLIT_OK
+        } else {
+            POLARSPLIT_DONE
+        }
+    }
+}
+
+/// The host starts a load of database `database`'s catalogues (call it before the load's query
+/// is sent): the function catalogue report of that load then ends the staleness of the DDL seen
+/// before this call only (`polarsplit_engine_catalog_changed`), so DDL that ran while the load
+/// was in flight keeps the database's reads on the writer until the next load. A host that never
+/// calls it has each function catalogue report taken as covering all DDL seen. Returns
+/// `POLARSPLIT_OK`; `POLARSPLIT_ERR_NULL` as above.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_catalog_load_started(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        e.inner.catalog_load_started(db);
+        POLARSPLIT_OK
+    }
+}
+
 /// The writer's `server_version_num` (e.g. 150018, from `SHOW server_version_num`): picks the
 /// table of built-in functions classification uses (that major's, else the nearest lower one;
 /// PostgreSQL 15's until a version is reported). Returns `POLARSPLIT_OK`.

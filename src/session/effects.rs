@@ -149,6 +149,12 @@ impl Session {
             if e.contains(Effects::SEEDS_RANDOM) {
                 self.hazards.set(Hazards::SEEDED);
             }
+            if e.contains(Effects::CHANGES_CATALOG) {
+                // Now, and again once the block is over: a load that ran before its COMMIT
+                // did not see it.
+                self.catalog_changed();
+                self.ddl_in_block |= in_txn;
+            }
             if runs_unseen_code(s) {
                 if in_txn {
                     self.txn.set_ran = true;
@@ -296,7 +302,18 @@ impl Session {
                 _ => {}
             }
         }
+        if self.ddl_in_block && !in_txn {
+            self.ddl_in_block = false;
+            self.catalog_changed();
+        }
         debug_assert!(self.settings.custom_names.len() <= MAX_CUSTOM_NAMES);
+    }
+
+    /// DDL ran in this session's database (S-6, S-7, F-policy): until the host reports the
+    /// database's catalogue again, its reads stay on the writer.
+    fn catalog_changed(&self) {
+        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
+        self.classifier.catalogs().mark_changed(db);
     }
 }
 

@@ -440,6 +440,8 @@ pub struct Session {
     next_unit: u32,
     lsn: LsnState,
     txn: TxnState,
+    /// DDL ran in the open transaction block: the catalogue is marked changed again when it ends.
+    ddl_in_block: bool,
     writer_status: TxStatus,
     hazards: Hazards,
     settings: SessionSettings,
@@ -531,6 +533,7 @@ impl Session {
                 ..LsnState::default()
             },
             txn: TxnState::default(),
+            ddl_in_block: false,
             writer_status: TxStatus::Idle,
             hazards: Hazards::default(),
             settings: SessionSettings::default(),

@@ -338,13 +338,6 @@ def test_p1_an_aggregate_with_a_volatile_transition_function_runs_on_the_writer(
 # -- Finding 8: a user function that shadows a built-in, until the next catalogue load ------------
 
 
-@pytest.mark.xfail(strict=True, reason="open S-6 defect: a user function that shadows a built-in by name "
-                   "(`CREATE FUNCTION public.initcap(text)` VOLATILE, calling set_config, with search_path "
-                   "`public, pg_catalog`) is taken for the built-in until the host's next catalogue load "
-                   "(c-examples/proxy/catalog.c: every --catalog-refresh-ms, 10 s by default; the engine does "
-                   "not react to the CREATE FUNCTION it saw pass). Its call ran on the standby as a read of "
-                   "built-ins only, so the pooled reader was not reset: 6/6 reads of 3 later clients saw the "
-                   "placeholder it set")
 def test_s6_a_function_shadowing_a_built_in_reaches_no_other_client(pair, probe, tmp_path):
     from e2e_support import start_proxy, stop_proxy
 

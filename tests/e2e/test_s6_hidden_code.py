@@ -152,3 +152,37 @@ def test_s5_an_aggregate_whose_transition_function_sets_state_runs_on_the_primar
             assert a.execute(sql).fetchone() == twin.execute(sql).fetchone() == ("step",)
     leaks = [s for s in fresh_clients_see(proxy, "s6h.agg") if s[0] is not None]
     assert not leaks, f"fresh clients saw s6h.agg: {leaks}"
+
+
+@pytest.mark.timeout(90)
+def test_s6_a_view_created_through_the_proxy_is_judged_before_the_next_refresh(hidden, proxy):
+    """DDL through the proxy: client A creates a view over set_config; client B reads it at once
+    (the proxy's periodic refresh is 10 s away). The engine saw the DDL, keeps the database's reads
+    on the primary and the proxy reloads the catalogue at once: B's read runs on the primary, later
+    fresh clients see nothing of it, and plain reads are offloaded again soon after."""
+    pair = hidden
+    name = f"s6h_ddl_{int(time.monotonic() * 1000) % 100000}"
+    with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+        with bounded(a, 10, "client A"):
+            a.execute(f"CREATE VIEW {name} AS SELECT set_config('s6h.ddl', 'leaked', false) AS t")
+            a.execute(f"GRANT SELECT ON {name} TO PUBLIC")
+    try:
+        pair.wait_replayed()
+        with psycopg.connect(proxy.dsn(), autocommit=True) as b:
+            with bounded(b, 10, "client B"):
+                t, port = b.execute(f"SELECT t, inet_server_port() FROM {name}").fetchone()
+                assert (t, port) == ("leaked", pair.primary.port)
+        leaks = [s for s in fresh_clients_see(proxy, "s6h.ddl") if s[0] is not None]
+        assert not leaks, f"fresh clients saw s6h.ddl: {leaks}"
+        deadline = time.monotonic() + 10
+        while True:
+            with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+                with bounded(c, 10, "offload again"):
+                    ports = [c.execute("SELECT inet_server_port() FROM s6h_plain").fetchone()[0] for _ in range(3)]
+            if pair.standby.port in ports:
+                break
+            assert time.monotonic() < deadline, "plain reads did not return to the standby after the reload"
+            time.sleep(0.2)
+    finally:
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
+            admin.execute(f"DROP VIEW IF EXISTS {name}")

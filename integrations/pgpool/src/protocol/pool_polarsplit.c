@@ -1056,8 +1056,12 @@ ps_load_function_catalogue(const char *database)
 	int			refresh = pool_config->polarsplit_catalog_refresh_interval;
 	bool		ok;
 
-	if (!database || !database[0] || (d = ps_catalogue_db_of(database)) == NULL || now < d->next_at)
+	if (!database || !database[0] || (d = ps_catalogue_db_of(database)) == NULL)
 		return;
+	/* Due, or a session of this child ran DDL in the database: its reads wait on the primary. */
+	if (now < d->next_at && !(d->loaded && psg_engine_catalog_changed(ps_engine, database)))
+		return;
+	psg_engine_catalog_load_started(ps_engine, database);
 	ok = ps_host_query_rows(&ps.nodes[ps.writer], PS_CATALOGUE_QUERY, ps_catalogue_row, &c, true);
 	if (c.overflow)
 	{

@@ -254,6 +254,20 @@ psg_engine_remove_functions(psg_engine *e, const char *database)
 		polarsplit_engine_remove_function_catalog(e->engine, database, strlen(database));
 }
 
+int
+psg_engine_catalog_changed(psg_engine *e, const char *database)
+{
+	return database &&
+		polarsplit_engine_catalog_changed(e->engine, database, strlen(database)) == POLARSPLIT_OK;
+}
+
+void
+psg_engine_catalog_load_started(psg_engine *e, const char *database)
+{
+	if (database)
+		polarsplit_engine_catalog_load_started(e->engine, database, strlen(database));
+}
+
 /*
  * S-7 sequences: the rows become polarsplit_sequence structs (this build's sizeof as the
  * stride) and replace the database's sequences in one call (all or nothing).

@@ -149,6 +149,13 @@ typedef struct
 extern psg_status psg_engine_set_functions(psg_engine *e, const char *database, const psg_function *fns,
 										   size_t n, const char **why);
 extern void psg_engine_remove_functions(psg_engine *e, const char *database);
+/*
+ * Whether a session of this child ran DDL in the database since its catalogue was last reported
+ * (the library keeps the database's reads on the primary until the next report), and the hook a
+ * load calls before its query (DDL seen after it is not covered by that load).
+ */
+extern int psg_engine_catalog_changed(psg_engine *e, const char *database);
+extern void psg_engine_catalog_load_started(psg_engine *e, const char *database);
 
 /*
  * The writer's sequences of one database (SPEC S-7: a standby holds a sequence WAL-logged ahead
