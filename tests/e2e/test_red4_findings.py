@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_support import DRIVERS, DRIVERS_BUILD, JDBC_JAR, driver_built, report, run_program
+from e2e_support import DRIVERS, DRIVERS_BUILD, JDBC_JAR, PgPair, driver_built, report, run_program, start_proxy, stop_proxy
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -103,3 +103,67 @@ def test_f1_jdbc_cancel_of_a_read_on_the_standby_cancels_it(pair, proxy):
     got = java("cancel", pair, proxy.port)
     assert got["first_read"] == "standby", got
     assert got["results"] == ["57014:fast", "after:42"] * 3, got
+
+
+# -- Finding: a cancel sent while the read waits for a reader connection is lost (F-1) ------------
+
+@pytest.fixture(scope="module")
+def own_pair():
+    """A pair of its own: the test below stops the standby's postmaster."""
+    p = PgPair(apply_delay_ms=0)
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open F-1 defect: a CancelRequest that arrives while the session's read waits for a new reader "
+    "connection (Attempt::AwaitReader) is dropped: src/session/mod.rs executing_connection() answers "
+    "None there and c-examples/proxy/actions.c do_cancel returns without sending it; the read then "
+    "runs to completion (measured: a cancel at 0.3 s of pg_sleep(3), standby postmaster not "
+    "answering: the statement finished at 5.0 s on the primary; alone, the primary answers 57014 at 0.3 s)"))
+def test_f1_a_cancel_sent_while_the_read_waits_for_a_reader_connection_cancels_it(own_pair, tmp_path):
+    import os
+    import signal
+    import threading
+    import time
+
+    import psycopg
+
+    pair = own_pair
+    proxy = start_proxy(pair, tmp_path)
+    pm = int((pair.standby.datadir / "postmaster.pid").read_text().split()[0])
+    stopped = False
+    blockers: list[threading.Thread] = []
+    try:
+        # The standby is healthy (its monitor samples), and its pooled connection is busy.
+        with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+            deadline = time.monotonic() + 10
+            while c.execute("SELECT inet_server_port()").fetchone()[0] != pair.standby.port:
+                assert time.monotonic() < deadline, "reads never reached the standby"
+                time.sleep(0.05)
+
+        def busy():
+            with psycopg.connect(proxy.dsn(), autocommit=True) as b:
+                b.execute("SELECT pg_sleep(4), inet_server_port()")
+
+        blockers = [threading.Thread(target=busy) for _ in range(2)]
+        for t in blockers:
+            t.start()
+        time.sleep(0.5)
+        os.kill(pm, signal.SIGSTOP)  # new connections to the standby get no answer
+        stopped = True
+        with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+            threading.Timer(0.3, lambda: c.cancel_safe(timeout=3)).start()
+            t0 = time.monotonic()
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                c.execute("SELECT pg_sleep(3), inet_server_port()")
+            assert time.monotonic() - t0 < 1.5, f"cancelled only after {time.monotonic() - t0:.1f} s"
+    finally:
+        if stopped:
+            os.kill(pm, signal.SIGCONT)
+        for t in blockers:
+            t.join(timeout=10)
+        stop_proxy(proxy)
