@@ -167,3 +167,73 @@ def test_f1_a_cancel_sent_while_the_read_waits_for_a_reader_connection_cancels_i
         for t in blockers:
             t.join(timeout=10)
         stop_proxy(proxy)
+
+
+def test_r1b_f3_a_standby_frozen_mid_result_ends_the_read_with_an_error_and_the_session_goes_on(own_pair, tmp_path):
+    """Rows of a streamed read reached the client, then the standby froze (SIGSTOP of every
+    process, its monitor's backend too): no retry is allowed (F-3), so the client must get an error
+    within the response deadline (R-1b, 1.5 s here) — not wait for the standby — and its next
+    statement is answered. Measured with the default 10 s deadline: the error came at 10.0 s."""
+    import os
+    import signal
+    import time
+
+    import psycopg
+
+    pair = own_pair
+    proxy = start_proxy(pair, tmp_path, settings={"reader_response_timeout_ms": "1500",
+                                                  "split_wait_timeout_ms": "1000"})
+    tree: list[int] = []
+    try:
+        with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+            deadline = time.monotonic() + 10
+            while c.execute("SELECT inet_server_port()").fetchone()[0] != pair.standby.port:
+                assert time.monotonic() < deadline, "reads never reached the standby"
+                time.sleep(0.05)
+            rows, ports, frozen_at, err = 0, set(), None, None
+            try:
+                for row in c.cursor().stream("SELECT g, inet_server_port(), repeat('x', 2000), pg_sleep(0.005) "
+                                             "FROM generate_series(1, 3000) g"):
+                    rows += 1
+                    ports.add(row[1])
+                    if rows == 50:
+                        tree = process_tree(int((pair.standby.datadir / "postmaster.pid").read_text().split()[0]))
+                        for p in tree:
+                            os.kill(p, signal.SIGSTOP)
+                        frozen_at = time.monotonic()
+                    if frozen_at and time.monotonic() - frozen_at > 8:
+                        break
+            except psycopg.OperationalError as e:
+                err = e
+            waited = time.monotonic() - frozen_at
+            assert ports == {pair.standby.port}
+            assert err is not None and waited < 4, f"after {rows} rows: {err!r} at {waited:.1f} s"
+            assert c.execute("SELECT 41 + 1").fetchone()[0] == 42
+    finally:
+        for p in tree:
+            try:
+                os.kill(p, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        stop_proxy(proxy)
+
+
+def process_tree(pid: int) -> list[int]:
+    """The postmaster and every process under it."""
+    import os
+    from pathlib import Path
+
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
