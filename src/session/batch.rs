@@ -151,6 +151,15 @@ impl Session {
                 return Some((i + 1, false, true));
             }
         }
+        // The whole queue is one batch without its Sync, and the session takes no more client
+        // input until something queued is gone: the batch cannot complete, so it is cut as one
+        // past `max_batch_bytes` is (E-1) — measured through the example proxy: libpq's pipeline
+        // of 256 reads and one Sync (1,025 messages, 23 KB) hung, and so did a pipeline of
+        // one-read batches once the copies of its messages reached `MAX_PENDING_COPY` (they are
+        // kept until the queue runs empty, which a pipelining client never lets happen).
+        if self.takes_no_more_input() {
+            return Some((self.queue.len(), false, true));
+        }
         None
     }
 

@@ -38,10 +38,7 @@ impl Session {
         self.check_input(now_ms)?;
         let mut pos = 0;
         while pos < bytes.len() && self.phase != Phase::Closed {
-            if self.client_framer.at_boundary()
-                && (self.queue.len() >= MAX_PENDING_MESSAGES
-                    || self.pending.len() >= MAX_PENDING_COPY)
-            {
+            if self.client_framer.at_boundary() && self.takes_no_more_input() {
                 break;
             }
             let limits = self.config.limits;
@@ -85,6 +82,12 @@ impl Session {
             r?;
         }
         Ok(pos)
+    }
+
+    /// Whether the session holds as many undecided messages (or bytes of their copies) as it
+    /// takes: `recv_client` consumes nothing more until some of them are decided and gone.
+    pub(super) fn takes_no_more_input(&self) -> bool {
+        self.queue.len() >= MAX_PENDING_MESSAGES || self.pending.len() >= MAX_PENDING_COPY
     }
 
     pub(super) fn client_protocol_error(&mut self, e: ProtocolError) -> SessionError {
