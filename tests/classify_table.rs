@@ -17,6 +17,8 @@ const TMP: Effects = Effects::CREATES_TEMP;
 /// P-5/S-7: reads a value of the client's transaction (its start time or characteristics); the
 /// backslash and `U&` rows are the predicate erring towards yes (an escape may spell `now`).
 const TV: Effects = Effects::TXN_VALUE;
+/// S-6/S-7/F-policy: DDL that may change what the host's catalogues report.
+const DDL: Effects = Effects::CHANGES_CATALOG;
 
 const R: Kind = Kind::Read;
 const RN: Kind = Kind::ReadNotSafe;
@@ -198,7 +200,7 @@ const TABLE: &[Row] = &[
     ("SELECT lastval()", RN, Ns::WriteFunction, N, false),
     ("SELECT set_config('a.b', 'c', false)", RN, Ns::WriteFunction, SC, false),
     ("SELECT pg_catalog.set_config('search_path', 'x', true)", RN, Ns::WriteFunction, SC, false),
-    ("SELECT setseed(0.5)", RN, Ns::WriteFunction, N, false),
+    ("SELECT setseed(0.5)", RN, Ns::WriteFunction, Effects::SEEDS_RANDOM, false),
     ("SELECT txid_current()", RN, Ns::WriteFunction, N, false),
     ("SELECT txid_current_if_assigned()", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_current_xact_id()", RN, Ns::WriteFunction, N, false),
@@ -285,9 +287,9 @@ const TABLE: &[Row] = &[
     ("WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", W, Ns::NotARead, N, false),
     ("WITH x AS (SELECT 1) UPDATE t SET a = 1", W, Ns::NotARead, N, false),
     ("TRUNCATE t", W, Ns::NotARead, N, false),
-    ("CREATE TABLE t (a int)", W, Ns::NotARead, N, false),
-    ("CREATE TABLE temp (a int)", W, Ns::NotARead, N, false),
-    ("CREATE UNLOGGED TABLE u (a int)", W, Ns::NotARead, N, false),
+    ("CREATE TABLE t (a int)", W, Ns::NotARead, DDL, false),
+    ("CREATE TABLE temp (a int)", W, Ns::NotARead, DDL, false),
+    ("CREATE UNLOGGED TABLE u (a int)", W, Ns::NotARead, DDL, false),
     ("CREATE TEMP TABLE tt (a int)", W, Ns::NotARead, TMP, false),
     ("CREATE TEMPORARY TABLE tt AS SELECT 1", W, Ns::NotARead, TMP, false),
     ("CREATE GLOBAL TEMPORARY TABLE tt (a int)", W, Ns::NotARead, TMP, false),
@@ -298,10 +300,10 @@ const TABLE: &[Row] = &[
     ("CREATE TABLE pg_temp.t (a int)", W, Ns::NotARead, TMP, false),
     ("CREATE TABLE IF NOT EXISTS pg_temp.t (a int)", W, Ns::NotARead, TMP, false),
     ("CREATE FUNCTION pg_temp.f() RETURNS int AS 'select 1' LANGUAGE sql", W, Ns::NotARead, TMP, false),
-    ("CREATE MATERIALIZED VIEW mv AS SELECT 1", W, Ns::NotARead, N, false),
-    ("CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; SELECT 2; END", W, Ns::NotARead, N, false),
-    ("ALTER TABLE t ADD COLUMN b int", W, Ns::NotARead, N, false),
-    ("DROP TABLE t", W, Ns::NotARead, N, false),
+    ("CREATE MATERIALIZED VIEW mv AS SELECT 1", W, Ns::NotARead, DDL, false),
+    ("CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; SELECT 2; END", W, Ns::NotARead, DDL, false),
+    ("ALTER TABLE t ADD COLUMN b int", W, Ns::NotARead, DDL, false),
+    ("DROP TABLE t", W, Ns::NotARead, DDL, false),
     ("GRANT SELECT ON t TO u", W, Ns::NotARead, N, false),
     ("COMMENT ON TABLE t IS 'x'", W, Ns::NotARead, N, false),
     ("VACUUM t", W, Ns::NotARead, N, false),

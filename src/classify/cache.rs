@@ -368,7 +368,12 @@ impl Classifier {
     /// slots first (a short text's shape is looked up there before the shared text table: a
     /// statement with a new literal then takes no lock), then the shared tables.
     fn classify_text(&self, sql: &str) -> Classification {
-        if self.shard_entries == 0 || sql.len() > MAX_CACHED_LEN {
+        // A text a client-only multibyte encoding may lex otherwise is judged by bytes that the
+        // shape (which leaves literals and comments out) does not hold: never cached.
+        if self.shard_entries == 0
+            || sql.len() > MAX_CACHED_LEN
+            || statement::encoding_ambiguous(sql)
+        {
             return self.classify_uncached(sql);
         }
         let hash = text_hash(sql);
