@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use polarsplit::{ConnId, Outcome, Reason};
+use polarsplit::{ConnId, Lsn, Outcome, Reason};
 
 const R1: ConnId = 711;
 
@@ -178,6 +178,122 @@ fn e4_a_named_portal_bound_inside_a_transaction_lives_on_the_writer() {
         "the statement prepared on the writer first"
     );
     assert!(h.take_sent(R1).is_empty());
+}
+
+/// In a transaction block (BEGIN answered on the writer).
+fn host_in_txn() -> Host {
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.engine.reader_sample(1, Lsn(0x1000), h.now);
+    h.take_client();
+    h.take_sent(WRITER);
+    h
+}
+
+#[test]
+fn e4_the_unnamed_portal_bound_in_a_transaction_and_not_run_to_completion_lives_on_the_writer() {
+    // In a transaction block the unnamed portal outlives its batch: a later batch may Execute
+    // it. A reader's Sync would destroy it (the Execute then failed 34000 on the writer).
+    let mut h = host_in_txn();
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("", ""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::BatchRowLimitedInTxn)
+    );
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBS");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(rfq(b'T', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12Z");
+    // Its Execute in the next batch runs where the portal lives.
+    let mut b = execute("");
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchPortalElsewhere);
+    assert_eq!(tags(&h.take_sent(WRITER)), "ES");
+    // Bound and run to completion in one batch (what drivers send): still a read for a reader.
+    let mut h = host_in_txn();
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ReplicaWithWait, Reason::SplitPreWrite)
+    );
+    assert_eq!(tags(&h.take_sent(R1)), "PBES");
+}
+
+#[test]
+fn e4_a_bind_of_the_unnamed_portal_in_a_transaction_joins_a_reader_batch_only_when_run_to_completion(
+) {
+    // asyncpg's Parse/Describe/Flush goes to a reader; a Bind of the unnamed portal that follows
+    // without an Execute of it must not join there (the reader's Sync would destroy the portal).
+    let cases: [(&str, Vec<u8>, bool); 3] = [
+        ("bind only", [bind("", ""), sync()].concat(), false),
+        (
+            "run to completion",
+            [bind("", ""), execute(""), sync()].concat(),
+            true,
+        ),
+        (
+            "row-limited",
+            [bind("", ""), execute_rows("", 4), sync()].concat(),
+            false,
+        ),
+    ];
+    for (case, rest, joins) in cases {
+        let mut h = host_in_txn();
+        let mut b = parse("", "SELECT v FROM t");
+        b.extend(describe(b'S', ""));
+        b.extend(flush());
+        h.client(&b);
+        h.attach_fresh(R1);
+        assert_eq!(h.last_decision().reason, Reason::SplitPreWrite, "{case}");
+        h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
+        h.take_sent(WRITER);
+        let sent = tags(&h.take_sent(R1));
+        assert!(sent.ends_with("PDH"), "{sent}");
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b't', &[0, 0]));
+        ans.extend(msg(b'n', b""));
+        h.backend(R1, &ans);
+        assert_eq!(tags(&h.take_client()), "1tn");
+        let b = rest.clone();
+        h.client(&b);
+        let to_reader = tags(&h.take_sent(R1));
+        if joins {
+            assert_eq!(to_reader, "BES", "{case}");
+            continue;
+        }
+        assert_eq!(
+            to_reader, "S",
+            "{case}: the held part closed by a hidden Sync"
+        );
+        h.backend(R1, &rfq(b'I', Some(0x1000), None));
+        assert!(
+            h.take_client().is_empty(),
+            "{case}: the hidden Sync's RFQ swallowed"
+        );
+        assert!(h.take_sent(R1).is_empty(), "{case}");
+        let to_writer = tags(&h.take_sent(WRITER));
+        assert!(
+            to_writer.ends_with(&tags(&rest)),
+            "{case}: the rest routed anew, to the writer: {to_writer}"
+        );
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::BatchRowLimitedInTxn,
+            "{case}"
+        );
+    }
 }
 
 #[test]
