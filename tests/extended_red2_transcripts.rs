@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use polarsplit::{ConnId, Lsn, Outcome, Reason};
+use polarsplit::{ConnId, Event, Lsn, Outcome, Reason};
 
 const R1: ConnId = 711;
 
@@ -326,7 +326,6 @@ fn e2_a_parse_behind_a_pipelined_deallocate_all_gets_no_hidden_parse() {
 }
 
 #[test]
-#[ignore = "open E-1/F-3 defect: its fix (6d0f652) broke simulator seed 374 and was reverted (closing note of issue 20)"]
 fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its_sync() {
     let mut h = host();
     let mut b = parse("", "SELECT 1/0");
@@ -357,6 +356,52 @@ fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its
 }
 
 #[test]
+fn e1_f3_a_reader_lost_after_its_error_reached_the_client_adds_no_second_error() {
+    // The reader's error reached the client; then the connection broke while only a Sync's
+    // ReadyForQuery was still out — the engine's own Sync closing a batch a Flush released, or
+    // the client's. One server would have sent the error and that RFQ: no 55000 "the replica
+    // connection was lost" after the error (simulator seed 374 of 6d0f652's fix).
+    for flushed in [true, false] {
+        let mut h = host();
+        let mut b = parse("", "SELECT 1/0");
+        b.extend(bind("", ""));
+        b.extend(execute(""));
+        b.extend(if flushed { flush() } else { sync() });
+        h.client(&b);
+        h.attach_fresh(R1);
+        h.take_sent(R1);
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b'2', b""));
+        if !flushed {
+            // Without a Flush the reader's answer is held until its result begins: a row
+            // reached the client before the error, so the error is forwarded (no retry, F-3).
+            ans.extend(data_row(&["1"]));
+        }
+        ans.extend(error("ERROR", "22012", "division by zero", None, None));
+        h.backend(R1, &ans);
+        let want = if flushed { "12E" } else { "12DE" };
+        assert_eq!(tags(&h.take_client()), want, "flushed {flushed}");
+        h.event(R1, Event::ConnectionLost);
+        let got = tags(&h.take_client());
+        if flushed {
+            assert_eq!(got, "", "the client sent no Sync yet");
+            let mut b = parse("", "SELECT v FROM t");
+            b.extend(bind("", ""));
+            b.extend(execute(""));
+            b.extend(sync());
+            h.client(&b);
+            assert!(
+                h.take_sent(WRITER).is_empty(),
+                "skipped as the server skips them"
+            );
+            assert_eq!(tags(&h.take_client()), "Z");
+        } else {
+            assert_eq!(got, "Z", "the RFQ of the client's Sync, no second error");
+        }
+    }
+}
+
+#[test]
 fn e2_sql_prepare_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer() {
     let mut h = host();
     let mut b = parse("s1", "SELECT v FROM t");
@@ -376,4 +421,55 @@ fn e2_sql_prepare_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer
         "the reader's statement mirrored ahead of the PREPARE"
     );
     assert!(tags(&sent).contains('Q'));
+}
+
+#[test]
+fn e1_f3_after_a_writer_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its_sync() {
+    // The same on the writer: the messages the client sends after the error reach the writer,
+    // which skips them to the Sync and answers one RFQ. The engine expected their answers and
+    // took the RFQ for a protocol violation (the session was closed).
+    for in_txn in [false, true] {
+        let mut h = if in_txn { host_in_txn() } else { host() };
+        let mut b = parse("s1", "INSERT INTO t VALUES (1/0)");
+        b.extend(bind("", "s1"));
+        b.extend(execute(""));
+        b.extend(flush());
+        h.client(&b);
+        assert_eq!(tags(&h.take_sent(WRITER)), "PBEH", "in_txn {in_txn}");
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b'2', b""));
+        ans.extend(error("ERROR", "22012", "division by zero", None, None));
+        h.backend(WRITER, &ans);
+        assert_eq!(tags(&h.take_client()), "12E", "in_txn {in_txn}");
+        let mut b = parse("s2", "SELECT v FROM t");
+        b.extend(bind("", "s2"));
+        b.extend(execute(""));
+        b.extend(sync());
+        h.client(&b);
+        assert_eq!(tags(&h.take_sent(WRITER)), "PBES", "in_txn {in_txn}");
+        let status = if in_txn { b'E' } else { b'I' };
+        h.backend(WRITER, &rfq(status, Some(0x1000), None));
+        assert_eq!(
+            client_rfq_statuses(&h.take_client()),
+            vec![status],
+            "in_txn {in_txn}: one RFQ, nothing else"
+        );
+        // `s2` was skipped: it does not exist, and a Bind of it is the writer's to refuse.
+        if in_txn {
+            h.client(&query("ROLLBACK"));
+            h.writer_answers("ROLLBACK", b'I', Some(0x1000), None);
+            h.take_client();
+        }
+        h.take_sent(WRITER);
+        let mut b = bind("", "s2");
+        b.extend(execute(""));
+        b.extend(sync());
+        h.client(&b);
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::BatchUnknownStatement,
+            "in_txn {in_txn}"
+        );
+        assert_eq!(tags(&h.take_sent(WRITER)), "BES", "in_txn {in_txn}");
+    }
 }
