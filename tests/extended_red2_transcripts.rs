@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use polarsplit::{ConnId, Outcome, Reason};
+use polarsplit::{ConnId, Event, Lsn, Outcome, Reason};
 
 const R1: ConnId = 711;
 
@@ -180,6 +180,122 @@ fn e4_a_named_portal_bound_inside_a_transaction_lives_on_the_writer() {
     assert!(h.take_sent(R1).is_empty());
 }
 
+/// In a transaction block (BEGIN answered on the writer).
+fn host_in_txn() -> Host {
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.engine.reader_sample(1, Lsn(0x1000), h.now);
+    h.take_client();
+    h.take_sent(WRITER);
+    h
+}
+
+#[test]
+fn e4_the_unnamed_portal_bound_in_a_transaction_and_not_run_to_completion_lives_on_the_writer() {
+    // In a transaction block the unnamed portal outlives its batch: a later batch may Execute
+    // it. A reader's Sync would destroy it (the Execute then failed 34000 on the writer).
+    let mut h = host_in_txn();
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("", ""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::BatchRowLimitedInTxn)
+    );
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBS");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(rfq(b'T', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12Z");
+    // Its Execute in the next batch runs where the portal lives.
+    let mut b = execute("");
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchPortalElsewhere);
+    assert_eq!(tags(&h.take_sent(WRITER)), "ES");
+    // Bound and run to completion in one batch (what drivers send): still a read for a reader.
+    let mut h = host_in_txn();
+    let mut b = parse("", "SELECT v FROM t");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ReplicaWithWait, Reason::SplitPreWrite)
+    );
+    assert_eq!(tags(&h.take_sent(R1)), "PBES");
+}
+
+#[test]
+fn e4_a_bind_of_the_unnamed_portal_in_a_transaction_joins_a_reader_batch_only_when_run_to_completion(
+) {
+    // asyncpg's Parse/Describe/Flush goes to a reader; a Bind of the unnamed portal that follows
+    // without an Execute of it must not join there (the reader's Sync would destroy the portal).
+    let cases: [(&str, Vec<u8>, bool); 3] = [
+        ("bind only", [bind("", ""), sync()].concat(), false),
+        (
+            "run to completion",
+            [bind("", ""), execute(""), sync()].concat(),
+            true,
+        ),
+        (
+            "row-limited",
+            [bind("", ""), execute_rows("", 4), sync()].concat(),
+            false,
+        ),
+    ];
+    for (case, rest, joins) in cases {
+        let mut h = host_in_txn();
+        let mut b = parse("", "SELECT v FROM t");
+        b.extend(describe(b'S', ""));
+        b.extend(flush());
+        h.client(&b);
+        h.attach_fresh(R1);
+        assert_eq!(h.last_decision().reason, Reason::SplitPreWrite, "{case}");
+        h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
+        h.take_sent(WRITER);
+        let sent = tags(&h.take_sent(R1));
+        assert!(sent.ends_with("PDH"), "{sent}");
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b't', &[0, 0]));
+        ans.extend(msg(b'n', b""));
+        h.backend(R1, &ans);
+        assert_eq!(tags(&h.take_client()), "1tn");
+        let b = rest.clone();
+        h.client(&b);
+        let to_reader = tags(&h.take_sent(R1));
+        if joins {
+            assert_eq!(to_reader, "BES", "{case}");
+            continue;
+        }
+        assert_eq!(
+            to_reader, "S",
+            "{case}: the held part closed by a hidden Sync"
+        );
+        h.backend(R1, &rfq(b'I', Some(0x1000), None));
+        assert!(
+            h.take_client().is_empty(),
+            "{case}: the hidden Sync's RFQ swallowed"
+        );
+        assert!(h.take_sent(R1).is_empty(), "{case}");
+        let to_writer = tags(&h.take_sent(WRITER));
+        assert!(
+            to_writer.ends_with(&tags(&rest)),
+            "{case}: the rest routed anew, to the writer: {to_writer}"
+        );
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::BatchRowLimitedInTxn,
+            "{case}"
+        );
+    }
+}
+
 #[test]
 fn e2_a_parse_behind_a_pipelined_deallocate_all_gets_no_hidden_parse() {
     // The name is tracked (reader only) when the Parse is sent, but the DEALLOCATE ALL ahead of
@@ -210,7 +326,6 @@ fn e2_a_parse_behind_a_pipelined_deallocate_all_gets_no_hidden_parse() {
 }
 
 #[test]
-#[ignore = "open E-1/F-3 defect: its fix (6d0f652) broke simulator seed 374 and was reverted (closing note of issue 20)"]
 fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its_sync() {
     let mut h = host();
     let mut b = parse("", "SELECT 1/0");
@@ -241,6 +356,52 @@ fn e1_f3_after_an_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its
 }
 
 #[test]
+fn e1_f3_a_reader_lost_after_its_error_reached_the_client_adds_no_second_error() {
+    // The reader's error reached the client; then the connection broke while only a Sync's
+    // ReadyForQuery was still out — the engine's own Sync closing a batch a Flush released, or
+    // the client's. One server would have sent the error and that RFQ: no 55000 "the replica
+    // connection was lost" after the error (simulator seed 374 of 6d0f652's fix).
+    for flushed in [true, false] {
+        let mut h = host();
+        let mut b = parse("", "SELECT 1/0");
+        b.extend(bind("", ""));
+        b.extend(execute(""));
+        b.extend(if flushed { flush() } else { sync() });
+        h.client(&b);
+        h.attach_fresh(R1);
+        h.take_sent(R1);
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b'2', b""));
+        if !flushed {
+            // Without a Flush the reader's answer is held until its result begins: a row
+            // reached the client before the error, so the error is forwarded (no retry, F-3).
+            ans.extend(data_row(&["1"]));
+        }
+        ans.extend(error("ERROR", "22012", "division by zero", None, None));
+        h.backend(R1, &ans);
+        let want = if flushed { "12E" } else { "12DE" };
+        assert_eq!(tags(&h.take_client()), want, "flushed {flushed}");
+        h.event(R1, Event::ConnectionLost);
+        let got = tags(&h.take_client());
+        if flushed {
+            assert_eq!(got, "", "the client sent no Sync yet");
+            let mut b = parse("", "SELECT v FROM t");
+            b.extend(bind("", ""));
+            b.extend(execute(""));
+            b.extend(sync());
+            h.client(&b);
+            assert!(
+                h.take_sent(WRITER).is_empty(),
+                "skipped as the server skips them"
+            );
+            assert_eq!(tags(&h.take_client()), "Z");
+        } else {
+            assert_eq!(got, "Z", "the RFQ of the client's Sync, no second error");
+        }
+    }
+}
+
+#[test]
 fn e2_sql_prepare_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer() {
     let mut h = host();
     let mut b = parse("s1", "SELECT v FROM t");
@@ -260,4 +421,55 @@ fn e2_sql_prepare_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer
         "the reader's statement mirrored ahead of the PREPARE"
     );
     assert!(tags(&sent).contains('Q'));
+}
+
+#[test]
+fn e1_f3_after_a_writer_error_a_flush_released_the_rest_of_the_batch_is_skipped_to_its_sync() {
+    // The same on the writer: the messages the client sends after the error reach the writer,
+    // which skips them to the Sync and answers one RFQ. The engine expected their answers and
+    // took the RFQ for a protocol violation (the session was closed).
+    for in_txn in [false, true] {
+        let mut h = if in_txn { host_in_txn() } else { host() };
+        let mut b = parse("s1", "INSERT INTO t VALUES (1/0)");
+        b.extend(bind("", "s1"));
+        b.extend(execute(""));
+        b.extend(flush());
+        h.client(&b);
+        assert_eq!(tags(&h.take_sent(WRITER)), "PBEH", "in_txn {in_txn}");
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b'2', b""));
+        ans.extend(error("ERROR", "22012", "division by zero", None, None));
+        h.backend(WRITER, &ans);
+        assert_eq!(tags(&h.take_client()), "12E", "in_txn {in_txn}");
+        let mut b = parse("s2", "SELECT v FROM t");
+        b.extend(bind("", "s2"));
+        b.extend(execute(""));
+        b.extend(sync());
+        h.client(&b);
+        assert_eq!(tags(&h.take_sent(WRITER)), "PBES", "in_txn {in_txn}");
+        let status = if in_txn { b'E' } else { b'I' };
+        h.backend(WRITER, &rfq(status, Some(0x1000), None));
+        assert_eq!(
+            client_rfq_statuses(&h.take_client()),
+            vec![status],
+            "in_txn {in_txn}: one RFQ, nothing else"
+        );
+        // `s2` was skipped: it does not exist, and a Bind of it is the writer's to refuse.
+        if in_txn {
+            h.client(&query("ROLLBACK"));
+            h.writer_answers("ROLLBACK", b'I', Some(0x1000), None);
+            h.take_client();
+        }
+        h.take_sent(WRITER);
+        let mut b = bind("", "s2");
+        b.extend(execute(""));
+        b.extend(sync());
+        h.client(&b);
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::BatchUnknownStatement,
+            "in_txn {in_txn}"
+        );
+        assert_eq!(tags(&h.take_sent(WRITER)), "BES", "in_txn {in_txn}");
+    }
 }

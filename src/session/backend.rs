@@ -375,6 +375,17 @@ impl Session {
             self.finish_unit(id);
             return;
         }
+        if let Some((class, Recovery::ForwardOriginal)) = u.failure {
+            if b.resp.only_hidden_sync_left() || b.resp.only_client_sync_left() {
+                // The reader's own error reached the client, and only the Sync's ReadyForQuery
+                // was still out (the engine's Sync closing a batch a Flush released, or the
+                // client's): the client has had every answer one server would send before it.
+                // A second error for the loss is not one of them (F-3): the batch ends as after
+                // that error — its messages up to the client's Sync skipped, that Sync answered.
+                self.recover(id, class, Recovery::ForwardOriginal, None);
+                return;
+            }
+        }
         if u.kind == UnitKind::Batch
             && u.failure.is_none()
             && !u.saw_error

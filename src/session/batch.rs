@@ -226,6 +226,9 @@ impl Session {
             .statements
             .has_room(self.config.max_prepared_statements);
         let txn = self.txn.active;
+        // E-4: the unnamed portal is bound in a transaction block and not yet run to completion
+        // in this batch: it outlives the batch there, and a reader's Sync would destroy it.
+        let mut unnamed_open = false;
         for (at, m) in self.queue.iter().take(count).enumerate() {
             let Some(bytes) = self.msg_bytes(m) else {
                 refuse(&mut shape, Reason::BatchTooLarge);
@@ -303,6 +306,7 @@ impl Session {
                         // destroy it.
                         refuse(&mut shape, Reason::BatchRowLimitedInTxn);
                     }
+                    unnamed_open |= txn && portal.is_empty();
                     portals.push((portal, statement, resolved, parsed.count()));
                 }
                 FrontendMessage::Describe { kind, name } => {
@@ -352,6 +356,9 @@ impl Session {
                     if max_rows > 0 && txn {
                         refuse(&mut shape, Reason::BatchRowLimitedInTxn);
                     }
+                    if portal.is_empty() {
+                        unnamed_open = false;
+                    }
                     if want_execs {
                         shape.execs.push(class.cloned());
                     }
@@ -366,6 +373,11 @@ impl Session {
         }
         if statements == 0 {
             refuse(&mut shape, Reason::BatchNoStatement);
+        }
+        if unnamed_open {
+            // E-4: in a transaction block the unnamed portal lives until the next Bind of it
+            // or the transaction's end; a later batch may still Execute or Describe it.
+            refuse(&mut shape, Reason::BatchRowLimitedInTxn);
         }
         shape
     }
@@ -938,6 +950,11 @@ impl Session {
                     // behind them) are sent when it answered (`replay_done`).
                     return false;
                 }
+                if extended && self.unnamed_portal_fate_unknown() {
+                    // E-4: whether this Bind of the unnamed portal may join depends on what
+                    // follows it, which has not arrived yet.
+                    return false;
+                }
                 if extended && self.joins_reader_batch() {
                     let mut kept = Vec::new();
                     if let Some(b) = self.msg_bytes(head) {
@@ -974,6 +991,58 @@ impl Session {
         if let Some(i) = self.backend_index(conn) {
             self.backend_mut(i).resp.push(Req::Sync, Who::Sync, id);
         }
+    }
+
+    /// E-4: after the head (a Bind of the unnamed portal), whether the queued messages run the
+    /// unnamed portal to completion before the batch's Sync or its next Bind — an Execute of it
+    /// without a row limit (a row-limited one in a transaction is the writer's anyway).
+    /// `None`: not known yet, nothing that decides it has arrived (a Flush decides it: the
+    /// client then waits for answers).
+    fn unnamed_portal_completed_ahead(&self) -> Option<bool> {
+        for m in self.queue.iter().skip(1) {
+            let Some((t, body)) = self.msg_bytes(m).and_then(split) else {
+                return Some(false);
+            };
+            match FrontendMessage::reread(t, body, m.names) {
+                Ok(FrontendMessage::Execute {
+                    portal: [],
+                    max_rows,
+                }) => {
+                    return Some(max_rows == 0);
+                }
+                Ok(
+                    FrontendMessage::Describe { .. }
+                    | FrontendMessage::Execute { .. }
+                    | FrontendMessage::Close { .. },
+                ) => {}
+                Ok(FrontendMessage::Parse { .. }) => {}
+                Ok(FrontendMessage::Bind { portal, .. }) if !portal.is_empty() => {}
+                _ => return Some(false),
+            }
+        }
+        None
+    }
+
+    /// E-4: the head is a Bind of the unnamed portal that would join an open reader batch in a
+    /// transaction, and whether the portal is run to completion in the batch is not known yet.
+    fn unnamed_portal_fate_unknown(&self) -> bool {
+        self.txn.active
+            && self.queue.front().is_some_and(|h| h.tag == tag::BIND)
+            && self.head_binds_unnamed_portal()
+            && self.unnamed_portal_completed_ahead().is_none()
+    }
+
+    fn head_binds_unnamed_portal(&self) -> bool {
+        let Some(head) = self.queue.front() else {
+            return false;
+        };
+        let Some((t, body)) = self.msg_bytes(head).and_then(split) else {
+            return false;
+        };
+        matches!(
+            FrontendMessage::reread(t, body, head.names),
+            Ok(FrontendMessage::Bind { portal, .. }) if portal.is_empty()
+        )
     }
 
     /// Whether the head message may join the open batch on a reader: only what a read batch
@@ -1018,8 +1087,11 @@ impl Session {
             FrontendMessage::Bind { portal, statement } => {
                 safe_name(statement)
                     && !self.statements.lexed_otherwise(statement)
-                    // E-4: a named portal in a transaction outlives the batch: the writer's.
-                    && (portal.is_empty() || !self.txn.active)
+                    // E-4: a portal in a transaction outlives the batch: the writer's. The
+                    // unnamed one joins only when the batch runs it to completion (what
+                    // follows it up to the Sync has arrived and says so).
+                    && (!self.txn.active
+                        || (portal.is_empty() && self.unnamed_portal_completed_ahead() == Some(true)))
             }
             FrontendMessage::Describe { kind: b'S', name } => safe_name(name),
             // Portals of this batch live on this reader; Executes of them run the statements

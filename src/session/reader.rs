@@ -250,6 +250,13 @@ impl Session {
                 u.errored = true;
                 u.forwarded = true;
             }
+            if open && !facts.fatal {
+                // The server now skips to a Sync the client has not sent (a Flush released the
+                // batch's answers, this error among them): close the batch with the engine's
+                // own Sync. The client's messages up to its Sync are then skipped by the
+                // engine, as the server would skip them, and its Sync answered (E-1, F-3).
+                self.close_reader_batch(id, conn);
+            }
         } else {
             self.apply_disp(conn, t, body, Disp::Discard);
             if open && !facts.fatal {

@@ -161,6 +161,11 @@ pub(crate) struct Responses {
     begun: bool,
     /// The front DescribeStatement got its ParameterDescription.
     described_params: bool,
+    /// The server skips to a Sync not yet sent: an extended-protocol error was answered with no
+    /// Sync in flight behind it (a Flush released the batch's answers). Requests pushed since
+    /// are skipped by the server too — the ReadyForQuery answering the next Sync is theirs —
+    /// and answers the engine gives itself among them are not given (E-1).
+    skipping: bool,
 }
 
 impl Responses {
@@ -216,6 +221,7 @@ impl Responses {
         self.hidden_left = 0;
         self.begun = false;
         self.described_params = false;
+        self.skipping = false;
     }
 
     fn start_front(&mut self, req: Req) {
@@ -247,6 +253,17 @@ impl Responses {
 
     /// The engine's own answer at the front, if any: the caller sends it as the answer.
     pub(crate) fn take_local(&mut self) -> Option<(u8, Expected)> {
+        if self.skipping {
+            // The server skips the messages these stand for: no answer of ours either.
+            while self
+                .queue
+                .front()
+                .is_some_and(|e| matches!(e.req, Req::Local(_)))
+            {
+                self.pop();
+            }
+            return None;
+        }
         match self.queue.front() {
             Some(e) => match e.req {
                 Req::Local(t) => {
@@ -298,8 +315,32 @@ impl Responses {
             result_begins,
         };
         if t == tag::READY_FOR_QUERY {
+            if self.skipping && e.req.skippable() {
+                // What was sent after the error and before the Sync was skipped by the server:
+                // this ReadyForQuery answers that Sync.
+                while self.queue.front().is_some_and(|n| n.req.skippable()) {
+                    self.pop();
+                }
+                self.skipping = false;
+                return match self.queue.front().copied() {
+                    Some(s) if s.req == Req::Sync => {
+                        self.pop();
+                        Ok(Answer {
+                            kind: Kind::Ready,
+                            req: Some(s.req),
+                            who: s.who,
+                            unit: s.unit,
+                            result_begins: false,
+                        })
+                    }
+                    _ => Err(Unexpected { tag: t }),
+                };
+            }
             if !e.req.ends_with_rfq() {
                 return Err(Unexpected { tag: t });
+            }
+            if e.req == Req::Sync {
+                self.skipping = false;
             }
             self.pop();
             return Ok(answer(Kind::Ready, false));
@@ -312,6 +353,8 @@ impl Responses {
                     self.pop();
                     skipped += 1;
                 }
+                // No Sync in flight behind it: the server skips what comes next, up to one.
+                self.skipping = self.queue.is_empty();
                 return Ok(answer(Kind::Error { skipped }, false));
             }
             // A Query, Sync (an error raised at commit), FunctionCall or startup: its
@@ -571,6 +614,63 @@ mod tests {
         let mut r = with(&[(Req::Sync, Client, 1)]);
         assert_eq!(feed(&mut r, "C"), vec![Err(b'C')]);
         let mut r = with(&[(Req::Execute, Client, 1)]);
+        assert_eq!(feed(&mut r, "Z"), vec![Err(b'Z')]);
+    }
+
+    #[test]
+    fn e1_after_an_error_with_no_sync_in_flight_what_follows_is_skipped_to_the_next_sync() {
+        // Parse/Bind/Execute/Flush, the error; then more of the batch and its Sync: the server
+        // skips them and answers the Sync alone.
+        let mut r = with(&[
+            (Req::Parse, Client, 1),
+            (Req::Bind, Client, 1),
+            (Req::Execute, Client, 1),
+        ]);
+        assert_eq!(
+            feed(&mut r, "12E"),
+            vec![
+                Ok((Done, Client, 1, false)),
+                Ok((Done, Client, 1, false)),
+                Ok((Error { skipped: 0 }, Client, 1, false)),
+            ]
+        );
+        for (q, w) in [
+            (Req::Parse, Prepare),
+            (Req::Parse, Client),
+            (Req::Local(b'1'), Client),
+            (Req::Bind, Client),
+            (Req::Execute, Client),
+            (Req::Sync, Client),
+        ] {
+            r.push(q, w, 1);
+        }
+        assert_eq!(
+            r.take_local(),
+            None,
+            "no answer of ours for a skipped message"
+        );
+        assert_eq!(feed(&mut r, "Z"), vec![Ok((Ready, Client, 1, false))]);
+        assert!(r.is_empty());
+        // Skipping ends at that Sync: the next batch is answered as usual.
+        r.push(Req::Parse, Client, 2);
+        r.push(Req::Sync, Client, 2);
+        assert_eq!(
+            feed(&mut r, "1Z"),
+            vec![Ok((Done, Client, 2, false)), Ok((Ready, Client, 2, false))]
+        );
+        // With the Sync in flight behind the error, nothing changes: the RFQ is the Sync's.
+        let mut r = with(&[(Req::Execute, Client, 1), (Req::Sync, Who::Sync, 1)]);
+        assert_eq!(
+            feed(&mut r, "EZ"),
+            vec![
+                Ok((Error { skipped: 0 }, Client, 1, false)),
+                Ok((Ready, Who::Sync, 1, false))
+            ]
+        );
+        // An RFQ where no Sync was sent is still a violation.
+        let mut r = with(&[(Req::Execute, Client, 1)]);
+        feed(&mut r, "E");
+        r.push(Req::Bind, Client, 1);
         assert_eq!(feed(&mut r, "Z"), vec![Err(b'Z')]);
     }
 

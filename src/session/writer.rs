@@ -219,6 +219,11 @@ impl Session {
         let id = a.unit;
         match (a.kind, msg) {
             (AKind::Ready, BackendMessage::ReadyForQuery(rfq)) => {
+                if a.req == Some(Req::Sync) && self.unit(id).is_some_and(|u| u.saw_error) {
+                    // Parses of the batch still unanswered at its Sync were sent after its
+                    // error (a Flush released it): the server skipped them (E-1).
+                    self.parses_skipped(0, id);
+                }
                 self.writer_unit_rfq(id, conn, body, rfq);
             }
             (AKind::Error { skipped }, BackendMessage::ErrorResponse(f)) => {

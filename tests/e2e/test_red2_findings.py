@@ -323,14 +323,12 @@ def test_e2_s4_sql_prepare_of_a_name_prepared_on_a_reader_is_refused_as_on_the_p
     ])
 
 
-@pytest.mark.xfail(strict=True, reason="open E-4 defect: the unnamed portal bound in a transaction "
-                   "does not survive its Sync when the batch ran on a reader (closing note of issue 20)")
 @pytest.mark.timeout(60)
 def test_e4_the_unnamed_portal_bound_in_a_transaction_survives_its_sync(pair, proxy):
-    """NOT FIXED (fails on this branch too; no driver seen doing it): inside a transaction the
-    unnamed portal also outlives its batch; Bind + Sync on a reader, then Execute of "" in the next
-    batch on the writer fails 34000 and aborts the transaction. The named-portal mend above does not
-    cover the unnamed portal (drivers bind and execute it in one batch)."""
+    """Inside a transaction the unnamed portal also outlives its batch; Bind + Sync on a reader,
+    then Execute of "" in the next batch on the writer failed 34000 and aborted the transaction
+    (no driver seen doing it). Fixed on branch extfix: a batch that binds the unnamed portal in a
+    transaction and does not run it to completion goes to the writer (SPEC E-4)."""
     same_as_primary(pair, proxy, [
         ([query("BEGIN")], 1),
         ([parse("", CURSOR_READ), bind("", ""), SYNC], 1),
@@ -343,11 +341,11 @@ def test_e4_the_unnamed_portal_bound_in_a_transaction_survives_its_sync(pair, pr
 # The client sends Parse/Bind/Execute/Flush, the reader's error reaches the client (the Flush
 # released the batch's answers), then the client sends more messages of the same batch and its Sync.
 # The server skips them to the Sync and answers one RFQ. Through the proxy the client got a second
-# ErrorResponse, an engine-built 55000 "the replica connection was lost", before the RFQ.
+# ErrorResponse, an engine-built 55000 "the replica connection was lost", before the RFQ. Fixed on
+# branch extfix: the reader's batch is closed by the engine's own Sync at the error and the client's
+# messages up to its Sync skipped by the engine (a reader lost after the error adds no second
+# error); on the writer the messages sent after the error are known to be skipped.
 
-@pytest.mark.xfail(strict=True, reason="open E-1/F-3 defect: an error a Flush released leaves the batch "
-                   "open on the reader, a second ErrorResponse follows; its fix broke a simulator "
-                   "scenario and was reverted (closing note of issue 20)")
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("in_txn", [False, True], ids=["autocommit", "transaction"])
 def test_e1_f3_messages_after_an_error_released_by_a_flush_are_skipped_to_the_sync(pair, proxy, in_txn):
