@@ -40,16 +40,17 @@ static void do_cancel(const polarsplit_action_cancel_request *r) {
 }
 
 /* The database a startup packet names (PostgreSQL: the user's name when it names none). */
-static void want_catalog(const polarsplit_bytes *startup) {
+static int want_catalog(const polarsplit_bytes *startup) {
     char db[256];
     if (startup_param(startup->ptr, startup->len, "database", db, sizeof db) == 0 ||
         startup_param(startup->ptr, startup->len, "user", db, sizeof db) == 0)
-        catalog_want(db, strlen(db));
+        return catalog_want(db, strlen(db));
+    return -1;
 }
 
 static void connect_writer(client_t *c, const polarsplit_action_connect_writer *w) {
     /* F-policy: the first client of a database has its user functions loaded (catalog.c). */
-    if (c->router.is_library) want_catalog(&w->startup);
+    if (c->router.is_library) c->catdb = want_catalog(&w->startup);
     backend_t *b = backend_new(ROLE_WRITER, 0);
     b->owner = c;
     c->writer = b;

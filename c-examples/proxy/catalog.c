@@ -14,7 +14,9 @@
  * statement), kept like the sequences when a later load fails.
  *
  * When: for each --catalog-database at start, and for every other database the first time a
- * client of it connects (its first statements classify without the catalogue: on the primary);
+ * client of it connects (the statements of its clients wait for that first load — see feed_client —
+ * so none is judged without the database's objects; a failed first load releases them, and its user
+ * functions then go to the primary);
  * at once after a session ran DDL in it (polarsplit_engine_catalog_changed: the engine keeps that
  * database's reads on the primary until the next load that started after the DDL reports); and
  * then every --catalog-refresh-ms, so a function created, dropped or recreated with another
@@ -128,21 +130,34 @@ static catdb_t dbs[MAX_CATALOG_DBS];
 static int ndbs;
 static int full_warned;
 
-void catalog_want(const char *db, size_t len) {
-    if (g.o.no_function_catalog || g.o.mode != MODE_LIBRARY || len == 0 || len > MAX_DB_NAME) return;
+int catalog_want(const char *db, size_t len) {
+    if (g.o.no_function_catalog || g.o.mode != MODE_LIBRARY || len == 0 || len > MAX_DB_NAME) return -1;
     for (int i = 0; i < ndbs; i++)
-        if (dbs[i].len == len && memcmp(dbs[i].name, db, len) == 0) return;
+        if (dbs[i].len == len && memcmp(dbs[i].name, db, len) == 0) return i;
     if (ndbs == MAX_CATALOG_DBS) {
         if (!full_warned) logf_("function catalogues: more than %d databases; user functions of the others stay on the primary",
                                 MAX_CATALOG_DBS);
         full_warned = 1;
-        return;
+        return -1;
     }
     catdb_t *d = &dbs[ndbs++];
     memset(d, 0, sizeof *d);
     memcpy(d->name, db, len);
     d->len = len;
     d->next_at = 0; /* now */
+    return ndbs - 1;
+}
+
+int catalog_first_load_pending(int i) {
+    /* Until the first load of the database succeeded or failed once (a failure is logged and
+     * then the clients go on: their user functions go to the primary). */
+    return i >= 0 && i < ndbs && !dbs[i].loaded && !dbs[i].warned;
+}
+
+/* The first load of database `i` ended: its clients' held input goes to their sessions. */
+static void release_clients(int i) {
+    for (client_t *c = g.clients; c; c = c->next)
+        if (!c->dead && c->catdb == i) feed_client(c);
 }
 
 void catalog_free_load(struct catalog_load *l) {
@@ -212,9 +227,12 @@ void catalog_failed(backend_t *b, const char *why) {
     if (!d->warned || g.o.verbose)
         logf_("function catalogue of database %s: %s%s; its user functions go to the primary (retrying in %llu ms)",
               d->name, why, removed ? " (the previous one is dropped)" : "", (unsigned long long)d->retry_ms);
+    int first = !d->warned;
     d->warned = 1;
     d->conn = NULL;
+    int i = l->db;
     backend_close(b);
+    if (first) release_clients(i);
 }
 
 /* The rows are in: hand them to the engine. */
@@ -290,13 +308,16 @@ static void load_done(backend_t *b) {
     g.catalog_functions = l->fns.n;
     g.catalog_sequences = l->seqs.n;
     g.catalog_objects = l->objs.n;
+    int first = !d->loaded;
     d->loaded = 1;
     d->warned = 0;
     d->retry_ms = 0;
     d->next_at = g.o.catalog_refresh_ms ? now_ms() + g.o.catalog_refresh_ms : UINT64_MAX;
     d->conn = NULL;
     buf_msg(&b->out, 'X', NULL, 0);
+    int i = l->db;
     backend_close(b);
+    if (first) release_clients(i);
 }
 
 static uint32_t arena_put(struct catalog_load *l, const uint8_t *v, size_t n) {

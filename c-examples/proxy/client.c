@@ -71,6 +71,10 @@ void pump(client_t *c) {
 /* Offers the client bytes the session has not taken yet. */
 void feed_client(client_t *c) {
     while (!c->dead && !c->closing && buf_size(&c->in) > c->fed) {
+        /* S-6: the first statements of a database's first clients wait for its first catalogue
+         * load (bounded by its timeout), so no read of a view over set_config runs unjudged. */
+        if (c->catdb >= 0 && catalog_first_load_pending(c->catdb) && c->router.ops->authenticated(c->router.st))
+            return;
         size_t consumed = 0;
         uint64_t events = c->events_fed;
         polarsplit_status st = c->router.ops->recv_client(c->router.st, buf_data(&c->in) + c->fed,
@@ -168,6 +172,7 @@ void client_start(int fd, const struct sockaddr_storage *sa, uint64_t now) {
     client_t *c = calloc(1, sizeof *c);
     if (!c) abort();
     c->id = g.next_id++;
+    c->catdb = -1;
     c->fd = fd;
     c->watched_fd = -1;
     c->accepted_at = now;

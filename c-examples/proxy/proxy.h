@@ -101,6 +101,7 @@ typedef struct client {
     uint64_t accepted_at;
     uint64_t deadline; /* the session's next deadline after the last drain (UINT64_MAX: none) */
     int authenticated; /* the writer accepted the login: no more authentication deadline */
+    int catdb;         /* its database in catalog.c (-1: none): input waits for its first load */
     event_t evq[8];
     int nev;
     uint64_t events_fed; /* feed_client re-offers its bytes after an event made progress possible */
@@ -265,7 +266,8 @@ void monitor_failed(backend_t *b, const char *why);
 uint64_t monitor_next_due(void);
 
 /* catalog.c: the writer's user functions per database (SPEC §7 F-policy) */
-void catalog_want(const char *db, size_t len); /* a client of `db` connected: load it if new */
+int catalog_want(const char *db, size_t len); /* a client of `db` connected: load it if new; its index or -1 */
+int catalog_first_load_pending(int db);       /* the database's first load is due or in flight */
 void catalog_tick(uint64_t now);
 uint64_t catalog_next_due(void);
 void catalog_readable(backend_t *b, int eof);

@@ -19,7 +19,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import bounded
+from e2e_support import bounded, start_proxy, stop_proxy
 
 SETUP = r"""
 CREATE FUNCTION s6h_tenant_ok(x int) RETURNS bool STABLE LANGUAGE plpgsql AS
@@ -186,3 +186,33 @@ def test_s6_a_view_created_through_the_proxy_is_judged_before_the_next_refresh(h
     finally:
         with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as admin:
             admin.execute(f"DROP VIEW IF EXISTS {name}")
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("asan", [False, True], ids=["proxy", "proxy-asan"])
+def test_s6_the_first_read_of_a_fresh_proxy_is_judged_by_the_first_catalogue_load(hidden, tmp_path, asan):
+    """A proxy that just started has no catalogue of `app` until its first client connects; that
+    client's first statement is a read of a view over set_config. The proxy holds the client's
+    first statements until the database's first load (bounded by the load's timeout), so the read
+    is judged by it: it runs on the primary, and nothing reaches later clients. Plain reads of the
+    same fresh proxy still reach the standby. Plain and under AddressSanitizer (catalog.c's hold)."""
+    pair = hidden
+    fresh = start_proxy(pair, tmp_path / "fresh", asan=asan)
+    try:
+        with psycopg.connect(fresh.dsn(), autocommit=True) as a:
+            with bounded(a, 15, "client A"):
+                t, port = a.execute("SELECT t, inet_server_port() FROM s6h_v1").fetchone()
+                assert (t, port) == ("nested", pair.primary.port)
+        leaks = [s for s in fresh_clients_see(fresh, "s6h.tenant") if s[0] is not None]
+        assert not leaks, f"fresh clients saw s6h.tenant: {leaks}"
+        deadline = time.monotonic() + 10
+        while True:
+            with psycopg.connect(fresh.dsn(), autocommit=True) as c:
+                with bounded(c, 10, "offload"):
+                    ports = [c.execute("SELECT inet_server_port() FROM s6h_plain").fetchone()[0] for _ in range(3)]
+            if pair.standby.port in ports:
+                break
+            assert time.monotonic() < deadline, "plain reads of the fresh proxy never reached the standby"
+            time.sleep(0.2)
+    finally:
+        stop_proxy(fresh)
