@@ -9,6 +9,7 @@ use polarsplit::{ClientInfo, Engine, Event, Session};
 use polarsplit_test_support::alloc::live_bytes;
 use polarsplit_test_support::be::{self, command_complete};
 use polarsplit_test_support::fe::{self, query};
+use polarsplit_test_support::host::capture_answer_as;
 
 // The workspace's counting allocator: live bytes per thread, so tests on other threads do not
 // disturb the count.
@@ -23,7 +24,8 @@ fn drain(s: &mut Session) {
 }
 
 /// A connected idle session, boxed as a host holds it (startup, writer connected, its
-/// authentication and first ReadyForQuery).
+/// authentication and first ReadyForQuery, and the answer to the capture of the writer
+/// session's login-time state that follows it, S-5).
 fn connected(engine: &Arc<Engine>) -> Box<Session> {
     let mut s = Box::new(Session::new(
         engine.clone(),
@@ -40,6 +42,9 @@ fn connected(engine: &Arc<Engine>) -> Box<Session> {
     let mut auth = be::auth_ok();
     auth.extend(be::rfq(b'I', Some(0x1000), None));
     s.recv_backend(WRITER, &auth, 0).unwrap();
+    drain(&mut s);
+    s.recv_backend(WRITER, &capture_answer_as(true, "app", &[], None), 0)
+        .unwrap();
     drain(&mut s);
     s
 }

@@ -128,9 +128,19 @@ fn reader_key(engine: &std::sync::Arc<Engine>, spec: &Spec) -> [u64; 4] {
     b.extend(rfq(b'I', Some(0x1000), None));
     s.recv_backend(WRITER, &b, 1).unwrap();
     drain(&mut s);
+    let user = spec
+        .params
+        .iter()
+        .rev()
+        .find(|(k, _)| *k == "user")
+        .map_or("", |(_, v)| *v);
+    // The capture that follows the writer's startup (S-5): no login-time settings.
+    s.recv_backend(WRITER, &common::capture_answer_as(true, user, &[], None), 1)
+        .unwrap();
+    drain(&mut s);
     // The writer's state after each statement, as its capture reports it (S-5).
     let mut state: BTreeMap<&str, &str> = BTreeMap::new();
-    for (n, &i) in spec.sets.iter().enumerate() {
+    for &i in spec.sets.iter() {
         s.recv_client(&query(SETS[i].0), 1).unwrap();
         drain(&mut s);
         let (sql, name, keeps) = SETS[i];
@@ -152,13 +162,8 @@ fn reader_key(engine: &std::sync::Arc<Engine>, spec: &Spec) -> [u64; 4] {
             .filter(|(k, _)| **k != "role")
             .map(|(k, v)| (*k, *v))
             .collect();
-        let user = spec
-            .params
-            .iter()
-            .rev()
-            .find(|(k, _)| *k == "user")
-            .map_or("", |(_, v)| *v);
-        b.extend(common::capture_answer_as(n == 0, user, &settings, role));
+        // Parsed on the writer by the capture at the session's start.
+        b.extend(common::capture_answer_as(false, user, &settings, role));
         s.recv_backend(WRITER, &b, 1).unwrap();
         drain(&mut s);
     }

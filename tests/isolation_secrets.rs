@@ -84,6 +84,7 @@ fn authenticated(l: &mut Lean) {
     b.extend(msg(b'K', &[0, 0, 0, 7, 0, 0, 0, 8]));
     b.extend(rfq(b'I', Some(0x1000), None));
     l.backend(WRITER, &b).expect("auth ok");
+    l.writer_answers_startup_capture();
     // Life goes on: a write and a read on a reader.
     l.client(&query(b"INSERT INTO t VALUES (1)")).unwrap();
     let mut b = command_complete("INSERT 0 1");

@@ -535,7 +535,8 @@ fn s5_captured_state_is_replayed_on_a_fresh_reader_as_its_own_message_and_keys_i
     );
     let acts = h.backend(
         WRITER,
-        &capture_answer(true, &[("search_path", "app, public")], None),
+        // Not parsed again: the capture at the session's start parsed it (S-5).
+        &capture_answer(false, &[("search_path", "app, public")], None),
     );
     let (server, key_after) = acts
         .iter()
@@ -629,7 +630,7 @@ fn s5_a_failed_capture_keeps_reads_on_the_writer() {
     h.client(&query("SET search_path = app"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(msg(b'1', b""));
+    // The capture's Bind fails (the session's start parsed the statement already).
     ans.extend(error("ERROR", "42501", "permission denied", None, None));
     ans.extend(rfq(b'I', None, None));
     h.backend(WRITER, &ans);

@@ -179,7 +179,7 @@ fn p5_each_check_refuses_in_order() {
     h.backend(
         WRITER,
         &capture_answer(
-            true,
+            false,
             &[("default_transaction_isolation", "serializable")],
             None,
         ),

@@ -10,6 +10,7 @@ use polarsplit::{ConnId, Event, Reason};
 use polarsplit::{ServerDialect, StartupProfile};
 
 const R1: ConnId = 901;
+const R2: ConnId = 902;
 
 fn host() -> Host {
     let mut h = Host::new(config(&[]));
@@ -29,6 +30,7 @@ fn stock() -> Host {
     let mut auth = auth_ok();
     auth.extend(rfq(b'I', None, None));
     h.backend(WRITER, &auth);
+    h.writer_answers_startup_capture(&[]);
     h.take_client();
     h
 }
@@ -77,7 +79,7 @@ fn authorization_and_role(h: &mut Host) {
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
-    h.backend(WRITER, &capture_answer(true, &[], None));
+    h.backend(WRITER, &capture_answer(false, &[], None));
     h.client(&query("SET ROLE rr"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
@@ -126,7 +128,7 @@ fn s5_reset_all_keeps_role_because_the_capture_says_so() {
     h.client(&query("SET ROLE readonly"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(true, &[], Some("readonly")));
+    ans.extend(capture_answer(false, &[], Some("readonly")));
     h.backend(WRITER, &ans);
     let k1 = {
         let acts = h.client(&query("SELECT 1"));
@@ -184,7 +186,7 @@ fn s5_a_set_inside_a_transaction_is_captured_after_it_ends_and_its_reads_stay_on
         "captured once it ended"
     );
     // Rolled back: the writer says nothing changed, and the read goes to a reader.
-    h.backend(WRITER, &capture_answer(true, &[], None));
+    h.backend(WRITER, &capture_answer(false, &[], None));
     assert!(acquired(&h.client(&query("SELECT 2"))));
 }
 
@@ -197,7 +199,7 @@ fn s5_code_the_engine_cannot_see_into_keeps_the_session_on_the_writer_unless_cov
     assert!(sends_capture(&h.take_sent(WRITER)));
     let mut ans = command_complete("DO");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(true, &[], Some("r2")));
+    ans.extend(capture_answer(false, &[], Some("r2")));
     h.backend(WRITER, &ans);
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::SessionHazard);
@@ -216,7 +218,7 @@ fn s5_code_the_engine_cannot_see_into_keeps_the_session_on_the_writer_unless_cov
     );
     let mut ans = command_complete("DO");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(true, &[("app.tenant", "acme")], None));
+    ans.extend(capture_answer(false, &[("app.tenant", "acme")], None));
     h.backend(WRITER, &ans);
     assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
 }
@@ -249,7 +251,7 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
     h.client(&query("SET search_path = app"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(true, &[("search_path", "app")], None));
+    ans.extend(capture_answer(false, &[("search_path", "app")], None));
     h.backend(WRITER, &ans);
     h.take_client();
     h.take_sent(WRITER);
@@ -354,4 +356,286 @@ fn p9_a_sessions_reader_key_is_the_builders_key_of_its_startup_and_state() {
         ],
     );
     assert_ne!(key, without);
+}
+
+/// Startup, writer connected, trust auth and the writer's first RFQ, on an existing engine (a
+/// second client): the capture the engine sends behind that RFQ is left unanswered.
+fn started(engine: &std::sync::Arc<polarsplit::Engine>, now: u64) -> Host {
+    let mut h = Host::on(engine, now);
+    h.client(&startup(&[("user", "app"), ("database", "db")]));
+    h.event(WRITER, Event::WriterConnected);
+    let mut auth = auth_ok();
+    auth.extend(backend_key(77, 88));
+    auth.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &auth);
+    assert_eq!(tags(&h.take_client()), "RKZ", "the client is ready at once");
+    h
+}
+
+fn acquire_key(acts: &[A]) -> Option<polarsplit::ReaderKey> {
+    acts.iter().find_map(|a| match a {
+        A::Acquire { key, .. } => Some(*key),
+        _ => None,
+    })
+}
+
+/// The reader answers a settings replay of `n` `set_config` calls (a row each) and its RFQ.
+fn replay_answer(values: &[&str]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for v in values {
+        b.extend(row_description(1));
+        b.extend(data_row(&[v]));
+        b.extend(command_complete("SELECT 1"));
+    }
+    b.extend(rfq(b'I', Some(0x1000), None));
+    b
+}
+
+#[test]
+fn s6_a_reader_pooled_before_alter_role_set_never_serves_a_session_that_logged_in_after_it() {
+    // The examiner's finding (S-5/S-6, tests/e2e/test_red1_findings.py): client A reads and
+    // leaves a pooled reader connection; then `ALTER ROLE app SET search_path = red1_s, public`
+    // (and statement_timeout). Client B logs in after it: its writer session has those settings
+    // from its login on, though no startup parameter says so. B's reads must never run on A's
+    // connection (opened before the ALTER, with the old settings), and a fresh connection must
+    // be brought to B's state.
+    let engine = polarsplit_test_support::host::engine_with_two_readers(config(&[]));
+    // Client A: no login-time settings; its read runs on R1, which goes back to the pool.
+    let mut a = started(&engine, 1_000);
+    a.writer_answers_startup_capture(&[]);
+    let key_a = acquire_key(&a.client(&query("SELECT v FROM red1_t"))).expect("A reads");
+    a.attach_fresh(R1);
+    assert_eq!(
+        sent_queries(&a.take_sent(R1)),
+        vec!["SELECT v FROM red1_t".to_string()],
+        "nothing to replay for A"
+    );
+    let mut b = select_result(&["in public"]);
+    b.extend(rfq(b'I', Some(0x1000), None));
+    let acts = a.backend(R1, &b);
+    assert!(
+        acts.contains(&A::Release {
+            conn: R1,
+            needs_reset: false
+        }),
+        "{acts:?}"
+    );
+
+    // Client B, after the ALTER ROLE: the capture follows the writer's startup RFQ at once,
+    // before the client sent anything.
+    let mut b = started(&engine, 2_000);
+    let sent = b.take_sent(WRITER);
+    assert!(
+        sends_capture(&sent),
+        "S-5: the login state is captured at the session's start"
+    );
+    assert_eq!(tags(&sent), "PBES", "the capture alone, as its own batch");
+    // B's first read arrives before the capture answered: it waits (no decision yet).
+    let acts = b.client(&query("SELECT v FROM red1_t"));
+    assert!(
+        !acts
+            .iter()
+            .any(|a| matches!(a, A::Acquire { .. } | A::Decision(_))),
+        "a read waits for the state it needs: {acts:?}"
+    );
+    assert!(
+        b.take_sent(WRITER).is_empty(),
+        "the read stays off the writer too"
+    );
+    // The writer reports B's login-time settings (pg_settings source 'user').
+    let login = [
+        ("search_path", "red1_s, public"),
+        ("statement_timeout", "1234"),
+    ];
+    let acts = b.backend(WRITER, &capture_answer(true, &login, None));
+    let key_b = acquire_key(&acts).expect("the read goes to a reader once the state is known");
+    assert_ne!(key_a, key_b, "P-9: A's pooled connection cannot serve B");
+    assert_eq!(key_a.auth_hash, key_b.auth_hash, "same user and database");
+    // The key is the one a host's own pool builds for a connection in that state.
+    let startup = b
+        .session
+        .startup_message(polarsplit::Role::Reader)
+        .expect("a reader StartupMessage");
+    let login_bytes: Vec<(&[u8], &[u8])> = login
+        .iter()
+        .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+        .collect();
+    assert_eq!(key_b, built_key(&b, &startup, &login_bytes));
+    // Nothing of the capture reached B.
+    assert!(b.take_client().is_empty());
+    // A fresh connection is brought to B's state before B's read runs on it.
+    b.attach_fresh(R2);
+    let sent = sent_queries(&b.take_sent(R2));
+    assert_eq!(sent.len(), 1, "only the replay until it answered: {sent:?}");
+    assert_eq!(sent[0].matches("SELECT pg_catalog.set_config(").count(), 2);
+    for (n, v) in login {
+        assert!(
+            sent[0].contains(&hex(n)) && sent[0].contains(&hex(v)),
+            "{n}: {sent:?}"
+        );
+    }
+    b.backend(R2, &replay_answer(&["red1_s, public", "1234ms"]));
+    assert_eq!(
+        sent_queries(&b.take_sent(R2)),
+        vec!["SELECT v FROM red1_t".to_string()]
+    );
+    let mut ans = select_result(&["in red1_s"]);
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    b.backend(R2, &ans);
+    assert_eq!(
+        tags(&b.take_client()),
+        "TDCZ",
+        "the read's answer, nothing hidden"
+    );
+
+    // A client whose writer reports what A's reported shares A's connections.
+    let mut c = started(&engine, 4_000);
+    c.writer_answers_startup_capture(&[]);
+    assert_eq!(acquire_key(&c.client(&query("SELECT 1"))), Some(key_a));
+}
+
+#[test]
+fn s5_reset_returns_a_setting_to_its_login_default_and_the_reader_key_follows() {
+    // RESET and RESET ALL return a setting to its role/database default, not to the server's
+    // (measured on PostgreSQL 15: `ALTER ROLE … SET search_path`, then SET and RESET). The
+    // engine does not guess: the capture after the RESET reports the login default, and the
+    // key is the session's login key again.
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.client(&startup(&[("user", "app"), ("database", "db")]));
+    h.event(WRITER, Event::WriterConnected);
+    let mut auth = auth_ok();
+    auth.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &auth);
+    let login = [("search_path", "red1_s, public")];
+    h.writer_answers_startup_capture(&login);
+    let key_login = acquire_key(&h.client(&query("SELECT 1"))).expect("a reader");
+    h.event(
+        0,
+        Event::ReaderUnavailable {
+            no_credentials: false,
+        },
+    );
+    h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+    for (set, reset) in [
+        ("SET search_path = other", "RESET search_path"),
+        ("SET search_path = other", "RESET ALL"),
+        ("SET search_path = other", "DISCARD ALL"),
+    ] {
+        h.client(&query(set));
+        let mut ans = command_complete("SET");
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(false, &[("search_path", "other")], None));
+        h.backend(WRITER, &ans);
+        let key_set = acquire_key(&h.client(&query("SELECT 2"))).expect("a reader");
+        assert_ne!(key_set, key_login, "{set}");
+        h.event(
+            0,
+            Event::ReaderUnavailable {
+                no_credentials: false,
+            },
+        );
+        h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+        h.take_sent(WRITER);
+        h.client(&query(reset));
+        let discard = reset == "DISCARD ALL";
+        let sent = h.take_sent(WRITER);
+        // DISCARD ALL drops the capture statement too: the capture follows its RFQ, parsed
+        // again, rather than naming a statement the DISCARD removes ahead of it.
+        assert_eq!(sends_capture(&sent), !discard, "{reset}: {}", tags(&sent));
+        let tag = reset.split(' ').next().unwrap_or_default();
+        let mut ans = command_complete(tag);
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+        if discard {
+            assert_eq!(
+                tags(&h.take_sent(WRITER)),
+                "PBES",
+                "{reset}: captured again"
+            );
+        }
+        h.backend(WRITER, &capture_answer(discard, &login, None));
+        let key_reset = acquire_key(&h.client(&query("SELECT 3"))).expect("a reader");
+        assert_eq!(key_reset, key_login, "{reset}: back to the login default");
+        h.event(
+            0,
+            Event::ReaderUnavailable {
+                no_credentials: false,
+            },
+        );
+        h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+        h.take_client();
+    }
+}
+
+#[test]
+fn s5_a_failed_startup_capture_keeps_reads_on_the_writer_until_a_capture_succeeds() {
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.client(&startup(&[("user", "app"), ("database", "db")]));
+    h.event(WRITER, Event::WriterConnected);
+    let mut auth = auth_ok();
+    auth.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &auth);
+    h.take_client();
+    assert!(sends_capture(&h.take_sent(WRITER)));
+    let mut ans = msg(b'1', b"");
+    ans.extend(error("ERROR", "42501", "permission denied", None, None));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    assert!(
+        h.take_client().is_empty(),
+        "the capture's error never reaches the client"
+    );
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
+    h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+    // A SET makes a capture due again; once it succeeds, reads may go to readers.
+    h.client(&query("SET search_path = app"));
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(false, &[("search_path", "app")], None));
+    h.backend(WRITER, &ans);
+    assert!(acquired(&h.client(&query("SELECT 2"))));
+}
+
+#[test]
+fn s5_a_first_write_or_begin_is_pipelined_behind_the_startup_capture_and_sees_none_of_it() {
+    for (sql, tag, status) in [
+        ("INSERT INTO t VALUES (1)", "INSERT 0 1", b'I'),
+        ("BEGIN", "BEGIN", b'T'),
+    ] {
+        let mut h = Host::new(config(&[]));
+        h.engine.remove_reader(2);
+        h.client(&startup(&[("user", "app"), ("database", "db")]));
+        h.event(WRITER, Event::WriterConnected);
+        let mut auth = auth_ok();
+        auth.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &auth);
+        h.take_client();
+        let q = query(sql);
+        h.client(&q);
+        // Not a read: it waits for nothing.
+        assert_eq!(
+            h.last_decision().outcome,
+            polarsplit::Outcome::ForcePrimary,
+            "{sql}"
+        );
+        // The capture first (outside any block: it was sent before the client's statement),
+        // then the client's statement, in one stream.
+        let sent = h.take_sent(WRITER);
+        assert_eq!(tags(&sent), "PBESQ", "{sql}");
+        assert!(sent.ends_with(&q), "{sql}");
+        let mut ans = capture_answer(true, &[("search_path", "app")], None);
+        ans.extend(command_complete(tag));
+        ans.extend(rfq(
+            status,
+            Some(0x2000),
+            (status == b'T').then_some((b'x', "")),
+        ));
+        h.backend(WRITER, &ans);
+        let got = h.take_client();
+        assert_eq!(tags(&got), "CZ", "{sql}: the client's answer alone");
+        assert_eq!(client_rfq_statuses(&got), vec![status], "{sql}");
+    }
 }

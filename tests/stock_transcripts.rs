@@ -31,6 +31,7 @@ fn stock_as(more: &[(&str, &str)], params: &[(&str, &str)]) -> Host {
     let mut auth = auth_ok();
     auth.extend(rfq(b'I', None, None));
     h.backend(WRITER, &auth);
+    h.writer_answers_startup_capture(&[]);
     h.take_client();
     h
 }

@@ -186,6 +186,7 @@ fn c2_a_forged_token_far_beyond_the_writer_is_bounded_by_the_wait_timeout() {
     let mut auth = auth_ok();
     auth.extend(rfq(b'I', None, None));
     h.backend(WRITER, &auth);
+    h.writer_answers_startup_capture(&[]);
     h.client(&query("SET polarsplit.causal_token = 'ps1:0.0:FFFF/0'"));
     h.client(&query("SELECT 1"));
     let d = h.last_decision();
@@ -249,6 +250,7 @@ fn c1_reported_tokens_cover_the_write_on_stock_the_rfq_waits_for_the_probe() {
     let mut auth = auth_ok();
     auth.extend(rfq(b'I', None, None));
     h.backend(WRITER, &auth);
+    h.writer_answers_startup_capture(&[]);
     let got = h.take_client();
     assert_eq!(tags(&got), "RSZ", "the token at once");
     h.client(&query("UPDATE t SET v = 1"));

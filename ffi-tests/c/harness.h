@@ -53,6 +53,39 @@ static inline size_t wire_command_complete(uint8_t *out, const char *tag) {
     return wire_msg(out, 'C', tag, strlen(tag) + 1);
 }
 
+/* The writer's answer to the capture of its session's state that the library sends right behind
+ * the writer's startup ReadyForQuery (SPEC S-5), for the session user `app` with no login-time
+ * settings: ParseComplete, BindComplete, the session authorization and role rows (names and
+ * values hex-encoded), CommandComplete, ReadyForQuery. `out` needs 160 bytes. */
+static inline size_t wire_startup_capture_answer(uint8_t *out) {
+    static const char *const rows[2][3] = {
+        {"2", "73657373696f6e5f617574686f72697a6174696f6e", "617070"}, /* session_authorization app */
+        {"3", "726f6c65", "6e6f6e65"},                                 /* role none */
+    };
+    size_t n = 0;
+    n += wire_msg(out + n, '1', NULL, 0);
+    n += wire_msg(out + n, '2', NULL, 0);
+    for (int r = 0; r < 2; r++) {
+        uint8_t row[128];
+        size_t m = 0;
+        row[m++] = 0;
+        row[m++] = 3;
+        for (int c = 0; c < 3; c++) {
+            uint32_t len = (uint32_t)strlen(rows[r][c]);
+            row[m++] = (uint8_t)(len >> 24);
+            row[m++] = (uint8_t)(len >> 16);
+            row[m++] = (uint8_t)(len >> 8);
+            row[m++] = (uint8_t)len;
+            memcpy(row + m, rows[r][c], len);
+            m += len;
+        }
+        n += wire_msg(out + n, 'D', row, m);
+    }
+    n += wire_command_complete(out + n, "SELECT 2");
+    n += wire_rfq(out + n, 'I', 0x1000);
+    return n;
+}
+
 /* An engine with the default configuration and `readers` reader servers 1.. in hostgroup 1. */
 static inline polarsplit_engine *harness_engine(uint32_t readers) {
     polarsplit_config_builder *b = polarsplit_config_builder_new();

@@ -175,6 +175,13 @@ static int login(polarsplit_session *s, host_t *h, uint64_t now) {
     n += wire_msg(b + n, 'K', key, 8);
     n += wire_rfq(b + n, 'I', 0x1000);
     CHECK(backend(s, h, WRITER, b, n, now) == 0);
+    /* SPEC S-5: the writer answers the capture that follows its startup RFQ; what the writer
+     * was sent since the startup is that capture. */
+    CHECK(has(&h->sent[0], "polarsplit_capture"));
+    h->sent[0].len = 0;
+    uint8_t cap[160];
+    n = wire_startup_capture_answer(cap);
+    CHECK(backend(s, h, WRITER, cap, n, now) == 0);
     h->to_client.len = 0;
     return 0;
 }

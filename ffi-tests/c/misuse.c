@@ -80,6 +80,11 @@ static int connect_session(polarsplit_session *s) {
     n += wire_rfq(b + n, 'I', 0x1000);
     CHECK_STATUS(polarsplit_session_recv_backend(s, WRITER, b, n, 1000), POLARSPLIT_OK);
     CHECK(drain(s, NULL, 0) >= 1);
+    /* SPEC S-5: the writer answers the capture that follows its startup RFQ. */
+    uint8_t cap[160];
+    n = wire_startup_capture_answer(cap);
+    CHECK_STATUS(polarsplit_session_recv_backend(s, WRITER, cap, n, 1000), POLARSPLIT_OK);
+    CHECK(drain(s, NULL, 0) >= 1);
     return 0;
 }
 

@@ -175,6 +175,14 @@ int ctest_transcript_write_then_read(void) {
     CHECK(h.to_client.len == 9 + 6); /* the extended RFQ became a standard one */
     h.to_client.len = 0;
 
+    /* SPEC S-5: the capture of the writer session's state follows its startup RFQ at once; the
+     * writer answers it (no login-time settings) and nothing of it reaches the client. */
+    CHECK(contains(&h.writer_sent, "polarsplit_capture"));
+    h.writer_sent.len = 0;
+    n = wire_startup_capture_answer(b);
+    CHECK(feed_backend(s, &h, WRITER, b, n) == 0);
+    CHECK(h.to_client.len == 0);
+
     /* A write on the writer: forwarded untouched; its LSN is remembered. */
     n = wire_query(b, "INSERT INTO t VALUES (1)");
     CHECK(feed_client(s, &h, b, n) == 0);
@@ -334,6 +342,34 @@ int ctest_facts_input(void) {
     while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
         if (a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND) saw_discard = (a.discard_backend.n == 1);
     CHECK(saw_discard); /* the extended RFQ is replaced by a standard one */
+    /* SPEC S-5: the writer answers the capture that follows its startup RFQ (ParseComplete,
+     * BindComplete, CommandComplete, RFQ; rows a facts host does not carry): all swallowed. */
+    {
+        const uint8_t other[2] = {'1', '2'};
+        for (int i = 0; i < 2; i++) {
+            memset(&f, 0, sizeof f);
+            f.kind = POLARSPLIT_FACT_OTHER;
+            f.tag = other[i];
+            CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_OK);
+            while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
+                CHECK(a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND);
+        }
+        memset(&f, 0, sizeof f);
+        f.kind = POLARSPLIT_FACT_COMMAND_COMPLETE;
+        f.text = (const uint8_t *)"SELECT 2";
+        f.text_len = 8;
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_OK);
+        while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
+            CHECK(a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND);
+        memset(&f, 0, sizeof f);
+        f.kind = POLARSPLIT_FACT_READY_FOR_QUERY;
+        f.status = 'I';
+        f.lsn_state = POLARSPLIT_LSN_AT;
+        f.lsn = 0x1000;
+        CHECK_STATUS(polarsplit_session_recv_backend_fact(s, WRITER, &f, sizeof f, 1000), POLARSPLIT_OK);
+        while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
+            CHECK(a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND);
+    }
 
     uint8_t q[64];
     size_t n = wire_query(q, "INSERT INTO t VALUES (1)");

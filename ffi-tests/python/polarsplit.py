@@ -544,6 +544,13 @@ class Host:
         self.sent[conn] = bytearray()
         return out
 
+    def answer_startup_capture(self, conn: int, user: str = "app") -> list[Action]:
+        """The writer answers the capture the library sends right behind its startup ReadyForQuery
+        (SPEC S-5); what was sent to it since the startup is that capture alone, and is taken."""
+        sent = self.take_sent(conn)
+        assert tags(sent) == "PBES" and b"polarsplit_capture" in sent, tags(sent)
+        return self.backend(conn, startup_capture_answer(user))
+
     def balanced(self) -> bool:
         return not self.client_pending and all(not p for p in self.backend_pending.values())
 
@@ -576,6 +583,19 @@ def rfq(status: str = "I", lsn: int | None = None) -> bytes:
 
 def command_complete(tag: str) -> bytes:
     return msg("C", tag.encode() + b"\0")
+
+
+def startup_capture_answer(user: str = "app") -> bytes:
+    """The writer's answer to the capture of its session's state that the library sends right
+    behind the writer's startup ReadyForQuery (SPEC S-5): ParseComplete, BindComplete, the session
+    authorization and role rows (names and values hex-encoded), CommandComplete, ReadyForQuery."""
+
+    def row(kind: str, name: str, value: str) -> bytes:
+        cols = [kind.encode(), name.encode().hex().encode(), value.encode().hex().encode()]
+        return msg("D", struct.pack(">H", 3) + b"".join(struct.pack(">I", len(c)) + c for c in cols))
+
+    return (msg("1", b"") + msg("2", b"") + row("2", "session_authorization", user) + row("3", "role", "none")
+            + command_complete("SELECT 2") + rfq("I"))
 
 
 def select_result(*rows: str) -> bytes:

@@ -41,6 +41,7 @@ def test_p9_acquire_reader_carries_the_reader_key_struct():
     host.client(ps.startup(user="app", database="db"))
     host.event(100, ps.WRITER_CONNECTED)
     host.backend(100, ps.auth_ok() + ps.rfq("I"))
+    host.answer_startup_capture(100)  # S-5: the capture behind the startup
     acquire = [a for a in host.client(ps.query("SELECT 1")) if a.kind == "ACQUIRE_READER"]
     assert len(acquire) == 1
     key = acquire[0].key
@@ -54,6 +55,7 @@ def test_recv_client_protocol_error_consumes_everything_and_ends_with_the_fatal_
     host.client(ps.startup(user="app", database="db"))
     host.event(100, ps.WRITER_CONNECTED)
     host.backend(100, ps.auth_ok() + ps.rfq("I"))
+    host.answer_startup_capture(100)  # S-5: the capture behind the startup
     host.take_client()
     write = ps.query("INSERT INTO t VALUES (1)")
     acts = host.client(write + b"Q\0\0\0\x02" + ps.query("SELECT 2"))  # asserts: all consumed

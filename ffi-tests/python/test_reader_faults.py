@@ -12,6 +12,7 @@ def ready_host(engine) -> ps.Host:
     host.client(ps.startup(user="app", database="db"))
     host.event(100, ps.WRITER_CONNECTED)
     host.backend(100, ps.auth_ok() + ps.rfq("I"))
+    host.answer_startup_capture(100)  # S-5: the capture behind the startup
     host.take_client()
     return host
 

@@ -16,6 +16,7 @@ def connected(settings, lsn=None):
     assert len(connect) == 1
     host.event(WRITER, ps.WRITER_CONNECTED)
     host.backend(WRITER, ps.auth_ok() + ps.rfq("I", lsn))
+    host.answer_startup_capture(WRITER)  # S-5: the capture behind the startup
     assert ps.tags(host.take_client()) == "RZ"
     return engine, host, connect[0].bytes
 

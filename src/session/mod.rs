@@ -492,6 +492,9 @@ pub struct Session {
     /// The capture's rows so far `(kind, name, value)`, and whether it failed.
     capture_rows: Vec<(u8, state::Setting)>,
     capture_failed: bool,
+    /// The capture that follows the writer's startup is in flight (S-5): once it answers, the
+    /// action arena gives back the room its Parse took (an idle session keeps none of it).
+    startup_capture: bool,
     out: ActionQueue,
     last_error: String,
     salt: u64,
@@ -560,6 +563,7 @@ impl Session {
             pinned_writer: false,
             capture_rows: Vec::new(),
             capture_failed: false,
+            startup_capture: false,
             out: ActionQueue::default(),
             last_error: String::new(),
             // Deterministic: the configured seed, mixed per statement.

@@ -423,7 +423,7 @@ impl Session {
         let outside = !self.txn.active
             && self.writer_status == TxStatus::Idle
             && self.units.iter().all(|u| !u.may_open_txn);
-        if !(pipelinable && outside) {
+        if !(pipelinable && outside) || self.unit_drops_statements(id) {
             return;
         }
         let probe = may_write && self.wants_probe();
@@ -434,6 +434,27 @@ impl Session {
                 u.probe_after = true;
             }
         }
+    }
+
+    /// Whether unit `id` runs `DEALLOCATE ALL` or `DISCARD ALL`: it drops the probe and the
+    /// capture statements on the writer too, so hidden work behind it would name statements
+    /// that no longer exist (and a Parse of them ahead of it would be dropped with the rest).
+    /// Such work follows the unit's RFQ instead, parsed again.
+    fn unit_drops_statements(&self, id: u32) -> bool {
+        let Some(u) = self.unit(id) else {
+            return false;
+        };
+        u.class
+            .iter()
+            .chain(u.execs.iter().flatten())
+            .flat_map(|c| c.statements())
+            .any(|s| {
+                matches!(
+                    s.kind,
+                    Kind::Deallocate { all: true }
+                        | Kind::Discard(crate::classify::DiscardWhat::All)
+                )
+            })
     }
 
     /// P-5: a read split off a transaction block runs on a reader, so the writer's block would

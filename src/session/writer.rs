@@ -183,6 +183,14 @@ impl Session {
                 if !self.apply_startup_token() {
                     return Ok(());
                 }
+                if !self.startup.as_ref().is_some_and(|s| s.replication) {
+                    // S-5: the writer session has the settings of `ALTER ROLE/DATABASE … SET`
+                    // from its login on, which no startup parameter shows: its state is
+                    // captured before any read may run on a reader. `pump` sends the capture
+                    // right behind this RFQ, while the client prepares its first statement.
+                    self.settings.mark_due();
+                    self.startup_capture = true;
+                }
                 self.writer_rfq_to_client(conn, body, rfq);
                 self.pump(None);
             }
@@ -459,6 +467,11 @@ impl Session {
                 }
             }
             self.capture_failed = false;
+            if std::mem::take(&mut self.startup_capture) {
+                // The startup capture's Parse was the largest thing the arena held since the
+                // StartupMessage (S-5): an idle session keeps no room for it.
+                self.out.release_arena_room();
+            }
         }
     }
 

@@ -27,6 +27,48 @@ pub fn engine_with_two_readers(c: Config) -> Arc<Engine> {
     engine
 }
 
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The writer's answer to the engine's capture of the session state (S-5) for a session whose
+/// session user is `user`: ParseComplete when the capture statement is parsed for the first
+/// time on the connection (`parsed`), BindComplete, one row per setting (`kind`, name and value
+/// hex-encoded), CommandComplete, an idle RFQ.
+pub fn capture_answer_as(
+    parsed: bool,
+    user: &str,
+    settings: &[(&str, &str)],
+    role: Option<&str>,
+) -> Vec<u8> {
+    let mut b = Vec::new();
+    if parsed {
+        b.extend(be::parse_complete());
+    }
+    b.extend(be::bind_complete());
+    let row = |k: &str, n: &str, v: &str| {
+        be::data_row(&[Some(k), Some(hex(n).as_str()), Some(hex(v).as_str())])
+    };
+    for (n, v) in settings {
+        b.extend(row("1", n, v));
+    }
+    b.extend(row("2", "session_authorization", user));
+    b.extend(row("3", "role", role.unwrap_or("none")));
+    b.extend(be::command_complete(&format!(
+        "SELECT {}",
+        settings.len() + 2
+    )));
+    b.extend(be::rfq(b'I', None, None));
+    b
+}
+
+/// Whether `bytes` (sent to the writer) hold the engine's capture (a Bind of it).
+pub fn sends_capture(bytes: &[u8]) -> bool {
+    crate::decode::messages(bytes)
+        .iter()
+        .any(|(t, b)| *t == b'B' && b.windows(18).any(|w| w == b"polarsplit_capture"))
+}
+
 /// The writer's answer to a startup: AuthenticationOk, `extra` (ParameterStatus, BackendKeyData),
 /// and an idle RFQ with LSN 0x1000.
 pub fn writer_auth(extra: &[Vec<u8>]) -> Vec<u8> {
@@ -125,7 +167,22 @@ impl Host {
             be::backend_key(77, 88),
         ]);
         self.backend(WRITER, &auth);
+        self.writer_answers_startup_capture(&[]);
         self.take_client();
+    }
+
+    /// The writer answers the capture the engine sends right behind the writer's startup RFQ
+    /// (S-5: the settings the writer session got at login, from `ALTER ROLE/DATABASE … SET`),
+    /// for the session user `app`, with `settings` as its login-time settings. Asserts that the
+    /// capture is what the writer was sent since the startup, and takes those bytes.
+    pub fn writer_answers_startup_capture(&mut self, settings: &[(&str, &str)]) -> Vec<A> {
+        let sent = self.take_sent(WRITER);
+        let tags = crate::decode::tags(&sent);
+        assert!(
+            sends_capture(&sent) && tags == "PBES",
+            "the capture follows the writer's startup RFQ, alone: {tags}"
+        );
+        self.backend(WRITER, &capture_answer_as(true, "app", settings, None))
     }
 
     /// Bytes the client received since the last call.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::api::{Action, Config, ConnId, Decision, Engine, Event, Session, SessionError};
-use crate::host::{client_info, engine_with_two_readers, writer_auth, WRITER};
+use crate::host::{capture_answer_as, client_info, engine_with_two_readers, writer_auth, WRITER};
 use crate::{be, contains, fe};
 
 /// What the lean host keeps of the actions: counts, decisions, and (with `copy`) the bytes the
@@ -131,6 +131,14 @@ impl Lean {
         self.event(WRITER, Event::WriterConnected).expect("writer");
         self.backend(WRITER, &writer_auth(&[be::backend_key(7, 8)]))
             .expect("auth");
+        self.writer_answers_startup_capture();
+    }
+
+    /// The writer answers the capture of its session's login-time state that follows its
+    /// startup RFQ (S-5), for the session user `app`, with no settings.
+    pub fn writer_answers_startup_capture(&mut self) {
+        self.backend(WRITER, &capture_answer_as(true, "app", &[], None))
+            .expect("the startup capture's answer");
     }
 
     /// Client bytes acted on (forwarded anywhere + discarded).

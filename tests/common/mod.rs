@@ -47,10 +47,6 @@ pub fn isolation_rc() -> Option<Isolation> {
     Some(Isolation::ReadCommitted)
 }
 
-fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The writer's answer to the engine's capture of the session state (S-5): ParseComplete when
 /// the capture statement is parsed for the first time on the connection, BindComplete, one
 /// row per setting (`kind`, name and value hex-encoded), CommandComplete, RFQ.
@@ -58,36 +54,7 @@ pub fn capture_answer(parsed: bool, settings: &[(&str, &str)], role: Option<&str
     capture_answer_as(parsed, "app", settings, role)
 }
 
-/// `capture_answer` for a session whose session user is `user`.
-pub fn capture_answer_as(
-    parsed: bool,
-    user: &str,
-    settings: &[(&str, &str)],
-    role: Option<&str>,
-) -> Vec<u8> {
-    let mut b = Vec::new();
-    if parsed {
-        b.extend(msg(b'1', b""));
-    }
-    b.extend(msg(b'2', b""));
-    let mut n = 0;
-    for (k, v) in settings {
-        b.extend(data_row(&["1", &hex(k), &hex(v)]));
-        n += 1;
-    }
-    b.extend(data_row(&["2", &hex("session_authorization"), &hex(user)]));
-    b.extend(data_row(&["3", &hex("role"), &hex(role.unwrap_or("none"))]));
-    b.extend(command_complete(&format!("SELECT {}", n + 2)));
-    b.extend(rfq(b'I', None, None));
-    b
-}
-
-/// Whether `bytes` (sent to the writer) hold the engine's capture (a Bind of it).
-pub fn sends_capture(bytes: &[u8]) -> bool {
-    messages(bytes)
-        .iter()
-        .any(|(t, b)| *t == b'B' && b.windows(18).any(|w| w == b"polarsplit_capture"))
-}
+pub use polarsplit_test_support::host::{capture_answer_as, sends_capture};
 
 // --- Extended-protocol client messages --------------------------------------------------------
 

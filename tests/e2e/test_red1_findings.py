@@ -371,9 +371,6 @@ def test_p5_reads_split_off_a_transaction_keep_its_writer_session_alive(objects,
 
 # -- S-5 / S-6: settings a session got from ALTER ROLE … SET at its start -------------------------
 
-@pytest.mark.xfail(strict=True, reason="open S-5/S-6 defect: settings from ALTER ROLE/DATABASE … SET are "
-                   "captured only once a capture is due (not at session start), so a pooled reader "
-                   "opened before the ALTER serves the session (closing note of issue 20)")
 @pytest.mark.timeout(60)
 def test_s6_a_pooled_reader_has_the_role_settings_the_writer_session_started_with(objects, proxy):
     """Client A (red1_u2) reads through the proxy, which leaves a pooled reader connection. Then
@@ -381,10 +378,12 @@ def test_s6_a_pooled_reader_has_the_role_settings_the_writer_session_started_wit
     statement_timeout): every session red1_u2 starts from now on has them — on the primary, client
     B's unqualified `red1_t` is red1_s.red1_t. Found: B's reads run on the pooled reader connection
     opened before the ALTER, with the old search_path (public.red1_t: another table), no
-    red1.tenant and statement_timeout 0. Mechanism: the capture (S-5) compares only settings whose
-    source is 'session'; settings from the role or database (source 'user', 'database') are not
-    part of the state a pooled reader is checked against, and the reader key (P-9) holds only the
-    startup parameters."""
+    red1.tenant and statement_timeout 0. Mechanism: the capture (S-5) ran only once it was due
+    (after a SET, a transaction's end, unseen code), not at the session's start, so a new session's
+    first reads used a reader key (P-9) built from its startup parameters only. Fixed on branch
+    rolecap: the capture follows the writer's startup ReadyForQuery, reports the login-time
+    settings (pg_settings sources 'user', 'database', 'database user') and the placeholders
+    pg_db_role_setting names, and reads wait for it."""
     pair = objects
     sql = ("SELECT v, current_setting('search_path'), current_setting('red1.tenant', true), "
            "current_setting('statement_timeout'), inet_server_port() FROM red1_t")
@@ -405,6 +404,93 @@ def test_s6_a_pooled_reader_has_the_role_settings_the_writer_session_started_wit
                 if got[:2] != want[:2]:
                     diffs.append(f"B{i} on the {place(pair, got[2])}: {got[:2]}, primary {want[:2]}")
     assert not diffs, "; ".join(diffs)
+
+
+@pytest.fixture(scope="module")
+def login_settings(objects):
+    """Logins whose sessions get settings at login (rolecap): red1_u3 with a role search_path,
+    red1_r3 (NOLOGIN, granted to red1_u3) with a search_path of its own that SET ROLE must not
+    apply, and a database red1_db for ALTER DATABASE … SET (not `app`: the pair is shared by
+    every e2e module)."""
+    pair = objects
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute("CREATE ROLE red1_u3 LOGIN")
+        c.execute("CREATE ROLE red1_r3 NOLOGIN")
+        c.execute("GRANT red1_r3 TO red1_u3")
+        c.execute("ALTER ROLE red1_u3 SET search_path = red1_s, public")
+        c.execute("ALTER ROLE red1_r3 SET search_path = pg_catalog")
+        c.execute("CREATE ROLE red1_u5 LOGIN")
+        c.execute("CREATE DATABASE red1_db")
+    pair.wait_replayed()
+    return pair
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("alter", ["ALTER DATABASE red1_db SET red1.login = 'from-db'",
+                                   "ALTER ROLE red1_u5 IN DATABASE red1_db SET red1.login = 'from-role-db'"])
+def test_s6_a_pooled_reader_has_the_placeholder_the_writer_session_got_at_login(login_settings, proxy, alter):
+    """Only a placeholder setting from `ALTER DATABASE … SET` / `ALTER ROLE … IN DATABASE … SET`,
+    under a name the session never SETs. Placeholders are not in pg_settings (measured on 15), so
+    the capture finds the name in pg_db_role_setting; without it, a session started after the
+    ALTER would have the startup key of client A's pooled reader connection (opened before the
+    ALTER, without the setting) and read NULL there where the primary answers the setting."""
+    pair = login_settings
+    sql = "SELECT current_setting('red1.login', true), inet_server_port()"
+    dsn = dict(user="red1_u5", dbname="red1_db")
+    places = []
+    with psycopg.connect(proxy.dsn(**dsn), autocommit=True) as a:
+        with bounded(a, 10, "client A"):
+            for _ in range(3):
+                value, port = a.execute(sql).fetchone()
+                places.append(place(pair, port))
+    assert "standby" in places, f"client A never read on the standby: {places}"
+    with psycopg.connect(pair.primary.dsn(dbname="red1_db"), autocommit=True) as admin:
+        admin.execute(alter)
+    pair.wait_replayed()
+    diffs = []
+    try:
+        for i in range(3):
+            with psycopg.connect(proxy.dsn(**dsn), autocommit=True) as b, \
+                    psycopg.connect(pair.primary.dsn(**dsn), autocommit=True) as twin:
+                with bounded(b, 10, f"client B{i}"):
+                    got, want = outcome(b, sql), outcome(twin, sql)
+                    if got[:2] != want[:2] or want[1][0] is None:
+                        diffs.append(f"B{i} on the {place(pair, got[2])}: {got[:2]}, primary {want[:2]}")
+    finally:
+        with psycopg.connect(pair.primary.dsn(dbname="red1_db"), autocommit=True) as admin:
+            admin.execute(alter.split(" SET ")[0] + " RESET red1.login")
+        pair.wait_replayed()
+    assert not diffs, "; ".join(diffs)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reset", ["RESET search_path", "RESET ALL", "DISCARD ALL", "SET ROLE red1_r3",
+                                   "SET SESSION AUTHORIZATION red1_u3"])
+def test_s5_reset_returns_to_the_login_default_on_a_reader_as_on_the_primary(login_settings, proxy, reset):
+    """`RESET`, `RESET ALL` and `DISCARD ALL` return a setting to its role default (red1_u3's
+    search_path red1_s, public), not to the server default; `SET ROLE` does not apply the new
+    role's own settings; `SET SESSION AUTHORIZATION` (run by a superuser as red1_u3) does not apply
+    red1_u3's either. Reads after them, on a reader, see what the primary shows."""
+    pair = login_settings
+    user = "postgres" if reset.startswith("SET SESSION AUTHORIZATION") else "red1_u3"
+    steps = ["SET search_path = public", reset]
+    # The unqualified red1_t is red1_s.red1_t or public.red1_t by the search_path.
+    sql = ("SELECT v, current_setting('search_path'), current_user::text, session_user::text, "
+           "inet_server_port() FROM red1_t")
+    with psycopg.connect(proxy.dsn(user=user), autocommit=True) as b, \
+            psycopg.connect(pair.primary.dsn(user=user, dbname="app"), autocommit=True) as twin:
+        with bounded(b, 10, f"client after {reset}"):
+            for c in (b, twin):
+                for step in steps:
+                    c.execute(step)
+            got, want = outcome(b, sql), outcome(twin, sql)
+            ports = {got[2]}
+            for _ in range(2):
+                again = outcome(b, sql)
+                assert again[:2] == want[:2], f"on the {place(pair, again[2])}: {again[:2]}, primary {want[:2]}"
+                ports.add(again[2])
+    assert got[:2] == want[:2], f"through the proxy ({place(pair, got[2])}) {got[:2]}, primary {want[:2]}"
+    assert pair.standby.port in ports, f"no read ran on the standby ({[place(pair, p) for p in ports]})"
 
 
 # -- S-7: server configuration read by current_setting() -----------------------------------------

@@ -1794,6 +1794,29 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 	ps_feed_backend(&ps.nodes[ps.writer]);
 	if (ps.close_client)
 		ereport(FATAL, (errmsg("polarsplit: the library refused the session start: %s", ps.why)));
+
+	/* The library captures the writer session's state right behind its startup ReadyForQuery
+	 * (SPEC S-5: the settings it got at login from ALTER ROLE/DATABASE ... SET). Its answer is
+	 * read now, so the client's first statement finds every node idle: the writer's identity,
+	 * the function catalogue and the standby samples are taken before it, as for every later
+	 * statement (the session's reads wait for the capture anyway). */
+	{
+		psnode	   *w = &ps.nodes[ps.writer];
+
+		ps_flush_all();
+		while (!ps.close_client && !ps_node_idle(w))
+		{
+			size_t		old = w->in.len;
+
+			(void) ps_wait_readable(w, PS_HOST_QUERY_TIMEOUT_MS, true);
+			ps_read_available(w->cp, &w->in);
+			ps_received(w, old);
+			ps_feed_backend(w);
+			ps_flush_all();
+		}
+	}
+	/* That capture follows no write: the session needs no standby positions for it. */
+	ps.want_samples = false;
 }
 
 /*
