@@ -10,8 +10,9 @@ out: they are not in every database), `pg_get_keywords()` and `pg_settings`, and
 `src/classify/builtins/pg<major>.rs`: every built-in function name with the volatilities of its
 overloads and its kinds, every keyword with its category, and the settings a session has of its
 own (context `user` or `superuser`: `current_setting` of any other is the server's, S-7). A minor
-release may add a setting: `--check` fails only when a listed session setting is not one on the
-server (a new one missing from the list only keeps its reads on the primary). The reviewed lists (read-safe
+release may add a setting: `--check` fails only when a listed session setting is one the server
+keeps to itself (a new one missing from the list only keeps its reads on the primary; a listed one
+an older minor release does not have at all fails alike on every server). The reviewed lists (read-safe
 volatile built-ins, never-safe built-ins, S-7's server-dependent functions and relations) are not
 generated: they live, short and commented, in `src/classify/builtins/mod.rs`.
 
@@ -51,6 +52,7 @@ KEYWORDS_SQL = "SELECT word, catcode FROM pg_catalog.pg_get_keywords()"
 # S-7: the settings a session has of its own (a reader replays the session's, S-5); every other
 # setting is the server's (its port, data directory, connection to the primary, …).
 SETTINGS_SQL = "SELECT name FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser')"
+ALL_SETTINGS_SQL = "SELECT name FROM pg_catalog.pg_settings"
 SETTINGS_START = "    session_settings: &["
 VERSION_SQL = "SELECT current_setting('server_version_num'), current_setting('server_version')"
 
@@ -149,7 +151,8 @@ def render(dsn: str) -> tuple[int, str]:
 
 
 FUNCTION_RE = re.compile(r'^        \("([A-Za-z0-9_]+)", ([A-Z_ |]+)\),$')
-COUNT_RES = (re.compile(r"^//! \d+ `pg_proc` rows"), re.compile(r"^    rows: \d+,$"))
+COUNT_RES = (re.compile(r"^//! \d+ `pg_proc` rows"), re.compile(r"^    rows: \d+,$"),
+             re.compile(r"^//! out\) under \d+ names; "))
 
 
 def parts(text: str) -> tuple[list[str], dict[str, str], set[str]]:
@@ -173,12 +176,14 @@ def parts(text: str) -> tuple[list[str], dict[str, str], set[str]]:
     return lines, functions, settings
 
 
-def differences(old: str, new: str) -> tuple[list[str], list[str]]:
+def differences(old: str, new: str, server_settings: set[str] | None = None) -> tuple[list[str], list[str]]:
     """Why `old` is stale for the server `new` was rendered from, and the differences a minor
     release may make that change no verdict: a plain volatile function present on one side only
     (PostgreSQL 15.20 added `binary_upgrade_set_next_attribute_versions`) — unknown or volatile,
-    a call of it is not read-safe either way — and a session setting of the server missing from
-    the table (its reads stay on the primary)."""
+    a call of it is not read-safe either way —, a session setting of the server missing from
+    the table (its reads stay on the primary), and a listed session setting that the server
+    (an older minor release: 15.20 added two) does not have at all, given `server_settings`
+    (`SET` and `current_setting()` of it fail on every server of that release alike)."""
     (ol, of, os_), (nl, nf, ns) = parts(old), parts(new)
     stale, notes = [], []
     if ol != nl:
@@ -195,6 +200,9 @@ def differences(old: str, new: str) -> tuple[list[str], list[str]]:
         else:
             stale.append(f"function {name}: table {a}, server {b}")
     for name in sorted(os_ - ns):
+        if server_settings is not None and name not in server_settings:
+            notes.append(f"session setting {name} is not on this server (an older release): no verdict changes")
+            continue
         stale.append(f"setting {name} is listed as a session's, the server does not give it to sessions")
     for name in sorted(ns - os_):
         notes.append(f"session setting {name} is not in the table: its reads stay on the primary")
@@ -221,10 +229,11 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         dsn = args.dsn or stack.enter_context(throwaway_server(Path(args.pg_bin)))
         major, text = render(dsn)
+        server_settings = {name for (name,) in psql(dsn, ALL_SETTINGS_SQL)} if args.check else None
     out = Path(args.out) if args.out else ROOT / "src" / "classify" / "builtins" / f"pg{major}.rs"
     if args.check:
         old = out.read_text() if out.exists() else ""
-        stale, notes = differences(old, text)
+        stale, notes = differences(old, text, server_settings)
         for n in notes:
             print(f"note: {n}")
         if stale:
