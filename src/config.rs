@@ -154,6 +154,21 @@ setting_enum!(
     }
 );
 setting_enum!(
+    /// `lsn_probe` (W-7): when the engine asks the writer for its WAL position after a commit,
+    /// where the writer's RFQs carry none (stock PostgreSQL).
+    LsnProbe {
+        /// Never: write positions come only from the monitor's writer samples.
+        Off = "off",
+        /// After every committed write.
+        On = "on",
+        /// After every committed write while the probes pay (a read went to a reader at a
+        /// position a probe learned); after a run of probes that did not, on fewer and fewer
+        /// writes (every 2nd, 4th, … 64th), and again after every write from the first one
+        /// that paid. Always when a causal token needs the position (C-1).
+        Adaptive = "adaptive",
+    }
+);
+setting_enum!(
     /// `warmup`: when the engine asks the host to open reader connections ahead of need.
     Warmup {
         /// Never.
@@ -279,7 +294,7 @@ pub struct Config {
     /// Where the writer's RFQs carry no LSN (stock PostgreSQL, profile `off`): after a write
     /// commits, learn its position with a hidden `SELECT pg_current_wal_insert_lsn()` on the
     /// writer connection, sent after the client's RFQ (issue 11).
-    pub(crate) lsn_probe: bool,
+    pub(crate) lsn_probe: LsnProbe,
     /// Most bytes of one extended-protocol batch the engine holds to decide it (E-1); a larger
     /// batch goes to the writer.
     pub(crate) max_batch_bytes: usize,
@@ -332,7 +347,7 @@ impl Config {
             limits: Limits::default(),
             writer_hostgroup: 0,
             reader_hostgroup: Some(1),
-            lsn_probe: true,
+            lsn_probe: LsnProbe::Adaptive,
             max_batch_bytes: 64 << 10,
             max_prepared_statements: 256,
             reader_response_timeout_ms: 10_000,
@@ -404,9 +419,9 @@ impl Config {
         /// The reader hostgroup of the writer hostgroup; `None` when every statement goes to the
         /// writer (`reader_hostgroup`).
         reader_hostgroup: Option<u32>;
-        /// Whether the engine asks the writer for its WAL position after a commit where RFQs carry
-        /// none (`lsn_probe`).
-        lsn_probe: bool;
+        /// When the engine asks the writer for its WAL position after a commit where RFQs carry
+        /// none (`lsn_probe`, W-7).
+        lsn_probe: LsnProbe;
         /// The most bytes of one extended-protocol batch held to decide it (`max_batch_bytes`,
         /// E-1).
         max_batch_bytes: usize;
@@ -675,7 +690,15 @@ impl ConfigBuilder {
                     return Err(ConfigError::new(name, "must be at least 1024"));
                 }
             }
-            "lsn_probe" => c.lsn_probe = parse_bool(name, value)?,
+            "lsn_probe" => {
+                // `true`/`false` and the other boolean spellings of the old on/off setting
+                // keep their meaning.
+                c.lsn_probe = match parse_bool(name, value) {
+                    Ok(true) => LsnProbe::On,
+                    Ok(false) => LsnProbe::Off,
+                    Err(_) => parse_enum(name, value, LsnProbe::parse, LsnProbe::NAMES)?,
+                }
+            }
             "max_batch_bytes" => {
                 c.max_batch_bytes = parse_num(name, value, 1 << 30)?;
                 if c.max_batch_bytes < 1024 {
@@ -864,7 +887,7 @@ mod tests {
         let e = b.set("wait_timeout_ms", "-1").unwrap_err();
         assert_eq!(e.setting, "wait_timeout_ms");
         b.set("lsn_probe", "off").unwrap();
-        assert!(!b.clone().build().unwrap().lsn_probe);
+        assert_eq!(b.clone().build().unwrap().lsn_probe, LsnProbe::Off);
         let e = b.set("nonsense", "1").unwrap_err();
         assert_eq!(e.setting, "nonsense");
         let e = b.set("write_functions", "bad name").unwrap_err();

@@ -58,9 +58,9 @@ pub use classify::{
 pub use cluster::stats::{Counter, Stats, StatsSnapshot};
 pub use cluster::Engine;
 pub use config::{
-    Config, ConfigBuilder, ConfigError, Consistency, IdentityMode, OnMissingLsn, OnReplicaError,
-    OnReplicaLoss, OnWaitTimeout, ReadFallback, ServerDialect, StartupProfile, Warmup,
-    SETTING_NAMES,
+    Config, ConfigBuilder, ConfigError, Consistency, IdentityMode, LsnProbe, OnMissingLsn,
+    OnReplicaError, OnReplicaLoss, OnWaitTimeout, ReadFallback, ServerDialect, StartupProfile,
+    Warmup, SETTING_NAMES,
 };
 pub use decision::{Decision, Outcome, Reason};
 pub use host::{BackendStream, ContractError, Streams};

@@ -482,3 +482,233 @@ fn f2_a_read_the_reader_refused_is_probed_when_the_writer_runs_it() {
     h.client(&query("SELECT v FROM t"));
     assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
 }
+
+/// A stock session's committed autocommit write, answered with the probe's answer when the
+/// engine sent a probe behind it; returns whether it did.
+fn write_maybe_probed(h: &mut Host, lsn: &str) -> bool {
+    let w = query("UPDATE t SET v = v + 1");
+    h.take_sent(WRITER);
+    h.client(&w);
+    let sent = h.take_sent(WRITER);
+    assert!(
+        sent.starts_with(&w),
+        "the client's write first: {}",
+        tags(&sent)
+    );
+    let probed = sent.len() > w.len();
+    h.writer_answers("UPDATE 1", b'I', None, None);
+    if probed {
+        h.backend(
+            WRITER,
+            &probe_answer_first(h.engine.stats().get(Counter::ProbesSent) == 1, lsn),
+        );
+        assert!(!h.session.lsn_state().write_unknown);
+    } else {
+        assert!(
+            h.session.lsn_state().write_unknown,
+            "an unprobed write's position is unknown"
+        );
+    }
+    h.take_client();
+    probed
+}
+
+#[test]
+fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_stay_on_the_writer() {
+    // pgbench's read-your-writes shape: every read comes at once, before the standby replays
+    // the write, so no probe's position ever puts a read on a reader.
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    let mut probed = Vec::new();
+    for i in 0..40u64 {
+        probed.push(write_maybe_probed(
+            &mut h,
+            &format!("0/{:X}", 0x5000 + i * 0x100),
+        ));
+        let acts = h.client(&query("SELECT v FROM t"));
+        assert!(
+            !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+            "{acts:?}"
+        );
+        let d = h.last_decision();
+        assert_eq!(d.outcome, Outcome::ForcePrimary, "write {i}: {d:?}");
+        // After a probed write the reader is known behind; after an unprobed one the position
+        // is unknown: the writer either way, and without waiting for anything.
+        let why = if probed[i as usize] {
+            Reason::ReadNoBoundedWait
+        } else {
+            Reason::MissingLsnPrimary
+        };
+        assert_eq!(d.reason, why, "write {i}");
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
+    }
+    // Four probes that did not pay, then every 2nd, 4th, 8th, 16th write.
+    let at: Vec<usize> = (0..40).filter(|&i| probed[i]).collect();
+    assert_eq!(at, vec![0, 1, 2, 3, 5, 9, 17, 33], "{probed:?}");
+    assert_eq!(h.engine.stats().get(Counter::ProbesSent), 8);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn w7_adaptive_probe_that_puts_reads_on_a_reader_probes_every_write() {
+    // Reads that come once the standby has replayed the write (a web request after a form
+    // post): every probe pays.
+    let mut h = stock(&[]);
+    for i in 0..12u64 {
+        let lsn = 0x5000 + i * 0x100;
+        assert!(
+            write_maybe_probed(&mut h, &format!("0/{lsn:X}")),
+            "write {i} probed"
+        );
+        h.engine.reader_sample(1, Lsn(lsn), h.now);
+        h.engine.reader_sample(2, Lsn(lsn), h.now);
+        let acts = h.client(&query("SELECT v FROM t"));
+        assert!(
+            acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+            "{acts:?}"
+        );
+        h.attach(R1);
+        assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp);
+        let mut b = select_result(&["1"]);
+        b.extend(rfq(b'I', None, None));
+        h.backend(R1, &b);
+        h.take_client();
+    }
+    assert_eq!(h.engine.stats().get(Counter::ProbesSent), 12);
+}
+
+#[test]
+fn w7_adaptive_probe_comes_back_to_every_write_once_a_probe_pays() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    let mut last = 0;
+    // Unpaid probes until the engine skips writes.
+    for i in 0..12u64 {
+        last = 0x5000 + i * 0x100;
+        write_maybe_probed(&mut h, &format!("0/{last:X}"));
+        h.client(&query("SELECT v FROM t"));
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
+    }
+    // Writes until one is probed again; the standby has replayed it when the read comes.
+    loop {
+        last += 0x100;
+        if write_maybe_probed(&mut h, &format!("0/{last:X}")) {
+            break;
+        }
+        h.client(&query("SELECT v FROM t"));
+        assert_eq!(h.last_decision().reason, Reason::MissingLsnPrimary);
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
+    }
+    h.engine.reader_sample(1, Lsn(last), h.now);
+    h.engine.reader_sample(2, Lsn(last), h.now);
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.attach(R1);
+    let mut b = select_result(&["1"]);
+    b.extend(rfq(b'I', None, None));
+    h.backend(R1, &b);
+    h.take_client();
+    // That probe paid: the next writes are probed again, four in a row even with no read
+    // between them (the trust a paying probe restores).
+    for _ in 0..4 {
+        last += 0x100;
+        assert!(write_maybe_probed(&mut h, &format!("0/{last:X}")));
+    }
+}
+
+#[test]
+fn w7_lsn_probe_on_probes_every_committed_write() {
+    let mut h = stock(&[("lsn_probe", "on")]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    for i in 0..20u64 {
+        assert!(
+            write_maybe_probed(&mut h, &format!("0/{:X}", 0x5000 + i * 0x100)),
+            "write {i}"
+        );
+        h.client(&query("SELECT v FROM t"));
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
+    }
+}
+
+#[test]
+fn c1_show_token_after_a_write_the_adaptive_probe_skipped_probes_then_answers_it() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    let mut last = 0x5000;
+    // Unpaid probes until a write goes unprobed.
+    loop {
+        last += 0x100;
+        if !write_maybe_probed(&mut h, &format!("0/{last:X}")) {
+            break;
+        }
+        h.client(&query("SELECT v FROM t"));
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
+    }
+    let probes = h.engine.stats().get(Counter::ProbesSent);
+    h.take_sent(WRITER);
+    h.client(&query("SHOW polarsplit.causal_token"));
+    // The engine probes the idle writer now, and the SHOW waits for the answer.
+    assert_eq!(tags(&h.take_sent(WRITER)), "BES");
+    assert!(h.take_client().is_empty(), "SHOW waits for the position");
+    assert_eq!(h.engine.stats().get(Counter::ProbesSent), probes + 1);
+    h.backend(WRITER, &probe_answer_first(false, "0/9000"));
+    let got = h.take_client();
+    assert_eq!(tags(&got), "TDCZ");
+    assert!(
+        messages(&got)
+            .iter()
+            .any(|(t, b)| *t == b'D' && String::from_utf8_lossy(b).ends_with(":0/9000")),
+        "a token at the probed position: {got:?}"
+    );
+    assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x9000));
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    let mut last = 0x5000;
+    loop {
+        last += 0x100;
+        if !write_maybe_probed(&mut h, &format!("0/{last:X}")) {
+            break;
+        }
+        h.client(&query("SELECT v FROM t"));
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
+    }
+    h.take_sent(WRITER);
+    h.client(&query("SHOW polarsplit.causal_token"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "BES");
+    // The probe fails (the writer refuses it): the position stays unknown.
+    let mut b = msg(b'2', b"");
+    b.extend(error(
+        "ERROR",
+        "57014",
+        "canceling statement due to user request",
+        None,
+        None,
+    ));
+    b.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &b);
+    let got = h.take_client();
+    assert_eq!(
+        tags(&got),
+        "EZ",
+        "SHOW answers the unknown position's error"
+    );
+    assert!(String::from_utf8_lossy(&got).contains("55000"));
+    // A second SHOW does not probe again for the same write.
+    h.client(&query("SHOW polarsplit.causal_token"));
+    assert!(h.take_sent(WRITER).is_empty());
+    assert_eq!(tags(&h.take_client()), "EZ");
+}

@@ -1063,7 +1063,7 @@ fn config(inp: &mut Input<'_>) -> polarsplit::Config {
         ("classify_cache_capacity", &["0", "16"]),
         ("max_inspected_message_bytes", &["64", "1048576"]),
         ("warmup", &["off", "demand", "begin", "both"]),
-        ("lsn_probe", &["on", "off"]),
+        ("lsn_probe", &["adaptive", "on", "off"]),
         ("wait_timeout_ms", &["0", "1", "4294967295"]),
     ];
     let mut b = ConfigBuilder::new();

@@ -65,7 +65,7 @@ pub use startup::{ClientInfo, Params, Role, Startup};
 
 use actions::ActionQueue;
 use response::Responses;
-use state::{Hazards, LsnState, SessionSettings, TxnState};
+use state::{Hazards, LsnState, ProbeCredit, SessionSettings, TxnState};
 use statements::{ClientStatements, ConnStatements};
 
 /// Most client messages the session holds undecided (pipelining); beyond it `recv_client`
@@ -466,6 +466,8 @@ pub struct Session {
     write_ack_ms: Option<u64>,
     /// The LSN the probe in flight answered with.
     probe_lsn: Option<Lsn>,
+    /// Whether probes pay (`lsn_probe = adaptive`, W-7).
+    probe_credit: ProbeCredit,
     /// The client bytes of the reader unit in flight (for wrapping and retries), and the
     /// offsets of its messages (with where their names end, to read them again without a scan).
     orig: Vec<u8>,
@@ -551,6 +553,7 @@ impl Session {
             held_writer: Vec::new(),
             write_ack_ms: None,
             probe_lsn: None,
+            probe_credit: ProbeCredit::default(),
             orig: Vec::new(),
             orig_msgs: Vec::new(),
             dialect: ServerDialect::Awide,

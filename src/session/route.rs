@@ -10,7 +10,7 @@ use super::*;
 use crate::classify::Kind;
 use crate::cluster::stats::Counter;
 use crate::cluster::WriterView;
-use crate::config::Consistency;
+use crate::config::{Consistency, LsnProbe};
 use crate::protocol::Marker;
 
 impl Session {
@@ -233,6 +233,12 @@ impl Session {
     }
 
     pub(super) fn record(&mut self, d: Decision) {
+        if matches!(
+            d.outcome,
+            Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit
+        ) {
+            self.probe_credit.read_on_reader();
+        }
         self.engine.stats().record_decision(d.outcome, d.reason);
         self.out.decision(d);
     }
@@ -486,10 +492,20 @@ impl Session {
         }
     }
 
-    /// Whether committed writes are positioned by the probe (W-7: the writer's RFQs carry no
-    /// LSN).
+    /// Whether committed writes may be positioned by the probe (W-7: the writer's RFQs carry no
+    /// LSN, and `lsn_probe` is not `off`).
+    pub(super) fn probe_enabled(&self) -> bool {
+        self.config.lsn_probe != LsnProbe::Off && self.writer.as_ref().is_some_and(|w| !w.ext.lsn)
+    }
+
+    /// Whether the next committed write gets the probe: always with `lsn_probe = on` and for
+    /// a client that has tokens reported with its RFQs (C-1); with `adaptive`, while the
+    /// probes pay ([`ProbeCredit`](super::state::ProbeCredit)).
     pub(super) fn wants_probe(&self) -> bool {
-        self.config.lsn_probe && self.writer.as_ref().is_some_and(|w| !w.ext.lsn)
+        self.probe_enabled()
+            && (self.config.lsn_probe == LsnProbe::On
+                || self.startup.as_ref().is_some_and(|s| s.report_token)
+                || self.probe_credit.due())
     }
 
     /// Sends the hidden probe and/or capture as one batch on the writer (W-7, S-5).
@@ -536,6 +552,7 @@ impl Session {
         });
         if probe {
             self.probe_lsn = None;
+            self.probe_credit.sent();
             self.engine.stats().inc(Counter::ProbesSent);
         }
         if capture {

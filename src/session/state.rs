@@ -65,6 +65,79 @@ impl LsnState {
     }
 }
 
+/// W-7 with `lsn_probe = adaptive`: whether the probes of a session's writes pay. A probe pays
+/// when a read goes to a reader at the write position it learned, before the session's next
+/// write; without it, that read would have gone to the writer (or waited for a writer sample).
+/// After [`ProbeCredit::TRUST`] probes in a row that did not pay, the engine probes every 2nd,
+/// then 4th, … up to every 64th committed write, so a change of the workload is seen within 64
+/// writes; the first probe that pays puts it back to every write. A write left unprobed keeps
+/// its position unknown: its reads go to the writer until a writer sample positions it — the
+/// safe side, never a stale read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ProbeCredit {
+    /// The last probe positioned a write and no read on a reader has used it yet.
+    fresh: bool,
+    /// Probes in a row whose position no read on a reader used.
+    unpaid: u8,
+    /// Committed writes left unprobed since the last probe.
+    skipped: u8,
+}
+
+impl ProbeCredit {
+    /// Probes that may go unpaid in a row before the engine probes less often.
+    pub(crate) const TRUST: u8 = 4;
+    /// At most every 2^6 = 64th write is probed.
+    const MAX_SHIFT: u8 = 6;
+
+    /// Whether the next committed write is worth a probe.
+    pub(crate) fn due(&self) -> bool {
+        // A probe whose position is still unused when the next write is sent did not pay.
+        let unpaid = self.unpaid.saturating_add(u8::from(self.fresh));
+        if unpaid < Self::TRUST {
+            return true;
+        }
+        let every = 1u16 << (unpaid - Self::TRUST + 1).min(Self::MAX_SHIFT);
+        u16::from(self.skipped) + 1 >= every
+    }
+
+    /// A probe was sent.
+    pub(crate) fn sent(&mut self) {
+        self.skipped = 0;
+    }
+
+    /// A probe positioned a write.
+    pub(crate) fn learned(&mut self) {
+        self.fresh = true;
+    }
+
+    /// A read went to a reader: a probe whose position was still unused paid.
+    pub(crate) fn read_on_reader(&mut self) {
+        if self.fresh {
+            self.fresh = false;
+            self.unpaid = 0;
+        }
+    }
+
+    /// A new write's position is unknown (the writer reported none): the last probe's position
+    /// is superseded, and it paid or it did not.
+    pub(crate) fn new_write(&mut self) {
+        if self.fresh {
+            self.fresh = false;
+            self.unpaid = self.unpaid.saturating_add(1);
+        }
+    }
+
+    /// A committed write went unprobed.
+    pub(crate) fn skipped(&mut self) {
+        self.skipped = self.skipped.saturating_add(1);
+    }
+
+    /// Whether the last committed write went unprobed.
+    pub(crate) fn has_skipped(&self) -> bool {
+        self.skipped > 0
+    }
+}
+
 /// S-3: the explicit transaction, as confirmed by the writer's RFQs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TxnState {
@@ -274,6 +347,59 @@ mod tests {
         assert_eq!(l.target(), Lsn(120));
         l.writer_positioned(Lsn(130), false);
         assert_eq!((l.write_lsn, l.observed_lsn), (Lsn(100), Lsn(130)));
+    }
+
+    /// Drives `c` through `n` writes that each get a probe when due and whose probes never pay;
+    /// returns which writes were probed.
+    fn unpaid_writes(c: &mut ProbeCredit, n: usize) -> Vec<bool> {
+        (0..n)
+            .map(|_| {
+                c.new_write();
+                let due = c.due();
+                if due {
+                    c.sent();
+                    c.learned();
+                } else {
+                    c.skipped();
+                }
+                due
+            })
+            .collect()
+    }
+
+    #[test]
+    fn w7_adaptive_probe_backs_off_after_unpaid_probes_and_comes_back_when_one_pays() {
+        let mut c = ProbeCredit::default();
+        let probed = unpaid_writes(&mut c, 200);
+        // The first writes are all probed; then fewer and fewer, never rarer than every 64th.
+        assert!(probed[..4].iter().all(|&p| p), "{probed:?}");
+        assert!(
+            !probed[4],
+            "four unpaid probes in a row: the fifth write is not probed"
+        );
+        let at: Vec<usize> = (0..200).filter(|&i| probed[i]).collect();
+        let gaps: Vec<usize> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.windows(2).all(|g| g[1] >= g[0]), "gaps grow: {gaps:?}");
+        assert_eq!(*gaps.last().unwrap(), 64, "{gaps:?}");
+        assert!(gaps.iter().all(|&g| g <= 64));
+        // A read on a reader while the last probe's position is unused: probing every write again.
+        while !c.due() {
+            c.new_write();
+            c.skipped();
+        }
+        c.new_write();
+        c.sent();
+        c.learned();
+        c.read_on_reader();
+        assert!(unpaid_writes(&mut c, 4).iter().all(|&p| p));
+        // A read on a reader after the position was superseded by an unprobed write pays nothing.
+        let mut c = ProbeCredit::default();
+        unpaid_writes(&mut c, 100);
+        c.new_write();
+        c.skipped();
+        c.read_on_reader();
+        assert!(!c.due());
+        assert!(c.has_skipped());
     }
 
     #[test]

@@ -52,6 +52,23 @@ impl Session {
         })
     }
 
+    /// C-1 with `lsn_probe = adaptive`: the session's last committed write went unprobed, so a
+    /// token could not cover it; the probe is sent now, on the idle writer outside a transaction
+    /// block, and the token statement waits for its answer (returns true). Once per unprobed
+    /// write: a probe that fails leaves the position unknown, and SHOW answers 55000.
+    fn probe_for_token(&mut self) -> bool {
+        let probe = self.lsn.write_unknown
+            && self.probe_credit.has_skipped()
+            && self.probe_enabled()
+            && !self.txn.active
+            && self.writer_status == TxStatus::Idle
+            && self.writer.as_ref().is_some_and(|w| w.resp.is_empty());
+        if probe {
+            self.send_learning(true, false);
+        }
+        probe
+    }
+
     /// Whether the engine may answer a token statement now: everything before it has answered
     /// and nothing the target depends on is in flight.
     pub(super) fn token_idle(&self) -> bool {
@@ -60,7 +77,7 @@ impl Session {
 
     /// A token statement as a simple Query. Returns false when it must wait.
     pub(super) fn start_token_query(&mut self, cmd: TokenCommand) -> bool {
-        if !self.token_idle() {
+        if !self.token_idle() || self.probe_for_token() {
             return false;
         }
         if let Some(m) = self.queue.front() {
@@ -292,7 +309,7 @@ impl Session {
     /// (its Flushes need nothing: every answer is sent at once). Returns whether the pump may
     /// go on.
     pub(super) fn continue_local_batch(&mut self) -> bool {
-        if !self.token_idle() {
+        if !self.token_idle() || self.probe_for_token() {
             return false;
         }
         let Some(head) = self.queue.front() else {

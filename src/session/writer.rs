@@ -431,6 +431,7 @@ impl Session {
             // is the write's position (W-7).
             if self.lsn.write_unknown {
                 self.lsn.writer_positioned(l, true);
+                self.probe_credit.learned();
                 self.write_ack_ms = None;
                 self.engine.stats().inc(Counter::TargetsLearned);
             }
@@ -560,6 +561,7 @@ impl Session {
                 if may_write {
                     // A write whose position is unknown cannot be waited for (P-6).
                     self.lsn.write_unknown = true;
+                    self.probe_credit.new_write();
                     self.write_ack_ms = Some(self.now);
                     self.engine.stats().inc(Counter::MissingLsn);
                 } else if self.writer.as_ref().is_some_and(|w| w.ext.lsn) {
@@ -647,6 +649,9 @@ impl Session {
             .writer
             .as_ref()
             .is_some_and(|w| w.resp.has_who(Who::Probe));
+        if committed_write && self.lsn.write_unknown && !probe_in_flight && self.probe_enabled() {
+            self.probe_credit.skipped();
+        }
         if self.startup.as_ref().is_some_and(|s| s.report_token)
             && self.lsn.write_unknown
             && probe_in_flight
