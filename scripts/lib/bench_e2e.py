@@ -22,7 +22,8 @@ went — the top symbols, every object's share and the library's own top symbols
 profile; with BENCH_RUNS=0 only the profile runs), BENCH_WORKLOADS (`select,ryw`: which workloads
 run), BENCH_NO_PROBE (1: a fifth configuration, `library-no-probe`, the library with `lsn_probe=off`
 — write positions learned only from the monitor's writer samples taken after the commit — so the
-probe's own cost shows)."""
+probe's own cost shows), BENCH_PROBE_ON (1: a configuration `library-probe-on`, the library with
+`lsn_probe=on`, a probe after every committed write — the default before `adaptive`)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ SCALE = int(os.environ.get("BENCH_SCALE", "10"))
 PROFILE = int(os.environ.get("BENCH_PROFILE", "0"))
 WORKLOADS = os.environ.get("BENCH_WORKLOADS", "select,ryw").split(",")
 NO_PROBE = os.environ.get("BENCH_NO_PROBE", "0") == "1"
+PROBE_ON = os.environ.get("BENCH_PROBE_ON", "0") == "1"
+# The library configurations that differ only by their `lsn_probe`.
+PROBE_CONFIGS = {"library-no-probe": "off", "library-probe-on": "on"}
 
 # Rows of client k are the aids ≡ k (mod 8): no other client writes them, so a SELECT that sees
 # less than its UPDATE returned read a state from before that UPDATE.
@@ -190,9 +194,11 @@ def main() -> int:
                    ("standby-only", "primary-only")]
         if NO_PROBE:
             configs.insert(2, ("library-no-probe", "library"))
+        if PROBE_ON:
+            configs.insert(2, ("library-probe-on", "library"))
         for name, mode in configs:
             p = Proxy(PROXY, pair, mode=mode, workdir=work,
-                      settings={"lsn_probe": "off"} if name == "library-no-probe" else None)
+                      settings={"lsn_probe": PROBE_CONFIGS[name]} if name in PROBE_CONFIGS else None)
             p.args.remove("--verbose")
             if name == "library-no-reader":
                 # The library decides every statement but has no reader to send it to: the gap
@@ -220,7 +226,7 @@ def main() -> int:
         t0, stolen0 = time.time(), machine_cpu()[1]
         ryw_before: dict[str, dict] = {}
         ryw_after: dict[str, dict] = {}
-        routed = [n for n in ("library", "library-no-probe") if n in proxies]
+        routed = [n for n in ("library", *PROBE_CONFIGS) if n in proxies]
         for wl, args in workloads.items():
             if wl == "read-your-writes":
                 ryw_before = {n: proxies[n].stats() for n in routed}
@@ -304,8 +310,10 @@ def main() -> int:
         reads = sum(r[2] for r in results[("read-your-writes", n)])
         replica = d.get("REPLICA_WITH_WAIT", 0) + d.get("REPLICA_TXN_SPLIT", 0)
         reasons = {k: after["reason"].get(k, 0) - before["reason"].get(k, 0) for k in after["reason"]}
+        probes = after["counter"].get("probes_sent", 0) - before["counter"].get("probes_sent", 0)
         print(f"read-your-writes through {n}: {reads} post-write reads, {replica} on the standby "
-              f"({100 * replica / max(reads, 1):.1f}%), stale reads recorded (all configurations): {stale}")
+              f"({100 * replica / max(reads, 1):.1f}%), {probes} LSN probes sent "
+              f"({probes / max(reads, 1):.3f} per write), stale reads recorded (all configurations): {stale}")
         print("  its decisions:", {k: v for k, v in d.items() if v})
         print("  its reasons:", {k: v for k, v in reasons.items() if v})
     print("library decisions:", {k: v for k, v in lib_stats["outcome"].items() if v})
