@@ -51,10 +51,14 @@ pub(super) const PROBE_STATEMENT: &[u8] = b"SELECT pg_catalog.pg_current_wal_ins
 /// `pg_prepared_statements`).
 pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 
-/// The capture of the writer's session state (S-5): every session-level setting and every
+/// The capture of the writer's session state (S-5): every session-level setting, every
 /// setting the session got at login from `ALTER ROLE/DATABASE … SET` (pg_settings sources
-/// `user`, `database`, `database user`; of context `user` unless the session is a superuser's,
-/// as only those can be replayed), the session authorization and role, and the placeholder
+/// `global` — `ALTER ROLE ALL` —, `user`, `database`, `database user`; of context `user`
+/// unless the session is a superuser's, as only those can be replayed), every `user`-context
+/// setting (and `superuser`-context, for a superuser) the primary has from its own
+/// configuration (sources `configuration file` — `postgresql.conf` and `ALTER SYSTEM`'s
+/// `postgresql.auto.conf`, neither of them replicated — and `command line`): a standby's may
+/// differ, and a read shows the primary's. Then the session authorization and role, and the placeholder
 /// settings named in `$1` or in the session database's `pg_db_role_setting` (placeholders are
 /// not in pg_settings, measured on 15; any role's names: a name the session does not have
 /// answers NULL and no row) — names and values hex-encoded from UTF-8, so nothing of them is
@@ -62,7 +66,7 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// session authorization (2), then role (3); placeholder settings are settings too. It runs
 /// right behind the writer's startup RFQ (the login-time state) and whenever the state may
 /// have changed since.
-pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on')) AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
+pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on')) AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role')) AS s ORDER BY 1, 2";
 /// The capture's reserved statement name on the writer.
 pub(super) const CAPTURE_NAME: &[u8] = b"polarsplit_capture";
 /// `text[]`, the capture's parameter type.

@@ -374,13 +374,11 @@ def test_s6_a_function_shadowing_a_built_in_reaches_no_other_client(pair, probe,
 # -- Finding 9: settings of the primary's configuration (ALTER SYSTEM) ----------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="open S-5 defect: a user-context setting the primary has from its "
-                   "configuration (ALTER SYSTEM writes postgresql.auto.conf, which is not replicated; a "
-                   "standby's own postgresql.conf may differ too) is neither reported (no ParameterStatus) "
-                   "nor captured (the capture reads pg_settings where source = 'session'), so a reader runs "
-                   "with the standby's value: measured after ALTER SYSTEM SET bytea_output = 'escape' / "
-                   "extra_float_digits = 0 + pg_reload_conf() on the primary, the primary answers 'A' / 0.3, "
-                   "the proxy '\\x41' / 0.30000000000000004 from the standby")
+# S-5: a user-context setting the primary has from its configuration (ALTER SYSTEM writes
+# postgresql.auto.conf, which is not replicated; a standby's own postgresql.conf may differ too)
+# sends no ParameterStatus; the capture reads it (pg_settings source 'configuration file') and a
+# reader replays it. Before that, measured: the primary answered 'A' / 0.3, the proxy '\x41' /
+# 0.30000000000000004 from the standby.
 @pytest.mark.parametrize("setting, value, expr", [
     ("bytea_output", "escape", "'A'::bytea::text"),
     ("extra_float_digits", "0", "(0.1::float8 + 0.2::float8)::text"),
@@ -404,14 +402,14 @@ def test_s5_a_setting_of_the_primarys_configuration_is_the_readers_too(pair, pro
             command(admin, f"ALTER SYSTEM RESET {setting}")
             run(admin, "SELECT pg_reload_conf()")
     assert through[0] == on_primary[0], f"primary {on_primary}, through the proxy {through}"
+    assert through[1] in STANDBY_PORTS, f"the read ran on the standby: {through}"
 
 
-@pytest.mark.xfail(strict=True, reason="open P-5/S-3 defect: the engine takes a session's default isolation "
-                   "from its own `server_default_isolation` (read committed) unless the session set it; a "
-                   "primary whose default_transaction_isolation is 'repeatable read' by its configuration "
-                   "(ALTER SYSTEM here; postgresql.conf, ALTER DATABASE/ROLE … SET alike) is not asked, so the "
-                   "reads of a REPEATABLE READ transaction leave the writer one by one, each on a fresh "
-                   "reader snapshot: measured 1 then 2 rows inside one transaction, 0 and 0 on the primary")
+# P-5/S-3: a primary whose default_transaction_isolation is 'repeatable read' by its configuration
+# (ALTER SYSTEM here; postgresql.conf, ALTER DATABASE/ROLE … SET alike): the capture at the
+# session's start reports it, so the transaction's reads stay on the writer. Before that, the
+# engine took its own `server_default_isolation` (read committed) and the reads left the writer
+# one by one, each on a fresh reader snapshot: measured 1 then 2 rows in one transaction.
 def test_p5_a_transaction_repeatable_read_by_the_servers_default_reads_one_snapshot(pair, proxy):
     with connect(pair.primary.dsn(dbname="app")) as admin:
         command(admin, "DROP TABLE IF EXISTS red5_rr")
