@@ -223,6 +223,50 @@ fn s5_code_the_engine_cannot_see_into_keeps_the_session_on_the_writer_unless_cov
     assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
 }
 
+/// `answer` (a capture's) with the row that says the session has temporary relations (S-4).
+fn with_temp_row(answer: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (t, b) in messages(answer) {
+        if t == b'C' {
+            out.extend(data_row(&["4", "74656d70", ""]));
+        }
+        out.extend(msg(t, &b));
+    }
+    out
+}
+
+#[test]
+fn s4_a_temp_table_created_by_code_the_engine_cannot_see_keeps_the_sessions_reads_on_the_writer() {
+    // red5: a PL/pgSQL function ran `CREATE TEMP TABLE accounts`; with custom_settings covering
+    // the application's placeholders the capture after it covered the settings, and a read of
+    // `accounts` went to the standby's permanent table. The capture now says temp relations
+    // exist.
+    let mut h = Host::new(config(&[("custom_settings", "app.tenant")]));
+    h.engine.remove_reader(2);
+    h.connect();
+    h.client(&query("SELECT make_scratch()"));
+    assert!(sends_capture(&h.take_sent(WRITER)));
+    let mut ans = select_result(&[""]);
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(with_temp_row(&capture_answer(false, &[], None)));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    let acts = h.client(&query("SELECT count(*) FROM accounts"));
+    assert!(!acquired(&acts), "{acts:?}");
+    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+    // Without the row (no temporary relation), the same read goes to a reader.
+    let mut h = Host::new(config(&[("custom_settings", "app.tenant")]));
+    h.engine.remove_reader(2);
+    h.connect();
+    h.client(&query("SELECT make_scratch()"));
+    let mut ans = select_result(&[""]);
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(false, &[], None));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    assert!(acquired(&h.client(&query("SELECT count(*) FROM accounts"))));
+}
+
 #[test]
 fn f1_a_reader_a_cancel_was_forwarded_to_is_closed_not_pooled() {
     // Issue 17 point 7: an RFQ does not prove the cancel's signal has landed.

@@ -449,6 +449,9 @@ impl Session {
                     match k {
                         2 => auth = Some(v),
                         3 => role = Some(v),
+                        // S-4: temporary relations exist, perhaps created by code the engine
+                        // could not see: the same hazard as a CREATE TEMP it saw.
+                        4 => self.hazards.set(Hazards::TEMP),
                         _ => entries.push((n, v)),
                     }
                 }

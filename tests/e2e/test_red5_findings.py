@@ -209,12 +209,11 @@ def proxy_custom(pair, tmp_path_factory):
         stop_proxy(p)
 
 
-@pytest.mark.xfail(strict=True, reason="open S-4 defect: a temporary table created by code the engine cannot "
-                   "see (a user function, here `CREATE TEMP TABLE accounts` in PL/pgSQL) is no hazard: with "
-                   "custom_settings covering the application's placeholders the capture after unseen code "
-                   "(src/session/hidden.rs) returns settings only, so later reads of `accounts` go to the "
-                   "standby and answer from public.accounts (measured: 100 rows) where the primary answers "
-                   "from the session's temp table, which shadows it (0 rows) — no error, so no retry")
+# S-4: a temporary table created by code the engine cannot see (a user function, here `CREATE TEMP
+# TABLE accounts` in PL/pgSQL) shadows public.accounts for this session only. With custom_settings
+# covering the application's placeholders the capture after unseen code covered the settings, and
+# later reads of `accounts` went to the standby (measured: 100 rows where the primary answers 0).
+# The capture now reports that temporary relations exist: the session's reads stay on the writer.
 def test_s4_a_temp_table_created_by_a_function_keeps_reads_of_its_name_on_the_writer(pair, proxy_custom):
     with connect(pair.primary.dsn(dbname="app")) as admin:
         admin.execute("CREATE OR REPLACE FUNCTION red5_make_temp() RETURNS int LANGUAGE plpgsql AS "
