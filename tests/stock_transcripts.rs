@@ -513,6 +513,21 @@ fn write_maybe_probed(h: &mut Host, lsn: &str) -> bool {
     probed
 }
 
+/// Writes, each followed by a read the writer serves (no probe pays), until the adaptive probe
+/// skips one; returns the position of the last write.
+fn until_a_write_goes_unprobed(h: &mut Host) -> u64 {
+    let mut last = 0x5000;
+    loop {
+        last += 0x100;
+        if !write_maybe_probed(h, &format!("0/{last:X}")) {
+            return last;
+        }
+        h.client(&query("SELECT v FROM t"));
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
+    }
+}
+
 #[test]
 fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_stay_on_the_writer() {
     // pgbench's read-your-writes shape: every read comes at once, before the standby replays
@@ -641,17 +656,8 @@ fn w7_lsn_probe_on_probes_every_committed_write() {
 fn c1_show_token_after_a_write_the_adaptive_probe_skipped_probes_then_answers_it() {
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
-    let mut last = 0x5000;
     // Unpaid probes until a write goes unprobed.
-    loop {
-        last += 0x100;
-        if !write_maybe_probed(&mut h, &format!("0/{last:X}")) {
-            break;
-        }
-        h.client(&query("SELECT v FROM t"));
-        h.writer_answers("SELECT 1", b'I', None, None);
-        h.take_client();
-    }
+    until_a_write_goes_unprobed(&mut h);
     let probes = h.engine.stats().get(Counter::ProbesSent);
     h.take_sent(WRITER);
     h.client(&query("SHOW polarsplit.causal_token"));
@@ -676,16 +682,7 @@ fn c1_show_token_after_a_write_the_adaptive_probe_skipped_probes_then_answers_it
 fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() {
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
-    let mut last = 0x5000;
-    loop {
-        last += 0x100;
-        if !write_maybe_probed(&mut h, &format!("0/{last:X}")) {
-            break;
-        }
-        h.client(&query("SELECT v FROM t"));
-        h.writer_answers("SELECT 1", b'I', None, None);
-        h.take_client();
-    }
+    until_a_write_goes_unprobed(&mut h);
     h.take_sent(WRITER);
     h.client(&query("SHOW polarsplit.causal_token"));
     assert_eq!(tags(&h.take_sent(WRITER)), "BES");
