@@ -298,6 +298,7 @@ impl Session {
                 "ReaderAttached for a connection already in use",
             ));
         }
+
         let ext = self
             .startup
             .as_ref()
