@@ -709,3 +709,23 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     assert!(h.take_sent(WRITER).is_empty());
     assert_eq!(tags(&h.take_client()), "EZ");
 }
+
+#[test]
+fn w7_a_write_that_fails_still_has_its_pipelined_probe_answered() {
+    let mut h = stock(&[]);
+    let w = query("INSERT INTO t VALUES (1)");
+    h.client(&w);
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "PBES probe");
+    let mut b = error(
+        "ERROR",
+        "57014",
+        "canceling statement due to user request",
+        None,
+        None,
+    );
+    b.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &b);
+    assert_eq!(tags(&h.take_client()), "EZ");
+    h.backend(WRITER, &probe_answer("0/5000"));
+    assert!(h.take_client().is_empty());
+}
