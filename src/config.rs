@@ -291,9 +291,10 @@ pub struct Config {
     pub(crate) writer_hostgroup: u32,
     /// The reader hostgroup of `writer_hostgroup` (`None`: no readers, everything on the writer).
     pub(crate) reader_hostgroup: Option<u32>,
-    /// Where the writer's RFQs carry no LSN (stock PostgreSQL, profile `off`): after a write
-    /// commits, learn its position with a hidden `SELECT pg_current_wal_insert_lsn()` on the
-    /// writer connection, sent after the client's RFQ (issue 11).
+    /// Where the writer's RFQs carry no LSN (stock PostgreSQL, profile `off`): whether a
+    /// committed write's position is learned with the hidden probe of
+    /// `pg_current_wal_insert_lsn()` on the writer connection (W-7): never, always, or while
+    /// the probes pay ([`LsnProbe`]).
     pub(crate) lsn_probe: LsnProbe,
     /// Most bytes of one extended-protocol batch the engine holds to decide it (E-1); a larger
     /// batch goes to the writer.

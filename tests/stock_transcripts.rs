@@ -13,6 +13,17 @@ use polarsplit::{ServerDialect, StartupProfile};
 
 const R1: u64 = 801;
 
+/// The ErrorResponse of a cancelled statement (57014).
+fn canceled() -> Vec<u8> {
+    error(
+        "ERROR",
+        "57014",
+        "canceling statement due to user request",
+        None,
+        None,
+    )
+}
+
 /// A stock-PostgreSQL session, with `more` settings on top of the stock ones.
 fn stock(more: &[(&str, &str)]) -> Host {
     stock_as(more, &[("user", "app"), ("database", "db")])
@@ -308,13 +319,7 @@ fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() 
     h.client(&query("SELECT v FROM t"));
     h.attach(R1);
     let mut b = msg(b'C', b"WAIT\0");
-    b.extend(error(
-        "ERROR",
-        "57014",
-        "canceling statement due to user request",
-        None,
-        None,
-    ));
+    b.extend(canceled());
     b.extend(rfq(b'I', None, None));
     h.backend(R1, &b);
     let got = h.take_client();
@@ -513,18 +518,42 @@ fn write_maybe_probed(h: &mut Host, lsn: &str) -> bool {
     probed
 }
 
+/// A read the engine sends to the writer, answered there: the actions of the client's Query
+/// and the decision.
+fn read_on_the_writer(h: &mut Host) -> (Vec<A>, polarsplit::Decision) {
+    let acts = h.client(&query("SELECT v FROM t"));
+    let d = h.last_decision();
+    h.writer_answers("SELECT 1", b'I', None, None);
+    h.take_client();
+    (acts, d)
+}
+
+/// A read the engine sends to a reader (R1 attached), answered there: the actions of the
+/// client's Query.
+fn read_on_a_reader(h: &mut Host) -> Vec<A> {
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.attach(R1);
+    let mut b = select_result(&["1"]);
+    b.extend(rfq(b'I', None, None));
+    h.backend(R1, &b);
+    h.take_client();
+    acts
+}
+
 /// Writes, each followed by a read the writer serves (no probe pays), until the adaptive probe
-/// skips one; returns the position of the last write.
-fn until_a_write_goes_unprobed(h: &mut Host) -> u64 {
+/// skips one.
+fn until_a_write_goes_unprobed(h: &mut Host) {
     let mut last = 0x5000;
     loop {
         last += 0x100;
         if !write_maybe_probed(h, &format!("0/{last:X}")) {
-            return last;
+            return;
         }
-        h.client(&query("SELECT v FROM t"));
-        h.writer_answers("SELECT 1", b'I', None, None);
-        h.take_client();
+        read_on_the_writer(h);
     }
 }
 
@@ -540,12 +569,11 @@ fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_st
             &mut h,
             &format!("0/{:X}", 0x5000 + i * 0x100),
         ));
-        let acts = h.client(&query("SELECT v FROM t"));
+        let (acts, d) = read_on_the_writer(&mut h);
         assert!(
             !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
             "{acts:?}"
         );
-        let d = h.last_decision();
         assert_eq!(d.outcome, Outcome::ForcePrimary, "write {i}: {d:?}");
         // After a probed write the reader is known behind; after an unprobed one the position
         // is unknown: the writer either way, and without waiting for anything.
@@ -555,8 +583,6 @@ fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_st
             Reason::MissingLsnPrimary
         };
         assert_eq!(d.reason, why, "write {i}");
-        h.writer_answers("SELECT 1", b'I', None, None);
-        h.take_client();
     }
     // Four probes that did not pay, then every 2nd, 4th, 8th, 16th write.
     let at: Vec<usize> = (0..40).filter(|&i| probed[i]).collect();
@@ -578,17 +604,8 @@ fn w7_adaptive_probe_that_puts_reads_on_a_reader_probes_every_write() {
         );
         h.engine.reader_sample(1, Lsn(lsn), h.now);
         h.engine.reader_sample(2, Lsn(lsn), h.now);
-        let acts = h.client(&query("SELECT v FROM t"));
-        assert!(
-            acts.iter().any(|a| matches!(a, A::Acquire { .. })),
-            "{acts:?}"
-        );
-        h.attach(R1);
+        read_on_a_reader(&mut h);
         assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp);
-        let mut b = select_result(&["1"]);
-        b.extend(rfq(b'I', None, None));
-        h.backend(R1, &b);
-        h.take_client();
     }
     assert_eq!(h.engine.stats().get(Counter::ProbesSent), 12);
 }
@@ -602,9 +619,7 @@ fn w7_adaptive_probe_comes_back_to_every_write_once_a_probe_pays() {
     for i in 0..12u64 {
         last = 0x5000 + i * 0x100;
         write_maybe_probed(&mut h, &format!("0/{last:X}"));
-        h.client(&query("SELECT v FROM t"));
-        h.writer_answers("SELECT 1", b'I', None, None);
-        h.take_client();
+        read_on_the_writer(&mut h);
     }
     // Writes until one is probed again; the standby has replayed it when the read comes.
     loop {
@@ -612,23 +627,12 @@ fn w7_adaptive_probe_comes_back_to_every_write_once_a_probe_pays() {
         if write_maybe_probed(&mut h, &format!("0/{last:X}")) {
             break;
         }
-        h.client(&query("SELECT v FROM t"));
-        assert_eq!(h.last_decision().reason, Reason::MissingLsnPrimary);
-        h.writer_answers("SELECT 1", b'I', None, None);
-        h.take_client();
+        let (_, d) = read_on_the_writer(&mut h);
+        assert_eq!(d.reason, Reason::MissingLsnPrimary);
     }
     h.engine.reader_sample(1, Lsn(last), h.now);
     h.engine.reader_sample(2, Lsn(last), h.now);
-    let acts = h.client(&query("SELECT v FROM t"));
-    assert!(
-        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
-        "{acts:?}"
-    );
-    h.attach(R1);
-    let mut b = select_result(&["1"]);
-    b.extend(rfq(b'I', None, None));
-    h.backend(R1, &b);
-    h.take_client();
+    read_on_a_reader(&mut h);
     // That probe paid: the next writes are probed again, four in a row even with no read
     // between them (the trust a paying probe restores).
     for _ in 0..4 {
@@ -646,9 +650,7 @@ fn w7_lsn_probe_on_probes_every_committed_write() {
             write_maybe_probed(&mut h, &format!("0/{:X}", 0x5000 + i * 0x100)),
             "write {i}"
         );
-        h.client(&query("SELECT v FROM t"));
-        h.writer_answers("SELECT 1", b'I', None, None);
-        h.take_client();
+        read_on_the_writer(&mut h);
     }
 }
 
@@ -688,13 +690,7 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     assert_eq!(tags(&h.take_sent(WRITER)), "BES");
     // The probe fails (the writer refuses it): the position stays unknown.
     let mut b = msg(b'2', b"");
-    b.extend(error(
-        "ERROR",
-        "57014",
-        "canceling statement due to user request",
-        None,
-        None,
-    ));
+    b.extend(canceled());
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
     let got = h.take_client();
@@ -716,13 +712,7 @@ fn w7_a_write_that_fails_still_has_its_pipelined_probe_answered() {
     let w = query("INSERT INTO t VALUES (1)");
     h.client(&w);
     assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "PBES probe");
-    let mut b = error(
-        "ERROR",
-        "57014",
-        "canceling statement due to user request",
-        None,
-        None,
-    );
+    let mut b = canceled();
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
     assert_eq!(tags(&h.take_client()), "EZ");
