@@ -16,7 +16,9 @@
 //! ratios within each round. Profiling modes (one workload, 10 s or N iterations):
 //! `-- profile plain|new|wrapped|split|unnamed|named|primary [N]`, `-- profile-classify [N]`,
 //! `-- profile-idle [write]` (1000 idle sessions kept to the end, for `valgrind --tool=dhat`;
-//! `write`: after one write each).
+//! `write`: after one write each). `BENCH_CATALOG=1` loads a catalogue of 20 sequences for the
+//! sessions' database, so that every read's names are judged against one (as in a proxy whose
+//! databases reported their catalogues).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -419,6 +421,19 @@ fn cycle_engine(name: &str) -> Arc<Engine> {
     let engine = Engine::new(polarsplit_test_support::config(&[("seed", "1")]));
     if name != PRIMARY {
         engine.add_reader(1, 1);
+    }
+    // A reported catalogue: the names a read mentions are then judged against it.
+    if std::env::var_os("BENCH_CATALOG").is_some() {
+        use polarsplit::UserSequence;
+        engine
+            .set_sequence_catalog(
+                b"db",
+                (0..20).map(|k| UserSequence {
+                    schema: "public".into(),
+                    name: format!("seq_{k}"),
+                }),
+            )
+            .unwrap();
     }
     engine
 }

@@ -270,11 +270,13 @@ class Proxy:
         self.args += extra or []
         self.env = dict(os.environ, **(env or {}))
         self.proc: subprocess.Popen | None = None
+        # Seconds to wait for the listening socket (longer under valgrind).
+        self.start_timeout = 15
 
     def start(self) -> "Proxy":
         self._logf = open(self.log, "w")
         self.proc = subprocess.Popen(self.args, stdout=self._logf, stderr=subprocess.STDOUT, env=self.env)
-        deadline = time.time() + 15
+        deadline = time.time() + self.start_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"proxy exited with {self.proc.returncode}: {self.log.read_text()}")
