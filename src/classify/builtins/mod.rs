@@ -307,6 +307,16 @@ pub const SERVER_DEPENDENT: &[&str] = &[
     // The server's C library.
     "pg_collation_actual_version",
     "pg_database_collation_actual_version",
+    // The server's build and installation: a standby on another host or a later minor release
+    // (a rolling upgrade), with other extension packages installed or tablespaces mapped
+    // elsewhere, answers its own (`current_setting('server_version')` already goes to the
+    // writer). The pair the e2e tests run shares one installation, so no test sees a difference.
+    "version",
+    "pg_config",
+    "pg_available_extension*",
+    "pg_extension_update_paths",
+    "pg_tablespace_location",
+    "pg_tablespace_databases",
 ];
 
 /// S-7: settings whose `current_setting` differs on a standby. `current_setting` of any other
@@ -335,6 +345,9 @@ pub const SERVER_DEPENDENT_RELATIONS: &[&str] = &[
     "pg_shmem_allocations",
     // A standby's sequence values run ahead of the primary's (logged in advance).
     "pg_sequences",
+    // The server's build and installation (see `SERVER_DEPENDENT`).
+    "pg_config",
+    "pg_available_extension*",
 ];
 
 impl BuiltinTable {
