@@ -365,6 +365,11 @@ impl Session {
                 _ => return,
             }
             let Some(w) = writer else { return };
+            if self.abandoned_acquire.is_some() {
+                // F-1: one reader connection request at a time; the cancelled statement's is
+                // still the host's to answer.
+                return;
+            }
             if self.skip_to_sync {
                 match head.info {
                     MsgInfo::Terminate => self.skip_to_sync = false,
