@@ -298,7 +298,6 @@ impl Session {
                 "ReaderAttached for a connection already in use",
             ));
         }
-
         let ext = self
             .startup
             .as_ref()
