@@ -356,6 +356,76 @@ fn f1_a_cancelled_split_read_fails_the_transaction_block_as_on_the_primary() {
     assert!(String::from_utf8_lossy(&got).contains("57014"), "{got:?}");
     assert_eq!(client_rfq_statuses(&got), vec![b'E']);
 }
+/// The writer's answer to the probe the engine pipelines behind a possible write on stock
+/// PostgreSQL (W-7), its first on the connection: ParseComplete, BindComplete, the row, its
+/// completion, RFQ.
+fn first_probe_answer(lsn: &str) -> Vec<u8> {
+    let mut b = msg(b'1', b"");
+    b.extend(msg(b'2', b""));
+    b.extend(data_row(&[lsn]));
+    b.extend(command_complete("SELECT 1"));
+    b.extend(rfq(b'I', None, None));
+    b
+}
+
+#[test]
+fn f1_the_read_behind_a_cancelled_reads_connection_request_runs_whole_on_its_reader_and_on_a_retry()
+{
+    // The cancel storm (tests/e2e/test_i17_protocol_fidelity.py): a client cancels its read while
+    // that read waits for its reader connection, and sends its next read before the host
+    // answered the request. That read is queued behind the request with the session idle, so it
+    // came in as a read decided on arrival: its bytes were in that input only, and the engine
+    // kept no copy of them. The reader then got an empty Query (the client an
+    // EmptyQueryResponse for its SELECT); a retry on the writer sent nothing in front of the
+    // pipelined probe, whose ParseComplete then answered the "Query": "protocol violation by the
+    // primary: unexpected message type '1'", and the client lost its session.
+    for retried in [false, true] {
+        let mut h = stock();
+        let acts = h.client(&query("SELECT 1, inet_server_port()"));
+        assert!(acquired(&acts), "{acts:?}");
+        assert!(cancel_unplaced(&mut h));
+        assert_eq!(tags(&h.take_client()), "EZ");
+        let q = query("SELECT 2, inet_server_port()");
+        let acts = h.client(&q);
+        assert!(!acquired(&acts), "waits for the host's answer: {acts:?}");
+        // The late connection is closed unused, and the read held back is placed.
+        let acts = h.attach(R1);
+        assert!(acts.contains(&A::CloseBackend(R1)), "{acts:?}");
+        assert!(acquired(&acts), "{acts:?}");
+        h.attach(R2);
+        assert_eq!(
+            h.take_sent(R2),
+            q,
+            "the reader gets the client's read whole"
+        );
+        if !retried {
+            let mut b = select_result(&["2"]);
+            b.extend(rfq(b'I', None, None));
+            h.backend(R2, &b);
+            assert_eq!(tags(&h.take_client()), "TDCZ");
+            assert!(h.streams.balanced());
+            continue;
+        }
+        // The reader refuses it (a reusable error): the writer runs it again, with the probe
+        // pipelined behind it (F-2: a refused "read" may write).
+        let mut b = error("ERROR", "XX000", "reader trouble", None, None);
+        b.extend(rfq(b'I', None, None));
+        h.backend(R2, &b);
+        assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+        let sent = h.take_sent(WRITER);
+        assert!(
+            sent.starts_with(&q),
+            "the writer gets the client's read first, then the probe: {}",
+            tags(&sent)
+        );
+        let mut w = select_result(&["2"]);
+        w.extend(rfq(b'I', None, None));
+        w.extend(first_probe_answer("0/7000"));
+        h.backend(WRITER, &w);
+        assert_eq!(tags(&h.take_client()), "TDCZ");
+        assert!(h.streams.balanced());
+    }
+}
 
 #[test]
 fn f1_a_reader_a_cancel_was_forwarded_to_is_closed_not_pooled() {
