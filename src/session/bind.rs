@@ -399,6 +399,17 @@ impl Session {
             attempt: self.unit(id).map_or(0, |u| u.decision.attempt),
             ..Decision::primary(Reason::NoReaderConnection)
         };
+        self.send_cancelled_error();
+        if let Some(u) = self.unit_mut(id) {
+            u.decision = d;
+            u.attempt = Attempt::Local;
+            u.errored = true;
+        }
+        self.end_with_error(id);
+    }
+
+    /// The ErrorResponse a server answers a cancelled statement with (57014), for the client.
+    pub(super) fn send_cancelled_error(&mut self) {
         self.out.send_client_with(|o| {
             encode::error_response(
                 o,
@@ -407,12 +418,6 @@ impl Session {
                 None,
             );
         });
-        if let Some(u) = self.unit_mut(id) {
-            u.decision = d;
-            u.attempt = Attempt::Local;
-            u.errored = true;
-        }
-        self.end_with_error(id);
     }
 
     /// Sends the unit's original client messages to the writer (a fallback or a retry).
