@@ -23,6 +23,8 @@
  *   sample SERVER LSN                  a monitor sample of a reader's replay LSN
  *   timeout                            the session's deadline came: the clock jumps to it and
  *                                      on_timeout is called (the proxy records one per call)
+ *   cancel                             the client's cancel came while its statement waited for
+ *                                      a reader connection: cancel_unplaced (F-1)
  *
  * Usage: replay FILE     (exit status 0 when every action could be applied and streams balance) */
 #define _POSIX_C_SOURCE 200809L
@@ -355,6 +357,10 @@ int main(int argc, char **argv) {
             if (polarsplit_session_next_deadline(s, &at) == POLARSPLIT_OK && at > now) now = at;
             printf("> timeout at %llu\n", (unsigned long long)now);
             st = polarsplit_session_on_timeout(s, now);
+        } else if (!strcmp(word, "cancel")) {
+            printf("> cancel (unplaced)\n");
+            st = polarsplit_session_cancel_unplaced(s, now);
+            if (st == POLARSPLIT_DONE) st = POLARSPLIT_OK; /* nothing waited: nothing to drain */
         } else if (!strcmp(word, "sample")) {
             unsigned server;
             unsigned long long lsn;

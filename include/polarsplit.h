@@ -1903,6 +1903,21 @@ polarsplit_status polarsplit_session_executing_conn(polarsplit_session *session,
 // `session` must be a live session.
 polarsplit_status polarsplit_session_cancel_forwarded(polarsplit_session *session, uint64_t conn);
 
+// The client sent a CancelRequest while `polarsplit_session_executing_conn` answered
+// `POLARSPLIT_DONE` (SPEC F-1): the client's statement waits for the reader connection the
+// host was asked for, and no server has it yet. An input (drain after it, as after any): the
+// engine answers the statement at once with the server's 57014 "canceling statement due to
+// user request" (inside a transaction block the block fails, as on the primary), and nothing
+// runs it. The host still answers the ACQUIRE_READER it was given: a connection attached for
+// it is closed unused (a CLOSE_BACKEND action); until that answer the session starts nothing
+// new. Only a simple Query waiting for a reader is cancelled this way (an extended batch runs
+// as before). Returns `POLARSPLIT_OK` when a statement was cancelled (drain), `POLARSPLIT_DONE`
+// when there was none to cancel this way, or an error as for any input.
+//
+// # Safety
+// `session` must be a live session.
+polarsplit_status polarsplit_session_cancel_unplaced(polarsplit_session *session, uint64_t now_ms);
+
 // The earliest host time (in the milliseconds of the `now_ms` the host passes) at which the
 // session needs `polarsplit_session_on_timeout` (SPEC R-1b: a reader statement that has had no
 // answer for `reader_response_timeout_ms`). `POLARSPLIT_OK` with `*at` set, or

@@ -255,6 +255,66 @@ fn f1_cancel_of_the_clients_statement_is_forwarded_never_retried() {
     assert_eq!(h.engine.stats().get(Counter::Cancels), 1);
 }
 
+/// The 57014 a server answers a cancelled statement with.
+fn cancelled() -> Vec<u8> {
+    error(
+        "ERROR",
+        "57014",
+        "canceling statement due to user request",
+        None,
+        None,
+    )
+}
+
+#[test]
+fn f1_a_cancel_that_lands_in_a_hidden_statement_in_front_of_the_read_cancels_it_never_retried() {
+    // The cancel storm (tests/e2e/test_i17_protocol_fidelity.py): the client's cancel, forwarded
+    // to the reader running its read, landed in the settings replay of the fresh connection; the
+    // engine took the 57014 for the replay's own failure and ran the read again on the writer, to
+    // its end: the client's cancel did nothing. The same for the wait in front of the read (W-4).
+    // The client asked to cancel its statement: it ends with 57014, as on one server.
+    for in_replay in [true, false] {
+        let mut h = after_write(config(&[]));
+        if in_replay {
+            // A captured setting: a fresh reader gets the replay first, as its own message (S-5).
+            h.client(&query("SET search_path = app"));
+            let mut ans = command_complete("SET");
+            ans.extend(rfq(b'I', Some(0x5000), None));
+            ans.extend(capture_answer(false, &[("search_path", "app")], None));
+            h.backend(WRITER, &ans);
+            h.take_client();
+        }
+        h.client(&query(SQL));
+        h.attach_fresh(R1);
+        h.take_sent(WRITER);
+        h.take_sent(R1);
+        assert_eq!(h.session.executing_connection(), Some(R1));
+        h.session.cancel_forwarded(R1);
+        let mut b = if in_replay { Vec::new() } else { sets(1) };
+        b.extend(cancelled());
+        b.extend(rfq(b'I', Some(0x5000), None));
+        let acts = h.backend(R1, &b);
+        assert!(
+            h.take_sent(WRITER).is_empty(),
+            "in replay {in_replay}: not run again on the writer"
+        );
+        assert!(h.take_sent(R1).is_empty(), "nor on the reader");
+        assert!(acts.contains(&A::CloseBackend(R1)), "{acts:?}");
+        let got = h.take_client();
+        assert_eq!(tags(&got), "EZ", "in replay {in_replay}");
+        assert!(got.windows(5).any(|w| w == b"57014"));
+        assert_eq!(client_rfq_statuses(&got), vec![b'I']);
+        assert_eq!(h.engine.stats().get(Counter::Cancels), 1);
+        assert!(h.streams.balanced());
+        // The session goes on: the next read is placed as usual.
+        let acts = h.client(&query(SQL));
+        assert!(
+            acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+            "{acts:?}"
+        );
+    }
+}
+
 #[test]
 fn f1_fatal_from_a_reader_is_a_lost_connection() {
     let mut h = after_write(config(&[]));

@@ -267,6 +267,166 @@ fn s4_a_temp_table_created_by_code_the_engine_cannot_see_keeps_the_sessions_read
     assert!(acquired(&h.client(&query("SELECT count(*) FROM accounts"))));
 }
 
+/// [`Session::cancel_unplaced`] as a host calls it (an input: then the drain).
+fn cancel_unplaced(h: &mut Host) -> bool {
+    let now = h.now;
+    let done = h.session.cancel_unplaced(now).expect("cancel_unplaced");
+    h.drain();
+    done
+}
+
+#[test]
+fn f1_a_cancel_while_the_read_waits_for_its_reader_connection_answers_57014_and_runs_nothing() {
+    // red4: new standby connections hung; the host had nowhere to send the client's cancel and
+    // the read ran to its end on the primary after the connect timeout.
+    for attached in [true, false] {
+        let mut h = host();
+        assert!(!cancel_unplaced(&mut h), "nothing waits: nothing to cancel");
+        let acts = h.client(&query("SELECT pg_sleep(3)"));
+        assert!(acquired(&acts), "{acts:?}");
+        assert_eq!(h.session.executing_connection(), None, "no server has it");
+        assert!(cancel_unplaced(&mut h));
+        // Answered at once, as the primary answers a cancelled statement.
+        let got = h.take_client();
+        assert_eq!(tags(&got), "EZ", "attached {attached}");
+        assert!(String::from_utf8_lossy(&got).contains("57014"));
+        assert_eq!(client_rfq_statuses(&got), vec![b'I']);
+        // The client's next statement waits for the host's answer to the connection request.
+        let acts = h.client(&query("SELECT 1"));
+        assert!(
+            !acquired(&acts) && h.take_sent(WRITER).is_empty(),
+            "{acts:?}"
+        );
+        let acts = if attached {
+            h.attach(R1)
+        } else {
+            h.event(
+                R1,
+                Event::ReaderUnavailable {
+                    no_credentials: false,
+                },
+            )
+        };
+        if attached {
+            assert!(
+                acts.contains(&A::CloseBackend(R1)),
+                "closed unused: {acts:?}"
+            );
+            assert!(h.take_sent(R1).is_empty(), "the reader runs nothing");
+        }
+        assert!(h.take_sent(WRITER).is_empty(), "nor does the writer");
+        // Then the next statement is placed as usual.
+        assert!(acquired(&acts), "{acts:?}");
+    }
+}
+
+#[test]
+fn f1_a_cancelled_split_read_fails_the_transaction_block_as_on_the_primary() {
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    let acts = h.client(&query("SELECT pg_sleep(3)"));
+    assert!(acquired(&acts), "{acts:?}");
+    if !h.take_sent(WRITER).is_empty() {
+        // P-5: the split read's touch of the writer's block.
+        h.writer_answers_touch(Some(0x1000), None);
+    }
+    assert!(cancel_unplaced(&mut h));
+    // The engine fails the writer's block (its hidden abort), and the client sees the error,
+    // then the writer's RFQ: the block failed, as after a cancel on the primary.
+    let sent = sent_queries(&h.take_sent(WRITER));
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].starts_with("DO $polarsplit$"), "{sent:?}");
+    let mut w = error(
+        "ERROR",
+        "P0001",
+        "polarsplit: transaction aborted",
+        None,
+        None,
+    );
+    w.extend(rfq(b'E', Some(0x1000), None));
+    h.backend(WRITER, &w);
+    let got = h.take_client();
+    assert!(
+        !String::from_utf8_lossy(&got).contains("P0001"),
+        "the abort's own error is swallowed"
+    );
+    assert!(String::from_utf8_lossy(&got).contains("57014"), "{got:?}");
+    assert_eq!(client_rfq_statuses(&got), vec![b'E']);
+}
+/// The writer's answer to the probe the engine pipelines behind a possible write on stock
+/// PostgreSQL (W-7), its first on the connection: ParseComplete, BindComplete, the row, its
+/// completion, RFQ.
+fn first_probe_answer(lsn: &str) -> Vec<u8> {
+    let mut b = msg(b'1', b"");
+    b.extend(msg(b'2', b""));
+    b.extend(data_row(&[lsn]));
+    b.extend(command_complete("SELECT 1"));
+    b.extend(rfq(b'I', None, None));
+    b
+}
+
+#[test]
+fn f1_the_read_behind_a_cancelled_reads_connection_request_runs_whole_on_its_reader_and_on_a_retry()
+{
+    // The cancel storm (tests/e2e/test_i17_protocol_fidelity.py): a client cancels its read while
+    // that read waits for its reader connection, and sends its next read before the host
+    // answered the request. That read is queued behind the request with the session idle, so it
+    // came in as a read decided on arrival: its bytes were in that input only, and the engine
+    // kept no copy of them. The reader then got an empty Query (the client an
+    // EmptyQueryResponse for its SELECT); a retry on the writer sent nothing in front of the
+    // pipelined probe, whose ParseComplete then answered the "Query": "protocol violation by the
+    // primary: unexpected message type '1'", and the client lost its session.
+    for retried in [false, true] {
+        let mut h = stock();
+        let acts = h.client(&query("SELECT 1, inet_server_port()"));
+        assert!(acquired(&acts), "{acts:?}");
+        assert!(cancel_unplaced(&mut h));
+        assert_eq!(tags(&h.take_client()), "EZ");
+        let q = query("SELECT 2, inet_server_port()");
+        let acts = h.client(&q);
+        assert!(!acquired(&acts), "waits for the host's answer: {acts:?}");
+        // The late connection is closed unused, and the read held back is placed.
+        let acts = h.attach(R1);
+        assert!(acts.contains(&A::CloseBackend(R1)), "{acts:?}");
+        assert!(acquired(&acts), "{acts:?}");
+        h.attach(R2);
+        assert_eq!(
+            h.take_sent(R2),
+            q,
+            "the reader gets the client's read whole"
+        );
+        if !retried {
+            let mut b = select_result(&["2"]);
+            b.extend(rfq(b'I', None, None));
+            h.backend(R2, &b);
+            assert_eq!(tags(&h.take_client()), "TDCZ");
+            assert!(h.streams.balanced());
+            continue;
+        }
+        // The reader refuses it (a reusable error): the writer runs it again, with the probe
+        // pipelined behind it (F-2: a refused "read" may write).
+        let mut b = error("ERROR", "XX000", "reader trouble", None, None);
+        b.extend(rfq(b'I', None, None));
+        h.backend(R2, &b);
+        assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+        let sent = h.take_sent(WRITER);
+        assert!(
+            sent.starts_with(&q),
+            "the writer gets the client's read first, then the probe: {}",
+            tags(&sent)
+        );
+        let mut w = select_result(&["2"]);
+        w.extend(rfq(b'I', None, None));
+        w.extend(first_probe_answer("0/7000"));
+        h.backend(WRITER, &w);
+        assert_eq!(tags(&h.take_client()), "TDCZ");
+        assert!(h.streams.balanced());
+    }
+}
+
 #[test]
 fn f1_a_reader_a_cancel_was_forwarded_to_is_closed_not_pooled() {
     // Issue 17 point 7: an RFQ does not prove the cancel's signal has landed.

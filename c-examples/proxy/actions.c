@@ -26,7 +26,16 @@ static void do_cancel(const polarsplit_action_cancel_request *r) {
         if (polarsplit_session_backend_key(c->router.st, &p, sec, sizeof sec, &sl) != POLARSPLIT_OK) continue;
         if (p != r->pid || sl != len || memcmp(sec, secret, len) != 0) continue;
         uint64_t conn = 0;
-        if (polarsplit_session_executing_conn(c->router.st, &conn) != POLARSPLIT_OK) return;
+        if (polarsplit_session_executing_conn(c->router.st, &conn) != POLARSPLIT_OK) {
+            /* F-1: the statement waits for a reader connection, no server has it: the engine
+             * answers it with 57014 now (an input: drain that client's session). */
+            record_cancel(c);
+            if (polarsplit_session_cancel_unplaced(c->router.st, now_ms()) == POLARSPLIT_OK) {
+                g.cancels_reported++;
+                pump(c);
+            }
+            return;
+        }
         backend_t *b = find_conn(c, conn);
         if (!b) return;
         if (b->role == ROLE_WRITER)

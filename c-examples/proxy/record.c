@@ -37,6 +37,12 @@ void record_timeout(client_t *c, uint64_t now) {
     fflush(c->record);
 }
 
+void record_cancel(client_t *c) {
+    if (!c->record) return;
+    fputs("cancel\n", c->record);
+    fflush(c->record);
+}
+
 void record_open(client_t *c) {
     if (!g.o.record_dir || !c->router.is_library) return;
     char path[4096];

@@ -16,6 +16,7 @@
 
 int ctest_r1b_deadline_after_a_reader_statement_and_timeout_retries_on_the_writer(void);
 int ctest_f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling(void);
+int ctest_f1_cancel_unplaced_answers_57014_and_closes_the_late_connection(void);
 int ctest_e2_connection_closed_forgets_what_the_connection_had_prepared(void);
 int ctest_c1_writer_identity_names_the_token_history_and_bumps_the_generation(void);
 int ctest_host_duties_misuse(void);
@@ -363,6 +364,38 @@ int ctest_f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling(void) {
     /* With a cancel forwarded to it, it is closed: no other session may get it. */
     CHECK(read_with_cancel(1, &closed, &released, &n) == 0);
     CHECK(closed && !released && n == 1);
+    return 0;
+}
+
+int ctest_f1_cancel_unplaced_answers_57014_and_closes_the_late_connection(void) {
+    static host_t h;
+    memset(&h, 0, sizeof h);
+    polarsplit_engine *e = engine_with(NULL, NULL);
+    CHECK(e != NULL);
+    polarsplit_session *s = NULL;
+    CHECK_STATUS(new_session(e, &s), POLARSPLIT_OK);
+    CHECK(login(s, &h, 1000) == 0);
+    CHECK_STATUS(polarsplit_session_cancel_unplaced(NULL, 1000), POLARSPLIT_ERR_NULL);
+    /* Nothing waits for a reader connection: nothing to cancel this way. */
+    CHECK_STATUS(polarsplit_session_cancel_unplaced(s, 1000), POLARSPLIT_DONE);
+    uint8_t q[64];
+    h.acquired = 0;
+    CHECK(client(s, &h, q, wire_query(q, "SELECT pg_sleep(3)"), 1000) == 0);
+    CHECK(h.acquired);
+    uint64_t conn = 0;
+    CHECK_STATUS(polarsplit_session_executing_conn(s, &conn), POLARSPLIT_DONE);
+    /* The cancel: answered at once, as a server answers a cancelled statement. */
+    CHECK_STATUS(polarsplit_session_cancel_unplaced(s, 1300), POLARSPLIT_OK);
+    CHECK(drain(s, &h) == 0);
+    CHECK(has(&h.to_client, "57014") && has_tag(&h.to_client, 'E') && has_tag(&h.to_client, 'Z'));
+    /* The connection asked for arrives late: closed unused, nothing sent on it or the writer. */
+    CHECK_STATUS(polarsplit_session_on_backend_event(s, READER, POLARSPLIT_EVENT_READER_ATTACHED, h.server, 0, 2000),
+                 POLARSPLIT_OK);
+    CHECK(drain(s, &h) == 0);
+    CHECK(h.reader_closed && !h.released);
+    CHECK(h.sent[1].len == 0 && h.sent[0].len == 0);
+    polarsplit_session_free(s);
+    polarsplit_engine_free(e);
     return 0;
 }
 

@@ -53,3 +53,15 @@ def test_replay_polardb_wait_shows_the_w4_wrapper():
     assert "DISCARD_BACKEND conn=201 n=27 [C C C]" in out
     assert "FORWARD_BACKEND conn=201 n=61 [T D C]" in out
     assert "balanced: yes" in out
+
+
+def test_f1_replay_a_cancel_while_the_read_waits_for_its_reader_connection():
+    out = replay("stock-cancel-while-waiting.transcript")
+    lines = [line.strip() for line in out.splitlines()]
+    at = lines.index("> cancel (unplaced)")
+    # The read is answered at once with the server's 57014 and its RFQ; nothing ran it.
+    assert lines[at + 1] == "SEND_CLIENT [E Z(I)]", lines[at:at + 3]
+    assert not any(line.startswith("SEND_BACKEND conn=8") for line in lines)
+    # The connection the host was asked for arrives late and is closed unused.
+    assert "CLOSE_BACKEND conn=8" in lines[at:]
+    assert "balanced: yes" in lines

@@ -40,6 +40,7 @@ extern "C" {
     pub fn ctest_recv_client_other_errors_consume_nothing() -> c_int;
     pub fn ctest_r1b_deadline_after_a_reader_statement_and_timeout_retries_on_the_writer() -> c_int;
     pub fn ctest_f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling() -> c_int;
+    pub fn ctest_f1_cancel_unplaced_answers_57014_and_closes_the_late_connection() -> c_int;
     pub fn ctest_e2_connection_closed_forgets_what_the_connection_had_prepared() -> c_int;
     pub fn ctest_c1_writer_identity_names_the_token_history_and_bumps_the_generation() -> c_int;
     pub fn ctest_host_duties_misuse() -> c_int;

@@ -24,6 +24,14 @@ fn c_f1_cancel_forwarded_to_a_reader_closes_it_instead_of_pooling() {
 }
 
 #[test]
+fn c_f1_cancel_unplaced_answers_57014_and_closes_the_late_connection() {
+    run(
+        "f1_cancel_unplaced_answers_57014_and_closes_the_late_connection",
+        ctest_f1_cancel_unplaced_answers_57014_and_closes_the_late_connection,
+    );
+}
+
+#[test]
 fn c_e2_connection_closed_forgets_what_the_connection_had_prepared() {
     run(
         "e2_connection_closed_forgets_what_the_connection_had_prepared",

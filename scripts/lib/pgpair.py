@@ -268,6 +268,12 @@ class Proxy:
         for k, v in base.items():
             self.args += ["--set", f"{k}={v}"]
         self.args += extra or []
+        if os.environ.get("POLARSPLIT_PROXY_RECORD"):
+            # Debugging a flaky e2e test: every session of every proxy the run starts is
+            # recorded (--record) under $POLARSPLIT_PROXY_RECORD/<port>/, for c-examples/replay.
+            d = Path(os.environ["POLARSPLIT_PROXY_RECORD"]) / str(self.port)
+            d.mkdir(parents=True, exist_ok=True)
+            self.args += ["--record", str(d)]
         self.env = dict(os.environ, **(env or {}))
         self.proc: subprocess.Popen | None = None
         # Seconds to wait for the listening socket (longer under valgrind).

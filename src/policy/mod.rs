@@ -18,7 +18,8 @@ pub enum FailureClass {
     ConnectionLost,
     /// Any other reader ErrorResponse; the connection is still usable.
     ReusableError,
-    /// 57014 answering the client's own statement: a cancel, forwarded, never retried.
+    /// 57014 answering the client's own statement, or any 57014 on a connection the client's
+    /// cancel was forwarded to: a cancel, answered as such, never retried.
     Cancel,
 }
 
@@ -34,6 +35,9 @@ pub struct ErrorFacts<'a> {
     /// The dialect waits with a statement of its own whose timeout is 57014 (PostgreSQL 19's
     /// `WAIT FOR LSN`); such a timeout is recognised by position: it answers the hidden wait.
     pub hidden_wait_statement: bool,
+    /// The host forwarded the client's CancelRequest to this connection while the session held
+    /// it: a 57014 there is the client's cancel, wherever in the unit's answer it lands.
+    pub cancel_forwarded: bool,
 }
 
 /// Whether a DETAIL/routine pair carries the W-5 timeout marker. Message text is never used.
@@ -50,6 +54,11 @@ pub fn classify_error(e: &ErrorFacts<'_>) -> FailureClass {
         return FailureClass::WaitTimeout;
     }
     if e.sqlstate == b"57014" {
+        if e.cancel_forwarded {
+            // The client asked to cancel its statement, and the engine's statements in front of
+            // it are part of it for the client: cancelled, never run again elsewhere.
+            return FailureClass::Cancel;
+        }
         if e.in_hidden && e.hidden_wait_statement {
             return FailureClass::WaitTimeout;
         }
@@ -160,6 +169,7 @@ mod tests {
             routine: None,
             in_hidden: false,
             hidden_wait_statement: false,
+            cancel_forwarded: false,
         }
     }
 
@@ -194,5 +204,17 @@ mod tests {
         let mut s = facts(b"42704");
         s.in_hidden = true;
         assert_eq!(classify_error(&s), FailureClass::ReusableError);
+        // The client's cancel was forwarded to the connection: a 57014 in the engine's
+        // statements in front of the client's is that cancel (the settings replay, the wait).
+        h.cancel_forwarded = true;
+        assert_eq!(classify_error(&h), FailureClass::Cancel);
+        h.hidden_wait_statement = true;
+        assert_eq!(classify_error(&h), FailureClass::Cancel);
+        s.cancel_forwarded = true;
+        assert_eq!(
+            classify_error(&s),
+            FailureClass::ReusableError,
+            "57014 only"
+        );
     }
 }

@@ -278,6 +278,13 @@ impl Session {
         fresh: bool,
         needs_reset: bool,
     ) -> Result<(), SessionError> {
+        if self.abandoned_acquire == Some(server) && self.awaiting_reader().is_none() {
+            // F-1: asked for a statement the client cancelled; never used by this session.
+            self.abandoned_acquire = None;
+            self.engine.conns().forget(conn);
+            self.out.close_backend(conn);
+            return Ok(());
+        }
         let id = match self.awaiting_reader() {
             Some((id, s)) if s == server => id,
             _ => {
@@ -355,6 +362,15 @@ impl Session {
 
     /// The host has no reader connection: the writer answers (P-4 never blocks).
     pub(super) fn reader_unavailable(&mut self, no_credentials: bool) -> Result<(), SessionError> {
+        if self.abandoned_acquire.is_some() && self.awaiting_reader().is_none() {
+            // F-1: the connection asked for a cancelled statement: nothing waits for it.
+            self.abandoned_acquire = None;
+            if no_credentials {
+                self.readers_forbidden = true;
+            }
+            self.pump(None);
+            return Ok(());
+        }
         let Some((id, _)) = self.awaiting_reader() else {
             return Err(SessionError::UnexpectedEvent(
                 "ReaderUnavailable without AcquireReader",
@@ -374,6 +390,34 @@ impl Session {
         };
         self.send_orig_to_writer(id, reason);
         Ok(())
+    }
+
+    /// F-1: a unit the client cancelled before any server had it ends with the error a server
+    /// sends for a cancelled statement, then its RFQ (or the failed block's, via the writer).
+    pub(super) fn answer_cancelled(&mut self, id: u32) {
+        let d = Decision {
+            attempt: self.unit(id).map_or(0, |u| u.decision.attempt),
+            ..Decision::primary(Reason::NoReaderConnection)
+        };
+        self.send_cancelled_error();
+        if let Some(u) = self.unit_mut(id) {
+            u.decision = d;
+            u.attempt = Attempt::Local;
+            u.errored = true;
+        }
+        self.end_with_error(id);
+    }
+
+    /// The ErrorResponse a server answers a cancelled statement with (57014), for the client.
+    pub(super) fn send_cancelled_error(&mut self) {
+        self.out.send_client_with(|o| {
+            encode::error_response(
+                o,
+                b"57014",
+                b"canceling statement due to user request",
+                None,
+            );
+        });
     }
 
     /// Sends the unit's original client messages to the writer (a fallback or a retry).

@@ -252,7 +252,33 @@ impl Session {
             copy,
         });
         self.pump(Some((t, body)));
+        self.keep_if_waiting(t, body);
         Ok(())
+    }
+
+    /// A message that arrived with nothing ahead of it is decided from this input's bytes and
+    /// gets no copy. If it still waits once the input is handled — whatever made it wait — its
+    /// bytes are kept now: the host's buffer holds them too, but a reader (which may need them
+    /// rewritten) or a retry needs them after the host moved on, and this input is the last
+    /// place the engine sees them (F-1, F-2: a read queued behind a cancelled read's connection
+    /// request reached its reader as an empty Query, and its retry on the writer as nothing).
+    fn keep_if_waiting(&mut self, t: u8, body: &[u8]) {
+        // Nothing is added to the queue while it is pumped, and it leaves from the front: a
+        // queue of one is this message. (One that arrived behind others was copied on arrival
+        // if it may need its bytes.)
+        let waits = self.queue.len() == 1
+            && self
+                .queue
+                .back()
+                .is_some_and(|m| m.copy.is_none() && m.acted == 0 && m.len == body.len() + 5);
+        if waits {
+            let start = self.pending.len();
+            wire(t, body, &mut self.pending);
+            let end = self.pending.len();
+            if let Some(m) = self.queue.back_mut() {
+                m.copy = Some(start..end);
+            }
+        }
     }
 
     fn on_client_opaque_start(&mut self, t: u8, body_len: usize) -> Result<(), SessionError> {
@@ -365,6 +391,11 @@ impl Session {
                 _ => return,
             }
             let Some(w) = writer else { return };
+            if self.abandoned_acquire.is_some() {
+                // F-1: one reader connection request at a time; the cancelled statement's is
+                // still the host's to answer.
+                return;
+            }
             if self.skip_to_sync {
                 match head.info {
                     MsgInfo::Terminate => self.skip_to_sync = false,
@@ -465,18 +496,6 @@ impl Session {
                 _ => self.start_batch(),
             };
             if !progressed {
-                // The head waits: keep its bytes if they are only in this input (the host's
-                // buffer keeps them too, but a reader or a retry needs them after it moved on).
-                if let (Some(head), Some((t, body))) = (self.queue.front(), fresh_here) {
-                    if head.copy.is_none() && head.len == body.len() + 5 && self.queue.len() == 1 {
-                        let start = self.pending.len();
-                        wire(t, body, &mut self.pending);
-                        let end = self.pending.len();
-                        if let Some(h) = self.queue.front_mut() {
-                            h.copy = Some(start..end);
-                        }
-                    }
-                }
                 return;
             }
         }

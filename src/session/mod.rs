@@ -466,6 +466,9 @@ pub struct Session {
     write_ack_ms: Option<u64>,
     /// The LSN the probe in flight answered with.
     probe_lsn: Option<Lsn>,
+    /// F-1: the reader connection asked for a statement the client cancelled before it had one
+    /// ([`Session::cancel_unplaced`]); the host's answer to that request is still to come.
+    abandoned_acquire: Option<ServerId>,
     /// Whether probes pay (`lsn_probe = adaptive`, W-7).
     probe_credit: ProbeCredit,
     /// The client bytes of the reader unit in flight (for wrapping and retries), and the
@@ -553,6 +556,7 @@ impl Session {
             held_writer: Vec::new(),
             write_ack_ms: None,
             probe_lsn: None,
+            abandoned_acquire: None,
             probe_credit: ProbeCredit::default(),
             orig: Vec::new(),
             orig_msgs: Vec::new(),
@@ -601,6 +605,30 @@ impl Session {
             Attempt::Reader { conn, .. } => Some(conn),
             Attempt::AwaitReader { .. } => None,
         }
+    }
+
+    /// The client sent a CancelRequest while [`Session::executing_connection`] names no
+    /// connection: its statement waits for a reader connection the host has not attached yet, so
+    /// no server has it (F-1). An input (drain after it): the engine answers the statement at
+    /// once with the server's 57014 "canceling statement due to user request" — inside a
+    /// transaction block the block fails, as on the primary — and nothing runs it. The
+    /// connection asked for is still the host's to answer: attached, it is closed unused (a
+    /// CloseBackend action); unavailable, nothing more happens. Until then the session starts
+    /// nothing new (its client's next statements wait). Returns whether a statement was
+    /// cancelled: only a simple Query waiting for a reader is (an extended batch runs as before:
+    /// its Parse and Bind would have run before a server noticed the cancel).
+    pub fn cancel_unplaced(&mut self, now_ms: u64) -> Result<bool, SessionError> {
+        self.check_input(now_ms)?;
+        let (id, server) = match self.units.front() {
+            Some(u) if u.kind == UnitKind::Query => match u.attempt {
+                Attempt::AwaitReader { server } => (u.id, server),
+                _ => return Ok(false),
+            },
+            _ => return Ok(false),
+        };
+        self.abandoned_acquire = Some(server);
+        self.answer_cancelled(id);
+        Ok(true)
     }
 
     /// The host forwarded a CancelRequest to `conn` (F-1). A reader connection that may have

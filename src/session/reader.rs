@@ -208,6 +208,9 @@ impl Session {
         }
         let wait_statement = u.wait_statement;
         let sent_wait = u.decision.wait;
+        let cancel_forwarded = self
+            .backend_index(conn)
+            .is_some_and(|i| i > 0 && self.backend(i).cancelled);
         let facts = ErrorFacts {
             sqlstate: f.code().unwrap_or(b""),
             fatal: f.is_fatal(),
@@ -215,6 +218,7 @@ impl Session {
             routine: f.routine(),
             in_hidden,
             hidden_wait_statement: wait_statement,
+            cancel_forwarded,
         };
         let class = policy::classify_error(&facts);
         if class == FailureClass::WaitTimeout {
@@ -245,7 +249,15 @@ impl Session {
         }
         if rec == Recovery::ForwardOriginal {
             self.flush_held();
-            self.apply_disp(conn, t, body, Disp::Forward);
+            if in_hidden {
+                // F-1: the client's cancel landed in the engine's statement in front of its
+                // own; the client gets the server's error for a cancelled statement, never one
+                // that names the engine's statement.
+                self.apply_disp(conn, t, body, Disp::Discard);
+                self.send_cancelled_error();
+            } else {
+                self.apply_disp(conn, t, body, Disp::Forward);
+            }
             if let Some(u) = self.unit_mut(id) {
                 u.errored = true;
                 u.forwarded = true;
@@ -302,7 +314,8 @@ impl Session {
             self.engine.stats().inc(Counter::PinsReleased);
         }
         self.hand_back(conn, true);
-        let rec = if rec == Recovery::ForwardOriginal {
+        // A replay's own error is never the client's; a cancel's 57014 was answered already.
+        let rec = if rec == Recovery::ForwardOriginal && class != FailureClass::Cancel {
             Recovery::EngineError
         } else {
             rec

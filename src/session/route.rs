@@ -616,7 +616,9 @@ impl Session {
                 (None, Some((t, body))) if i == 0 && self.queue.len() == 1 => {
                     wire(t, body, &mut self.orig)
                 }
-                _ => {}
+                // Its bytes were in an earlier input only and nothing kept them: the unit would
+                // go out without this message (`keep_if_waiting` keeps a waiting one's).
+                _ => debug_assert!(false, "a unit's message with no bytes kept"),
             }
             let end = self.orig.len();
             self.orig_msgs.push((start..end, m.names));

@@ -231,6 +231,11 @@ def test_f1_cancel_storm_cancels_no_innocent_statement(i17, proxy):
                             assert r.error_field(pq.DiagnosticField.SQLSTATE) == b"57014", r.error_message
                             with lock:
                                 n["own_cancelled"] += 1
+                        else:
+                            # Not cancelled: its own row (a read queued behind a cancelled one once
+                            # reached the standby as an empty Query: EMPTY_QUERY here).
+                            assert r.status == pq.ExecStatus.TUPLES_OK, r.status
+                            assert (r.ntuples, r.get_value(0, 0)) == (1, b"1")
                     time.sleep(0.002)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)

@@ -118,12 +118,11 @@ def own_pair():
         p.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open F-1 defect: a CancelRequest that arrives while the session's read waits for a new reader "
-    "connection (Attempt::AwaitReader) is dropped: src/session/mod.rs executing_connection() answers "
-    "None there and c-examples/proxy/actions.c do_cancel returns without sending it; the read then "
-    "runs to completion (measured: a cancel at 0.3 s of pg_sleep(3), standby postmaster not "
-    "answering: the statement finished at 5.0 s on the primary; alone, the primary answers 57014 at 0.3 s)"))
+# F-1: a CancelRequest that arrives while the session's read waits for a new reader connection
+# (no server has the statement yet) was dropped, and the read ran to completion on the primary
+# after the connect timeout (measured: a cancel at 0.3 s of pg_sleep(3), standby postmaster not
+# answering: the statement finished at 5.0 s). The proxy now calls
+# polarsplit_session_cancel_unplaced and the engine answers 57014 when the connection attempt ends.
 def test_f1_a_cancel_sent_while_the_read_waits_for_a_reader_connection_cancels_it(own_pair, tmp_path):
     import os
     import signal
