@@ -165,6 +165,25 @@ enum Setting {
     Literal(bool),
 }
 
+/// A call of a name whose verdict depends on its number of arguments ([`Builtin::ByArity`]),
+/// open: its arguments are counted up to its `)`.
+#[derive(Clone, Copy, Debug)]
+struct ArityCall {
+    /// The statement's paren depth inside the call's parentheses.
+    depth: u32,
+    /// Commas at that depth outside brackets: argument separators.
+    commas: u32,
+    /// Open `[` at that depth (`ARRAY[a, b]`: its commas separate no arguments).
+    brackets: u32,
+    /// Whether any token stands inside (`f()` has no argument).
+    any: bool,
+    by_arity: u16,
+}
+
+/// Calls counted at once (nested inside one another); a call beyond them is judged as if its
+/// arguments could not be counted.
+const MAX_ARITY_CALLS: usize = 16;
+
 /// The facts pass 1 records for one statement.
 #[derive(Clone, Debug)]
 pub(super) struct Scan {
@@ -215,6 +234,11 @@ pub(super) struct Scan {
     /// Bit d: a WITH list is open at depth d (its CTE names are not calls).
     with_lists: u64,
     setting: Setting,
+    /// Open calls whose arguments are counted (innermost last).
+    arity_calls: Vec<ArityCall>,
+    /// `x.name` of a [`Builtin::ByArity`] name, judged by the next token: `x.name(…)` is a
+    /// qualified call, anything else attribute notation (one argument).
+    attr_arity: Option<u16>,
     prev: Option<Token>,
     prev2: Option<Token>,
     prev3: Option<Token>,
@@ -263,6 +287,8 @@ impl Scan {
             atomic_depth: 0,
             with_lists: 0,
             setting: Setting::None,
+            arity_calls: Vec::new(),
+            attr_arity: None,
             prev: None,
             prev2: None,
             prev3: None,
@@ -336,6 +362,14 @@ impl Scan {
             self.relation(t, sql, policy.record_names);
         } else if t.kind != Tok::Dot {
             self.in_chain = false;
+        }
+        if let Some(k) = self.attr_arity.take() {
+            if t.kind != Tok::LParen {
+                self.builtin(policy.builtins.at_arity(k, Some(1)), false);
+            }
+        }
+        if !self.arity_calls.is_empty() {
+            self.count_argument(t, policy);
         }
         let into_state = std::mem::take(&mut self.into_state);
         match t.kind {
@@ -598,12 +632,34 @@ impl Scan {
                     self.unseen |= call;
                 }
             }
-            Builtin::ServerDependent => self.server_dependent = true,
-            Builtin::Volatile => self.volatile_fn = true,
-            Builtin::Safe(id) => {
-                if call {
-                    self.push(Call::Builtin { stmt, id, hint });
+            // Judged at its `)`, when its arguments are counted.
+            Builtin::ByArity(k) if call => {
+                if self.arity_calls.len() < MAX_ARITY_CALLS {
+                    self.arity_calls.push(ArityCall {
+                        depth: self.depth.saturating_add(1),
+                        commas: 0,
+                        brackets: 0,
+                        any: false,
+                        by_arity: k,
+                    });
+                } else {
+                    self.builtin(policy.builtins.at_arity(k, None), true);
                 }
+            }
+            // `(v).name`, `$1.name`, `a[1].name` call `name(v)`, one argument, unless `(`
+            // follows (a qualified call). After a name (`t.name`, `s.t.name`) it is a column,
+            // or a call on a whole row that no overload of a by-arity built-in takes (verified
+            // on PostgreSQL 15: `datfrozenxid.age` is "missing FROM-clause entry"): not judged.
+            Builtin::ByArity(k) => {
+                if !matches!(
+                    self.prev2,
+                    Some(q) if matches!(q.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent)
+                ) {
+                    self.attr_arity = Some(k);
+                }
+            }
+            Builtin::ServerDependent | Builtin::Volatile | Builtin::Safe(_) => {
+                self.builtin(verdict, call)
             }
             Builtin::Unknown if call => {
                 self.unseen = true;
@@ -618,6 +674,70 @@ impl Scan {
                 hash: name_hash(s),
                 hint,
             }),
+        }
+    }
+
+    /// A verdict on a built-in's call that is neither never-safe nor unknown.
+    fn builtin(&mut self, verdict: Builtin, call: bool) {
+        match verdict {
+            Builtin::ServerDependent => self.server_dependent = true,
+            Builtin::Volatile => self.volatile_fn = true,
+            Builtin::Safe(id) => {
+                if call {
+                    self.push(Call::Builtin {
+                        stmt: 0,
+                        id,
+                        hint: self.hint_reader,
+                    });
+                }
+            }
+            // `at_arity` gives none of these; the safe direction if it ever did.
+            Builtin::NeverSafe | Builtin::Unknown | Builtin::ByArity(_) => self.write_fn = true,
+        }
+    }
+
+    /// Counts the arguments of the innermost open [`ArityCall`] with the statement's next token
+    /// (before the token changes the depth), and judges the call at its `)`. PostgreSQL's
+    /// argument list is expressions separated by commas; a plain function's parentheses hold
+    /// nothing else that is not inside parentheses or brackets of its own (`ORDER BY`, `*` and
+    /// `DISTINCT` are an aggregate's, and aggregates have no arities in the table).
+    fn count_argument(&mut self, t: Token, policy: Rules<'_>) {
+        let depth = self.depth;
+        let Some(c) = self.arity_calls.last_mut() else {
+            return;
+        };
+        if depth > c.depth {
+            return;
+        }
+        match t.kind {
+            Tok::RParen => {
+                let n = (c.brackets == 0).then_some(if c.any { c.commas + 1 } else { 0 });
+                let k = c.by_arity;
+                self.arity_calls.pop();
+                self.builtin(policy.builtins.at_arity(k, n), true);
+            }
+            Tok::Comma if c.brackets == 0 => {
+                c.commas = c.commas.saturating_add(1);
+                c.any = true;
+            }
+            Tok::LBracket => {
+                c.brackets = c.brackets.saturating_add(1);
+                c.any = true;
+            }
+            Tok::RBracket => c.brackets = c.brackets.saturating_sub(1),
+            _ => c.any = true,
+        }
+    }
+
+    /// The statement ends: a trailing `x.name` is attribute notation; calls still open
+    /// (unbalanced parentheses: the server refuses it) are judged as if their arguments could
+    /// not be counted.
+    pub(super) fn end_calls(&mut self, policy: Rules<'_>) {
+        if let Some(k) = self.attr_arity.take() {
+            self.builtin(policy.builtins.at_arity(k, Some(1)), false);
+        }
+        while let Some(c) = self.arity_calls.pop() {
+            self.builtin(policy.builtins.at_arity(c.by_arity, None), true);
         }
     }
 
