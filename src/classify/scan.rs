@@ -175,8 +175,8 @@ struct ArityCall {
     commas: u32,
     /// Open `[` at that depth (`ARRAY[a, b]`: its commas separate no arguments).
     brackets: u32,
-    /// Whether any token stands inside (`f()` has no argument).
-    any: bool,
+    /// The statement's token index of its `(` (`f()` has no argument: `)` comes next).
+    open: u32,
     by_arity: u16,
 }
 
@@ -236,9 +236,10 @@ pub(super) struct Scan {
     setting: Setting,
     /// Open calls whose arguments are counted (innermost last).
     arity_calls: Vec<ArityCall>,
-    /// `x.name` of a [`Builtin::ByArity`] name, judged by the next token: `x.name(…)` is a
-    /// qualified call, anything else attribute notation (one argument).
-    attr_arity: Option<u16>,
+    /// `x.name` of [`Builtin::ByArity`] names (the token index of `name`), judged when the
+    /// statement ends: `x.name(…)` is a qualified call (taken off here by its `(`), anything
+    /// else attribute notation, one argument.
+    attr_arity: Vec<(u32, u16)>,
     prev: Option<Token>,
     prev2: Option<Token>,
     prev3: Option<Token>,
@@ -288,7 +289,7 @@ impl Scan {
             with_lists: 0,
             setting: Setting::None,
             arity_calls: Vec::new(),
-            attr_arity: None,
+            attr_arity: Vec::new(),
             prev: None,
             prev2: None,
             prev3: None,
@@ -363,14 +364,6 @@ impl Scan {
         } else if t.kind != Tok::Dot {
             self.in_chain = false;
         }
-        if let Some(k) = self.attr_arity.take() {
-            if t.kind != Tok::LParen {
-                self.builtin(policy.builtins.at_arity(k, Some(1)), false);
-            }
-        }
-        if !self.arity_calls.is_empty() {
-            self.count_argument(t, policy);
-        }
         let into_state = std::mem::take(&mut self.into_state);
         match t.kind {
             Tok::Error(_) | Tok::Other => self.error = true,
@@ -383,8 +376,14 @@ impl Scan {
                 }
             }
             Tok::RParen => {
+                if !self.arity_calls.is_empty() {
+                    self.close_arity_call(idx, policy);
+                }
                 self.set_with_list(false);
                 self.depth = self.depth.saturating_sub(1);
+            }
+            Tok::Comma | Tok::LBracket | Tok::RBracket if !self.arity_calls.is_empty() => {
+                self.count_argument(t.kind)
             }
             Tok::Semicolon if self.depth > 0 => self.semicolon_in_parens = true,
             Tok::Dot if into_state == 3 => self.into_temp = true,
@@ -634,12 +633,17 @@ impl Scan {
             }
             // Judged at its `)`, when its arguments are counted.
             Builtin::ByArity(k) if call => {
+                // `x.name(`: the name was taken for attribute notation as it came.
+                let name_at = self.ntok.saturating_sub(2);
+                if self.attr_arity.last().is_some_and(|a| a.0 == name_at) {
+                    self.attr_arity.pop();
+                }
                 if self.arity_calls.len() < MAX_ARITY_CALLS {
                     self.arity_calls.push(ArityCall {
                         depth: self.depth.saturating_add(1),
                         commas: 0,
                         brackets: 0,
-                        any: false,
+                        open: self.ntok.saturating_sub(1),
                         by_arity: k,
                     });
                 } else {
@@ -655,7 +659,7 @@ impl Scan {
                     self.prev2,
                     Some(q) if matches!(q.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent)
                 ) {
-                    self.attr_arity = Some(k);
+                    self.attr_arity.push((self.ntok.saturating_sub(1), k));
                 }
             }
             Builtin::ServerDependent | Builtin::Volatile | Builtin::Safe(_) => {
@@ -696,44 +700,47 @@ impl Scan {
         }
     }
 
-    /// Counts the arguments of the innermost open [`ArityCall`] with the statement's next token
-    /// (before the token changes the depth), and judges the call at its `)`. PostgreSQL's
-    /// argument list is expressions separated by commas; a plain function's parentheses hold
-    /// nothing else that is not inside parentheses or brackets of its own (`ORDER BY`, `*` and
-    /// `DISTINCT` are an aggregate's, and aggregates have no arities in the table).
-    fn count_argument(&mut self, t: Token, policy: Rules<'_>) {
+    /// A comma or bracket while a by-arity call is open: counts the arguments of the innermost
+    /// one when it stands at that call's depth. PostgreSQL's argument list is expressions
+    /// separated by commas; a plain function's parentheses hold nothing else that is not inside
+    /// parentheses or brackets of its own (`ORDER BY`, `*` and `DISTINCT` are an aggregate's,
+    /// and aggregates have no arities in the table).
+    fn count_argument(&mut self, kind: Tok) {
         let depth = self.depth;
         let Some(c) = self.arity_calls.last_mut() else {
             return;
         };
-        if depth > c.depth {
+        if depth != c.depth {
             return;
         }
-        match t.kind {
-            Tok::RParen => {
-                let n = (c.brackets == 0).then_some(if c.any { c.commas + 1 } else { 0 });
-                let k = c.by_arity;
-                self.arity_calls.pop();
-                self.builtin(policy.builtins.at_arity(k, n), true);
-            }
-            Tok::Comma if c.brackets == 0 => {
-                c.commas = c.commas.saturating_add(1);
-                c.any = true;
-            }
-            Tok::LBracket => {
-                c.brackets = c.brackets.saturating_add(1);
-                c.any = true;
-            }
+        match kind {
+            Tok::Comma if c.brackets == 0 => c.commas = c.commas.saturating_add(1),
+            Tok::LBracket => c.brackets = c.brackets.saturating_add(1),
             Tok::RBracket => c.brackets = c.brackets.saturating_sub(1),
-            _ => c.any = true,
+            _ => {}
         }
     }
 
-    /// The statement ends: a trailing `x.name` is attribute notation; calls still open
+    /// A `)` (token `idx`, before it lowers the depth) while a by-arity call is open: if it
+    /// closes the innermost one, judges that call by its number of arguments.
+    fn close_arity_call(&mut self, idx: u32, policy: Rules<'_>) {
+        let Some(&c) = self.arity_calls.last() else {
+            return;
+        };
+        if self.depth != c.depth {
+            return;
+        }
+        self.arity_calls.pop();
+        let empty = idx == c.open.saturating_add(1);
+        let n = (c.brackets == 0).then_some(if empty { 0 } else { c.commas + 1 });
+        self.builtin(policy.builtins.at_arity(c.by_arity, n), true);
+    }
+
+    /// The statement ends: an `x.name` not followed by `(` was attribute notation; calls still open
     /// (unbalanced parentheses: the server refuses it) are judged as if their arguments could
     /// not be counted.
     pub(super) fn end_calls(&mut self, policy: Rules<'_>) {
-        if let Some(k) = self.attr_arity.take() {
+        while let Some((_, k)) = self.attr_arity.pop() {
             self.builtin(policy.builtins.at_arity(k, Some(1)), false);
         }
         while let Some(c) = self.arity_calls.pop() {

@@ -3,13 +3,16 @@
 //!
 //! Two kinds of data live here:
 //! - **Generated** tables, one per supported major version (`pg15.rs`): every function name of
-//!   `pg_catalog` and `information_schema` with the volatilities of its overloads, and the keyword
-//!   list, read from a real server's `pg_proc` and `pg_get_keywords()` by `scripts/gen-builtins.py`
+//!   `pg_catalog` and `information_schema` with the volatilities of its overloads, the argument
+//!   counts of the names whose overloads take several (with each count's volatilities), and the
+//!   keyword list, read from a real server's `pg_proc` and `pg_get_keywords()` by `scripts/gen-builtins.py`
 //!   (see `scripts/gen-builtins.md`). Never edited by hand; a live test fails when it is stale.
 //! - **Reviewed** lists, short and commented, below: volatile built-ins that are read-safe, built-ins
 //!   that are never read-safe whatever their volatility, and S-7's server-dependent functions and
 //!   relations. Names are matched after normalisation (`ident.rs`), in any schema: the F-policy
-//!   looks at names, not at qualified names.
+//!   looks at names, not at qualified names — and at a call's number of arguments where the
+//!   overloads that take different numbers fare differently ([`Builtin::ByArity`], S-7's
+//!   `age/1`).
 //!
 //! Which table: the one of the writer's major version ([`for_server_version`]); the host reports
 //! `server_version_num` (`Engine::set_writer_server_version`). Until it does, and for a major
