@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT / "scripts" / "lib"))
 import pgpair  # noqa: E402
 
 FUNCTIONS_SQL = """
-SELECT p.proname, n.nspname, p.provolatile, p.prokind
+SELECT p.proname, n.nspname, p.provolatile, p.prokind, p.pronargs, p.pronargdefaults,
+       p.provariadic <> 0
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname IN ('pg_catalog', 'information_schema')
@@ -100,13 +101,55 @@ def throwaway_server(pg_bin: Path):
             shutil.rmtree(base, ignore_errors=True)
 
 
+# An arity at or above this is written as ANY_ARITY (a variadic overload's open end; PostgreSQL's
+# FUNC_MAX_ARGS is 100).
+ANY_ARITY = 255
+
+
+def arity_runs(rows: list[list[str]]) -> dict[str, list[tuple[int, int, set[str]]]]:
+    """For each name whose overloads are all plain functions and accept more than one number of
+    arguments: the runs of argument counts `(lo, hi, volatilities)` over which the overloads a
+    call may resolve to have the same volatilities (`hi` = ANY_ARITY: no upper bound). An
+    overload takes `pronargs - pronargdefaults` to `pronargs` arguments, a variadic one any
+    number from that lower bound on (PostgreSQL expands the variadic array). Counts no overload
+    takes are left out. Aggregates and window functions are judged by name only: their
+    parentheses hold more than arguments (`*`, `ORDER BY …`, and direct arguments before
+    `WITHIN GROUP`)."""
+    by_name: dict[str, list[tuple[int, int, str]]] = {}
+    plain: dict[str, bool] = {}
+    for proname, _nsp, volatility, kind, nargs, ndefaults, variadic in rows:
+        lo, hi = int(nargs) - int(ndefaults), int(nargs)
+        if variadic == "t":
+            hi = ANY_ARITY
+        by_name.setdefault(proname, []).append((lo, min(hi, ANY_ARITY), VOLATILITY[volatility]))
+        plain[proname] = plain.get(proname, True) and kind == "f"
+    out = {}
+    for name in sorted(by_name, key=lambda n: n.encode()):
+        overloads = by_name[name]
+        if not plain[name] or len({(lo, hi) for lo, hi, _ in overloads}) == 1:
+            continue
+        points = sorted({lo for lo, _, _ in overloads} | {hi + 1 for _, hi, _ in overloads if hi < ANY_ARITY})
+        runs: list[tuple[int, int, set[str]]] = []
+        for i, start in enumerate(points):
+            end = points[i + 1] - 1 if i + 1 < len(points) else ANY_ARITY
+            flags = {v for lo, hi, v in overloads if lo <= start and end <= hi}
+            if not flags:
+                continue
+            if runs and runs[-1][1] == start - 1 and runs[-1][2] == flags:
+                runs[-1] = (runs[-1][0], end, flags)
+            else:
+                runs.append((start, end, flags))
+        out[name] = runs
+    return out
+
+
 def render(dsn: str) -> tuple[int, str]:
     """The generated Rust source for the server at `dsn`, and its major version."""
     (version_num, version), = psql(dsn, VERSION_SQL)
     major = int(version_num) // 10000
     rows = psql(dsn, FUNCTIONS_SQL)
     names: dict[str, set[str]] = {}
-    for proname, nspname, volatility, kind in rows:
+    for proname, nspname, volatility, kind, *_ in rows:
         if not NAME_RE.match(proname):
             raise SystemExit(f"unexpected built-in function name {proname!r}: extend the generator")
         flags = names.setdefault(proname, set())
@@ -136,6 +179,10 @@ def render(dsn: str) -> tuple[int, str]:
     for name in sorted(names, key=lambda n: n.encode()):
         flags = " | ".join(f for f in order if f in names[name])
         lines.append(f"        (\"{name}\", {flags}),")
+    lines += ["    ],", "    arities: &["]
+    for name, runs in arity_runs(rows).items():
+        spans = ", ".join(f"({lo}, {hi}, {' | '.join(f for f in order if f in flags)})" for lo, hi, flags in runs)
+        lines.append(f"        (\"{name}\", &[{spans}]),")
     lines += ["    ],", "    keywords: &["]
     for word, cat in sorted(keywords, key=lambda k: k[0].encode()):
         if not NAME_RE.match(word):

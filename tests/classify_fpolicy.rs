@@ -497,6 +497,161 @@ fn s7_server_dependent_functions_and_relations_go_to_the_writer() {
     assert!(!classify("SHOW transaction_read_only", &WriteFunctions::defaults()).is_replica_safe());
 }
 
+/// S-7 (red5): `age(xid)` is `next XID - xid` of the server that answers, and a standby's next
+/// XID lags the primary's (43 there, 44 on the primary). The classifier sees no argument types:
+/// every one-argument `age` — `age(timestamp)` too — goes to the writer, in every spelling, as
+/// does `mxid_age` (one overload, the multixact counter).
+#[test]
+fn s7_age_of_one_argument_goes_to_the_primary() {
+    for sql in [
+        "SELECT age(datfrozenxid) FROM pg_database",
+        "SELECT datname, AGE(datfrozenxid) FROM pg_database ORDER BY 2 DESC",
+        "SELECT pg_catalog.age(relfrozenxid) FROM pg_class",
+        "SELECT \"age\" (x) FROM t",
+        "SELECT U&\"\\0061ge\"(x) FROM t",
+        "SELECT (datfrozenxid).age FROM pg_database",
+        "SELECT $1.age",
+        "SELECT x[1].age FROM t",
+        "SELECT 1 FROM t WHERE age(x) > 10",
+        "SELECT age(ts) FROM t",
+        "SELECT age(timestamp '2001-04-10')",
+        "SELECT age(ARRAY[a, b][1]) FROM t",
+        "SELECT age('a,b')",
+        "SELECT age(/* , */ x -- ,\n) FROM t",
+        "SELECT age((SELECT a FROM t WHERE b IN (1, 2) LIMIT 1))",
+        "SELECT age(coalesce(a, b)) FROM t",
+        "SELECT age(x, age(y)) FROM t",
+        "SELECT age(age(x), y) FROM t",
+        // No overload takes these counts (the server refuses them): the worst of the name.
+        "SELECT age() FROM t",
+        "SELECT age(a, b, c) FROM t",
+        "SELECT age(a, b",
+        "SELECT mxid_age(datminmxid) FROM pg_database",
+        "SELECT (datminmxid).mxid_age FROM pg_database",
+    ] {
+        assert_eq!(default_why(sql), NotSafe::ServerDependent, "{sql}");
+    }
+}
+
+/// `age(a, b)` — `age(timestamp, timestamp)`, `age(timestamptz, timestamptz)` — is immutable and
+/// stays on a reader; so does a column named `age`.
+#[test]
+fn s7_age_of_two_arguments_stays_on_a_reader() {
+    for sql in [
+        "SELECT age(now(), created_at) FROM t",
+        "SELECT age(timestamp '2001-04-10', timestamp '1957-06-13')",
+        "SELECT pg_catalog.age(a, b) FROM t",
+        "SELECT \"age\" (a, (b)) FROM t",
+        "SELECT age(a, coalesce(b, c)) FROM t",
+        "SELECT age(ARRAY[a, b][1], c) FROM t",
+        "SELECT age(a, b) FROM t WHERE x IN (1, 2)",
+        "SELECT age(age(a, b)::timestamp, c) FROM t",
+        "SELECT u.age, u.name FROM users u",
+        "SELECT age FROM users WHERE age > 30",
+        "SELECT 'age(x)', \"age\" FROM t",
+    ] {
+        assert_eq!(default_why(sql), NotSafe::None, "{sql}");
+    }
+    // A user function named age may answer a two-argument call: the catalogue's verdict.
+    let engine = Engine::new(ConfigBuilder::new().build().unwrap());
+    let cl = engine.classifier();
+    let sql = "SELECT age(a, b) FROM t";
+    assert!(cl.classify_in(b"app", sql).is_replica_safe());
+    engine
+        .set_function_catalog(b"app", [f("public", "age", Volatility::Volatile)])
+        .unwrap();
+    assert_eq!(why(&cl.classify_in(b"app", sql)), NotSafe::UserFunction);
+    // `/* route=reader */` accepts S-7 answers, as for the other server-dependent functions.
+    assert_eq!(
+        default_why("/* route=reader */ SELECT age(datfrozenxid) FROM pg_database"),
+        NotSafe::None
+    );
+}
+
+/// The decision and shape caches key on the statement's tokens: one and two arguments are
+/// different keys, whatever the literals.
+#[test]
+fn s7_age_verdicts_survive_the_caches() {
+    let cl = polarsplit::internals::classify::Classifier::new(WriteFunctions::defaults(), 64);
+    for _ in 0..3 {
+        for (sql, why_) in [
+            (
+                "SELECT age('2001-04-10'::timestamp)",
+                NotSafe::ServerDependent,
+            ),
+            (
+                "SELECT age('2001-04-10'::timestamp, '1957-06-13'::timestamp)",
+                NotSafe::None,
+            ),
+            (
+                "SELECT age('2002-04-10'::timestamp)",
+                NotSafe::ServerDependent,
+            ),
+            (
+                "SELECT age('2002-04-10'::timestamp, '1958-06-13'::timestamp)",
+                NotSafe::None,
+            ),
+            ("SELECT age(ARRAY[1, 2][1])", NotSafe::ServerDependent),
+            ("SELECT age(ARRAY[3, 4][1])", NotSafe::ServerDependent),
+        ] {
+            assert_eq!(why(&cl.classify(sql)), why_, "{sql}");
+        }
+    }
+}
+
+/// An argument of a by-arity built-in, with commas of its own (in parentheses, brackets,
+/// strings, comments, quoted names) that separate no arguments.
+fn arity_argument() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "x",
+        "t.x",
+        "$1",
+        "'a, b'",
+        "$$,$$",
+        "\"a,b\"",
+        "ARRAY[1, 2]",
+        "ARRAY[[1, 2], [3, 4]][1:2]",
+        "x[1]",
+        "(1, 2)",
+        "ROW(a, b)",
+        "lower(a || ',')",
+        "coalesce(a, b, c)",
+        "(SELECT a, b FROM u LIMIT 1)",
+        "CASE WHEN a IN (1, 2) THEN b ELSE c END",
+        "a::numeric(10, 2)",
+        "/* , */ x",
+        "x -- ,\n",
+        "now() - interval '1 day'",
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// S-7: a call of every built-in judged by its number of arguments gets the verdict of that
+    /// number, whatever its arguments hold and however it is spelled.
+    #[test]
+    fn s7_by_arity_builtins_are_judged_by_the_arguments_they_really_have(
+        pick in any::<prop::sample::Index>(),
+        args in prop::collection::vec(arity_argument(), 0..5),
+        qualified in any::<bool>(),
+    ) {
+        let t = builtins::default_table();
+        let names: Vec<&str> = t.by_arity_names().collect();
+        prop_assert!(!names.is_empty());
+        let name = names[pick.index(names.len())];
+        let prefix = if qualified { "pg_catalog." } else { "" };
+        let sql = format!("SELECT {prefix}\"{name}\"({}) FROM t", args.join(", "));
+        let want = match t.verdict_name_at(name, Some(args.len() as u32)) {
+            None => NotSafe::None,
+            Some("SERVER_DEPENDENT") => NotSafe::ServerDependent,
+            Some("VOLATILE_FUNCTION") => NotSafe::VolatileFunction,
+            Some(other) => panic!("{name}: {other}"),
+        };
+        prop_assert_eq!(default_why(&sql), want, "{}", sql);
+    }
+}
+
 /// Common reads whose `name (` is no call: they must stay replica-safe (offload), and the
 /// places where a name after a keyword *is* a call must not be missed.
 #[test]

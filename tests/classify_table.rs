@@ -188,6 +188,13 @@ const TABLE: &[Row] = &[
     ("WITH x AS (SELECT 1) SELECT * INTO TEMP y FROM x", RN, Ns::SelectInto, TMP, false),
 
     // ---- write-list functions (every default) ----
+    // S-7: age(xid) counts from the answering server's next XID; one argument cannot be told
+    // from age(timestamp), two are age(timestamp, timestamp) (pure). A column named age is no call.
+    ("SELECT age(datfrozenxid) FROM pg_database", RN, Ns::ServerDependent, N, false),
+    ("SELECT (datfrozenxid).age FROM pg_database", RN, Ns::ServerDependent, N, false),
+    ("SELECT mxid_age(datminmxid) FROM pg_database", RN, Ns::ServerDependent, N, false),
+    ("SELECT age(now(), ts) FROM t", R, Ns::None, TV, true),
+    ("SELECT u.age, age FROM users u WHERE age > 30", R, Ns::None, N, true),
     ("SELECT nextval('s')", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_catalog.nextval('s')", RN, Ns::WriteFunction, N, false),
     ("SELECT \"nextval\"('s')", RN, Ns::WriteFunction, N, false),

@@ -165,6 +165,25 @@ enum Setting {
     Literal(bool),
 }
 
+/// A call of a name whose verdict depends on its number of arguments ([`Builtin::ByArity`]),
+/// open: its arguments are counted up to its `)`.
+#[derive(Clone, Copy, Debug)]
+struct ArityCall {
+    /// The statement's paren depth inside the call's parentheses.
+    depth: u32,
+    /// Commas at that depth outside brackets: argument separators.
+    commas: u32,
+    /// Open `[` at that depth (`ARRAY[a, b]`: its commas separate no arguments).
+    brackets: u32,
+    /// The statement's token index of its `(` (`f()` has no argument: `)` comes next).
+    open: u32,
+    by_arity: u16,
+}
+
+/// Calls counted at once (nested inside one another); a call beyond them is judged as if its
+/// arguments could not be counted.
+const MAX_ARITY_CALLS: usize = 16;
+
 /// The facts pass 1 records for one statement.
 #[derive(Clone, Debug)]
 pub(super) struct Scan {
@@ -215,6 +234,12 @@ pub(super) struct Scan {
     /// Bit d: a WITH list is open at depth d (its CTE names are not calls).
     with_lists: u64,
     setting: Setting,
+    /// Open calls whose arguments are counted (innermost last).
+    arity_calls: Vec<ArityCall>,
+    /// `x.name` of [`Builtin::ByArity`] names (the token index of `name`), judged when the
+    /// statement ends: `x.name(…)` is a qualified call (taken off here by its `(`), anything
+    /// else attribute notation, one argument.
+    attr_arity: Vec<(u32, u16)>,
     prev: Option<Token>,
     prev2: Option<Token>,
     prev3: Option<Token>,
@@ -263,6 +288,8 @@ impl Scan {
             atomic_depth: 0,
             with_lists: 0,
             setting: Setting::None,
+            arity_calls: Vec::new(),
+            attr_arity: Vec::new(),
             prev: None,
             prev2: None,
             prev3: None,
@@ -349,8 +376,14 @@ impl Scan {
                 }
             }
             Tok::RParen => {
+                if !self.arity_calls.is_empty() {
+                    self.close_arity_call(idx, policy);
+                }
                 self.set_with_list(false);
                 self.depth = self.depth.saturating_sub(1);
+            }
+            Tok::Comma | Tok::LBracket | Tok::RBracket if !self.arity_calls.is_empty() => {
+                self.count_argument(t.kind)
             }
             Tok::Semicolon if self.depth > 0 => self.semicolon_in_parens = true,
             Tok::Dot if into_state == 3 => self.into_temp = true,
@@ -598,12 +631,39 @@ impl Scan {
                     self.unseen |= call;
                 }
             }
-            Builtin::ServerDependent => self.server_dependent = true,
-            Builtin::Volatile => self.volatile_fn = true,
-            Builtin::Safe(id) => {
-                if call {
-                    self.push(Call::Builtin { stmt, id, hint });
+            // Judged at its `)`, when its arguments are counted.
+            Builtin::ByArity(k) if call => {
+                // `x.name(`: the name was taken for attribute notation as it came.
+                let name_at = self.ntok.saturating_sub(2);
+                if self.attr_arity.last().is_some_and(|a| a.0 == name_at) {
+                    self.attr_arity.pop();
                 }
+                if self.arity_calls.len() < MAX_ARITY_CALLS {
+                    self.arity_calls.push(ArityCall {
+                        depth: self.depth.saturating_add(1),
+                        commas: 0,
+                        brackets: 0,
+                        open: self.ntok.saturating_sub(1),
+                        by_arity: k,
+                    });
+                } else {
+                    self.builtin(policy.builtins.at_arity(k, None), true);
+                }
+            }
+            // `(v).name`, `$1.name`, `a[1].name` call `name(v)`, one argument, unless `(`
+            // follows (a qualified call). After a name (`t.name`, `s.t.name`) it is a column,
+            // or a call on a whole row that no overload of a by-arity built-in takes (verified
+            // on PostgreSQL 15: `datfrozenxid.age` is "missing FROM-clause entry"): not judged.
+            Builtin::ByArity(k) => {
+                if !matches!(
+                    self.prev2,
+                    Some(q) if matches!(q.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent)
+                ) {
+                    self.attr_arity.push((self.ntok.saturating_sub(1), k));
+                }
+            }
+            Builtin::ServerDependent | Builtin::Volatile | Builtin::Safe(_) => {
+                self.builtin(verdict, call)
             }
             Builtin::Unknown if call => {
                 self.unseen = true;
@@ -618,6 +678,73 @@ impl Scan {
                 hash: name_hash(s),
                 hint,
             }),
+        }
+    }
+
+    /// A verdict on a built-in's call that is neither never-safe nor unknown.
+    fn builtin(&mut self, verdict: Builtin, call: bool) {
+        match verdict {
+            Builtin::ServerDependent => self.server_dependent = true,
+            Builtin::Volatile => self.volatile_fn = true,
+            Builtin::Safe(id) => {
+                if call {
+                    self.push(Call::Builtin {
+                        stmt: 0,
+                        id,
+                        hint: self.hint_reader,
+                    });
+                }
+            }
+            // `at_arity` gives none of these; the safe direction if it ever did.
+            Builtin::NeverSafe | Builtin::Unknown | Builtin::ByArity(_) => self.write_fn = true,
+        }
+    }
+
+    /// A comma or bracket while a by-arity call is open: counts the arguments of the innermost
+    /// one when it stands at that call's depth. PostgreSQL's argument list is expressions
+    /// separated by commas; a plain function's parentheses hold nothing else that is not inside
+    /// parentheses or brackets of its own (`ORDER BY`, `*` and `DISTINCT` are an aggregate's,
+    /// and aggregates have no arities in the table).
+    fn count_argument(&mut self, kind: Tok) {
+        let depth = self.depth;
+        let Some(c) = self.arity_calls.last_mut() else {
+            return;
+        };
+        if depth != c.depth {
+            return;
+        }
+        match kind {
+            Tok::Comma if c.brackets == 0 => c.commas = c.commas.saturating_add(1),
+            Tok::LBracket => c.brackets = c.brackets.saturating_add(1),
+            Tok::RBracket => c.brackets = c.brackets.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    /// A `)` (token `idx`, before it lowers the depth) while a by-arity call is open: if it
+    /// closes the innermost one, judges that call by its number of arguments.
+    fn close_arity_call(&mut self, idx: u32, policy: Rules<'_>) {
+        let Some(&c) = self.arity_calls.last() else {
+            return;
+        };
+        if self.depth != c.depth {
+            return;
+        }
+        self.arity_calls.pop();
+        let empty = idx == c.open.saturating_add(1);
+        let n = (c.brackets == 0).then_some(if empty { 0 } else { c.commas + 1 });
+        self.builtin(policy.builtins.at_arity(c.by_arity, n), true);
+    }
+
+    /// The statement ends: an `x.name` not followed by `(` was attribute notation; calls still open
+    /// (unbalanced parentheses: the server refuses it) are judged as if their arguments could
+    /// not be counted.
+    pub(super) fn end_calls(&mut self, policy: Rules<'_>) {
+        while let Some((_, k)) = self.attr_arity.pop() {
+            self.builtin(policy.builtins.at_arity(k, Some(1)), false);
+        }
+        while let Some(c) = self.arity_calls.pop() {
+            self.builtin(policy.builtins.at_arity(c.by_arity, None), true);
         }
     }
 

@@ -123,6 +123,7 @@ fn run(
         seen_token = true;
         if t.kind == Tok::Semicolon && cur.splits_at_semicolon() {
             if !cur.is_empty() {
+                cur.end_calls(policy);
                 list.end(&mut cur, sql, backslash_quotes, policy.record_names);
                 if list.len() > limits.max_statements {
                     return Err(());
@@ -134,6 +135,7 @@ fn run(
         cur.feed(t, sql, policy, limits)?;
     }
     if !cur.is_empty() {
+        cur.end_calls(policy);
         list.end(&mut cur, sql, backslash_quotes, policy.record_names);
         if list.len() > limits.max_statements {
             return Err(());

@@ -151,11 +151,24 @@ def test_f_policy_table_is_fresh_for_the_live_server(pair, live, classify_bin, t
     assert ok.returncode == 0 and "zz_not_a_setting is not on this server" in ok.stdout, (ok.stdout, ok.stderr)
 
 
-def expected(name: str, vol: set[str], lists: dict) -> str:
+def by_arity(lists: dict) -> dict[str, set[int]]:
+    """S-7's `name/N` entries: the overloads of `name` that take N arguments."""
+    out: dict[str, set[int]] = {}
+    for e in lists["server_dependent"]:
+        if "/" in e:
+            name, n = e.split("/")
+            out.setdefault(name, set()).add(int(n))
+    return out
+
+
+def expected(name: str, vol: set[str], lists: dict, args: int = 1) -> str:
+    """The verdict on a call of `name` with `args` arguments (a one-argument call, as below, of a
+    name whose overloads differ by arity, and no overload of it volatile)."""
     if matches(lists["never_safe"], name) or name in SPEC_NEVER_SAFE or name in lists["runs_sql_text"]:
         return "WRITE_FUNCTION"
     if (matches(lists["server_dependent"], name) or name in SPEC_SERVER_DEPENDENT
-            or any(name.startswith(p) for p in SPEC_SERVER_DEPENDENT_PREFIXES)):
+            or any(name.startswith(p) for p in SPEC_SERVER_DEPENDENT_PREFIXES)
+            or args in by_arity(lists).get(name, set())):
         return "SERVER_DEPENDENT"
     if name == "current_setting":  # of a name that is not a plain literal (here: a number)
         return "SERVER_DEPENDENT"
@@ -194,6 +207,34 @@ def test_f_policy_every_live_builtin_in_every_spelling(live, classify_bin):
     assert reasons == {"NONE", "WRITE_FUNCTION", "SERVER_DEPENDENT", "VOLATILE_FUNCTION"}, reasons
 
 
+def test_s7_by_arity_entries_split_the_live_overloads(live, classify_bin, pair):
+    """S-7's `name/N` entries (`age/1`: age(xid) counts from the answering server's next XID)
+    name a count some live overload takes and another count one takes: a call with N arguments
+    goes to the writer, with the other count to a reader (where no overload of it is volatile),
+    and the reader really answers it."""
+    lists = engine_lists(classify_bin)
+    entries = by_arity(lists)
+    assert entries.get("age") == {1}, entries
+    with psycopg.connect(pair.primary.dsn(dbname="postgres"), autocommit=True) as c:
+        counts = dict(c.execute(
+            "SELECT proname, array_agg(DISTINCT pronargs) FROM pg_proc WHERE proname = ANY(%s) GROUP BY 1",
+            (list(entries),)).fetchall())
+    lines, want = [], []
+    for name, ns in sorted(entries.items()):
+        others = sorted(set(counts[name]) - ns)
+        assert ns <= set(counts[name]) and others, (name, ns, counts[name])
+        for n in sorted(ns) + others:
+            lines.append(f"SELECT {name}({', '.join(['NULL'] * n)})")
+            want.append(expected(name, live["functions"][name]["vol"], lists, n))
+    got = run(classify_bin, lines)
+    assert [g[1] for g in got] == want, list(zip(lines, got, want))
+    assert "NONE" in want and "SERVER_DEPENDENT" in want
+    with psycopg.connect(pair.standby.dsn(), autocommit=True) as c:
+        for sql, w in zip(lines, want):
+            if w == "NONE":
+                c.execute(sql).fetchall()
+
+
 def test_s7_server_dependent_relations_and_settings(live, classify_bin):
     lists = engine_lists(classify_bin)
     lines, want = [], []
@@ -215,6 +256,9 @@ def test_s7_server_dependent_relations_and_settings(live, classify_bin):
         "SELECT current_setting('in_hot_standby', true)": "SERVER_DEPENDENT",
         "SELECT current_setting(name) FROM pg_class": "SERVER_DEPENDENT",
         "SELECT current_setting('work_mem')": "NONE",
+        "SELECT age(datfrozenxid), mxid_age(datminmxid) FROM pg_database": "SERVER_DEPENDENT",
+        "SELECT (datfrozenxid).age FROM pg_database": "SERVER_DEPENDENT",
+        "SELECT age(now(), timestamp '2001-04-10')": "NONE",
         "SELECT inet_server_addr(), inet_server_port()": "NONE",
     }
     lines += list(with_settings)
@@ -236,6 +280,7 @@ def test_f_policy_reviewed_read_safe_builtins_run_on_the_standby(pair, classify_
         "SELECT count(*) >= 0 FROM pg_class TABLESAMPLE SYSTEM (50) REPEATABLE (1)",
         "SELECT count(*) >= 0 FROM pg_class TABLESAMPLE BERNOULLI (50)",
         "SELECT current_setting('work_mem'), inet_server_port()",
+        "SELECT age(now(), timestamp '2001-04-10'), age(now(), now())",
     ]
     got = run(classify_bin, reads)
     assert all(g[0] == "replica" for g in got), list(zip(reads, got))

@@ -243,13 +243,8 @@ def test_s4_a_temp_table_created_by_a_function_keeps_reads_of_its_name_on_the_wr
 # -- Finding 6: age(xid) counts from the answering server's next XID -------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="open S-7 defect: age(xid) (stable in pg_proc, so read-safe) is "
-                   "`next XID - xid` of the server that answers; a standby learns of an assigned XID only "
-                   "from WAL, so with one transaction holding an XID on the primary the proxy's answer for "
-                   "`age(datfrozenxid)` was 1 less than the primary's (measured: 43 vs 44, standby fully "
-                   "replayed) — wraparound monitoring through the proxy reads the standby's counter. The "
-                   "F-policy goes by name and age(timestamp) shares it, so the reviewed lists cannot fix "
-                   "this without sending every age(timestamp) to the writer")
+# Fixed: a one-argument age() (xid or timestamp: the classifier sees no types) and mxid_age go to
+# the writer (SERVER_DEPENDENT `age/1`, `mxid_age`); age(a, b) stays on readers.
 def test_s7_age_of_an_xid_is_counted_from_the_primarys_next_xid(pair, proxy):
     sql = "SELECT age(datfrozenxid), inet_server_port() FROM pg_database WHERE datname = 'app'"
     with connect(pair.primary.dsn(dbname="app")) as hold:

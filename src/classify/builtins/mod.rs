@@ -3,13 +3,16 @@
 //!
 //! Two kinds of data live here:
 //! - **Generated** tables, one per supported major version (`pg15.rs`): every function name of
-//!   `pg_catalog` and `information_schema` with the volatilities of its overloads, and the keyword
-//!   list, read from a real server's `pg_proc` and `pg_get_keywords()` by `scripts/gen-builtins.py`
+//!   `pg_catalog` and `information_schema` with the volatilities of its overloads, the argument
+//!   counts of the names whose overloads take several (with each count's volatilities), and the
+//!   keyword list, read from a real server's `pg_proc` and `pg_get_keywords()` by `scripts/gen-builtins.py`
 //!   (see `scripts/gen-builtins.md`). Never edited by hand; a live test fails when it is stale.
 //! - **Reviewed** lists, short and commented, below: volatile built-ins that are read-safe, built-ins
 //!   that are never read-safe whatever their volatility, and S-7's server-dependent functions and
 //!   relations. Names are matched after normalisation (`ident.rs`), in any schema: the F-policy
-//!   looks at names, not at qualified names.
+//!   looks at names, not at qualified names — and at a call's number of arguments where the
+//!   overloads that take different numbers fare differently ([`Builtin::ByArity`], S-7's
+//!   `age/1`).
 //!
 //! Which table: the one of the writer's major version ([`for_server_version`]); the host reports
 //! `server_version_num` (`Engine::set_writer_server_version`). Until it does, and for a major
@@ -37,6 +40,9 @@ pub mod flags {
     /// Some overload lives in `information_schema` (the rest in `pg_catalog`).
     pub const INFO_SCHEMA: u8 = 1 << 6;
 
+    /// The open end of a variadic overload's argument counts in [`super::BuiltinTable`]'s arities.
+    pub const ANY_ARITY: u8 = u8::MAX;
+
     /// `pg_get_keywords()` categories.
     pub const UNRESERVED: u8 = 1;
     pub const COL_NAME: u8 = 2;
@@ -58,12 +64,20 @@ pub struct BuiltinTable {
     pub(crate) rows: usize,
     /// Sorted by name (bytewise); flags from [`flags`].
     pub(crate) functions: &'static [(&'static str, u8)],
+    /// Sorted by name: for each name whose overloads are all plain functions and take more than
+    /// one number of arguments, the runs `(lo, hi, flags)` of argument counts over which the
+    /// overloads a call may resolve to have the same volatilities ([`ANY_ARITY`]: no upper
+    /// bound). A count no overload takes is not listed (such a call fails on every server).
+    pub(crate) arities: &'static [(&'static str, &'static [ArityRun])],
     /// Sorted by word; category from [`flags`].
     pub(crate) keywords: &'static [(&'static str, u8)],
     /// The settings a session has of its own (`pg_settings.context` `user` or `superuser`),
     /// sorted bytewise: `current_setting` of any other literal name is the server's (S-7).
     pub(crate) session_settings: &'static [&'static str],
 }
+
+/// Argument counts `lo..=hi` and the volatility [`flags`] of the overloads that take them.
+pub(crate) type ArityRun = (u8, u8, u8);
 
 /// One table per major version: equal majors are the same table.
 impl PartialEq for BuiltinTable {
@@ -80,6 +94,19 @@ pub(crate) struct Memo {
     index: FxHashMap<&'static str, u16>,
     keywords: FxHashMap<&'static [u8], u8>,
     verdicts: Box<[Builtin]>,
+    /// The verdicts of the names whose verdict depends on the number of arguments
+    /// ([`Builtin::ByArity`] indexes it).
+    by_arity: Box<[ByArity]>,
+}
+
+/// The verdict on a call of one name by its number of arguments (see [`Builtin::ByArity`]).
+#[derive(Debug)]
+struct ByArity {
+    /// `(lo, hi, verdict)`, ascending, for the counts some overload takes.
+    runs: Box<[(u8, u8, Builtin)]>,
+    /// The worst of them: for a call whose arguments could not be counted, and for a count no
+    /// overload takes.
+    worst: Builtin,
 }
 
 /// Every generated table, oldest major first.
@@ -122,17 +149,42 @@ pub(crate) enum Builtin {
     Safe(u16),
     /// Not a built-in of this version.
     Unknown,
+    /// The overloads that take different numbers of arguments fare differently (`age(xid)` is
+    /// server-dependent, `age(timestamp, timestamp)` is not): the call's arguments decide,
+    /// [`BuiltinTable::at_arity`]. Never one of the name-wide verdicts (those come first).
+    ByArity(u16),
+}
+
+impl Builtin {
+    /// Worse first: never safe, server-dependent, volatile, read-safe.
+    fn rank(self) -> u8 {
+        match self {
+            Builtin::NeverSafe => 4,
+            Builtin::ServerDependent => 3,
+            Builtin::Volatile | Builtin::ByArity(_) | Builtin::Unknown => 2,
+            Builtin::Safe(_) => 1,
+        }
+    }
 }
 
 /// What every prefix entry of [`NEVER_SAFE`] and [`SERVER_DEPENDENT`] starts with (a unit test
 /// keeps it complete).
 const PREFIX_STARTS: &[&str] = &["binary_upgrade_", "lo_", "pg_"];
 
-/// A list entry: an exact name, or a prefix when it ends with `*`.
+/// A list entry: an exact name, or a prefix when it ends with `*`. (An entry `name/N` of
+/// [`SERVER_DEPENDENT`] names the overloads that take N arguments: [`arity_entries`].)
 fn matches(list: &[&str], name: &str) -> bool {
     list.iter().any(|e| match e.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => *e == name,
+    })
+}
+
+/// The argument counts `N` of the [`SERVER_DEPENDENT`] entries `name/N`.
+fn arity_entries(name: &str) -> impl Iterator<Item = u8> + '_ {
+    SERVER_DEPENDENT.iter().filter_map(move |e| {
+        let (n, a) = e.split_once('/')?;
+        (n == name).then(|| a.parse().ok()).flatten()
     })
 }
 
@@ -245,6 +297,12 @@ pub const RUNS_SQL_TEXT: &[&str] = &[
 /// `pg_proc`). `current_setting` is decided by its argument (see [`SERVER_DEPENDENT_SETTINGS`]).
 /// `inet_server_addr()`/`inet_server_port()` are *not* here on purpose: they say where a read
 /// ran, which operators and tests use to see offload.
+///
+/// An entry `name/N` makes only the overloads of `name` that take N arguments server-dependent,
+/// where its other overloads take other numbers of arguments (the generated table's arities): a
+/// call with N arguments, or whose arguments cannot be counted, goes to the writer; a call with
+/// another number is judged as those overloads are. The classifier knows no argument types, so
+/// every overload that takes N arguments shares the verdict.
 pub const SERVER_DEPENDENT: &[&str] = &[
     // Recovery and WAL positions.
     "pg_is_in_recovery",
@@ -269,6 +327,13 @@ pub const SERVER_DEPENDENT: &[&str] = &[
     "pg_current_logfile",
     "pg_current_snapshot",
     "txid_current_snapshot",
+    // `next XID - xid` and `next multixact - mxid` of the server that answers: a standby learns
+    // of assigned XIDs only from WAL, so its counter lags the primary's (red5: `age(datfrozenxid)`
+    // answered 43 on the standby, 44 on the primary). `age(timestamp)` and `age(timestamptz)`
+    // (against the session's current_date) also take one argument and share the verdict;
+    // `age(timestamp, timestamp)` and `age(timestamptz, timestamptz)` stay read-safe.
+    "age/1",
+    "mxid_age",
     // Activity and statistics (also the functions behind the pg_stat_* views).
     "pg_stat_*",
     "pg_lock_status",
@@ -382,7 +447,31 @@ impl BuiltinTable {
     }
 
     fn memo(&self) -> &Memo {
-        self.memo.get_or_init(|| Memo {
+        self.memo.get_or_init(|| self.build_memo())
+    }
+
+    fn build_memo(&self) -> Memo {
+        let mut by_arity = Vec::new();
+        let verdicts = self
+            .functions
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| {
+                let name_wide = self.reviewed(n, Some(i));
+                match name_wide {
+                    Builtin::NeverSafe | Builtin::ServerDependent => name_wide,
+                    _ => match self.by_arity(n, i) {
+                        Some(a) if a.runs.iter().any(|r| r.2 != a.worst) => {
+                            by_arity.push(a);
+                            Builtin::ByArity((by_arity.len() - 1) as u16)
+                        }
+                        // The same verdict at every count: the name's.
+                        _ => name_wide,
+                    },
+                }
+            })
+            .collect();
+        Memo {
             index: self
                 .functions
                 .iter()
@@ -394,13 +483,9 @@ impl BuiltinTable {
                 .iter()
                 .map(|(w, c)| (w.as_bytes(), *c))
                 .collect(),
-            verdicts: self
-                .functions
-                .iter()
-                .enumerate()
-                .map(|(i, (n, _))| self.reviewed(n, Some(i)))
-                .collect(),
-        })
+            verdicts,
+            by_arity: by_arity.into_boxed_slice(),
+        }
     }
 
     fn index(&self, name: &str) -> Option<usize> {
@@ -420,6 +505,15 @@ impl BuiltinTable {
     /// Every function name with its [`flags`] (volatilities, kinds, schema), sorted by name.
     pub fn entries(&self) -> impl Iterator<Item = (&'static str, u8)> + '_ {
         self.functions.iter().copied()
+    }
+
+    /// The names whose verdict depends on a call's number of arguments (S-7's `name/N`
+    /// entries, overloads whose volatilities differ by arity), sorted.
+    pub fn by_arity_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.functions
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| matches!(self.verdict(n), Builtin::ByArity(_)))
     }
 
     /// Every keyword with its category ([`flags::RESERVED`] …), sorted.
@@ -452,6 +546,77 @@ impl BuiltinTable {
         }
     }
 
+    /// The verdicts of `name` (at `index`) by number of arguments, from the generated arities
+    /// and the `name/N` entries of [`SERVER_DEPENDENT`]; `None` when the table has no arities
+    /// for it (its overloads all take the same counts, or one is an aggregate).
+    fn by_arity(&self, name: &str, index: usize) -> Option<ByArity> {
+        let runs = self
+            .arities
+            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .ok()
+            .and_then(|k| self.arities.get(k))?
+            .1;
+        let listed: Vec<u8> = arity_entries(name).collect();
+        let at = |flags: u8| {
+            if flags & VOL != 0 && !READ_SAFE_VOLATILE.contains(&name) {
+                Builtin::Volatile
+            } else {
+                Builtin::Safe(index as u16)
+            }
+        };
+        let mut out: Vec<(u8, u8, Builtin)> = Vec::new();
+        for &(lo, hi, flags) in runs {
+            // Split the run at each listed count inside it.
+            let mut start = lo;
+            loop {
+                let next = listed
+                    .iter()
+                    .copied()
+                    .filter(|&a| a >= start && a <= hi)
+                    .min();
+                match next {
+                    Some(a) => {
+                        if a > start {
+                            out.push((start, a - 1, at(flags)));
+                        }
+                        out.push((a, a, Builtin::ServerDependent));
+                        if a == hi {
+                            break;
+                        }
+                        start = a + 1;
+                    }
+                    None => {
+                        out.push((start, hi, at(flags)));
+                        break;
+                    }
+                }
+            }
+        }
+        let worst = out
+            .iter()
+            .map(|r| r.2)
+            .max_by_key(|v| v.rank())
+            .unwrap_or(Builtin::Unknown);
+        Some(ByArity {
+            runs: out.into_boxed_slice(),
+            worst,
+        })
+    }
+
+    /// The verdict on a call of a [`Builtin::ByArity`] name with `args` arguments (`None`: not
+    /// counted). A count no overload takes gets the worst verdict of the name (the call fails on
+    /// every server, unless a user function of the name takes it: that is the catalogue's).
+    pub(crate) fn at_arity(&self, k: u16, args: Option<u32>) -> Builtin {
+        let Some(a) = self.memo().by_arity.get(usize::from(k)) else {
+            return Builtin::Unknown;
+        };
+        let Some(n) = args else { return a.worst };
+        a.runs
+            .iter()
+            .find(|(lo, hi, _)| u32::from(*lo) <= n && (n <= u32::from(*hi) || *hi == ANY_ARITY))
+            .map_or(a.worst, |r| r.2)
+    }
+
     /// The lists, then the volatility, for `name` (at `index` in the table, if a built-in).
     fn reviewed(&self, name: &str, index: Option<usize>) -> Builtin {
         if matches(NEVER_SAFE, name) || RUNS_SQL_TEXT.contains(&name) {
@@ -472,12 +637,22 @@ impl BuiltinTable {
     /// What the engine says of calling the built-in `name` (for tests and the live check):
     /// `None` when read-safe, otherwise why not.
     pub fn verdict_name(&self, name: &str) -> Option<&'static str> {
-        match self.verdict(name) {
+        self.verdict_name_at(name, None)
+    }
+
+    /// [`BuiltinTable::verdict_name`] of a call with `args` arguments (`None`: not counted,
+    /// the worst of the name's overloads).
+    pub fn verdict_name_at(&self, name: &str, args: Option<u32>) -> Option<&'static str> {
+        let v = match self.verdict(name) {
+            Builtin::ByArity(k) => self.at_arity(k, args),
+            v => v,
+        };
+        match v {
             Builtin::NeverSafe => Some("WRITE_FUNCTION"),
             Builtin::ServerDependent => Some("SERVER_DEPENDENT"),
             Builtin::Volatile => Some("VOLATILE_FUNCTION"),
             Builtin::Safe(_) => None,
-            Builtin::Unknown => Some("UNKNOWN_FUNCTION"),
+            Builtin::Unknown | Builtin::ByArity(_) => Some("UNKNOWN_FUNCTION"),
         }
     }
 }
@@ -581,6 +756,20 @@ mod tests {
             }
             for list in [NEVER_SAFE, SERVER_DEPENDENT, RUNS_SQL_TEXT] {
                 for entry in list {
+                    if let Some((name, n)) = entry.split_once('/') {
+                        // Only S-7's list takes `name/N`; N must split the name's overloads.
+                        assert!(std::ptr::eq(list, SERVER_DEPENDENT), "{entry}");
+                        let n: u8 = n.parse().expect(entry);
+                        let Builtin::ByArity(k) = table.verdict(name) else {
+                            panic!("{entry}: {name}'s overloads do not differ by arity");
+                        };
+                        assert_eq!(
+                            table.at_arity(k, Some(u32::from(n))),
+                            Builtin::ServerDependent,
+                            "{entry}"
+                        );
+                        continue;
+                    }
                     let hit = match entry.strip_suffix('*') {
                         Some(p) => table.names().any(|n| n.starts_with(p)),
                         None => table.contains(entry),
@@ -593,6 +782,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The generated arities are sorted, name built-ins that are no aggregates, and their runs
+    /// ascend without overlapping.
+    #[test]
+    fn generated_arities_are_sorted_and_consistent() {
+        for table in TABLES {
+            assert!(table.arities.windows(2).all(|w| w[0].0 < w[1].0));
+            for (name, runs) in table.arities {
+                let flags = table.functions[table.index(name).expect(name)].1;
+                assert_eq!(flags & (AGG | WIN), 0, "{name}");
+                assert!(!runs.is_empty(), "{name}");
+                assert!(runs.iter().all(|r| r.0 <= r.1), "{name}");
+                assert!(runs.windows(2).all(|w| w[0].1 < w[1].0), "{name}");
+                let union = runs.iter().fold(0, |f, r| f | r.2);
+                assert_eq!(union, flags & (IMM | STA | VOL), "{name}");
+            }
+        }
+    }
+
+    /// S-7: `age(xid)` counts from the answering server's next XID; the classifier cannot tell
+    /// it from `age(timestamp)` (one argument each), but `age(a, b)` is pure.
+    #[test]
+    fn s7_age_is_judged_by_its_number_of_arguments() {
+        let t = t();
+        let Builtin::ByArity(k) = t.verdict("age") else {
+            panic!("age is judged by name");
+        };
+        let age = Builtin::Safe(t.index("age").unwrap() as u16);
+        assert_eq!(t.at_arity(k, Some(1)), Builtin::ServerDependent);
+        assert_eq!(t.at_arity(k, Some(2)), age);
+        // Not counted, or a count no overload takes: the worst.
+        assert_eq!(t.at_arity(k, None), Builtin::ServerDependent);
+        assert_eq!(t.at_arity(k, Some(0)), Builtin::ServerDependent);
+        assert_eq!(t.at_arity(k, Some(3)), Builtin::ServerDependent);
+        assert_eq!(t.verdict_name("age"), Some("SERVER_DEPENDENT"));
+        assert_eq!(t.verdict_name_at("age", Some(2)), None);
+        // One overload, always server-dependent.
+        assert_eq!(t.verdict("mxid_age"), Builtin::ServerDependent);
+        // Arities that change no verdict leave the name's.
+        assert!(matches!(t.verdict("date_trunc"), Builtin::Safe(_)));
+        assert!(matches!(t.verdict("format"), Builtin::Safe(_)));
+        // Name-wide lists come first: ts_rewrite(q, 'select …') runs SQL, whatever the count.
+        assert_eq!(t.verdict("ts_rewrite"), Builtin::NeverSafe);
     }
 
     #[test]
