@@ -285,3 +285,66 @@ fn e2_the_shape_is_learned_from_a_portal_describe_too() {
     h.backend(WRITER, &described(FLOAT8, b'T', 0x2000));
     assert_eq!(tags(&h.take_sent(WRITER)), "CPBDES");
 }
+
+#[test]
+fn e2_the_shape_is_learned_behind_a_fresh_readers_settings_replay_and_asyncpgs_flush() {
+    // asyncpg's prepare is Parse/Describe/Flush, its first run Bind/Execute/Sync joining that
+    // batch; the reader is fresh, and the session has login-time settings: its messages follow
+    // the settings replay's answer (found through the example proxy: the replay's
+    // ReadyForQuery ended the unit's shape notes just made).
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.client(&startup(&[("user", "app"), ("database", "db")]));
+    h.event(WRITER, polarsplit::Event::WriterConnected);
+    h.backend(WRITER, &polarsplit_test_support::host::writer_auth(&[]));
+    h.writer_answers_startup_capture(&[("datestyle", "ISO, DMY")]);
+    h.take_client();
+    let mut b = parse("s1", "SELECT a FROM t");
+    b.extend(describe(b'S', "s1"));
+    b.extend(flush());
+    h.client(&b);
+    h.attach_fresh(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "Q", "the settings replay first");
+    let mut replay = row_description(1);
+    replay.extend(data_row(&["ISO, DMY"]));
+    replay.extend(command_complete("SELECT 1"));
+    replay.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &replay);
+    assert_eq!(tags(&h.take_sent(R1)), "PDH");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 0]));
+    ans.extend(shape(oid::INT8));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1tT");
+    let mut b = bind("", "s1");
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(R1)), "BES");
+    let mut ans = msg(b'2', b"");
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "2DCZ");
+    in_a_writing_transaction(&mut h);
+    let mut b = bind("", "s1");
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PDS",
+        "checked: its shape was learned"
+    );
+    h.backend(WRITER, &described(FLOAT8, b'T', 0x2000));
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBES");
+    let mut ans = msg(b'3', b"");
+    ans.extend(error("ERROR", "42601", "syntax error", None, None));
+    ans.extend(rfq(b'E', Some(0x2000), None));
+    h.backend(WRITER, &ans);
+    let got = h.take_client();
+    assert_eq!(sqlstates(&got), vec!["0A000"]);
+    assert_eq!(tags(&got), "EZ");
+    assert!(h.streams.balanced());
+}

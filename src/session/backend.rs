@@ -494,26 +494,24 @@ impl Session {
             Err(e) => return self.backend_protocol_error(conn, e),
         };
         let answer = self.backend_mut(i).resp.on_message(t);
-        let ended = match answer {
+        match answer {
             Ok(a) if a.shape && a.kind == AKind::Done => {
                 let described = (t == tag::ROW_DESCRIPTION).then_some(body);
                 self.shape_answered(conn, i, a.unit, Some(described));
-                None
             }
-            // The unit's batch ended, or the server skips the rest of it: its Describes are
-            // not answered (the writer check's notes, unit 0, are its own business).
+            // The unit's batch ended, or the server skips the rest of it: its Describes sent so
+            // far are not answered (the writer check's notes, unit 0, are its own business).
+            // Before the answer is acted on, which may send more of the unit (the settings
+            // replay's RFQ lets the batch follow, a failure its retry).
             Ok(a) if a.unit != 0 && matches!(a.kind, AKind::Error { .. } | AKind::Ready) => {
-                Some(a.unit)
+                self.drop_shape_notes(conn, Some(a.unit));
             }
-            _ => None,
-        };
+            _ => {}
+        }
         if i == 0 {
             self.writer_message(conn, t, body, msg, answer)?;
         } else {
             self.reader_message(conn, t, body, msg, answer);
-        }
-        if let Some(unit) = ended {
-            self.drop_shape_notes(conn, Some(unit));
         }
         self.drain_locals(conn);
         Ok(())
