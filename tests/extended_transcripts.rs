@@ -462,9 +462,12 @@ fn e2_a_statement_prepared_on_a_reader_is_prepared_on_the_writer_before_its_bind
     h.client(&named_execute("s1"));
     assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
     let sent = h.take_sent(WRITER);
+    // The client was shown s1's row shape: the hidden Parse is checked by a hidden Describe
+    // before the client's Bind is sent (a changed shape is refused, as the primary refuses it:
+    // tests/extended_shape_transcripts.rs).
     assert_eq!(
         tags(&sent),
-        "PBDES",
+        "PDS",
         "a hidden Parse ahead of the client's Bind"
     );
     assert_eq!(
@@ -472,22 +475,26 @@ fn e2_a_statement_prepared_on_a_reader_is_prepared_on_the_writer_before_its_bind
         ('P', "s1".to_string()),
         "under the client's name"
     );
-    let mut ans = msg(b'1', b"");
-    ans.extend(bound_answer(&["1"], Some(0x2000)));
+    let mut check = msg(b'1', b"");
+    check.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    check.extend(row_description(1));
+    check.extend(rfq(b'T', Some(0x2000), None));
+    h.backend(WRITER, &check);
+    assert!(
+        h.take_client().is_empty(),
+        "the hidden answers are swallowed"
+    );
+    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
     let ans = {
         // The RFQ says the transaction is open.
-        let mut a = ans;
+        let mut a = bound_answer(&["1"], Some(0x2000));
         let l = a.len();
         a.truncate(l - 14);
         a.extend(rfq(b'T', Some(0x2000), None));
         a
     };
     h.backend(WRITER, &ans);
-    assert_eq!(
-        tags(&h.take_client()),
-        "2TDCZ",
-        "the hidden ParseComplete is swallowed"
-    );
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
     // The second time the writer has it.
     h.client(&named_execute("s1"));
     assert_eq!(tags(&h.take_sent(WRITER)), "BDES");

@@ -99,8 +99,8 @@ impl Session {
         // covered by count with its disposition. Any other message ends the run.
         let mut run: Option<(usize, bool, bool)> = None;
         while pos < bytes.len() {
-            let (i, learning_rows) = match run {
-                Some((i, learning, _)) => (i, learning),
+            let (i, learning_rows, shape_front) = match run {
+                Some((i, learning, _)) => (i, learning, false),
                 None => {
                     let Some(i) = self.backend_index(conn) else {
                         // The connection was dropped while processing (it broke): nothing more
@@ -110,21 +110,20 @@ impl Session {
                     };
                     // The probe's and the capture's rows are read; every other row passes by
                     // count.
-                    let learning = i == 0
-                        && self
-                            .backend(i)
-                            .resp
-                            .front()
-                            .is_some_and(|e| matches!(e.who, Who::Probe | Who::Capture));
-                    (i, learning)
+                    let front = self.backend(i).resp.front();
+                    let learning =
+                        i == 0 && front.is_some_and(|e| matches!(e.who, Who::Probe | Who::Capture));
+                    // A writer's Describe read for its row shape (E-2).
+                    let shape = i == 0 && front.is_some_and(|e| e.shape);
+                    (i, learning, shape)
                 }
             };
             let step = framer.step(&bytes[pos..], |t, len| {
                 if learning_rows && t == tag::DATA_ROW && len <= 4096 {
                     BodyMode::Inspect
-                } else if i > 0 && t == tag::ROW_DESCRIPTION && len + 5 <= MAX_HELD {
+                } else if (i > 0 || shape_front) && shapes::reads_shape(t, len) {
                     // A reader's RowDescription may be held until the first row or the
-                    // command's end (F-3).
+                    // command's end (F-3); one a shape is read from is read whole (E-2).
                     BodyMode::Inspect
                 } else {
                     backend_body_mode(t, len, &limits)
@@ -349,6 +348,7 @@ impl Session {
             self.close_all();
             return;
         }
+        self.drop_shape_notes(conn, None);
         let mut b = self.readers.remove(i - 1);
         if self.pin.is_some_and(|p| p.conn == conn) {
             self.pin = None;
@@ -494,6 +494,20 @@ impl Session {
             Err(e) => return self.backend_protocol_error(conn, e),
         };
         let answer = self.backend_mut(i).resp.on_message(t);
+        match answer {
+            Ok(a) if a.shape && a.kind == AKind::Done => {
+                let described = (t == tag::ROW_DESCRIPTION).then_some(body);
+                self.shape_answered(conn, i, a.unit, Some(described));
+            }
+            // The unit's batch ended, or the server skips the rest of it: its Describes sent so
+            // far are not answered (the writer check's notes, unit 0, are its own business).
+            // Before the answer is acted on, which may send more of the unit (the settings
+            // replay's RFQ lets the batch follow, a failure its retry).
+            Ok(a) if a.unit != 0 && matches!(a.kind, AKind::Error { .. } | AKind::Ready) => {
+                self.drop_shape_notes(conn, Some(a.unit));
+            }
+            _ => {}
+        }
         if i == 0 {
             self.writer_message(conn, t, body, msg, answer)?;
         } else {
@@ -526,6 +540,12 @@ impl Session {
         whole: bool,
     ) -> Result<Option<bool>, SessionError> {
         let answer = self.backend_mut(i).resp.on_message(t);
+        if let Ok(a) = answer {
+            if a.shape && a.kind == AKind::Done {
+                // Too large to read: not the shape the client was shown, which was read.
+                self.shape_answered(conn, i, a.unit, None);
+            }
+        }
         let forward = match answer {
             Err(_) if i == 0 && t == tag::NOTIFICATION_RESPONSE => !self.reader_in_flight(),
             Err(u) => {
@@ -634,6 +654,7 @@ impl Session {
             if i == 0 {
                 return;
             }
+            self.drop_shape_notes(conn, None);
             let mut b = self.readers.remove(i - 1);
             if close || b.cancelled || b.ran_code {
                 if b.cancelled {

@@ -10,7 +10,7 @@
 use super::hidden;
 use super::plan::{Protocol, StatementView};
 use super::response::{Req, Who};
-use super::statements::{engine_name, ENGINE_PREFIX};
+use super::statements::{engine_name, WriterCheck, ENGINE_PREFIX};
 use super::*;
 use crate::classify::Kind;
 use crate::cluster::stats::Counter;
@@ -426,28 +426,39 @@ impl Session {
             self.keep_spare_execs(shape.execs);
             return false;
         }
+        let writer_bound = matches!(d.outcome, Outcome::Passthrough | Outcome::ForcePrimary);
+        if writer_bound && self.writer_check_first(Some(count)) {
+            // E-2: the check of a statement's row shape on the writer goes first.
+            self.keep_spare_execs(shape.execs);
+            return false;
+        }
         self.engine.stats().inc(Counter::Batches);
         match d.outcome {
             Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit => {
-                self.start_reader_unit(d, None, &view, None, count, Some(shape));
+                self.start_reader_unit(d, None, &view, None, count, Some(shape))
             }
             Outcome::Reject => {
                 self.keep_spare_execs(shape.execs);
                 self.reject_unit(UnitKind::Batch, d, count);
+                true
             }
             Outcome::Passthrough | Outcome::ForcePrimary => {
-                self.start_writer_batch(d, count, shape);
+                self.start_writer_batch(d, count, shape)
             }
         }
-        true
     }
 
     /// A batch (its first `count` queued messages, of `shape`) to the writer, by count.
-    pub(super) fn start_writer_batch(&mut self, d: Decision, count: usize, shape: Shape) {
+    /// Returns false when it waits for the check of a statement's row shape there (E-2).
+    pub(super) fn start_writer_batch(&mut self, d: Decision, count: usize, shape: Shape) -> bool {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             self.keep_spare_execs(shape.execs);
-            return;
+            return true;
         };
+        if self.writer_check_first(Some(count)) {
+            self.keep_spare_execs(shape.execs);
+            return false;
+        }
         let open = self.batch_ends_open(count);
         let lexing = shape.execs.iter().flatten().any(effects::may_change_lexing);
         self.record(d);
@@ -470,6 +481,7 @@ impl Session {
         if !open {
             self.after_writer_send(id, shape.may_write, !shape.copy);
         }
+        true
     }
 
     /// The head message, part of writer batch `id`, goes to the writer by count — behind a
@@ -537,8 +549,8 @@ impl Session {
         // A Close of a statement the writer never had needs nothing: the server answers
         // CloseComplete for a name it does not know.
         let named = match msg {
-            FrontendMessage::Bind { statement, .. } => Some(statement),
-            FrontendMessage::Describe { kind: b'S', name } => Some(name),
+            FrontendMessage::Bind { statement, .. } => Some((statement, true)),
+            FrontendMessage::Describe { kind: b'S', name } => Some((name, true)),
             // A client Parse reusing the name of a statement that lives only on readers: the
             // writer must have it to answer 42P05 as the one server would (E-2), not create
             // it. Not on a retry or fallback (`fresh` false): a name this batch parsed on the
@@ -546,12 +558,12 @@ impl Session {
             FrontendMessage::Parse { statement, .. }
                 if fresh && !statement.is_empty() && !self.statements_cleared_ahead(id) =>
             {
-                Some(statement)
+                Some((statement, false))
             }
             _ => None,
         };
-        if let Some(name) = named {
-            self.ensure_on_writer(id, w, name);
+        if let Some((name, uses)) = named {
+            self.ensure_on_writer(id, w, name, uses);
         }
         let Some(wb) = self.writer.as_mut() else {
             return;
@@ -600,14 +612,28 @@ impl Session {
                 self.statements
                     .insert(statement, parse_rest(body, statement), class, true, limit);
             }
-            FrontendMessage::Bind { .. } => wb.resp.push(Req::Bind, Who::Client, id),
-            FrontendMessage::Describe { kind, .. } => {
-                let req = if kind == b'S' {
-                    Req::DescribeStatement
+            FrontendMessage::Bind { portal, statement } => {
+                wb.resp.push(Req::Bind, Who::Client, id);
+                if !statement.is_empty() {
+                    self.note_bind_shape(w, id, portal, statement);
+                }
+            }
+            FrontendMessage::Describe { kind, name } => {
+                // E-2: the shape the client is shown, when it is not known yet.
+                let (req, learn) = if kind == b'S' {
+                    (Req::DescribeStatement, self.learn_on_describe(w, id, name))
                 } else {
-                    Req::DescribePortal
+                    let learn =
+                        !self.shape_notes.is_empty() && self.learn_on_portal_describe(w, id, name);
+                    (Req::DescribePortal, learn)
                 };
-                wb.resp.push(req, Who::Client, id);
+                if let Some(wb) = self.writer.as_mut() {
+                    if learn {
+                        wb.resp.push_shape(req, Who::Client, id);
+                    } else {
+                        wb.resp.push(req, Who::Client, id);
+                    }
+                }
             }
             FrontendMessage::Execute { .. } => wb.resp.push(Req::Execute, Who::Client, id),
             FrontendMessage::Close { kind, name } => {
@@ -646,16 +672,25 @@ impl Session {
 
     /// A statement the client prepared on a reader only is prepared on the writer under the
     /// client's name before a message that names it (E-2). Its errors are the client's: it
-    /// answers in the place of that message.
-    fn ensure_on_writer(&mut self, id: u32, w: ConnId, name: &[u8]) {
+    /// answers in the place of that message. `uses`: the message is a Bind or Describe of it —
+    /// of a statement refused there (its shape is not the one the client was shown), it is
+    /// answered with the primary's refusal.
+    fn ensure_on_writer(&mut self, id: u32, w: ConnId, name: &[u8], uses: bool) {
         let Some(s) = self.statements.peek(name) else {
             return;
         };
         if s.on_writer {
+            if uses && s.check == WriterCheck::Refused {
+                self.refuse_on_writer(id, w, name);
+            }
             return;
         }
         let rest = s.rest.clone();
         self.statements.set_on_writer(name);
+        if let Some(s) = self.statements.peek_mut(name) {
+            // A check whose Parse failed: prepared as before, its error the client's.
+            s.check = WriterCheck::None;
+        }
         self.out
             .send_backend_with(w, |o| hidden::parse_as(o, name, &rest));
         if let Some(wb) = self.writer.as_mut() {
@@ -689,8 +724,19 @@ impl Session {
             let Some(i) = self.backend_index(conn) else {
                 return;
             };
+            // E-2: a Describe of a portal bound from a statement whose shape is unknown.
+            let learn = req == Req::DescribePortal
+                && !self.shape_notes.is_empty()
+                && body.iter().position(|&b| b == 0).is_some_and(|end| {
+                    let portal = body.get(1..end).unwrap_or_default();
+                    self.learn_on_portal_describe(conn, id, portal)
+                });
             self.out.send_backend(conn, bytes);
-            self.backend_mut(i).resp.push(req, Who::Client, id);
+            if learn {
+                self.backend_mut(i).resp.push_shape(req, Who::Client, id);
+            } else {
+                self.backend_mut(i).resp.push(req, Who::Client, id);
+            }
             self.drain_locals(conn);
             return;
         }
@@ -739,7 +785,7 @@ impl Session {
                 self.prepare_on_reader(i, conn, id, hash, rest, Who::Client);
             }
             FrontendMessage::Bind { portal, statement } => {
-                let Some(hash) = self.reader_statement(i, conn, id, statement) else {
+                let Some((hash, shape)) = self.reader_statement(i, conn, id, statement) else {
                     return;
                 };
                 let name = engine_name_array(hash);
@@ -753,25 +799,27 @@ impl Session {
                     });
                 });
                 self.backend_mut(i).resp.push(Req::Bind, Who::Client, id);
+                if shape == 0 && !statement.is_empty() {
+                    self.note_bind_shape(conn, id, portal, statement);
+                }
             }
             FrontendMessage::Describe {
                 kind: b'S',
                 name: stmt,
             } => {
-                let Some(hash) = self.reader_statement(i, conn, id, stmt) else {
+                let Some((hash, shape)) = self.reader_statement(i, conn, id, stmt) else {
                     return;
                 };
                 let name = engine_name_array(hash);
-                self.out.send_backend_with(conn, |o| {
-                    crate::protocol::encode::message(o, tag::DESCRIBE, |o| {
-                        o.push(b'S');
-                        o.extend_from_slice(&name);
-                        o.push(0);
-                    });
-                });
-                self.backend_mut(i)
-                    .resp
-                    .push(Req::DescribeStatement, Who::Client, id);
+                self.out
+                    .send_backend_with(conn, |o| hidden::describe_statement(o, &name));
+                let learn = shape == 0 && self.learn_on_describe(conn, id, stmt);
+                let resp = &mut self.backend_mut(i).resp;
+                if learn {
+                    resp.push_shape(Req::DescribeStatement, Who::Client, id);
+                } else {
+                    resp.push(Req::DescribeStatement, Who::Client, id);
+                }
             }
             FrontendMessage::Describe { .. } => {
                 self.out.send_backend(conn, bytes);
@@ -804,10 +852,18 @@ impl Session {
         self.drain_locals(conn);
     }
 
-    /// The engine name of client statement `name` on reader `i`, prepared there first if it
-    /// is not (a hidden Parse). `None`: the statement is unknown (routing prevents it).
-    fn reader_statement(&mut self, i: usize, conn: ConnId, id: u32, name: &[u8]) -> Option<u64> {
-        let hash = self.statements.get(name)?.hash;
+    /// The engine name's hash of client statement `name` on reader `i`, prepared there first
+    /// if it is not (a hidden Parse, and a hidden Describe when the client was shown its shape,
+    /// E-2), and the shape the client was shown (0: unknown). `None`: the statement is unknown
+    /// (routing prevents it).
+    fn reader_statement(
+        &mut self,
+        i: usize,
+        conn: ConnId,
+        id: u32,
+        name: &[u8],
+    ) -> Option<(u64, u64)> {
+        let (hash, shape) = self.statements.get(name).map(|s| (s.hash, s.shape))?;
         if !self.backend_mut(i).prepared.has(hash) {
             // Copied only when it is sent (the borrow of the statements ends here).
             let rest = self.statements.peek(name).map(|s| s.rest.clone())?;
@@ -819,8 +875,11 @@ impl Session {
                 local: false,
             });
             self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
+            if shape != 0 {
+                self.check_on_reader(i, conn, id, name, &engine_name_array(hash));
+            }
         }
-        Some(hash)
+        Some((hash, shape))
     }
 
     /// A Parse under the engine name on reader `i` (preceded by a Close of that name when the

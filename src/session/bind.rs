@@ -25,6 +25,8 @@ pub(super) enum Bound {
 }
 
 impl Session {
+    /// Returns false when the unit waits (a batch that falls back to the writer waits for the
+    /// check of a statement's row shape there, E-2).
     pub(super) fn start_reader_unit(
         &mut self,
         d: Decision,
@@ -33,7 +35,7 @@ impl Session {
         fresh: Option<(u8, &[u8])>,
         count: usize,
         batch: Option<Shape>,
-    ) {
+    ) -> bool {
         // A batch (E-1) comes with the shape it was decided on; a simple Query without one.
         let kind = if batch.is_some() {
             UnitKind::Batch
@@ -50,7 +52,7 @@ impl Session {
                     self.engine.stats().inc(Counter::SplitFellBack);
                 }
                 match batch {
-                    Some(shape) => self.start_writer_batch(fallback, count, shape),
+                    Some(shape) => return self.start_writer_batch(fallback, count, shape),
                     None => self.start_writer_query(fallback, class, fresh),
                 }
             }
@@ -92,6 +94,7 @@ impl Session {
                 }
             }
         }
+        true
     }
 
     fn next_salt(&mut self) -> u64 {
@@ -428,9 +431,18 @@ impl Session {
         let Some(u) = self.unit(id) else {
             return;
         };
-        let (kind, open) = (u.kind, u.open);
+        let (kind, open, attempt) = (u.kind, u.open, u.decision.attempt);
+        if kind == UnitKind::Batch && self.writer_check_first(None) {
+            // E-2: the check of a statement's row shape on the writer goes first; the batch
+            // follows its answer (`writer_check_message`).
+            if let Some(u) = self.unit_mut(id) {
+                u.attempt = Attempt::Writer;
+                u.check_then = Some(reason);
+            }
+            return;
+        }
         let d = Decision {
-            attempt: u.decision.attempt,
+            attempt,
             ..Decision::primary(reason)
         };
         self.record(d);
@@ -535,7 +547,6 @@ impl Session {
             u.attempt = Attempt::Reader { conn, server };
             u.sent_at = now;
         }
-        self.reader_portals.clear();
         if fresh && !self.settings.is_empty() {
             let settings = &self.settings;
             self.out.send_backend_with(conn, |o| {

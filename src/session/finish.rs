@@ -188,6 +188,9 @@ impl Session {
             _ => Counter::RetriesReusableError,
         };
         if matches!(rec, Recovery::RetryReader | Recovery::RetryWriter) {
+            // What the failed attempt's answers taught of its statements' shapes was never
+            // shown: the retry's answers teach it (E-2).
+            self.statements.forget_shapes_of(id);
             // The failed attempt's held messages (notices, parse/bind completions, its
             // RowDescription) never reach the client: the retry answers in full (P-8).
             self.held.clear();

@@ -280,6 +280,15 @@ pub(super) fn close_statement(out: &mut Vec<u8>, name: &[u8]) {
     });
 }
 
+/// A Describe of statement `name`.
+pub(super) fn describe_statement(out: &mut Vec<u8>, name: &[u8]) {
+    encode::message(out, tag::DESCRIBE, |o| {
+        o.push(b'S');
+        o.extend_from_slice(name);
+        o.push(0);
+    });
+}
+
 /// The probe's Parse (once per writer connection).
 pub(super) fn probe_parse(out: &mut Vec<u8>) {
     parse_fixed(out, PROBE_NAME, PROBE_STATEMENT, &[]);

@@ -38,6 +38,7 @@ pub mod plan;
 mod reader;
 mod response;
 mod route;
+mod shapes;
 mod startup;
 #[doc(hidden)]
 pub mod state;
@@ -315,6 +316,9 @@ struct Unit {
     /// statement that may have written. Connection losses and wait timeouts say nothing of the
     /// statement and leave it as classified.
     reader_refused: bool,
+    /// Sent to the writer again once the check of a statement's row shape there answered
+    /// (E-2), for this reason.
+    check_then: Option<Reason>,
 }
 
 #[derive(Debug)]
@@ -477,8 +481,9 @@ pub struct Session {
     orig_msgs: Vec<(std::ops::Range<usize>, Names)>,
     /// The server dialect as of the last collect (P-2).
     dialect: ServerDialect,
-    /// Portals bound by the reader batch in flight (an Execute of any other stays off it).
-    reader_portals: Vec<Box<[u8]>>,
+    /// Describes in flight whose answers are read for their row shape, and Binds whose portal's
+    /// Describe would be, in wire order per connection (E-2, `shapes.rs`).
+    shape_notes: Vec<shapes::ShapeNote>,
     /// An open writer batch was followed by a Query without Sync: the next unit runs in the
     /// same implicit transaction, on the writer.
     writer_continuation: bool,
@@ -561,7 +566,7 @@ impl Session {
             orig: Vec::new(),
             orig_msgs: Vec::new(),
             dialect: ServerDialect::Awide,
-            reader_portals: Vec::new(),
+            shape_notes: Vec::new(),
             writer_continuation: false,
             skip_to_sync: false,
             reported_token: None,

@@ -41,6 +41,12 @@ pub(crate) enum Who {
     /// The writer's transaction block touched while its reads run on readers (P-5); its answer
     /// is swallowed.
     Touch,
+    /// The check of a statement's row shape on the writer before a batch that names it runs
+    /// there (E-2): a hidden Parse under the client's name, Describe and Sync; swallowed.
+    Check,
+    /// A statement whose row shape changed is refused as the primary refuses it (E-2): a
+    /// hidden Close of it and a Parse that fails, whose error the engine answers with 0A000.
+    Refuse,
 }
 
 impl Who {
@@ -108,6 +114,9 @@ pub(crate) struct Expected {
     /// The unit (client statement or batch) the request belongs to; 0 for engine work that
     /// belongs to no unit (probe, capture, abort).
     pub unit: u32,
+    /// A Describe whose RowDescription or NoData is read for its row shape (E-2; the session's
+    /// notes say what for).
+    pub shape: bool,
 }
 
 /// How a backend message relates to the requests in flight.
@@ -143,6 +152,8 @@ pub(crate) struct Answer {
     /// The message is the first of a result (RowDescription of a Query, or the first DataRow /
     /// completion of an Execute or of the client's part of a Query).
     pub result_begins: bool,
+    /// It answers a Describe read for its row shape ([`Expected::shape`]).
+    pub shape: bool,
 }
 
 /// A backend message that no request can explain.
@@ -212,7 +223,20 @@ impl Responses {
         if self.queue.is_empty() {
             self.start_front(req);
         }
-        self.queue.push_back(Expected { req, who, unit });
+        self.queue.push_back(Expected {
+            req,
+            who,
+            unit,
+            shape: false,
+        });
+    }
+
+    /// [`Self::push`] of a Describe whose answer is read for its row shape (E-2).
+    pub(crate) fn push_shape(&mut self, req: Req, who: Who, unit: u32) {
+        self.push(req, who, unit);
+        if let Some(e) = self.queue.back_mut() {
+            e.shape = true;
+        }
     }
 
     /// Forgets everything (the connection is gone).
@@ -293,6 +317,7 @@ impl Responses {
                     who: self.front_who(&e),
                     unit: e.unit,
                     result_begins: false,
+                    shape: false,
                 },
                 None => Answer {
                     kind: Kind::Async,
@@ -300,6 +325,7 @@ impl Responses {
                     who: Who::Client,
                     unit: 0,
                     result_begins: false,
+                    shape: false,
                 },
             });
         }
@@ -313,6 +339,7 @@ impl Responses {
             who,
             unit: e.unit,
             result_begins,
+            shape: e.shape,
         };
         if t == tag::READY_FOR_QUERY {
             if self.skipping && e.req.skippable() {
@@ -331,6 +358,7 @@ impl Responses {
                             who: s.who,
                             unit: s.unit,
                             result_begins: false,
+                            shape: false,
                         })
                     }
                     _ => Err(Unexpected { tag: t }),

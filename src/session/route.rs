@@ -154,7 +154,7 @@ impl Session {
             && self
                 .units
                 .iter()
-                .all(|u| u.attempt == Attempt::Writer && !u.open))
+                .all(|u| u.attempt == Attempt::Writer && !u.open && u.check_then.is_none()))
     }
 
     /// P-6's "may have written" for a whole Query: COMMIT/ROLLBACK count only if the
@@ -286,6 +286,7 @@ impl Session {
             after_replay: None,
             hidden_sync: false,
             reader_refused: false,
+            check_then: None,
         });
         id
     }

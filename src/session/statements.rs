@@ -66,7 +66,59 @@ pub(crate) struct ClientStmt {
     /// It was parsed while `standard_conforming_strings` was off: its string literals mean
     /// what they meant then, so it runs on a reader only while that still holds.
     pub lexed_off: bool,
+    /// The row shape the client was shown for it ([`row_shape`]): from the first RowDescription
+    /// or NoData answering its Describe (of the statement, or of a portal bound from it in the
+    /// same batch). 0: not known yet. A server refuses to run a prepared statement whose
+    /// result type changed since it was parsed (0A000 "cached plan must not change result
+    /// type"); where the engine prepares it again on another connection, it compares.
+    pub shape: u64,
+    /// The unit whose answer taught `shape` (a retry of that unit learns it again).
+    pub shape_unit: u32,
+    /// Where the writer check of its shape stands (E-2).
+    pub check: WriterCheck,
     used: u64,
+}
+
+/// The check of a statement's row shape on the writer, made before a batch that names it runs
+/// there when it exists only on readers and the client was shown its shape (E-2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum WriterCheck {
+    /// None in flight, nothing pending.
+    #[default]
+    None,
+    /// The hidden Parse and Describe are in flight.
+    Pending,
+    /// The hidden Parse failed: the statement is prepared before its use as before, whose
+    /// error then answers in the place of the client's message (as the primary's would).
+    Failed,
+    /// It is prepared on the writer now, with another row shape than the client was shown:
+    /// the client's next message naming it is answered as the primary answers, 0A000.
+    Refused,
+}
+
+/// A fingerprint of a RowDescription body (`Some(body)`) or of NoData (`None`): what
+/// PostgreSQL compares when it revalidates a prepared statement (`RevalidateCachedQuery`: the
+/// count of columns and each column's name, type and typmod — also collation, which the wire
+/// does not show), not the table, column number, type length or format the message also
+/// carries. Keyed (SipHash, a secret key per process), never 0. `None` for a malformed body.
+pub(crate) fn row_shape(row_description: Option<&[u8]>) -> Option<u64> {
+    let mut h = crate::pool::KeyedHash::new();
+    let Some(body) = row_description else {
+        return Some(h.bytes(b"n").finish() | 1);
+    };
+    let n = u16::from_be_bytes([*body.first()?, *body.get(1)?]);
+    h.bytes(b"T").bytes(&n.to_be_bytes());
+    let mut pos = 2;
+    for _ in 0..n {
+        let end = pos + body.get(pos..)?.iter().position(|&b| b == 0)?;
+        // Name and its NUL, table oid (4), column number (2), then type oid (4), type length
+        // (2), typmod (4), format (2).
+        let ty = body.get(end + 7..end + 11)?;
+        let typmod = body.get(end + 13..end + 17)?;
+        h.bytes(&body[pos..=end]).bytes(ty).bytes(typmod);
+        pos = end + 19;
+    }
+    (pos == body.len()).then(|| h.finish() | 1)
 }
 
 /// The client's statements by name (`""` is the unnamed one), bounded (E-2).
@@ -95,6 +147,10 @@ pub(crate) struct ClientStatements {
     commands: u32,
     /// The writer session's `standard_conforming_strings` is off now (its ParameterStatus).
     pub scs_off: bool,
+    /// A statement that may exist only on readers has a known row shape: a batch for the writer
+    /// may need the check of that shape there first (E-2). Until then no writer batch is
+    /// looked through for one. Sticky: set by what may make it so, cleared with the map.
+    pub may_check: bool,
 }
 
 impl ClientStatements {
@@ -211,6 +267,8 @@ impl ClientStatements {
             s.class = class;
             s.on_writer = on_writer;
             s.lexed_off = scs_off;
+            s.shape = 0;
+            s.check = WriterCheck::None;
             s.used = clock;
             self.commands = self.commands + u32::from(command) - u32::from(was);
             return;
@@ -231,6 +289,9 @@ impl ClientStatements {
             class,
             on_writer,
             lexed_off: scs_off,
+            shape: 0,
+            shape_unit: 0,
+            check: WriterCheck::None,
             used: clock,
         };
         self.commands += u32::from(command);
@@ -252,9 +313,31 @@ impl ClientStatements {
         }
     }
 
+    /// The statement tracked under `name`, to change what the engine knows of it.
+    pub(super) fn peek_mut(&mut self, name: &[u8]) -> Option<&mut ClientStmt> {
+        self.slot_mut(name)
+    }
+
+    /// Unit `unit` is attempted again: the shapes its answers taught were never shown.
+    pub(super) fn forget_shapes_of(&mut self, unit: u32) {
+        if let Some(s) = self.unnamed.as_deref_mut() {
+            if s.shape_unit == unit {
+                s.shape = 0;
+            }
+        }
+        for s in self.map.values_mut() {
+            if s.shape_unit == unit {
+                s.shape = 0;
+            }
+        }
+    }
+
     pub(super) fn clear_on_writer(&mut self, name: &[u8]) {
         if let Some(s) = self.slot_mut(name) {
             s.on_writer = false;
+            if s.shape != 0 {
+                self.may_check = true;
+            }
         }
     }
 
@@ -293,6 +376,7 @@ impl ClientStatements {
         self.map.clear();
         self.unnamed = None;
         self.commands = 0;
+        self.may_check = false;
     }
 }
 
@@ -333,6 +417,67 @@ mod tests {
                 prop_assert_eq!(s.may_hold_command(), tracked > 0);
             }
         }
+    }
+
+    /// A RowDescription body: per column (name, table oid, column number, type oid, type
+    /// length, typmod, format).
+    fn described(cols: &[(&str, u32, i16, u32, i16, i32, i16)]) -> Vec<u8> {
+        let mut b = (cols.len() as u16).to_be_bytes().to_vec();
+        for (name, table, attnum, ty, len, typmod, format) in cols {
+            b.extend_from_slice(name.as_bytes());
+            b.push(0);
+            b.extend_from_slice(&table.to_be_bytes());
+            b.extend_from_slice(&attnum.to_be_bytes());
+            b.extend_from_slice(&ty.to_be_bytes());
+            b.extend_from_slice(&len.to_be_bytes());
+            b.extend_from_slice(&typmod.to_be_bytes());
+            b.extend_from_slice(&format.to_be_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn e2_a_row_shape_is_what_postgresql_compares_when_it_revalidates_a_statement() {
+        let shape = |cols: &[(&str, u32, i16, u32, i16, i32, i16)]| {
+            row_shape(Some(&described(cols))).expect("well formed")
+        };
+        let a = shape(&[
+            ("a", 16384, 1, 20, 8, -1, 0),
+            ("b", 16384, 2, 25, -1, -1, 0),
+        ]);
+        assert_ne!(a, 0);
+        // Not compared: the table and column a value came from, the type's length, the
+        // format (a portal's Describe shows the formats its Bind asked for).
+        assert_eq!(
+            a,
+            shape(&[("a", 16390, 3, 20, -1, -1, 1), ("b", 0, 0, 25, 4, -1, 1)])
+        );
+        // Compared: the count of columns, each one's name, type and typmod.
+        for other in [
+            shape(&[("a", 16384, 1, 20, 8, -1, 0)]),
+            shape(&[
+                ("a", 16384, 1, 701, 8, -1, 0),
+                ("b", 16384, 2, 25, -1, -1, 0),
+            ]),
+            shape(&[
+                ("x", 16384, 1, 20, 8, -1, 0),
+                ("b", 16384, 2, 25, -1, -1, 0),
+            ]),
+            shape(&[
+                ("a", 16384, 1, 20, 8, -1, 0),
+                ("b", 16384, 2, 25, -1, 14, 0),
+            ]),
+            row_shape(None).expect("NoData"),
+        ] {
+            assert_ne!(a, other);
+        }
+        // A body that is not a RowDescription has no shape.
+        let mut bad = described(&[("a", 0, 0, 20, 8, -1, 0)]);
+        bad.pop();
+        assert_eq!(row_shape(Some(&bad)), None);
+        bad.extend_from_slice(&[0, 0]);
+        assert_eq!(row_shape(Some(&bad)), None);
+        assert_eq!(row_shape(Some(&[0])), None);
     }
 
     #[test]

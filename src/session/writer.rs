@@ -129,6 +129,14 @@ impl Session {
         match a.who {
             Who::Client | Who::Prepare => self.writer_client_message(conn, t, body, msg, a),
             Who::Probe | Who::Capture => self.writer_learning_message(conn, t, body, msg, a),
+            Who::Check => {
+                self.writer_check_message(conn, t, body, msg, a.req);
+                Ok(())
+            }
+            Who::Refuse => {
+                self.writer_refuse_message(conn, t, body, msg, a.unit);
+                Ok(())
+            }
             Who::Abort => {
                 match msg {
                     BackendMessage::ReadyForQuery(rfq) => {

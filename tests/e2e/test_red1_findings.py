@@ -301,9 +301,6 @@ async def _prepared_after_type_change(port: int, table: str):
         await c.close()
 
 
-@pytest.mark.xfail(strict=True, reason="open E-2 defect: a statement prepared again on another "
-                   "connection after its result type changed answers in the new shape; the primary "
-                   "refuses 0A000 (closing note of issue 20)")
 @pytest.mark.timeout(60)
 def test_e2_a_prepared_statement_whose_result_type_changed_fails_as_on_the_primary(objects, proxy):
     """asyncpg prepares `SELECT a FROM t` (a bigint) — it runs on the standby, so the statement
@@ -313,8 +310,10 @@ def test_e2_a_prepared_statement_whose_result_type_changed_fails_as_on_the_prima
     goes to the primary (the DDL is not replayed yet), the engine prepares the statement there
     afresh by a hidden Parse (E-2) — with the new result type — and the client decodes the float8
     bits as a bigint: 4607182418800017408 instead of an error. Mechanism: the hidden re-Parse of a
-    tracked statement on another connection (src/session/statements.rs / bind.rs) does not check
-    that the statement's result shape is the one the client was described."""
+    tracked statement on another connection (src/session/statements.rs / bind.rs) did not check
+    that the statement's result shape is the one the client was described. Fixed: the engine
+    keeps the shape the client was shown and checks a statement prepared again against it
+    (src/session/shapes.rs)."""
     pair = objects
 
     def run(port: int, table: str):

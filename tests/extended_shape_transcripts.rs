@@ -1,0 +1,350 @@
+//! E-2 and the row shape of a prepared statement, as protocol traces: a server refuses to run a
+//! prepared statement whose result type changed since it was parsed (0A000 "cached plan must
+//! not change result type"), because its client decodes rows by the description it was shown.
+//! Where the engine prepares the client's statement again on another connection (a hidden
+//! Parse), it learns the new shape first and answers as the primary would: the refusal where
+//! the shape changed, the statement's rows where it did not.
+
+mod common;
+
+use common::*;
+use polarsplit::{ConnId, Outcome};
+use polarsplit_test_support::be::{self, oid, Column};
+
+const R1: ConnId = 701;
+const R2: ConnId = 702;
+const FLOAT8: u32 = 701;
+
+fn host() -> Host {
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.connect();
+    h
+}
+
+/// A RowDescription of one column `a` of type `type_oid`.
+fn shape(type_oid: u32) -> Vec<u8> {
+    be::row_description(&[Column::new("a", type_oid)])
+}
+
+/// The answer to a Parse/Describe-statement/Sync (or the engine's check: Parse/Describe/Sync)
+/// of `SELECT a FROM t`: ParseComplete, no parameters, the row shape, RFQ.
+fn described(type_oid: u32, status: u8, lsn: u64) -> Vec<u8> {
+    let mut b = msg(b'1', b"");
+    b.extend(msg(b't', &[0, 0]));
+    b.extend(shape(type_oid));
+    b.extend(rfq(status, Some(lsn), None));
+    b
+}
+
+/// The answer to Bind/Describe-portal/Execute/Sync with one row in `type_oid`'s shape.
+fn rows(type_oid: u32, status: u8, lsn: u64) -> Vec<u8> {
+    let mut b = msg(b'2', b"");
+    b.extend(shape(type_oid));
+    b.extend(data_row(&["1"]));
+    b.extend(command_complete("SELECT 1"));
+    b.extend(rfq(status, Some(lsn), None));
+    b
+}
+
+/// The SQLSTATEs of the ErrorResponses in a stream to the client.
+fn sqlstates(bytes: &[u8]) -> Vec<String> {
+    messages(bytes)
+        .into_iter()
+        .filter(|(t, _)| *t == b'E')
+        .filter_map(|(_, body)| {
+            body.split(|&b| b == 0)
+                .find_map(|f| f.strip_prefix(b"C"))
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+        })
+        .collect()
+}
+
+/// asyncpg's prepare: `s1` is parsed and described on a reader, where it lives under an engine
+/// name; the client is shown `a` as a bigint.
+fn prepared_on_a_reader(h: &mut Host) {
+    let mut b = parse("s1", "SELECT a FROM t");
+    b.extend(describe(b'S', "s1"));
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "PDS");
+    h.backend(R1, &described(oid::INT8, b'I', 0x1000));
+    assert_eq!(tags(&h.take_client()), "1tTZ");
+}
+
+/// A transaction block that wrote: its reads stay on the writer, where `s1` does not exist.
+fn in_a_writing_transaction(h: &mut Host) {
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), None);
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'T', Some(0x2000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+}
+
+#[test]
+fn e2_a_statement_prepared_again_with_a_changed_result_type_fails_0a000() {
+    let mut h = host();
+    prepared_on_a_reader(&mut h);
+    in_a_writing_transaction(&mut h);
+    // (Meanwhile `a` became double precision.) The statement runs on the writer: it is
+    // checked there before the client's Bind is sent.
+    h.client(&named_execute("s1"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(
+        named(&sent),
+        vec![
+            ('P', "s1".to_string()),
+            ('D', "s1".to_string()),
+            ('S', String::new())
+        ],
+        "the check: a hidden Parse under the client's name, Describe, Sync"
+    );
+    h.backend(WRITER, &described(FLOAT8, b'T', 0x2000));
+    assert!(
+        h.take_client().is_empty(),
+        "the check's answers never reach the client"
+    );
+    // The shape is not the one the client was shown: the client's Bind is preceded by a
+    // Close of the new statement and a Parse that fails, so the server itself skips the batch
+    // to its Sync (and fails the transaction block, as the primary's error would).
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "CPBDES");
+    assert_eq!(named(&sent)[0], ('C', "s1".to_string()));
+    assert_eq!(named(&sent)[1], ('P', "polarsplit_refused".to_string()));
+    let mut ans = msg(b'3', b"");
+    ans.extend(error(
+        "ERROR",
+        "42601",
+        "syntax error at or near \"polarsplit\"",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'E', Some(0x2000), None));
+    h.backend(WRITER, &ans);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ", "the primary's answer: its error, its RFQ");
+    assert_eq!(sqlstates(&got), vec!["0A000"]);
+    assert!(String::from_utf8_lossy(&got).contains("cached plan must not change result type"));
+    assert_eq!(client_rfq_statuses(&got), vec![b'E']);
+    // The primary refuses it every time: so does the engine (the statement was closed on the
+    // writer, so it is checked again — the primary would run it again once the shapes agree).
+    h.client(&query("ROLLBACK"));
+    h.writer_answers("ROLLBACK", b'I', Some(0x2000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    in_a_writing_transaction(&mut h);
+    h.client(&named_execute("s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDS");
+    h.backend(WRITER, &described(FLOAT8, b'T', 0x2000));
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBDES");
+    h.backend(WRITER, &ans);
+    assert_eq!(sqlstates(&h.take_client()), vec!["0A000"]);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_a_statement_prepared_again_with_the_same_result_type_runs_normally() {
+    let mut h = host();
+    prepared_on_a_reader(&mut h);
+    in_a_writing_transaction(&mut h);
+    h.client(&named_execute("s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDS", "the check");
+    h.backend(WRITER, &described(oid::INT8, b'T', 0x2000));
+    assert!(h.take_client().is_empty());
+    // The same shape: the client's batch follows, the statement prepared by the check.
+    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
+    h.backend(WRITER, &rows(oid::INT8, b'T', 0x2000));
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
+    // The writer has it now: no check, no hidden Parse.
+    h.client(&named_execute("s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
+    h.backend(WRITER, &rows(oid::INT8, b'T', 0x2000));
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_a_check_whose_parse_fails_lets_that_error_answer_the_clients_message() {
+    // The table is gone: the primary's statement fails to re-plan with the same error the
+    // hidden Parse gets, and it answers in the place of the client's Bind.
+    let mut h = host();
+    prepared_on_a_reader(&mut h);
+    in_a_writing_transaction(&mut h);
+    h.client(&named_execute("s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDS");
+    let mut ans = error(
+        "ERROR",
+        "42P01",
+        "relation \"t\" does not exist",
+        None,
+        None,
+    );
+    ans.extend(rfq(b'E', Some(0x2000), None));
+    h.backend(WRITER, &ans);
+    assert!(h.take_client().is_empty());
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PBDES", "prepared before its Bind, as before");
+    let mut ans = error(
+        "ERROR",
+        "25P02",
+        "current transaction is aborted",
+        None,
+        None,
+    );
+    ans.extend(rfq(b'E', Some(0x2000), None));
+    h.backend(WRITER, &ans);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert_eq!(sqlstates(&got), vec!["25P02"]);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_a_statement_prepared_again_on_another_reader_with_a_changed_result_type_is_the_writers() {
+    // `s1` was described on R1; its next run lands on R2, which has not prepared it: the
+    // hidden Parse there is followed by a hidden Describe. Another shape there fails the
+    // attempt before anything reached the client, and the writer answers — here, as the
+    // primary does, with the refusal.
+    let mut h = host();
+    prepared_on_a_reader(&mut h);
+    h.client(&named_execute("s1"));
+    h.attach_fresh(R2);
+    let sent = h.take_sent(R2);
+    assert_eq!(tags(&sent), "PDBDES");
+    let engine = named(&sent)[0].1.clone();
+    assert!(engine.starts_with("polarsplit_s_"));
+    assert_eq!(named(&sent)[1], ('D', engine));
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 0]));
+    ans.extend(shape(FLOAT8));
+    ans.extend(rows(FLOAT8, b'I', 0x1000));
+    h.backend(R2, &ans);
+    assert!(
+        h.take_client().is_empty(),
+        "nothing of the attempt is shown"
+    );
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDS", "the check on the writer");
+    h.backend(WRITER, &described(FLOAT8, b'I', 0x1000));
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBDES");
+    let mut ans = msg(b'3', b"");
+    ans.extend(error("ERROR", "42601", "syntax error", None, None));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert_eq!(sqlstates(&got), vec!["0A000"]);
+    assert_eq!(client_rfq_statuses(&got), vec![b'I']);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_a_statement_prepared_again_on_another_reader_with_the_same_result_type_runs_there() {
+    let mut h = host();
+    prepared_on_a_reader(&mut h);
+    h.client(&named_execute("s1"));
+    h.attach_fresh(R2);
+    assert_eq!(tags(&h.take_sent(R2)), "PDBDES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 0]));
+    ans.extend(shape(oid::INT8));
+    ans.extend(rows(oid::INT8, b'I', 0x1000));
+    h.backend(R2, &ans);
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
+    assert!(h.take_sent(WRITER).is_empty(), "nothing for the writer");
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn e2_the_shape_is_learned_from_a_portal_describe_too() {
+    // libpq's PQprepare sends no Describe: the client is first shown the shape by the Describe
+    // of the portal its first PQexecPrepared binds.
+    let mut h = host();
+    let mut b = parse("s1", "SELECT a FROM t");
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    h.client(&named_execute("s1"));
+    h.attach(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "BDES");
+    h.backend(R1, &rows(oid::INT8, b'I', 0x1000));
+    assert_eq!(tags(&h.take_client()), "1Z2TDCZ");
+    in_a_writing_transaction(&mut h);
+    h.client(&named_execute("s1"));
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PDS",
+        "checked: its shape was learned"
+    );
+    h.backend(WRITER, &described(FLOAT8, b'T', 0x2000));
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBDES");
+}
+
+#[test]
+fn e2_the_shape_is_learned_behind_a_fresh_readers_settings_replay_and_asyncpgs_flush() {
+    // asyncpg's prepare is Parse/Describe/Flush, its first run Bind/Execute/Sync joining that
+    // batch; the reader is fresh, and the session has login-time settings: its messages follow
+    // the settings replay's answer (found through the example proxy: the replay's
+    // ReadyForQuery ended the unit's shape notes just made).
+    let mut h = Host::new(config(&[]));
+    h.engine.remove_reader(2);
+    h.client(&startup(&[("user", "app"), ("database", "db")]));
+    h.event(WRITER, polarsplit::Event::WriterConnected);
+    h.backend(WRITER, &polarsplit_test_support::host::writer_auth(&[]));
+    h.writer_answers_startup_capture(&[("datestyle", "ISO, DMY")]);
+    h.take_client();
+    let mut b = parse("s1", "SELECT a FROM t");
+    b.extend(describe(b'S', "s1"));
+    b.extend(flush());
+    h.client(&b);
+    h.attach_fresh(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "Q", "the settings replay first");
+    let mut replay = row_description(1);
+    replay.extend(data_row(&["ISO, DMY"]));
+    replay.extend(command_complete("SELECT 1"));
+    replay.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &replay);
+    assert_eq!(tags(&h.take_sent(R1)), "PDH");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 0]));
+    ans.extend(shape(oid::INT8));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1tT");
+    let mut b = bind("", "s1");
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(R1)), "BES");
+    let mut ans = msg(b'2', b"");
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "2DCZ");
+    in_a_writing_transaction(&mut h);
+    let mut b = bind("", "s1");
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PDS",
+        "checked: its shape was learned"
+    );
+    h.backend(WRITER, &described(FLOAT8, b'T', 0x2000));
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBES");
+    let mut ans = msg(b'3', b"");
+    ans.extend(error("ERROR", "42601", "syntax error", None, None));
+    ans.extend(rfq(b'E', Some(0x2000), None));
+    h.backend(WRITER, &ans);
+    let got = h.take_client();
+    assert_eq!(sqlstates(&got), vec!["0A000"]);
+    assert_eq!(tags(&got), "EZ");
+    assert!(h.streams.balanced());
+}
