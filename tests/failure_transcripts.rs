@@ -316,6 +316,42 @@ fn f1_a_cancel_that_lands_in_a_hidden_statement_in_front_of_the_read_cancels_it_
 }
 
 #[test]
+fn e2_a_reader_connection_that_answered_0a000_is_closed_not_pooled() {
+    // A pooled reader connection keeps the statements the engine prepared there. After a DDL
+    // changed a column's type, such a statement answers "cached plan must not change result
+    // type" (0A000) on that connection for every session that is handed it, until it closes:
+    // retried on the writer each time (or refused with `on_replica_error = error`). The
+    // connection is closed instead of pooled, so the next session's read prepares afresh.
+    // Control: another reusable error keeps the connection pooled.
+    for (sqlstate, closed) in [("0A000", true), ("42P01", false)] {
+        let mut h = after_write(config(&[]));
+        h.client(&query(SQL));
+        h.attach(R1);
+        h.take_sent(WRITER);
+        let mut b = sets(3);
+        b.extend(error("ERROR", sqlstate, "refused", None, None));
+        b.extend(rfq(b'I', Some(0x4000), None));
+        let acts = h.backend(R1, &b);
+        assert_eq!(
+            acts.contains(&A::CloseBackend(R1)),
+            closed,
+            "{sqlstate}: {acts:?}"
+        );
+        assert_eq!(
+            acts.iter()
+                .any(|a| matches!(a, A::Release { conn, .. } if *conn == R1)),
+            !closed,
+            "{sqlstate}: {acts:?}"
+        );
+        // Either way the read runs again on the writer; nothing of the reader's answer
+        // reached the client.
+        assert_eq!(h.take_sent(WRITER), query(SQL), "{sqlstate}");
+        assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+        assert!(h.take_client().is_empty());
+    }
+}
+
+#[test]
 fn f1_fatal_from_a_reader_is_a_lost_connection() {
     let mut h = after_write(config(&[]));
     h.client(&query(SQL));

@@ -656,7 +656,7 @@ impl Session {
             }
             self.drop_shape_notes(conn, None);
             let mut b = self.readers.remove(i - 1);
-            if close || b.cancelled || b.ran_code {
+            if close || b.cancelled || b.ran_code || b.stale_plans {
                 if b.cancelled {
                     self.engine.stats().inc(Counter::CancelledReadersClosed);
                 }

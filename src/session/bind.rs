@@ -323,6 +323,7 @@ impl Session {
         b.dirty = needs_reset;
         b.cancelled = false;
         b.ran_code = false;
+        b.stale_plans = false;
         b.probe_parsed = false;
         b.capture_parsed = false;
         // E-2: what the connection has prepared travels with it; a fresh one has nothing.

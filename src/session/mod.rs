@@ -354,6 +354,10 @@ struct Backend {
     cancelled: bool,
     /// Code the engine cannot see into ran on this reader connection (S-6: closed, not pooled).
     ran_code: bool,
+    /// A statement on this reader connection answered 0A000: a statement the engine prepared
+    /// there keeps a plan whose result type changed since (E-2), and every session would meet
+    /// it again. Closed, not pooled.
+    stale_plans: bool,
     /// `server`'s entry in the engine's reader registry, held across this connection's
     /// statements (and kept with a spare backend): its load count and evidence are updated
     /// without a topology lookup while the topology is unchanged.
@@ -380,6 +384,7 @@ impl Backend {
             capture_parsed: false,
             cancelled: false,
             ran_code: false,
+            stale_plans: false,
             reader_ref: ReaderRef::default(),
         }
     }

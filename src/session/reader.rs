@@ -221,6 +221,14 @@ impl Session {
             cancel_forwarded,
         };
         let class = policy::classify_error(&facts);
+        if facts.sqlstate == b"0A000" {
+            // E-2: most likely "cached plan must not change result type" of a statement the
+            // engine prepared on this pooled connection before a DDL; closing the connection
+            // is what forgets it.
+            if let Some(i) = self.backend_index(conn).filter(|&i| i > 0) {
+                self.backend_mut(i).stale_plans = true;
+            }
+        }
         if class == FailureClass::WaitTimeout {
             self.engine.stats().inc(Counter::WaitTimeouts);
         }
