@@ -25,6 +25,8 @@
  *                                      on_timeout is called (the proxy records one per call)
  *   cancel                             the client's cancel came while its statement waited for
  *                                      a reader connection: cancel_unplaced (F-1)
+ *   cancel_forwarded CONN              the host forwarded the client's cancel to connection CONN:
+ *                                      cancel_forwarded (F-1: a 57014 there is the client's)
  *
  * Usage: replay FILE     (exit status 0 when every action could be applied and streams balance) */
 #define _POSIX_C_SOURCE 200809L
@@ -361,6 +363,14 @@ int main(int argc, char **argv) {
             printf("> cancel (unplaced)\n");
             st = polarsplit_session_cancel_unplaced(s, now);
             if (st == POLARSPLIT_DONE) st = POLARSPLIT_OK; /* nothing waited: nothing to drain */
+        } else if (!strcmp(word, "cancel_forwarded")) {
+            unsigned long long conn;
+            if (sscanf(rest, "%llu", &conn) != 1) {
+                fprintf(stderr, "bad cancel_forwarded line: %s\n", rest);
+                return 2;
+            }
+            printf("> cancel forwarded to conn=%llu\n", conn);
+            st = polarsplit_session_cancel_forwarded(s, conn);
         } else if (!strcmp(word, "sample")) {
             unsigned server;
             unsigned long long lsn;

@@ -42,6 +42,7 @@ static void do_cancel(const polarsplit_action_cancel_request *r) {
             send_cancel(0, r->pid, secret, len);
         else
             send_cancel(b->server, b->pid, b->secret, 4);
+        record_cancel_forwarded(c, conn);
         c->router.ops->cancel_forwarded(c->router.st, conn);
         g.cancels_reported++;
         return;

@@ -289,5 +289,6 @@ void record_hex(FILE *f, const char *prefix, const uint8_t *b, size_t n);
 void record_event(client_t *c, const event_t *e);
 void record_timeout(client_t *c, uint64_t now);
 void record_cancel(client_t *c);
+void record_cancel_forwarded(client_t *c, uint64_t conn);
 
 #endif

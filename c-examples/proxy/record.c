@@ -43,6 +43,14 @@ void record_cancel(client_t *c) {
     fflush(c->record);
 }
 
+/* The cancel went to connection `conn` (polarsplit_session_cancel_forwarded): a 57014 there is the
+ * client's cancel, which decides how the engine takes it, so replay must say so too. */
+void record_cancel_forwarded(client_t *c, uint64_t conn) {
+    if (!c->record) return;
+    fprintf(c->record, "cancel_forwarded %llu\n", (unsigned long long)conn);
+    fflush(c->record);
+}
+
 void record_open(client_t *c) {
     if (!g.o.record_dir || !c->router.is_library) return;
     char path[4096];

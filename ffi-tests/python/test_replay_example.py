@@ -65,3 +65,21 @@ def test_f1_replay_a_cancel_while_the_read_waits_for_its_reader_connection():
     # The connection the host was asked for arrives late and is closed unused.
     assert "CLOSE_BACKEND conn=8" in lines[at:]
     assert "balanced: yes" in lines
+
+
+def test_f1_replay_a_cancel_forwarded_to_the_reader_closes_that_connection():
+    """`cancel_forwarded CONN` (what the proxy records when it forwards a client's cancel) replays
+    as polarsplit_session_cancel_forwarded: the reader's 57014 is the client's cancel, answered to
+    the client, and the cancelled connection is closed, not handed back to the pool. Without the
+    line the same bytes would release the connection: replay must see the call to be faithful."""
+    out = replay("stock-cancel-forwarded.transcript")
+    lines = [line.strip() for line in out.splitlines()]
+    at = lines.index("> cancel forwarded to conn=8")
+    rest = lines[at:]
+    assert "FORWARD_BACKEND conn=8 n=68 [E]" in rest, rest
+    assert "CLOSE_BACKEND conn=8" in rest, rest
+    assert not any(line.startswith("RELEASE_READER conn=8") for line in rest), rest
+    # Not run again on the writer.
+    assert not any(line.startswith(("FORWARD_CLIENT conn=7", "SEND_BACKEND conn=7")) and "SELECT" in line
+                   for line in rest), rest
+    assert "balanced: yes" in lines
