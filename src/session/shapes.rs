@@ -229,11 +229,18 @@ impl Session {
 
     /// Forgets the shape notes of unit `unit` on `conn` (its batch ended or the server skips
     /// the rest of it), or of every unit on `conn` (`None`: it was handed back or lost).
+    /// (Called at every RFQ and every hand-back: the common case, no notes, stays inline.)
+    #[inline]
     pub(super) fn drop_shape_notes(&mut self, conn: ConnId, unit: Option<u32>) {
         if !self.shape_notes.is_empty() {
-            self.shape_notes
-                .retain(|n| n.conn != conn || unit.is_some_and(|u| n.unit != u));
+            self.drop_shape_notes_of(conn, unit);
         }
+    }
+
+    #[inline(never)]
+    fn drop_shape_notes_of(&mut self, conn: ConnId, unit: Option<u32>) {
+        self.shape_notes
+            .retain(|n| n.conn != conn || unit.is_some_and(|u| n.unit != u));
     }
 
     /// Before a batch runs on the writer: a statement it names (not parsed in it) that exists
