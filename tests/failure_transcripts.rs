@@ -239,13 +239,7 @@ fn f1_cancel_of_the_clients_statement_is_forwarded_never_retried() {
     assert_eq!(h.session.executing_connection(), Some(R1));
     h.take_sent(WRITER);
     let mut b = sets(3);
-    b.extend(error(
-        "ERROR",
-        "57014",
-        "canceling statement due to user request",
-        None,
-        None,
-    ));
+    b.extend(cancelled_error());
     b.extend(rfq(b'I', Some(0x5000), None));
     h.backend(R1, &b);
     assert!(h.take_sent(WRITER).is_empty());
@@ -253,17 +247,6 @@ fn f1_cancel_of_the_clients_statement_is_forwarded_never_retried() {
     assert_eq!(tags(&got), "EZ");
     assert!(got.windows(5).any(|w| w == b"57014"));
     assert_eq!(h.engine.stats().get(Counter::Cancels), 1);
-}
-
-/// The 57014 a server answers a cancelled statement with.
-fn cancelled() -> Vec<u8> {
-    error(
-        "ERROR",
-        "57014",
-        "canceling statement due to user request",
-        None,
-        None,
-    )
 }
 
 #[test]
@@ -291,7 +274,7 @@ fn f1_a_cancel_that_lands_in_a_hidden_statement_in_front_of_the_read_cancels_it_
         assert_eq!(h.session.executing_connection(), Some(R1));
         h.session.cancel_forwarded(R1);
         let mut b = if in_replay { Vec::new() } else { sets(1) };
-        b.extend(cancelled());
+        b.extend(cancelled_error());
         b.extend(rfq(b'I', Some(0x5000), None));
         let acts = h.backend(R1, &b);
         assert!(

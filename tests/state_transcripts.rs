@@ -435,13 +435,7 @@ fn f1_a_reader_a_cancel_was_forwarded_to_is_closed_not_pooled() {
     h.attach(R1);
     assert_eq!(h.session.executing_connection(), Some(R1));
     h.session.cancel_forwarded(R1);
-    let mut b = error(
-        "ERROR",
-        "57014",
-        "canceling statement due to user request",
-        None,
-        None,
-    );
+    let mut b = cancelled_error();
     b.extend(rfq(b'I', Some(0x1000), None));
     let acts = h.backend(R1, &b);
     assert!(acts.contains(&A::CloseBackend(R1)), "{acts:?}");

@@ -13,17 +13,6 @@ use polarsplit::{ServerDialect, StartupProfile};
 
 const R1: u64 = 801;
 
-/// The ErrorResponse of a cancelled statement (57014).
-fn canceled() -> Vec<u8> {
-    error(
-        "ERROR",
-        "57014",
-        "canceling statement due to user request",
-        None,
-        None,
-    )
-}
-
 /// A stock-PostgreSQL session, with `more` settings on top of the stock ones.
 fn stock(more: &[(&str, &str)]) -> Host {
     stock_as(more, &[("user", "app"), ("database", "db")])
@@ -319,7 +308,7 @@ fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() 
     h.client(&query("SELECT v FROM t"));
     h.attach(R1);
     let mut b = msg(b'C', b"WAIT\0");
-    b.extend(canceled());
+    b.extend(cancelled_error());
     b.extend(rfq(b'I', None, None));
     h.backend(R1, &b);
     let got = h.take_client();
@@ -690,7 +679,7 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     assert_eq!(tags(&h.take_sent(WRITER)), "BES");
     // The probe fails (the writer refuses it): the position stays unknown.
     let mut b = msg(b'2', b"");
-    b.extend(canceled());
+    b.extend(cancelled_error());
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
     let got = h.take_client();
@@ -712,7 +701,7 @@ fn w7_a_write_that_fails_still_has_its_pipelined_probe_answered() {
     let w = query("INSERT INTO t VALUES (1)");
     h.client(&w);
     assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "PBES probe");
-    let mut b = canceled();
+    let mut b = cancelled_error();
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
     assert_eq!(tags(&h.take_client()), "EZ");

@@ -43,6 +43,17 @@ pub fn data_row(vals: &[&str]) -> Vec<u8> {
     be::data_row(&vals)
 }
 
+/// The ErrorResponse a server answers a cancelled statement with (57014).
+pub fn cancelled_error() -> Vec<u8> {
+    error(
+        "ERROR",
+        "57014",
+        "canceling statement due to user request",
+        None,
+        None,
+    )
+}
+
 pub fn isolation_rc() -> Option<Isolation> {
     Some(Isolation::ReadCommitted)
 }
