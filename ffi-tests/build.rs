@@ -13,6 +13,9 @@ fn main() {
         .flag("-Wextra")
         .flag("-Wpedantic")
         .warnings_into_errors(true)
+        // Always optimised: GCC's flow warnings (-Warray-bounds, -Wmaybe-uninitialized) only
+        // run at -O2, so a debug build would pass C that a release build refuses.
+        .opt_level(2)
         // ffi-tests links the library with its `test-hooks` feature (a forced panic).
         .define("POLARSPLIT_TEST_HOOKS", None);
     for f in [
@@ -38,6 +41,7 @@ fn main() {
         .flag("-Wextra")
         .flag("-Wpedantic")
         .warnings_into_errors(true)
+        .opt_level(2)
         .file("c/header_cxx.cpp")
         .compile("polarsplit_ctests_cxx");
 }
