@@ -25,6 +25,7 @@ mod head;
 mod ident;
 mod keywords;
 mod lexer;
+mod mentions;
 mod scan;
 mod shape;
 mod statement;
@@ -37,6 +38,7 @@ pub use functions::{
     UnknownFunctions, UserFunction, UserObject, UserSequence, Volatility, MAX_DATABASES,
     MAX_FUNCTIONS_PER_DATABASE, MAX_OBJECTS_PER_DATABASE, MAX_SEQUENCES_PER_DATABASE,
 };
+pub use mentions::{prepared_mentions, Mention};
 pub use types::*;
 
 /// Bounds that keep classification linear in time and bounded in memory whatever the input

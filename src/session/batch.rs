@@ -565,6 +565,12 @@ impl Session {
         if let Some((name, uses)) = named {
             self.ensure_on_writer(id, w, name, uses);
         }
+        if let FrontendMessage::Parse { sql, .. } = msg {
+            // Statements its text names (`EXECUTE s`, …) are prepared on the writer first.
+            for name in self.reader_only_named_in(sql) {
+                self.ensure_on_writer(id, w, &name, false);
+            }
+        }
         let Some(wb) = self.writer.as_mut() else {
             return;
         };

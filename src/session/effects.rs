@@ -59,17 +59,6 @@ pub(super) fn deallocate_target(stmt: &str) -> Option<Vec<u8>> {
     statement_name(rest)
 }
 
-/// The name a `PREPARE name [(types)] AS …` statement creates, case-folded unless quoted.
-pub(super) fn prepare_target(stmt: &str) -> Option<Vec<u8>> {
-    let t = stmt.trim_start();
-    let kw = t.get(..7).filter(|p| p.eq_ignore_ascii_case("prepare"))?;
-    let rest = &t[kw.len()..];
-    if !rest.starts_with(|c: char| c.is_whitespace()) {
-        return None;
-    }
-    statement_name(rest.trim_start())
-}
-
 /// The statement name at the start of `rest`: a quoted identifier as written, or an unquoted
 /// one case-folded.
 fn statement_name(rest: &str) -> Option<Vec<u8>> {
@@ -336,14 +325,5 @@ mod tests {
             Some(b"Mixed".to_vec())
         );
         assert_eq!(deallocate_target("DEALLOCATE"), None);
-        assert_eq!(
-            prepare_target("PREPARE Q1 (int) AS SELECT $1"),
-            Some(b"q1".to_vec())
-        );
-        assert_eq!(
-            prepare_target("prepare \"Mixed\" AS SELECT 1"),
-            Some(b"Mixed".to_vec())
-        );
-        assert_eq!(prepare_target("PREPARE(x) AS SELECT 1"), None);
     }
 }

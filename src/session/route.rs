@@ -7,7 +7,7 @@ use super::plan::{plan, PlanInput, Protocol, StatementView, TxnView};
 use super::response::{Req, Who};
 use super::state::Known;
 use super::*;
-use crate::classify::Kind;
+use crate::classify::{prepared_mentions, Kind, Mention};
 use crate::cluster::stats::Counter;
 use crate::cluster::WriterView;
 use crate::config::{Consistency, LsnProbe};
@@ -328,7 +328,11 @@ impl Session {
             .is_some_and(|c| !c.statements().iter().any(|s| s.kind == Kind::Copy));
         let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
         let changes_state = class.as_ref().is_some_and(|c| self.changes_state(c));
-        self.mirror_deallocated(w, class.as_ref(), sql.as_deref());
+        let named = self
+            .head_query_text(fresh)
+            .map(|t| self.reader_only_named_in(t))
+            .unwrap_or_default();
+        self.mirror_named(w, &named);
         let lexing = class.as_ref().is_some_and(effects::may_change_lexing);
         self.mirror_before_lexing_change(w, lexing);
         if let (Some(c), Some(t)) = (
@@ -361,65 +365,81 @@ impl Session {
             return;
         }
         let todo = self.statements.reader_only();
+        self.mirror_statements(w, &todo);
+    }
+
+    /// E-2: the statements that live only on readers and that `sql`, about to run on the
+    /// writer, may name — `EXECUTE s` (also inside `EXPLAIN` or `CREATE TABLE … AS`),
+    /// `DEALLOCATE s`, `PREPARE s` (which must fail there with 42P05, as on one server), or all
+    /// of them through `pg_prepared_statements`. The writer must have them first, so the text
+    /// runs as on one server. Nothing is looked at while the client has no statement.
+    pub(super) fn reader_only_named_in(&self, sql: &[u8]) -> Vec<Box<[u8]>> {
+        let mut out: Vec<Box<[u8]>> = Vec::new();
+        if self.statements.is_empty() {
+            return out;
+        }
+        let Ok(text) = std::str::from_utf8(sql) else {
+            return out;
+        };
+        prepared_mentions(text, |m| match m {
+            Mention::Name(n) => {
+                let only_readers = self.statements.peek(&n).is_some_and(|s| !s.on_writer);
+                if only_readers && !n.is_empty() && !out.iter().any(|o| **o == *n) {
+                    out.push(n.into());
+                }
+            }
+            Mention::All => {
+                // The unnamed statement is not listed there.
+                for (n, _) in self.statements.reader_only() {
+                    if !n.is_empty() && !out.contains(&n) {
+                        out.push(n);
+                    }
+                }
+            }
+        });
+        out
+    }
+
+    /// The SQL of the simple Query at the head of the queue (or arriving as `fresh`).
+    fn head_query_text<'a>(&'a self, fresh: Option<(u8, &'a [u8])>) -> Option<&'a [u8]> {
+        let head = self.queue.front()?;
+        match (self.msg_bytes(head), fresh) {
+            (Some(c), _) => c.get(5..c.len().saturating_sub(1)),
+            (None, Some((_, body))) => body.get(..body.len().saturating_sub(1)),
+            _ => None,
+        }
+    }
+
+    /// Prepares statements `names` (tracked, reader-only) on the writer under the client's
+    /// names ahead of a simple Query: hidden, answers swallowed.
+    fn mirror_named(&mut self, w: ConnId, names: &[Box<[u8]>]) {
+        let todo: Vec<_> = names
+            .iter()
+            .filter_map(|n| Some((n.clone(), self.statements.peek(n)?.rest.clone())))
+            .collect();
+        self.mirror_statements(w, &todo);
+    }
+
+    /// Sends hidden Parses of `todo` (name, Parse body after the name) and one Sync to the
+    /// writer, their answers swallowed, and marks them prepared there.
+    fn mirror_statements(&mut self, w: ConnId, todo: &[super::state::Setting]) {
         if todo.is_empty() {
             return;
         }
-        for (name, _) in &todo {
+        for (name, _) in todo {
             self.statements.set_on_writer(name);
         }
         self.out.send_backend_with(w, |o| {
-            for (name, rest) in &todo {
+            for (name, rest) in todo {
                 hidden::parse_as(o, name, rest);
             }
             hidden::sync(o);
         });
         if let Some(wb) = self.writer.as_mut() {
-            for _ in &todo {
+            for _ in todo {
                 wb.resp.push(Req::Parse, Who::Mirror, 0);
             }
             wb.resp.push(Req::Sync, Who::Mirror, 0);
-        }
-    }
-
-    /// E-2: a `DEALLOCATE` of a statement the client prepared only on readers would fail on
-    /// the writer, and an SQL `PREPARE` of its name would succeed there: the statement is
-    /// prepared there first (hidden, its answer swallowed), so the command answers as on one
-    /// server.
-    fn mirror_deallocated(
-        &mut self,
-        w: ConnId,
-        class: Option<&Classification>,
-        sql: Option<&[u8]>,
-    ) {
-        let (Some(c), Some(text)) = (class, sql.and_then(|b| std::str::from_utf8(b).ok())) else {
-            return;
-        };
-        for s in c.statements() {
-            // A `PREPARE` of the same name must fail there too (42P05), as on one server.
-            let target = match s.kind {
-                Kind::Deallocate { all: false } => effects::deallocate_target(s.span.of(text)),
-                Kind::Prepare => effects::prepare_target(s.span.of(text)),
-                _ => continue,
-            };
-            let Some(name) = target else {
-                continue;
-            };
-            let Some(st) = self.statements.peek(&name) else {
-                continue;
-            };
-            if st.on_writer {
-                continue;
-            }
-            let rest = st.rest.clone();
-            self.statements.set_on_writer(&name);
-            self.out.send_backend_with(w, |o| {
-                hidden::parse_as(o, &name, &rest);
-                hidden::sync(o);
-            });
-            if let Some(wb) = self.writer.as_mut() {
-                wb.resp.push(Req::Parse, Who::Mirror, 0);
-                wb.resp.push(Req::Sync, Who::Mirror, 0);
-            }
         }
     }
 

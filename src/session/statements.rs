@@ -178,6 +178,11 @@ impl ClientStatements {
             .chain(self.map.iter().map(|(n, s)| (&n[..], s)))
     }
 
+    /// The client has no statement tracked.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn len(&self) -> usize {
         self.map.len() + usize::from(self.unnamed.is_some())
     }

@@ -323,6 +323,67 @@ def test_e2_s4_sql_prepare_of_a_name_prepared_on_a_reader_is_refused_as_on_the_p
     ])
 
 
+# -- E-2: SQL that names a statement prepared on a reader only -------------------------------------
+# Found by asyncpg's own test suite through the proxy (test_prepare_explicitly_named): a named
+# statement parsed in a read batch lives on the reader only, and `EXECUTE name` — simple or
+# extended, also inside EXPLAIN or CREATE TABLE AS — ran on the writer, which answered 26000
+# "prepared statement does not exist"; `pg_prepared_statements` did not list it. The mirror was made
+# for `DEALLOCATE name` and `PREPARE name` only; now every writer-bound text that may name a
+# statement (classify/mentions.rs) has the statements it names prepared on the writer first.
+
+NAMED_BY_SQL = {
+    "execute_simple": [([query("EXECUTE red2_n")], 1)],
+    "execute_extended": [([parse("", "EXECUTE red2_n"), bind("", ""), execute(), SYNC], 1)],
+    "execute_quoted_in_a_batch": [([query('SELECT 1; EXECUTE "red2_n"')], 1)],
+    "explain_execute": [([query("EXPLAIN (COSTS OFF) EXECUTE red2_n")], 1)],
+    "create_table_as_execute": [([query("CREATE TEMP TABLE red2_ctas AS EXECUTE red2_n")], 1),
+                                ([query("SELECT answer + 0 AS a FROM red2_ctas")], 1)],
+    "pg_prepared_statements": [([query("SELECT name, statement FROM pg_prepared_statements "
+                                       "WHERE name NOT LIKE 'polarsplit%' ORDER BY 1")], 1)],
+    "deallocate_then_execute": [([query("DEALLOCATE red2_n")], 1), ([query("EXECUTE red2_n")], 1)],
+    "in_a_transaction": [([query("BEGIN")], 1), ([query("EXECUTE red2_n")], 1), ([query("COMMIT")], 1)],
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(NAMED_BY_SQL))
+def test_e2_sql_naming_a_statement_prepared_on_a_reader_runs_as_on_the_primary(pair, proxy, case):
+    before = proxy.stats()["outcome"]["REPLICA_WITH_WAIT"]
+    same_as_primary(pair, proxy, [
+        ([parse("red2_n", "SELECT 41 + 1 AS answer"), describe(b"S", "red2_n"), SYNC], 1),
+        *NAMED_BY_SQL[case],
+    ])
+    # The Parse batch ran on the reader (else the case proves nothing).
+    assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] > before
+
+
+@pytest.mark.timeout(60)
+def test_e2_asyncpg_explicitly_named_statement_executed_by_sql(pair, proxy):
+    """asyncpg's test_prepare_explicitly_named, through the proxy and directly."""
+    import asyncio
+
+    import asyncpg
+
+    async def run(port):
+        conn = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database="app",
+                                     ssl=False, timeout=ANSWER_S)
+        try:
+            ps = await conn.prepare("SELECT 1", name="red2_foobar")
+            got = [ps.get_name(), await conn.fetchval("EXECUTE red2_foobar")]
+            try:
+                await conn.prepare("SELECT 1", name="red2_foobar")
+            except asyncpg.exceptions.DuplicatePreparedStatementError as e:
+                got.append(str(e).splitlines()[0])
+            return got
+        finally:
+            conn.terminate()
+
+    want = asyncio.run(asyncio.wait_for(run(pair.primary.port), 3 * ANSWER_S))
+    got = asyncio.run(asyncio.wait_for(run(proxy.port), 3 * ANSWER_S))
+    assert want == ["red2_foobar", 1, 'prepared statement "red2_foobar" already exists']
+    assert got == want
+
+
 @pytest.mark.timeout(60)
 def test_e4_the_unnamed_portal_bound_in_a_transaction_survives_its_sync(pair, proxy):
     """Inside a transaction the unnamed portal also outlives its batch; Bind + Sync on a reader,
