@@ -143,6 +143,15 @@ pub(crate) struct ActionQueue {
     arena: Vec<u8>,
     /// Records queued so far (with the last record's count, a [`TailMark`]).
     pushes: u64,
+    /// While a client message streams to a backend connection, bytes the engine builds for
+    /// that connection wait here: sent now they would land inside the client's message.
+    held: Option<Box<Held>>,
+}
+
+#[derive(Debug)]
+struct Held {
+    conn: ConnId,
+    bytes: Vec<u8>,
 }
 
 /// The last record as it stood: it changes when a record is queued or the last one grows.
@@ -274,13 +283,44 @@ impl ActionQueue {
     }
 
     pub(super) fn send_backend(&mut self, conn: ConnId, bytes: &[u8]) {
-        let bytes = self.stash(bytes);
-        self.push(Rec::SendBackend { conn, bytes });
+        self.send_backend_with(conn, |o| o.extend_from_slice(bytes));
     }
 
     pub(super) fn send_backend_with(&mut self, conn: ConnId, f: impl FnOnce(&mut Vec<u8>)) {
+        if let Some(h) = self.held.as_deref_mut().filter(|h| h.conn == conn) {
+            f(&mut h.bytes);
+            return;
+        }
         let bytes = self.stash_with(f);
         self.push(Rec::SendBackend { conn, bytes });
+    }
+
+    /// A client message is streaming to `conn` (forwarded as it arrives): engine-built bytes
+    /// for `conn` are held until [`Self::release_held`].
+    pub(super) fn hold_for(&mut self, conn: ConnId) {
+        match self.held.as_deref() {
+            Some(h) if h.conn == conn => {}
+            _ => {
+                self.release_held();
+                self.held = Some(Box::new(Held {
+                    conn,
+                    bytes: Vec::new(),
+                }));
+            }
+        }
+    }
+
+    /// The client's streamed message ended: what was held goes out, behind it.
+    pub(super) fn release_held(&mut self) {
+        if let Some(h) = self.held.take() {
+            if !h.bytes.is_empty() {
+                let bytes = self.stash(&h.bytes);
+                self.push(Rec::SendBackend {
+                    conn: h.conn,
+                    bytes,
+                });
+            }
+        }
     }
 
     pub(super) fn forward_backend(&mut self, conn: ConnId, n: usize) {
@@ -457,6 +497,50 @@ mod tests {
         assert_eq!(
             q.poll(None),
             Some(Action::ForwardBackend { conn: 2, n: 34 })
+        );
+    }
+
+    #[test]
+    fn e1_engine_bytes_wait_behind_a_streaming_client_message() {
+        let mut q = ActionQueue::default();
+        q.forward_client(1, 100);
+        q.hold_for(1);
+        // A probe built while the client's message streams to conn 1; conn 2 is not held.
+        q.send_backend(1, b"probe");
+        q.send_backend(2, b"other");
+        q.forward_client(1, 50);
+        q.send_backend_with(1, |o| o.extend_from_slice(b"+sync"));
+        q.forward_client(1, 7);
+        q.release_held();
+        q.release_held();
+        assert_eq!(
+            q.poll(None),
+            Some(Action::ForwardClient { conn: 1, n: 100 })
+        );
+        assert_eq!(
+            q.poll(None),
+            Some(Action::SendBackend {
+                conn: 2,
+                bytes: b"other"
+            })
+        );
+        assert_eq!(q.poll(None), Some(Action::ForwardClient { conn: 1, n: 57 }));
+        assert_eq!(
+            q.poll(None),
+            Some(Action::SendBackend {
+                conn: 1,
+                bytes: b"probe+sync"
+            })
+        );
+        assert_eq!(q.poll(None), None);
+        // Nothing held: sent at once.
+        q.send_backend(1, b"x");
+        assert_eq!(
+            q.poll(None),
+            Some(Action::SendBackend {
+                conn: 1,
+                bytes: b"x"
+            })
         );
     }
 

@@ -350,9 +350,13 @@ impl Session {
         }
         if head.acted == head.len {
             self.client_streaming = None;
+            self.out.release_held();
             self.pop_head();
         } else {
             self.client_streaming = Some(dest);
+            if let Some(conn) = dest {
+                self.out.hold_for(conn);
+            }
         }
     }
 

@@ -73,9 +73,14 @@ impl Session {
     ) -> Result<(), SessionError> {
         if matches!(msg, BackendMessage::ReadyForQuery(_))
             && self.client_streaming == Some(Some(conn))
+            && answer.as_ref().is_ok_and(|a| {
+                a.who.is_client() && self.units.back().is_some_and(|u| u.id == a.unit)
+            })
         {
-            // A server answers a request only once it has read it whole: engine-built bytes
-            // sent now (a probe, a retry) would land inside the client's message.
+            // A server answers a request only once it has read it whole. The RFQ of an earlier
+            // unit or of hidden work may come while a later client message streams (pipelined
+            // behind it); what the engine sends the writer then is held until that message
+            // ended (`ActionQueue::hold_for`).
             return self.backend_protocol_error(
                 conn,
                 ProtocolError::Malformed {

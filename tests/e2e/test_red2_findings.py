@@ -201,6 +201,32 @@ def test_e1_a_read_batch_over_max_batch_bytes_is_answered(pair, proxy, where):
     same_as_primary(pair, proxy, [(parts, 1), ([parse("", "SELECT 1"), bind("", ""), execute(), SYNC], 1)])
 
 
+# -- E-1: a large message pipelined behind a statement on the writer -------------------------------
+# Found by asyncpg's suite through the proxy (COPY of 2 MB rows, intermittently): a client message
+# too large to hold streams to the writer as it arrives, and the RFQ of the statement pipelined
+# ahead of it arrives while it streams. The engine took any RFQ during a streamed message for a
+# server answering a request it had not read whole, and closed the session (08P01 to the client).
+# Now only the streamed unit's own RFQ is that violation; bytes the engine builds for the writer
+# meanwhile are held behind the client's message (session/actions.rs `hold_for`).
+
+BIG = "x" * (3 << 20)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["query", "extended"])
+def test_e1_a_large_message_pipelined_behind_a_write_is_answered(pair, proxy, how):
+    big = {
+        "query": [query(f"SELECT length('{BIG}')")],
+        "extended": [parse("", f"SELECT length('{BIG}')"), bind("", ""), execute(), SYNC],
+    }[how]
+    write = query("INSERT INTO red2_big VALUES (1)")
+    same_as_primary(pair, proxy, [
+        ([query("CREATE TEMP TABLE red2_big (a int)")], 1),
+        ([write, *big], 2),
+        ([write, *big, write, *big], 4),
+    ])
+
+
 # -- E-2: a Parse of a name that lives only on readers ---------------------------------------------
 # A named statement parsed in a read batch exists on the reader only. A second Parse of the same
 # name goes to the writer (only a server can refuse it), but the writer did not have the name, so
