@@ -441,8 +441,22 @@ impl Responses {
                 answer(Kind::Done, false),
             ),
             Req::Execute => match t {
+                tag::COPY_IN_RESPONSE => {
+                    // The server ignores a Sync (or Flush) it reads in COPY IN mode: the
+                    // client's Syncs right behind this Execute get no answer; the Sync the
+                    // client sends after CopyDone/CopyFail is answered instead (E-1).
+                    while self
+                        .queue
+                        .get(1)
+                        .is_some_and(|n| n.req == Req::Sync && n.who == Who::Client)
+                    {
+                        self.queue.remove(1);
+                    }
+                    let begins = !self.begun;
+                    self.begun = true;
+                    Ok(answer(Kind::Part, begins))
+                }
                 tag::DATA_ROW
-                | tag::COPY_IN_RESPONSE
                 | tag::COPY_OUT_RESPONSE
                 | tag::COPY_BOTH_RESPONSE
                 | tag::COPY_DATA

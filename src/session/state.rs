@@ -16,6 +16,11 @@ pub struct LsnState {
     pub write_unknown: bool,
     /// A reader answered without reporting its position (monotonic reads are not promised).
     pub observed_unknown: bool,
+    /// A writer unit that may have written ended without its own RFQ (a batch closed by a
+    /// Query, or whose Sync the server ignored in COPY IN): its implicit transaction commits
+    /// at the writer's next RFQ, which counts as a write's (P-6). Not a position: kept across
+    /// a generation change.
+    pub write_pending: bool,
     /// The writer generation these were learned in.
     pub generation: u64,
 }
@@ -37,8 +42,11 @@ impl LsnState {
         if self.generation == generation {
             return false;
         }
+        let pending = self.write_pending;
+        self.write_pending = false;
         let had = *self != LsnState::default_with(self.generation);
         *self = LsnState::default_with(generation);
+        self.write_pending = pending;
         had
     }
 

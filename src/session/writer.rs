@@ -310,6 +310,13 @@ impl Session {
                 .map(|u| (std::mem::take(&mut u.execs), u.errored))
                 .unwrap_or_default();
             let was_active = self.txn.active;
+            if execs
+                .0
+                .iter()
+                .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c)))
+            {
+                self.lsn.write_pending = true;
+            }
             for c in execs.0.iter().flatten() {
                 self.apply_effects(c, None, !execs.1, was_active);
             }
@@ -554,7 +561,8 @@ impl Session {
         };
         // F-2: a unit a reader refused with an error and the writer runs again may be a write
         // (its classification is what let it reach the reader).
-        let may_write = reader_refused
+        let may_write = std::mem::take(&mut self.lsn.write_pending)
+            || reader_refused
             || match kind {
                 UnitKind::Query => class.as_ref().is_none_or(|c| self.unit_may_write(c)),
                 UnitKind::FunctionCall => true,

@@ -227,6 +227,51 @@ def test_e1_a_large_message_pipelined_behind_a_write_is_answered(pair, proxy, ho
     ])
 
 
+# -- E-1: COPY FROM STDIN through the extended protocol, Sync sent before the data ---------------
+# Found by pg8000's own test suite through the proxy (every COPY FROM test: "network error"). pg8000
+# sends Bind, Execute, Sync, and only after CopyInResponse the CopyData, CopyDone and another Sync.
+# The server ignores a Sync it reads in COPY IN mode (so do libraries that always send one after an
+# Execute); the engine expected an RFQ for both Syncs, took the RFQ of the second for the first and
+# the next statement's answers for nothing it had asked: protocol violation, session closed.
+
+def copy_data(b: bytes) -> bytes:
+    return _msg(b"d", b)
+
+
+COPY_DONE = _msg(b"c")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", ["copy_done", "copy_fail"])
+def test_e1_extended_copy_in_with_a_sync_before_the_data_is_answered_as_on_the_primary(pair, proxy, end):
+    finish = [COPY_DONE, SYNC] if end == "copy_done" else [_msg(b"f", _z("client gave up")), SYNC]
+    same_as_primary(pair, proxy, [
+        ([query("DROP TABLE IF EXISTS red2_copy; CREATE TABLE red2_copy (a int)")], 1),
+        ([parse("", "COPY red2_copy FROM STDIN"), bind("", ""), execute(), SYNC], 0),
+        ([copy_data(b"1\n"), copy_data(b"2\n"), *finish], 1),
+        # The COPY committed at the second Sync (or failed): what any session now sees.
+        ([parse("", "SELECT count(*) FROM red2_copy"), bind("", ""), execute(), SYNC], 1),
+        ([query("SELECT count(*) FROM red2_copy")], 1),
+        ([query("DROP TABLE red2_copy")], 1),
+    ])
+
+
+@pytest.mark.timeout(60)
+def test_p6_a_write_in_a_batch_closed_by_a_query_is_read_back(pair, proxy):
+    """The same mechanism's other case: extended messages without a Sync, then a simple Query —
+    one implicit transaction that commits at the Query's RFQ. The batch ended without an RFQ of
+    its own, so its write was not counted at that RFQ and the next read could go to a standby
+    that had not replayed it."""
+    read = "SELECT count(*) FROM kv WHERE k BETWEEN 9101 AND 9102"
+    same_as_primary(pair, proxy, [
+        ([parse("", "INSERT INTO kv VALUES (9101, 1), (9102, 2)"), bind("", ""), execute(),
+          query("SELECT 1")], 1),
+        ([parse("", read), bind("", ""), execute(), SYNC], 1),
+        ([query(read)], 1),
+        ([query("DELETE FROM kv WHERE k BETWEEN 9101 AND 9102")], 1),
+    ])
+
+
 # -- E-2: a Parse of a name that lives only on readers ---------------------------------------------
 # A named statement parsed in a read batch exists on the reader only. A second Parse of the same
 # name goes to the writer (only a server can refuse it), but the writer did not have the name, so
