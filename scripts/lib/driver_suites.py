@@ -8,8 +8,10 @@ server would send), unless it is listed in ALLOWED with the reason. The suites f
 only, a large message pipelined behind a write, and extended-protocol COPY with a Sync before the
 data.
 
-Usage: driver_suites.py WORKDIR PROXY_BINARY [suite ...]   (suites: psycopg2 asyncpg pg8000)
-WORKDIR holds the venv the suites run in and the drivers' source distributions (from PyPI).
+Usage: driver_suites.py WORKDIR PROXY_BINARY [ASAN_PROXY_BINARY] [-- suite ...]
+(suites: psycopg2 asyncpg pg8000). With ASAN_PROXY_BINARY each suite also runs through the proxy
+built with AddressSanitizer/UBSan, held to the same rule, and any sanitizer report in its log fails
+the run. WORKDIR holds the venv the suites run in and the drivers' source distributions (PyPI).
 """
 
 from __future__ import annotations
@@ -129,46 +131,66 @@ def node_id(root: Path, tid: str) -> str:
     return tid
 
 
+def compare(py: Path, work: Path, s: str, direct: dict, through: dict, proxy: Proxy, label: str) -> list[str]:
+    """The tests that pass direct and fail through `proxy` and are not allowed, after one rerun."""
+    worse = sorted(t for t, o in through.items() if o == "failed" and direct.get(t) == "passed")
+    for t in worse:
+        if t in ALLOWED:
+            print(f"  allowed: {t}: {ALLOWED[t]}")
+    todo = [t for t in worse if t not in ALLOWED]
+    if not todo:
+        return []
+    # Once more, through the proxy alone: a failure that does not come back is reported as
+    # flaky (and fails nothing); one that does is a defect.
+    again = run_suite(py, work, s, proxy.port, f"{label}-again", [node_id(work / s, t) for t in todo])
+    out = []
+    for t in todo:
+        if again.get(t) == "passed":
+            print(f"  FLAKY through the {label} (passed on a second run): {t}")
+        else:
+            out.append(f"{s} ({label}): {t}")
+    return out
+
+
 def main() -> int:
-    work, binary = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
-    suites = sys.argv[3:] or list(SUITES)
+    args = sys.argv[1:]
+    suites = list(SUITES)
+    if "--" in args:
+        suites = args[args.index("--") + 1:] or suites
+        args = args[:args.index("--")]
+    work, binary = Path(args[0]).resolve(), Path(args[1]).resolve()
+    asan = Path(args[2]).resolve() if len(args) > 2 else None
     work.mkdir(parents=True, exist_ok=True)
     py = prepare(work, suites)
     # The standby applies WAL late, as in the e2e tests: a suite's read right after its write is
     # stale on the standby, so a read routed there without waiting fails the suite's own checks.
     pair = PgPair(apply_delay_ms=APPLY_DELAY_MS).start()
-    proxy = None
+    proxies: dict[str, Proxy] = {}
     defects: list[str] = []
     try:
         pair.primary.psql("CREATE DATABASE psycopg2_test")
         pair.primary.psql("CREATE EXTENSION hstore", dbname="psycopg2_test")
         pair.wait_replayed()
-        proxy = Proxy(binary, pair).start()
+        proxies["proxy"] = Proxy(binary, pair).start()
+        if asan:
+            a = Proxy(asan, pair, env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66"})
+            a.start_timeout = 60
+            proxies["asan-proxy"] = a.start()
         for s in suites:
             direct = run_suite(py, work, s, pair.primary.port, "direct")
-            through = run_suite(py, work, s, proxy.port, "proxy")
-            worse = sorted(t for t, o in through.items() if o == "failed" and direct.get(t) == "passed")
-            allowed = [t for t in worse if t in ALLOWED]
-            for t in allowed:
-                print(f"  allowed: {t}: {ALLOWED[t]}")
-            todo = [t for t in worse if t not in ALLOWED]
-            if todo:
-                # Once more, through the proxy alone: a failure that does not come back is
-                # reported as flaky (and fails nothing); one that does is a defect.
-                again = run_suite(py, work, s, proxy.port, "proxy-again", [node_id(work / s, t) for t in todo])
-                for t in todo:
-                    if again.get(t) == "passed":
-                        print(f"  FLAKY through the proxy (passed on a second run): {t}")
-                    else:
-                        defects.append(f"{s}: {t}")
-        log = proxy.log_text()
-        violations = [line for line in log.splitlines() if "protocol violation" in line]
-        for v in violations[:10]:
-            print(f"  proxy: {v}")
-        if violations:
-            defects.append(f"{len(violations)} protocol violations in the proxy's log")
+            for label, proxy in proxies.items():
+                through = run_suite(py, work, s, proxy.port, label)
+                defects += compare(py, work, s, direct, through, proxy, label)
+        markers = ("protocol violation", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+        for label, proxy in proxies.items():
+            rc = proxy.stop()  # sanitizers report leaks at exit (exit code 66)
+            bad = [ln for ln in proxy.log_text().splitlines() if any(m in ln for m in markers)]
+            for v in bad[:10]:
+                print(f"  {label}: {v}")
+            if bad or rc == 66:
+                defects.append(f"{label}: {len(bad)} protocol violations or sanitizer reports (exit {rc})")
     finally:
-        if proxy:
+        for proxy in proxies.values():
             proxy.stop()
         pair.stop()
     if defects:
