@@ -344,8 +344,9 @@ def test_e4_a_named_portal_bound_in_a_transaction_survives_its_batch(pair, proxy
     ])
 
 
-@pytest.mark.timeout(60)
-def test_e4_asyncpg_cursor_in_a_transaction_fetches_every_row(pair, proxy):
+def asyncpg_on_both(pair, proxy, body):
+    """Runs `body(conn)` (async) on a new asyncpg connection to the primary alone, then to the
+    proxy; returns both results, each bounded in time."""
     import asyncio
 
     import asyncpg
@@ -354,16 +355,25 @@ def test_e4_asyncpg_cursor_in_a_transaction_fetches_every_row(pair, proxy):
         conn = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database="app",
                                      ssl=False, timeout=ANSWER_S)
         try:
-            async with conn.transaction():
-                it = [r[0] async for r in conn.cursor(CURSOR_READ, prefetch=3)]
-                cur = await conn.cursor(CURSOR_READ)
-                fetched = [[r[0] for r in await cur.fetch(4)], [r[0] for r in await cur.fetch(4)]]
-            return it, fetched
+            return await body(conn)
         finally:
             conn.terminate()
 
     want = asyncio.run(asyncio.wait_for(run(pair.primary.port), 3 * ANSWER_S))
     got = asyncio.run(asyncio.wait_for(run(proxy.port), 3 * ANSWER_S))
+    return want, got
+
+
+@pytest.mark.timeout(60)
+def test_e4_asyncpg_cursor_in_a_transaction_fetches_every_row(pair, proxy):
+    async def body(conn):
+        async with conn.transaction():
+            it = [r[0] async for r in conn.cursor(CURSOR_READ, prefetch=3)]
+            cur = await conn.cursor(CURSOR_READ)
+            fetched = [[r[0] for r in await cur.fetch(4)], [r[0] for r in await cur.fetch(4)]]
+        return it, fetched
+
+    want, got = asyncpg_on_both(pair, proxy, body)
     assert want == (list(range(1, 11)), [[1, 2, 3, 4], [5, 6, 7, 8]])
     assert got == want
 
@@ -431,26 +441,18 @@ def test_e2_sql_naming_a_statement_prepared_on_a_reader_runs_as_on_the_primary(p
 @pytest.mark.timeout(60)
 def test_e2_asyncpg_explicitly_named_statement_executed_by_sql(pair, proxy):
     """asyncpg's test_prepare_explicitly_named, through the proxy and directly."""
-    import asyncio
-
     import asyncpg
 
-    async def run(port):
-        conn = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database="app",
-                                     ssl=False, timeout=ANSWER_S)
+    async def body(conn):
+        ps = await conn.prepare("SELECT 1", name="red2_foobar")
+        got = [ps.get_name(), await conn.fetchval("EXECUTE red2_foobar")]
         try:
-            ps = await conn.prepare("SELECT 1", name="red2_foobar")
-            got = [ps.get_name(), await conn.fetchval("EXECUTE red2_foobar")]
-            try:
-                await conn.prepare("SELECT 1", name="red2_foobar")
-            except asyncpg.exceptions.DuplicatePreparedStatementError as e:
-                got.append(str(e).splitlines()[0])
-            return got
-        finally:
-            conn.terminate()
+            await conn.prepare("SELECT 1", name="red2_foobar")
+        except asyncpg.exceptions.DuplicatePreparedStatementError as e:
+            got.append(str(e).splitlines()[0])
+        return got
 
-    want = asyncio.run(asyncio.wait_for(run(pair.primary.port), 3 * ANSWER_S))
-    got = asyncio.run(asyncio.wait_for(run(proxy.port), 3 * ANSWER_S))
+    want, got = asyncpg_on_both(pair, proxy, body)
     assert want == ["red2_foobar", 1, 'prepared statement "red2_foobar" already exists']
     assert got == want
 
