@@ -301,13 +301,7 @@ impl Session {
         if !effects::keeps_text(c) {
             return None;
         }
-        let head = self.queue.front()?;
-        let bytes: &[u8] = match (self.msg_bytes(head), fresh) {
-            (Some(c), _) => c.get(5..c.len().saturating_sub(1))?,
-            (None, Some((_, body))) => body.get(..body.len().saturating_sub(1))?,
-            _ => return None,
-        };
-        Some(bytes.to_vec())
+        self.head_query_text(fresh).map(<[u8]>::to_vec)
     }
 
     /// A simple Query to the writer, forwarded by count.
