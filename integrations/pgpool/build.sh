@@ -49,18 +49,9 @@ need_root() {
 }
 
 # --- 1. a deb-src entry --------------------------------------------------------------------
-if ! apt-cache showsrc pgpool2 2>/dev/null | grep -q "^Version: $VERSION"; then
-    need_root "adding a deb-src entry"
-    step "adding a bookworm deb-src entry"
-    cat > /etc/apt/sources.list.d/polarsplit-deb-src.sources <<'EOF'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    apt-get update -qq
-fi
+# shellcheck source=../../scripts/lib/setup.sh
+source "$ROOT/scripts/lib/setup.sh"
+ensure_deb_src pgpool2 "$VERSION"
 
 # --- tools: bison and flex for Pgpool's parser, libpq-dev, dpkg-source --------------------------
 need=()

@@ -120,6 +120,27 @@ build_drivers() {
     done
 }
 
+# ensure_deb_src PACKAGE VERSION: apt knows PACKAGE's source at VERSION, from a bookworm deb-src
+# entry added to /etc/apt/sources.list.d/ when it does not (same URIs and suites as the deb entry).
+# For `apt-get source` of Pgpool-II (integrations/pgpool/build.sh) and PostgreSQL's regression
+# suite (scripts/test-pg-regress.sh).
+ensure_deb_src() {
+    apt-cache showsrc "$1" 2>/dev/null | grep -q "^Version: $2" && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "no deb-src entry for $1 $2: run as root or add one" >&2
+        return 1
+    fi
+    _step "adding a bookworm deb-src entry"
+    cat > /etc/apt/sources.list.d/polarsplit-deb-src.sources <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt-get update -qq
+}
+
 # The e2e tests' drivers, after prepare_e2e.
 prepare_e2e_drivers() {
     ensure_driver_packages

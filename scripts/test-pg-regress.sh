@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# PostgreSQL's own regression suite (pg_regress, parallel schedule) against a real primary +
+# standby, directly and through the example proxy: every script must print through the proxy what
+# it prints against the primary alone (scripts/lib/pg_regress_suite.py has the rule). The suite is
+# src/test/regress of Debian's postgresql-15 source package (`apt-get source`, into
+# target/pg-regress); pg_regress and the server headers for its regress.so come from
+# postgresql-server-dev-15.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/setup.sh
+prepare_e2e
+printf '\n=== %s ===\n' "PostgreSQL's regression suite through the proxy (pg_regress)"
+
+PG_SRC_VERSION=15.18
+cache=target/pg-regress
+if [ ! -x /usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress ] \
+    || [ ! -f /usr/include/postgresql/15/server/postgres.h ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "missing postgresql-server-dev-15: run as root or install it" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-server-dev-15 >/dev/null
+fi
+regress="$cache/postgresql-$PG_SRC_VERSION/src/test/regress"
+if [ ! -f "$regress/parallel_schedule" ]; then
+    ensure_deb_src postgresql-15 "$PG_SRC_VERSION"
+    mkdir -p "$cache"
+    orig="$cache/postgresql-15_$PG_SRC_VERSION.orig.tar.bz2"
+    if [ ! -f "$orig" ]; then
+        (cd "$cache" && apt-get source --download-only -qq "postgresql-15=$PG_SRC_VERSION-0+deb12u1" 2>&1 \
+            | grep -v "unsandboxed" || true)
+    fi
+    [ -f "$orig" ] || { echo "apt-get source gave no postgresql-15 $PG_SRC_VERSION" >&2; exit 1; }
+    tar -xjf "$orig" -C "$cache" "postgresql-$PG_SRC_VERSION/src/test/regress"
+fi
+.venv/bin/python scripts/lib/pg_regress_suite.py "$regress" c-examples/build/polarsplit-proxy
