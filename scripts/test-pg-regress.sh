@@ -32,6 +32,15 @@ if [ ! -f "$regress/parallel_schedule" ]; then
             | grep -v "unsandboxed" || true)
     fi
     [ -f "$orig" ] || { echo "apt-get source gave no postgresql-15 $PG_SRC_VERSION" >&2; exit 1; }
-    tar -xjf "$orig" -C "$cache" "postgresql-$PG_SRC_VERSION/src/test/regress"
+    tar -xjf "$orig" -C "$cache" "postgresql-$PG_SRC_VERSION/src/test/regress" \
+        "postgresql-$PG_SRC_VERSION/src/test/modules/libpq_pipeline"
 fi
-.venv/bin/python scripts/lib/pg_regress_suite.py "$regress" c-examples/build/polarsplit-proxy
+# libpq's pipeline-mode test program, from the same tree (libpq, libpgcommon and libpgport from
+# libpq-dev and postgresql-server-dev-15).
+pipeline_src="$cache/postgresql-$PG_SRC_VERSION/src/test/modules/libpq_pipeline/libpq_pipeline.c"
+pipeline="$cache/libpq_pipeline"
+if [ ! -x "$pipeline" ] || [ "$pipeline_src" -nt "$pipeline" ]; then
+    cc -O1 -I/usr/include/postgresql -I/usr/include/postgresql/15/server -o "$pipeline" "$pipeline_src" \
+        -L/usr/lib/postgresql/15/lib -lpq -lpgcommon -lpgport
+fi
+.venv/bin/python scripts/lib/pg_regress_suite.py "$regress" c-examples/build/polarsplit-proxy "$pipeline"

@@ -13,14 +13,19 @@ same test printed against the primary in the same run → a candidate. Candidate
 whole schedule, since a test depends on the ones before it); one that comes back is a defect, one
 that does not is printed as flaky. A protocol violation or panic in the proxy's log is a defect.
 
+Then libpq's own pipeline-mode test program (src/test/modules/libpq_pipeline), every test through
+the proxy in a database of its own: it must succeed and, where PostgreSQL keeps the expected libpq
+trace of a test, produce exactly that trace — every message the client sees, in order (pipelines,
+a lone Sync-less batch, aborted pipelines, single-row mode, prepared statements, transactions).
+
 One documented difference is taken out of the scripts before either run, the same way for both: SPEC
 W-7's hidden probe and capture statements are listed in `pg_prepared_statements` (guc.sql,
 prepare.sql and sysviews.sql read that view), so `FROM pg_prepared_statements` reads the view without
 rows named `polarsplit_…` (in the scripts and in the expected output that echoes them).
 
-Usage: pg_regress_suite.py REGRESS_DIR PROXY_BINARY
+Usage: pg_regress_suite.py REGRESS_DIR PROXY_BINARY LIBPQ_PIPELINE_BINARY
 REGRESS_DIR is src/test/regress of a PostgreSQL 15 source tree (scripts/test-pg-regress.sh gets
-it from Debian's postgresql-15 source package).
+it from Debian's postgresql-15 source package and builds libpq_pipeline from the same tree).
 """
 
 from __future__ import annotations
@@ -106,8 +111,34 @@ def candidates(direct: dict, through: dict) -> list[str]:
                   if status != "ok" and (direct.get(t, ("", ""))[0] == "ok" or direct.get(t, ("", ""))[1] != text))
 
 
+def pipeline_tests(program: Path, traces: Path, pair: PgPair, proxy: Proxy, work: Path) -> list[str]:
+    """libpq_pipeline's tests through the proxy: the failures ({test}: why)."""
+    tests = subprocess.run([str(program), "tests"], check=True, capture_output=True, text=True).stdout.split()
+    failures = []
+    for t in tests:
+        db = f"libpq_pipeline_{t}"
+        pair.primary.psql(f"CREATE DATABASE {db}")
+        pair.wait_replayed()  # the proxy's reader connection needs the database on the standby too
+        trace = work / f"{t}.trace"
+        conn = f"host=127.0.0.1 port={proxy.port} user=postgres dbname={db}"
+        try:
+            r = subprocess.run([str(program), "-r", "700", "-t", str(trace), t, conn],
+                               capture_output=True, text=True, timeout=60)
+            why = f"exit {r.returncode}: {r.stderr.strip()[-300:]}" if r.returncode else ""
+        except subprocess.TimeoutExpired:
+            why = "no answer in 60 s"
+        expected = traces / f"{t}.trace"
+        if not why and expected.exists() and trace.read_text() != expected.read_text():
+            why = f"trace differs: diff {expected} {trace}"
+        print(f"libpq_pipeline {t} through the proxy: {why or 'as PostgreSQL expects'}", flush=True)
+        if why:
+            failures.append(f"libpq_pipeline {t}: {why}")
+    return failures
+
+
 def main() -> int:
     source, binary = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    pipeline = Path(sys.argv[3]).resolve()
     work = Path(tempfile.mkdtemp(prefix="polarsplit-regress-"))
     inputs = prepare_inputs(source, work)
     pair = PgPair(apply_delay_ms=APPLY_DELAY_MS).start()
@@ -125,6 +156,7 @@ def main() -> int:
                     defects.append(f"{t}: diff {work}/direct/results/{t}.out {work}/proxy-again/results/{t}.out")
                 else:
                     print(f"  FLAKY through the proxy (as the primary's on a second run): {t}")
+        defects += pipeline_tests(pipeline, source.parent.parent / "modules/libpq_pipeline/traces", pair, proxy, work)
         bad = [ln for ln in proxy.log_text().splitlines() if "protocol violation" in ln or "panicked" in ln]
         for ln in bad[:10]:
             print(f"  proxy: {ln}")
