@@ -1454,7 +1454,12 @@ polarsplit_status polarsplit_engine_remove_sequence_catalog(const polarsplit_eng
 //
 // The query, on a connection to that database of the writer (the fourth column only tells the
 // kinds apart in logs; a user cast is reported under both of its types' names, and built-in
-// types' SQL spellings such as `integer` for `int4` are matched by the engine):
+// types' SQL spellings such as `integer` for `int4` are matched by the engine). `pg_get_viewdef`
+// locks each view and the relations it reads until the load's transaction ends: run the load
+// with a short `lock_timeout` (the example proxy and the Pgpool-II patch start the Query with
+// `SET LOCAL lock_timeout = '100ms';`), or a client's DDL that takes those locks in another
+// order deadlocks with it and PostgreSQL may cancel the client's statement; a load that times
+// out is retried like any failed load:
 // ```sql
 // SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v'
 // FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace

@@ -42,8 +42,15 @@
 /* The writer's version, then every user function, every sequence and every object that hides code
  * (the queries polarsplit_engine_set_function_catalog, polarsplit_engine_set_sequence_catalog and
  * polarsplit_engine_set_object_catalog document). One simple Query: the four results before one
- * ReadyForQuery, told apart by their column counts (1, 3, 2, 4). */
+ * ReadyForQuery, told apart by their column counts (1, 3, 2, 4).
+ *
+ * pg_get_viewdef locks each view and every relation it reads until the Query ends, so a client's
+ * DDL taking those in another order would deadlock with the load, and PostgreSQL may cancel the
+ * client's statement rather than the load. The load waits for a lock at most 100 ms (SET LOCAL:
+ * the Query is one implicit transaction), well under the default deadlock_timeout of 1 s, then
+ * fails and is retried. */
 static const char CATALOG_QUERY[] =
+    "SET LOCAL lock_timeout = '100ms';"
     "SELECT pg_catalog.current_setting('server_version_num');"
     /* An aggregate is immutable in pg_proc whatever its support functions do: reported with their
      * worst volatility (a transition function may write or call set_config). */

@@ -119,3 +119,46 @@ def test_f_policy_user_functions_by_the_writers_catalogue_loaded_and_refreshed_b
     assert late_share == N and after_drop == 0
     assert stats["proxy"]["catalog_loads"] >= 3 and stats["proxy"]["catalog_failures"] == 0, stats["proxy"]
     assert control_stats["proxy"]["catalog_loads"] == 0
+
+
+def test_s6_a_catalogue_load_gives_way_to_a_clients_locks(pair, tmp_path):
+    """The catalogue load reads each view's definition with pg_get_viewdef, which locks the view
+    and every relation it reads (AccessShareLock, to the end of the load's query). A client whose
+    DDL takes those in another order would deadlock with the load, and PostgreSQL may cancel the
+    client's statement: found by PostgreSQL's regression suite through the proxy (`DROP SCHEMA
+    collate_tests CASCADE`: "deadlock detected"). The load now waits for a lock at most 100 ms
+    (`SET LOCAL lock_timeout`), fails and is retried. Here: a client holds t2, its own DDL
+    in another session starts a load that takes the view v and t1 and waits for t2; the client
+    then locks t1 (with a 10 ms deadlock_timeout, so it would be the one to find the deadlock)."""
+    db = "catalogue_locks"
+    pair.primary.psql(f"DROP DATABASE IF EXISTS {db}")
+    pair.primary.psql(f"CREATE DATABASE {db}")
+    for sql in ("CREATE TABLE t1 (a int)", "CREATE TABLE t2 (a int)", "CREATE VIEW v AS SELECT t1.a FROM t1, t2"):
+        pair.primary.psql(sql, dbname=db)
+    pair.wait_replayed()
+    proxy = start_proxy(pair, tmp_path / "locks")
+    try:
+        dsn = proxy.dsn(user="postgres", dbname=db)
+        with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn, autocommit=True) as b:
+            a.execute("SELECT 1")  # the database's first load is done before a statement runs
+            a.execute("BEGIN")
+            a.execute("LOCK TABLE t2 IN ACCESS EXCLUSIVE MODE")
+            b.execute("CREATE TABLE t3 (a int)")  # DDL: the proxy loads the catalogue at once
+            time.sleep(0.5)  # the load waits for t2 (it gives up after 100 ms; its retry is 1 s later)
+            a.execute("SET LOCAL deadlock_timeout = '10ms'")
+            a.execute("LOCK TABLE t1 IN ACCESS EXCLUSIVE MODE")  # before: 40P01 deadlock detected
+            a.execute("COMMIT")
+        # The load that gave way is retried and succeeds: reads of the database (in a new session:
+        # the one that ran DDL stays on the writer) come back to the standby.
+        deadline = time.monotonic() + BOUND_S
+        while True:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                if where(c, "SELECT a, inet_server_port() FROM v UNION ALL SELECT NULL, inet_server_port()") == "standby":
+                    break
+            assert time.monotonic() < deadline, "the catalogue was not loaded again after the client's locks"
+            time.sleep(0.05)
+        stats = proxy.stats()
+    finally:
+        stop_proxy(proxy)
+        pair.primary.psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    assert stats["proxy"]["catalog_failures"] >= 1, stats["proxy"]  # the load that gave way

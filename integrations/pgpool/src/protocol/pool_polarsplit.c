@@ -769,7 +769,14 @@ ps_sample_readers(void)
 #define PS_MAX_CATALOGUE_DBS	64
 #define PS_CATALOGUE_RETRY_MS	1000	/* at least this long after a failed load */
 
+/*
+ * pg_get_viewdef locks each view and every relation it reads until the Query ends: against a
+ * client's DDL that takes them in another order the load waits at most 100 ms for a lock (SET
+ * LOCAL: it ends with the Query's implicit transaction, the session sees nothing of it), so it
+ * fails rather than deadlock and have PostgreSQL cancel the client's statement.
+ */
 static const char PS_CATALOGUE_QUERY[] =
+	"SET LOCAL lock_timeout = '100ms';"
 	"SELECT pg_catalog.current_setting('server_version_num');"
 	"SELECT n.nspname, p.proname, CASE WHEN p.prokind = 'a' THEN ("
 	"SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') THEN 'v' "
