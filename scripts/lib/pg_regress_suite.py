@@ -119,9 +119,12 @@ def run(suite: str, work: Path, port: int, label: str) -> dict[str, tuple[str, s
 
 
 def candidates(direct: dict, through: dict) -> list[str]:
-    """Tests whose output through the proxy matches neither the expected nor the primary's."""
-    return sorted(t for t, (status, text) in through.items()
-                  if status != "ok" and (direct.get(t, ("", ""))[0] == "ok" or direct.get(t, ("", ""))[1] != text))
+    """Tests whose output through the proxy matches neither the expected nor the primary's (or
+    that did not run through the proxy)."""
+    missing = ("missing", "")
+    return sorted(t for t, (d_status, d_text) in direct.items()
+                  if (through.get(t, missing)[0] != "ok"
+                      and (d_status == "ok" or through.get(t, missing)[1] != d_text)))
 
 
 def show_diff(direct: str, through: str, what: str, lines: int = 20) -> None:
@@ -179,7 +182,7 @@ def main() -> int:
                 continue
             print(f"  differing through the proxy: {', '.join(todo)}; once more through the proxy")
             for t in todo:
-                show_diff(direct[t][1], first[t][1], f"{suite} {t}")
+                show_diff(direct[t][1], first.get(t, ("", ""))[1], f"{suite} {t}")
             again = candidates(direct, run(suite, work, proxy.port, "proxy-again"))
             for t in todo:
                 if t in again:
