@@ -212,6 +212,29 @@ def test_s1a_pgpool_polarsplit_reads_your_writes_where_pgpool_load_balancing_doe
     assert results["pgpool load balancing (delay_threshold = 0, the default)"].stale > 0
 
 
+def test_e1_pgpool_polarsplit_client_backend_pid_is_the_writers(pair, pgpools):
+    """A client's backend is the writer's (E-1: what one server would send): the process id of its
+    BackendKeyData is the one pg_backend_pid() returns (the primary answers it) and the one its
+    own notifications carry. Pgpool sends the key of the last node it authenticated, a standby's:
+    found by PostgreSQL's isolation suite through Pgpool, whose tester asks the server whether its
+    sessions (by PQbackendPID) wait for a lock and never saw one wait (deadlock-hard hung). A cancel
+    with that key still reaches the session."""
+    p = pgpools("polarsplit", polarsplit=True)
+    for _ in range(3):  # new and pooled (re-authenticated) backend connections
+        with psycopg.connect(p.dsn(), autocommit=True) as c:
+            own = c.info.backend_pid
+            assert c.execute("SELECT pg_backend_pid()").fetchone()[0] == own
+            c.execute("LISTEN pid_check")
+            c.execute("NOTIFY pid_check")
+            note = next(c.notifies(timeout=5, stop_after=1))
+            assert note.pid == own
+            t0 = time.monotonic()
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                threading.Timer(0.3, c.cancel).start()
+                c.execute("SELECT pg_sleep(10)")
+            assert time.monotonic() - t0 < 5
+
+
 def test_p5_pgpool_transaction_reads_before_the_first_write_offloaded_after_it_on_the_primary(pair, pgpools):
     report(f"\ntransactions through Pgpool-II, {CLIENTS} clients x {ITERATIONS} x (BEGIN; read; write; read; "
            f"COMMIT; {int(PAUSE_S * 1000)} ms)")
