@@ -1008,7 +1008,7 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_CAUSAL_TOKEN 79
 
-// A prepared statement parsed under another standard_conforming_strings than now: only the writer holds its parse (E-2).
+// A prepared statement with a literal, parsed under other parse-time settings than now (standard_conforming_strings, TimeZone, DateStyle, IntervalStyle, client_encoding, any setting the engine does not know): only the writer holds its parse (E-2).
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_STATEMENT_LEXED_OTHERWISE 80
 

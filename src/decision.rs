@@ -171,7 +171,7 @@ reasons! {
     BatchNoStatement = 77, "BATCH_NO_STATEMENT", "A batch with nothing to route (a lone Sync, Close of portals): the writer.";
     ReaderUnresponsive = 78, "READER_UNRESPONSIVE", "A reader answered nothing within reader_response_timeout_ms (R-1b).";
     CausalToken = 79, "CAUSAL_TOKEN", "SHOW/SET polarsplit.causal_token, answered by the engine (C-1, C-2).";
-    StatementLexedOtherwise = 80, "STATEMENT_LEXED_OTHERWISE", "A prepared statement parsed under another standard_conforming_strings than now: only the writer holds its parse (E-2).";
+    StatementLexedOtherwise = 80, "STATEMENT_LEXED_OTHERWISE", "A prepared statement with a literal, parsed under other parse-time settings than now (standard_conforming_strings, TimeZone, DateStyle, IntervalStyle, client_encoding, any setting the engine does not know): only the writer holds its parse (E-2).";
     SplitTxnValue = 81, "SPLIT_TXN_VALUE", "The read uses a value of the client's transaction (its start time, isolation or deferrability) that only the writer's transaction has (P-5, S-7).";
 }
 

@@ -724,6 +724,94 @@ fn e2_a_statement_lexed_under_other_string_rules_runs_where_its_parse_lives() {
 }
 
 #[test]
+fn e2_a_literal_parsed_under_other_settings_runs_where_its_parse_lives() {
+    // The same for every setting a literal's reading or an expression's parse depends on,
+    // reported by the server or not: `'2020-01-01 00:00'::timestamptz` keeps the time zone of
+    // its Parse, `'01/02/2020'::date` its DateStyle, `x = NULL` its transform_null_equals,
+    // `'{NULL}'::text[]` its array_nulls (measured on PostgreSQL 15 through the example proxy:
+    // each read on the standby showed the new setting's reading, the primary the old one's).
+    for (set, reported, text) in [
+        (
+            "SET TimeZone = 'Asia/Tokyo'",
+            Some(("TimeZone", "Asia/Tokyo")),
+            "SELECT '2020-01-01 00:00'::timestamptz::text",
+        ),
+        (
+            "SET DateStyle = 'ISO, DMY'",
+            Some(("DateStyle", "ISO, DMY")),
+            "SELECT '01/02/2020'::date::text",
+        ),
+        (
+            "SET transform_null_equals = on",
+            None,
+            "SELECT (NULL = NULL)::text",
+        ),
+        (
+            "SET array_nulls = off",
+            None,
+            "SELECT ('{NULL}'::text[])[1] IS NULL",
+        ),
+    ] {
+        let mut h = host();
+        let mut b = parse("lit", text);
+        b.extend(named_execute("lit"));
+        h.client(&b);
+        h.attach_fresh(R1);
+        h.backend(R1, &parsed_answer(&["x"], Some(0x1000)));
+        // And one with a parameter only: the settings cannot change its parse.
+        let mut b = parse("par", "SELECT v FROM t WHERE k = $1");
+        b.extend(named_execute("par"));
+        h.client(&b);
+        h.attach(R1);
+        h.backend(R1, &parsed_answer(&["y"], Some(0x1000)));
+        h.take_client();
+        h.take_sent(WRITER);
+        h.client(&query(set));
+        let sent = h.take_sent(WRITER);
+        assert_eq!(tags(&sent), "PSQBES", "{set}: mirror, the SET, its capture");
+        assert_eq!(
+            named(&sent)[0],
+            ('P', "lit".to_string()),
+            "{set}: only the statement with a literal is prepared on the writer first"
+        );
+        let mut ans = msg(b'1', b"");
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(command_complete("SET"));
+        if let Some((name, value)) = reported {
+            ans.extend(param_status(name, value));
+        }
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(false, &[], None));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        h.take_sent(WRITER);
+        h.client(&named_execute("lit"));
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::StatementLexedOtherwise,
+            "{set}"
+        );
+        assert_eq!(
+            tags(&h.take_sent(WRITER)),
+            "BDES",
+            "{set}: the writer holds its parse"
+        );
+        h.backend(WRITER, &bound_answer(&["x"], Some(0x1000)));
+        h.take_client();
+        h.client(&named_execute("par"));
+        assert!(
+            h.log
+                .iter()
+                .rev()
+                .take(3)
+                .any(|a| matches!(a, A::Acquire { .. })),
+            "{set}: a statement without a literal still reads on a reader"
+        );
+        assert!(h.take_sent(WRITER).is_empty(), "{set}");
+    }
+}
+
+#[test]
 fn e1_a_batch_rejected_at_a_flush_is_answered_at_its_sync() {
     // A server that fails a batch the client has not closed yet sends the error and skips to
     // the Sync, which it answers; the engine's REJECT does the same (found by the simulator's

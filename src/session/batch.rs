@@ -460,7 +460,17 @@ impl Session {
             return false;
         }
         let open = self.batch_ends_open(count);
-        let lexing = shape.execs.iter().flatten().any(effects::may_change_lexing);
+        let rules = shape
+            .execs
+            .iter()
+            .any(|c| self.changes_parse_rules(c.as_ref()));
+        let ends = shape
+            .execs
+            .iter()
+            .rev()
+            .flatten()
+            .find_map(effects::txn_block_edge)
+            == Some(true);
         self.record(d);
         let id = self.push_unit(UnitKind::Batch, d, None, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {
@@ -471,7 +481,7 @@ impl Session {
         if shape.changes_state && !self.txn.active {
             self.settings.mark_due();
         }
-        self.mirror_before_lexing_change(w, lexing);
+        self.mirror_before_rules_change(w, rules, ends);
         for _ in 0..count {
             self.forward_head_to_writer(id, w);
             if self.client_streaming.is_some() {

@@ -26,20 +26,67 @@ pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
         || s.effects.contains(Effects::CALLS_SET_CONFIG)
 }
 
-/// Whether the statements may change how the server lexes string literals
-/// (`standard_conforming_strings`): SET or RESET of it, RESET ALL, code the engine cannot see.
-pub(super) fn may_change_lexing(c: &Classification) -> bool {
+/// Whether a setting leaves the parse of a statement text as it was: a server re-parses a
+/// prepared statement itself when `search_path` changed, and the others only decide how results
+/// are written, which limits apply, or who runs it (checked at execution). Every other setting
+/// — `standard_conforming_strings`, `TimeZone`, `DateStyle`, `IntervalStyle`,
+/// `client_encoding`, and any the engine does not know (`transform_null_equals`, `array_nulls`,
+/// `timezone_abbreviations`, …) — may decide what the parse of a literal or an expression is.
+fn leaves_parse_alone(var: Var) -> bool {
+    matches!(
+        var,
+        Var::SearchPath
+            | Var::ApplicationName
+            | Var::StatementTimeout
+            | Var::LockTimeout
+            | Var::IdleInTransactionSessionTimeout
+            | Var::ExtraFloatDigits
+            | Var::ByteaOutput
+            | Var::Role
+            | Var::SessionAuthorization
+            | Var::DefaultTransactionIsolation
+            | Var::DefaultTransactionReadOnly
+            | Var::DefaultTransactionDeferrable
+            | Var::TransactionIsolation
+            | Var::TransactionReadOnly
+            | Var::Polar
+    )
+}
+
+/// Whether the statements may change the settings a server parses a statement under (E-2: a
+/// server keeps a prepared statement's parse, so its literals mean what they meant when the
+/// client prepared it): SET or RESET of a setting not known to leave the parse alone, RESET
+/// ALL, code the engine cannot see into.
+pub(super) fn may_change_parse_rules(c: &Classification) -> bool {
+    c.statements().iter().any(|s| {
+        let sets = match s.kind {
+            Kind::Set { var, .. } | Kind::Reset { var, .. } => !leaves_parse_alone(var),
+            Kind::ResetAll => true,
+            _ => false,
+        };
+        sets || runs_unseen_code(s)
+    })
+}
+
+/// What the last statement of `c` that begins or ends a transaction block does: `Some(true)`
+/// it ends one (COMMIT, ROLLBACK, with or without AND CHAIN: the settings of a SET LOCAL made
+/// inside are reverted from then on), `Some(false)` it begins one, `None` there is none.
+pub(super) fn txn_block_edge(c: &Classification) -> Option<bool> {
+    c.statements().iter().rev().find_map(|s| match s.kind {
+        Kind::Commit { .. } | Kind::Rollback { .. } => Some(true),
+        Kind::Begin(_) => Some(false),
+        _ => None,
+    })
+}
+
+/// Whether the statements end a transaction block or roll part of one back: the settings a
+/// SET inside it made may revert there.
+pub(super) fn may_revert_settings(c: &Classification) -> bool {
     c.statements().iter().any(|s| {
         matches!(
             s.kind,
-            Kind::Set {
-                var: Var::StandardConformingStrings,
-                ..
-            } | Kind::Reset {
-                var: Var::StandardConformingStrings,
-                ..
-            } | Kind::ResetAll
-        ) || runs_unseen_code(s)
+            Kind::Commit { .. } | Kind::Rollback { .. } | Kind::RollbackToSavepoint
+        )
     })
 }
 

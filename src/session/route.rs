@@ -327,8 +327,9 @@ impl Session {
             .map(|t| self.reader_only_named_in(t))
             .unwrap_or_default();
         self.mirror_named(w, &named);
-        let lexing = class.as_ref().is_some_and(effects::may_change_lexing);
-        self.mirror_before_lexing_change(w, lexing);
+        let rules = self.changes_parse_rules(class.as_ref());
+        let ends = class.as_ref().and_then(effects::txn_block_edge) == Some(true);
+        self.mirror_before_rules_change(w, rules, ends);
         if let (Some(c), Some(t)) = (
             class.as_ref(),
             sql.as_deref().and_then(|b| std::str::from_utf8(b).ok()),
@@ -349,17 +350,34 @@ impl Session {
         self.after_writer_send(id, may_write, known && no_copy_in);
     }
 
-    /// E-2: a server keeps a prepared statement's parse, and `standard_conforming_strings`
-    /// decides how its string literals were lexed. Before a unit that may change it (SET or
-    /// RESET of it, RESET ALL, code the engine cannot see into) runs on the writer, every
-    /// statement that exists only on readers is prepared on the writer too, under the rules it
-    /// was parsed with — so its parse lives somewhere for good (hidden, answers swallowed).
-    pub(super) fn mirror_before_lexing_change(&mut self, w: ConnId, changes: bool) {
+    /// E-2: whether a unit of `class` (`None`: statements the engine could not read) may change
+    /// the settings a server parses a statement under ([`effects::may_change_parse_rules`]),
+    /// or end or roll back a transaction block in which such a change ran.
+    pub(super) fn changes_parse_rules(&self, class: Option<&Classification>) -> bool {
+        class.is_none_or(|c| {
+            effects::may_change_parse_rules(c)
+                || (self.statements.rules_in_txn && effects::may_revert_settings(c))
+        })
+    }
+
+    /// E-2: a server keeps a prepared statement's parse: its literals mean what they meant
+    /// under the settings of the client's Parse (`standard_conforming_strings`, `DateStyle`,
+    /// `TimeZone`, …). Before a unit that may change those settings runs on the writer
+    /// ([`Self::changes_parse_rules`]), every statement that exists only on readers and whose
+    /// parse they may change is prepared on the writer too, under the rules it was parsed with
+    /// — so its parse lives somewhere for good (hidden, answers swallowed) — and the parse rules
+    /// count a change: those statements run on the writer from then on. Inside a transaction
+    /// block the change may be reverted at its end, which counts as one too (`ends`: the unit
+    /// ends the block, [`effects::txn_block_edge`]).
+    pub(super) fn mirror_before_rules_change(&mut self, w: ConnId, changes: bool, ends: bool) {
         if !changes {
             return;
         }
-        let todo = self.statements.reader_only();
+        let todo = self.statements.reader_only_rule_bound();
         self.mirror_statements(w, &todo);
+        self.statements.rules_changed();
+        self.statements.rules_in_txn =
+            !ends && (self.txn.active || self.writer_status != TxStatus::Idle);
     }
 
     /// E-2: the statements that live only on readers and that `sql`, about to run on the

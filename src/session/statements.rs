@@ -39,6 +39,26 @@ pub(crate) fn statement_hash(rest: &[u8]) -> u64 {
     crate::pool::KeyedHash::new().bytes(rest).finish()
 }
 
+/// Whether the parse of a statement (the Parse body after the name: text, NUL, parameter
+/// types) may depend on the settings that [`ClientStatements::rules`] counts changes of. Those
+/// settings decide how a literal is read — a quoted or dollar-quoted string
+/// (`standard_conforming_strings`, `DateStyle`, `TimeZone`, `IntervalStyle`, `array_nulls`, …),
+/// bytes beyond ASCII (`client_encoding`) — and `= NULL` (`transform_null_equals`). A text with
+/// none of a quote, a `$` not followed by a digit, a byte beyond ASCII or the word NULL parses
+/// the same under any of them. Over-approximates (a quote in a comment, `$` in a name): such a
+/// statement only runs where it already is.
+pub(crate) fn rules_may_matter(rest: &[u8]) -> bool {
+    let text = rest.split(|&b| b == 0).next().unwrap_or_default();
+    text.iter().enumerate().any(|(i, &b)| match b {
+        b'\'' => true,
+        b'$' => !text.get(i + 1).is_some_and(u8::is_ascii_digit),
+        b'n' | b'N' => text
+            .get(i..i + 4)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"null")),
+        _ => !b.is_ascii(),
+    })
+}
+
 /// A Parse in flight on a backend connection (the client's, or a hidden one), in wire order:
 /// if the server refuses or skips it, what it was to create is undone.
 #[derive(Clone, Debug)]
@@ -63,9 +83,10 @@ pub(crate) struct ClientStmt {
     pub class: Option<Classification>,
     /// It exists on the writer connection under the client's name.
     pub on_writer: bool,
-    /// It was parsed while `standard_conforming_strings` was off: its string literals mean
-    /// what they meant then, so it runs on a reader only while that still holds.
-    pub lexed_off: bool,
+    /// The session's parse rules when the client parsed it ([`ClientStatements::rules`]): a
+    /// server keeps a prepared statement's parse, so its literals mean what they meant then, and
+    /// a text they may change runs on a reader only while those rules still hold.
+    pub rules: u16,
     /// The row shape the client was shown for it ([`row_shape`]): from the first RowDescription
     /// or NoData answering its Describe (of the statement, or of a portal bound from it in the
     /// same batch). 0: not known yet. A server refuses to run a prepared statement whose
@@ -143,10 +164,17 @@ pub(crate) struct ClientStatements {
     /// (`token::may_be_command`): while none has, no Bind starts a batch the engine answers
     /// itself, which the pump then knows without parsing the Bind and looking its name up (it
     /// asks for every message of a batch that arrives; issue 20's profile).
-    /// (`u32`: it shares a word with `scs_off`, so the session does not grow.)
+    /// (`u32`: it shares a word with `rules` and the flags, so the session does not grow.)
     commands: u32,
-    /// The writer session's `standard_conforming_strings` is off now (its ParameterStatus).
-    pub scs_off: bool,
+    /// The parse rules in force: a count of the points where the settings a server parses a
+    /// statement under may have changed (SET or RESET of one of them, RESET ALL, unseen code,
+    /// the end of a transaction block that changed one, a ParameterStatus of one). A statement
+    /// parsed under other rules than now is parsed again nowhere: it runs where it already is.
+    /// Saturates: after `u16::MAX` changes every statement counts as parsed under other rules
+    /// (a wrapped count could make an old parse look current).
+    rules: u16,
+    /// A change of the parse rules ran inside a transaction block: its end may revert it.
+    pub rules_in_txn: bool,
     /// A statement that may exist only on readers has a known row shape: a batch for the writer
     /// may need the check of that shape there first (E-2). Until then no writer batch is
     /// looked through for one. Sticky: set by what may make it so, cleared with the map.
@@ -199,8 +227,9 @@ impl ClientStatements {
         self.slot(name)
     }
 
-    /// A statement whose text a reader would lex differently now than the server did when the
-    /// client prepared it (a server keeps a prepared statement's parse).
+    /// A statement whose text a reader would parse differently now than the server did when
+    /// the client prepared it (a server keeps a prepared statement's parse): the parse rules
+    /// changed since, and its text has what they may change.
     pub(super) fn lexed_otherwise(&self, name: &[u8]) -> bool {
         self.slot(name)
             .is_some_and(|s| self.lexed_otherwise_stmt(s))
@@ -208,7 +237,12 @@ impl ClientStatements {
 
     /// [`Self::lexed_otherwise`] for a statement already looked up.
     pub(super) fn lexed_otherwise_stmt(&self, s: &ClientStmt) -> bool {
-        s.lexed_off != self.scs_off
+        (s.rules != self.rules || self.rules == u16::MAX) && rules_may_matter(&s.rest)
+    }
+
+    /// The parse rules may have changed from here on ([`Self::rules`]).
+    pub(super) fn rules_changed(&mut self) {
+        self.rules = self.rules.saturating_add(1);
     }
 
     pub(super) fn contains(&self, name: &[u8]) -> bool {
@@ -257,7 +291,7 @@ impl ClientStatements {
     ) {
         debug_assert_eq!(hash, statement_hash(rest));
         self.clock += 1;
-        let (clock, scs_off) = (self.clock, self.scs_off);
+        let (clock, rules) = (self.clock, self.rules);
         let command = may_be_command(rest);
         if let Some(s) = self.slot_mut(name) {
             let was = may_be_command(&s.rest);
@@ -271,7 +305,7 @@ impl ClientStatements {
             s.hash = hash;
             s.class = class;
             s.on_writer = on_writer;
-            s.lexed_off = scs_off;
+            s.rules = rules;
             s.shape = 0;
             s.check = WriterCheck::None;
             s.used = clock;
@@ -293,7 +327,7 @@ impl ClientStatements {
             hash,
             class,
             on_writer,
-            lexed_off: scs_off,
+            rules,
             shape: 0,
             shape_unit: 0,
             check: WriterCheck::None,
@@ -349,9 +383,19 @@ impl ClientStatements {
     /// The statements that exist only on readers: `(name, rest)` (the same pair of byte
     /// strings as a captured setting).
     pub(super) fn reader_only(&self) -> Vec<super::state::Setting> {
+        self.reader_only_where(|_| true)
+    }
+
+    /// The statements that exist only on readers and whose parse a change of the parse rules
+    /// may change ([`rules_may_matter`]).
+    pub(super) fn reader_only_rule_bound(&self) -> Vec<super::state::Setting> {
+        self.reader_only_where(|s| rules_may_matter(&s.rest))
+    }
+
+    fn reader_only_where(&self, keep: impl Fn(&ClientStmt) -> bool) -> Vec<super::state::Setting> {
         let mut v: Vec<_> = self
             .entries()
-            .filter(|(_, s)| !s.on_writer)
+            .filter(|(_, s)| !s.on_writer && keep(s))
             .map(|(n, s)| (Box::<[u8]>::from(n), s.rest.clone()))
             .collect();
         v.sort();
@@ -553,13 +597,23 @@ mod tests {
                 (text, statement_hash(text), on_writer)
             );
         }
-        s.scs_off = true;
-        assert!(s.lexed_otherwise(b"") && s.lexed_otherwise(b"c"));
-        s.insert(b"", b"SELECT 5\0\0\0", None, false, 8);
+        s.insert(b"c", b"SELECT '3'\0\0\0", None, true, 8);
+        s.rules_changed();
+        assert!(
+            s.lexed_otherwise(b"c") && !s.lexed_otherwise(b""),
+            "a literal is read under the rules of its Parse; a text without one is not"
+        );
+        s.insert(b"", b"SELECT '5'\0\0\0", None, false, 8);
         assert!(
             !s.lexed_otherwise(b""),
-            "parsed while off: lexed as the server did"
+            "parsed under the rules now in force: parsed as the server did"
         );
+        // The count saturates: from then on nothing counts as parsed under the rules in force.
+        for _ in 0..u16::MAX {
+            s.rules_changed();
+        }
+        s.insert(b"", b"SELECT '5'\0\0\0", None, false, 8);
+        assert!(s.lexed_otherwise(b""));
         assert!(s.remove(b"").is_some() && !s.contains(b"") && s.remove(b"").is_none());
         s.insert(b"", b"SELECT 6\0\0\0", None, true, 8);
         // Parsed again with the same text: the same hash, taken from the tracked statement.
@@ -579,5 +633,33 @@ mod tests {
         assert!(!s.peek(b"").expect("tracked").on_writer);
         s.clear();
         assert!(!s.contains(b"") && !s.contains(b"c") && s.has_room(1));
+    }
+
+    #[test]
+    fn e2_what_the_parse_rules_may_change_in_a_statement_text() {
+        for (rest, matters) in [
+            (
+                &b"SELECT v FROM t WHERE k = $1\0\0\x01\0\0\0\x17"[..],
+                false,
+            ),
+            (b"SELECT 1.5e3, x FROM t\0\0\0", false),
+            (b"SELECT '2020-01-01'::date\0\0\0", true),
+            (b"SELECT date '2020-01-01'\0\0\0", true),
+            (b"SELECT $$a$$\0\0\0", true),
+            (b"SELECT $q$a$q$\0\0\0", true),
+            (b"SELECT x FROM t WHERE y = NULL\0\0\0", true),
+            (b"SELECT x FROM t WHERE y = null\0\0\0", true),
+            (b"SELECT \xc3\xa9t\xc3\xa9 FROM t\0\0\0", true),
+            (b"SELECT $\0\0\0", true),
+            // Only the text counts, not the parameter types after it.
+            (b"SELECT $1\0\0\x01\0\0\x27\x00", false),
+        ] {
+            assert_eq!(
+                rules_may_matter(rest),
+                matters,
+                "{}",
+                String::from_utf8_lossy(rest)
+            );
+        }
     }
 }

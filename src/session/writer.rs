@@ -109,9 +109,19 @@ impl Session {
                 )
             }
         };
-        if let BackendMessage::ParameterStatus { name, value } = msg {
-            if name == b"standard_conforming_strings" {
-                self.statements.scs_off = value.eq_ignore_ascii_case(b"off");
+        if let BackendMessage::ParameterStatus { name, .. } = msg {
+            // A server reports these when they change (also where a transaction's end
+            // reverts them): each decides how a literal or the text is read (E-2).
+            if [
+                &b"standard_conforming_strings"[..],
+                b"TimeZone",
+                b"DateStyle",
+                b"IntervalStyle",
+                b"client_encoding",
+            ]
+            .contains(&name)
+            {
+                self.statements.rules_changed();
             }
         }
         if a.kind == AKind::Async {
