@@ -464,13 +464,14 @@ impl Session {
             .execs
             .iter()
             .any(|c| self.changes_parse_rules(c.as_ref()));
-        let ends = shape
-            .execs
-            .iter()
-            .rev()
-            .flatten()
-            .find_map(effects::txn_block_edge)
-            == Some(true);
+        let ends = rules
+            && shape
+                .execs
+                .iter()
+                .rev()
+                .flatten()
+                .find_map(effects::txn_block_edge)
+                == Some(true);
         self.record(d);
         let id = self.push_unit(UnitKind::Batch, d, None, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {

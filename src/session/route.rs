@@ -328,7 +328,7 @@ impl Session {
             .unwrap_or_default();
         self.mirror_named(w, &named);
         let rules = self.changes_parse_rules(class.as_ref());
-        let ends = class.as_ref().and_then(effects::txn_block_edge) == Some(true);
+        let ends = rules && class.as_ref().and_then(effects::txn_block_edge) == Some(true);
         self.mirror_before_rules_change(w, rules, ends);
         if let (Some(c), Some(t)) = (
             class.as_ref(),
