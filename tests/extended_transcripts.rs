@@ -1026,3 +1026,70 @@ fn e1_a_batch_larger_than_max_batch_bytes_runs_on_the_writer_and_is_answered() {
     h.backend(WRITER, &ans);
     assert_eq!(tags(&h.take_client()), "12TDCZ");
 }
+
+#[test]
+fn e2_a_set_local_counts_as_a_parse_rule_change_until_its_block_ends() {
+    // A SET LOCAL of a parse setting is reverted at COMMIT: the COMMIT counts as a change too
+    // (a statement parsed inside the block keeps the block's setting). A later block without
+    // one does not: statements with literals keep reading on readers.
+    let mut h = host();
+    let literal = |h: &mut Host, name: &str| {
+        let mut b = parse(name, "SELECT '01/02/2020'::date");
+        b.extend(named_execute(name));
+        h.client(&b);
+    };
+    let on_writer = |h: &mut Host, sql: &str, tag: &str, status: u8| -> String {
+        h.client(&query(sql));
+        let sent = tags(&h.take_sent(WRITER));
+        h.writer_answers(tag, status, Some(0x1000), None);
+        sent
+    };
+    assert_eq!(on_writer(&mut h, "BEGIN", "BEGIN", b'T'), "Q");
+    assert_eq!(
+        on_writer(&mut h, "SET LOCAL DateStyle = 'ISO, DMY'", "SET", b'T'),
+        "Q",
+        "nothing lives only on readers yet"
+    );
+    assert_eq!(
+        on_writer(&mut h, "COMMIT", "COMMIT", b'I'),
+        "Q",
+        "nothing lives only on readers yet"
+    );
+    // The capture of the session's state follows the block that ran a SET (S-5).
+    let capture = tags(&h.take_sent(WRITER));
+    assert_eq!(capture, "BES", "the capture");
+    h.backend(WRITER, &capture_answer(false, &[], None));
+    // The block ended: a statement parsed now reads on a reader, also after a block without a
+    // SET of a parse setting.
+    literal(&mut h, "s1");
+    assert!(h.log.iter().any(|a| matches!(a, A::Acquire { .. })));
+    h.attach_fresh(R1);
+    // The block's COMMIT is waited for on the reader (three hidden SETs), then s1 runs.
+    assert_eq!(tags(&h.take_sent(R1)), "PBEPBEPBEPBDES");
+    let mut ans = Vec::new();
+    for _ in 0..3 {
+        ans.extend(msg(b'1', b""));
+        ans.extend(msg(b'2', b""));
+        ans.extend(command_complete("SET"));
+    }
+    ans.extend(parsed_answer(&["2020-01-02"], Some(0x1000)));
+    h.backend(R1, &ans);
+    h.take_client();
+    let before = h.take_sent(WRITER);
+    assert!(before.is_empty(), "the writer: {}", tags(&before));
+    assert_eq!(on_writer(&mut h, "BEGIN", "BEGIN", b'T'), "Q");
+    assert_eq!(
+        on_writer(&mut h, "COMMIT", "COMMIT", b'I'),
+        "Q",
+        "no change of the parse rules in this block: nothing is mirrored"
+    );
+    h.client(&named_execute("s1"));
+    assert_ne!(
+        h.log.iter().rev().find_map(|a| match a {
+            A::Decision(d) => Some(d.reason),
+            _ => None,
+        }),
+        Some(Reason::StatementLexedOtherwise)
+    );
+    assert!(h.take_sent(WRITER).is_empty(), "s1 still reads on a reader");
+}
