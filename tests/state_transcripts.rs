@@ -837,3 +837,44 @@ fn s5_a_first_write_or_begin_is_pipelined_behind_the_startup_capture_and_sees_no
         assert_eq!(client_rfq_statuses(&got), vec![status], "{sql}");
     }
 }
+
+#[test]
+fn s5_a_function_call_runs_code_the_engine_cannot_see_into_unless_it_is_a_large_object_function() {
+    // set_config(text, text, boolean) called through a FunctionCall message (libpq's PQfn): the
+    // session's state may have changed, as after a statement that calls it. It is captured, and
+    // without custom_settings the session stays on the writer (measured through the example
+    // proxy before: the standby still answered the old TimeZone, the primary the new one).
+    let answer = || {
+        let mut ans = msg(b'V', &[0, 0, 0, 0]);
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans
+    };
+    let mut h = host();
+    h.client(&polarsplit_test_support::fe::function_call(2078));
+    assert_eq!(tags(&h.take_sent(WRITER)), "F");
+    h.backend(WRITER, &answer());
+    assert!(
+        sends_capture(&h.take_sent(WRITER)),
+        "the capture follows its ReadyForQuery"
+    );
+    h.backend(
+        WRITER,
+        &capture_answer(false, &[("TimeZone", "Asia/Tokyo")], None),
+    );
+    h.take_client();
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+    // A large-object function (loread) changes no setting: no capture, and reads stay offloaded.
+    let mut h = host();
+    h.client(&polarsplit_test_support::fe::function_call(954));
+    assert_eq!(tags(&h.take_sent(WRITER)), "F");
+    h.backend(WRITER, &answer());
+    let after = h.take_sent(WRITER);
+    assert!(
+        !sends_capture(&after),
+        "no capture: {}",
+        String::from_utf8_lossy(&after)
+    );
+    h.take_client();
+    assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
+}

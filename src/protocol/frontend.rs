@@ -46,6 +46,8 @@ pub enum FrontendMessage<'a> {
     },
     FunctionCall {
         len: usize,
+        /// The object ID of the function called (`None`: a body too short to hold one).
+        function: Option<u32>,
     },
     /// PasswordMessage / SASLInitialResponse / SASLResponse / GSSResponse: never inspected.
     Password {
@@ -120,7 +122,12 @@ impl<'a> FrontendMessage<'a> {
             tag::COPY_FAIL => FrontendMessage::CopyFail {
                 message: r.cstr("error message")?,
             },
-            tag::FUNCTION_CALL => FrontendMessage::FunctionCall { len: body.len() },
+            tag::FUNCTION_CALL => FrontendMessage::FunctionCall {
+                len: body.len(),
+                function: body
+                    .get(..4)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            },
             tag::PASSWORD => FrontendMessage::Password { len: body.len() },
             _ => {
                 return Err(ProtocolError::UnexpectedTag {

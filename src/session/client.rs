@@ -24,6 +24,9 @@ fn client_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> Body
             BodyMode::Inspect
         }
         tag::COPY_FAIL if len <= limits.max_inspected_len => BodyMode::Inspect,
+        // For the function's object ID (S-5: which code it runs); a larger one (a large-object
+        // write of more than the bound) passes by count, taken for code the engine cannot see.
+        tag::FUNCTION_CALL if len <= limits.max_inspected_len => BodyMode::Inspect,
         _ => BodyMode::Stream,
     }
 }
@@ -214,7 +217,7 @@ impl Session {
             FrontendMessage::CopyDone => MsgInfo::CopyDone,
             FrontendMessage::CopyFail { .. } => MsgInfo::CopyFail,
             FrontendMessage::CopyData { .. } => MsgInfo::CopyData,
-            FrontendMessage::FunctionCall { .. } => MsgInfo::FunctionCall,
+            FrontendMessage::FunctionCall { function, .. } => MsgInfo::FunctionCall(function),
             FrontendMessage::Password { .. } => MsgInfo::Password,
             #[allow(unreachable_patterns)]
             _ => {
@@ -291,7 +294,7 @@ impl Session {
             tag::PARSE | tag::BIND => MsgInfo::LargeExtended,
             tag::COPY_DATA => MsgInfo::CopyData,
             tag::COPY_FAIL => MsgInfo::CopyFail,
-            tag::FUNCTION_CALL => MsgInfo::FunctionCall,
+            tag::FUNCTION_CALL => MsgInfo::FunctionCall(None),
             tag::PASSWORD => MsgInfo::Password,
             _ if FrontendMessage::is_known_tag(t) => {
                 return Err(self.client_protocol_error(ProtocolError::Malformed {
@@ -492,7 +495,7 @@ impl Session {
                     self.start_token_query(cmd)
                 }
                 MsgInfo::Query { .. } => self.start_query(fresh_here),
-                MsgInfo::FunctionCall => self.start_function_call(),
+                MsgInfo::FunctionCall(function) => self.start_function_call(*function),
                 _ if self.units.is_empty() && self.head_is_token_batch() => {
                     self.local_batch = Some(tokens::LocalBatch::default());
                     self.continue_local_batch()

@@ -26,6 +26,29 @@ pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
         || s.effects.contains(Effects::CALLS_SET_CONFIG)
 }
 
+/// The server-side large-object functions (built-in object IDs, the same in every PostgreSQL
+/// release that has them): what libpq's `lo_*` and JDBC's `LargeObjectManager` call through
+/// FunctionCall messages. They open, read, write, seek and close large objects and change no
+/// session setting; every other function called so is code the engine cannot see into (S-5).
+pub(super) fn is_large_object_function(oid: u32) -> bool {
+    matches!(
+        oid,
+        715 // lo_create(oid)
+            | 952 // lo_open(oid, integer)
+            | 953 // lo_close(integer)
+            | 954 // loread(integer, integer)
+            | 955 // lowrite(integer, bytea)
+            | 956 // lo_lseek(integer, integer, integer)
+            | 957 // lo_creat(integer)
+            | 958 // lo_tell(integer)
+            | 964 // lo_unlink(oid)
+            | 1004 // lo_truncate(integer, integer)
+            | 3170 // lo_lseek64(integer, bigint, integer)
+            | 3171 // lo_tell64(integer)
+            | 3172 // lo_truncate64(integer, bigint)
+    )
+}
+
 /// Whether a setting leaves the parse of a statement text as it was: a server re-parses a
 /// prepared statement itself when `search_path` changed, and the others only decide how results
 /// are written, which limits apply, or who runs it (checked at execution). Every other setting

@@ -183,7 +183,8 @@ enum MsgInfo {
     CopyData,
     CopyDone,
     CopyFail,
-    FunctionCall,
+    /// The function's object ID (`None`: too large to inspect, or too short to hold one).
+    FunctionCall(Option<u32>),
     /// A Parse or Bind too large to inspect: streamed by count.
     LargeExtended,
     Password,

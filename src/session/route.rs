@@ -213,8 +213,11 @@ impl Session {
         true
     }
 
-    /// A FunctionCall: always the writer.
-    pub(super) fn start_function_call(&mut self) -> bool {
+    /// A FunctionCall: always the writer. It runs a function by object ID, code the engine
+    /// cannot see into (S-5) unless it is one of the large-object functions libpq's and JDBC's
+    /// large-object interfaces call this way: the session's state may change with it (a
+    /// `set_config()` called so), as after a statement that calls such a function.
+    pub(super) fn start_function_call(&mut self, function: Option<u32>) -> bool {
         let d = Decision::primary(Reason::NotAStatement);
         if self.must_wait(&d, false) {
             return false;
@@ -223,6 +226,17 @@ impl Session {
             return false;
         };
         self.record(d);
+        let unseen = !function.is_some_and(effects::is_large_object_function);
+        if unseen {
+            self.mirror_before_rules_change(w, true, false);
+            if self.txn.active {
+                self.txn.set_ran = true;
+            }
+            if self.config.custom_settings.is_empty() {
+                self.hazards.set(super::state::Hazards::UNSEEN_CODE);
+            }
+            self.settings.mark_due();
+        }
         let id = self.push_unit(UnitKind::FunctionCall, d, None, Attempt::Writer);
         if let Some(wb) = self.writer.as_mut() {
             wb.resp.push(Req::FunctionCall, Who::Client, id);
