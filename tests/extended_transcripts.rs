@@ -145,12 +145,7 @@ fn e3_wait_inside_the_batch_is_swallowed_and_the_clients_answers_are_exact() {
     let t = tags(&sent);
     assert_eq!(&t[..9], "PBEPBEPBE", "three hidden SETs: {t}");
     assert_eq!(&t[9..], "PBDES");
-    let mut ans = Vec::new();
-    for _ in 0..3 {
-        ans.extend(msg(b'1', b""));
-        ans.extend(msg(b'2', b""));
-        ans.extend(command_complete("SET"));
-    }
+    let mut ans = hidden_sets_answer(3);
     ans.extend(parsed_answer(&["1"], Some(0x9100)));
     h.backend(R1, &ans);
     assert_eq!(
@@ -174,12 +169,7 @@ fn e3_a_wait_timeout_inside_a_batch_is_retried_on_the_primary_with_one_clean_res
     h.attach_fresh(R1);
     h.take_sent(R1);
     // The first hidden SETs succeed, the wait times out: the server skips to the Sync.
-    let mut ans = Vec::new();
-    for _ in 0..2 {
-        ans.extend(msg(b'1', b""));
-        ans.extend(msg(b'2', b""));
-        ans.extend(command_complete("SET"));
-    }
+    let mut ans = hidden_sets_answer(2);
     ans.extend(msg(b'1', b""));
     ans.extend(msg(b'2', b""));
     ans.extend(wait_timeout_error());
@@ -533,12 +523,7 @@ fn e4_a_batch_of_reads_inside_a_read_committed_transaction_splits() {
     let sent = h.take_sent(R1);
     // Import + three wait settings, hidden, ahead of the client's messages.
     assert_eq!(&tags(&sent)[..12], "PBEPBEPBEPBE");
-    let mut ans = Vec::new();
-    for _ in 0..4 {
-        ans.extend(msg(b'1', b""));
-        ans.extend(msg(b'2', b""));
-        ans.extend(command_complete("SET"));
-    }
+    let mut ans = hidden_sets_answer(4);
     ans.extend(parsed_answer(&["1"], Some(0x5100)));
     h.backend(R1, &ans);
     let got = h.take_client();
@@ -1066,12 +1051,7 @@ fn e2_a_set_local_counts_as_a_parse_rule_change_until_its_block_ends() {
     h.attach_fresh(R1);
     // The block's COMMIT is waited for on the reader (three hidden SETs), then s1 runs.
     assert_eq!(tags(&h.take_sent(R1)), "PBEPBEPBEPBDES");
-    let mut ans = Vec::new();
-    for _ in 0..3 {
-        ans.extend(msg(b'1', b""));
-        ans.extend(msg(b'2', b""));
-        ans.extend(command_complete("SET"));
-    }
+    let mut ans = hidden_sets_answer(3);
     ans.extend(parsed_answer(&["2020-01-02"], Some(0x1000)));
     h.backend(R1, &ans);
     h.take_client();

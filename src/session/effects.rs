@@ -185,6 +185,21 @@ impl Session {
         })
     }
 
+    /// S-5: code the engine cannot see into ran on the writer (`in_txn`: inside a transaction
+    /// block): the session's state may have changed, so a capture is due (after the block; its
+    /// reads stay on the writer until then).
+    pub(super) fn ran_unseen_code(&mut self, in_txn: bool) {
+        if in_txn {
+            self.txn.set_ran = true;
+        }
+        // Placeholder settings it may have set under names the engine never saw are invisible
+        // to the capture, unless the operator listed the application's names (S-5).
+        if self.config.custom_settings.is_empty() {
+            self.hazards.set(Hazards::UNSEEN_CODE);
+        }
+        self.settings.mark_due();
+    }
+
     /// S-3/S-4/S-5/E-2 effects of a statement string that ran on the writer, statement by
     /// statement.
     pub(super) fn apply_effects(
@@ -215,16 +230,7 @@ impl Session {
                 self.ddl_in_block |= in_txn;
             }
             if runs_unseen_code(s) {
-                if in_txn {
-                    self.txn.set_ran = true;
-                }
-                // Placeholder settings it may have set under names the engine never saw are
-                // invisible to the capture, unless the operator listed the application's
-                // names (S-5).
-                if self.config.custom_settings.is_empty() {
-                    self.hazards.set(Hazards::UNSEEN_CODE);
-                }
-                self.settings.mark_due();
+                self.ran_unseen_code(in_txn);
             }
             if success && e.contains(Effects::ADVISORY_UNLOCK_ALL) {
                 self.hazards.clear(Hazards::ADVISORY_LOCK);

@@ -229,13 +229,7 @@ impl Session {
         let unseen = !function.is_some_and(effects::is_large_object_function);
         if unseen {
             self.mirror_before_rules_change(w, true, false);
-            if self.txn.active {
-                self.txn.set_ran = true;
-            }
-            if self.config.custom_settings.is_empty() {
-                self.hazards.set(super::state::Hazards::UNSEEN_CODE);
-            }
-            self.settings.mark_due();
+            self.ran_unseen_code(self.txn.active);
         }
         let id = self.push_unit(UnitKind::FunctionCall, d, None, Attempt::Writer);
         if let Some(wb) = self.writer.as_mut() {

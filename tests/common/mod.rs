@@ -150,6 +150,18 @@ pub fn bound_answer(rows: &[&str], lsn: Option<u64>) -> Vec<u8> {
     b
 }
 
+/// The answers to `n` hidden SETs the engine sent ahead of a batch's own messages (E-3: a wait
+/// as hidden unnamed Parse/Bind/Execute): ParseComplete, BindComplete, CommandComplete each.
+pub fn hidden_sets_answer(n: usize) -> Vec<u8> {
+    let mut b = Vec::new();
+    for _ in 0..n {
+        b.extend(msg(b'1', b""));
+        b.extend(msg(b'2', b""));
+        b.extend(command_complete("SET"));
+    }
+    b
+}
+
 /// ParseComplete then `bound_answer`.
 pub fn parsed_answer(rows: &[&str], lsn: Option<u64>) -> Vec<u8> {
     let mut b = msg(b'1', b"");
