@@ -878,3 +878,77 @@ fn s5_a_function_call_runs_code_the_engine_cannot_see_into_unless_it_is_a_large_
     h.take_client();
     assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
 }
+
+#[test]
+fn s4_a_statement_the_engine_cannot_read_keeps_the_sessions_reads_on_the_writer_for_good() {
+    // Examiner probe A of 2026-12-04: `SET ROLE r -- café` from a LATIN1 client (one byte that
+    // is not UTF-8) went to the writer and nothing of it was learned; the next reads ran on the
+    // standby as the old role. Whatever such a statement did there, as a Query or as a Parse,
+    // the session's reads stay on the writer, DISCARD ALL included (a placeholder it set
+    // survives DISCARD ALL as '', a seed it set survives it whole).
+    let text: &[u8] = b"SET ROLE r -- caf\xe9";
+    let unread_query = polarsplit_test_support::fe::query_bytes(text);
+    let mut body = vec![0u8];
+    body.extend_from_slice(text);
+    body.push(0);
+    body.extend_from_slice(&0u16.to_be_bytes());
+    let mut unread_parse = msg(b'P', &body);
+    unread_parse.extend(bind("", ""));
+    unread_parse.extend(execute(""));
+    unread_parse.extend(sync());
+    let mut parse_answer = msg(b'1', b"");
+    parse_answer.extend(msg(b'2', b""));
+    parse_answer.extend(command_complete("SET"));
+    parse_answer.extend(rfq(b'I', Some(0x1000), None));
+    let mut query_answer = command_complete("SET");
+    query_answer.extend(rfq(b'I', Some(0x1000), None));
+    for (what, unread, answer) in [
+        ("Query", unread_query, query_answer),
+        ("Parse", unread_parse, parse_answer),
+    ] {
+        let mut h = host();
+        h.client(&unread);
+        let sent = h.take_sent(WRITER);
+        assert!(
+            sent.windows(text.len()).any(|w| w == text),
+            "{what}: the statement goes to the writer as it is"
+        );
+        h.backend(WRITER, &answer);
+        let after = h.take_sent(WRITER);
+        if sends_capture(&after) {
+            h.backend(WRITER, &capture_answer(false, &[], Some("r")));
+        }
+        h.take_client();
+        h.client(&query("SELECT * FROM orders"));
+        assert_eq!(h.last_decision().reason, Reason::SessionHazard, "{what}");
+        h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+        h.take_client();
+        h.client(&query("DISCARD ALL"));
+        h.take_sent(WRITER);
+        let mut ans = command_complete("DISCARD ALL");
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+        assert!(
+            sends_capture(&h.take_sent(WRITER)),
+            "{what}: captured again"
+        );
+        h.backend(WRITER, &capture_answer(true, &[], None));
+        h.take_client();
+        h.client(&query("SELECT * FROM orders"));
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::SessionHazard,
+            "{what}: after DISCARD ALL"
+        );
+    }
+    // The same statement in UTF-8 is read: its role is captured and reads go to readers.
+    let mut h = host();
+    h.client(&query("SET ROLE r -- café"));
+    h.take_sent(WRITER);
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(false, &[], Some("r")));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
+}

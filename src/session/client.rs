@@ -191,18 +191,23 @@ impl Session {
                     why_not: None,
                     token: crate::token::command(s),
                 },
-                Err(_) => MsgInfo::Query {
-                    class: None,
-                    why_not: Some(Reason::InvalidUtf8),
-                    token: None,
-                },
+                Err(_) => {
+                    self.unread_statement();
+                    MsgInfo::Query {
+                        class: None,
+                        why_not: Some(Reason::InvalidUtf8),
+                        token: None,
+                    }
+                }
             },
             FrontendMessage::Parse { sql, .. } => {
                 names = Names::of(&msg);
                 may_be_token = crate::token::may_be_command(sql);
-                MsgInfo::Parse {
-                    class: std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s)),
+                let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
+                if class.is_none() {
+                    self.unread_statement();
                 }
+                MsgInfo::Parse { class }
             }
             FrontendMessage::Bind { .. } => {
                 names = Names::of(&msg);
@@ -286,12 +291,19 @@ impl Session {
 
     fn on_client_opaque_start(&mut self, t: u8, body_len: usize) -> Result<(), SessionError> {
         let info = match t {
-            tag::QUERY => MsgInfo::Query {
-                class: None,
-                why_not: Some(Reason::QueryTooLarge),
-                token: None,
-            },
-            tag::PARSE | tag::BIND => MsgInfo::LargeExtended,
+            tag::QUERY => {
+                self.unread_statement();
+                MsgInfo::Query {
+                    class: None,
+                    why_not: Some(Reason::QueryTooLarge),
+                    token: None,
+                }
+            }
+            tag::PARSE => {
+                self.unread_statement();
+                MsgInfo::LargeExtended
+            }
+            tag::BIND => MsgInfo::LargeExtended,
             tag::COPY_DATA => MsgInfo::CopyData,
             tag::COPY_FAIL => MsgInfo::CopyFail,
             tag::FUNCTION_CALL => MsgInfo::FunctionCall(None),

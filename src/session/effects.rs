@@ -200,6 +200,15 @@ impl Session {
         self.settings.mark_due();
     }
 
+    /// S-4/S-5: a statement string the engine cannot read (not UTF-8, or streamed past
+    /// `max_inspected_len`) is on its way to the writer. Marked when it arrives, before anything
+    /// behind it is decided: whatever it does there, no read of the session runs elsewhere again
+    /// ([`Hazards::UNREAD`]), and catalogue-derived verdicts are re-learned (it may be DDL).
+    pub(super) fn unread_statement(&mut self) {
+        self.hazards.set(Hazards::UNREAD);
+        self.catalog_changed();
+    }
+
     /// S-3/S-4/S-5/E-2 effects of a statement string that ran on the writer, statement by
     /// statement.
     pub(super) fn apply_effects(
@@ -323,8 +332,12 @@ impl Session {
                         // cannot be replayed. (SPEC S-4 lists DISCARD ALL as clearing it; this
                         // is the safe side of that.)
                         // Nor SEEDED: DISCARD ALL does not reset the random seed (measured).
-                        self.hazards
-                            .retain(&[Hazards::UNSEEN_CODE, Hazards::SEEDED]);
+                        // Nor UNREAD: what the unread statement did is not known.
+                        self.hazards.retain(&[
+                            Hazards::UNSEEN_CODE,
+                            Hazards::SEEDED,
+                            Hazards::UNREAD,
+                        ]);
                         self.statements.clear();
                         if let Some(w) = self.writer.as_mut() {
                             w.probe_parsed = false;

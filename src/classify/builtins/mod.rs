@@ -352,6 +352,11 @@ pub const SERVER_DEPENDENT: &[&str] = &[
     "pg_listening_channels",
     "pg_my_temp_schema",
     "pg_is_other_temp_schema",
+    // `current_schemas(true)` lists the backend's temporary schema from the first temporary
+    // object it made to its end (DISCARD TEMP or ALL, dropping the objects, keep it): a reader
+    // connection never has one (probe of 2026-12-04: `{pg_temp_5,pg_catalog,public}` on the
+    // primary after DISCARD TEMP, `{pg_catalog,public}` on the standby).
+    "current_schemas",
     // A reader's Query string also holds the engine's hidden wait statements (W-4).
     "current_query",
     // Settings and configuration files of the server.
