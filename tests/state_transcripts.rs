@@ -952,3 +952,41 @@ fn s4_a_statement_the_engine_cannot_read_keeps_the_sessions_reads_on_the_writer_
     h.take_client();
     assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
 }
+
+#[test]
+fn s5_a_set_in_a_block_that_ends_in_the_same_query_or_one_the_classifier_cannot_make_out_is_captured(
+) {
+    // Examiner-style probe of 2026-12-04 (night): `BEGIN; SET ROLE r; COMMIT` as one Query
+    // deferred the SET's capture to the block's end, and that end (inside the same string) never
+    // came as an event of its own; a SET in a syntax the classifier cannot make out (here a
+    // value list it does not take) was no reason for a capture at all. Either way the reads
+    // after it ran on readers as the old role.
+    for sql in [
+        "BEGIN; SET ROLE r; COMMIT",
+        "BEGIN; SET ROLE r; SAVEPOINT a; RELEASE a; END",
+        "SET search_path FROM CURRENT",
+    ] {
+        let mut h = host();
+        h.client(&query(sql));
+        // Pipelined behind the statement, or sent after its ReadyForQuery.
+        let pipelined = sends_capture(&h.take_sent(WRITER));
+        let mut ans = Vec::new();
+        for tag in sql.split("; ") {
+            ans.extend(command_complete(tag.split(' ').next().unwrap_or_default()));
+        }
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        if pipelined {
+            ans.extend(capture_answer(false, &[], Some("r")));
+            h.backend(WRITER, &ans);
+        } else {
+            h.backend(WRITER, &ans);
+            assert!(
+                sends_capture(&h.take_sent(WRITER)),
+                "{sql}: the capture follows its ReadyForQuery"
+            );
+            h.backend(WRITER, &capture_answer(false, &[], Some("r")));
+        }
+        h.take_client();
+        assert!(acquired(&h.client(&query("SELECT * FROM orders"))), "{sql}");
+    }
+}

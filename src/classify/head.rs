@@ -468,7 +468,26 @@ fn set(c: &mut Cursor) -> Option<Head> {
     }
     c.next();
     let value = value_list(c)?;
-    set_kind(var, name, value, local)
+    let seeds = var == Var::Other && names_seed(c, name);
+    let mut head = set_kind(var, name, value, local)?;
+    if seeds {
+        head.2 |= Effects::SEEDS_RANDOM;
+    }
+    Some(head)
+}
+
+/// `seed`, in any case, quoted or not: `SET seed` / `RESET seed` call `setseed()`. It is a
+/// setting `pg_settings` does not list, so no capture sees it (S-4: SEEDED, like `setseed()`).
+fn names_seed(c: &Cursor, name: Span) -> bool {
+    let raw = c
+        .src
+        .get(name.start as usize..name.end as usize)
+        .unwrap_or(&[]);
+    let raw = raw
+        .strip_prefix(b"\"")
+        .and_then(|r| r.strip_suffix(b"\""))
+        .unwrap_or(raw);
+    raw.eq_ignore_ascii_case(b"seed")
 }
 
 fn set_kind(var: Var, name: Span, value: Span, local: bool) -> Option<Head> {
@@ -528,7 +547,13 @@ fn value_list(c: &mut Cursor) -> Option<Span> {
                     return None;
                 }
             }
-            Tok::Number | Tok::String | Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent => {}
+            // A dollar-quoted string is a string constant to the server's grammar too.
+            Tok::Number
+            | Tok::String
+            | Tok::DollarString
+            | Tok::Ident
+            | Tok::QuotedIdent
+            | Tok::UnicodeIdent => {}
             _ => return None,
         }
         if c.at_end() {
@@ -545,7 +570,12 @@ fn zone_value(c: &mut Cursor) -> Option<Span> {
     let start = c.peek()?.start;
     while let Some(t) = c.next() {
         match t.kind {
-            Tok::Number | Tok::String | Tok::Ident | Tok::LParen | Tok::RParen => {}
+            Tok::Number
+            | Tok::String
+            | Tok::DollarString
+            | Tok::Ident
+            | Tok::LParen
+            | Tok::RParen => {}
             Tok::Operator if c.text(t) == b"-" || c.text(t) == b"+" => {}
             _ => return None,
         }
@@ -584,6 +614,14 @@ fn reset(c: &mut Cursor) -> Option<Head> {
         }
     } else {
         let (var, name) = var_name(c)?;
+        if var == Var::Other && names_seed(c, name) {
+            c.end()?;
+            return Some((
+                Kind::Reset { var, name },
+                NotSafe::NotARead,
+                Effects::SEEDS_RANDOM,
+            ));
+        }
         Kind::Reset { var, name }
     };
     c.end()?;

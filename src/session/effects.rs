@@ -170,7 +170,8 @@ impl Session {
     }
 
     /// Whether the statements may change the writer's session state (S-5): a capture is due
-    /// once they ran.
+    /// once they ran. A statement the classifier could not make out (`Unknown`: a syntax it does
+    /// not know, such as `SET search_path FROM CURRENT`) may be one that does.
     pub(super) fn changes_state(&self, c: &Classification) -> bool {
         c.statements().iter().any(|s| {
             matches!(
@@ -180,6 +181,7 @@ impl Session {
                     | Kind::ResetAll
                     | Kind::Discard(DiscardWhat::All)
                     | Kind::SetSessionCharacteristics(_)
+                    | Kind::Unknown
             ) || runs_unseen_code(s)
                 || (self.config.capture_after_dml && s.may_write())
         })

@@ -661,7 +661,10 @@ impl Session {
         if now_in_txn {
             self.txn.failed = rfq.status == TxStatus::Failed;
             self.update_txn_marker(&rfq);
-        } else if self.txn.active || was_active {
+        } else if self.txn.active || was_active || self.txn.set_ran {
+            // Also a block that began and ended inside this unit (`BEGIN; SET ROLE r; COMMIT`
+            // as one Query): its SET was seen inside the block, so its capture waits for the
+            // block's end, which is this RFQ.
             let committed = prev_status == TxStatus::InTransaction && !errored && committed;
             self.end_txn(committed);
         }

@@ -176,3 +176,63 @@ def test_s7_current_schemas_after_discard_temp_is_the_writers(unread, pair, prox
     proxied = session(proxy.dsn(), steps, first)
     assert first[0] in STANDBY_PORTS
     assert proxied == direct, f"through the proxy {proxied}\nthe primary alone {direct}"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("spelling", [b"SET seed = 0.25", b"SET \"SEED\" TO 0.25", b"SET LOCAL seed TO 0.25"])
+def test_s4_set_seed_keeps_random_where_the_seed_is(unread, pair, proxy, spelling):
+    # `SET seed` is setseed() under a setting pg_settings does not list (no capture sees it):
+    # the session's random() sequence lives on the writer from then on (examiner-style probe of
+    # 2026-12-04; before, the reads after it ran on the standby, unseeded).
+    compare(pair, proxy, [spelling, 0.4, b"SELECT random(), inet_server_port()",
+                          b"SELECT random(), inet_server_port()"])
+
+
+# S-5: SETs the engine read but whose capture never came (examiner-style probe of 2026-12-04,
+# night): a value in dollar quotes made the SET a statement the classifier could not make out
+# (no capture was due after it), and a block that began and ended in one Query string deferred
+# its SET's capture to the block's end, which never came as an event of its own.
+SET_CASES = {
+    "dollar_quoted_search_path": [b"SET search_path = $$unread_s1$$, public", 0.4, BALANCE],
+    "dollar_quoted_placeholder": [
+        b"SET app.unread_dq = $$t1$$", 0.4,
+        b"SELECT current_setting('app.unread_dq', true), inet_server_port()",
+    ],
+    "set_role_in_a_block_of_one_query": [
+        b"BEGIN; SET ROLE unread_restricted; COMMIT", 0.4, WHERE,
+        b"SELECT count(*), inet_server_port() FROM unread_secret",
+    ],
+    "search_path_in_a_block_of_one_query": [b"BEGIN; SET search_path = unread_s1, public; COMMIT", 0.4, BALANCE],
+    "set_role_in_a_block_with_a_savepoint": [
+        b"BEGIN; SET ROLE unread_restricted; SAVEPOINT a; RELEASE a; END", 0.4, WHERE,
+    ],
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", list(SET_CASES))
+def test_s5_a_set_the_engine_could_not_make_out_or_that_ended_its_block_is_captured(unread, pair, proxy, case):
+    compare(pair, proxy, SET_CASES[case])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("block", [b"BEGIN; SET ROLE unread_restricted; COMMIT",
+                                   b"BEGIN; SET ROLE unread_restricted; SAVEPOINT a; RELEASE a; END"])
+def test_s5_a_block_of_one_query_as_the_sessions_first_statement_is_captured(unread, pair, proxy, block):
+    # The block's SET waits for the block's end for its capture; as the session's first statement
+    # it runs while the startup capture is in flight, and its end then was never acted on.
+    def run(dsn: str) -> list:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            with bounded(c, 30, "block session"):
+                out = [simple(c, block)[0]]
+                for _ in range(3):
+                    kind, rows = simple(c, WHERE)
+                    out.append((kind, [r[:-1] for r in rows]))
+                    out.append(simple(c, b"SELECT count(*) FROM unread_secret"))
+                    time.sleep(0.1)
+                return out
+
+    direct = run(pair.primary.dsn(user="app_trust", dbname="app"))
+    assert direct[1] == ("rows", [(b"unread_restricted",)]), direct
+    proxied = run(proxy.dsn())
+    assert proxied == direct, f"through the proxy {proxied}\nthe primary alone {direct}"
