@@ -68,7 +68,6 @@ impl ConnStatements {
         self.names.retain(|(h, _)| *h != hash);
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.names.len()
     }

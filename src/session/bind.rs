@@ -598,7 +598,23 @@ impl Session {
         if reset {
             self.engine.stats().inc(Counter::XidResets);
         }
+        let runs_code = self.unit(id).is_some_and(|u| {
+            u.class
+                .iter()
+                .chain(u.execs.iter().flatten())
+                .any(|c| c.effects().contains(crate::classify::Effects::RUNS_CODE))
+        });
+        // S-6: what the connection has prepared for other sessions is dropped before code the
+        // engine cannot see into runs there (the connection is closed after the unit anyway).
+        let deallocate = runs_code
+            && self.backend_index(conn).is_some_and(|i| {
+                let p = &mut self.backend_mut(i).prepared;
+                let any = !p.complete || p.len() > 0;
+                *p = crate::cluster::conns::ConnStatements::fresh();
+                any
+            });
         let h = Hidden {
+            deallocate,
             reset,
             import: d.import.then_some(self.txn.xids.as_str()),
             wait,
@@ -650,12 +666,6 @@ impl Session {
             }
             b.clean_on_success = reset && !import_persists;
         }
-        let runs_code = self.unit(id).is_some_and(|u| {
-            u.class
-                .iter()
-                .chain(u.execs.iter().flatten())
-                .any(|c| c.effects().contains(crate::classify::Effects::RUNS_CODE))
-        });
         if let Some(i) = self.backend_index(conn) {
             // S-6: code the engine cannot see into may leave state on the connection; it is
             // closed after this unit, never handed to another session.

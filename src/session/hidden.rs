@@ -27,6 +27,10 @@ pub(super) struct Wait {
 /// What goes in front of the client's statement.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Hidden<'a> {
+    /// Drop every statement prepared on the connection before the unit runs code the engine
+    /// cannot see into (S-6): on a pooled reader they are other sessions' statements, texts
+    /// and literals that code reading `pg_prepared_statements` would show this session.
+    pub deallocate: bool,
     /// Clear an XID import left on the connection (P-7).
     pub reset: bool,
     /// A validated XID list to import (P-5). Callers pass only `XidList`-validated text.
@@ -127,6 +131,10 @@ impl Write for Text {
 /// Calls `f` with each hidden statement's text, in W-4's fixed order. Returns the count.
 fn each_statement(h: &Hidden<'_>, mut f: impl FnMut(&[u8])) -> u16 {
     let mut n = 0u16;
+    if h.deallocate {
+        f(b"DEALLOCATE ALL");
+        n += 1;
+    }
     if h.reset {
         f(b"SET polar_xact_split_xids = ''");
         n += 1;
@@ -481,6 +489,7 @@ mod tests {
     #[test]
     fn reset_comes_first() {
         let h = Hidden {
+            deallocate: false,
             reset: true,
             ..Hidden::default()
         };

@@ -1,0 +1,64 @@
+"""SPEC S-6 end to end: a pooled reader connection carries the statements the engine prepared on it
+for earlier sessions (`polarsplit_s_<hash>`, reused by the next session that parses the same
+text). Code the engine cannot see into — a user function declared STABLE, trusted to run on a
+reader — could list them through `pg_prepared_statements`: another client's statement text with
+its literals (examiner-style probe of 2026-12-04, night). Before such code runs on a reader
+connection, everything prepared there is dropped (the connection is closed after it anyway).
+
+The first client reads with a parameter (psycopg's extended protocol: a statement prepared on the
+reader), the second calls the function with the simple protocol: it must list what the primary
+alone lists for a new session, nothing."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from e2e_support import STANDBY_PORTS, bounded
+
+SECRET = "card=4111-1111-1111-1111"
+SETUP = """
+DROP FUNCTION IF EXISTS s6p_statements();
+CREATE FUNCTION s6p_statements() RETURNS text STABLE LANGUAGE sql
+  AS 'SELECT coalesce(string_agg(statement, '' | ''), '''') FROM pg_prepared_statements';
+"""
+
+
+@pytest.fixture(scope="module")
+def statements_function(pair, proxy):
+    # Through the proxy: DDL through the engine makes it reload the function catalogue at once.
+    with psycopg.connect(proxy.dsn(user="postgres"), autocommit=True) as c:
+        with bounded(c, 10, "create function"):
+            c.execute(SETUP)
+    pair.wait_replayed()
+    deadline = time.monotonic() + 30
+    while True:
+        with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+            with bounded(c, 10, "catalogue wait"):
+                port = c.pgconn.exec_(b"SELECT s6p_statements(), inet_server_port()").get_value(0, 1)
+        if int(port) in STANDBY_PORTS:
+            return
+        assert time.monotonic() < deadline, "the function's reads never reached the standby"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(60)
+def test_s6_code_on_a_pooled_reader_sees_no_statement_another_session_prepared_there(
+        statements_function, pair, proxy):
+    listed = []
+    for _ in range(5):
+        with psycopg.connect(proxy.dsn(), autocommit=True) as a:
+            with bounded(a, 10, "first client"):
+                row = a.execute(f"SELECT inet_server_port(), '{SECRET}' || %s::text", ["x"]).fetchone()
+        assert row[0] in STANDBY_PORTS, "the first client's read did not run on the standby"
+        with psycopg.connect(proxy.dsn(), autocommit=True) as b:
+            with bounded(b, 10, "second client"):
+                res = b.pgconn.exec_(b"SELECT s6p_statements(), inet_server_port()")
+                listed.append((res.get_value(0, 0).decode(), int(res.get_value(0, 1))))
+    with psycopg.connect(pair.primary.dsn(user="app_trust", dbname="app"), autocommit=True) as c:
+        direct = c.pgconn.exec_(b"SELECT s6p_statements()").get_value(0, 0).decode()
+    assert direct == ""
+    assert any(port in STANDBY_PORTS for _, port in listed), f"no call ran on the standby: {listed}"
+    assert all(text == direct for text, _ in listed), f"through the proxy: {listed}"
