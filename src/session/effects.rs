@@ -325,6 +325,10 @@ impl Session {
                         self.settings.mark_due();
                     }
                 }
+                // A statement the classifier could not make out may be a SET in a syntax it
+                // does not know: inside a block, as a SET there (S-3; outside one a capture
+                // is due, `changes_state`).
+                Kind::Unknown if in_txn => self.txn.set_ran = true,
                 Kind::RollbackToSavepoint if in_txn => {}
                 Kind::Discard(w) if success => match w {
                     DiscardWhat::All => {
