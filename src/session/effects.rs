@@ -203,7 +203,7 @@ impl Session {
     }
 
     /// S-4/S-5: a statement string the engine cannot read (not UTF-8, or streamed past
-    /// `max_inspected_len`) is on its way to the writer. Marked when it arrives, before anything
+    /// `max_inspected_message_bytes`) is on its way to the writer. Marked when it arrives, before anything
     /// behind it is decided: whatever it does there, no read of the session runs elsewhere again
     /// ([`Hazards::UNREAD`]), and catalogue-derived verdicts are re-learned (it may be DDL).
     pub(super) fn unread_statement(&mut self) {

@@ -489,7 +489,6 @@ mod tests {
     #[test]
     fn reset_comes_first() {
         let h = Hidden {
-            deallocate: false,
             reset: true,
             ..Hidden::default()
         };

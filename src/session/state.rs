@@ -202,7 +202,7 @@ impl Hazards {
     /// the session (`DISCARD ALL` does not reset it).
     pub(crate) const SEEDED: Hazards = Hazards(1 << 6);
     /// A statement the engine could not read ran on the writer (text not UTF-8, or longer than
-    /// `max_inspected_len`, sent as a Query or a Parse): it may have done anything a statement
+    /// `max_inspected_message_bytes`, sent as a Query or a Parse): it may have done anything a statement
     /// can — set a role or a placeholder, LISTEN, PREPARE, `setseed()` — and no capture sees all
     /// of that, so the session's reads stay on the writer for the rest of the session (S-4, S-5).
     pub(crate) const UNREAD: Hazards = Hazards(1 << 7);
