@@ -193,6 +193,8 @@ const TABLE: &[Row] = &[
     ("SELECT age(datfrozenxid) FROM pg_database", RN, Ns::ServerDependent, N, false),
     ("SELECT (datfrozenxid).age FROM pg_database", RN, Ns::ServerDependent, N, false),
     ("SELECT mxid_age(datminmxid) FROM pg_database", RN, Ns::ServerDependent, N, false),
+    // The writer backend's temporary schema, kept after DISCARD TEMP (a reader has none).
+    ("SELECT current_schemas(true)", RN, Ns::ServerDependent, N, false),
     ("SELECT age(now(), ts) FROM t", R, Ns::None, TV, true),
     ("SELECT u.age, age FROM users u WHERE age > 30", R, Ns::None, N, true),
     ("SELECT nextval('s')", RN, Ns::WriteFunction, N, false),
