@@ -995,3 +995,27 @@ fn s5_a_set_in_a_block_that_ends_in_the_same_query_or_one_the_classifier_cannot_
         assert!(acquired(&h.client(&query("SELECT * FROM orders"))), "{sql}");
     }
 }
+
+#[test]
+fn s5_a_reported_setting_the_writer_changes_on_its_own_is_captured_again() {
+    // A configuration reload (SIGHUP) changes a setting the session has from the server's
+    // configuration: the writer reports it with a ParameterStatus and nothing else. Readers must
+    // not go on replaying the value captured before (examiner-style probe, 2026-12-04 night).
+    let mut h = host();
+    h.backend(WRITER, &msg(b'S', b"IntervalStyle\0postgres_verbose\0"));
+    let client = h.take_client();
+    assert!(
+        client.windows(13).any(|w| w == b"IntervalStyle"),
+        "the client hears it"
+    );
+    h.client(&query("SELECT * FROM orders"));
+    assert!(
+        sends_capture(&h.take_sent(WRITER)),
+        "the read waits for a capture"
+    );
+    let acts = h.backend(
+        WRITER,
+        &capture_answer(false, &[("IntervalStyle", "postgres_verbose")], None),
+    );
+    assert!(acquired(&acts), "then it goes to a reader: {acts:?}");
+}

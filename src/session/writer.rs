@@ -123,6 +123,13 @@ impl Session {
             {
                 self.statements.rules_changed();
             }
+            // S-5: a reported setting changed on the writer. After the client's SET the capture
+            // is due already; after a configuration reload (SIGHUP) of a setting the session
+            // has from the server's configuration nothing else would say so, and readers would
+            // go on replaying the old value.
+            if self.phase == Phase::Ready {
+                self.settings.mark_due();
+            }
         }
         if a.kind == AKind::Async {
             let hidden_notice =

@@ -1,0 +1,52 @@
+"""SPEC S-5 end to end: a setting the session has from the primary's configuration changes with a
+configuration reload (ALTER SYSTEM + pg_reload_conf()). The writer backend applies it when it next
+reads a command and reports it with a ParameterStatus, and nothing else tells: the engine captures
+the session's state again then, so reads on the standby show the new value as the primary does
+(examiner-style probe of 2026-12-04, night: before, readers went on with the old value for the rest
+of the session).
+
+Not covered, and documented: reads between the reload and the session's next statement on the writer
+run on readers with the old value (the writer backend has not applied it yet either, but the primary
+alone would apply it before the first of them)."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from e2e_support import STANDBY_PORTS, bounded
+
+READ = "SELECT '1 day 2 hours'::interval::text, inet_server_port()"
+
+
+def run(dsn: str, primary_dsn: str) -> list:
+    out = []
+    with psycopg.connect(dsn, autocommit=True) as c, psycopg.connect(primary_dsn, autocommit=True) as admin:
+        with bounded(c, 30, "configuration reload session"):
+            out.append(c.execute(READ).fetchone())
+            admin.execute("ALTER SYSTEM SET IntervalStyle = 'postgres_verbose'")
+            admin.execute("SELECT pg_reload_conf()")
+            time.sleep(0.3)
+            try:
+                # A statement on the writer: its backend applies the reload and reports it.
+                c.execute("UPDATE kv SET v = v WHERE k = -1")
+                time.sleep(0.6)  # the standby replays past the write (200 ms apply delay)
+                out += [c.execute(READ).fetchone() for _ in range(3)]
+            finally:
+                admin.execute("ALTER SYSTEM RESET IntervalStyle")
+                admin.execute("SELECT pg_reload_conf()")
+    return out
+
+
+@pytest.mark.timeout(60)
+def test_s5_a_setting_changed_by_a_configuration_reload_is_captured_again(pair, proxy):
+    primary_admin = pair.primary.dsn(dbname="app")
+    direct = run(pair.primary.dsn(user="app_trust", dbname="app"), primary_admin)
+    assert [v for v, _ in direct] == ["1 day 02:00:00"] + ["@ 1 day 2 hours"] * 3, direct
+    time.sleep(0.3)
+    proxied = run(proxy.dsn(), primary_admin)
+    assert proxied[0][1] in STANDBY_PORTS, f"the first read did not run on the standby: {proxied}"
+    assert any(p in STANDBY_PORTS for _, p in proxied[1:]), f"no read after the reload on the standby: {proxied}"
+    assert [v for v, _ in proxied] == [v for v, _ in direct], f"through the proxy {proxied}, the primary {direct}"
