@@ -139,6 +139,27 @@ def report(section: str, line: str) -> None:
     REPORT.setdefault(section, []).append(line)
 
 
+def on_primary(pair: PgPair, *statements: str) -> None:
+    """Runs `statements` on the primary's `app` database as the superuser, in order, and waits
+    until the standby has replayed them (a test module's schema)."""
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        for sql in statements:
+            c.execute(sql)
+    pair.wait_replayed()
+
+
+def wait_until(check, what: str, timeout: float = 30, pause: float = 0.2):
+    """Calls `check()` — `(done, value)` — until it is done, and returns its value; fails after
+    `timeout` seconds with `what` and the last value (the proxy reloading a catalogue, say)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, value = check()
+        if done:
+            return value
+        assert time.monotonic() < deadline, f"{what}: {value}"
+        time.sleep(pause)
+
+
 def create_function(admin, name: str, volatility: str) -> None:
     """A user function `name()` of the given volatility that anyone may call (the F-policy tests)."""
     admin.execute(f"CREATE FUNCTION {name}() RETURNS int {volatility} LANGUAGE sql AS 'SELECT 1'")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
-from e2e_support import bounded, report, start_proxy, stop_proxy
+from e2e_support import bounded, on_primary, report, start_proxy, stop_proxy
 
 SEQUENCES = int(os.environ.get("S5_SEQUENCES", "200"))
 BASE_SEED = int(os.environ.get("S5_BASE_SEED", "170500"))
@@ -245,9 +245,7 @@ def run_sequence(seed: int, proxy, pair) -> Result:
 
 @pytest.fixture(scope="module")
 def s5_objects(pair):
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
-        c.execute(SETUP)
-    pair.wait_replayed()
+    on_primary(pair, SETUP)
     return pair
 
 

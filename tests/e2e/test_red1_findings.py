@@ -20,7 +20,7 @@ import asyncpg
 import psycopg
 import pytest
 
-from e2e_support import Hang, bounded
+from e2e_support import Hang, bounded, on_primary, wait_until
 
 SETUP = r"""
 CREATE ROLE red1_rr NOLOGIN;
@@ -73,23 +73,20 @@ GRANT SELECT ON red1_catalog_mark TO PUBLIC;
 
 @pytest.fixture(scope="module")
 def objects(pair, proxy):
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
-        c.execute(SETUP)
-    pair.wait_replayed()
+    on_primary(pair, SETUP)
+
     # The proxy re-reads each database's catalogue every 10 s: wait until it has these objects
     # (a plain read of the same session reaches the standby, so the mark is not on the primary
     # only because no reader was ready).
-    deadline = time.monotonic() + 30
-    while True:
+    def catalogued():
         with psycopg.connect(proxy.dsn(), autocommit=True) as c:
             with bounded(c, 10, "catalogue wait"):
                 plain = [c.execute("SELECT inet_server_port() FROM red1_t").fetchone()[0] for _ in range(3)]
                 mark = c.execute("SELECT r, inet_server_port() FROM red1_catalog_mark").fetchone()
-        if pair.standby.port in plain and mark[1] == pair.primary.port:
-            assert mark[0] is False, "the primary's answer"
-            break
-        assert time.monotonic() < deadline, f"the proxy did not report the objects in time: {plain}, {mark}"
-        time.sleep(0.5)
+        return pair.standby.port in plain and mark[1] == pair.primary.port, (plain, mark)
+
+    _, mark = wait_until(catalogued, "the proxy did not report the objects in time", pause=0.5)
+    assert mark[0] is False, "the primary's answer"
     return pair
 
 

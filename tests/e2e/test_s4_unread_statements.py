@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg.pq import DiagnosticField, ExecStatus
 
-from e2e_support import STANDBY_PORTS, bounded, start_proxy, stop_proxy
+from e2e_support import STANDBY_PORTS, bounded, on_primary, start_proxy, stop_proxy
 
 SETUP = """
 DROP SCHEMA IF EXISTS unread_s1 CASCADE;
@@ -110,9 +110,7 @@ def session(dsn: str, steps: list, proxy_ports: list[int] | None = None) -> list
 
 @pytest.fixture(scope="module")
 def unread(pair):
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
-        c.execute(SETUP)
-    pair.wait_replayed()
+    on_primary(pair, SETUP)
 
 
 def compare(pair, proxy, steps):

@@ -19,7 +19,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import bounded, start_proxy, stop_proxy
+from e2e_support import bounded, on_primary, start_proxy, stop_proxy, wait_until
 
 SETUP = r"""
 CREATE FUNCTION s6h_tenant_ok(x int) RETURNS bool STABLE LANGUAGE plpgsql AS
@@ -55,21 +55,17 @@ DROP FUNCTION IF EXISTS s6h_tenant_ok(int), s6h_agg_step(int, int);
 
 @pytest.fixture(scope="module")
 def hidden(pair, proxy):
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
-        c.execute(CLEANUP)
-        c.execute(SETUP)
-    pair.wait_replayed()
-    deadline = time.monotonic() + 30
-    while True:
+    on_primary(pair, CLEANUP, SETUP)
+
+    def catalogued():
         with psycopg.connect(proxy.dsn(), autocommit=True) as c:
             with bounded(c, 10, "catalogue wait"):
                 plain = [c.execute("SELECT inet_server_port() FROM s6h_plain").fetchone()[0] for _ in range(3)]
                 mark = c.execute("SELECT r, inet_server_port() FROM s6h_mark").fetchone()
-        if pair.standby.port in plain and mark[1] == pair.primary.port:
-            assert mark[0] is False, "a view over pg_is_in_recovery() answers the primary's value"
-            break
-        assert time.monotonic() < deadline, f"the proxy did not report the objects in time: {plain}, {mark}"
-        time.sleep(0.5)
+        return pair.standby.port in plain and mark[1] == pair.primary.port, (plain, mark)
+
+    _, mark = wait_until(catalogued, "the proxy did not report the objects in time", pause=0.5)
+    assert mark[0] is False, "a view over pg_is_in_recovery() answers the primary's value"
     yield pair
     with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
         c.execute(CLEANUP)

@@ -11,12 +11,10 @@ alone lists for a new session, nothing."""
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded
+from e2e_support import STANDBY_PORTS, bounded, wait_until
 
 SECRET = "card=4111-1111-1111-1111"
 SETUP = """
@@ -33,15 +31,14 @@ def statements_function(pair, proxy):
         with bounded(c, 10, "create function"):
             c.execute(SETUP)
     pair.wait_replayed()
-    deadline = time.monotonic() + 30
-    while True:
+
+    def on_standby():
         with psycopg.connect(proxy.dsn(), autocommit=True) as c:
             with bounded(c, 10, "catalogue wait"):
-                port = c.pgconn.exec_(b"SELECT s6p_statements(), inet_server_port()").get_value(0, 1)
-        if int(port) in STANDBY_PORTS:
-            return
-        assert time.monotonic() < deadline, "the function's reads never reached the standby"
-        time.sleep(0.2)
+                port = int(c.pgconn.exec_(b"SELECT s6p_statements(), inet_server_port()").get_value(0, 1))
+        return port in STANDBY_PORTS, port
+
+    wait_until(on_standby, "the function's reads never reached the standby")
 
 
 @pytest.mark.timeout(60)
