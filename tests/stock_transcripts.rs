@@ -714,3 +714,40 @@ fn w7_a_write_that_fails_still_has_its_pipelined_probe_answered() {
     h.backend(WRITER, &probe_answer("0/5000"));
     assert!(h.take_client().is_empty());
 }
+
+/// W-7's page-boundary rule, end to end: a probe answering an insert position just past a WAL
+/// page header (offset 24 in a page, 40 at a segment's start) positions the write at the page's
+/// start, which a standby that replayed the write reports — the read goes to that reader. One
+/// byte further is a position the reader has not replayed: the writer.
+#[test]
+fn w7_a_probe_position_just_past_a_page_header_is_the_pages_start() {
+    // (probe answer, the reader's replay position, the reader serves the read)
+    let cases = [
+        ("0/4018", 0x4000, true),         // 0x4018 = 8 KiB page 2 + 24
+        ("0/4019", 0x4000, false),        // one byte into the page's first record
+        ("0/1000028", 0x100_0000, true),  // 16 MiB segment start + 40
+        ("0/1000018", 0x100_0000, false), // a segment's first page has a 40-byte header
+    ];
+    for (lsn, replayed, reader) in cases {
+        let mut h = stock(&[("lsn_probe", "on")]);
+        h.client(&query("INSERT INTO t VALUES (1)"));
+        h.writer_answers("INSERT 0 1", b'I', None, None);
+        h.backend(WRITER, &probe_answer(lsn));
+        h.take_client();
+        h.engine.reader_sample(1, Lsn(replayed), h.now);
+        let acts = h.client(&query("SELECT v FROM t"));
+        let acquired = acts
+            .iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. }));
+        assert_eq!(
+            acquired, reader,
+            "probe {lsn}, reader at {replayed:#x}: {acts:?}"
+        );
+        if reader {
+            h.attach(R1);
+            assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp);
+        } else {
+            assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+        }
+    }
+}
