@@ -106,26 +106,8 @@ pub const SETTING: &str = "polarsplit.causal_token";
 /// The startup option that asks for the token as a ParameterStatus.
 pub const REPORT_OPTION: &str = "polarsplit.report_token";
 
-fn skip_ws(s: &str) -> &str {
-    s.trim_start_matches([' ', '\t', '\n', '\r'])
-}
-
-fn keyword<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
-    let s = skip_ws(s);
-    let head = s.get(..kw.len())?;
-    if !head.eq_ignore_ascii_case(kw) {
-        return None;
-    }
-    let rest = &s[kw.len()..];
-    match rest.as_bytes().first() {
-        None => Some(rest),
-        Some(b) if b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.' => None,
-        Some(_) => Some(rest),
-    }
-}
-
 /// Whether `text` may start a token statement: `token::command` recognises only texts that
-/// start, after spaces, tabs and line breaks, with `SHOW` or `SET` in any case. Looks at a few
+/// start, after blanks, with `SHOW` or `SET` in any case, or with a comment. Looks at a few
 /// bytes only (no UTF-8 check of the whole text): the head of every extended batch is asked
 /// whether it is a token statement each time a message of its batch arrives (issue 20's
 /// profile: 13% of an extended read cycle). `text` may run on past the statement text (a
@@ -133,13 +115,15 @@ fn keyword<'a>(s: &'a str, kw: &str) -> Option<&'a str> {
 pub(crate) fn may_be_command(text: &[u8]) -> bool {
     let start = text
         .iter()
-        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0c))
         .unwrap_or(text.len());
     match text.get(start..start + 3) {
-        Some(&[a, b, c]) => matches!(
-            [a | 0x20, b | 0x20, c | 0x20],
-            [b's', b'h', b'o'] | [b's', b'e', b't']
-        ),
+        Some(&[a, b, c]) => {
+            matches!(
+                [a | 0x20, b | 0x20, c | 0x20],
+                [b's', b'h', b'o'] | [b's', b'e', b't']
+            ) || matches!([a, b], [b'/', b'*'] | [b'-', b'-'])
+        }
         _ => false,
     }
 }
@@ -151,48 +135,7 @@ pub fn command(sql: &str) -> Option<TokenCommand> {
     if !may_be_command(sql.as_bytes()) {
         return None;
     }
-    let lead = skip_ws(sql);
-    if keyword(lead, "show").is_none() && keyword(lead, "set").is_none() {
-        return None;
-    }
-    let body = skip_ws(sql).trim_end_matches([' ', '\t', '\n', '\r', ';']);
-    if let Some(rest) = keyword(body, "show") {
-        let name = skip_ws(rest);
-        return name
-            .eq_ignore_ascii_case(SETTING)
-            .then_some(TokenCommand::Show);
-    }
-    let rest = keyword(body, "set")?;
-    let rest = keyword(rest, "session").unwrap_or(rest);
-    let rest = keyword(rest, SETTING)?;
-    let rest = skip_ws(rest);
-    let rest = if let Some(r) = rest.strip_prefix('=') {
-        r
-    } else {
-        keyword(rest, "to")?
-    };
-    let value = skip_ws(rest);
-    Some(TokenCommand::Set(string_literal(value)))
-}
-
-/// A standard SQL string literal `'…'` with `''` escapes, and nothing after it.
-fn string_literal(s: &str) -> Option<String> {
-    let inner = s.strip_prefix('\'')?;
-    let mut out = String::new();
-    let mut chars = inner.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\'' {
-            if chars.peek() == Some(&'\'') {
-                chars.next();
-                out.push('\'');
-            } else {
-                return chars.next().is_none().then_some(out);
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    None
+    crate::classify::token_command(sql)
 }
 
 #[cfg(test)]
@@ -284,5 +227,47 @@ mod tests {
             Some(TokenCommand::Set(None))
         );
         assert_eq!(command("SELECT 1"), None);
+    }
+
+    /// C-2, §7: every spelling the server takes for the same statement is the engine's (an
+    /// examiner's probe of 2026-12-05 found comments, quoted names and blanks around the dot
+    /// forwarded to the primary, which took them as a placeholder SET and ignored the token).
+    #[test]
+    fn c2_every_spelling_of_the_token_statements_is_recognised() {
+        let set = Some(TokenCommand::Set(Some("ps1:1.1:0/10".into())));
+        for sql in [
+            "/* app:checkout */ SET polarsplit.causal_token = 'ps1:1.1:0/10'",
+            "-- lead\nSET polarsplit.causal_token = 'ps1:1.1:0/10'",
+            "SET \"polarsplit\".\"causal_token\" = 'ps1:1.1:0/10'",
+            "SET polarsplit . causal_token = 'ps1:1.1:0/10'",
+            "SET polarsplit.causal_token = 'ps1:1.1:0/10' -- trailing",
+            "SET polarsplit.causal_token /* c */ = 'ps1:1.1:0/10';",
+            "SET polarsplit.causal_token = E'ps1:1.1:0/10'",
+            "\x0cSET SESSION polarsplit.causal_token TO 'ps1:1.1:0/10'",
+        ] {
+            assert_eq!(command(sql), set, "{sql:?}");
+        }
+        for sql in [
+            "/* c */ SHOW polarsplit.causal_token",
+            "SHOW \"polarsplit\".\"causal_token\"",
+            "SHOW polarsplit.causal_token -- c",
+        ] {
+            assert_eq!(command(sql), Some(TokenCommand::Show), "{sql:?}");
+        }
+        // One quoted name holding the dot is the same setting to the server.
+        assert_eq!(
+            command("SHOW \"polarsplit.causal_token\""),
+            Some(TokenCommand::Show)
+        );
+        // Setting names compare without case on the server, quoted or not.
+        assert_eq!(
+            command("SHOW \"Polarsplit\".CAUSAL_token"),
+            Some(TokenCommand::Show)
+        );
+        assert_eq!(command("SHOW polarsplit.causal_token2"), None);
+        assert_eq!(
+            command("/* SET polarsplit.causal_token = 'x' */ SELECT 1"),
+            None
+        );
     }
 }

@@ -29,6 +29,7 @@ mod mentions;
 mod scan;
 mod shape;
 mod statement;
+mod token_statement;
 mod types;
 
 pub use builtins::BuiltinTable;
@@ -39,6 +40,7 @@ pub use functions::{
     MAX_FUNCTIONS_PER_DATABASE, MAX_OBJECTS_PER_DATABASE, MAX_SEQUENCES_PER_DATABASE,
 };
 pub use mentions::{prepared_mentions, Mention};
+pub(crate) use token_statement::token_command;
 pub use types::*;
 
 /// Bounds that keep classification linear in time and bounded in memory whatever the input

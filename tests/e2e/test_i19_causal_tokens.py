@@ -215,3 +215,31 @@ def test_c1_c2_libpq_parameter_status_token_across_proxies(i19, two_proxies):
     assert r["unchanged"] == 0, line  # every write raised the reported token
     m = TOKEN.match(r["param"])
     assert m and (int(m.group(1)), int(m.group(2))) == (sysid, tli), line
+
+
+SPELLINGS = [
+    "/* app:checkout */ SET polarsplit.causal_token = {}",
+    'SET "polarsplit"."causal_token" = {}',
+    "SET polarsplit . causal_token = {} -- handed over",
+    "SET SESSION polarsplit.causal_token TO E{}",
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_c2_every_spelling_of_the_token_set_is_the_engines(i19, two_proxies, spelling):
+    """C-2: the SET is answered by the engine in every spelling the server takes (comments,
+    quoted names, blanks around the dot, an E'' value); before (examiner-style probe of
+    2026-12-05), such spellings reached the primary as a placeholder SET and the token was
+    ignored: B's read missed A's write."""
+    pair, _, _ = i19
+    a, b = two_proxies
+    stale = 0
+    with psycopg.connect(a.dsn(), autocommit=True) as wa, psycopg.connect(b.dsn(), autocommit=True) as rb:
+        for i in range(1, 6):
+            wa.execute("UPDATE kv SET v = %s WHERE k = 1905", (i,))
+            token = show_token(wa)
+            rb.execute(spelling.format("'" + token.replace("'", "''") + "'"))
+            stale += read_v(rb, 1905)[0] != i
+            assert show_token(rb) == token, "B's SHOW answers the token it was given"
+    assert stale == 0, f"{stale} of 5 reads through B missed A's write"
