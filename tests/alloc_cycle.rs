@@ -131,7 +131,8 @@ fn cached_writer_statement_cycle_allocates_nothing() {
     assert_eq!(n, 0, "allocations in 100 writer cycles");
 }
 
-/// Attaches reader connection 201 as opened for this request (nothing prepared on it yet).
+/// Attaches reader connection 201 as opened for this request (nothing prepared on it yet),
+/// and answers its settings replay (S-5's login check: nothing else to replay).
 fn attach_fresh(h: &mut Host) {
     h.event(
         201,
@@ -141,6 +142,7 @@ fn attach_fresh(h: &mut Host) {
             needs_reset: false,
         },
     );
+    assert!(h.answer_bare_replay(201).is_some(), "the login check first");
 }
 
 #[test]

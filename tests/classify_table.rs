@@ -327,8 +327,10 @@ const TABLE: &[Row] = &[
     ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, Effects(AL.0 | CODE.0), false),
     ("CHECKPOINT", W, Ns::NotARead, N, false),
     ("NOTIFY ch, 'x'", W, Ns::NotARead, N, false),
-    ("PREPARE TRANSACTION 'g'", W, Ns::NotARead, N, false),
-    ("COMMIT PREPARED 'g'", W, Ns::NotARead, N, false),
+    // S-1a: the session never learns when its prepared transaction commits.
+    ("PREPARE TRANSACTION 'g'", W, Ns::NotARead, Effects::PREPARES_TXN, false),
+    // It may hold DDL: the catalogues change when it commits.
+    ("COMMIT PREPARED 'g'", W, Ns::NotARead, Effects::CHANGES_CATALOG, false),
     ("ROLLBACK PREPARED 'g'", W, Ns::NotARead, N, false),
     ("SET TRANSACTION SNAPSHOT '00000003-0000001B-1'", W, Ns::NotARead, N, false),
     ("SET CONSTRAINTS ALL DEFERRED", W, Ns::NotARead, N, false),

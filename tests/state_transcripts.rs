@@ -480,9 +480,55 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
     // Never the client's statement on a connection with the wrong state.
     assert!(h.take_sent(R1).is_empty());
     assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
-    assert_eq!(h.take_sent(WRITER), query("SELECT v FROM t"));
+    // The writer runs the read, and a capture behind it learns the writer's state again (a
+    // reader may have logged in with defaults the session does not have: the login check).
+    let sent = h.take_sent(WRITER);
+    assert!(sent.starts_with(&query("SELECT v FROM t")));
+    assert!(sends_capture(&sent[query("SELECT v FROM t").len()..]));
     h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
     assert_eq!(tags(&h.take_client()), "CZ");
+    h.backend(
+        WRITER,
+        &capture_answer(false, &[("search_path", "app")], None),
+    );
+    // Refused a second time: the session's reads stay on the writer from now on.
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.event(
+        R2,
+        Event::ReaderAttached {
+            server: 1,
+            fresh: true,
+            needs_reset: false,
+        },
+    );
+    h.take_sent(R2);
+    let mut b = error(
+        "ERROR",
+        "22P02",
+        "invalid input syntax for type integer: \"polarsplit: the reader connection has app.tenant from its login, which the session on the primary does not have\"",
+        None,
+        None,
+    );
+    b.extend(rfq(b'I', Some(0x1000), None));
+    let acts = h.backend(R2, &b);
+    assert!(acts.contains(&A::CloseBackend(R2)), "{acts:?}");
+    h.take_sent(WRITER);
+    h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
+    h.backend(
+        WRITER,
+        &capture_answer(false, &[("search_path", "app")], None),
+    );
+    h.take_client();
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
 }
 
 fn hex(s: &str) -> String {
@@ -669,7 +715,13 @@ fn s6_a_reader_pooled_before_alter_role_set_never_serves_a_session_that_logged_i
     b.attach_fresh(R2);
     let sent = sent_queries(&b.take_sent(R2));
     assert_eq!(sent.len(), 1, "only the replay until it answered: {sent:?}");
-    assert_eq!(sent[0].matches("SELECT pg_catalog.set_config(").count(), 2);
+    // The two settings and the role (`none`: the login may have set one), then the login
+    // check.
+    assert_eq!(sent[0].matches("SELECT pg_catalog.set_config(").count(), 3);
+    assert!(
+        sent[0].contains("polarsplit: the reader connection has"),
+        "{sent:?}"
+    );
     for (n, v) in login {
         assert!(
             sent[0].contains(&hex(n)) && sent[0].contains(&hex(v)),
@@ -1018,4 +1070,34 @@ fn s5_a_reported_setting_the_writer_changes_on_its_own_is_captured_again() {
         &capture_answer(false, &[("IntervalStyle", "postgres_verbose")], None),
     );
     assert!(acquired(&acts), "then it goes to a reader: {acts:?}");
+}
+
+/// A `SET LOCAL` of a placeholder outside a block only warns (25P01), but the placeholder comes
+/// into being with the value '' — a fresh reader has none (NULL from `current_setting(name,
+/// true)`). The capture follows it and asks for the name, so a reader gets it replayed.
+#[test]
+fn s5_a_set_local_outside_a_block_is_captured_for_the_placeholder_it_creates() {
+    let mut h = host();
+    h.client(&query("SET LOCAL app.s5x = '2'"));
+    let sent = h.take_sent(WRITER);
+    assert!(sends_capture(&sent), "a capture behind it");
+    assert!(
+        String::from_utf8_lossy(&sent).contains("\"app.s5x\""),
+        "the capture asks for the placeholder"
+    );
+    let mut ans = notice(
+        "WARNING",
+        "SET LOCAL can only be used in transaction blocks",
+        None,
+    );
+    ans.extend(command_complete("SET"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(false, &[("app.s5x", "")], None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "NCZ");
+    let acts = h.client(&query("SELECT current_setting('app.s5x', true)"));
+    assert!(acquired(&acts), "{acts:?}");
+    h.attach_fresh(R1);
+    let replay = sent_queries(&h.take_sent(R1));
+    assert!(replay[0].contains(&hex("app.s5x")), "{replay:?}");
 }

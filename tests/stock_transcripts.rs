@@ -189,8 +189,23 @@ fn i11_read_goes_to_a_caught_up_reader_else_stays_on_the_writer() {
     );
     assert_eq!(h.engine.stats().get(Counter::ReadsKeptOnWriter), 1);
     h.writer_answers("SELECT 1", b'I', None, None);
-    // Reader 2 catches up: it serves the read, unwrapped (stock has no wait before 19).
+    // Reader 2 catches up, but the writer's read may have shown more than 0/5000 (S-1a:
+    // monotonic reads): the next read stays on the writer until a writer sample taken after
+    // that answer bounds it.
     h.engine.reader_sample(2, Lsn(0x5000), h.now);
+    h.client(&query("SELECT v FROM t"));
+    assert_eq!(h.last_decision().reason, Reason::MissingLsnPrimary);
+    h.writer_answers("SELECT 1", b'I', None, None);
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x5100), h.now);
+    h.client(&query("SELECT v FROM t"));
+    assert_eq!(h.last_decision().reason, Reason::ReadNoBoundedWait);
+    h.writer_answers("SELECT 1", b'I', None, None);
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x5100), h.now);
+    // Reader 2 catches up with that: it serves the read, unwrapped (stock has no wait
+    // before 19).
+    h.engine.reader_sample(2, Lsn(0x5100), h.now);
     let acts = h.client(&query("SELECT v FROM t"));
     assert!(
         acts.iter()
@@ -304,6 +319,9 @@ fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() 
     assert!(h.take_client().is_empty());
     h.writer_answers("SELECT 0", b'I', None, None);
     h.take_client();
+    // The writer's answer is bounded by a writer sample taken after it (S-1a).
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x16_B374_D848), h.now);
     // A 57014 answering the client's own statement after the wait is a cancel: forwarded.
     h.client(&query("SELECT v FROM t"));
     h.attach(R1);
@@ -749,5 +767,73 @@ fn w7_a_probe_position_just_past_a_page_header_is_the_pages_start() {
         } else {
             assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
         }
+    }
+}
+
+/// S-1a's monotonic reads on a server that reports no positions: a read the writer served
+/// (here, in a READ COMMITTED block, because it reads the transaction's `now()`) may have shown
+/// commits no reader has replayed. The block's next read stays on the writer until a writer
+/// sample sent after that answer bounds it; then a reader that replayed the sample serves.
+#[test]
+fn s1a_a_read_the_writer_served_bounds_the_sessions_next_reads_on_a_reader() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x4000), h.now);
+    h.engine.reader_sample(2, Lsn(0x4000), h.now);
+    h.engine.writer_sample(0, Lsn(0x4000), h.now);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_client();
+    h.client(&query("SELECT v, now() FROM t"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    h.writer_answers("SELECT 1", b'T', None, None);
+    h.take_client();
+    // Another session's commit at 0x4800 was visible to that read; no reader has it.
+    h.client(&query("SELECT v FROM t"));
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::SplitLsnUnknown)
+    );
+    h.writer_answers("SELECT 1", b'T', None, None);
+    h.take_client();
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x4800), h.now);
+    // A reader that replayed the sample serves.
+    h.engine.reader_sample(1, Lsn(0x4800), h.now);
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x4800));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+}
+
+/// S-1a with two-phase commit: after `PREPARE TRANSACTION` the session's writes commit whenever
+/// some session runs `COMMIT PREPARED`, which this session never sees. A reader that replayed
+/// every position the session knows may still lack them, so its reads stay on the writer.
+#[test]
+fn s1a_after_prepare_transaction_the_sessions_reads_stay_on_the_writer() {
+    let mut h = stock(&[("lsn_probe", "off")]);
+    h.engine.reader_sample(1, Lsn(0x9000), h.now);
+    h.engine.reader_sample(2, Lsn(0x9000), h.now);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'T', None, None);
+    h.client(&query("PREPARE TRANSACTION 'g'"));
+    h.writer_answers("PREPARE TRANSACTION", b'I', None, None);
+    h.take_client();
+    for _ in 0..3 {
+        // Whatever the samples say later.
+        h.now += 5;
+        h.engine.writer_sample(0, Lsn(0x8000), h.now);
+        let acts = h.client(&query("SELECT v FROM t"));
+        assert!(
+            !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+            "{acts:?}"
+        );
+        assert_eq!(h.last_decision().reason, Reason::MissingLsnPrimary);
+        h.writer_answers("SELECT 1", b'I', None, None);
+        h.take_client();
     }
 }

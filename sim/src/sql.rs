@@ -270,6 +270,9 @@ pub enum Stmt {
     /// The engine's capture of the writer's session state (S-5, [`CAPTURE_TEXT`]); the
     /// argument is what stands in its `$1` (a `text[]` literal once bound).
     Capture(CaptureArg),
+    /// The settings replay's login check (S-5, [`LOGIN_CHECK_TEXT`]), with the replayed
+    /// placeholder names.
+    LoginCheck(CaptureArg),
     /// `DO $$ BEGIN RAISE EXCEPTION '<message>'; END $$` — the only DO block of the subset
     /// (the engine's F-3 abort, `hidden.rs::ABORT_STATEMENT`): it fails with P0001.
     DoRaise(String),
@@ -295,6 +298,7 @@ impl Stmt {
                 | Stmt::SelectAll
                 | Stmt::SelectFunc(_)
                 | Stmt::Capture(_)
+                | Stmt::LoginCheck(_)
                 | Stmt::Insert { .. }
                 | Stmt::Update { .. }
                 | Stmt::Delete { .. }
@@ -309,6 +313,7 @@ impl Stmt {
                 | Stmt::SelectAll
                 | Stmt::SelectFunc(_)
                 | Stmt::Capture(_)
+                | Stmt::LoginCheck(_)
         )
     }
 
@@ -316,7 +321,7 @@ impl Stmt {
     /// and the settings replay's encoded `set_config` (S-5).
     pub fn is_engine_statement(&self) -> bool {
         match self {
-            Stmt::Capture(_) => true,
+            Stmt::Capture(_) | Stmt::LoginCheck(_) => true,
             Stmt::SelectFunc(Func::SetConfig { name, value, .. }) => {
                 name.is_encoded() || value.is_encoded()
             }
@@ -514,13 +519,30 @@ fn lex(s: &str) -> Result<(Vec<Tok>, Vec<Range<usize>>), SyntaxError> {
 /// (`CAPTURE_STATEMENT`) sends it. The simulated servers recognise it token by token (so
 /// spacing, comments and keyword case do not matter), with any one literal in the place of
 /// `$1`; `tests/hidden_statements.rs` fails if the engine's text drifts from this one.
-pub const CAPTURE_TEXT: &str = "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on')) AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema())) AS s ORDER BY 1, 2";
+pub const CAPTURE_TEXT: &str = "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on')) AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema())) AS s ORDER BY 1, 2";
+
+/// The settings replay's login check, as `src/session/hidden.rs` (`LOGIN_CHECK_HEAD`, the
+/// replayed placeholder names as a `text[]` literal, `LOGIN_CHECK_TAIL`) sends it, with `$1`
+/// where the literal stands; recognised like [`CAPTURE_TEXT`]. The simulated servers log every
+/// connection in with the defaults the writer's sessions have, so it answers no row.
+pub const LOGIN_CHECK_TEXT: &str = "SELECT ('polarsplit: the reader connection has ' || x || ' from its login, which the session on the primary does not have')::pg_catalog.int4 FROM (SELECT name FROM pg_catalog.pg_settings WHERE source IN ('global', 'database', 'user', 'database user') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') UNION ALL SELECT n FROM (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AS p (n) WHERE pg_catalog.strpos(n, '.') > 0 AND pg_catalog.current_setting(n, true) IS NOT NULL AND n <> ALL ($1::pg_catalog.text[])) AS v (x)";
 
 /// The capture template's tokens, with `None` where its `$1` is.
 fn capture_template() -> &'static [Option<Tok>] {
     static T: std::sync::OnceLock<Vec<Option<Tok>>> = std::sync::OnceLock::new();
-    T.get_or_init(|| {
-        let (toks, _) = lex(CAPTURE_TEXT).expect("the capture template lexes");
+    T.get_or_init(|| template(CAPTURE_TEXT))
+}
+
+/// The login check template's tokens, with `None` where its `$1` is.
+fn login_check_template() -> &'static [Option<Tok>] {
+    static T: std::sync::OnceLock<Vec<Option<Tok>>> = std::sync::OnceLock::new();
+    T.get_or_init(|| template(LOGIN_CHECK_TEXT))
+}
+
+/// A hidden statement's tokens, with `None` where its `$1` is.
+fn template(text: &str) -> Vec<Option<Tok>> {
+    {
+        let (toks, _) = lex(text).expect("the template lexes");
         let mut out = Vec::with_capacity(toks.len());
         let mut i = 0;
         while i < toks.len() {
@@ -533,12 +555,16 @@ fn capture_template() -> &'static [Option<Tok>] {
             }
         }
         out
-    })
+    }
 }
 
 /// The capture's `$1` when `toks` are the capture statement's.
 fn capture_arg(toks: &[Tok]) -> Option<CaptureArg> {
-    let t = capture_template();
+    template_arg(toks, capture_template())
+}
+
+/// What stands in `$1` when `toks` are the template `t`'s.
+fn template_arg(toks: &[Tok], t: &[Option<Tok>]) -> Option<CaptureArg> {
     if toks.len() != t.len() {
         return None;
     }
@@ -657,6 +683,9 @@ pub fn parse_statement(text: &str) -> Result<Stmt, SyntaxError> {
     let (toks, spans) = lex(text)?;
     if let Some(arg) = capture_arg(&toks) {
         return Ok(Stmt::Capture(arg));
+    }
+    if let Some(arg) = template_arg(&toks, login_check_template()) {
+        return Ok(Stmt::LoginCheck(arg));
     }
     let raw = spans.into_iter().map(|r| text[r].to_string()).collect();
     let mut p = P { toks, raw, pos: 0 };

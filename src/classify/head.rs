@@ -156,7 +156,8 @@ pub(super) fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
         not_read(Kind::Begin(txn_modes(c, false)?))
     } else if is("commit") || is("end") {
         if is("commit") && c.eat_kw("prepared") {
-            return write();
+            // The prepared transaction may have run DDL: the catalogues change now.
+            return Some((Kind::Write, NotSafe::NotARead, Effects::CHANGES_CATALOG));
         }
         if !c.eat_kw("work") {
             c.eat_kw("transaction");
@@ -661,7 +662,7 @@ fn declare(c: &mut Cursor) -> Option<Head> {
 /// `PREPARE TRANSACTION 'gid'` (two-phase commit: a write) or `PREPARE name [(types)] AS stmt`.
 fn prepare(c: &mut Cursor) -> Option<Head> {
     if c.peek_kw("transaction") && matches!(c.peek2(), Some(t) if t.kind == Tok::String) {
-        return write();
+        return Some((Kind::Write, NotSafe::NotARead, Effects::PREPARES_TXN));
     }
     c.name()?;
     if c.eat(Tok::LParen).is_some() {

@@ -323,6 +323,10 @@ impl Effects {
     /// DROP): until the host reports the database's catalogue again, no read of it is judged by a
     /// stale one (S-6, S-7, F-policy).
     pub const CHANGES_CATALOG: Effects = Effects(1 << 8);
+    /// `PREPARE TRANSACTION`: the session's transaction commits when any session runs `COMMIT
+    /// PREPARED`, at a time and position the session never learns (S-1a): its reads stay on the
+    /// writer from then on.
+    pub const PREPARES_TXN: Effects = Effects(1 << 9);
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0

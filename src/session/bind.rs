@@ -490,9 +490,8 @@ impl Session {
     }
 
     /// Sends the unit to the reader: the settings replay first when the connection is fresh
-    /// and the session's state differs from the startup one (S-5: its own message, and the
-    /// unit's messages follow only once it succeeded), then the unit behind its hidden
-    /// statements.
+    /// (S-5: its own message, ending with the login check; the unit's messages follow only once
+    /// it succeeded), then the unit behind its hidden statements.
     pub(super) fn send_to_reader(
         &mut self,
         id: u32,
@@ -548,7 +547,9 @@ impl Session {
             u.attempt = Attempt::Reader { conn, server };
             u.sent_at = now;
         }
-        if fresh && !self.settings.is_empty() {
+        if fresh {
+            // Every fresh connection: its login may differ from the writer's (S-5's login
+            // check), whatever the session set since.
             let settings = &self.settings;
             self.out.send_backend_with(conn, |o| {
                 hidden::settings_query(o, settings);

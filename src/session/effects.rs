@@ -176,7 +176,9 @@ impl Session {
         c.statements().iter().any(|s| {
             matches!(
                 s.kind,
-                Kind::Set { local: false, .. }
+                // A SET LOCAL too: outside a block it only warns, but a placeholder it names
+                // comes into being (as '', where a fresh reader has none: measured).
+                Kind::Set { .. }
                     | Kind::Reset { .. }
                     | Kind::ResetAll
                     | Kind::Discard(DiscardWhat::All)
@@ -243,6 +245,9 @@ impl Session {
             if runs_unseen_code(s) {
                 self.ran_unseen_code(in_txn);
             }
+            if e.contains(Effects::PREPARES_TXN) {
+                self.lsn.prepared_txn = true;
+            }
             if success && e.contains(Effects::ADVISORY_UNLOCK_ALL) {
                 self.hazards.clear(Hazards::ADVISORY_LOCK);
             }
@@ -305,8 +310,9 @@ impl Session {
                                 }
                             }
                         }
-                    } else if !local && var != Var::Polar {
-                        if var == Var::SearchPath
+                    } else if var != Var::Polar {
+                        if !local
+                            && var == Var::SearchPath
                             && text.is_some_and(|t| {
                                 s.span.of(t).to_ascii_lowercase().contains("pg_temp")
                             })

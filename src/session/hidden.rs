@@ -62,7 +62,12 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// setting (and `superuser`-context, for a superuser) the primary has from its own
 /// configuration (sources `configuration file` — `postgresql.conf` and `ALTER SYSTEM`'s
 /// `postgresql.auto.conf`, neither of them replicated — and `command line`): a standby's may
-/// differ, and a read shows the primary's. Then the session authorization and role, and the placeholder
+/// differ, and a read shows the primary's; and every setting the session could set that any
+/// role's or the database's `pg_db_role_setting` names, whatever its source here: a reader
+/// connection opened later logs in with those defaults as they are then (an `ALTER ROLE … SET`
+/// after this session logged in), so the replay sets the writer's value over them, and the
+/// replay's login check ([`LOGIN_CHECK_HEAD`]) finds what it could not. Then the session
+/// authorization and role, and the placeholder
 /// settings named in `$1` or in the session database's `pg_db_role_setting` (placeholders are
 /// not in pg_settings, measured on 15; any role's names: a name the session does not have
 /// answers NULL and no row) — names and values hex-encoded from UTF-8, so nothing of them is
@@ -72,7 +77,7 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// have created one, which shadows a permanent relation of the same name for this session only,
 /// so its reads stay on the writer. It runs right behind the writer's startup RFQ (the
 /// login-time state) and whenever the state may have changed since.
-pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on')) AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema())) AS s ORDER BY 1, 2";
+pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on')) AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema())) AS s ORDER BY 1, 2";
 /// The capture's reserved statement name on the writer.
 pub(super) const CAPTURE_NAME: &[u8] = b"polarsplit_capture";
 /// `text[]`, the capture's parameter type.
@@ -349,14 +354,27 @@ fn from_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(b"', 'hex'), 'UTF8')");
 }
 
+/// The replay's login check (S-5), its last statement: it fails (22P02, naming the setting)
+/// when the reader connection still has something from its login that the replay did not set
+/// — a setting of source `global`, `database`, `user` or `database user` the session could set
+/// (the replay's own are of source `session` by then), or a placeholder of the database's
+/// `pg_db_role_setting` the replay did not name (placeholders are not in `pg_settings`). Such a
+/// connection logged in under defaults the writer's session does not have: an `ALTER ROLE …
+/// SET` or `ALTER DATABASE … SET` made after the session logged in. The engine then closes it
+/// and runs the unit elsewhere. The message is built from the row, never folded from a
+/// constant, so the cast fails only for a row that is there. Between the head and the tail
+/// stands a `text[]` literal of the replayed placeholder names.
+pub(super) const LOGIN_CHECK_HEAD: &[u8] = b"SELECT ('polarsplit: the reader connection has ' || x || ' from its login, which the session on the primary does not have')::pg_catalog.int4 FROM (SELECT name FROM pg_catalog.pg_settings WHERE source IN ('global', 'database', 'user', 'database user') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') UNION ALL SELECT n FROM (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AS p (n) WHERE pg_catalog.strpos(n, '.') > 0 AND pg_catalog.current_setting(n, true) IS NOT NULL AND n <> ALL (";
+/// See [`LOGIN_CHECK_HEAD`].
+pub(super) const LOGIN_CHECK_TAIL: &[u8] = b"::pg_catalog.text[])) AS v (x)";
+
 /// The settings replay (S-5): one Query that brings a reader connection opened with the
 /// session's startup parameters to the writer's state — settings, then session
-/// authorization, then role (each `set_config` call its own statement, in that order).
-/// Names and values travel hex-encoded. Returns the number of statements (0: nothing).
+/// authorization, then role (each `set_config` call its own statement, in that order; the
+/// role always, `none` included: the login may have set one, by a startup option or a
+/// `pg_db_role_setting`), then the login check ([`LOGIN_CHECK_HEAD`]). Names and values travel
+/// hex-encoded. Returns the number of statements.
 pub(super) fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
-    if s.is_empty() {
-        return 0;
-    }
     let mut n = 0u16;
     encode::message(out, tag::QUERY, |o| {
         let mut one = |o: &mut Vec<u8>, name: &[u8], value: &[u8]| {
@@ -373,9 +391,28 @@ pub(super) fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
         if let Some(a) = &s.authorization {
             one(o, b"session_authorization", a);
         }
-        if let Some(r) = &s.role {
-            one(o, b"role", r);
+        one(o, b"role", s.role.as_deref().unwrap_or(b"none"));
+        o.extend_from_slice(LOGIN_CHECK_HEAD);
+        // The replayed placeholder names, as an array literal of validated names (a name with
+        // other characters matches no row, and the check fails: the safe side).
+        o.extend_from_slice(b"'{");
+        let mut first = true;
+        for (name, _) in s.iter().filter(|(name, _)| name.contains(&b'.')) {
+            if !first {
+                o.push(b',');
+            }
+            first = false;
+            o.push(b'"');
+            o.extend(
+                name.iter()
+                    .filter(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'.')
+                    .map(u8::to_ascii_lowercase),
+            );
+            o.push(b'"');
         }
+        o.extend_from_slice(b"}'");
+        o.extend_from_slice(LOGIN_CHECK_TAIL);
+        n += 1;
         o.push(0);
     });
     n
@@ -509,7 +546,7 @@ mod tests {
             Some(b"rr".to_vec().into()),
         );
         let mut out = Vec::new();
-        assert_eq!(settings_query(&mut out, &s), 3);
+        assert_eq!(settings_query(&mut out, &s), 4);
         let text = String::from_utf8(out[5..out.len() - 1].to_vec()).unwrap();
         // Only hex digits from captured data; authorization before role, settings first.
         assert!(!text.contains("DROP"));
@@ -532,9 +569,37 @@ mod tests {
         let role = text.rfind("'726f6c65'").unwrap();
         assert!(sp < auth && auth < role, "{text}");
         assert_eq!(text.matches("SELECT pg_catalog.set_config(").count(), 3);
+        // The login check last, with no placeholder replayed.
+        let check = text
+            .find("SELECT ('polarsplit: the reader connection has")
+            .unwrap();
+        assert!(
+            role < check && text.ends_with("'{}'::pg_catalog.text[])) AS v (x)"),
+            "{text}"
+        );
+        // Nothing set since the login: the role (`none`) and the check all the same.
         let mut none = Vec::new();
-        assert_eq!(settings_query(&mut none, &SessionSettings::default()), 0);
-        assert!(none.is_empty());
+        assert_eq!(settings_query(&mut none, &SessionSettings::default()), 2);
+        let text = String::from_utf8(none[5..none.len() - 1].to_vec()).unwrap();
+        assert!(text.starts_with(&format!(
+            "SELECT pg_catalog.set_config(pg_catalog.convert_from(pg_catalog.decode('{}', 'hex'), 'UTF8'), pg_catalog.convert_from(pg_catalog.decode('{}', 'hex'), 'UTF8'), false); ",
+            "role".bytes().map(|b| format!("{b:02x}")).collect::<String>(),
+            "none".bytes().map(|b| format!("{b:02x}")).collect::<String>(),
+        )), "{text}");
+        // Replayed placeholders are named (lower case, validated) in the check.
+        let mut p = SessionSettings::default();
+        p.replace(
+            vec![(b"App.Tenant".to_vec().into(), b"7".to_vec().into())],
+            None,
+            None,
+        );
+        let mut out = Vec::new();
+        settings_query(&mut out, &p);
+        let text = String::from_utf8(out[5..out.len() - 1].to_vec()).unwrap();
+        assert!(
+            text.ends_with("'{\"app.tenant\"}'::pg_catalog.text[])) AS v (x)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -472,7 +472,8 @@ pub struct Session {
     held_tail: Option<(ConnId, actions::TailMark)>,
     /// Asynchronous writer messages held while a reader answers the client.
     held_writer: Vec<u8>,
-    /// Host time the writer acknowledged a write whose position is unknown (W-7).
+    /// Host time the writer last answered without a position a write (W-7) or, on a server
+    /// that reports none, a read (S-1a): a writer sample sent after it positions the session.
     write_ack_ms: Option<u64>,
     /// The LSN the probe in flight answered with.
     probe_lsn: Option<Lsn>,

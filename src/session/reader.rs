@@ -322,6 +322,14 @@ impl Session {
             self.engine.stats().inc(Counter::PinsReleased);
         }
         self.hand_back(conn, true);
+        if class == FailureClass::ReusableError {
+            // S-5: the reader refused the writer's state, or its login check found defaults
+            // the writer's session does not have. A capture learns what the writer has now
+            // (the names of `pg_db_role_setting` among it); refused again, the session reads
+            // on the writer from now on.
+            self.settings.refusals = self.settings.refusals.saturating_add(1);
+            self.settings.mark_due();
+        }
         // A replay's own error is never the client's; a cancel's 57014 was answered already.
         let rec = if rec == Recovery::ForwardOriginal && class != FailureClass::Cancel {
             Recovery::EngineError

@@ -31,16 +31,20 @@ impl Session {
             self.release_pin(false);
         }
         // A writer sample whose query was sent after the write was acknowledged bounds the
-        // write from above: it positions the session's write (W-7).
-        if let (true, Some(ack), Some((l, sent))) = (
-            self.lsn.write_unknown,
-            self.write_ack_ms,
-            view.writer_sample,
-        ) {
-            if sent > ack && view.generation == self.lsn.generation && !self.txn.active {
-                self.lsn.writer_positioned(l, true);
-                self.write_ack_ms = None;
-                self.engine.stats().inc(Counter::TargetsLearned);
+        // write from above: it positions the session's write (W-7). One sent after a read the
+        // writer answered without a position bounds what that read saw (S-1a's monotonic
+        // reads): it positions what the session observed, inside a block too.
+        if let (Some(ack), Some((l, sent))) = (self.write_ack_ms, view.writer_sample) {
+            if sent > ack && view.generation == self.lsn.generation {
+                if self.lsn.write_unknown && !self.txn.active {
+                    self.lsn.writer_positioned(l, true);
+                    self.write_ack_ms = None;
+                    self.engine.stats().inc(Counter::TargetsLearned);
+                } else if self.lsn.observed_unknown && !self.lsn.write_unknown {
+                    self.lsn.observed_lsn = self.lsn.observed_lsn.max(l);
+                    self.lsn.observed_unknown = false;
+                    self.write_ack_ms = None;
+                }
             }
         }
         if let Some(pin) = self.pin {
@@ -89,7 +93,7 @@ impl Session {
             dialect: view.dialect,
             statement,
             hazard: self.hazards.any(),
-            state_unknown: self.settings.known != Known::Yes,
+            state_unknown: !self.settings.replayable(),
             protocol,
             lsn_unknown: self.lsn.unknown(),
             target,
@@ -473,14 +477,36 @@ impl Session {
         if !(pipelinable && outside) || self.unit_drops_statements(id) {
             return;
         }
-        let probe = may_write && self.wants_probe();
         let capture = self.settings.known == Known::Due;
+        // A read the writer serves while a capture is due (a SET, then a read): the probe rides
+        // in the capture's batch and positions what the read saw (S-1a), so the session's
+        // next reads need not wait for a writer sample. Other reads on the writer are
+        // positioned by writer samples (W-7).
+        let read_probe = capture
+            && !may_write
+            && !self.lsn.write_unknown
+            && self.probe_enabled()
+            && self.unit_observes(id);
+        let probe = may_write && self.wants_probe() || read_probe;
         if probe || capture {
             self.send_learning(probe, capture);
             if let Some(u) = self.unit_mut(id) {
                 u.probe_after = true;
             }
         }
+    }
+
+    /// Whether unit `id` reads data (a SELECT, however routed): on the writer of a server that
+    /// reports no positions, what it sees must be positioned before the session reads on a
+    /// reader again (S-1a, W-7).
+    pub(super) fn unit_observes(&self, id: u32) -> bool {
+        self.unit(id).is_some_and(|u| {
+            u.class
+                .iter()
+                .chain(u.execs.iter().flatten())
+                .flat_map(|c| c.statements())
+                .any(|s| s.kind == Kind::Read)
+        })
     }
 
     /// Whether unit `id` runs `DEALLOCATE ALL` or `DISCARD ALL`: it drops the probe and the

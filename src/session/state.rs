@@ -21,6 +21,10 @@ pub struct LsnState {
     /// at the writer's next RFQ, which counts as a write's (P-6). Not a position: kept across
     /// a generation change.
     pub write_pending: bool,
+    /// The session ran `PREPARE TRANSACTION`: its writes commit when some session runs `COMMIT
+    /// PREPARED`, which it cannot observe; its position stays unknown for good (S-1a). Kept
+    /// across a generation change.
+    pub prepared_txn: bool,
     /// The writer generation these were learned in.
     pub generation: u64,
 }
@@ -33,7 +37,7 @@ impl LsnState {
 
     /// Whether either position is unknown.
     pub fn unknown(&self) -> bool {
-        self.write_unknown || self.observed_unknown
+        self.write_unknown || self.observed_unknown || self.prepared_txn
     }
 
     /// S-2: forget everything learned under another generation. Returns whether anything was
@@ -42,11 +46,13 @@ impl LsnState {
         if self.generation == generation {
             return false;
         }
-        let pending = self.write_pending;
+        let (pending, prepared) = (self.write_pending, self.prepared_txn);
         self.write_pending = false;
+        self.prepared_txn = false;
         let had = *self != LsnState::default_with(self.generation);
         *self = LsnState::default_with(generation);
         self.write_pending = pending;
+        self.prepared_txn = prepared;
         had
     }
 
@@ -265,6 +271,12 @@ pub(crate) struct SessionSettings {
     /// Placeholder setting names seen in the session's statements, asked for by the capture.
     pub custom_names: Vec<Box<[u8]>>,
     pub known: Known,
+    /// Settings replays fresh reader connections refused (the login check among them): the
+    /// first makes a capture due, the second keeps the session's reads on the writer for good
+    /// ([`SessionSettings::replayable`]): a reader logs in with something the writer's state
+    /// cannot be replayed over — a placeholder an `ALTER ROLE … SET` made after the session
+    /// logged in, a role it may no longer take.
+    pub refusals: u8,
     /// Bumped on every change of what a reader must replay (caches derived from it compare).
     version: u64,
 }
@@ -273,6 +285,11 @@ impl SessionSettings {
     /// Nothing to replay: a fresh reader connection already has this state.
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty() && self.authorization.is_none() && self.role.is_none()
+    }
+
+    /// Whether the state is known and a reader can be brought to it (S-5).
+    pub(crate) fn replayable(&self) -> bool {
+        self.known == Known::Yes && self.refusals < 2
     }
 
     pub(crate) fn version(&self) -> u64 {

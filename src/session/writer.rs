@@ -471,6 +471,12 @@ impl Session {
                 self.probe_credit.learned();
                 self.write_ack_ms = None;
                 self.engine.stats().inc(Counter::TargetsLearned);
+            } else if self.lsn.observed_unknown && !self.writer.as_ref().is_some_and(|w| w.ext.lsn)
+            {
+                // Behind a read the writer answered (S-1a): it bounds what that read saw.
+                self.lsn.observed_lsn = self.lsn.observed_lsn.max(l);
+                self.lsn.observed_unknown = false;
+                self.write_ack_ms = None;
             }
             self.observe_writer_lsn(l);
         }
@@ -590,6 +596,12 @@ impl Session {
                     .iter()
                     .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c))),
             };
+        // The unit read data (S-1a: what it saw counts as observed).
+        let observed = class
+            .iter()
+            .chain(execs.iter().flatten())
+            .flat_map(|c| c.statements())
+            .any(|s| s.kind == Kind::Read);
         let prev_status = self.writer_status;
         self.writer_status = rfq.status;
         // LSN bookkeeping.
@@ -612,6 +624,14 @@ impl Session {
                     // reports a position again the session's position counts as unknown.
                     self.lsn.observed_unknown = true;
                     self.engine.stats().inc(Counter::MissingLsn);
+                } else if observed {
+                    // S-1a on a server that reports no positions (stock, W-7): the read showed
+                    // the writer's latest state, which a reader may not have replayed yet. What
+                    // it saw is bounded by a writer sample taken after this RFQ (or a probe
+                    // behind it on this connection); until then the session's reads stay on
+                    // the writer, as after an unpositioned write.
+                    self.lsn.observed_unknown = true;
+                    self.write_ack_ms = Some(self.now);
                 }
             }
         }
@@ -683,8 +703,15 @@ impl Session {
         let committed_write =
             rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
         if rfq.status == TxStatus::Idle && !probe_after {
-            let probe = committed_write && self.lsn.write_unknown && self.wants_probe();
             let capture = self.settings.known == Known::Due;
+            // As in `after_writer_send`: a probe rides in a capture's batch behind a read.
+            let read_probe = capture
+                && observed
+                && self.lsn.observed_unknown
+                && !self.lsn.write_unknown
+                && self.probe_enabled();
+            let probe =
+                committed_write && self.lsn.write_unknown && self.wants_probe() || read_probe;
             if probe || capture {
                 self.send_learning(probe, capture);
             }

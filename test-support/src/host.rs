@@ -205,6 +205,29 @@ impl Host {
         self.attach_as(conn, true)
     }
 
+    /// When the first bytes sent to `conn` are the settings replay of a session with nothing
+    /// to replay — only its role (`none`) and the login check (S-5), which the engine sends to
+    /// every fresh reader connection — answers it as a reader whose login matches the writer's
+    /// does, and takes those bytes: the transcript goes on as on a connection with nothing to
+    /// replay. Returns the answer's actions (`None`: no such replay there).
+    pub fn answer_bare_replay(&mut self, conn: ConnId) -> Option<Vec<A>> {
+        let sent = &self.streams.backend(conn).sent;
+        if sent.len() < 5 || sent[0] != b'Q' {
+            return None;
+        }
+        let len = 1 + u32::from_be_bytes([sent[1], sent[2], sent[3], sent[4]]) as usize;
+        let text = String::from_utf8_lossy(&sent[5..len.min(sent.len())]).into_owned();
+        let role_none = "SELECT pg_catalog.set_config(pg_catalog.convert_from(pg_catalog.decode('726f6c65', 'hex'), 'UTF8'), pg_catalog.convert_from(pg_catalog.decode('6e6f6e65', 'hex'), 'UTF8'), false); SELECT ('polarsplit: the reader connection has ";
+        if !text.starts_with(role_none) || !text.contains("'{}'::pg_catalog.text[]") {
+            return None;
+        }
+        self.streams.backend(conn).sent.drain(..len);
+        let mut b = be::command_complete("SELECT 1");
+        b.extend(be::command_complete("SELECT 0"));
+        b.extend(be::rfq(b'I', None, None));
+        Some(self.backend(conn, &b))
+    }
+
     fn attach_as(&mut self, conn: ConnId, fresh: bool) -> Vec<A> {
         let server = self
             .log
@@ -215,14 +238,20 @@ impl Host {
                 _ => None,
             })
             .expect("an AcquireReader");
-        self.event(
+        let mut acts = self.event(
             conn,
             Event::ReaderAttached {
                 server,
                 fresh,
                 needs_reset: false,
             },
-        )
+        );
+        if fresh {
+            if let Some(more) = self.answer_bare_replay(conn) {
+                acts.extend(more);
+            }
+        }
+        acts
     }
 
     pub fn decisions(&self) -> Vec<Decision> {

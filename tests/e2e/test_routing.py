@@ -198,12 +198,16 @@ def test_reader_logins_with_every_method(pair, asan_proxy, user):
 
 
 def test_a_user_without_reader_credentials_never_leaves_the_primary(pair, asan_proxy):
-    before = asan_proxy.stats()["reason"].get("READER_NO_CREDENTIALS", 0)
+    reasons = ("READER_NO_CREDENTIALS", "MISSING_LSN_PRIMARY")
+    before = {r: asan_proxy.stats()["reason"].get(r, 0) for r in reasons}
     with psycopg.connect(asan_proxy.dsn("app_nocreds"), autocommit=True) as c:
         for _ in range(3):
             assert where(c) == "primary"
     stats = asan_proxy.stats()
-    assert stats["reason"].get("READER_NO_CREDENTIALS", 0) >= before + 3
+    assert stats["reason"].get("READER_NO_CREDENTIALS", 0) >= before["READER_NO_CREDENTIALS"] + 1
+    # The reads after the first: no reader has been shown to have replayed what the primary
+    # answered (S-1a, stock) until a writer sample bounds it, and none may serve anyway.
+    assert sum(stats["reason"].get(r, 0) - before[r] for r in reasons) >= 3
     assert stats["proxy"]["reader_no_credentials"] >= 1
 
 

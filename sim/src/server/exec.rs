@@ -74,6 +74,10 @@ impl Cluster {
                 Ok("SET".into())
             }
             Stmt::DoRaise(message) => Err(SqlError::new("P0001", message.clone()).into()),
+            Stmt::LoginCheck(_) => {
+                self.select_prelude(c, r, info)?;
+                Ok(Self::emit_rows(c, r, &p.stmt, Vec::new(), info))
+            }
             Stmt::Capture(arg) => {
                 self.select_prelude(c, r, info)?;
                 let rows = self.capture(c, arg)?;
