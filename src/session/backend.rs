@@ -576,9 +576,7 @@ impl Session {
         }
         if i == 0 && matches!(t, tag::COPY_IN_RESPONSE | tag::COPY_BOTH_RESPONSE) {
             if let Ok(a) = answer {
-                if let Some(u) = self.unit_mut(a.unit) {
-                    u.copy_in = true;
-                }
+                self.writer_copy_in(a.unit);
             }
             self.pump(None);
         }

@@ -187,6 +187,20 @@ impl Session {
         }
     }
 
+    /// The writer entered COPY IN for unit `id`: client COPY data flows to it. A batch's Sync
+    /// that the client sent behind the COPY's Execute is one the server ignores (it reads it in
+    /// COPY IN mode), so the batch goes on after CopyDone: what the client sends until its next
+    /// Sync joins it (E-1; a driver may send Parse/Bind/Execute of its next statement before
+    /// that Sync, and the batch's RFQ answers only that Sync).
+    pub(super) fn writer_copy_in(&mut self, id: u32) {
+        if let Some(u) = self.unit_mut(id) {
+            u.copy_in = true;
+            if u.kind == UnitKind::Batch {
+                u.open = true;
+            }
+        }
+    }
+
     fn writer_startup_message(
         &mut self,
         conn: ConnId,
@@ -297,9 +311,7 @@ impl Session {
                 _,
                 BackendMessage::CopyInResponse { .. } | BackendMessage::CopyBothResponse { .. },
             ) => {
-                if let Some(u) = self.unit_mut(id) {
-                    u.copy_in = true;
-                }
+                self.writer_copy_in(id);
                 self.apply_disp(conn, t, body, Disp::Forward);
                 self.pump(None);
             }

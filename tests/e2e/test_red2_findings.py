@@ -241,10 +241,23 @@ def copy_data(b: bytes) -> bytes:
 COPY_DONE = _msg(b"c")
 
 
+# An examiner-style probe of 2026-12-05 then found a hang: after CopyDone the client sent the next
+# statement's Parse/Bind/Execute/Sync with no Sync of its own in between (legal: the ignored Sync
+# leaves the batch open). The engine held them as a new batch behind a unit whose RFQ only their
+# Sync could bring. The batch now goes on after CopyDone.
+FINISH = {
+    "copy_done": [COPY_DONE, SYNC],
+    "copy_fail": [_msg(b"f", _z("client gave up")), SYNC],
+    "copy_done_then_a_statement": [COPY_DONE, parse("", "SELECT count(*) FROM red2_copy"), bind("", ""),
+                                   execute(), SYNC],
+    "copy_done_then_a_query": [COPY_DONE, query("SELECT count(*) FROM red2_copy")],
+}
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("end", ["copy_done", "copy_fail"])
+@pytest.mark.parametrize("end", list(FINISH))
 def test_e1_extended_copy_in_with_a_sync_before_the_data_is_answered_as_on_the_primary(pair, proxy, end):
-    finish = [COPY_DONE, SYNC] if end == "copy_done" else [_msg(b"f", _z("client gave up")), SYNC]
+    finish = FINISH[end]
     same_as_primary(pair, proxy, [
         ([query("DROP TABLE IF EXISTS red2_copy; CREATE TABLE red2_copy (a int)")], 1),
         ([parse("", "COPY red2_copy FROM STDIN"), bind("", ""), execute(), SYNC], 0),
