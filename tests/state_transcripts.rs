@@ -1101,3 +1101,58 @@ fn s5_a_set_local_outside_a_block_is_captured_for_the_placeholder_it_creates() {
     let replay = sent_queries(&h.take_sent(R1));
     assert!(replay[0].contains(&hex("app.s5x")), "{replay:?}");
 }
+
+/// The writer session's idle timeout counts its backend's idle time; while the session reads
+/// on a reader its writer sees nothing. Once the writer has been idle half the timeout, a
+/// hidden `SELECT 1` runs there — at a read's start, and at the deadline the session gives
+/// the host while a read runs — and its answer never reaches the client.
+#[test]
+fn s5_the_writer_is_touched_before_its_idle_timeout_while_the_session_reads_on_a_reader() {
+    let mut h = host();
+    h.client(&query("SET idle_session_timeout = '1s'"));
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(
+        false,
+        &[("idle_session_timeout", "1000")],
+        None,
+    ));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    h.take_sent(WRITER);
+    // The reader has replayed the session's position: reads need no wait.
+    h.engine.reader_sample(1, polarsplit::Lsn(0x1000), h.now);
+    // A read at once: the writer has just answered, no touch.
+    assert!(acquired(&h.client(&query("SELECT v FROM t"))));
+    h.attach(R1);
+    assert!(h.take_sent(WRITER).is_empty());
+    // The deadline is half the timeout after the writer's last answer.
+    let deadline = h
+        .session
+        .next_deadline()
+        .expect("a deadline while the read runs");
+    assert!(deadline <= h.now + 500, "{deadline}");
+    h.now = deadline;
+    h.timeout();
+    assert_eq!(
+        sent_queries(&h.take_sent(WRITER)),
+        vec!["SELECT 1".to_string()]
+    );
+    h.writer_answers_touch_idle();
+    let mut b = select_result(&["1"]);
+    b.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &b);
+    assert_eq!(tags(&h.take_client()), "TDCZ", "nothing of the touch");
+    // A read 600 ms after the touch's answer: touched at its start.
+    h.now += 600;
+    assert!(acquired(&h.client(&query("SELECT v FROM t"))));
+    h.attach(R1);
+    assert_eq!(
+        sent_queries(&h.take_sent(WRITER)),
+        vec!["SELECT 1".to_string()]
+    );
+    assert_eq!(
+        h.engine.stats().get(polarsplit::Counter::WriterKeepalives),
+        2
+    );
+}

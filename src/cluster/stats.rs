@@ -86,6 +86,7 @@ counters! {
     ReaderStartingUp = "reader_starting_up", "Reader connections refused with 57P03: the standby is starting up (R-1a).";
     MonitorFailures = "monitor_failures", "Monitor queries that failed or timed out (R-1a, R-1b).";
     SamplesBeforeOutage = "samples_before_outage", "Monitor samples not used: taken at or before the reader's latest outage (R-1a).";
+    WriterKeepalives = "writer_keepalives", "Hidden SELECT 1 on an idle writer while the session read on a reader, before the writer session's idle timeout.";
 }
 
 const N_OUTCOMES: usize = 5;

@@ -287,6 +287,7 @@ impl Session {
     /// unit is retried per F-2/F-3. Statements on the writer are never timed out.
     pub fn on_timeout(&mut self, now_ms: u64) -> Result<(), SessionError> {
         self.check_input(now_ms)?;
+        self.keep_writer_alive();
         let timeout = self.config.reader_response_timeout_ms;
         if timeout == 0 {
             return Ok(());

@@ -78,6 +78,7 @@ impl Session {
                     None => Attempt::AwaitReader { server },
                 };
                 let id = self.push_unit(kind, d, class, attempt);
+                self.keep_writer_alive();
                 if let Some(u) = self.unit_mut(id) {
                     u.generation = view.generation;
                     if let Some(execs) = batch {

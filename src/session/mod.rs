@@ -474,7 +474,11 @@ pub struct Session {
     held_writer: Vec<u8>,
     /// Host time the writer last answered without a position a write (W-7) or, on a server
     /// that reports none, a read (S-1a): a writer sample sent after it positions the session.
-    write_ack_ms: Option<u64>,
+    /// (`u64::MAX`: none; an `Option` would cost an idle session 8 bytes more.)
+    write_ack_ms: u64,
+    /// Host time the writer last answered a request (its RFQ) or was touched: while the session
+    /// reads on a reader, the writer's backend counts as idle since then.
+    writer_idle_at: u64,
     /// The LSN the probe in flight answered with.
     probe_lsn: Option<Lsn>,
     /// F-1: the reader connection asked for a statement the client cancelled before it had one
@@ -566,7 +570,8 @@ impl Session {
             held: Vec::new(),
             held_tail: None,
             held_writer: Vec::new(),
-            write_ack_ms: None,
+            write_ack_ms: u64::MAX,
+            writer_idle_at: 0,
             probe_lsn: None,
             abandoned_acquire: None,
             probe_credit: ProbeCredit::default(),
@@ -702,20 +707,66 @@ impl Session {
     /// reader that has answered nothing for `reader_response_timeout_ms` while its monitor did
     /// not answer either. `None`: no deadline. It moves later whenever the reader's monitor
     /// answers: ask again after every input and after each monitor sample.
+    ///
+    /// Also, while the session reads on a reader and its writer session has an idle timeout,
+    /// the time the writer must be touched by (see `keep_writer_alive`).
     pub fn next_deadline(&self) -> Option<u64> {
         let timeout = self.config.reader_response_timeout_ms;
-        if timeout == 0 {
-            return None;
+        let readers = if timeout == 0 {
+            None
+        } else {
+            self.units
+                .iter()
+                .filter_map(|u| match u.attempt {
+                    Attempt::Reader { server, .. } => {
+                        Some(self.reader_deadline(u.sent_at, server, timeout))
+                    }
+                    _ => None,
+                })
+                .min()
+        };
+        match (readers, self.writer_touch_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        self.units
-            .iter()
-            .filter_map(|u| match u.attempt {
-                Attempt::Reader { server, .. } => {
-                    Some(self.reader_deadline(u.sent_at, server, timeout))
-                }
-                _ => None,
-            })
-            .min()
+    }
+
+    /// When the writer must be touched next: half its session's idle timeout after it went
+    /// idle, while a unit runs on a reader (`None`: no idle timeout, or nothing on a reader).
+    fn writer_touch_due(&self) -> Option<u64> {
+        let t = u64::from(self.settings.idle_timeout_ms);
+        (t > 0 && self.reader_in_flight()).then(|| self.writer_idle_at.saturating_add(t / 2))
+    }
+
+    /// `idle_session_timeout` and `idle_in_transaction_session_timeout` count the writer
+    /// backend's idle time, and while the session reads on a reader its writer sees nothing:
+    /// a client busy reading would be disconnected where the primary alone would not (an
+    /// examiner's probe, 2026-12-05). Once the writer has been idle half its timeout, a hidden
+    /// `SELECT 1` (its answer swallowed) runs there, at a reader unit's start and at the
+    /// deadline [`Session::next_deadline`] gives while one runs.
+    pub(super) fn keep_writer_alive(&mut self) {
+        let Some(due) = self.writer_touch_due() else {
+            return;
+        };
+        if self.now < due {
+            return;
+        }
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        if !w.resp.is_empty() || self.writer_status == TxStatus::Failed {
+            // Busy (not idle), or in a failed block (a statement there only errors; the block
+            // is not split either).
+            return;
+        }
+        let conn = w.conn;
+        w.resp
+            .push(response::Req::Query { hidden: 0 }, response::Who::Touch, 0);
+        self.out.send_backend_with(conn, |o| {
+            crate::protocol::encode::query(o, &[hidden::TOUCH_STATEMENT]);
+        });
+        self.writer_idle_at = self.now;
+        self.engine.stats().inc(crate::Counter::WriterKeepalives);
     }
 
     fn check_input(&mut self, now: u64) -> Result<(), SessionError> {

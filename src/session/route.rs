@@ -34,16 +34,17 @@ impl Session {
         // write from above: it positions the session's write (W-7). One sent after a read the
         // writer answered without a position bounds what that read saw (S-1a's monotonic
         // reads): it positions what the session observed, inside a block too.
-        if let (Some(ack), Some((l, sent))) = (self.write_ack_ms, view.writer_sample) {
-            if sent > ack && view.generation == self.lsn.generation {
+        if let Some((l, sent)) = view.writer_sample {
+            let ack = self.write_ack_ms;
+            if ack != u64::MAX && sent > ack && view.generation == self.lsn.generation {
                 if self.lsn.write_unknown && !self.txn.active {
                     self.lsn.writer_positioned(l, true);
-                    self.write_ack_ms = None;
+                    self.write_ack_ms = u64::MAX;
                     self.engine.stats().inc(Counter::TargetsLearned);
                 } else if self.lsn.observed_unknown && !self.lsn.write_unknown {
                     self.lsn.observed_lsn = self.lsn.observed_lsn.max(l);
                     self.lsn.observed_unknown = false;
-                    self.write_ack_ms = None;
+                    self.write_ack_ms = u64::MAX;
                 }
             }
         }

@@ -277,6 +277,10 @@ pub(crate) struct SessionSettings {
     /// cannot be replayed over — a placeholder an `ALTER ROLE … SET` made after the session
     /// logged in, a role it may no longer take.
     pub refusals: u8,
+    /// The shorter of the writer session's `idle_session_timeout` and
+    /// `idle_in_transaction_session_timeout` (0: neither), from the capture: the writer is
+    /// touched before it is idle that long while the session reads on a reader.
+    pub idle_timeout_ms: u32,
     /// Bumped on every change of what a reader must replay (caches derived from it compare).
     version: u64,
 }
@@ -323,6 +327,16 @@ impl SessionSettings {
         }
         entries.sort();
         entries.dedup_by(|a, b| a.0 == b.0);
+        self.idle_timeout_ms = entries
+            .iter()
+            .filter(|(n, _)| {
+                n[..].eq_ignore_ascii_case(b"idle_session_timeout")
+                    || n[..].eq_ignore_ascii_case(b"idle_in_transaction_session_timeout")
+            })
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok()?.parse::<u32>().ok())
+            .filter(|&ms| ms > 0)
+            .min()
+            .unwrap_or(0);
         let authorization = authorization.filter(|a| Some(a) != self.login_authorization.as_ref());
         let role = role.filter(|r| !r.eq_ignore_ascii_case(b"none"));
         if entries != self.entries || authorization != self.authorization || role != self.role {

@@ -89,6 +89,9 @@ impl Session {
                 },
             );
         }
+        if matches!(msg, BackendMessage::ReadyForQuery(_)) {
+            self.writer_idle_at = self.now;
+        }
         let fatal = matches!(msg, BackendMessage::ErrorResponse(f) if f.is_fatal());
         let a = match answer {
             Ok(a) => a,
@@ -481,14 +484,14 @@ impl Session {
             if self.lsn.write_unknown {
                 self.lsn.writer_positioned(l, true);
                 self.probe_credit.learned();
-                self.write_ack_ms = None;
+                self.write_ack_ms = u64::MAX;
                 self.engine.stats().inc(Counter::TargetsLearned);
             } else if self.lsn.observed_unknown && !self.writer.as_ref().is_some_and(|w| w.ext.lsn)
             {
                 // Behind a read the writer answered (S-1a): it bounds what that read saw.
                 self.lsn.observed_lsn = self.lsn.observed_lsn.max(l);
                 self.lsn.observed_unknown = false;
-                self.write_ack_ms = None;
+                self.write_ack_ms = u64::MAX;
             }
             self.observe_writer_lsn(l);
         }
@@ -627,7 +630,7 @@ impl Session {
                     // A write whose position is unknown cannot be waited for (P-6).
                     self.lsn.write_unknown = true;
                     self.probe_credit.new_write();
-                    self.write_ack_ms = Some(self.now);
+                    self.write_ack_ms = self.now;
                     self.engine.stats().inc(Counter::MissingLsn);
                 } else if self.writer.as_ref().is_some_and(|w| w.ext.lsn) {
                     // P-6: a read the writer answered showed the writer's latest state, at a
@@ -643,7 +646,7 @@ impl Session {
                     // behind it on this connection); until then the session's reads stay on
                     // the writer, as after an unpositioned write.
                     self.lsn.observed_unknown = true;
-                    self.write_ack_ms = Some(self.now);
+                    self.write_ack_ms = self.now;
                 }
             }
         }

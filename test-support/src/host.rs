@@ -283,6 +283,14 @@ impl Host {
 
     /// The writer answers the hidden `SELECT 1` a read split off its transaction block sent
     /// (P-5): one row, then its RFQ (`T`, with `lsn` and `xact`).
+    /// The writer answers the engine's hidden `SELECT 1` outside a transaction block (its
+    /// keepalive while the session reads on a reader).
+    pub fn writer_answers_touch_idle(&mut self) -> Vec<A> {
+        let mut b = be::select_result(&["1"]);
+        b.extend(be::rfq(b'I', Some(0x1000), None));
+        self.backend(WRITER, &b)
+    }
+
     pub fn writer_answers_touch(&mut self, lsn: Option<u64>, xact: Option<(u8, &str)>) -> Vec<A> {
         let mut b = be::select_result(&["1"]);
         b.extend(be::rfq(b'T', lsn, xact.map(|(m, x)| (m, x.as_bytes()))));
