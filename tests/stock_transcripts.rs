@@ -178,6 +178,7 @@ fn i11_read_goes_to_a_caught_up_reader_else_stays_on_the_writer() {
     h.client(&query("INSERT INTO t VALUES (1)"));
     h.writer_answers("INSERT 0 1", b'I', None, None);
     h.backend(WRITER, &probe_answer("0/5000"));
+    h.take_sent(WRITER);
     // No reader has replayed 0/5000: the writer.
     h.engine.reader_sample(1, Lsn(0x4000), h.now);
     h.engine.reader_sample(2, Lsn(0x4fff), h.now);
@@ -188,21 +189,22 @@ fn i11_read_goes_to_a_caught_up_reader_else_stays_on_the_writer() {
         (Outcome::ForcePrimary, Reason::ReadNoBoundedWait)
     );
     assert_eq!(h.engine.stats().get(Counter::ReadsKeptOnWriter), 1);
+    // The writer's read may have shown more than 0/5000 (S-1a: monotonic reads): a probe
+    // behind it positions what it saw.
+    let sent = h.take_sent(WRITER);
+    assert_eq!(probe_sent(&sent, &query("SELECT v FROM t")), "BES");
     h.writer_answers("SELECT 1", b'I', None, None);
-    // Reader 2 catches up, but the writer's read may have shown more than 0/5000 (S-1a:
-    // monotonic reads): the next read stays on the writer until a writer sample taken after
-    // that answer bounds it.
+    h.backend(WRITER, &probe_answer_first(false, "0/5100"));
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x5100));
+    // A reader at the write's position is behind that read now: the writer again.
     h.engine.reader_sample(2, Lsn(0x5000), h.now);
     h.client(&query("SELECT v FROM t"));
-    assert_eq!(h.last_decision().reason, Reason::MissingLsnPrimary);
-    h.writer_answers("SELECT 1", b'I', None, None);
-    h.now += 5;
-    h.engine.writer_sample(0, Lsn(0x5100), h.now);
-    h.client(&query("SELECT v FROM t"));
     assert_eq!(h.last_decision().reason, Reason::ReadNoBoundedWait);
+    let sent = h.take_sent(WRITER);
     h.writer_answers("SELECT 1", b'I', None, None);
-    h.now += 5;
-    h.engine.writer_sample(0, Lsn(0x5100), h.now);
+    if probe_sent(&sent, &query("SELECT v FROM t")) == "BES" {
+        h.backend(WRITER, &probe_answer_first(false, "0/5100"));
+    }
     // Reader 2 catches up with that: it serves the read, unwrapped (stock has no wait
     // before 19).
     h.engine.reader_sample(2, Lsn(0x5100), h.now);
@@ -315,13 +317,14 @@ fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() 
     b.extend(rfq(b'I', None, None));
     h.backend(R1, &b);
     assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterTimeout);
-    assert_eq!(h.take_sent(WRITER), query("SELECT v FROM t"));
+    // The writer runs it, with a probe behind that positions what it saw (S-1a).
+    let sent = h.take_sent(WRITER);
+    assert!(sent.starts_with(&query("SELECT v FROM t")));
+    assert_eq!(probe_sent(&sent, &query("SELECT v FROM t")), "BES");
     assert!(h.take_client().is_empty());
     h.writer_answers("SELECT 0", b'I', None, None);
+    h.backend(WRITER, &probe_answer_first(false, "16/B374D848"));
     h.take_client();
-    // The writer's answer is bounded by a writer sample taken after it (S-1a).
-    h.now += 5;
-    h.engine.writer_sample(0, Lsn(0x16_B374_D848), h.now);
     // A 57014 answering the client's own statement after the wait is a cancel: forwarded.
     h.client(&query("SELECT v FROM t"));
     h.attach(R1);
@@ -533,10 +536,26 @@ fn write_maybe_probed(h: &mut Host, lsn: &str) -> bool {
 
 /// A read the engine sends to the writer, answered there: the actions of the client's Query
 /// and the decision.
+///
+/// A probe behind it (S-1a: it positions what the read saw, while such probes pay) is answered
+/// 0x10 past the session's write.
 fn read_on_the_writer(h: &mut Host) -> (Vec<A>, polarsplit::Decision) {
     let acts = h.client(&query("SELECT v FROM t"));
     let d = h.last_decision();
+    let sent = h.take_sent(WRITER);
+    let probe = |t: u8| {
+        messages(&sent)
+            .iter()
+            .any(|(m, b)| *m == t && b.windows(16).any(|w| w == b"polarsplit_probe"))
+    };
     h.writer_answers("SELECT 1", b'I', None, None);
+    if probe(b'B') {
+        let at = h.session.lsn_state().write_lsn.0 + 0x10;
+        h.backend(
+            WRITER,
+            &probe_answer_first(probe(b'P'), &format!("0/{at:X}")),
+        );
+    }
     h.take_client();
     (acts, d)
 }
@@ -600,7 +619,9 @@ fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_st
     // Four probes that did not pay, then every 2nd, 4th, 8th, 16th write.
     let at: Vec<usize> = (0..40).filter(|&i| probed[i]).collect();
     assert_eq!(at, vec![0, 1, 2, 3, 5, 9, 17, 33], "{probed:?}");
-    assert_eq!(h.engine.stats().get(Counter::ProbesSent), 8);
+    // And three behind the reads the writer served after a probed write (S-1a: they position
+    // what the read saw), which back off by the same rule.
+    assert_eq!(h.engine.stats().get(Counter::ProbesSent), 8 + 3);
     assert!(h.streams.balanced());
 }
 

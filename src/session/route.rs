@@ -479,15 +479,16 @@ impl Session {
             return;
         }
         let capture = self.settings.known == Known::Due;
-        // A read the writer serves while a capture is due (a SET, then a read): the probe rides
-        // in the capture's batch and positions what the read saw (S-1a), so the session's
-        // next reads need not wait for a writer sample. Other reads on the writer are
-        // positioned by writer samples (W-7).
-        let read_probe = capture
-            && !may_write
+        // A read the writer serves, on a server that reports no positions (S-1a, W-7): a probe
+        // behind it positions what it saw, so the session's next reads may go to a reader that
+        // replayed that far — while such probes pay (`lsn_probe = adaptive`), and always when
+        // one can ride in a capture's batch (a SET, then a read). Unprobed, a writer sample sent
+        // after the read positions it; a write whose position is unknown is left to its own
+        // probe's rule.
+        let read_probe = !may_write
             && !self.lsn.write_unknown
-            && self.probe_enabled()
-            && self.unit_observes(id);
+            && self.unit_observes(id)
+            && (capture && self.probe_enabled() || self.wants_probe());
         let probe = may_write && self.wants_probe() || read_probe;
         if probe || capture {
             self.send_learning(probe, capture);

@@ -491,6 +491,7 @@ impl Session {
                 // Behind a read the writer answered (S-1a): it bounds what that read saw.
                 self.lsn.observed_lsn = self.lsn.observed_lsn.max(l);
                 self.lsn.observed_unknown = false;
+                self.probe_credit.learned();
                 self.write_ack_ms = u64::MAX;
             }
             self.observe_writer_lsn(l);
@@ -720,11 +721,10 @@ impl Session {
         if rfq.status == TxStatus::Idle && !probe_after {
             let capture = self.settings.known == Known::Due;
             // As in `after_writer_send`: a probe rides in a capture's batch behind a read.
-            let read_probe = capture
-                && observed
+            let read_probe = observed
                 && self.lsn.observed_unknown
                 && !self.lsn.write_unknown
-                && self.probe_enabled();
+                && (capture && self.probe_enabled() || self.wants_probe());
             let probe =
                 committed_write && self.lsn.write_unknown && self.wants_probe() || read_probe;
             if probe || capture {
