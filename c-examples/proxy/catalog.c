@@ -9,7 +9,7 @@
  * on the primary); until a database's first load, and for a sequence created since the last one,
  * such a read is not recognised. And it reads the writer's objects whose use runs code a statement's
  * text does not show — views, tables under row-level security, domains, user casts and operators,
- * with their definitions — and reports them with polarsplit_engine_set_object_catalog (SPEC S-6: a
+ * user functions' bodies, with their definitions — and reports them with polarsplit_engine_set_object_catalog (SPEC S-6: a
  * view over set_config must not run on a pooled reader; the engine judges each definition as a
  * statement), kept like the sequences when a later load fails.
  *
@@ -98,7 +98,47 @@ static const char CATALOG_QUERY[] =
     "FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "
     "JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
     "JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "
-    "WHERE o.oid >= 16384";
+    "WHERE o.oid >= 16384 "
+    /* User functions, under their names (a call names the function). A volatile one is no read
+     * anyway: reported only when its body says DDL or dynamic SQL, as a DO block that does (the
+     * catalogue changes when it runs). A STABLE or IMMUTABLE SQL function's body is its
+     * statements, judged as the statement's own (one over pg_is_in_recovery() or a sequence is
+     * then server-dependent, one whose body writes is no read); a BEGIN ATOMIC body (prosrc
+     * empty) is not judged, so its calls stay on the primary. Other languages' bodies are not
+     * SQL: one that says DDL or
+     * dynamic SQL (EXECUTE) counts as a DO block that does (the catalogue changes when it runs),
+     * one that says DML or a session command as a statement the engine cannot read; any other
+     * as a SELECT that calls every name the body writes before a parenthesis (a STABLE function
+     * that PERFORMs a volatile one is then no read) and reads every word it holds (a sequence or
+     * view it reads is judged) — erring on the primary's side. */
+    "UNION ALL "
+    "SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "
+    "WHEN p.provolatile = 'v' THEN CASE WHEN p.prosrc ~* "
+    "'\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
+    "THEN 'DO $polarsplit$ CREATE $polarsplit$' END "
+    "WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "
+    "THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "
+    "WHEN p.prosrc ~* '\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
+    "THEN 'DO $polarsplit$ CREATE $polarsplit$' "
+    "WHEN p.prosrc ~* '\\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\\M' "
+    "THEN 'polarsplit: the function body may write' "
+    "ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("
+    "DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "
+    "FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\\(', 'g') AS m "
+    "WHERE pg_catalog.lower(m[1]) NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "
+    "'some', 'values', 'array', 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', "
+    "'filter', 'within', 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', "
+    "'raise', 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral', "
+    "'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "
+    "'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "
+    "'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "
+    "|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "
+    "pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "
+    "FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "
+    "FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+    "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
+    "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND l.lanname <> 'internal' "
+    "AND l.lanname <> 'c') AS f WHERE def IS NOT NULL";
 
 typedef struct {
     uint32_t schema_off, schema_len, name_off, name_len;

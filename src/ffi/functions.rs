@@ -474,7 +474,43 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 /// JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace
 /// JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
 /// WHERE o.oid >= 16384
+/// UNION ALL
+/// SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE WHEN p.provolatile
+/// = 'v' THEN CASE WHEN p.prosrc ~*
+/// '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' THEN 'DO
+/// $polarsplit$ CREATE $polarsplit$' END WHEN l.lanname = 'sql' THEN CASE WHEN
+/// pg_catalog.btrim(p.prosrc) = '' THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE
+/// p.prosrc END WHEN p.prosrc ~*
+/// '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' THEN 'DO
+/// $polarsplit$ CREATE $polarsplit$' WHEN p.prosrc ~*
+/// '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M'
+/// THEN 'polarsplit: the function body may write' ELSE 'SELECT NULL' || COALESCE((SELECT
+/// pg_catalog.string_agg(DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) ||
+/// '()', '') FROM pg_catalog.regexp_matches(p.prosrc,
+/// '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m WHERE pg_catalog.lower(m[1]) NOT IN
+/// ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', 'some', 'values', 'array',
+/// 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', 'filter', 'within',
+/// 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', 'raise',
+/// 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral',
+/// 'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval',
+/// 'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group',
+/// 'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') || COALESCE('
+/// FROM ' || (SELECT pg_catalog.string_agg(DISTINCT
+/// pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') FROM
+/// pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS
+/// def FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace JOIN
+/// pg_catalog.pg_language l ON l.oid = p.prolang WHERE n.nspname NOT IN ('pg_catalog',
+/// 'information_schema') AND l.lanname <> 'internal' AND l.lanname <> 'c') AS f WHERE def IS
+/// NOT NULL
 /// ```
+///
+/// The last part reports user functions under their names (a call names the function), with
+/// their bodies: a volatile one only when its body says DDL or `EXECUTE` (as a DO block that
+/// does); a STABLE or IMMUTABLE SQL body is the function's statements; a body of another
+/// language that says DDL or `EXECUTE` is reported as a DO block that does, one that says DML or
+/// a session command as text that is no read, any other as a SELECT calling every name the body
+/// writes before a parenthesis from every word it holds. A STABLE function over `pg_is_in_recovery()`,
+/// a sequence or a volatile function is then judged by what it runs, not only by its label.
 ///
 /// `objects` is an array of `n` structs, `object_size` bytes apart: pass
 /// `sizeof(polarsplit_object)` (the growth rule). The library copies what it keeps; the array

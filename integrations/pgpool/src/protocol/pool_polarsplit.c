@@ -822,7 +822,36 @@ static const char PS_CATALOGUE_QUERY[] =
 	"FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "
 	"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
 	"JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "
-	"WHERE o.oid >= 16384";
+	"WHERE o.oid >= 16384 "
+	/* User functions' bodies, as the example proxy reports them (c-examples/proxy/catalog.c). */
+	"UNION ALL "
+	"SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "
+	"WHEN p.provolatile = 'v' THEN CASE WHEN p.prosrc ~* "
+	"'\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
+	"THEN 'DO $polarsplit$ CREATE $polarsplit$' END "
+	"WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "
+	"THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "
+	"WHEN p.prosrc ~* '\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
+	"THEN 'DO $polarsplit$ CREATE $polarsplit$' "
+	"WHEN p.prosrc ~* '\\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\\M' "
+	"THEN 'polarsplit: the function body may write' "
+	"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("
+	"DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "
+	"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\\(', 'g') AS m "
+	"WHERE pg_catalog.lower(m[1]) NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "
+	"'some', 'values', 'array', 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', "
+	"'filter', 'within', 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', "
+	"'raise', 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral', "
+	"'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "
+	"'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "
+	"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "
+	"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "
+	"pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "
+	"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "
+	"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+	"JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
+	"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND l.lanname <> 'internal' "
+	"AND l.lanname <> 'c') AS f WHERE def IS NOT NULL";
 
 /* Rows of one kind, as owned string copies, `width` per row. */
 typedef struct
