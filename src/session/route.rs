@@ -485,10 +485,12 @@ impl Session {
         // one can ride in a capture's batch (a SET, then a read). Unprobed, a writer sample sent
         // after the read positions it; a write whose position is unknown is left to its own
         // probe's rule.
-        let read_probe = !may_write
-            && !self.lsn.write_unknown
-            && self.unit_observes(id)
-            && (capture && self.probe_enabled() || self.wants_probe());
+        let observes = !may_write && !self.lsn.write_unknown && self.unit_observes(id);
+        if observes {
+            // A read the writer serves: the last probe's position, if unused, did not pay.
+            self.probe_credit.new_write();
+        }
+        let read_probe = observes && (capture && self.probe_enabled() || self.wants_probe());
         let probe = may_write && self.wants_probe() || read_probe;
         if probe || capture {
             self.send_learning(probe, capture);

@@ -132,7 +132,8 @@ impl ProbeCredit {
         }
     }
 
-    /// A new write's position is unknown (the writer reported none): the last probe's position
+    /// A new write's position is unknown (the writer reported none), or a read went to the
+    /// writer (its position would need a probe of its own): the last probe's position
     /// is superseded, and it paid or it did not.
     pub(crate) fn new_write(&mut self) {
         if self.fresh {
