@@ -199,6 +199,24 @@ static int write_at(polarsplit_session *s, host_t *h, uint64_t lsn, uint64_t now
     return 0;
 }
 
+/* SPEC S-5: a fresh reader connection is first sent the settings replay (the role, then the login
+ * check): answered as a reader whose login matches the writer's, one completion per statement. */
+static int answer_replay(polarsplit_session *s, host_t *h, uint64_t now) {
+    CHECK(has(&h->sent[1], "polarsplit: the reader connection has"));
+    const char *set = "SELECT pg_catalog.set_config(";
+    size_t statements = 0, k = strlen(set);
+    for (size_t i = 0; i + k <= h->sent[1].len; i++)
+        if (memcmp(h->sent[1].data + i, set, k) == 0) statements++;
+    CHECK(statements >= 1);
+    h->sent[1].len = 0;
+    uint8_t b[512];
+    size_t n = 0;
+    for (size_t i = 0; i < statements && n + 64 < sizeof b; i++) n += wire_command_complete(b + n, "SELECT 1");
+    n += wire_command_complete(b + n, "SELECT 0");
+    n += wire_rfq(b + n, 'I', 0x1000);
+    return backend(s, h, READER, b, n, now);
+}
+
 /* A read the session sends to a reader: asks for one, gets READER attached (fresh or pooled). */
 static int read_to_reader(polarsplit_session *s, host_t *h, const uint8_t *msg, size_t n, int fresh, uint64_t now) {
     h->acquired = 0;
@@ -208,6 +226,7 @@ static int read_to_reader(polarsplit_session *s, host_t *h, const uint8_t *msg, 
                                                      fresh ? POLARSPLIT_EVENT_FLAG_FRESH : 0, now),
                  POLARSPLIT_OK);
     CHECK(drain(s, h) == 0);
+    if (fresh) CHECK(answer_replay(s, h, now) == 0);
     CHECK(h->sent[1].len > 0);
     return 0;
 }
