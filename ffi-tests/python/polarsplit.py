@@ -527,7 +527,23 @@ class Host:
         return self._apply(actions)
 
     def event(self, conn: int, kind: int, server: int = 0, flags: int = 0) -> list[Action]:
-        return self._apply(self.s.event(conn, kind, server, flags))
+        actions = self._apply(self.s.event(conn, kind, server, flags))
+        if kind == READER_ATTACHED and flags & FLAG_FRESH:
+            actions += self.answer_replay(conn)
+        return actions
+
+    def answer_replay(self, conn: int) -> list[Action]:
+        """SPEC S-5: a fresh reader connection is first sent the settings replay (its last
+        statement the login check); answered as a reader whose login matches the writer's, and
+        taken, so a transcript goes on as on a connection with nothing to replay."""
+        sent = bytes(self.sent.get(conn, b""))
+        if not sent.startswith(b"Q") or b"polarsplit: the reader connection has" not in sent:
+            return []
+        n = 1 + int.from_bytes(sent[1:5], "big")
+        del self.sent[conn][:n]
+        statements = sent[:n].count(b"SELECT pg_catalog.set_config(")
+        answer = b"".join(command_complete("SELECT 1") for _ in range(statements))
+        return self.backend(conn, answer + command_complete("SELECT 0") + rfq("I"))
 
     def timeout(self, now: int) -> list[Action]:
         """The clock reached `now`: on_timeout (R-1b), then drain."""
