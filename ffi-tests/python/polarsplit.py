@@ -621,6 +621,14 @@ def select_result(*rows: str) -> bytes:
     return out + command_complete(f"SELECT {len(rows)}")
 
 
+def probe_answer(lsn: str, parsed: bool = True) -> bytes:
+    """The writer's answer to the library's LSN probe (W-7): ParseComplete the first time on the
+    connection, BindComplete, the position's row, CommandComplete, RFQ."""
+    out = msg("1", b"") if parsed else b""
+    out += msg("2", b"") + msg("D", struct.pack(">HI", 1, len(lsn)) + lsn.encode())
+    return out + command_complete("SELECT 1") + rfq("I")
+
+
 def error(code: str, message: str, severity: str = "ERROR") -> bytes:
     body = f"S{severity}\0V{severity}\0C{code}\0M{message}\0\0".encode()
     return msg("E", body)
