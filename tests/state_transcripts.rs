@@ -1138,6 +1138,12 @@ fn s5_the_writer_is_touched_before_its_idle_timeout_while_the_session_reads_on_a
         sent_queries(&h.take_sent(WRITER)),
         vec!["SELECT 1".to_string()]
     );
+    // The writer is busy with it: no deadline in the past for the host to spin on.
+    assert!(
+        h.session.next_deadline().is_none_or(|d| d > h.now),
+        "{:?}",
+        h.session.next_deadline()
+    );
     h.writer_answers_touch_idle();
     let mut b = select_result(&["1"]);
     b.extend(rfq(b'I', Some(0x1000), None));

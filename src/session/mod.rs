@@ -732,10 +732,17 @@ impl Session {
     }
 
     /// When the writer must be touched next: half its session's idle timeout after it went
-    /// idle, while a unit runs on a reader (`None`: no idle timeout, or nothing on a reader).
+    /// idle, while a unit runs on a reader and the writer has nothing in flight (`None`: no idle
+    /// timeout, nothing on a reader, or the writer busy — its answer moves the time — or in a
+    /// failed block, where a statement only errors and no read is split off).
     fn writer_touch_due(&self) -> Option<u64> {
         let t = u64::from(self.settings.idle_timeout_ms);
-        (t > 0 && self.reader_in_flight()).then(|| self.writer_idle_at.saturating_add(t / 2))
+        let idle = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.resp.is_empty() && self.writer_status != TxStatus::Failed);
+        (t > 0 && idle && self.reader_in_flight())
+            .then(|| self.writer_idle_at.saturating_add(t / 2))
     }
 
     /// `idle_session_timeout` and `idle_in_transaction_session_timeout` count the writer
@@ -754,11 +761,6 @@ impl Session {
         let Some(w) = self.writer.as_mut() else {
             return;
         };
-        if !w.resp.is_empty() || self.writer_status == TxStatus::Failed {
-            // Busy (not idle), or in a failed block (a statement there only errors; the block
-            // is not split either).
-            return;
-        }
         let conn = w.conn;
         w.resp
             .push(response::Req::Query { hidden: 0 }, response::Who::Touch, 0);
