@@ -325,21 +325,29 @@ pub(super) fn capture_parse(out: &mut Vec<u8>) {
 /// array literal's double quotes.
 pub(super) fn capture_run(out: &mut Vec<u8>, names: &[Box<[u8]>]) {
     let mut arr = Vec::with_capacity(2 + names.len() * 16);
-    arr.push(b'{');
-    for (i, n) in names.iter().enumerate() {
-        if i > 0 {
-            arr.push(b',');
-        }
-        arr.push(b'"');
-        arr.extend(
-            n.iter()
-                .filter(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'.'),
-        );
-        arr.push(b'"');
-    }
-    arr.push(b'}');
+    name_array(&mut arr, names.iter().map(|n| &n[..]), false);
     bind(out, b"", CAPTURE_NAME, &[Some(&arr)]);
     execute(out);
+}
+
+/// A `text[]` literal (`{"a.b","c"}`) of setting names, keeping only the characters a validated
+/// placeholder name has (letters, digits, `_`, `.`: nothing to quote beyond the array's double
+/// quotes; a name with others matches nothing), lower-cased when `lower`.
+fn name_array<'a>(out: &mut Vec<u8>, names: impl Iterator<Item = &'a [u8]>, lower: bool) {
+    out.push(b'{');
+    for (i, n) in names.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'"');
+        out.extend(
+            n.iter()
+                .filter(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'.')
+                .map(|b| if lower { b.to_ascii_lowercase() } else { *b }),
+        );
+        out.push(b'"');
+    }
+    out.push(b'}');
 }
 
 fn hex(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -395,24 +403,16 @@ pub(super) fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
         }
         one(o, b"role", s.role.as_deref().unwrap_or(b"none"));
         o.extend_from_slice(LOGIN_CHECK_HEAD);
-        // The replayed placeholder names, as an array literal of validated names (a name with
-        // other characters matches no row, and the check fails: the safe side).
-        o.extend_from_slice(b"'{");
-        let mut first = true;
-        for (name, _) in s.iter().filter(|(name, _)| name.contains(&b'.')) {
-            if !first {
-                o.push(b',');
-            }
-            first = false;
-            o.push(b'"');
-            o.extend(
-                name.iter()
-                    .filter(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'.')
-                    .map(u8::to_ascii_lowercase),
-            );
-            o.push(b'"');
-        }
-        o.extend_from_slice(b"}'");
+        // The replayed placeholder names (lower-cased, as the check compares them).
+        o.push(b'\'');
+        name_array(
+            o,
+            s.iter()
+                .map(|(name, _)| name)
+                .filter(|name| name.contains(&b'.')),
+            true,
+        );
+        o.push(b'\'');
         o.extend_from_slice(LOGIN_CHECK_TAIL);
         n += 1;
         o.push(0);

@@ -490,7 +490,7 @@ impl Session {
             // A read the writer serves: the last probe's position, if unused, did not pay.
             self.probe_credit.new_write();
         }
-        let read_probe = observes && (capture && self.probe_enabled() || self.wants_probe());
+        let read_probe = observes && self.wants_read_probe(capture);
         let probe = may_write && self.wants_probe() || read_probe;
         if probe || capture {
             self.send_learning(probe, capture);
@@ -504,13 +504,14 @@ impl Session {
     /// reports no positions, what it sees must be positioned before the session reads on a
     /// reader again (S-1a, W-7).
     pub(super) fn unit_observes(&self, id: u32) -> bool {
-        self.unit(id).is_some_and(|u| {
-            u.class
-                .iter()
-                .chain(u.execs.iter().flatten())
-                .flat_map(|c| c.statements())
-                .any(|s| s.kind == Kind::Read)
-        })
+        self.unit(id)
+            .is_some_and(|u| reads_data(u.class.as_ref(), &u.execs))
+    }
+
+    /// Whether a read the writer served gets a probe behind it: always when one can ride in a
+    /// capture's batch, else while probes pay (S-1a, W-7).
+    pub(super) fn wants_read_probe(&self, capture: bool) -> bool {
+        capture && self.probe_enabled() || self.wants_probe()
     }
 
     /// Whether unit `id` runs `DEALLOCATE ALL` or `DISCARD ALL`: it drops the probe and the
@@ -735,4 +736,14 @@ impl Session {
         }
         at == self.pending.len() && at > 0
     }
+}
+
+/// Whether a unit of `class` (a simple Query) or of these Executes (a batch) reads data: a
+/// statement of kind `Read`, however it was routed (S-1a).
+pub(super) fn reads_data(class: Option<&Classification>, execs: &[Option<Classification>]) -> bool {
+    class
+        .into_iter()
+        .chain(execs.iter().flatten())
+        .flat_map(|c| c.statements())
+        .any(|s| s.kind == Kind::Read)
 }

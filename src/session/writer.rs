@@ -612,12 +612,6 @@ impl Session {
                     .iter()
                     .any(|c| c.as_ref().is_none_or(|c| self.unit_may_write(c))),
             };
-        // The unit read data (S-1a: what it saw counts as observed).
-        let observed = class
-            .iter()
-            .chain(execs.iter().flatten())
-            .flat_map(|c| c.statements())
-            .any(|s| s.kind == Kind::Read);
         let prev_status = self.writer_status;
         self.writer_status = rfq.status;
         // LSN bookkeeping.
@@ -640,7 +634,7 @@ impl Session {
                     // reports a position again the session's position counts as unknown.
                     self.lsn.observed_unknown = true;
                     self.engine.stats().inc(Counter::MissingLsn);
-                } else if observed {
+                } else if super::route::reads_data(class.as_ref(), &execs) {
                     // S-1a on a server that reports no positions (stock, W-7): the read showed
                     // the writer's latest state, which a reader may not have replayed yet. What
                     // it saw is bounded by a writer sample taken after this RFQ (or a probe
@@ -721,10 +715,10 @@ impl Session {
         if rfq.status == TxStatus::Idle && !probe_after {
             let capture = self.settings.known == Known::Due;
             // As in `after_writer_send`: a probe rides in a capture's batch behind a read.
-            let read_probe = observed
-                && self.lsn.observed_unknown
+            let read_probe = self.lsn.observed_unknown
                 && !self.lsn.write_unknown
-                && (capture && self.probe_enabled() || self.wants_probe());
+                && super::route::reads_data(class.as_ref(), &execs)
+                && self.wants_read_probe(capture);
             let probe =
                 committed_write && self.lsn.write_unknown && self.wants_probe() || read_probe;
             if probe || capture {
