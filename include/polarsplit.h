@@ -1322,6 +1322,28 @@ const char *polarsplit_outcome_name(polarsplit_outcome outcome);
 // Always safe; the string is static.
 const char *polarsplit_reason_name(polarsplit_reason reason);
 
+// The catalogue query (SPEC §7 F-policy, S-6, S-7), a static NUL-terminated string: send it as
+// one simple `Query` on a connection to a database of the writer, and report its results with
+// the three `polarsplit_engine_set_*_catalog` functions below. Its four results come before one
+// `ReadyForQuery` and are told apart by their column counts:
+// 1. one column: the writer's `server_version_num`;
+// 2. three columns — schema, name, volatility (`i`, `s`, `v`) — every user function, one row per
+//    overload, for `polarsplit_engine_set_function_catalog` (the query there);
+// 3. two columns — schema, name — every sequence, for `polarsplit_engine_set_sequence_catalog`;
+// 4. four columns — schema, name, definition, kind (`v` view, `p` row-level security policies,
+//    `d` domain, `c` user cast, `o` user operator, `f` user function's body) — for
+//    `polarsplit_engine_set_object_catalog` (each kind's text is described there).
+//
+// It begins with `SET LOCAL lock_timeout = '100ms'`: `pg_get_viewdef` locks each view and what
+// it reads until the Query ends, so the load fails fast rather than deadlock with a client's
+// DDL. A host that needs a piece of it alone may run the queries the three functions document;
+// this text is the one the example proxy and the Pgpool-II patch send, and it changes with the
+// library when what the engine needs from the catalogue does.
+//
+// # Safety
+// Always safe; the string is static.
+const char *polarsplit_catalog_query(void);
+
 // Replaces the catalogue of user functions of database `database` (SPEC §7 F-policy): every
 // function the writer's `pg_proc` has outside the built-in schemas, with its volatility — all of
 // them, every overload (a name missing from the report is unknown afterwards). Sessions whose
@@ -1333,26 +1355,10 @@ const char *polarsplit_reason_name(polarsplit_reason reason);
 // `polarsplit_engine_remove_function_catalog` (unknown functions then go to the writer, which
 // is safe) rather than keeping a catalogue that may be stale.
 //
-// The query, on a connection to that database of the writer (extension functions installed
-// into `pg_catalog` count as user functions, built-ins do not; a user aggregate is `IMMUTABLE`
-// in `pg_proc` whatever its support functions do, so it is reported with their worst
-// volatility):
-// ```sql
-// SELECT n.nspname, p.proname,
-//        CASE WHEN p.prokind = 'a' THEN (
-//          SELECT CASE WHEN bool_or(f.provolatile = 'v') THEN 'v'
-//                      WHEN bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END
-//          FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f
-//            ON f.oid IN (a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn,
-//                         a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn)
-//          WHERE a.aggfnoid = p.oid)
-//        ELSE p.provolatile::text END
-// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
-//    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-//               WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-//                 AND d.objid = p.oid AND d.deptype = 'e')
-// ```
+// The query: the second result of `polarsplit_catalog_query()`, on a connection to that
+// database of the writer (extension functions installed into `pg_catalog` count as user
+// functions, built-ins do not; a user aggregate is `IMMUTABLE` in `pg_proc` whatever its support
+// functions do, so it is reported with their worst volatility).
 //
 // `functions` is an array of `n` structs, `function_size` bytes apart: pass
 // `sizeof(polarsplit_function)` (the growth rule). The library copies what it keeps; the
@@ -1452,84 +1458,27 @@ polarsplit_status polarsplit_engine_remove_sequence_catalog(const polarsplit_eng
 // after the last report, such code is not seen: report them with the function catalogue (same
 // load, same refresh). The database's functions and sequences are not touched.
 //
-// The query, on a connection to that database of the writer (the fourth column only tells the
-// kinds apart in logs; a user cast is reported under both of its types' names, and built-in
-// types' SQL spellings such as `integer` for `int4` are matched by the engine). `pg_get_viewdef`
-// locks each view and the relations it reads until the load's transaction ends: run the load
-// with a short `lock_timeout` (the example proxy and the Pgpool-II patch start the Query with
-// `SET LOCAL lock_timeout = '100ms';`), or a client's DDL that takes those locks in another
-// order deadlocks with it and PostgreSQL may cancel the client's statement; a load that times
-// out is retried like any failed load:
-// ```sql
-// SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v'
-// FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-// WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-// UNION ALL
-// SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg(
-//     pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')',
-//                       ', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p'
-// FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
-// JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname
-// UNION ALL
-// SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.'
-//     || pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg(
-//     ', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k
-//     WHERE k.contypid = t.oid AND k.contype = 'c')), 'd'
-// FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
-// JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace
-// WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-// UNION ALL
-// SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.'
-//     || pg_catalog.quote_ident(f.proname) || '(NULL)', 'c'
-// FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc
-// JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace
-// CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ)
-// JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
-// WHERE k.oid >= 16384
-// UNION ALL
-// SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.'
-//     || pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o'
-// FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode
-// JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace
-// JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
-// WHERE o.oid >= 16384
-// UNION ALL
-// SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE WHEN p.provolatile
-// = 'v' THEN CASE WHEN p.prosrc ~*
-// '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' THEN 'DO
-// $polarsplit$ CREATE $polarsplit$' END WHEN l.lanname = 'sql' THEN CASE WHEN
-// pg_catalog.btrim(p.prosrc) = '' THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE
-// p.prosrc END WHEN p.prosrc ~*
-// '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' THEN 'DO
-// $polarsplit$ CREATE $polarsplit$' WHEN p.prosrc ~*
-// '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M'
-// THEN 'polarsplit: the function body may write' ELSE 'SELECT NULL' || COALESCE((SELECT
-// pg_catalog.string_agg(DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) ||
-// '()', '') FROM pg_catalog.regexp_matches(p.prosrc,
-// '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m WHERE pg_catalog.lower(m[1]) NOT IN
-// ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', 'some', 'values', 'array',
-// 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', 'filter', 'within',
-// 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', 'raise',
-// 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral',
-// 'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval',
-// 'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group',
-// 'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') || COALESCE('
-// FROM ' || (SELECT pg_catalog.string_agg(DISTINCT
-// pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') FROM
-// pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS
-// def FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace JOIN
-// pg_catalog.pg_language l ON l.oid = p.prolang WHERE n.nspname NOT IN ('pg_catalog',
-// 'information_schema') AND l.lanname <> 'internal' AND l.lanname <> 'c') AS f WHERE def IS
-// NOT NULL
-// ```
-//
-// The last part reports user functions under their names (a call names the function), with
-// their bodies: a volatile one only when its body says DDL or `EXECUTE` (as a DO block that
-// does); a STABLE or IMMUTABLE SQL body is the function's statements; a body of another
-// language that says DDL or `EXECUTE` is reported as a DO block that does, one that says DML or
-// a session command as text that is no read, any other as a SELECT calling every name the body
-// writes before a parenthesis from every word it holds. A STABLE function over `pg_is_in_recovery()`,
-// a sequence or a volatile function is then judged by what it runs, not only by its label.
+// The query: the fourth result of `polarsplit_catalog_query()`, on a connection to that
+// database of the writer (its fourth column only tells the kinds apart in logs; a user cast is
+// reported under both of its types' names, and built-in types' SQL spellings such as `integer`
+// for `int4` are matched by the engine). `pg_get_viewdef` locks each view and the relations it
+// reads until the load's transaction ends, which is why that Query starts with `SET LOCAL
+// lock_timeout = '100ms'`: a client's DDL that takes those locks in another order would
+// otherwise deadlock with it and PostgreSQL may cancel the client's statement; a load that times
+// out is retried like any failed load. Each kind's definition:
+// - `v` a view: `pg_get_viewdef`;
+// - `p` a table under row-level security: `SELECT NULL, (<policy expression>), …` over all its
+//   policies' `USING` and `WITH CHECK` expressions;
+// - `d` a domain: `SELECT NULL::<base type>, (<check expression>), …`;
+// - `c` a user cast, under each of its two types' names, and `o` a user operator:
+//   `SELECT <schema>.<function>(NULL[, NULL])`, a call of the function it runs;
+// - `f` a user function, under its name (a call names the function), with its body: a volatile
+//   one only when its body says DDL or `EXECUTE` (as a DO block that does); a STABLE or
+//   IMMUTABLE SQL body is the function's statements; a body of another language that says DDL
+//   or `EXECUTE` is reported as a DO block that does, one that says DML or a session command as
+//   text that is no read, any other as a SELECT calling every name the body writes before a
+//   parenthesis from every word it holds. A STABLE function over `pg_is_in_recovery()`, a
+//   sequence or a volatile function is then judged by what it runs, not only by its label.
 //
 // `objects` is an array of `n` structs, `object_size` bytes apart: pass
 // `sizeof(polarsplit_object)` (the growth rule). The library copies what it keeps; the array

@@ -54,6 +54,7 @@ mod token;
 
 pub use classify::{
     CatalogError, Isolation, UnknownFunctions, UserFunction, UserObject, UserSequence, Volatility,
+    CATALOG_QUERY,
 };
 pub use cluster::stats::{Counter, Stats, StatsSnapshot};
 pub use cluster::Engine;

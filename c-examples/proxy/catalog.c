@@ -39,106 +39,11 @@
 #define CATALOG_RETRY_MS 1000    /* the first retry after a failure; doubles up to the refresh period */
 #define MAX_CATALOG_ROWS (1u << 20) /* the engine's bound per database, for functions and for sequences */
 
-/* The writer's version, then every user function, every sequence and every object that hides code
- * (the queries polarsplit_engine_set_function_catalog, polarsplit_engine_set_sequence_catalog and
- * polarsplit_engine_set_object_catalog document). One simple Query: the four results before one
- * ReadyForQuery, told apart by their column counts (1, 3, 2, 4).
- *
- * pg_get_viewdef locks each view and every relation it reads until the Query ends, so a client's
- * DDL taking those in another order would deadlock with the load, and PostgreSQL may cancel the
- * client's statement rather than the load. The load waits for a lock at most 100 ms (SET LOCAL:
- * the Query is one implicit transaction), well under the default deadlock_timeout of 1 s, then
- * fails and is retried. */
-static const char CATALOG_QUERY[] =
-    "SET LOCAL lock_timeout = '100ms';"
-    "SELECT pg_catalog.current_setting('server_version_num');"
-    /* An aggregate is immutable in pg_proc whatever its support functions do: reported with their
-     * worst volatility (a transition function may write or call set_config). */
-    "SELECT n.nspname, p.proname, CASE WHEN p.prokind = 'a' THEN ("
-    "SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') THEN 'v' "
-    "WHEN pg_catalog.bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END "
-    "FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn, a.aggfinalfn, "
-    "a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn) "
-    "WHERE a.aggfnoid = p.oid) ELSE p.provolatile::pg_catalog.text END "
-    "FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
-    "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
-    "OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
-    "AND d.objid = p.oid AND d.deptype = 'e');"
-    "SELECT n.nspname, c.relname "
-    "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE c.relkind = 'S';"
-    "SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "
-    "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
-    "UNION ALL "
-    "SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg("
-    "pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')', "
-    "', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p' "
-    "FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname "
-    "UNION ALL "
-    "SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.' "
-    "|| pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg("
-    "', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k "
-    "WHERE k.contypid = t.oid AND k.contype = 'c')), 'd' "
-    "FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace "
-    "JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace "
-    "WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
-    "UNION ALL "
-    "SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
-    "|| pg_catalog.quote_ident(f.proname) || '(NULL)', 'c' "
-    "FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc "
-    "JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
-    "CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ) "
-    "JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "
-    "WHERE k.oid >= 16384 "
-    "UNION ALL "
-    "SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
-    "|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o' "
-    "FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "
-    "JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
-    "JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "
-    "WHERE o.oid >= 16384 "
-    /* User functions, under their names (a call names the function). A volatile one is no read
-     * anyway: reported only when its body says DDL or dynamic SQL, as a DO block that does (the
-     * catalogue changes when it runs). A STABLE or IMMUTABLE SQL function's body is its
-     * statements, judged as the statement's own (one over pg_is_in_recovery() or a sequence is
-     * then server-dependent, one whose body writes is no read); a BEGIN ATOMIC body (prosrc
-     * empty) is not judged, so its calls stay on the primary. Other languages' bodies are not
-     * SQL: one that says DDL or
-     * dynamic SQL (EXECUTE) counts as a DO block that does (the catalogue changes when it runs),
-     * one that says DML or a session command as a statement the engine cannot read; any other
-     * as a SELECT that calls every name the body writes before a parenthesis (a STABLE function
-     * that PERFORMs a volatile one is then no read) and reads every word it holds (a sequence or
-     * view it reads is judged) — erring on the primary's side. */
-    "UNION ALL "
-    "SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "
-    "WHEN p.provolatile = 'v' THEN CASE WHEN p.prosrc ~* "
-    "'\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
-    "THEN 'DO $polarsplit$ CREATE $polarsplit$' END "
-    "WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "
-    "THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "
-    "WHEN p.prosrc ~* '\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
-    "THEN 'DO $polarsplit$ CREATE $polarsplit$' "
-    "WHEN p.prosrc ~* '\\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\\M' "
-    "THEN 'polarsplit: the function body may write' "
-    "ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("
-    "DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "
-    "FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\\(', 'g') AS m "
-    "WHERE pg_catalog.lower(m[1]) NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "
-    "'some', 'values', 'array', 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', "
-    "'filter', 'within', 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', "
-    "'raise', 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral', "
-    "'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "
-    "'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "
-    "'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "
-    "|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "
-    "pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "
-    "FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "
-    "FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
-    "JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
-    "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND l.lanname <> 'internal' "
-    "AND l.lanname <> 'c') AS f WHERE def IS NOT NULL";
+/* What a load sends: the writer's version, every user function, sequence and object that hides code —
+ * the library's catalogue query (polarsplit_catalog_query documents it), one simple Query whose four
+ * results come before one ReadyForQuery, told apart by their column counts (1, 3, 2, 4). It waits
+ * for a lock at most 100 ms (pg_get_viewdef locks what it reads until the Query ends), so it fails
+ * and is retried rather than deadlock with a client's DDL. */
 
 typedef struct {
     uint32_t schema_off, schema_len, name_off, name_len;
@@ -447,7 +352,8 @@ void catalog_readable(backend_t *b, int eof) {
     struct catalog_load *l = b->cat;
     if (b->dead || !l) return;
     if (b->state == BS_READY && !l->sent) {
-        buf_msg(&b->out, 'Q', CATALOG_QUERY, sizeof CATALOG_QUERY);
+        const char *query = polarsplit_catalog_query();
+        buf_msg(&b->out, 'Q', query, strlen(query) + 1);
         l->sent = 1;
     }
     while (l->sent && buf_size(&b->in) >= 5) {

@@ -121,6 +121,18 @@ int ctest_version_macros(void) {
     return 0;
 }
 
+/* F-policy: the catalogue query is the library's, one static string every host sends as it is. */
+int ctest_catalog_query(void) {
+    const char *q = polarsplit_catalog_query();
+    CHECK(q != NULL);
+    CHECK(q == polarsplit_catalog_query());
+    CHECK(strncmp(q, "SET LOCAL lock_timeout = '100ms';", 33) == 0);
+    CHECK(strstr(q, "pg_catalog.current_setting('server_version_num')") != NULL);
+    CHECK(strstr(q, "WHERE c.relkind = 'S'") != NULL);
+    CHECK(strlen(q) > 1000 && strlen(q) < 65536);
+    return 0;
+}
+
 int ctest_config_errors(void) {
     char err[256];
     char tiny[8];

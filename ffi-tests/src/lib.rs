@@ -14,6 +14,7 @@ extern "C" {
     pub fn ctest_null_arguments() -> c_int;
     pub fn ctest_status_strings() -> c_int;
     pub fn ctest_version_macros() -> c_int;
+    pub fn ctest_catalog_query() -> c_int;
     pub fn ctest_config_errors() -> c_int;
     pub fn ctest_lifetimes() -> c_int;
     pub fn ctest_header_c11() -> c_int;

@@ -23,6 +23,11 @@ fn c_version_macros_equal_runtime_version() {
 }
 
 #[test]
+fn c_f_policy_catalog_query_is_the_librarys_static_string() {
+    run("catalog_query", ctest_catalog_query);
+}
+
+#[test]
 fn c_config_errors_name_the_setting() {
     run("config_errors", ctest_config_errors);
 }

@@ -20,6 +20,7 @@
 
 pub mod builtins;
 mod cache;
+mod catalog_query;
 mod functions;
 mod head;
 mod ident;
@@ -34,6 +35,8 @@ mod types;
 
 pub use builtins::BuiltinTable;
 pub use cache::Classifier;
+pub use catalog_query::CATALOG_QUERY;
+pub(crate) use catalog_query::CATALOG_QUERY_NUL;
 pub use functions::{
     may_be_read_function, CatalogError, DbCatalog, FunctionCatalogs, FunctionPolicy, ReadFunctions,
     UnknownFunctions, UserFunction, UserObject, UserSequence, Volatility, MAX_DATABASES,

@@ -261,24 +261,9 @@ impl Engine {
     /// classify against it from their next statement (a statement already parsed keeps the
     /// verdict it had). Returns how many functions were recorded; on an error nothing changes.
     ///
-    /// The host's query, on a connection to that database (extension functions installed into
-    /// `pg_catalog` count as user functions; built-ins do not):
-    /// ```sql
-    /// SELECT n.nspname, p.proname,
-    ///        CASE WHEN p.prokind = 'a' THEN (
-    ///          SELECT CASE WHEN bool_or(f.provolatile = 'v') THEN 'v'
-    ///                      WHEN bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END
-    ///          FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f
-    ///            ON f.oid IN (a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn,
-    ///                         a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn)
-    ///          WHERE a.aggfnoid = p.oid)
-    ///        ELSE p.provolatile::text END
-    /// FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-    /// WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
-    ///    OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-    ///               WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-    ///                 AND d.objid = p.oid AND d.deptype = 'e')
-    /// ```
+    /// The host's query, on a connection to that database: the second result of
+    /// [`crate::CATALOG_QUERY`] (extension functions installed into `pg_catalog` count as user
+    /// functions; built-ins do not).
     pub fn set_function_catalog(
         &self,
         database: &[u8],

@@ -727,9 +727,9 @@ ps_sample_readers(void)
 /*
  * The writer's catalogue of the session's database, read on the session's own primary connection
  * when it is idle before the session's first statement — the one moment this host may query the
- * primary: later, a simple Query would destroy the client's unnamed statement. One simple Query
- * (the one the example proxy's c-examples/proxy/catalog.c sends; its four results are told apart
- * by their column counts 1, 3, 2, 4):
+ * primary: later, a simple Query would destroy the client's unnamed statement. One simple Query,
+ * the library's catalogue query (polarsplit_catalog_query; the example proxy sends it too), whose
+ * four results are told apart by their column counts 1, 3, 2, 4:
  *   - the writer's server_version_num (it picks the library's table of built-ins);
  *   - the user functions for the F-policy (SPEC section 7): outside the built-in schemas, plus
  *     extension functions installed into pg_catalog, one row per overload, with pg_proc's
@@ -768,90 +768,6 @@ ps_sample_readers(void)
 #define PS_MAX_CATALOGUE_BYTES	(64u * 1024u * 1024u)	/* every copied string of one load */
 #define PS_MAX_CATALOGUE_DBS	64
 #define PS_CATALOGUE_RETRY_MS	1000	/* at least this long after a failed load */
-
-/*
- * pg_get_viewdef locks each view and every relation it reads until the Query ends: against a
- * client's DDL that takes them in another order the load waits at most 100 ms for a lock (SET
- * LOCAL: it ends with the Query's implicit transaction, the session sees nothing of it), so it
- * fails rather than deadlock and have PostgreSQL cancel the client's statement.
- */
-static const char PS_CATALOGUE_QUERY[] =
-	"SET LOCAL lock_timeout = '100ms';"
-	"SELECT pg_catalog.current_setting('server_version_num');"
-	"SELECT n.nspname, p.proname, CASE WHEN p.prokind = 'a' THEN ("
-	"SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') THEN 'v' "
-	"WHEN pg_catalog.bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END "
-	"FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn, a.aggfinalfn, "
-	"a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn) "
-	"WHERE a.aggfnoid = p.oid) ELSE p.provolatile::pg_catalog.text END "
-	"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
-	"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
-	"OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "
-	"AND d.objid = p.oid AND d.deptype = 'e');"
-	"SELECT n.nspname, c.relname "
-	"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-	"WHERE c.relkind = 'S';"
-	"SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "
-	"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-	"WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
-	"UNION ALL "
-	"SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg("
-	"pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')', "
-	"', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p' "
-	"FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid "
-	"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname "
-	"UNION ALL "
-	"SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.' "
-	"|| pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg("
-	"', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k "
-	"WHERE k.contypid = t.oid AND k.contype = 'c')), 'd' "
-	"FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace "
-	"JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace "
-	"WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
-	"UNION ALL "
-	"SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
-	"|| pg_catalog.quote_ident(f.proname) || '(NULL)', 'c' "
-	"FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc "
-	"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
-	"CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ) "
-	"JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "
-	"WHERE k.oid >= 16384 "
-	"UNION ALL "
-	"SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "
-	"|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o' "
-	"FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "
-	"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "
-	"JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "
-	"WHERE o.oid >= 16384 "
-	/* User functions' bodies, as the example proxy reports them (c-examples/proxy/catalog.c). */
-	"UNION ALL "
-	"SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "
-	"WHEN p.provolatile = 'v' THEN CASE WHEN p.prosrc ~* "
-	"'\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
-	"THEN 'DO $polarsplit$ CREATE $polarsplit$' END "
-	"WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "
-	"THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "
-	"WHEN p.prosrc ~* '\\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\\M' "
-	"THEN 'DO $polarsplit$ CREATE $polarsplit$' "
-	"WHEN p.prosrc ~* '\\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\\M' "
-	"THEN 'polarsplit: the function body may write' "
-	"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("
-	"DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "
-	"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\\(', 'g') AS m "
-	"WHERE pg_catalog.lower(m[1]) NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "
-	"'some', 'values', 'array', 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', "
-	"'filter', 'within', 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', "
-	"'raise', 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral', "
-	"'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "
-	"'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "
-	"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "
-	"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "
-	"pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "
-	"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "
-	"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
-	"JOIN pg_catalog.pg_language l ON l.oid = p.prolang "
-	"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND l.lanname <> 'internal' "
-	"AND l.lanname <> 'c') AS f WHERE def IS NOT NULL";
 
 /* Rows of one kind, as owned string copies, `width` per row. */
 typedef struct
@@ -1098,7 +1014,7 @@ ps_load_function_catalogue(const char *database)
 	if (now < d->next_at && !(d->loaded && psg_engine_catalog_changed(ps_engine, database)))
 		return;
 	psg_engine_catalog_load_started(ps_engine, database);
-	ok = ps_host_query_rows(&ps.nodes[ps.writer], PS_CATALOGUE_QUERY, ps_catalogue_row, &c, true);
+	ok = ps_host_query_rows(&ps.nodes[ps.writer], psg_catalog_query(), ps_catalogue_row, &c, true);
 	if (c.overflow)
 	{
 		ok = false;

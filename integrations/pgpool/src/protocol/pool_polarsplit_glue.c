@@ -66,6 +66,12 @@ psg_library_version(void)
 	return polarsplit_version();
 }
 
+const char *
+psg_catalog_query(void)
+{
+	return polarsplit_catalog_query();
+}
+
 psg_engine *
 psg_engine_new(const char *settings, char *err, size_t errlen)
 {

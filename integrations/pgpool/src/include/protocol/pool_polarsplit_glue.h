@@ -110,6 +110,8 @@ extern psg_engine *psg_engine_new(const char *settings, char *err, size_t errlen
 extern void psg_engine_free(psg_engine *e);
 extern int psg_abi_matches(void);
 extern const char *psg_library_version(void);
+/* The library's catalogue query (polarsplit_catalog_query): one simple Query, four results. */
+extern const char *psg_catalog_query(void);
 extern void psg_engine_add_reader(psg_engine *e, uint32_t server, uint32_t hostgroup);
 extern void psg_engine_remove_reader(psg_engine *e, uint32_t server);
 /* Engine-wide facts, with the host's monotonic time (SPEC R-1, R-1a, R-1b): health as Pgpool sees

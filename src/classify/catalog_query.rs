@@ -1,0 +1,141 @@
+//! The query a host runs on the writer to learn one database's catalogue (SPEC §7 F-policy, S-6,
+//! S-7): the writer's version, its user functions, its sequences and its objects whose use runs
+//! code a statement's text does not show, in one simple Query. It lives here, in one place, so
+//! that every host sends the same text and a change to what the engine needs from the catalogue
+//! reaches them all (the example proxy and the Pgpool-II patch used to carry copies).
+//! `polarsplit_catalog_query` gives it to C hosts; the header documents its four results.
+
+/// Expands to the query's text, a string literal (so the C form can append its NUL at compile
+/// time).
+macro_rules! catalog_query_text {
+    () => {
+        concat!(
+        r#"SET LOCAL lock_timeout = '100ms';"#,
+        r#"SELECT pg_catalog.current_setting('server_version_num');"#,
+        // An aggregate is immutable in pg_proc whatever its support functions do: reported with their
+        // worst volatility (a transition function may write or call set_config).
+        r#"SELECT n.nspname, p.proname, CASE WHEN p.prokind = 'a' THEN ("#,
+        r#"SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') THEN 'v' "#,
+        r#"WHEN pg_catalog.bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END "#,
+        r#"FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn, a.aggfinalfn, "#,
+        r#"a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn) "#,
+        r#"WHERE a.aggfnoid = p.oid) ELSE p.provolatile::pg_catalog.text END "#,
+        r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
+        r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "#,
+        r#"AND d.objid = p.oid AND d.deptype = 'e');"#,
+        r#"SELECT n.nspname, c.relname "#,
+        r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
+        r#"WHERE c.relkind = 'S';"#,
+        r#"SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "#,
+        r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
+        r#"WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg("#,
+        r#"pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')', "#,
+        r#"', (' || pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) || ')'), ''), 'p' "#,
+        r#"FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace GROUP BY n.nspname, c.relname "#,
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, t.typname, 'SELECT NULL::' || pg_catalog.quote_ident(bn.nspname) || '.' "#,
+        r#"|| pg_catalog.quote_ident(b.typname) || pg_catalog.concat((SELECT pg_catalog.string_agg("#,
+        r#"', (' || pg_catalog.pg_get_expr(k.conbin, 0) || ')', '') FROM pg_catalog.pg_constraint k "#,
+        r#"WHERE k.contypid = t.oid AND k.contype = 'c')), 'd' "#,
+        r#"FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace "#,
+        r#"JOIN pg_catalog.pg_type b ON b.oid = t.typbasetype JOIN pg_catalog.pg_namespace bn ON bn.oid = b.typnamespace "#,
+        r#"WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"UNION ALL "#,
+        r#"SELECT tn.nspname, t.typname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "#,
+        r#"|| pg_catalog.quote_ident(f.proname) || '(NULL)', 'c' "#,
+        r#"FROM pg_catalog.pg_cast k JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc "#,
+        r#"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "#,
+        r#"CROSS JOIN LATERAL (VALUES (k.castsource), (k.casttarget)) AS x(typ) "#,
+        r#"JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
+        r#"WHERE k.oid >= 16384 "#,
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "#,
+        r#"|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o' "#,
+        r#"FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "#,
+        r#"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "#,
+        r#"WHERE o.oid >= 16384 "#,
+        // User functions, under their names (a call names the function). A volatile one is no read
+        // anyway: reported only when its body says DDL or dynamic SQL, as a DO block that does (the
+        // catalogue changes when it runs). A STABLE or IMMUTABLE SQL function's body is its
+        // statements, judged as the statement's own (one over pg_is_in_recovery() or a sequence is
+        // then server-dependent, one whose body writes is no read); a BEGIN ATOMIC body (prosrc
+        // empty) is not judged, so its calls stay on the primary. Other languages' bodies are not
+        // SQL: one that says DDL or
+        // dynamic SQL (EXECUTE) counts as a DO block that does (the catalogue changes when it runs),
+        // one that says DML or a session command as a statement the engine cannot read; any other
+        // as a SELECT that calls every name the body writes before a parenthesis (a STABLE function
+        // that PERFORMs a volatile one is then no read) and reads every word it holds (a sequence or
+        // view it reads is judged) — erring on the primary's side.
+        r#"UNION ALL "#,
+        r#"SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "#,
+        r#"WHEN p.provolatile = 'v' THEN CASE WHEN p.prosrc ~* "#,
+        r#"'\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
+        r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' END "#,
+        r#"WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "#,
+        r#"THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "#,
+        r#"WHEN p.prosrc ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
+        r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
+        r#"WHEN p.prosrc ~* '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M' "#,
+        r#"THEN 'polarsplit: the function body may write' "#,
+        r#"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("#,
+        r#"DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "#,
+        r#"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m "#,
+        r#"WHERE pg_catalog.lower(m[1]) NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "#,
+        r#"'some', 'values', 'array', 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', "#,
+        r#"'filter', 'within', 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', "#,
+        r#"'raise', 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral', "#,
+        r#"'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "#,
+        r#"'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "#,
+        r#"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "#,
+        r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
+        r#"pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "#,
+        r#"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "#,
+        r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
+        r#"JOIN pg_catalog.pg_language l ON l.oid = p.prolang "#,
+        r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND l.lanname <> 'internal' "#,
+        r#"AND l.lanname <> 'c') AS f WHERE def IS NOT NULL"#,
+        )
+    };
+}
+
+/// The catalogue query: one simple `Query` message's text, which returns four results before
+/// its `ReadyForQuery`, told apart by their column counts:
+/// 1. one column: the writer's `server_version_num` (it picks the table of built-ins,
+///    [`crate::Engine`]'s classifier);
+/// 2. three columns: every user function — outside `pg_catalog` and `information_schema`, plus
+///    extension functions installed into `pg_catalog` — one row per overload: schema, name,
+///    volatility (`i`, `s`, `v`; a user aggregate has its support functions' worst), for
+///    `polarsplit_engine_set_function_catalog`;
+/// 3. two columns: every sequence (schema, name), for `polarsplit_engine_set_sequence_catalog`;
+/// 4. four columns: every object whose use runs code the statement's text does not show —
+///    schema, name, a definition the engine judges as a statement, and a kind (`v` view, `p` a
+///    table's row-level security policies, `d` domain, `c` user cast, `o` user operator, `f`
+///    user function's body) — for `polarsplit_engine_set_object_catalog`.
+///
+/// It starts with `SET LOCAL lock_timeout = '100ms'` (the Query is one implicit transaction):
+/// `pg_get_viewdef` locks each view and what it reads until the Query ends, so against a
+/// client's DDL that takes them in another order the load fails in 100 ms — well under the
+/// default `deadlock_timeout` — rather than have PostgreSQL cancel the client's statement.
+pub const CATALOG_QUERY: &str = catalog_query_text!();
+
+/// [`CATALOG_QUERY`] with its terminating NUL, for C.
+pub(crate) const CATALOG_QUERY_NUL: &str = concat!(catalog_query_text!(), "\0");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f_policy_the_catalogue_query_is_one_nul_terminated_c_string() {
+        assert_eq!(CATALOG_QUERY_NUL.len(), CATALOG_QUERY.len() + 1);
+        assert_eq!(CATALOG_QUERY_NUL.find('\0'), Some(CATALOG_QUERY.len()));
+        assert!(CATALOG_QUERY.starts_with("SET LOCAL lock_timeout = '100ms';"));
+        // Four results after the SET: the version, functions, sequences, objects.
+        assert_eq!(CATALOG_QUERY.matches(";SELECT ").count(), 4);
+    }
+}
