@@ -580,13 +580,21 @@ fn read_on_a_reader(h: &mut Host) -> Vec<A> {
 /// skips one.
 fn until_a_write_goes_unprobed(h: &mut Host) {
     let mut last = 0x5000;
-    loop {
+    for _ in 0..200 {
         last += 0x100;
         if !write_maybe_probed(h, &format!("0/{last:X}")) {
             return;
         }
         read_on_the_writer(h);
     }
+    panic!("200 writes, every one probed");
+}
+
+/// The host's writer samples arrive, as the example proxy's monitor feeds them: the adaptive
+/// rule may leave writes unprobed only then. A sample sent before the writes positions none of
+/// them (only one sent after a write's acknowledgement does).
+fn writer_samples_arrive(h: &mut Host) {
+    h.engine.writer_sample(0, Lsn(0x100), h.now);
 }
 
 #[test]
@@ -595,6 +603,7 @@ fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_st
     // the write, so no probe's position ever puts a read on a reader.
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
+    writer_samples_arrive(&mut h);
     let mut probed = Vec::new();
     for i in 0..40u64 {
         probed.push(write_maybe_probed(
@@ -650,6 +659,7 @@ fn w7_adaptive_probe_that_puts_reads_on_a_reader_probes_every_write() {
 fn w7_adaptive_probe_comes_back_to_every_write_once_a_probe_pays() {
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
+    writer_samples_arrive(&mut h);
     let mut last = 0;
     // Unpaid probes until the engine skips writes.
     for i in 0..12u64 {
@@ -658,7 +668,8 @@ fn w7_adaptive_probe_comes_back_to_every_write_once_a_probe_pays() {
         read_on_the_writer(&mut h);
     }
     // Writes until one is probed again; the standby has replayed it when the read comes.
-    loop {
+    for n in 0.. {
+        assert!(n < 200, "a write is probed again within 64");
         last += 0x100;
         if write_maybe_probed(&mut h, &format!("0/{last:X}")) {
             break;
@@ -674,6 +685,32 @@ fn w7_adaptive_probe_comes_back_to_every_write_once_a_probe_pays() {
     for _ in 0..4 {
         last += 0x100;
         assert!(write_maybe_probed(&mut h, &format!("0/{last:X}")));
+    }
+}
+
+#[test]
+fn w7_adaptive_probe_without_writer_samples_probes_every_write() {
+    // A host that feeds no writer samples (the Pgpool-II patch samples only its standbys): an
+    // unprobed write would never be positioned, and the session's reads would stay on the
+    // primary for good (an examiner's finding through Pgpool-II, 2026-12-05).
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    for i in 0..40u64 {
+        assert!(
+            write_maybe_probed(&mut h, &format!("0/{:X}", 0x5000 + i * 0x100)),
+            "write {i} probed"
+        );
+        read_on_the_writer(&mut h);
+    }
+    // Samples that stopped arriving count as none.
+    h.engine.writer_sample(0, Lsn(0x100), h.now);
+    h.now += 2_001;
+    for i in 40..60u64 {
+        assert!(
+            write_maybe_probed(&mut h, &format!("0/{:X}", 0x5000 + i * 0x100)),
+            "write {i} probed"
+        );
+        read_on_the_writer(&mut h);
     }
 }
 
@@ -694,6 +731,7 @@ fn w7_lsn_probe_on_probes_every_committed_write() {
 fn c1_show_token_after_a_write_the_adaptive_probe_skipped_probes_then_answers_it() {
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
+    writer_samples_arrive(&mut h);
     // Unpaid probes until a write goes unprobed.
     until_a_write_goes_unprobed(&mut h);
     let probes = h.engine.stats().get(Counter::ProbesSent);
@@ -720,6 +758,7 @@ fn c1_show_token_after_a_write_the_adaptive_probe_skipped_probes_then_answers_it
 fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() {
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
+    writer_samples_arrive(&mut h);
     until_a_write_goes_unprobed(&mut h);
     h.take_sent(WRITER);
     h.client(&query("SHOW polarsplit.causal_token"));

@@ -13,6 +13,11 @@ use crate::cluster::WriterView;
 use crate::config::{Consistency, LsnProbe};
 use crate::protocol::Marker;
 
+/// How old the last writer sample may be for the host's samples to count as arriving
+/// ([`Session::writer_samples_arrive`]): twice the slowest monitor period the README's hosts use
+/// (the benchmarks' 1 s).
+pub(super) const WRITER_SAMPLES_FRESH_MS: u64 = 2_000;
+
 impl Session {
     /// P-2 collect: adopt a new configuration and writer generation (S-2), drop an invalid pin.
     pub(super) fn collect(&mut self) -> WriterView {
@@ -299,6 +304,7 @@ impl Session {
             after_replay: None,
             hidden_sync: false,
             reader_refused: false,
+            cancel_forwarded: false,
             check_then: None,
         });
         id
@@ -577,7 +583,21 @@ impl Session {
         self.probe_enabled()
             && (self.config.lsn_probe == LsnProbe::On
                 || self.startup.as_ref().is_some_and(|s| s.report_token)
-                || self.probe_credit.due())
+                || self.probe_credit.due()
+                || !self.writer_samples_arrive())
+    }
+
+    /// Whether the host's writer samples arrive (the last one was sent at most
+    /// [`WRITER_SAMPLES_FRESH_MS`] ago): the adaptive rule may leave a write unprobed only then,
+    /// for a writer sample is what positions it later. A host that feeds none (the Pgpool-II
+    /// patch samples only its standbys) would otherwise keep such a session's reads on the
+    /// primary for good — an examiner's finding, 2026-12-05; without samples `adaptive` probes
+    /// every write, as `on` does.
+    fn writer_samples_arrive(&self) -> bool {
+        self.engine
+            .view_of(self.writer_group.as_deref())
+            .writer_sample
+            .is_some_and(|(_, sent)| self.now.saturating_sub(sent) <= WRITER_SAMPLES_FRESH_MS)
     }
 
     /// Sends the hidden probe and/or capture as one batch on the writer (W-7, S-5).
