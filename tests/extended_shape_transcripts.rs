@@ -128,6 +128,9 @@ fn e2_a_statement_prepared_again_with_a_changed_result_type_fails_0a000() {
     assert_eq!(tags(&got), "EZ", "the primary's answer: its error, its RFQ");
     assert_eq!(sqlstates(&got), vec!["0A000"]);
     assert!(String::from_utf8_lossy(&got).contains("cached plan must not change result type"));
+    // With the server's routine: pgjdbc and asyncpg prepare the statement again only after a
+    // 0A000 from RevalidateCachedQuery (an examiner's finding, 2026-12-05).
+    assert!(got.windows(22).any(|w| w == b"RRevalidateCachedQuery"));
     assert_eq!(client_rfq_statuses(&got), vec![b'E']);
     // The primary refuses it every time: so does the engine (the statement was closed on the
     // writer, so it is checked again — the primary would run it again once the shapes agree).

@@ -134,6 +134,44 @@ fn f2_reader_lost_mid_wait_retries_on_another_reader_then_the_writer() {
 }
 
 #[test]
+fn f1_a_cancel_forwarded_to_a_reader_that_is_then_lost_answers_57014_never_retried() {
+    // An examiner's finding (2026-12-05): the standby froze, the client's cancel went to it and
+    // did nothing, and at the reader deadline the read ran again on the primary and answered
+    // rows where the primary alone answers 57014.
+    let mut h = after_write(config(&[]));
+    h.client(&query(SQL));
+    h.attach(R1);
+    h.take_sent(WRITER);
+    h.session.cancel_forwarded(R1);
+    let acts = h.event(R1, Event::ConnectionLost);
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert!(
+        h.take_sent(WRITER).is_empty(),
+        "not run again on the writer"
+    );
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    assert!(got.windows(5).any(|w| w == b"57014"));
+    // As the server words it: drivers look at the routine.
+    assert!(got.windows(18).any(|w| w == b"RProcessInterrupts"));
+    assert_eq!(client_rfq_statuses(&got), vec![b'I']);
+    assert!(h.streams.balanced());
+    // A cancel for an earlier statement does not cancel the next one on another reader.
+    h.client(&query(SQL));
+    h.attach(R2);
+    h.take_sent(WRITER);
+    let acts = h.event(R2, Event::ConnectionLost);
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { .. } | A::Decision(_))),
+        "retried: {acts:?}"
+    );
+}
+
+#[test]
 fn f3_reader_lost_after_the_first_row_gets_an_error_and_no_retry() {
     let mut h = after_write(config(&[]));
     h.client(&query(SQL));

@@ -107,6 +107,28 @@ pub fn error_response(
     error_or_notice(out, false, Severity::Error, sqlstate, msg, detail)
 }
 
+/// An ErrorResponse the engine answers on a server's behalf, as that server would word it:
+/// with the source `file` and `routine` fields PostgreSQL sends. Drivers decide by the routine
+/// (pgjdbc and asyncpg prepare a statement again after 0A000 from `RevalidateCachedQuery`); one
+/// without it is an error they never recover from, where the primary's is one they do.
+pub fn server_error(
+    out: &mut Vec<u8>,
+    sqlstate: &[u8; 5],
+    msg: &[u8],
+    file: &[u8],
+    routine: &[u8],
+) -> usize {
+    message(out, tag::ERROR_RESPONSE, |o| {
+        field(o, b'S', Severity::Error.text());
+        field(o, b'V', Severity::Error.text());
+        field(o, b'C', sqlstate);
+        field(o, b'M', msg);
+        field(o, b'F', file);
+        field(o, b'R', routine);
+        o.push(0);
+    })
+}
+
 /// A NoticeResponse of severity WARNING.
 pub fn warning(out: &mut Vec<u8>, sqlstate: &[u8; 5], msg: &[u8], detail: Option<&[u8]>) -> usize {
     error_or_notice(out, true, Severity::Warning, sqlstate, msg, detail)

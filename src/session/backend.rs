@@ -406,6 +406,13 @@ impl Session {
             self.finish_unit(id);
             return;
         }
+        if u.cancel_forwarded && !u.forwarded && !u.result_started {
+            // F-1: the client cancelled it while it ran there; what the primary alone answers
+            // is 57014, not the rows a retry would find.
+            self.engine.stats().inc(Counter::FailuresForwarded);
+            self.answer_cancelled(id);
+            return;
+        }
         // The unit's attempt broke.
         let (class, rec, text) = match u.failure {
             Some((c, r)) if c == FailureClass::ConnectionLost => (c, r, u.failure_text.clone()),

@@ -416,11 +416,12 @@ impl Session {
     /// The ErrorResponse a server answers a cancelled statement with (57014), for the client.
     pub(super) fn send_cancelled_error(&mut self) {
         self.out.send_client_with(|o| {
-            encode::error_response(
+            encode::server_error(
                 o,
                 b"57014",
                 b"canceling statement due to user request",
-                None,
+                b"postgres.c",
+                b"ProcessInterrupts",
             );
         });
     }

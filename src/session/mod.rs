@@ -317,6 +317,11 @@ struct Unit {
     /// statement that may have written. Connection losses and wait timeouts say nothing of the
     /// statement and leave it as classified.
     reader_refused: bool,
+    /// The host forwarded the client's CancelRequest to the reader running it (F-1): if that
+    /// attempt breaks (a lost or frozen reader), the unit is answered as cancelled, never run
+    /// again elsewhere — the cancel may never have reached the reader, and a retry would
+    /// answer rows where the primary alone answers 57014 (an examiner's finding, 2026-12-05).
+    cancel_forwarded: bool,
     /// Sent to the writer again once the check of a statement's row shape there answered
     /// (E-2), for this reason.
     check_then: Option<Reason>,
@@ -655,6 +660,11 @@ impl Session {
     pub fn cancel_forwarded(&mut self, conn: ConnId) {
         if let Some(b) = self.readers.iter_mut().find(|b| b.conn == conn) {
             b.cancelled = true;
+        }
+        for u in self.units.iter_mut() {
+            if matches!(u.attempt, Attempt::Reader { conn: c, .. } if c == conn) {
+                u.cancel_forwarded = true;
+            }
         }
     }
 

@@ -463,7 +463,13 @@ impl Session {
             BackendMessage::ErrorResponse(_) => {
                 self.apply_disp(conn, t, body, Disp::Discard);
                 self.out.send_client_with(|o| {
-                    encode::error_response(o, b"0A000", CHANGED_MESSAGE, None);
+                    encode::server_error(
+                        o,
+                        b"0A000",
+                        CHANGED_MESSAGE,
+                        b"plancache.c",
+                        b"RevalidateCachedQuery",
+                    );
                 });
                 if let Some(u) = self.unit_mut(id) {
                     u.errored = true;
