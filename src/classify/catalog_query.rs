@@ -78,13 +78,13 @@ macro_rules! catalog_query_text {
         r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' END "#,
         r#"WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "#,
         r#"THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "#,
-        r#"WHEN p.prosrc ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
+        r#"WHEN b.src ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
         r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
-        r#"WHEN p.prosrc ~* '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M' "#,
+        r#"WHEN b.src ~* '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M' "#,
         r#"THEN 'polarsplit: the function body may write' "#,
         r#"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("#,
         r#"DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "#,
-        r#"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m "#,
+        r#"FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m "#,
         r#"WHERE pg_catalog.lower(m[1]) NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "#,
         r#"'some', 'values', 'array', 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', "#,
         r#"'filter', 'within', 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', "#,
@@ -92,13 +92,42 @@ macro_rules! catalog_query_text {
         r#"'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "#,
         r#"'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "#,
         r#"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "#,
+        // The SQL value keywords and literals of the transaction's time (a read split off a block
+        // must not answer the reader's own transaction's time): as a call of now().
+        r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime)\M' "#,
+        r#"OR b.src ~* '''(now|today|tomorrow|yesterday)''' THEN ', now()' ELSE '' END "#,
         r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
         r#"pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "#,
-        r#"FROM pg_catalog.regexp_matches(p.prosrc, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "#,
+        r#"FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"JOIN pg_catalog.pg_language l ON l.oid = p.prolang "#,
+        // The scanned text: quoted names unquoted ("set_config"( calls set_config), comment
+        // brackets blanked (name/**/( calls name) — more names, never fewer.
+        r#"CROSS JOIN LATERAL (SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.replace("#,
+        r#"p.prosrc, '"', ''), '/*', ' '), '*/', ' ') AS src) AS b "#,
         r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND l.lanname <> 'internal' "#,
-        r#"AND l.lanname <> 'c') AS f WHERE def IS NOT NULL"#,
+        r#"AND l.lanname <> 'c') AS f WHERE def IS NOT NULL "#,
+        // A user function's default argument values run in the calling statement.
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, p.proname, 'SELECT ' || pg_catalog.pg_get_expr(p.proargdefaults, 0), 'f' "#,
+        r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
+        r#"WHERE p.proargdefaults IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // A domain's CHECK runs where the text never names the domain: a function's argument or
+        // result of that type, and a field of a composite type (a table's row type too).
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, p.proname, 'SELECT NULL::' || pg_catalog.quote_ident(tn.nspname) || '.' "#,
+        r#"|| pg_catalog.quote_ident(t.typname), 'f' "#,
+        r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
+        r#"CROSS JOIN LATERAL pg_catalog.unnest(p.proargtypes::pg_catalog.oid[] || p.prorettype) AS a(typ) "#,
+        r#"JOIN pg_catalog.pg_type t ON t.oid = a.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
+        r#"WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"UNION ALL "#,
+        r#"SELECT cn.nspname, c.typname, 'SELECT NULL::' || pg_catalog.quote_ident(tn.nspname) || '.' "#,
+        r#"|| pg_catalog.quote_ident(t.typname), 'd' "#,
+        r#"FROM pg_catalog.pg_type c JOIN pg_catalog.pg_namespace cn ON cn.oid = c.typnamespace "#,
+        r#"JOIN pg_catalog.pg_attribute at ON at.attrelid = c.typrelid AND at.attnum > 0 AND NOT at.attisdropped "#,
+        r#"JOIN pg_catalog.pg_type t ON t.oid = at.atttypid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
+        r#"WHERE c.typtype = 'c' AND t.typtype = 'd' AND cn.nspname NOT IN ('pg_catalog', 'information_schema')"#,
         )
     };
 }
