@@ -145,6 +145,76 @@ fn s6_an_operator_a_domain_or_a_cast_runs_user_code_on_the_reader() {
     }
 }
 
+/// An examiner's finding (2026-12-05): with a user `=` operator in the database (citext's), `SET
+/// name = value` was taken for code the engine cannot see, and the session's reads stayed on the
+/// primary for good. No expression is evaluated in SET or RESET; a read's `=` is still judged.
+#[test]
+fn s6_a_user_equals_operator_is_not_called_by_set() {
+    let e = engine();
+    e.set_function_catalog(b"app", [func("citext_eq", Volatility::Immutable)])
+        .unwrap();
+    e.set_object_catalog(b"app", [obj("=", "SELECT public.citext_eq(NULL, NULL)")])
+        .unwrap();
+    for sql in [
+        "SET search_path = public",
+        "set work_mem = '8MB'",
+        "SET LOCAL statement_timeout = 0",
+    ] {
+        let (_, fx) = first(&e, b"app", sql);
+        assert!(!fx.contains(Effects::RUNS_CODE), "{sql}: {fx:?}");
+    }
+    let (why, fx) = first(&e, b"app", "SELECT a FROM t WHERE a = 'x'");
+    assert_eq!(why, NotSafe::None);
+    assert!(fx.contains(Effects::RUNS_CODE), "{fx:?}");
+}
+
+/// An examiner's finding (2026-12-05): a volatile user operator named `=` or `~~` (a schema
+/// ahead of `pg_catalog` in `search_path`, a user type) ran on the standby for spellings that do
+/// not show it: `LIKE` calls `~~`, `IN` and `NULLIF` call `=`, `BETWEEN` and `ORDER BY` the
+/// comparisons.
+#[test]
+fn s6_operators_called_without_their_symbol_are_judged() {
+    let e = engine();
+    e.set_function_catalog(
+        b"app",
+        [
+            func("h_eq", Volatility::Volatile),
+            func("h_like", Volatility::Volatile),
+        ],
+    )
+    .unwrap();
+    e.set_object_catalog(
+        b"app",
+        [
+            obj("=", "SELECT public.h_eq(NULL, NULL)"),
+            obj("<", "SELECT public.h_eq(NULL, NULL)"),
+            obj("~~", "SELECT public.h_like(NULL, NULL)"),
+        ],
+    )
+    .unwrap();
+    for sql in [
+        "SELECT 'a' LIKE 'b'",
+        "SELECT 'a' NOT ILIKE 'b'",
+        "SELECT 1 IN (1, 2)",
+        "SELECT NULLIF(1, 2)",
+        "SELECT CASE 1 WHEN 1 THEN 'x' END",
+        "SELECT 1 IS DISTINCT FROM 2",
+        "SELECT 2 BETWEEN 1 AND 3",
+        "SELECT a FROM t ORDER BY a",
+        "SELECT DISTINCT a FROM t",
+        "SELECT a FROM t GROUP BY a",
+        "SELECT a FROM t JOIN u USING (a)",
+        "SELECT 1 UNION SELECT 2",
+        "SELECT greatest(1, 2)",
+        "SELECT max(a) FROM t",
+    ] {
+        assert_eq!(first(&e, b"app", sql).0, NotSafe::UserFunction, "{sql}");
+    }
+    for sql in ["SELECT a FROM t", "SELECT 1 + 2", "SELECT a FROM t LIMIT 1"] {
+        assert_eq!(first(&e, b"app", sql).0, NotSafe::None, "{sql}");
+    }
+}
+
 /// The verdict follows the function catalogue: the same objects over a function reported
 /// volatile afterwards keep reads on the writer, without a new object report.
 #[test]

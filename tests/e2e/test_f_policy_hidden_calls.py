@@ -6,7 +6,8 @@
 - a plpgsql body that returns `CURRENT_TIMESTAMP` inside a transaction block: split off the block,
   it answered the reader's own transaction's time;
 - a default argument value (`DEFAULT pg_is_in_recovery()`), evaluated in the calling statement;
-- a domain's CHECK reached through a function's argument type or a composite type's field.
+- a domain's CHECK reached through a function's argument type or a composite type's field;
+- a user operator called by a spelling that does not show it (`LIKE` calls `~~`).
 
 The catalogue query (`polarsplit::CATALOG_QUERY`) now reports each of them with the function or
 type, and a statement using it is judged as if it ran that code."""
@@ -33,8 +34,13 @@ OBJECTS = [
     "CREATE DOMAIN hc_dom AS int CHECK (VALUE < 0 OR pg_is_in_recovery())",
     "CREATE FUNCTION hc_arg(v hc_dom) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT 1'",
     "CREATE TYPE hc_comp AS (v hc_dom)",
+    # A user `~~` on (text, int): `'x' LIKE 7` calls it though the text shows no operator.
+    "CREATE FUNCTION hc_like(a text, b int) RETURNS bool STABLE LANGUAGE sql"
+    " AS 'SELECT NOT pg_is_in_recovery()'",
+    "CREATE OPERATOR ~~ (LEFTARG = text, RIGHTARG = int, FUNCTION = hc_like)",
 ]
-DROP = ["DROP FUNCTION IF EXISTS hc_plain()", "DROP FUNCTION IF EXISTS hc_quoted()",
+DROP = ["DROP OPERATOR IF EXISTS ~~ (text, int)", "DROP FUNCTION IF EXISTS hc_like(text, int)",
+        "DROP FUNCTION IF EXISTS hc_plain()", "DROP FUNCTION IF EXISTS hc_quoted()",
         "DROP FUNCTION IF EXISTS hc_commented()", "DROP FUNCTION IF EXISTS hc_now()",
         "DROP FUNCTION IF EXISTS hc_default(bool)", "DROP FUNCTION IF EXISTS hc_arg(hc_dom)",
         "DROP TYPE IF EXISTS hc_comp", "DROP DOMAIN IF EXISTS hc_dom"]
@@ -71,6 +77,7 @@ def answer(dsn: str, sql: str):
     "SELECT hc_default()",
     "SELECT hc_arg(5)",
     "SELECT (ROW(5)::hc_comp).v",
+    "SELECT 'x' LIKE 7",
 ])
 def test_s7_code_the_text_does_not_name_answers_as_the_primary(pair, hidden, sql):
     direct = answer(pair.primary.dsn(user="app_trust", dbname="app"), sql)
