@@ -224,11 +224,14 @@ fn e2_a_statement_prepared_again_on_another_reader_with_a_changed_result_type_is
     ans.extend(msg(b't', &[0, 0]));
     ans.extend(shape(FLOAT8));
     ans.extend(rows(FLOAT8, b'I', 0x1000));
-    h.backend(R2, &ans);
+    let acts = h.backend(R2, &ans);
     assert!(
         h.take_client().is_empty(),
         "nothing of the attempt is shown"
     );
+    // R2 holds the engine's statement in the new shape now: never reused, where its next run
+    // would need no Parse and so no check (an examiner's finding, 2026-12-05).
+    assert!(acts.contains(&A::CloseBackend(R2)), "{acts:?}");
     assert_eq!(tags(&h.take_sent(WRITER)), "PDS", "the check on the writer");
     h.backend(WRITER, &described(FLOAT8, b'I', 0x1000));
     assert_eq!(tags(&h.take_sent(WRITER)), "CPBDES");

@@ -202,6 +202,11 @@ impl Session {
                 };
             }
         } else if !same {
+            // The reader now holds the engine's statement prepared in the new shape: a later
+            // execution there would need no Parse, so no check, and would answer rows in a
+            // shape the client was not shown (an examiner's finding, 2026-12-05). The
+            // connection is closed when the session is done with it, never reused.
+            self.backend_mut(i).stale_plans = true;
             self.reader_shape_changed(unit);
         }
     }
