@@ -24,6 +24,10 @@ pub(crate) struct ConnStatements {
     /// lost), each hidden Parse is preceded by a Close of the same name, which is harmless if
     /// the statement does not exist.
     pub(crate) complete: bool,
+    /// [`Conns::ddl_epoch`] when a session last took the connection: its statements were
+    /// prepared no earlier than that (32 bits: it shares the padding after `complete`, the
+    /// writer's connection holds one in every session; compared for equality only).
+    epoch: u32,
 }
 
 impl ConnStatements {
@@ -88,12 +92,16 @@ const SHARDS: usize = 16;
 #[derive(Debug)]
 pub(crate) struct Conns {
     shards: [Mutex<ConnsInner>; SHARDS],
+    /// DDL sessions of this engine ran, counted: a statement prepared before it may describe
+    /// rows of another shape now (E-2).
+    ddl_epoch: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Conns {
     fn default() -> Self {
         Conns {
             shards: std::array::from_fn(|_| Mutex::new(ConnsInner::default())),
+            ddl_epoch: std::sync::atomic::AtomicU64::new(0),
         }
     }
 }
@@ -153,9 +161,29 @@ impl Conns {
         self.shard(conn).lock().put(conn, s);
     }
 
-    /// A session takes a pooled connection: what it has prepared, if known.
+    /// A session takes a pooled connection: what it has prepared, if known. Statements
+    /// prepared before DDL a session ran since are forgotten, and the list is incomplete, so
+    /// each is closed and prepared again where it is used: the engine's statement on a pooled
+    /// connection was otherwise reused for any session sending the same text, and answered
+    /// 0A000 after an `ALTER TABLE` where a new session on the primary prepares afresh (an
+    /// examiner's finding, 2026-12-05).
     pub(crate) fn take(&self, conn: ConnId) -> Option<ConnStatements> {
-        self.shard(conn).lock().take(conn)
+        let epoch = self.ddl_epoch.load(std::sync::atomic::Ordering::Acquire) as u32;
+        let mut s = self.shard(conn).lock().take(conn)?;
+        if s.epoch != epoch {
+            if !s.names.is_empty() {
+                s.names.clear();
+                s.complete = false;
+            }
+            s.epoch = epoch;
+        }
+        Some(s)
+    }
+
+    /// A session ran DDL (E-2).
+    pub(crate) fn ddl_ran(&self) {
+        self.ddl_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The connection is gone (closed by the host or the engine).
@@ -184,6 +212,26 @@ mod tests {
         assert_eq!(c.add(9999), Some(1));
         assert!(!c.has(1));
         assert_eq!(c.len(), MAX_CONN_STATEMENTS);
+    }
+
+    #[test]
+    fn e2_statements_prepared_before_ddl_are_prepared_again() {
+        let r = Conns::default();
+        let mut s = r.take(1).unwrap_or_else(ConnStatements::fresh);
+        s.add(7);
+        r.put(1, s.clone());
+        // No DDL: the statement is still there, known complete.
+        let mut again = r.take(1).unwrap();
+        assert!(again.has(7) && again.complete);
+        r.put(1, again);
+        r.ddl_ran();
+        let mut after = r.take(1).unwrap();
+        assert!(!after.has(7), "prepared before the DDL: prepared again");
+        assert!(!after.complete, "closed before it is prepared again");
+        after.add(7);
+        r.put(1, after);
+        let mut later = r.take(1).unwrap();
+        assert!(later.has(7), "prepared after the DDL: kept");
     }
 
     #[test]

@@ -404,6 +404,7 @@ impl Session {
     fn catalog_changed(&self) {
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
         self.classifier.catalogs().mark_changed(db);
+        self.engine.conns().ddl_ran();
     }
 }
 
