@@ -80,6 +80,20 @@ pub fn error_or_notice(
     msg: &[u8],
     detail: Option<&[u8]>,
 ) -> usize {
+    response(out, is_notice, severity, sqlstate, msg, detail, None)
+}
+
+/// The fields of an ErrorResponse or NoticeResponse; `source` is the server's source file and
+/// routine (`F`, `R`).
+fn response(
+    out: &mut Vec<u8>,
+    is_notice: bool,
+    severity: Severity,
+    sqlstate: &[u8; 5],
+    msg: &[u8],
+    detail: Option<&[u8]>,
+    source: Option<(&[u8], &[u8])>,
+) -> usize {
     let t = if is_notice {
         tag::NOTICE_RESPONSE
     } else {
@@ -92,6 +106,10 @@ pub fn error_or_notice(
         field(o, b'M', msg);
         if let Some(d) = detail {
             field(o, b'D', d);
+        }
+        if let Some((file, routine)) = source {
+            field(o, b'F', file);
+            field(o, b'R', routine);
         }
         o.push(0);
     })
@@ -118,15 +136,15 @@ pub fn server_error(
     file: &[u8],
     routine: &[u8],
 ) -> usize {
-    message(out, tag::ERROR_RESPONSE, |o| {
-        field(o, b'S', Severity::Error.text());
-        field(o, b'V', Severity::Error.text());
-        field(o, b'C', sqlstate);
-        field(o, b'M', msg);
-        field(o, b'F', file);
-        field(o, b'R', routine);
-        o.push(0);
-    })
+    response(
+        out,
+        false,
+        Severity::Error,
+        sqlstate,
+        msg,
+        None,
+        Some((file, routine)),
+    )
 }
 
 /// A NoticeResponse of severity WARNING.

@@ -160,6 +160,24 @@ def wait_until(check, what: str, timeout: float = 30, pause: float = 0.2):
         time.sleep(pause)
 
 
+@contextlib.contextmanager
+def proxy_with_catalogue(pair: PgPair, tmp: Path, plain_read: str, drop: list[str]):
+    """A proxy whose catalogue has the objects a test module just created (refreshed once a
+    minute, so the load it waits for is the one the test sees): yields it once `plain_read`, a
+    read of a plain user function, runs on the standby; stops it and runs `drop` after."""
+    proxy = start_proxy(pair, tmp, extra=["--catalog-refresh-ms", "60000"])
+    try:
+        def loaded():
+            with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+                port = c.execute(f"SELECT {plain_read}, inet_server_port()").fetchone()[1]
+            return port in STANDBY_PORTS, port
+        wait_until(loaded, "the proxy's catalogue has the functions", timeout=20)
+        yield proxy
+    finally:
+        stop_proxy(proxy)
+        on_primary(pair, *drop)
+
+
 def create_function(admin, name: str, volatility: str) -> None:
     """A user function `name()` of the given volatility that anyone may call (the F-policy tests)."""
     admin.execute(f"CREATE FUNCTION {name}() RETURNS int {volatility} LANGUAGE sql AS 'SELECT 1'")

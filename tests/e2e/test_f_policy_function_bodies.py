@@ -16,7 +16,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded, on_primary, start_proxy, stop_proxy, wait_until
+from e2e_support import bounded, on_primary, proxy_with_catalogue
 
 FUNCTIONS = [
     "CREATE FUNCTION fb_plain() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'",
@@ -41,17 +41,8 @@ DROP = ["DROP VIEW IF EXISTS fb_v1", "DROP SEQUENCE IF EXISTS fb_seq"] + [
 def bodies(pair, tmp_path_factory):
     on_primary(pair, *DROP, "CREATE SEQUENCE fb_seq", "SELECT nextval('fb_seq') FROM generate_series(1, 5)",
                *FUNCTIONS, "GRANT ALL ON SEQUENCE fb_seq TO PUBLIC")
-    proxy = start_proxy(pair, tmp_path_factory.mktemp("bodies"), extra=["--catalog-refresh-ms", "60000"])
-    try:
-        def loaded():
-            with psycopg.connect(proxy.dsn(), autocommit=True) as c:
-                port = c.execute("SELECT fb_plain(), inet_server_port()").fetchone()[1]
-            return port in STANDBY_PORTS, port
-        wait_until(loaded, "the proxy's catalogue has the functions", timeout=20)
+    with proxy_with_catalogue(pair, tmp_path_factory.mktemp("bodies"), "fb_plain()", DROP) as proxy:
         yield proxy
-    finally:
-        stop_proxy(proxy)
-        on_primary(pair, *DROP)
 
 
 def both(pair, proxy, sql: str) -> tuple:

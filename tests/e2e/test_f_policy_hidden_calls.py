@@ -19,7 +19,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded, on_primary, start_proxy, stop_proxy, wait_until
+from e2e_support import bounded, on_primary, proxy_with_catalogue
 
 OBJECTS = [
     "CREATE FUNCTION hc_plain() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'",
@@ -49,17 +49,8 @@ DROP = ["DROP OPERATOR IF EXISTS ~~ (text, int)", "DROP FUNCTION IF EXISTS hc_li
 @pytest.fixture(scope="module")
 def hidden(pair, tmp_path_factory):
     on_primary(pair, *DROP, *OBJECTS)
-    proxy = start_proxy(pair, tmp_path_factory.mktemp("hidden"), extra=["--catalog-refresh-ms", "60000"])
-    try:
-        def loaded():
-            with psycopg.connect(proxy.dsn(), autocommit=True) as c:
-                port = c.execute("SELECT hc_plain(), inet_server_port()").fetchone()[1]
-            return port in STANDBY_PORTS, port
-        wait_until(loaded, "the proxy's catalogue has the functions", timeout=20)
+    with proxy_with_catalogue(pair, tmp_path_factory.mktemp("hidden"), "hc_plain()", DROP) as proxy:
         yield proxy
-    finally:
-        stop_proxy(proxy)
-        on_primary(pair, *DROP)
 
 
 def answer(dsn: str, sql: str):
