@@ -1073,3 +1073,147 @@ fn e2_a_set_local_counts_as_a_parse_rule_change_until_its_block_ends() {
     );
     assert!(h.take_sent(WRITER).is_empty(), "s1 still reads on a reader");
 }
+
+/// pgjdbc's first statement of a transaction with autocommit off: Parse/Bind/Execute of
+/// `BEGIN`, then the query, one Sync.
+fn begin_then(sql: &str) -> Vec<u8> {
+    let mut b = parse("", "BEGIN");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("", sql));
+    b.extend(bind("", ""));
+    b.extend(describe(b'P', ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    b
+}
+
+/// The writer's answer to the `BEGIN` part: ParseComplete, BindComplete, CommandComplete.
+fn begin_answer() -> Vec<u8> {
+    let mut b = msg(b'1', b"");
+    b.extend(msg(b'2', b""));
+    b.extend(command_complete("BEGIN"));
+    b
+}
+
+#[test]
+fn e1_p5_a_batch_opening_a_block_then_reading_runs_its_begin_on_the_writer_and_the_read_on_a_reader(
+) {
+    let mut h = host();
+    let b = begin_then("SELECT v FROM t WHERE k = $1");
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(
+        tags(&sent),
+        "PBES",
+        "the BEGIN part, closed by the engine's Sync"
+    );
+    let begin_part = messages(&b)[..3]
+        .iter()
+        .map(|(t, m)| msg(*t, m))
+        .collect::<Vec<_>>();
+    assert_eq!(&sent[..sent.len() - 5], &begin_part.concat()[..]);
+    let mut ans = begin_answer();
+    ans.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
+    h.backend(WRITER, &ans);
+    assert_eq!(
+        tags(&h.take_client()),
+        "12C",
+        "the engine's RFQ is not the client's"
+    );
+    h.attach_fresh(R1);
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::ReplicaWithWait, Reason::SplitPreWrite)
+    );
+    assert!(
+        h.session.in_transaction(),
+        "the block is open before the read is decided"
+    );
+    let sent = h.take_sent(R1);
+    assert_eq!(
+        tags(&sent),
+        "PBEPBEPBEPBDES",
+        "the wait for what BEGIN's RFQ reported, then the rest"
+    );
+    let mut ans = hidden_sets_answer(3);
+    ans.extend(parsed_answer(&["1"], Some(0x1100)));
+    h.backend(R1, &ans);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "12TDCZ");
+    assert_eq!(
+        client_rfq_statuses(&got),
+        vec![b'T'],
+        "the writer's status (P-8)"
+    );
+    assert_eq!(h.session.pinned_reader(), Some(R1));
+    let w = h.take_sent(WRITER);
+    assert_eq!(
+        tags(&w),
+        "Q",
+        "the writer's block touched (P-5), nothing of the read"
+    );
+    assert_eq!(h.engine.stats().get(Counter::BeginsSplitOff), 1);
+}
+
+#[test]
+fn e1_an_error_answering_a_begin_cut_off_a_batch_skips_the_rest_to_its_sync() {
+    let mut h = host();
+    h.client(&begin_then("SELECT v FROM t WHERE k = $1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(error(
+        "ERROR",
+        "XX000",
+        "a server's own failure",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    let acts = h.backend(WRITER, &ans);
+    assert!(!acquired(&acts), "the rest runs nowhere");
+    let got = h.take_client();
+    assert_eq!(
+        tags(&got),
+        "12EZ",
+        "as one server: the error, then the Sync's RFQ"
+    );
+    assert_eq!(client_rfq_statuses(&got), vec![b'I']);
+    assert!(h.take_sent(WRITER).is_empty());
+    // The session goes on: the next batch is decided as usual.
+    let acts = h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
+    assert!(acquired(&acts));
+    h.attach_fresh(R1);
+    assert_eq!(h.last_decision().outcome, Outcome::ReplicaWithWait);
+}
+
+#[test]
+fn e1_a_batch_opening_a_block_that_stays_on_the_writer_is_not_cut() {
+    // A write after BEGIN, and a read in a block that cannot split (P-5): one round trip.
+    for (begin, sql) in [
+        ("BEGIN", "UPDATE t SET v = 1 WHERE k = $1"),
+        (
+            "BEGIN ISOLATION LEVEL REPEATABLE READ",
+            "SELECT v FROM t WHERE k = $1",
+        ),
+    ] {
+        let mut h = host();
+        let mut b = parse("", begin);
+        b.extend(bind("", ""));
+        b.extend(execute(""));
+        b.extend(parse("", sql));
+        b.extend(bind("", ""));
+        b.extend(describe(b'P', ""));
+        b.extend(execute(""));
+        b.extend(sync());
+        h.client(&b);
+        assert_eq!(
+            h.take_sent(WRITER),
+            b,
+            "{begin}; {sql}: the whole batch as sent"
+        );
+        assert_eq!(h.engine.stats().get(Counter::BeginsSplitOff), 0);
+    }
+}

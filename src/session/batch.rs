@@ -197,7 +197,16 @@ impl Session {
 
     /// E-1…E-5: what the first `count` queued messages do; the classifications of its
     /// Executes are pushed onto `execs` when given (an empty list to reuse).
-    fn batch_shape(&self, count: usize, execs: Option<Vec<Option<Classification>>>) -> Shape {
+    ///
+    /// Messages before `first` are read only for the statements and portals they leave to the
+    /// rest (a BEGIN split off the batch's head, `begin_split_point`): what they do is not the
+    /// shape's, and the rest is judged as inside the transaction block they open.
+    fn batch_shape(
+        &self,
+        first: usize,
+        count: usize,
+        execs: Option<Vec<Option<Classification>>>,
+    ) -> Shape {
         let want_execs = execs.is_some();
         let mut shape = Shape {
             not_safe: None,
@@ -225,11 +234,24 @@ impl Session {
         let room = self
             .statements
             .has_room(self.config.max_prepared_statements);
-        let txn = self.txn.active;
+        let mut txn = self.txn.active;
         // E-4: the unnamed portal is bound in a transaction block and not yet run to completion
         // in this batch: it outlives the batch there, and a reader's Sync would destroy it.
         let mut unnamed_open = false;
         for (at, m) in self.queue.iter().take(count).enumerate() {
+            if at == first && first > 0 {
+                // What the messages before it did is not the shape's (see above).
+                shape.not_safe = None;
+                shape.hint_primary = false;
+                shape.execs.clear();
+                shape.may_open_txn = false;
+                shape.may_write = false;
+                shape.changes_state = false;
+                shape.copy = false;
+                statements = 0;
+                unnamed_open = false;
+                txn = true;
+            }
             let Some(bytes) = self.msg_bytes(m) else {
                 refuse(&mut shape, Reason::BatchTooLarge);
                 shape.may_write = true;
@@ -386,7 +408,79 @@ impl Session {
     /// classifications (in the session's spare list).
     fn shape_with_execs(&mut self, count: usize) -> Shape {
         let spare = self.take_spare_execs();
-        self.batch_shape(count, Some(spare))
+        self.batch_shape(0, count, Some(spare))
+    }
+
+    /// E-1: a batch that opens a transaction block and then only reads — what pgjdbc sends for
+    /// the first statement of a transaction with autocommit off (Parse/Bind/Execute of `BEGIN`,
+    /// then the query, one Sync) — is cut after the `BEGIN`: that part runs on the writer,
+    /// closed by the engine's own Sync, and the rest is decided anew inside the block, as if
+    /// the client had sent `BEGIN` alone first (psycopg, asyncpg and node-postgres do). Cut
+    /// only when the rest would then leave the writer (its plan, P-3/P-5, made now with the
+    /// block `BEGIN` opens), so a batch that stays on the writer keeps its one round trip; and
+    /// only with nothing in flight outside a block, so the `BEGIN` cannot fail but on the
+    /// server's own error, after which the rest is skipped to its Sync as the server would.
+    /// Returns where the rest begins, or `Some(0)` when the question must wait, as a read
+    /// would, for the writer's session state (S-5) or position (W-7) being learned.
+    fn begin_split_point(&mut self, count: usize, shape: &Shape) -> Option<usize> {
+        let lone_begin = |c: &Option<Classification>| {
+            c.as_ref().is_some_and(|c| {
+                c.statements().len() == 1 && matches!(c.statements()[0].kind, Kind::Begin(_))
+            })
+        };
+        if shape.execs.len() < 2
+            || !lone_begin(&shape.execs[0])
+            || self.txn.active
+            || self.writer_status != TxStatus::Idle
+            || !self.units.is_empty()
+            || self.batch_ends_open(count)
+        {
+            return None;
+        }
+        let first = 1 + self
+            .queue
+            .iter()
+            .take(count)
+            .position(|m| m.tag == tag::EXECUTE)?;
+        let rest = self.batch_shape(first, count, Some(Vec::new()));
+        if rest.not_safe.is_some() || rest.execs.is_empty() {
+            return None;
+        }
+        let isolation = shape.execs[0]
+            .as_ref()
+            .and_then(Session::begin_options)
+            .flatten()
+            .or(self.session_isolation)
+            .unwrap_or(self.config.server_default_isolation);
+        let stmt = StatementView {
+            replica_safe: true,
+            not_safe: Reason::NotARead,
+            multi: false,
+            hint_primary: rest.hint_primary,
+            txn_value: rest
+                .execs
+                .iter()
+                .flatten()
+                .any(|c| c.effects().contains(crate::classify::Effects::TXN_VALUE)),
+        };
+        // The plan the rest would get inside the block: what is collected is the session's
+        // now; its transaction state is the one `BEGIN` opens (a writer RFQ says so when it
+        // arrives) only for the question.
+        if self.startup.as_ref().is_some_and(|s| s.replication) {
+            return None;
+        }
+        if self.learning() {
+            return Some(0);
+        }
+        let view = self.collect();
+        let outside = std::mem::replace(&mut self.txn, TxnState::begin(Some(isolation)));
+        let d = super::plan::plan(&self.plan_input(&view, stmt, Protocol::Extended));
+        self.txn = outside;
+        matches!(
+            d.outcome,
+            Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit
+        )
+        .then_some(first)
     }
 
     /// An extended message at the head of the queue, no batch open: decide the batch (E-1).
@@ -399,6 +493,12 @@ impl Session {
             return false;
         }
         let mut shape = self.shape_with_execs(count);
+        if !too_large {
+            if let Some(first) = self.begin_split_point(count, &shape) {
+                self.keep_spare_execs(shape.execs);
+                return first > 0 && self.start_begin_part(first);
+            }
+        }
         if too_large {
             // E-1: more than `max_batch_bytes` held and no Sync yet: the rest of the batch
             // (its Executes among it) is unseen, so it runs on the writer, like a message too
@@ -446,6 +546,37 @@ impl Session {
                 self.start_writer_batch(d, count, shape)
             }
         }
+    }
+
+    /// The `BEGIN` part (the first `count` queued messages) of a batch cut at
+    /// `begin_split_point` to the writer, closed by the engine's own Sync: its RFQ opens the
+    /// block for the session and is not the client's (`hidden_sync`); the rest follows it.
+    fn start_begin_part(&mut self, count: usize) -> bool {
+        let shape = self.shape_with_execs(count);
+        let stmt = match shape.not_safe {
+            Some(r) => StatementView::not_safe(r),
+            None => StatementView::not_safe(Reason::NotARead),
+        };
+        let (d, _) = self.decide(stmt, Protocol::Extended);
+        if !self.start_writer_batch(d, count, shape) {
+            return false;
+        }
+        let Some(id) = self.units.back().map(|u| u.id) else {
+            return true;
+        };
+        let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
+            return true;
+        };
+        if let Some(u) = self.unit_mut(id) {
+            u.open = false;
+            u.hidden_sync = true;
+        }
+        self.out.send_backend_with(w, hidden::sync);
+        if let Some(wb) = self.writer.as_mut() {
+            wb.resp.push(Req::Sync, Who::Client, id);
+        }
+        self.engine.stats().inc(Counter::BeginsSplitOff);
+        true
     }
 
     /// A batch (its first `count` queued messages, of `shape`) to the writer, by count.

@@ -308,8 +308,9 @@ struct Unit {
     /// Reader attempt: the settings replay is in flight; the unit's own messages follow its
     /// success (`Some(needs_reset)`).
     after_replay: Option<bool>,
-    /// The reader attempt of an open batch was closed by the engine's own Sync (E-1): its RFQ
-    /// is the engine's, not the client's.
+    /// The reader attempt of an open batch was closed by the engine's own Sync (E-1), or the
+    /// writer's `BEGIN` cut off the head of a batch was (`begin_split_point`): its RFQ is the
+    /// engine's, not the client's.
     hidden_sync: bool,
     /// A reader answered it with an error (F-2): when the writer runs it again, its read
     /// classification is not trusted for P-6 — the refusal may have been a write's (a hint, a

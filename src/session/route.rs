@@ -161,10 +161,13 @@ impl Session {
         }
         let writer_bound = matches!(d.outcome, Outcome::ForcePrimary | Outcome::Passthrough);
         !(writer_bound
-            && self
-                .units
-                .iter()
-                .all(|u| u.attempt == Attempt::Writer && !u.open && u.check_then.is_none()))
+            && self.units.iter().all(|u| {
+                u.attempt == Attempt::Writer
+                        && !u.open
+                        && u.check_then.is_none()
+                        // A `BEGIN` cut off a batch: the rest is decided inside its block.
+                        && !u.hidden_sync
+            }))
     }
 
     /// P-6's "may have written" for a whole Query: COMMIT/ROLLBACK count only if the

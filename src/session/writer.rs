@@ -585,7 +585,7 @@ impl Session {
             return;
         };
         // The unit ends with this RFQ (below): its Execute list is taken, not copied.
-        let (class, execs, errored, sql, begin, probe_after, kind, reader_refused) = {
+        let (class, execs, errored, sql, begin, probe_after, kind, reader_refused, engines_sync) = {
             let u = &mut self.units[pos];
             (
                 u.class.clone(),
@@ -596,6 +596,7 @@ impl Session {
                 u.probe_after,
                 u.kind,
                 u.reader_refused,
+                u.hidden_sync,
             )
         };
         // F-2: a unit a reader refused with an error and the writer runs again may be a write
@@ -732,7 +733,13 @@ impl Session {
         if committed_write && self.lsn.write_unknown && !probe_in_flight && self.probe_enabled() {
             self.probe_credit.skipped();
         }
-        if self.startup.as_ref().is_some_and(|s| s.report_token)
+        if engines_sync {
+            // The engine's own Sync closed the `BEGIN` cut off a batch (E-1): the client's
+            // Sync, behind the rest, is answered by the rest. After an error the server would
+            // have skipped the rest up to that Sync: so does the engine.
+            self.out.discard_backend(conn, body.len() + 5);
+            self.skip_to_sync |= errored;
+        } else if self.startup.as_ref().is_some_and(|s| s.report_token)
             && self.lsn.write_unknown
             && probe_in_flight
         {

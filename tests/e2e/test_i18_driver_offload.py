@@ -108,11 +108,38 @@ def node_pg(pair, proxy, ro_key, rw_key):
                         ro_key, rw_key, READS, ROUNDS], timeout=DRIVER_S, what="node-postgres workload")
 
 
-def jdbc(pair, proxy, ro_key, rw_key):
+def jdbc(pair, proxy, ro_key, rw_key, *mode):
     """The PostgreSQL JDBC driver, PreparedStatement with the default prepareThreshold (5)."""
     driver_built(DRIVERS_BUILD / "java" / "Ryw.class")
     return run_program(["java", "-cp", f"{DRIVERS_BUILD / 'java'}:{JDBC_JAR}", "Ryw", "127.0.0.1", proxy.port,
-                        pair.standby.port, ro_key, rw_key, READS, ROUNDS], timeout=DRIVER_S, what="JDBC workload")
+                        pair.standby.port, ro_key, rw_key, READS, ROUNDS, *mode], timeout=DRIVER_S,
+                       what="JDBC workload")
+
+
+def jdbc_txn(pair, proxy, ro_key, rw_key):
+    """JDBC with autocommit off, each statement a committed transaction: pgjdbc sends BEGIN in the
+    batch of the transaction's first statement (E-1 cuts it off there)."""
+    return jdbc(pair, proxy, ro_key, rw_key, "txn")
+
+
+def psycopg_pipeline_txn(pair, proxy, ro_key, rw_key):
+    """psycopg 3 pipeline mode with autocommit off: BEGIN, the statement and a Sync in one batch,
+    then COMMIT."""
+    n = {"ro_reads": READS, "ro_standby": 0, "pw_reads": ROUNDS, "pw_standby": 0, "stale": 0}
+    with psycopg.connect(proxy.dsn()) as c:
+        with bounded(c, DRIVER_S, "psycopg pipeline workload, autocommit off"):
+            with c.pipeline():
+                for _ in range(READS):
+                    n["ro_standby"] += c.execute(READ, (ro_key,)).fetchone()[1] == pair.standby.port
+                    c.commit()
+                for i in range(1, ROUNDS + 1):
+                    c.execute(WRITE, (i, rw_key))
+                    c.commit()
+                    v, port = c.execute(READ, (rw_key,)).fetchone()
+                    c.commit()
+                    n["stale"] += v != i
+                    n["pw_standby"] += port == pair.standby.port
+    return n
 
 
 WORKLOADS = {
@@ -121,6 +148,8 @@ WORKLOADS = {
     "asyncpg": asyncpg_default,
     "node-pg-named": node_pg,
     "jdbc": jdbc,
+    "jdbc-autocommit-off": jdbc_txn,
+    "psycopg-pipeline-autocommit-off": psycopg_pipeline_txn,
 }
 
 def drivers(marks: dict[str, pytest.MarkDecorator]):
@@ -139,21 +168,21 @@ def i18(pair):
 
 def run_workload(pair, proxy, driver: str, delay_ms: int) -> dict:
     if "issue 18" not in REPORT:
-        report("issue 18", "driver            apply delay   share of reads served by the standby (inet_server_port())"
+        report("issue 18", "driver                          apply delay   share of reads served by the standby (inet_server_port())"
                            "        (the engine's reasons)")
     ro_key, rw_key = keys(driver)
     before = proxy.stats()["reason"]
     try:
         n = WORKLOADS[driver](pair, proxy, ro_key, rw_key)
     except Hang as e:
-        report("issue 18", f"{driver:<17} {delay_ms:>5} ms   hang: {str(e)[:100]}")
+        report("issue 18", f"{driver:<31} {delay_ms:>5} ms   hang: {str(e)[:100]}")
         raise
     after = proxy.stats()["reason"]
     reasons = sorted(((after[r] - before.get(r, 0), r) for r in after if after[r] != before.get(r, 0)), reverse=True)
     ro = 100 * n["ro_standby"] / n["ro_reads"]
     pw = 100 * n["pw_standby"] / n["pw_reads"]
     every = 100 * (n["ro_standby"] + n["pw_standby"]) / (n["ro_reads"] + n["pw_reads"])
-    report("issue 18", f"{driver:<17} {delay_ms:>5} ms   all reads {every:5.1f}%   no prior write "
+    report("issue 18", f"{driver:<31} {delay_ms:>5} ms   all reads {every:5.1f}%   no prior write "
                        f"{n['ro_standby']:>3}/{n['ro_reads']} {ro:5.1f}%   post-write {n['pw_standby']:>2}/{n['pw_reads']} "
                        f"{pw:5.1f}%   stale {n['stale']}   ({', '.join(f'{r} {k}' for k, r in reasons[:3])})")
     return n

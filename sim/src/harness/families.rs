@@ -222,6 +222,7 @@ impl FamilyWork {
                 FamilyWork::asyncpg,
                 FamilyWork::describe_only,
                 FamilyWork::fetch_in_transaction,
+                FamilyWork::jdbc_transaction,
                 FamilyWork::forget_statements,
             ]);
         }
@@ -407,6 +408,63 @@ impl FamilyWork {
         steps.push((script.len(), Step::Other));
         script.push(Front::Query("COMMIT".into()));
         Self::op("fetch-in-transaction", SCAN, script, steps)
+    }
+
+    /// JDBC with autocommit off: Parse/Bind/Execute of `BEGIN` in the batch of the
+    /// transaction's first read (E-1 cuts it off there), a second read in its own batch, then
+    /// COMMIT the same way.
+    fn jdbc_transaction(&mut self) -> Op {
+        let unnamed = |sql: &str| {
+            [
+                Front::Parse {
+                    name: String::new(),
+                    sql: sql.into(),
+                },
+                Front::Bind {
+                    portal: String::new(),
+                    statement: String::new(),
+                    params: vec![],
+                },
+            ]
+        };
+        let read = |k: i64| {
+            [
+                Front::Parse {
+                    name: String::new(),
+                    sql: READ.into(),
+                },
+                Front::Bind {
+                    portal: String::new(),
+                    statement: String::new(),
+                    params: vec![Some(k.to_string())],
+                },
+                Front::Describe {
+                    portal: true,
+                    name: String::new(),
+                },
+            ]
+        };
+        let execute = Front::Execute {
+            portal: String::new(),
+            max_rows: 0,
+        };
+        let (k1, k2) = (self.key(), self.key());
+        let mut script = Vec::from(unnamed("BEGIN"));
+        let mut steps = vec![(script.len(), Step::Other)];
+        script.push(execute.clone());
+        script.extend(read(k1));
+        steps.push((script.len(), Step::Read { k: k1 }));
+        script.push(execute.clone());
+        script.push(Front::Sync);
+        script.extend(read(k2));
+        steps.push((script.len(), Step::Read { k: k2 }));
+        script.push(execute.clone());
+        script.push(Front::Sync);
+        script.extend(unnamed("COMMIT"));
+        steps.push((script.len(), Step::Other));
+        script.push(execute);
+        script.push(Front::Sync);
+        Self::op("jdbc-autocommit-off", READ, script, steps)
     }
 
     /// Close of a prepared statement, DEALLOCATE, DISCARD ALL: the client forgets them.
