@@ -899,3 +899,36 @@ fn s1a_after_prepare_transaction_the_sessions_reads_stay_on_the_writer() {
         h.take_client();
     }
 }
+
+/// S-1a/W-7: a block whose reads the writer served leaves the session's position unknown (what
+/// they saw may be newer than any reader); no probe can follow them inside the block, so one
+/// follows the block's end. Its position bounds what the block saw: a reader that replayed it
+/// serves the session's next read, without waiting for a writer sample.
+#[test]
+fn s1a_w7_a_probe_follows_the_end_of_a_block_whose_reads_the_writer_served() {
+    let mut h = stock(&[("lsn_probe", "on")]);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.client(&query("SELECT v, now() FROM t"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    h.writer_answers("SELECT 1", b'T', None, None);
+    h.take_sent(WRITER);
+    h.client(&query("COMMIT"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "Q");
+    h.writer_answers("COMMIT", b'I', None, None);
+    assert_eq!(
+        probe_sent(&h.take_sent(WRITER), b""),
+        "PBES probe",
+        "a probe behind the block's end"
+    );
+    h.backend(WRITER, &probe_answer("0/4800"));
+    h.take_client();
+    h.engine.reader_sample(1, Lsn(0x4800), h.now);
+    h.engine.reader_sample(2, Lsn(0x4000), h.now);
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+}

@@ -715,10 +715,13 @@ impl Session {
             rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
         if rfq.status == TxStatus::Idle && !probe_after {
             let capture = self.settings.known == Known::Due;
-            // As in `after_writer_send`: a probe rides in a capture's batch behind a read.
+            // As in `after_writer_send`: a probe rides in a capture's batch behind a read —
+            // or behind the end of a block whose reads the writer served (no probe can follow
+            // them inside it): without one, the session's reads stay on the writer until a
+            // writer sample bounds what they saw.
             let read_probe = self.lsn.observed_unknown
                 && !self.lsn.write_unknown
-                && super::route::reads_data(class.as_ref(), &execs)
+                && (was_active || super::route::reads_data(class.as_ref(), &execs))
                 && self.wants_read_probe(capture);
             let probe =
                 committed_write && self.lsn.write_unknown && self.wants_probe() || read_probe;
