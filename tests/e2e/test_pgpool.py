@@ -1010,3 +1010,19 @@ def test_s7_pgpool_a_failed_catalogue_load_drops_the_functions_and_keeps_sequenc
     assert "bad message length" not in log_failed
     assert seqs == [want_seq] * len(seqs), seqs
     assert view == [("x", pair.primary.port)] * len(view), view
+
+
+@pytest.mark.timeout(90)
+def test_e1_pgpool_a_batch_opening_a_block_answers_as_the_primary_and_reads_on_the_standby(pair, pgpools):
+    """BEGIN and reads in one batch (pgjdbc with autocommit off, libpq's pipeline mode): through the
+    patched Pgpool-II the engine runs the BEGIN on the primary and the read on the standby, and
+    every answer is the primary's (tests/e2e/test_e1_begin_in_the_batch.py has the cases)."""
+    from test_e1_begin_in_the_batch import CASES, run, server_ports
+    p = pgpools("polarsplit", polarsplit=True)
+    direct_dsn = pair.primary.dsn(dbname="app", user="app_trust")
+    different = {case: (d, t) for case, batches in CASES.items()
+                 if (d := run(direct_dsn, batches)) != (t := run(p.dsn(), batches))}
+    assert not different, different
+    ports = server_ports(p.dsn(), 20)
+    report(f"\nBEGIN and a read in one batch through Pgpool-II: {ports.count(pair.standby.port)} of 20 on the standby")
+    assert ports.count(pair.standby.port) >= 19, ports
