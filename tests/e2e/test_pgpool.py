@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from e2e_support import ROOT, bounded, create_function, user_functions
+from e2e_support import bounded, create_function, user_functions
 from pgpool_support import PGPOOL, PGPOOL_PLAIN, Counts, Pgpool
 
 REPORT = PGPOOL.parent.parent / "report.txt"
