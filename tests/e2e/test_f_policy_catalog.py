@@ -103,7 +103,7 @@ def test_f_policy_user_functions_by_the_writers_catalogue_loaded_and_refreshed_b
     report("F-policy: the writer's function catalogue through the proxy",
            f"first load: a stable function on the standby {loaded_s:.2f} s after the first client connected; "
            f"reads on the standby out of {N}: " + ", ".join(f"{k} {v}" for k, v in shares.items())
-           + f"; control (--no-function-catalog): " + ", ".join(f"{k} {v}" for k, v in control_shares.items())
+           + "; control (--no-function-catalog): " + ", ".join(f"{k} {v}" for k, v in control_shares.items())
            + f"; created later: on the standby {late_s:.2f} s after its CREATE ({late_share}/{N}, the standby "
            f"replays with a {pair.apply_delay_ms} ms delay); recreated volatile: off the standby "
            f"{dropped_s:.2f} s after the DROP ({after_drop}/{N} fresh sessions after); refresh {REFRESH_MS} ms; "

@@ -318,7 +318,6 @@ def test_s6_tenant_set_by_a_function_reaches_no_other_client(s5_objects, proxy, 
     rows; then three other clients, each a fresh session that set no tenant, must read none of them —
     as on the primary. The same for `set_config('role', ...)`: the others stay s5_web, without
     s5_rr's privileges (s5_web is NOINHERIT)."""
-    pair = s5_objects
     cursor = psycopg.ClientCursor if protocol == "simple" else EXTENDED
     leaks, seen = [], []
     with psycopg.connect(proxy.dsn(user="s5_web"), autocommit=True, cursor_factory=cursor) as a:
