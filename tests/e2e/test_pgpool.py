@@ -1026,3 +1026,59 @@ def test_e1_pgpool_a_batch_opening_a_block_answers_as_the_primary_and_reads_on_t
     ports = server_ports(p.dsn(), 20)
     report(f"\nBEGIN and a read in one batch through Pgpool-II: {ports.count(pair.standby.port)} of 20 on the standby")
     assert ports.count(pair.standby.port) >= 19, ports
+
+
+def _errors_after_a_protocol_error(port: int) -> tuple[list[str], bool]:
+    """Starts a session, sends a message of an unknown type, and returns the SQLSTATEs of the
+    ErrorResponses that follow and whether the server then closed the connection."""
+    import socket
+    import struct
+
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        body = struct.pack("!I", 196608) + b"user\0app_trust\0database\0app\0\0"
+        s.sendall(struct.pack("!I", len(body) + 4) + body)
+        buf, states = b"", []
+
+        def messages():
+            nonlocal buf
+            while True:
+                while len(buf) >= 5 and len(buf) >= 1 + struct.unpack("!I", buf[1:5])[0]:
+                    n = struct.unpack("!I", buf[1:5])[0]
+                    m, buf = (buf[:1], buf[5:1 + n]), buf[1 + n:]
+                    yield m
+                chunk = s.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+
+        it = messages()
+        for t, _ in it:
+            if t == b"Z":
+                break
+        s.sendall(b"?" + struct.pack("!I", 8) + b"xxxx")
+        for t, b in it:
+            if t == b"E":
+                states.append(next(f[1:].decode() for f in b.split(b"\0") if f[:1] == b"C"))
+        return states, True
+    except socket.timeout:
+        return states, False
+    finally:
+        s.close()
+
+
+@pytest.mark.timeout(60)
+def test_pgpool_polarsplit_a_client_protocol_error_gets_one_error_as_from_the_primary(pair, tmp_path):
+    """A client that sends a message of an unknown type gets one FATAL 08P01 and the connection
+    closes, as from the primary; the child used to add a second FATAL (XX000 "session ended with a
+    backend connection in an unknown state") on ending without caching its connections (an
+    examiner's finding of 2026-12-05). The child still ends; the next client is served."""
+    direct = _errors_after_a_protocol_error(pair.primary.port)
+    p = Pgpool(pair, tmp_path, polarsplit=True, children=1).start()
+    try:
+        through = _errors_after_a_protocol_error(p.port)
+        assert through == direct == (["08P01"], True)
+        with psycopg.connect(p.dsn(), autocommit=True, connect_timeout=10) as c:
+            assert c.execute("SELECT 41 + 1").fetchone() == (42,)
+    finally:
+        assert p.stop() == 0

@@ -1824,9 +1824,18 @@ ps_finish(void)
 	psg_session_free(ps.s);
 	ps.s = NULL;
 	if (!clean)
-		ereport(FATAL,
+	{
+		/*
+		 * Nothing uncertain may be cached: the child ends, as after a FATAL, but without one for
+		 * the client. What the client had to hear the library has sent it (a protocol error's
+		 * 08P01, a backend's FATAL), or it is gone; a second error would be one the primary
+		 * never sends.
+		 */
+		ereport(LOG,
 				(errmsg("polarsplit: session ended with a backend connection in an unknown state"),
 				 errdetail("%s", ps.why[0] ? ps.why : "a statement was still running")));
+		proc_exit(POOL_EXIT_AND_RESTART);
+	}
 	return POOL_END;
 }
 
