@@ -515,3 +515,38 @@ fn p5_a_read_split_off_a_block_touches_the_writers_block() {
     h.attach(R1);
     assert!(h.take_sent(WRITER).is_empty());
 }
+
+/// S-3/P-5: `SET SESSION CHARACTERISTICS` inside a block sets the session's default for the
+/// blocks after it (an examiner's finding of 2026-12-05: it was ignored there, so a later
+/// REPEATABLE READ block read on a reader, 5/5 with a broken snapshot). As a SET in the block,
+/// the block's reads stay on the writer and the state is captured once it ends.
+#[test]
+fn p5_s3_session_characteristics_set_inside_a_block_rule_the_blocks_after_it() {
+    let mut h = host_with(ServerDialect::Awide);
+    begin(&mut h, "BEGIN", Some((b'x', "")));
+    h.client(&query(
+        "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+    ));
+    h.writer_answers("SET", b'T', Some(0x1000), Some((b'x', "")));
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::SplitSetInTxn);
+    h.writer_answers("SELECT 1", b'T', Some(0x1000), Some((b'x', "")));
+    h.client(&query("COMMIT"));
+    h.writer_answers("COMMIT", b'I', Some(0x1000), None);
+    assert!(
+        sends_capture(&h.take_sent(WRITER)),
+        "a capture follows the block's end"
+    );
+    // The writer says the default is REPEATABLE READ.
+    h.backend(
+        WRITER,
+        &capture_answer(
+            false,
+            &[("default_transaction_isolation", "repeatable read")],
+            None,
+        ),
+    );
+    begin(&mut h, "BEGIN", Some((b'x', "")));
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::SplitIsolation);
+}

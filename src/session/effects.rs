@@ -277,7 +277,13 @@ impl Session {
                         self.txn.isolation = Some(i);
                     }
                 }
-                Kind::SetSessionCharacteristics(o) if success && !in_txn => {
+                Kind::SetSessionCharacteristics(_) if success && in_txn => {
+                    // A session default set inside a block: as a SET there (S-3), its reads
+                    // stay on the writer and the state — the default isolation with it — is
+                    // captured once the block ends (a ROLLBACK undoes it on the server).
+                    self.txn.set_ran = true;
+                }
+                Kind::SetSessionCharacteristics(o) if success => {
                     if let Some(i) = o.isolation {
                         self.session_isolation = Some(i);
                     }
