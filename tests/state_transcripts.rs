@@ -1162,3 +1162,49 @@ fn s5_the_writer_is_touched_before_its_idle_timeout_while_the_session_reads_on_a
         2
     );
 }
+
+/// S-5: a configuration reload on the writer (the host's monitor reads a later
+/// `pg_conf_load_time()`) may change settings the session has from the configuration without a
+/// ParameterStatus. The session's state is captured again before its next read leaves the
+/// writer (the read waits for it); inside a block, the block's reads stay on the writer and the
+/// capture follows its end. An unchanged load time changes nothing.
+#[test]
+fn s5_a_configuration_reload_the_monitor_reports_makes_the_state_captured_again() {
+    let mut h = host();
+    h.engine.writer_config_loaded(0, 1_000_000);
+    // The first report of the time: the state captured at login may predate it.
+    assert!(!acquired(&h.client(&query("SELECT 1"))));
+    assert!(sends_capture(&h.take_sent(WRITER)), "captured again first");
+    let acts = h.backend(
+        WRITER,
+        &capture_answer(false, &[("bytea_output", "escape")], None),
+    );
+    assert!(acquired(&acts), "then the read leaves the writer");
+    h.attach(R1);
+    h.take_sent(R1);
+    h.backend(R1, &select_result(&["1"]));
+    h.backend(R1, &rfq(b'I', Some(0x1000), None));
+    h.take_client();
+    // The same time again: nothing to capture.
+    h.engine.writer_config_loaded(0, 1_000_000);
+    assert!(acquired(&h.client(&query("SELECT 2"))));
+    assert!(!sends_capture(&h.take_sent(WRITER)));
+    h.attach(R1);
+    h.backend(R1, &select_result(&["2"]));
+    h.backend(R1, &rfq(b'I', Some(0x1000), None));
+    h.take_client();
+    // A reload while a block is open: its reads stay on the writer, the capture follows it.
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.engine.writer_config_loaded(0, 2_000_000);
+    h.client(&query("SELECT 3"));
+    assert_eq!(h.last_decision().reason, Reason::SplitSetInTxn);
+    h.writer_answers("SELECT 1", b'T', Some(0x1000), Some((b'x', "")));
+    h.take_sent(WRITER);
+    h.client(&query("COMMIT"));
+    h.writer_answers("COMMIT", b'I', Some(0x1000), None);
+    assert!(
+        sends_capture(&h.take_sent(WRITER)),
+        "captured once it ended"
+    );
+}

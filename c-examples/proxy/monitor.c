@@ -21,8 +21,11 @@
 /* The writer's LSN and, in the same statement, its history: the system identifier, and the
  * timeline of the WAL it inserts into now (pg_control_checkpoint() would lag a promotion). */
 static const char IDENTITY_QUERY[] =
-    "SELECT pg_current_wal_insert_lsn(), system_identifier, pg_walfile_name(pg_current_wal_insert_lsn()) "
-    "FROM pg_catalog.pg_control_system()";
+    "SELECT pg_current_wal_insert_lsn(), system_identifier, pg_walfile_name(pg_current_wal_insert_lsn()), "
+    "(date_part('epoch', pg_conf_load_time()) * 1000000)::int8 FROM pg_catalog.pg_control_system()";
+/* The writer's LSN and when it last loaded its configuration (a reload, SPEC S-5). */
+static const char WRITER_QUERY[] =
+    "SELECT pg_current_wal_insert_lsn(), (date_part('epoch', pg_conf_load_time()) * 1000000)::int8";
 /* After the identity query failed (e.g. a monitor role without the right to run it). */
 #define IDENTITY_RETRY_MS 60000
 /* How soon a failed monitor connects again. */
@@ -87,7 +90,7 @@ static void monitor_connect(uint32_t server, uint64_t now) {
 
 static void monitor_query(uint32_t i, backend_t *b, uint64_t now) {
     server_t *s = &g.servers[i];
-    const char *q = i == 0 ? "SELECT pg_current_wal_insert_lsn()" : "SELECT pg_last_wal_replay_lsn()";
+    const char *q = i == 0 ? WRITER_QUERY : "SELECT pg_last_wal_replay_lsn()";
     b->mon_identity = i == 0 && g.engine && g.o.identity_interval_ms > 0 && now >= s->identity_next;
     if (b->mon_identity) {
         q = IDENTITY_QUERY;
@@ -97,6 +100,7 @@ static void monitor_query(uint32_t i, backend_t *b, uint64_t now) {
     b->mon_busy = 1;
     b->mon_has_value = 0;
     b->mon_has_identity = 0;
+    b->mon_has_conf = 0;
     b->mon_error = 0;
     b->mon_sent_at = now;
     s->monitor_next = now + g.o.monitor_interval_ms;
@@ -162,6 +166,7 @@ static void monitor_answered(backend_t *b) {
         s->monitor_failures = 0;
         if (b->server == 0) {
             if (b->mon_has_identity) report_identity(b);
+            if (b->mon_has_conf) polarsplit_engine_writer_config_loaded(g.engine, 0, b->mon_conf);
             if (!g.o.no_writer_samples) polarsplit_engine_writer_sample(g.engine, 0, b->mon_value, b->mon_sent_at);
         } else {
             /* Up again first (an outage now), then the sample: it was sent before this moment,
@@ -220,6 +225,12 @@ static void monitor_row(backend_t *b, const uint8_t *body, size_t blen) {
         b->mon_system_id = sys;
         b->mon_timeline = tli;
         b->mon_has_identity = 1;
+    }
+    /* The writer's configuration load time: the last column of either writer query. */
+    if (b->server == 0 && row_field(body, blen, b->mon_identity ? 3 : 1, &v, &n) == 0 &&
+        parse_system_id((const char *)v, n, &sys) == 0) {
+        b->mon_conf = sys;
+        b->mon_has_conf = 1;
     }
 }
 

@@ -73,6 +73,8 @@ typedef struct backend {
     uint64_t mon_system_id; /* its answer */
     uint32_t mon_timeline;
     int mon_has_identity;
+    uint64_t mon_conf; /* the writer's pg_conf_load_time() in µs, read with the sample */
+    int mon_has_conf;
     int mon_error;                  /* the query in flight got an ErrorResponse */
     struct catalog_load *cat;       /* ROLE_CATALOG: what the load read so far (catalog.c) */
     struct backend *next_attached; /* the owner's attached readers */

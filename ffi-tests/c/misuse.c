@@ -179,6 +179,7 @@ int ctest_misuse_null_every_pointer(void) {
     CHECK_STATUS(polarsplit_engine_set_reader_health(NULL, 1, true), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_reader_sample(NULL, 1, 1, 1), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_sample(NULL, 0, 1, 1), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_writer_config_loaded(NULL, 0, 1), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_set_server_version(NULL, 1, 150018), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_changed(NULL, 0, &v), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_writer_changed(NULL, 0, NULL), POLARSPLIT_ERR_NULL);
@@ -366,6 +367,7 @@ int ctest_misuse_out_of_range_integers(void) {
     CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, UINT64_MAX, UINT64_MAX), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_engine_reader_sample(e, 1, 0, 0), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_engine_writer_sample(e, UINT32_MAX, UINT64_MAX, UINT64_MAX), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_writer_config_loaded(e, UINT32_MAX, UINT64_MAX), POLARSPLIT_OK);
     CHECK_STATUS(polarsplit_engine_writer_changed(e, UINT32_MAX, &v), POLARSPLIT_OK);
 
     /* Byte lengths beyond what any buffer can hold are refused before anything is read. */

@@ -63,6 +63,10 @@ pub(crate) struct WriterGroup {
     /// The writer's history as the host reported it (C-1): system identifier and timeline.
     system_id: AtomicU64,
     timeline: AtomicU64,
+    /// The latest `pg_conf_load_time()` (µs since the epoch) the host's monitor read on the
+    /// writer, and how many times it moved forward (S-5: a configuration reload).
+    conf_loaded: AtomicU64,
+    conf_epoch: AtomicU32,
 }
 
 impl WriterGroup {
@@ -71,6 +75,24 @@ impl WriterGroup {
         if self.generation.load(Ordering::Acquire) == generation {
             self.writer_lsn.fetch_max(lsn.0, Ordering::AcqRel);
         }
+    }
+
+    /// The writer's configuration was (re)loaded at `micros` (`pg_conf_load_time()`, µs since
+    /// the epoch), as the host's monitor read it. A time later than any known moves the epoch:
+    /// sessions whose state was captured before it capture it again (S-5). One source only:
+    /// the time is the backend's own — when *it* applied the reload, at its next command — so
+    /// two backends report one reload at two times (sessions' captures must not feed it, or
+    /// each would move the epoch past the others').
+    pub(crate) fn config_loaded(&self, micros: u64) {
+        if micros > self.conf_loaded.fetch_max(micros, Ordering::AcqRel) {
+            self.conf_epoch.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// How many times the writer's configuration was known to be reloaded (see
+    /// `config_loaded`), modulo 2^16: sessions compare it for equality only.
+    pub(crate) fn config_epoch(&self) -> u16 {
+        self.conf_epoch.load(Ordering::Acquire) as u16
     }
 
     fn new(reader_hostgroup: Option<Hostgroup>) -> WriterGroup {
@@ -83,6 +105,8 @@ impl WriterGroup {
             dialect: AtomicU8::new(DIALECT_DEFAULT),
             system_id: AtomicU64::new(0),
             timeline: AtomicU64::new(0),
+            conf_loaded: AtomicU64::new(0),
+            conf_epoch: AtomicU32::new(0),
         }
     }
 }
@@ -452,7 +476,18 @@ impl Engine {
         g.writer_lsn.store(0, Ordering::Release);
         g.writer_sample_at.store(0, Ordering::Release);
         g.writer_sample_lsn.store(0, Ordering::Release);
+        // Another server's configuration: its load time is not comparable with the old one's.
+        g.conf_loaded.store(0, Ordering::Release);
         g.generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The writer's `pg_conf_load_time()` as the host's monitor reads it on its one connection
+    /// (µs since the epoch): when it moves forward the writer reloaded its configuration, which
+    /// changes settings the sessions have from it without telling them (only settings the server
+    /// reports come with a ParameterStatus): each session captures its state again before its
+    /// next read (S-5).
+    pub fn writer_config_loaded(&self, writer_hostgroup: Hostgroup, micros: u64) {
+        self.group_or_create(writer_hostgroup).config_loaded(micros);
     }
 
     /// The writer's history (C-1): its system identifier (`pg_control_system()`) and the

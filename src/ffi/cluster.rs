@@ -330,6 +330,30 @@ pub unsafe extern "C" fn polarsplit_engine_writer_sample(
     }
 }
 
+/// The writer's `pg_conf_load_time()` for a writer hostgroup, in microseconds since the Unix
+/// epoch (e.g. `(date_part('epoch', pg_conf_load_time()) * 1000000)::int8`, read with the
+/// monitor's sample). When it moves forward the writer reloaded its configuration: settings
+/// sessions have from it may have changed without a ParameterStatus (most are not reported), so
+/// each session captures its state again before its next read leaves the writer (SPEC S-5).
+/// Report it from one connection only: the value is the backend's own (when it applied the
+/// reload, at its next command), so two connections report one reload at two times. A host
+/// that reports none leaves such a reload unseen until something else makes a session capture
+/// its state again.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_writer_config_loaded(
+    engine: *const PolarsplitEngine,
+    writer_hostgroup: u32,
+    load_time_us: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        try_ref!(engine).inner.writer_config_loaded(writer_hostgroup, load_time_us);
+        POLARSPLIT_OK
+    }
+}
+
 /// Records a reader's `server_version_num` (e.g. 150018). On stock PostgreSQL 19 and later the
 /// engine may make that reader wait with `WAIT FOR LSN`.
 ///

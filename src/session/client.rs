@@ -394,6 +394,7 @@ impl Session {
             if self.phase == Phase::Closed || self.client_streaming.is_some() {
                 return;
             }
+            self.config_reloaded();
             self.maybe_capture();
             let Some(head) = self.queue.front() else {
                 return;

@@ -135,6 +135,30 @@ impl Session {
         (d, view)
     }
 
+    /// S-5: the writer reloaded its configuration since the session's state was captured (the
+    /// host's monitor read a later `pg_conf_load_time()`): settings the session
+    /// has from the configuration may have changed on the writer without a word (only the
+    /// settings the server reports come with a ParameterStatus). The state is captured again
+    /// before the next read leaves the writer — inside a block, once it ends, its reads staying
+    /// on the writer meanwhile, as after a SET there.
+    pub(super) fn config_reloaded(&mut self) {
+        if self.phase != Phase::Ready {
+            return;
+        }
+        self.hold_writer_group();
+        let Some(epoch) = self.writer_group.as_ref().map(|g| g.config_epoch()) else {
+            return;
+        };
+        if epoch == self.settings.conf_epoch || self.settings.known != Known::Yes {
+            return;
+        }
+        if self.txn.active {
+            self.txn.set_ran = true;
+        } else {
+            self.settings.mark_due();
+        }
+    }
+
     /// Hidden writer work that informs the next read is in flight or due (the probe of W-7, the
     /// capture of S-5): reads wait for it.
     pub(super) fn learning(&self) -> bool {
@@ -651,6 +675,9 @@ impl Session {
             self.engine.stats().inc(Counter::ProbesSent);
         }
         if capture {
+            self.hold_writer_group();
+            // What this capture sees is the configuration of at least this epoch (S-5).
+            self.settings.conf_epoch = self.writer_group.as_ref().map_or(0, |g| g.config_epoch());
             self.settings.known = Known::Capturing;
             self.capture_rows.clear();
             self.capture_failed = false;

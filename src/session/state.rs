@@ -282,6 +282,10 @@ pub(crate) struct SessionSettings {
     /// `idle_in_transaction_session_timeout` (0: neither), from the capture: the writer is
     /// touched before it is idle that long while the session reads on a reader.
     pub idle_timeout_ms: u32,
+    /// The writer's configuration epoch when the last capture was sent (`WriterGroup::
+    /// config_epoch`, its low 16 bits: room an idle session has): another one is a reload that
+    /// capture may not have seen.
+    pub conf_epoch: u16,
     /// Bumped on every change of what a reader must replay (caches derived from it compare).
     version: u64,
 }
