@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use polarsplit::{ConnId, Event, Reason};
 use polarsplit::{ServerDialect, StartupProfile};
+use polarsplit_test_support::be;
 
 const R1: ConnId = 901;
 const R2: ConnId = 902;
@@ -1207,4 +1208,46 @@ fn s5_a_configuration_reload_the_monitor_reports_makes_the_state_captured_again(
         sends_capture(&h.take_sent(WRITER)),
         "captured once it ended"
     );
+}
+
+/// S-5, E-1: a state change asyncpg sends as Parse/Describe/Flush, then Bind/Execute/Sync (its
+/// `fetch("SET ROLE …")`): the batch is opened on the writer at the Flush and its Execute joins
+/// later. It was counted only as "may write", never as a state change, so readers kept the old
+/// role (an examiner's finding of 2026-12-05: a NOINHERIT login's `SET ROLE NONE` read with the
+/// role it had dropped, 3/3). The joining Execute is judged by the statement its portal was
+/// bound to: a capture follows.
+#[test]
+fn s5_e1_a_set_whose_execute_joins_a_batch_opened_at_a_flush_is_captured() {
+    let mut h = host();
+    let mut b = parse("__asyncpg_stmt_1__", "SET ROLE r");
+    b.extend(describe(b'S', "__asyncpg_stmt_1__"));
+    b.extend(flush());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDH");
+    let mut ans = msg(b'1', b"");
+    ans.extend(be::parameter_description(&[]));
+    ans.extend(be::no_data());
+    h.backend(WRITER, &ans);
+    let mut b = bind("", "__asyncpg_stmt_1__");
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(
+        tags(&sent),
+        "BESBES",
+        "the client's batch, and the capture pipelined behind it"
+    );
+    assert!(
+        sends_capture(&sent[b.len()..]),
+        "the state is captured again"
+    );
+    // A read waits for it.
+    assert!(!acquired(&h.client(&query("SELECT 1"))));
+    let mut ans = msg(b'2', b"");
+    ans.extend(command_complete("SET"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    let acts = h.backend(WRITER, &capture_answer(false, &[], Some("r")));
+    assert!(acquired(&acts), "then it leaves the writer");
 }

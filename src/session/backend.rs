@@ -422,7 +422,7 @@ impl Session {
                 (
                     FailureClass::ConnectionLost,
                     rec,
-                    Some(format!("reader connection {conn} broke")),
+                    Some(format!("reader connection {conn} broke").into_boxed_str()),
                 )
             }
         };

@@ -765,6 +765,16 @@ impl Session {
                 if !statement.is_empty() {
                     self.note_bind_shape(w, id, portal, statement);
                 }
+                if self.unit(id).is_some_and(|u| u.open) {
+                    // An Execute of the portal may join after a Flush (`continue_batch`).
+                    let class = self
+                        .statements
+                        .peek(statement)
+                        .and_then(|s| s.class.clone());
+                    if let Some(u) = self.unit_mut(id) {
+                        u.bound.get_or_insert_default().push((portal.into(), class));
+                    }
+                }
             }
             FrontendMessage::Describe { kind, name } => {
                 // E-2: the shape the client is shown, when it is not known yet.
@@ -1128,11 +1138,23 @@ impl Session {
                 };
                 if extended {
                     if head.tag == tag::EXECUTE {
-                        // What a joining Execute runs was not classified with the batch: it
-                        // counts as a statement that may write (its RFQ then asks for the
-                        // write's position).
+                        // A joining Execute runs what its portal was bound to in this batch:
+                        // judged by that statement at the RFQ, as the batch's own Executes are
+                        // (a SET ROLE that asyncpg sends as Parse/Describe/Flush, then
+                        // Bind/Execute/Sync, must make a capture due). A portal the batch did
+                        // not bind runs something unknown: a statement that may write and may
+                        // change the session's state.
+                        let class = self.joined_execute_class(id);
+                        let state = class.as_ref().is_none_or(|c| self.changes_state(c));
+                        if state {
+                            if self.txn.active {
+                                self.txn.set_ran = true;
+                            } else {
+                                self.settings.mark_due();
+                            }
+                        }
                         if let Some(u) = self.unit_mut(id) {
-                            u.execs.push(None);
+                            u.execs.push(class);
                         }
                     }
                     self.forward_head_to_writer(id, w);
@@ -1184,6 +1206,25 @@ impl Session {
             }
             Attempt::AwaitReader { .. } | Attempt::Local => false,
         }
+    }
+
+    /// The classification of the statement the head Execute's portal was bound to in open
+    /// writer batch `id` (`None`: not bound in it, or not classified).
+    fn joined_execute_class(&self, id: u32) -> Option<Classification> {
+        let head = self.queue.front()?;
+        let (t, body) = self.msg_bytes(head).and_then(split)?;
+        let Ok(FrontendMessage::Execute { portal, .. }) =
+            FrontendMessage::reread(t, body, head.names)
+        else {
+            return None;
+        };
+        let u = self.unit(id)?;
+        u.bound
+            .as_deref()?
+            .iter()
+            .rev()
+            .find(|(p, _)| **p == *portal)
+            .and_then(|(_, c)| c.clone())
     }
 
     /// A hidden Sync closes an open reader batch.

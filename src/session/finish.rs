@@ -162,7 +162,7 @@ impl Session {
         id: u32,
         class: FailureClass,
         rec: Recovery,
-        failure_text: Option<String>,
+        failure_text: Option<Box<str>>,
     ) {
         // F-2: what the writer runs again after a reader's error may be a write (P-6).
         if class == FailureClass::ReusableError {
@@ -278,7 +278,7 @@ impl Session {
                     _ => "the replica refused the statement",
                 };
                 let msg = format!("polarsplit: {what}");
-                let detail = failure_text.unwrap_or_default();
+                let detail = failure_text.as_deref().unwrap_or_default();
                 self.out.send_client_with(|o| {
                     encode::error_response(o, b"55000", msg.as_bytes(), Some(detail.as_bytes()));
                 });

@@ -285,7 +285,7 @@ struct Unit {
     /// The decision needed the LSN state of this generation (split retries are gated on it).
     generation: u64,
     /// Statement text of a Query with SET/RESET (needed after completion).
-    sql: Option<Vec<u8>>,
+    sql: Option<Box<[u8]>>,
     /// Whether the unit contained BEGIN (and its options).
     begin: Option<Option<Isolation>>,
     /// The reader waits with a statement of its own (PostgreSQL 19's WAIT FOR LSN): a timeout
@@ -295,7 +295,7 @@ struct Unit {
     sent_at: u64,
     /// A failure decided while the attempt's answer is still arriving.
     failure: Option<(FailureClass, Recovery)>,
-    failure_text: Option<String>,
+    failure_text: Option<Box<str>>,
     /// The attempt's answer began (its first row or completion).
     result_started: bool,
     /// Any ErrorResponse arrived for the attempt (its implicit transaction rolled back, W-6).
@@ -326,6 +326,11 @@ struct Unit {
     /// Sent to the writer again once the check of a statement's row shape there answered
     /// (E-2), for this reason.
     check_then: Option<Reason>,
+    /// An open writer batch's portals and what they were bound to, latest last: an Execute
+    /// joining after a Flush is judged by it (E-1). Boxed, as the texts above: units stay
+    /// allocated in an idle session's queue.
+    #[allow(clippy::type_complexity)]
+    bound: Option<Box<Vec<(Box<[u8]>, Option<Classification>)>>>,
 }
 
 #[derive(Debug)]

@@ -253,7 +253,7 @@ impl Session {
         let open = self.unit(id).is_some_and(|u| u.open);
         if let Some(u) = self.unit_mut(id) {
             u.failure = Some((class, rec));
-            u.failure_text = Some(text);
+            u.failure_text = Some(text.into_boxed_str());
         }
         if rec == Recovery::ForwardOriginal {
             self.flush_held();

@@ -333,6 +333,7 @@ impl Session {
             reader_refused: false,
             cancel_forwarded: false,
             check_then: None,
+            bound: None,
         });
         id
     }
@@ -384,7 +385,7 @@ impl Session {
         }
         let id = self.push_unit(UnitKind::Query, d, class, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {
-            u.sql = sql;
+            u.sql = sql.map(Vec::into_boxed_slice);
         }
         if let Some(wb) = self.writer.as_mut() {
             wb.resp.push(Req::Query { hidden: 0 }, Who::Client, id);

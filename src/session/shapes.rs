@@ -224,11 +224,14 @@ impl Session {
         let rec = policy::decide(class, &progress, &self.config);
         if let Some(u) = self.unit_mut(id) {
             u.failure = Some((class, rec));
-            u.failure_text = Some(format!(
-                "a prepared statement prepared again on the replica has another result type than \
-                 the client was shown ({})",
-                String::from_utf8_lossy(CHANGED_MESSAGE)
-            ));
+            u.failure_text = Some(
+                format!(
+                    "a prepared statement prepared again on the replica has another result type \
+                     than the client was shown ({})",
+                    String::from_utf8_lossy(CHANGED_MESSAGE)
+                )
+                .into_boxed_str(),
+            );
         }
     }
 

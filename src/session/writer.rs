@@ -352,6 +352,14 @@ impl Session {
             for c in execs.0.iter().flatten() {
                 self.apply_effects(c, None, !execs.1, was_active);
             }
+            if execs.0.iter().any(Option::is_none) {
+                // As at a batch's RFQ: something unclassified may have changed the state.
+                if self.txn.active {
+                    self.txn.set_ran = true;
+                } else {
+                    self.settings.mark_due();
+                }
+            }
             self.keep_spare_execs(execs.0);
             self.finish_unit(id);
         }
@@ -685,10 +693,14 @@ impl Session {
                             .any(|s| matches!(s.kind, Kind::Commit { .. }));
                         self.apply_effects(c, None, !errored, was_active);
                     }
+                    // Something the engine could not classify: as an unknown statement, it
+                    // may have changed the session's state too (S-3, S-5).
                     None if self.txn.active => {
                         self.txn.may_have_written = true;
                         self.txn.read_only_prefix = false;
+                        self.txn.set_ran = true;
                     }
+                    None if !errored => self.settings.mark_due(),
                     None => {}
                 }
             }
