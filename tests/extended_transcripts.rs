@@ -1217,3 +1217,130 @@ fn e1_a_batch_opening_a_block_that_stays_on_the_writer_is_not_cut() {
         assert_eq!(h.engine.stats().get(Counter::BeginsSplitOff), 0);
     }
 }
+
+/// A standby stopped while an open batch (asyncpg's Parse/Describe/Flush) waits there, before
+/// anything of it reached the client: `pg_ctl stop -m fast` sends FATAL 57P01, `-m immediate` a
+/// WARNING 57P01 notice; then the connection closes.
+fn shutdown_under_an_open_batch(immediate: bool) -> Host {
+    let mut h = host();
+    let mut first = parse("s1", "SELECT v FROM t WHERE k = $1");
+    first.extend(describe(b'S', "s1"));
+    first.extend(flush());
+    assert!(acquired(&h.client(&first)));
+    h.attach_fresh(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "PDH");
+    h.take_sent(WRITER);
+    if immediate {
+        let mut warning = error(
+            "WARNING",
+            "57P01",
+            "terminating connection due to immediate shutdown command",
+            None,
+            None,
+        );
+        warning[0] = b'N';
+        h.backend(R1, &warning);
+        assert!(
+            h.take_client().is_empty(),
+            "a reader's shutdown warning is not the client's (P-8)"
+        );
+        // Then the server closes the connection without a word.
+        h.event(R1, Event::ConnectionLost);
+    } else {
+        let acts = h.backend(
+            R1,
+            &error(
+                "FATAL",
+                "57P01",
+                "terminating connection due to administrator command",
+                None,
+                None,
+            ),
+        );
+        // The engine closes the connection itself: no RFQ follows a FATAL error (F-1).
+        assert!(acts.contains(&A::CloseBackend(R1)), "{acts:?}");
+    }
+    h
+}
+
+#[test]
+fn f2_e3_a_standby_shut_down_under_an_open_batch_before_its_answers_is_retried_on_the_primary() {
+    // Measured with asyncpg against PostgreSQL 15 through the example proxy: the held
+    // Parse/Describe was dropped (fast: the client got nothing, then `Bind s1` failed with
+    // 26000; immediate: the WARNING then a 55000 "replica connection was lost"). Nothing of the
+    // batch had reached the client: it runs on the primary, and the client sees one server.
+    for immediate in [false, true] {
+        let mut h = shutdown_under_an_open_batch(immediate);
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::RetryPrimaryAfterLoss,
+            "immediate {immediate}"
+        );
+        let sent = h.take_sent(WRITER);
+        assert_eq!(
+            named(&sent)[..2],
+            [('P', "s1".to_string()), ('D', "s1".to_string())],
+            "immediate {immediate}: the held Parse/Describe on the writer"
+        );
+        assert!(h.take_client().is_empty(), "immediate {immediate}");
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+        ans.extend(row_description(1));
+        h.backend(WRITER, &ans);
+        assert_eq!(tags(&h.take_client()), "1tT", "immediate {immediate}");
+        // The rest of the batch follows to the writer, where `s1` now lives.
+        let mut rest = bind("", "s1");
+        rest.extend(execute(""));
+        rest.extend(sync());
+        h.client(&rest);
+        assert_eq!(tags(&h.take_sent(WRITER)), "BES", "immediate {immediate}");
+        let mut ans = msg(b'2', b"");
+        ans.extend(data_row(&["7"]));
+        ans.extend(command_complete("SELECT 1"));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+        let got = h.take_client();
+        assert_eq!(tags(&got), "2DCZ", "immediate {immediate}");
+        assert!(
+            !String::from_utf8_lossy(&got).contains("57P01"),
+            "immediate {immediate}"
+        );
+        assert!(h.streams.balanced(), "immediate {immediate}");
+    }
+}
+
+#[test]
+fn f3_a_standby_shut_down_under_an_open_batch_after_its_parse_complete_is_an_error() {
+    // The Flush released the batch's answers and the ParseComplete reached the client: no
+    // retry (E-3, F-3). The FATAL answering the Describe is not the end of a complete batch:
+    // the client gets the engine's error for the loss, and its Sync is answered as after any
+    // error in the batch (previously the batch ended silently and the client waited).
+    let mut h = host();
+    let mut first = parse("s1", "SELECT v FROM t WHERE k = $1");
+    first.extend(describe(b'S', "s1"));
+    first.extend(flush());
+    h.client(&first);
+    h.attach_fresh(R1);
+    h.take_sent(R1);
+    h.take_sent(WRITER);
+    let mut ans = msg(b'1', b"");
+    ans.extend(error(
+        "FATAL",
+        "57P01",
+        "terminating connection due to administrator command",
+        None,
+        None,
+    ));
+    let acts = h.backend(R1, &ans);
+    assert!(acts.contains(&A::CloseBackend(R1)), "{acts:?}");
+    let got = h.take_client();
+    assert_eq!(tags(&got), "1E");
+    assert!(String::from_utf8_lossy(&got).contains("55000"));
+    assert!(h.take_sent(WRITER).is_empty(), "no retry");
+    let mut rest = bind("", "s1");
+    rest.extend(execute(""));
+    rest.extend(sync());
+    h.client(&rest);
+    assert_eq!(tags(&h.take_client()), "Z", "skipped to the Sync, answered");
+    assert!(h.streams.balanced());
+}

@@ -368,11 +368,14 @@ impl Session {
         let Some(u) = self.unit(id) else {
             return;
         };
-        if b.resp.is_empty() || (b.resp.only_hidden_sync_left() && u.failure.is_none()) {
+        if u.failure.is_none() && (b.resp.is_empty() || b.resp.only_hidden_sync_left()) {
             // An open batch that had every answer it asked for (a Parse/Describe/Flush), perhaps
             // with only the engine's own Sync closing it still out: nothing the client waits for
             // is lost — its statements are tracked and can be prepared anywhere — so the rest of
-            // the batch, or the client's next message, is simply routed anew.
+            // the batch, or the client's next message, is simply routed anew. Not so an open
+            // batch whose requests a FATAL error emptied (a standby's fast shutdown, 57P01,
+            // answering the Parse it held): none of its answers came; it is recovered from below
+            // (F-2, E-3).
             self.finish_unit(id);
             return;
         }

@@ -11,6 +11,13 @@ use crate::policy::ErrorFacts;
 use crate::protocol::backend::{BackendMessage, ErrorFields};
 use crate::protocol::{LsnField, Rfq};
 
+/// The WARNING a backend sends just before its server closes the connection under it
+/// (PostgreSQL's `quickdie`): an immediate shutdown (57P01) or a crash restart (57P02). No
+/// ErrorResponse follows, only the closed connection.
+fn is_shutdown_warning(f: &ErrorFields<'_>) -> bool {
+    f.severity() == Some(b"WARNING") && matches!(f.code(), Some(b"57P01" | b"57P02"))
+}
+
 impl Session {
     pub(super) fn reader_message(
         &mut self,
@@ -89,7 +96,11 @@ impl Session {
                 self.reader_error(conn, id, a, t, body, f);
             }
             BackendMessage::NoticeResponse(f) => {
-                let d = if !a.who.is_client() || self.unit_failed(id) {
+                let d = if !a.who.is_client() || self.unit_failed(id) || is_shutdown_warning(&f) {
+                    // A shutdown warning is the reader's, not the statement's: the primary alone
+                    // never sends it, and the lost connection it announces is recovered from as
+                    // any other (F-2) — forwarded, it would count as a result that reached the
+                    // client and forbid the retry (F-3, P-8).
                     Disp::Discard
                 } else {
                     if policy::is_wait_timeout_marker(f.detail(), f.routine()) {

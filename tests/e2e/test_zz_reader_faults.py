@@ -281,3 +281,84 @@ def test_r1b_a_frozen_standby_bounds_every_read_and_new_sessions_skip_it(fault_p
     assert late_new and all(r[2] < 1.0 and r[3] == "primary" for r in late_new), (
         f"new sessions late in the freeze paid for the frozen reader: {late_new[:5]}")
     assert back and back[0][1] + frozen_at - resumed_at <= 2.0, "reads did not return to the standby within 2 s"
+
+
+async def _prepare_blocked_then_standby_stopped(pair, port: int, mode: str | None) -> tuple:
+    """An asyncpg read (Parse/Describe/Flush, then Bind/Execute/Sync) waiting on the standby for
+    a lock the primary holds and the standby replayed; the standby is stopped (`mode`) while it
+    waits, and the lock released a second later. Returns the rows (minus the port), whether the
+    standby served them, and the session's next statement's answer."""
+    import asyncio
+
+    import asyncpg
+
+    sql = "SELECT count(*), inet_server_port() FROM w"
+    c = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database="app", ssl=False,
+                              timeout=10, command_timeout=30)
+    try:
+        await c.fetch("SELECT 1")
+        lock = psycopg.connect(pair.primary.dsn(dbname="app"))
+        lock.execute("LOCK TABLE w IN ACCESS EXCLUSIVE MODE")
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as x:
+            x.execute("SELECT pg_current_xact_id()")  # a commit record behind the lock's
+        deadline = time.monotonic() + 10
+        while not pair.standby.psql("SELECT count(*) FROM pg_locks WHERE relation = 'w'::regclass "
+                                    "AND mode = 'AccessExclusiveLock'", dbname="app") == "1":
+            assert time.monotonic() < deadline, "the lock never reached the standby"
+            time.sleep(0.05)
+
+        def fault():
+            time.sleep(1.5)
+            if mode:
+                pair.standby.stop(mode)
+            time.sleep(1.0)
+            lock.commit()
+
+        t = threading.Thread(target=fault)
+        t.start()
+        try:
+            rows = await asyncio.wait_for(c.fetch(sql), 25)
+        except (asyncpg.PostgresError, asyncio.TimeoutError) as e:
+            rows = [("error", type(e).__name__, str(e)[:80])]
+        t.join()
+        lock.close()
+        after = (await asyncio.wait_for(c.fetch("SELECT count(*) FROM w"), 10))[0][0]
+        served = [r[1] == pair.standby.port for r in rows if r[0] != "error"]
+        return [tuple(r)[:1] if r[0] != "error" else tuple(r) for r in rows], served, after
+    finally:
+        c.terminate()
+        if mode and not pair.standby.running():
+            pair.standby.start()
+            pair.wait_streaming()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_f2_e3_an_asyncpg_read_waiting_on_a_standby_that_shuts_down_is_retried_on_the_primary(fault_pair, tmp_path,
+                                                                                              mode):
+    """asyncpg prepares a read with Parse/Describe/Flush: that open batch waits on the standby
+    (behind a lock replayed from the primary) when the standby shuts down. Nothing of it had
+    reached the client, so it is retried on the primary (F-2, E-3) and answers as the primary
+    alone does. An examiner's finding of 2026-12-05: with a fast stop the client waited until
+    its own Sync, its answers and its prepared statement lost (the next Bind got 26000); with an
+    immediate stop the standby's shutdown WARNING was forwarded, which forbade the retry, and
+    the client got 55000."""
+    import asyncio
+
+    pair = fault_pair
+    direct = asyncio.run(_prepare_blocked_then_standby_stopped(pair, pair.primary.port, None))
+    proxy = start_proxy(pair, tmp_path)
+    try:
+        # The read must be on the standby to be hurt: wait until reads reach it.
+        deadline = time.monotonic() + 20
+        with psycopg.connect(proxy.dsn(), autocommit=True) as c:
+            while c.execute("SELECT inet_server_port() = %s", (pair.standby.port,)).fetchone()[0] is not True:
+                assert time.monotonic() < deadline, "reads never reached the standby"
+                time.sleep(0.05)
+        before = proxy.stats()["reason"].get("RETRY_PRIMARY_AFTER_LOSS", 0)
+        rows, served, after = asyncio.run(_prepare_blocked_then_standby_stopped(pair, proxy.port, mode))
+        retries = proxy.stats()["reason"].get("RETRY_PRIMARY_AFTER_LOSS", 0) - before
+    finally:
+        stop_proxy(proxy)
+    assert (rows, after) == (direct[0], direct[2]), (rows, served, after, direct)
+    assert served == [False] and retries >= 1, f"not retried on the primary: {served}, {retries} retries"
