@@ -343,7 +343,9 @@ impl SessionSettings {
             .min()
             .unwrap_or(0);
         let authorization = authorization.filter(|a| Some(a) != self.login_authorization.as_ref());
-        let role = role.filter(|r| !r.eq_ignore_ascii_case(b"none"));
+        // `current_setting('role')` says `none` for no role; a role may be named `NONE` or
+        // `None` (only the lower-case name is reserved): byte for byte.
+        let role = role.filter(|r| &r[..] != b"none");
         if entries != self.entries || authorization != self.authorization || role != self.role {
             self.entries = entries;
             self.authorization = authorization;
@@ -468,6 +470,18 @@ mod tests {
 
     fn e(n: &str, v: &str) -> (Box<[u8]>, Box<[u8]>) {
         (n.as_bytes().into(), v.as_bytes().into())
+    }
+
+    #[test]
+    fn s5_a_role_named_none_in_another_case_is_a_role_not_the_absence_of_one() {
+        for name in ["NONE", "None", "nOne"] {
+            let mut s = SessionSettings::default();
+            s.replace(Vec::new(), None, Some(name.as_bytes().to_vec().into()));
+            assert_eq!(s.role.as_deref(), Some(name.as_bytes()), "{name}");
+        }
+        let mut s = SessionSettings::default();
+        s.replace(Vec::new(), None, Some(b"none".to_vec().into()));
+        assert_eq!(s.role, None);
     }
 
     #[test]
