@@ -1251,3 +1251,46 @@ fn s5_e1_a_set_whose_execute_joins_a_batch_opened_at_a_flush_is_captured() {
     let acts = h.backend(WRITER, &capture_answer(false, &[], Some("r")));
     assert!(acquired(&acts), "then it leaves the writer");
 }
+
+/// S-5: a capture row too large for the engine to read whole (a setting's value of kilobytes,
+/// streamed past the client) fails the capture: the session's reads stay on the writer rather
+/// than run on readers without that setting (an examiner's finding of 2026-12-05: a 2.8 KB
+/// placeholder used as a deny-list was missing on the standby, 3/3).
+#[test]
+fn s5_a_capture_row_too_large_to_read_fails_the_capture() {
+    let mut h = host();
+    let big = "x".repeat(70_000);
+    h.client(&query(&format!("SET app.deny = '{big}'")));
+    h.writer_answers("SET", b'I', Some(0x1000), None);
+    assert!(sends_capture(&h.take_sent(WRITER)));
+    h.backend(
+        WRITER,
+        &capture_answer(false, &[("app.deny", big.as_str())], None),
+    );
+    assert!(!acquired(&h.client(&query("SELECT 1"))));
+    assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
+}
+
+/// S-5: a placeholder setting under a name the engine cannot spell as the server reads it (a
+/// `U&` escape, a letter outside ASCII) cannot be asked for by the capture: the session's reads
+/// stay on the writer (an examiner's finding of 2026-12-05: they read NULL on the standby).
+/// Quoted parts of a plain name are followed as before.
+#[test]
+fn s5_a_placeholder_the_capture_cannot_name_keeps_the_sessions_reads_on_the_writer() {
+    for (set, offloaded) in [
+        ("SET app.ténant = 'acme'", false),
+        ("SET U&\"app.\\007Aone\" = 'acme'", false),
+        ("SET \"app\".\"tenant\" = 'acme'", true),
+        ("SET app.tenant = 'acme'", true),
+    ] {
+        let mut h = host();
+        h.client(&query(set));
+        h.writer_answers("SET", b'I', Some(0x1000), None);
+        assert!(sends_capture(&h.take_sent(WRITER)), "{set}");
+        h.backend(
+            WRITER,
+            &capture_answer(false, &[("app.tenant", "acme")], None),
+        );
+        assert_eq!(acquired(&h.client(&query("SELECT 1"))), offloaded, "{set}");
+    }
+}

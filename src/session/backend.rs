@@ -556,6 +556,16 @@ impl Session {
                 // Too large to read: not the shape the client was shown, which was read.
                 self.shape_answered(conn, i, a.unit, None);
             }
+            if i == 0 && t == tag::DATA_ROW && a.who == Who::Capture {
+                // A row of the capture too large to read (a setting's value of kilobytes):
+                // the state cannot be known whole, so the capture failed (S-5) — never a
+                // capture that silently lacks the setting (an examiner's finding of
+                // 2026-12-05: a 2.8 KB placeholder was missing on readers).
+                self.capture_failed = true;
+            }
+            if i == 0 && t == tag::DATA_ROW && a.who == Who::Probe {
+                self.probe_lsn = None;
+            }
         }
         let forward = match answer {
             Err(_) if i == 0 && t == tag::NOTIFICATION_RESPONSE => !self.reader_in_flight(),

@@ -161,11 +161,27 @@ impl Session {
                 } => name.of(text),
                 _ => continue,
             };
-            let name = name.trim_matches('"');
-            if name.contains('.') && !self.settings.note_custom_name(name.as_bytes()) {
-                // More placeholder names than the capture follows.
-                self.hazards.set(Hazards::UNSEEN_CODE);
-            }
+            self.note_placeholder_name(name);
+        }
+    }
+
+    /// A SET or RESET of `name` as written: a placeholder setting (`app.tenant`) is followed by
+    /// the capture, by name. Quotes only keep a part's case, which a setting's name ignores. A
+    /// name the engine cannot spell as the server reads it (a `U&"…"` escape, a letter outside
+    /// ASCII, which PostgreSQL may or may not fold) cannot be asked for: the session's state is
+    /// then not known whole (an examiner's finding of 2026-12-05: `SET app.ténant`,
+    /// `SET U&"app.\007Aone"` read NULL on the standby).
+    fn note_placeholder_name(&mut self, written: &str) {
+        if !written.contains('.') {
+            return;
+        }
+        let name = written.replace('"', "");
+        let plain = name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'.'));
+        if !plain || !self.settings.note_custom_name(name.as_bytes()) {
+            // Or more placeholder names than the capture follows.
+            self.hazards.set(Hazards::UNSEEN_CODE);
         }
     }
 
@@ -292,13 +308,9 @@ impl Session {
                 Kind::Set {
                     var, name, local, ..
                 } => {
-                    let name_text = text.map(|t| name.of(t).trim_matches('"').to_string());
                     if var == Var::Other {
-                        if let Some(n) = &name_text {
-                            if n.contains('.') && !self.settings.note_custom_name(n.as_bytes()) {
-                                // More placeholder names than the capture follows.
-                                self.hazards.set(Hazards::UNSEEN_CODE);
-                            }
+                        if let Some(n) = text.map(|t| name.of(t)) {
+                            self.note_placeholder_name(n);
                         }
                     }
                     if in_txn {
