@@ -1344,3 +1344,84 @@ fn f3_a_standby_shut_down_under_an_open_batch_after_its_parse_complete_is_an_err
     assert_eq!(tags(&h.take_client()), "Z", "skipped to the Sync, answered");
     assert!(h.streams.balanced());
 }
+
+#[test]
+fn e1_p5_a_savepoint_at_the_head_of_a_read_batch_in_a_block_runs_on_the_writer_and_the_read_on_a_reader(
+) {
+    // pgjdbc with autosave: SAVEPOINT before every statement, in the statement's batch.
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.take_sent(WRITER);
+    h.take_client();
+    let mut b = parse("", "SAVEPOINT PGJDBC_AUTOSAVE");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("", "SELECT v FROM t WHERE k = $1"));
+    b.extend(bind("", ""));
+    b.extend(describe(b'P', ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("SAVEPOINT"));
+    ans.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12C");
+    h.attach_fresh(R1);
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::ReplicaWithWait, Reason::SplitPreWrite)
+    );
+    let sent = h.take_sent(R1);
+    assert!(tags(&sent).ends_with("PBDES"), "{}", tags(&sent));
+    let waits = (tags(&sent).len() - 5) / 3;
+    let mut ans = hidden_sets_answer(waits);
+    ans.extend(parsed_answer(&["1"], Some(0x1100)));
+    h.backend(R1, &ans);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "12TDCZ");
+    assert_eq!(client_rfq_statuses(&got), vec![b'T']);
+    // In a failed block nothing is cut: the whole batch goes to the writer, which refuses it.
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.client(&query("INSERT INTO t VALUES (1/0)"));
+    let mut e = error("ERROR", "22012", "division by zero", None, None);
+    e.extend(rfq(b'E', Some(0x1000), None));
+    h.backend(WRITER, &e);
+    h.take_sent(WRITER);
+    h.take_client();
+    h.client(&b);
+    assert_eq!(h.take_sent(WRITER), b);
+}
+
+#[test]
+fn p5_a_begin_in_a_batch_closed_by_a_simple_query_opens_a_block_of_known_isolation() {
+    // pgjdbc with autosave: Parse/Bind/Execute of BEGIN, then its SAVEPOINT as a simple Query,
+    // then the statement and one Sync. The Query's RFQ finds the block open: its isolation is
+    // the BEGIN's (here the session default), so the block's reads may split (P-5).
+    let mut h = host();
+    let mut b = parse("", "BEGIN");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(query("SAVEPOINT PGJDBC_AUTOSAVE"));
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBEQ");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("BEGIN"));
+    ans.extend(command_complete("SAVEPOINT"));
+    ans.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12CCZ");
+    h.client(&unnamed_batch("SELECT v FROM t WHERE k = $1"));
+    h.attach_fresh(R1);
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ReplicaWithWait, Reason::SplitPreWrite)
+    );
+}

@@ -87,7 +87,7 @@ counters! {
     MonitorFailures = "monitor_failures", "Monitor queries that failed or timed out (R-1a, R-1b).";
     SamplesBeforeOutage = "samples_before_outage", "Monitor samples not used: taken at or before the reader's latest outage (R-1a).";
     WriterKeepalives = "writer_keepalives", "Hidden SELECT 1 on an idle writer while the session read on a reader, before the writer session's idle timeout.";
-    BeginsSplitOff = "begins_split_off", "Batches that open a transaction block and then read, cut after the BEGIN (E-1): the BEGIN on the writer, the reads decided inside the block.";
+    BeginsSplitOff = "begins_split_off", "Batches that open a transaction block (or a savepoint in one) and then read, cut after the BEGIN or SAVEPOINT (E-1): it on the writer, the reads decided inside the block.";
 }
 
 const N_OUTCOMES: usize = 5;

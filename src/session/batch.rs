@@ -420,28 +420,52 @@ impl Session {
     /// block `BEGIN` opens), so a batch that stays on the writer keeps its one round trip; and
     /// only with nothing in flight outside a block, so the `BEGIN` cannot fail but on the
     /// server's own error, after which the rest is skipped to its Sync as the server would.
+    /// The same for a `SAVEPOINT` at the head of a batch inside an open block, as pgjdbc sends
+    /// before every statement with `autosave`: cut only in a block that has not failed, so the
+    /// `SAVEPOINT` too fails only on the server's own error.
     /// Returns where the rest begins, or `Some(0)` when the question must wait, as a read
     /// would, for the writer's session state (S-5) or position (W-7) being learned.
     fn begin_split_point(&mut self, count: usize, shape: &Shape) -> Option<usize> {
-        let lone_begin = |c: &Option<Classification>| {
+        let lone = |c: &Option<Classification>, savepoint: bool| {
             c.as_ref().is_some_and(|c| {
-                c.statements().len() == 1 && matches!(c.statements()[0].kind, Kind::Begin(_))
+                c.statements().len() == 1
+                    && match c.statements()[0].kind {
+                        Kind::Begin(_) => !savepoint,
+                        Kind::Savepoint => savepoint,
+                        _ => false,
+                    }
             })
         };
-        if shape.execs.len() < 2
-            || !lone_begin(&shape.execs[0])
-            || self.txn.active
-            || self.writer_status != TxStatus::Idle
-            || !self.units.is_empty()
-            || self.batch_ends_open(count)
-        {
+        if shape.execs.len() < 2 || !self.units.is_empty() || self.batch_ends_open(count) {
+            return None;
+        }
+        // The head: a BEGIN or a SAVEPOINT, then any SAVEPOINTs (pgjdbc with autosave sends
+        // BEGIN, SAVEPOINT and the statement in one batch).
+        let head = 1 + shape.execs[1..]
+            .iter()
+            .take_while(|c| lone(c, true))
+            .count();
+        if head == shape.execs.len() {
+            return None;
+        }
+        let opens = lone(&shape.execs[0], false)
+            && !self.txn.active
+            && self.writer_status == TxStatus::Idle;
+        let saves = lone(&shape.execs[0], true)
+            && self.txn.active
+            && !self.txn.failed
+            && self.writer_status == TxStatus::InTransaction;
+        if !opens && !saves {
             return None;
         }
         let first = 1 + self
             .queue
             .iter()
             .take(count)
-            .position(|m| m.tag == tag::EXECUTE)?;
+            .enumerate()
+            .filter(|(_, m)| m.tag == tag::EXECUTE)
+            .nth(head - 1)?
+            .0;
         let rest = self.batch_shape(first, count, Some(Vec::new()));
         if rest.not_safe.is_some() || rest.execs.is_empty() {
             return None;
@@ -473,9 +497,14 @@ impl Session {
             return Some(0);
         }
         let view = self.collect();
-        let outside = std::mem::replace(&mut self.txn, TxnState::begin(Some(isolation)));
-        let d = super::plan::plan(&self.plan_input(&view, stmt, Protocol::Extended));
-        self.txn = outside;
+        let d = if opens {
+            let outside = std::mem::replace(&mut self.txn, TxnState::begin(Some(isolation)));
+            let d = super::plan::plan(&self.plan_input(&view, stmt, Protocol::Extended));
+            self.txn = outside;
+            d
+        } else {
+            super::plan::plan(&self.plan_input(&view, stmt, Protocol::Extended))
+        };
         matches!(
             d.outcome,
             Outcome::ReplicaWithWait | Outcome::ReplicaTxnSplit

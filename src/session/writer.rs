@@ -352,6 +352,24 @@ impl Session {
             for c in execs.0.iter().flatten() {
                 self.apply_effects(c, None, !execs.1, was_active);
             }
+            if !was_active && !execs.1 {
+                // A BEGIN in it opened the block the Query behind it runs in (pgjdbc with
+                // autosave sends BEGIN, then its SAVEPOINT as a simple Query, before one Sync):
+                // the Query's RFQ finds the block open, and its options are these.
+                let begin = execs
+                    .0
+                    .iter()
+                    .flatten()
+                    .rev()
+                    .find_map(Session::begin_options);
+                if let Some(isolation) = begin {
+                    let isolation = isolation.or(Some(
+                        self.session_isolation
+                            .unwrap_or(self.config.server_default_isolation),
+                    ));
+                    self.txn = TxnState::begin(isolation);
+                }
+            }
             if execs.0.iter().any(Option::is_none) {
                 // As at a batch's RFQ: something unclassified may have changed the state.
                 if self.txn.active {

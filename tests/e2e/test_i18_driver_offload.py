@@ -122,6 +122,12 @@ def jdbc_txn(pair, proxy, ro_key, rw_key):
     return jdbc(pair, proxy, ro_key, rw_key, "txn")
 
 
+def jdbc_txn_autosave(pair, proxy, ro_key, rw_key):
+    """JDBC with autocommit off and autosave=always: BEGIN, SAVEPOINT and the statement in one
+    batch (E-1 cuts both off there)."""
+    return jdbc(pair, proxy, ro_key, rw_key, "txn-autosave")
+
+
 def psycopg_pipeline_txn(pair, proxy, ro_key, rw_key):
     """psycopg 3 pipeline mode with autocommit off: BEGIN, the statement and a Sync in one batch,
     then COMMIT."""
@@ -149,6 +155,7 @@ WORKLOADS = {
     "node-pg-named": node_pg,
     "jdbc": jdbc,
     "jdbc-autocommit-off": jdbc_txn,
+    "jdbc-autosave": jdbc_txn_autosave,
     "psycopg-pipeline-autocommit-off": psycopg_pipeline_txn,
 }
 

@@ -2,9 +2,10 @@
 // libpostgresql-jdbc-java), with its defaults: PreparedStatement and prepareThreshold=5, so from the
 // fifth execution on every statement is a named server-side prepared statement.
 //
-// Usage: java -cp build:/usr/share/java/postgresql.jar Ryw HOST PORT STANDBY_PORT RO_KEY RW_KEY READS ROUNDS [txn]
+// Usage: java -cp build:/usr/share/java/postgresql.jar Ryw HOST PORT STANDBY_PORT RO_KEY RW_KEY READS ROUNDS [txn|txn-autosave]
 // With `txn`, autocommit is off (Spring's and Hibernate's default): every read and every write is
 // a transaction of its own, committed; pgjdbc sends BEGIN in the same batch as its first statement.
+// `txn-autosave` adds autosave=always: a SAVEPOINT before every statement, in its batch.
 // Phase ro: READS point reads of RO_KEY in a session that has written nothing.
 // Phase rw: ROUNDS times UPDATE kv SET v = i WHERE k = RW_KEY, then read it back at once (stale if v != i).
 // Every read selects inet_server_port(), which says which server answered. Prints one JSON line.
@@ -23,12 +24,13 @@ public final class Ryw {
         int rwKey = Integer.parseInt(args[4]);
         int reads = Integer.parseInt(args[5]);
         int rounds = Integer.parseInt(args[6]);
-        boolean txn = args.length > 7 && args[7].equals("txn");
+        boolean txn = args.length > 7 && args[7].startsWith("txn");
         Properties props = new Properties();
         props.setProperty("user", "app_trust");
         props.setProperty("sslmode", "disable");
         props.setProperty("connectTimeout", "10");
         props.setProperty("socketTimeout", "20"); // a hang fails this program, not the test run
+        if (args.length > 7 && args[7].equals("txn-autosave")) props.setProperty("autosave", "always");
         String url = "jdbc:postgresql://" + host + ":" + port + "/app";
         long roStandby = 0, pwStandby = 0, stale = 0;
         try (Connection c = DriverManager.getConnection(url, props)) {
