@@ -21,28 +21,32 @@ from e2e_support import STANDBY_PORTS, bounded
 READ = "SELECT '1 day 2 hours'::interval::text, inet_server_port()"
 
 
-def run(dsn: str, primary_dsn: str, standby: set | None = None) -> list:
+def run(dsn: str, primary_dsn: str, standby: set | None = None, setting: str = "IntervalStyle",
+        value: str = "postgres_verbose", read: str = READ, write_first: bool = True) -> list:
+    """A read, `setting` changed to `value` by ALTER SYSTEM and a reload, then (`write_first`: after
+    a statement on the writer) reads until one ran on `standby` (bounded); the setting is reset."""
     out = []
     with psycopg.connect(dsn, autocommit=True) as c, psycopg.connect(primary_dsn, autocommit=True) as admin:
-        with bounded(c, 30, "configuration reload session"):
-            out.append(c.execute(READ).fetchone())
-            admin.execute("ALTER SYSTEM SET IntervalStyle = 'postgres_verbose'")
+        with bounded(c, 30, f"configuration reload session ({setting})"):
+            out.append(c.execute(read).fetchone())
+            admin.execute(f"ALTER SYSTEM SET {setting} = '{value}'")
             admin.execute("SELECT pg_reload_conf()")
             time.sleep(0.3)
             try:
-                # A statement on the writer: its backend applies the reload and reports it.
-                c.execute("UPDATE kv SET v = v WHERE k = -1")
-                time.sleep(0.6)  # the standby replays past the write (200 ms apply delay)
+                if write_first:
+                    # A statement on the writer: its backend applies the reload and reports it.
+                    c.execute("UPDATE kv SET v = v WHERE k = -1")
+                    time.sleep(0.6)  # the standby replays past the write (200 ms apply delay)
                 # Three reads, then more until one ran on the standby (bounded): on a loaded
                 # machine the standby may lag more than the pause, and a read the primary serves
                 # makes the next ones wait for a position past it (S-1a).
                 for i in range(40):
-                    out.append(c.execute(READ).fetchone())
+                    out.append(c.execute(read).fetchone())
                     if i >= 2 and (standby is None or out[-1][1] in standby):
                         break
                     time.sleep(0.1)
             finally:
-                admin.execute("ALTER SYSTEM RESET IntervalStyle")
+                admin.execute(f"ALTER SYSTEM RESET {setting}")
                 admin.execute("SELECT pg_reload_conf()")
     return out
 
@@ -65,26 +69,11 @@ UNREPORTED = "SELECT '\\x01'::bytea::text, inet_server_port()"
 
 
 def run_unreported(dsn: str, primary_dsn: str, standby: set | None = None) -> list:
-    """As `run`, for `bytea_output`, which the server does not report: nothing on the session's
+    """`run` for `bytea_output`, which the server does not report: nothing on the session's
     connection says it changed, and no statement runs on the writer between the reload and the
     reads."""
-    out = []
-    with psycopg.connect(dsn, autocommit=True) as c, psycopg.connect(primary_dsn, autocommit=True) as admin:
-        with bounded(c, 30, "configuration reload session (bytea_output)"):
-            out.append(c.execute(UNREPORTED).fetchone())
-            admin.execute("ALTER SYSTEM SET bytea_output = 'escape'")
-            admin.execute("SELECT pg_reload_conf()")
-            time.sleep(0.3)
-            try:
-                for i in range(40):
-                    out.append(c.execute(UNREPORTED).fetchone())
-                    if i >= 2 and (standby is None or out[-1][1] in standby):
-                        break
-                    time.sleep(0.1)
-            finally:
-                admin.execute("ALTER SYSTEM RESET bytea_output")
-                admin.execute("SELECT pg_reload_conf()")
-    return out
+    return run(dsn, primary_dsn, standby, setting="bytea_output", value="escape", read=UNREPORTED,
+               write_first=False)
 
 
 @pytest.mark.timeout(60)
