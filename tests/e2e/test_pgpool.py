@@ -1082,3 +1082,81 @@ def test_pgpool_polarsplit_a_client_protocol_error_gets_one_error_as_from_the_pr
             assert c.execute("SELECT 41 + 1").fetchone() == (42,)
     finally:
         assert p.stop() == 0
+
+
+def _terminate_behind_unfinished_work(port: int, app: str, how: str) -> None:
+    """A session that opens a block, then leaves work unfinished — Parse/Bind/Execute without a
+    Sync, or COPY data without CopyDone — and sends Terminate (psycopg closing inside a pipeline
+    does the first)."""
+    import socket
+    import struct
+
+    def msg(t: bytes, body: bytes = b"") -> bytes:
+        return t + struct.pack("!I", len(body) + 4) + body
+
+    def until_ready(s, want: bytes = b"Z") -> None:
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed"
+            buf += chunk
+            while len(buf) >= 5 and len(buf) >= 1 + struct.unpack("!I", buf[1:5])[0]:
+                n = struct.unpack("!I", buf[1:5])[0]
+                t, buf = buf[:1], buf[1 + n:]
+                if t == want:
+                    return
+
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        body = struct.pack("!I", 196608) + b"user\0app_trust\0database\0app\0application_name\0" + app.encode() + b"\0\0"
+        s.sendall(struct.pack("!I", len(body) + 4) + body)
+        until_ready(s)
+        s.sendall(msg(b"Q", b"BEGIN\0"))
+        until_ready(s)
+        if how == "copy":
+            s.sendall(msg(b"Q", b"COPY kv (k, v) FROM STDIN\0"))
+            until_ready(s, b"G")
+            s.sendall(msg(b"d", b"-77\t1\n"))
+        else:
+            s.sendall(msg(b"P", b"\0UPDATE kv SET v = v WHERE k = -1\0\0\0") + msg(b"B", b"\0\0\0\0\0\0\0\0")
+                      + msg(b"E", b"\0\0\0\0\0") + (msg(b"H") if how == "flush" else b""))
+        s.sendall(msg(b"X"))
+        time.sleep(0.1)
+    finally:
+        s.close()
+
+
+def _gone_after(pair, app: str, seconds: float) -> float | None:
+    """Seconds until the primary has no transaction of `app`'s backend open (the backend gone,
+    or reset and idle in Pgpool's cache), or None if it still has one after `seconds`."""
+    start = time.monotonic()
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        while time.monotonic() - start < seconds:
+            if c.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                         "AND xact_start IS NOT NULL", (app,)).fetchone()[0] == 0:
+                return time.monotonic() - start
+            time.sleep(0.1)
+    return None
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("how", ["batch", "flush", "copy"])
+def test_pgpool_polarsplit_a_terminate_behind_unfinished_work_ends_the_session(pair, tmp_path, how):
+    """A client sends Terminate behind work it left unfinished (extended messages without their
+    Sync, with or without a Flush; COPY data without CopyDone). The primary alone reads the Terminate, rolls back and ends
+    the backend. The patched Pgpool waited for a Sync or CopyDone that never comes: the child
+    stayed stuck for good with the primary's transaction and its locks, and a few such clients
+    used up every child (an examiner's finding of 2026-12-05). The child now ends once its nodes
+    stay quiet for a second, and the next client is served."""
+    app = f"pp_term_{how}"
+    _terminate_behind_unfinished_work(pair.primary.port, app + "_direct", how)
+    assert _gone_after(pair, app + "_direct", 10) is not None
+    p = Pgpool(pair, tmp_path, polarsplit=True, children=1).start()
+    try:
+        _terminate_behind_unfinished_work(p.port, app, how)
+        took = _gone_after(pair, app, 15)
+        assert took is not None, "the session's primary backend is still there after 15 s"
+        with psycopg.connect(p.dsn(), autocommit=True, connect_timeout=10) as c:
+            assert c.execute("SELECT 41 + 1").fetchone() == (42,)
+    finally:
+        assert p.stop() == 0

@@ -122,6 +122,9 @@ typedef struct
 	uint64_t	cbase;			/* client stream offset of cin's first byte */
 	uint64_t	cnext;			/* client stream offset of the next unscanned message */
 	bool		terminate_seen; /* the message at cnext is the client's Terminate */
+	bool		client_unsynced;	/* the client's extended messages so far end without a Sync */
+	bool		client_copy;	/* the client is sending COPY data (no CopyDone/CopyFail yet) */
+	uint64_t	terminate_quiet_since;	/* host ms since which a Terminate waits on unfinished work */
 	psevent		ev[PS_MAX_EVENTS];
 	int			nev;
 	bool		close_client;
@@ -1377,6 +1380,24 @@ ps_scan_client(void)
 			ps.cnext = UINT64_MAX / 2;
 			return;
 		}
+		/* What a Terminate may leave unfinished: a batch without its Sync, COPY data. */
+		switch (p[0])
+		{
+			case 'P': case 'B': case 'D': case 'E': case 'C': case 'H':
+				ps.client_unsynced = true;
+				break;
+			case 'S': case 'Q': case 'F':
+				ps.client_unsynced = false;
+				break;
+			case 'd':
+				ps.client_copy = true;
+				break;
+			case 'c': case 'f':
+				ps.client_copy = false;
+				break;
+			default:
+				break;
+		}
 		ps.cnext += 1 + (uint64_t) len;
 	}
 }
@@ -1480,6 +1501,7 @@ ps_feed_backend(psnode *n)
 static void
 ps_received(psnode *n, size_t old)
 {
+	ps.terminate_quiet_since = 0;	/* a node is still answering (ps_terminate_stalled) */
 	if (!psframe_feed(&n->rx, psbuf_at(&n->in, old), n->in.len - old, on_received, n))
 		ereport(FATAL, (errmsg("polarsplit: malformed message from node %d", (int) n->conn - 1)));
 }
@@ -1610,6 +1632,8 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 	ps.cfed = ps.csynthetic = 0;
 	ps.cbase = ps.cnext = 0;
 	ps.terminate_seen = false;
+	ps.client_unsynced = ps.client_copy = false;
+	ps.terminate_quiet_since = 0;
 	ps.nev = 0;
 	ps.close_client = ps.fatal = ps.dirty_fe = ps.want_samples = false;
 	ps.last_sample_ms = 0;
@@ -1772,6 +1796,41 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 }
 
 /*
+ * A Terminate behind work the client left unfinished — extended messages without their Sync
+ * (psycopg closing inside a pipeline), COPY data without CopyDone — waits for nothing that will
+ * come: no Sync, no CopyDone, so a node never becomes idle, or the library holds the batch
+ * for its Sync. The primary alone reads the Terminate and exits, rolling back what was open.
+ * Once no backend byte has arrived for PS_TERMINATE_QUIET_MS (what the nodes still owe for
+ * complete work comes first), the session ends: with a node not idle as an uncertain one (the
+ * child exits, its backends see the connection close and roll back), else as usual (Pgpool's
+ * reset rolls back the open block); either way the locks go (an examiner's finding of 2026-12-05: the child waited for good,
+ * holding the primary's transaction and locks, and a few such clients used up every child).
+ */
+#define PS_TERMINATE_QUIET_MS 1000
+
+static bool
+ps_terminate_waiting(void)
+{
+	return ps.terminate_seen && ps.cfed >= (size_t) (ps.cnext - ps.cbase) &&
+		(ps.client_unsynced || ps.client_copy);
+}
+
+static bool
+ps_terminate_stalled(void)
+{
+	uint64_t	now = ps_now_ms();
+
+	if (!ps_terminate_waiting())
+	{
+		ps.terminate_quiet_since = 0;
+		return false;
+	}
+	if (ps.terminate_quiet_since == 0)
+		ps.terminate_quiet_since = now;
+	return now - ps.terminate_quiet_since >= PS_TERMINATE_QUIET_MS;
+}
+
+/*
  * Deadlines (SPEC R-1b): the session's next deadline bounds the wait in select(), and when it
  * has passed the library hears it (on_timeout is an input: drain afterwards). A reader it then
  * gives up on comes back as CLOSE_BACKEND.
@@ -1783,6 +1842,10 @@ ps_select_timeout(struct timeval *tv)
 				now;
 
 	if (!psg_next_deadline(ps.s, &at))
+		at = UINT64_MAX;
+	if (ps.terminate_quiet_since != 0 && ps.terminate_quiet_since + PS_TERMINATE_QUIET_MS < at)
+		at = ps.terminate_quiet_since + PS_TERMINATE_QUIET_MS;
+	if (at == UINT64_MAX)
 		return NULL;
 	now = ps_now_ms();
 	at = at > now ? at - now : 0;
@@ -1859,6 +1922,8 @@ pool_polarsplit_process_query(POOL_CONNECTION * frontend, POOL_CONNECTION_POOL *
 			return ps_finish();
 		if (ps.terminate_seen && ps.cnext == ps.cbase && ps_all_idle())
 			return ps_finish();
+		if (ps_terminate_stalled())
+			return ps_finish();	/* a node not idle: the child ends, its connections uncached */
 
 		/* Data Pgpool already buffered is taken first: select() would not see it. */
 		if (ps_has_pending(frontend))
