@@ -1425,3 +1425,92 @@ fn p5_a_begin_in_a_batch_closed_by_a_simple_query_opens_a_block_of_known_isolati
         (Outcome::ReplicaWithWait, Reason::SplitPreWrite)
     );
 }
+
+#[test]
+fn e4_a_close_of_a_portal_bound_elsewhere_in_a_block_never_goes_to_a_reader() {
+    // The cut head's portal lives on the writer: a batch closing it is not cut (an examiner's
+    // finding of 2026-12-05: the reader answered the Close, and the writer's portal lived on).
+    let mut h = host();
+    let mut b = parse("", "BEGIN");
+    b.extend(bind("pb", ""));
+    b.extend(execute("pb"));
+    b.extend(parse("", "SELECT v FROM t WHERE k = $1"));
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(close(b'P', "pb"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.take_sent(WRITER), b, "the whole batch, as sent");
+    // Inside a block, a read batch closing a portal of an earlier batch goes to the writer too.
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.take_sent(WRITER);
+    let mut b = parse("", "SELECT v FROM t WHERE k = $1");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(close(b'P', "c1"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchPortalElsewhere);
+    assert_eq!(h.take_sent(WRITER), b);
+}
+
+#[test]
+fn e2_a_parse_refused_because_its_name_is_in_use_leaves_the_statement_that_has_it() {
+    // The server refuses a Parse of a name in use (42P05): the statement that has the name
+    // stays (an examiner's finding of 2026-12-05: the engine forgot it, and a later Parse of
+    // the name succeeded on a reader where the primary refuses it again).
+    let mut h = host();
+    let mut b = parse("b", "SELECT 1");
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1Z");
+    let mut b = parse("b", "SELECT 2");
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchStatementOnWriter);
+    let sent = h.take_sent(WRITER);
+    assert!(
+        tags(&sent).ends_with("PPS"),
+        "the writer is given b first: {}",
+        tags(&sent)
+    );
+    let mut ans = msg(b'1', b"");
+    ans.extend(error(
+        "ERROR",
+        "42P05",
+        "prepared statement \"b\" already exists",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "EZ");
+    // b is still `SELECT 1`: its Parse again is refused again (on the writer), and its Bind
+    // runs the old text on a reader.
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchStatementOnWriter);
+    let mut ans = error(
+        "ERROR",
+        "42P05",
+        "prepared statement \"b\" already exists",
+        None,
+        None,
+    );
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.take_sent(WRITER);
+    h.backend(WRITER, &ans);
+    h.take_client();
+    let mut b = bind("", "b");
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    h.attach(R1);
+    assert_eq!(h.last_decision().outcome, Outcome::ReplicaWithWait);
+    assert!(!String::from_utf8_lossy(&h.take_sent(R1)).contains("SELECT 2"));
+}

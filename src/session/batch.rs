@@ -231,6 +231,8 @@ impl Session {
         let mut portals: Few<(&[u8], &[u8], Option<Option<&Classification>>, usize), 4> =
             Few::new();
         let mut statements = 0usize;
+        // Portals bound before `first` (a cut head's): they live on the writer.
+        let mut head_portals = 0usize;
         let room = self
             .statements
             .has_room(self.config.max_prepared_statements);
@@ -251,6 +253,7 @@ impl Session {
                 statements = 0;
                 unnamed_open = false;
                 txn = true;
+                head_portals = portals.count();
             }
             let Some(bytes) = self.msg_bytes(m) else {
                 refuse(&mut shape, Reason::BatchTooLarge);
@@ -389,6 +392,15 @@ impl Session {
                     if self.statements.peek(name).is_some_and(|s| s.on_writer) =>
                 {
                     refuse(&mut shape, Reason::BatchStatementOnWriter);
+                }
+                FrontendMessage::Close { kind: b'P', name }
+                    if txn && !portals.iter().skip(head_portals).any(|(p, ..)| *p == name) =>
+                {
+                    // E-4: in a block a portal outlives its batch where it was bound (an
+                    // earlier batch's, a cut head's): its Close must reach that connection (an
+                    // examiner's finding of 2026-12-05: the reader answered it, and the
+                    // writer's portal lived on).
+                    refuse(&mut shape, Reason::BatchPortalElsewhere);
                 }
                 _ => {}
             }
@@ -773,6 +785,14 @@ impl Session {
                     wb.resp.push(Req::Parse, Who::Client, id);
                     return;
                 }
+                // A name in use: the server refuses the Parse (42P05), and the statement that
+                // has the name stays what it was (E-2; an examiner's finding of 2026-12-05: the
+                // refused or skipped Parse made the engine forget, or replace, the live one).
+                let in_use = fresh && !statement.is_empty() && self.statements.contains(statement);
+                let in_use = in_use && !self.statements_cleared_ahead(id);
+                let Some(wb) = self.writer.as_mut() else {
+                    return;
+                };
                 wb.resp.push(Req::Parse, Who::Client, id);
                 wb.parses.push_back(statements::ParseNote {
                     unit: id,
@@ -780,7 +800,11 @@ impl Session {
                     hash: 0,
                     who: Who::Client,
                     local: false,
+                    kept: in_use,
                 });
+                if in_use {
+                    return;
+                }
                 let text = std::str::from_utf8(sql).ok();
                 let class = text.map(|s| self.classify_sql(s));
                 if let (Some(c), Some(t)) = (&class, text) {
@@ -888,6 +912,7 @@ impl Session {
                 hash: 0,
                 who: Who::Prepare,
                 local: false,
+                kept: false,
             });
         }
         self.engine.stats().inc(Counter::StatementsPrepared);
@@ -962,6 +987,7 @@ impl Session {
                     hash,
                     who: Who::Client,
                     local,
+                    kept: false,
                 });
                 if local {
                     // Already prepared on this connection: the client's ParseComplete is ours.
@@ -1060,6 +1086,7 @@ impl Session {
                 hash,
                 who: Who::Prepare,
                 local: false,
+                kept: false,
             });
             self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
             if shape != 0 {
@@ -1375,8 +1402,11 @@ impl Session {
             // checked at their Bind.
             FrontendMessage::Describe { .. } => true,
             FrontendMessage::Execute { max_rows, .. } => !(max_rows > 0 && self.txn.active),
+            // A portal's Close in a block: the portal may be the writer's (E-4).
             FrontendMessage::Close { kind, name } => {
-                !(kind == b'S' && self.statements.peek(name).is_some_and(|s| s.on_writer))
+                let writers_statement =
+                    kind == b'S' && self.statements.peek(name).is_some_and(|s| s.on_writer);
+                !(writers_statement || kind == b'P' && self.txn.active)
             }
             FrontendMessage::Sync | FrontendMessage::Flush => true,
             _ => false,

@@ -349,6 +349,7 @@ impl Session {
                 hash: 0,
                 who: Who::Check,
                 local: false,
+                kept: false,
             });
         }
         self.shape_notes.push(ShapeNote {

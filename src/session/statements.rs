@@ -72,6 +72,9 @@ pub(crate) struct ParseNote {
     /// The connection had the statement already (the engine answered the ParseComplete): a
     /// Parse the server skipped leaves it prepared there.
     pub local: bool,
+    /// The client's name was in use: the server refuses the Parse (42P05) or skips it, and the
+    /// statement that has the name stays — nothing to undo.
+    pub kept: bool,
 }
 
 /// One statement the client parsed.

@@ -419,6 +419,9 @@ impl Session {
     }
 
     fn undo_parse(&mut self, i: usize, n: &statements::ParseNote) {
+        if n.kept {
+            return;
+        }
         match (i, n.who) {
             (0, Who::Client) | (_, Who::Client) => {
                 self.statements.remove(&n.name);
