@@ -1514,3 +1514,50 @@ fn e2_a_parse_refused_because_its_name_is_in_use_leaves_the_statement_that_has_i
     assert_eq!(h.last_decision().outcome, Outcome::ReplicaWithWait);
     assert!(!String::from_utf8_lossy(&h.take_sent(R1)).contains("SELECT 2"));
 }
+
+#[test]
+fn e2_a_close_the_server_skips_after_an_error_leaves_the_statement_tracked() {
+    // After an error the server skips the rest of the batch, a Close of a statement among it:
+    // the statement still exists (an examiner's finding of 2026-12-05: the engine forgot it at
+    // the Close, and every later Bind of it went as unknown).
+    let mut h = host();
+    let mut b = parse("b", "INSERT INTO t VALUES ($1)");
+    b.extend(sync());
+    h.client(&b);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    h.take_sent(WRITER);
+    let mut b = parse("", "INSERT INTO t VALUES (1/0)");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(close(b'S', "b"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.take_sent(WRITER), b);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(error("ERROR", "22012", "division by zero", None, None));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12EZ");
+    h.client(&named_execute("b"));
+    assert_eq!(
+        h.last_decision().reason,
+        Reason::NotARead,
+        "b is known: a write"
+    );
+    // Answered, a Close forgets it.
+    h.backend(WRITER, &bound_answer(&[], Some(0x1100)));
+    h.take_client();
+    let mut b = close(b'S', "b");
+    b.extend(sync());
+    h.client(&b);
+    let mut ans = msg(b'3', b"");
+    ans.extend(rfq(b'I', Some(0x1100), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "3Z");
+    h.client(&named_execute("b"));
+    assert_eq!(h.last_decision().reason, Reason::BatchUnknownStatement);
+}

@@ -801,6 +801,7 @@ impl Session {
                     who: Who::Client,
                     local: false,
                     kept: in_use,
+                    closed: None,
                 });
                 if in_use {
                     return;
@@ -850,7 +851,7 @@ impl Session {
             FrontendMessage::Close { kind, name } => {
                 wb.resp.push(Req::Close, Who::Client, id);
                 if kind == b'S' {
-                    self.statements.remove(name);
+                    self.note_close(0, id, name);
                 }
             }
             FrontendMessage::Sync => {
@@ -913,6 +914,7 @@ impl Session {
                 who: Who::Prepare,
                 local: false,
                 kept: false,
+                closed: None,
             });
         }
         self.engine.stats().inc(Counter::StatementsPrepared);
@@ -988,6 +990,7 @@ impl Session {
                     who: Who::Client,
                     local,
                     kept: false,
+                    closed: None,
                 });
                 if local {
                     // Already prepared on this connection: the client's ParseComplete is ours.
@@ -1049,8 +1052,8 @@ impl Session {
                 name: stmt,
             } => {
                 // The engine's statement stays prepared for the next user; the client's
-                // statement is gone (E-2).
-                self.statements.remove(stmt);
+                // statement is gone (E-2) — unless an error skips the Close.
+                self.note_close(i, id, stmt);
                 self.backend_mut(i)
                     .resp
                     .push(Req::Local(tag::CLOSE_COMPLETE), Who::Client, id);
@@ -1087,6 +1090,7 @@ impl Session {
                 who: Who::Prepare,
                 local: false,
                 kept: false,
+                closed: None,
             });
             self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
             if shape != 0 {
@@ -1162,7 +1166,11 @@ impl Session {
                 return;
             };
             if t == tag::PARSE_COMPLETE {
-                self.backend_mut(i).parses.pop_front();
+                statements::pop_parse(&mut self.backend_mut(i).parses);
+            }
+            if t == tag::CLOSE_COMPLETE {
+                // The Close is answered: the statement is gone for good.
+                statements::pop_close(&mut self.backend_mut(i).parses);
             }
             let mut m = [0u8; 5];
             m[0] = t;
@@ -1281,6 +1289,25 @@ impl Session {
             .rev()
             .find(|(p, _)| **p == *portal)
             .and_then(|(_, c)| c.clone())
+    }
+
+    /// The client's Close of statement `name`, part of unit `id`, on backend `i` (0: the
+    /// writer): the statement is tracked no more, and put back if the server skips the Close
+    /// after an error in its batch — the statement then still exists (an examiner's finding of
+    /// 2026-12-05: every later Bind of it failed with 26000, or a new Parse of the name took it).
+    fn note_close(&mut self, i: usize, id: u32, name: &[u8]) {
+        let stmt = self.statements.remove(name);
+        if let Some(stmt) = stmt {
+            self.backend_mut(i).parses.push_back(statements::ParseNote {
+                unit: id,
+                name: name.into(),
+                hash: 0,
+                who: Who::Client,
+                local: false,
+                kept: false,
+                closed: Some(Box::new(stmt)),
+            });
+        }
     }
 
     /// A hidden Sync closes an open reader batch.

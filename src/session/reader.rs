@@ -114,7 +114,7 @@ impl Session {
             _ => {
                 if a.req == Some(Req::Parse) && a.kind == AKind::Done {
                     if let Some(i) = self.backend_index(conn) {
-                        self.backend_mut(i).parses.pop_front();
+                        super::statements::pop_parse(&mut self.backend_mut(i).parses);
                     }
                 }
                 if !a.who.is_client() || self.unit_failed(id) {

@@ -350,6 +350,7 @@ impl Session {
                 who: Who::Check,
                 local: false,
                 kept: false,
+                closed: None,
             });
         }
         self.shape_notes.push(ShapeNote {
@@ -377,7 +378,7 @@ impl Session {
         match msg {
             BackendMessage::ParseComplete => {
                 if let Some(w) = self.writer.as_mut() {
-                    w.parses.pop_front();
+                    super::statements::pop_parse(&mut w.parses);
                 }
             }
             BackendMessage::ErrorResponse(f) if f.is_fatal() => {
@@ -387,7 +388,11 @@ impl Session {
             }
             BackendMessage::ErrorResponse(_) => {
                 if req == Some(Req::Parse) {
-                    if let Some(n) = self.writer.as_mut().and_then(|w| w.parses.pop_front()) {
+                    if let Some(n) = self
+                        .writer
+                        .as_mut()
+                        .and_then(|w| super::statements::pop_parse(&mut w.parses))
+                    {
                         self.statements.clear_on_writer(&n.name);
                     }
                 }

@@ -75,6 +75,22 @@ pub(crate) struct ParseNote {
     /// The client's name was in use: the server refuses the Parse (42P05) or skips it, and the
     /// statement that has the name stays — nothing to undo.
     pub kept: bool,
+    /// Not a Parse but a Close of the client's statement `name`, tracked no more from when it
+    /// was sent: the statement, put back if the server skips the Close after an error in its
+    /// batch (the statement then still exists) — E-2.
+    pub closed: Option<Box<ClientStmt>>,
+}
+
+/// The oldest note of a Parse in `notes` (answered in wire order, with Closes between them).
+pub(crate) fn pop_parse(notes: &mut std::collections::VecDeque<ParseNote>) -> Option<ParseNote> {
+    let i = notes.iter().position(|n| n.closed.is_none())?;
+    notes.remove(i)
+}
+
+/// The oldest note of a Close in `notes`: its CloseComplete came, the statement is gone.
+pub(crate) fn pop_close(notes: &mut std::collections::VecDeque<ParseNote>) -> Option<ParseNote> {
+    let i = notes.iter().position(|n| n.closed.is_some())?;
+    notes.remove(i)
 }
 
 /// One statement the client parsed.
@@ -403,6 +419,22 @@ impl ClientStatements {
             .collect();
         v.sort();
         v
+    }
+
+    /// A statement removed by a Close the server then skipped: tracked again as it was,
+    /// unless the name was taken since.
+    pub(super) fn put_back(&mut self, name: &[u8], stmt: ClientStmt) {
+        if self.contains(name) {
+            return;
+        }
+        if may_be_command(&stmt.rest) {
+            self.commands += 1;
+        }
+        if name.is_empty() {
+            self.unnamed = Some(Box::new(stmt));
+        } else {
+            self.map.insert(name.into(), stmt);
+        }
     }
 
     pub(super) fn remove(&mut self, name: &[u8]) -> Option<ClientStmt> {

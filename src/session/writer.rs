@@ -300,7 +300,7 @@ impl Session {
             }
             (AKind::Done, BackendMessage::ParseComplete) => {
                 if let Some(w) = self.writer.as_mut() {
-                    w.parses.pop_front();
+                    statements::pop_parse(&mut w.parses);
                 }
                 let d = if a.who == Who::Prepare {
                     Disp::Discard
@@ -319,6 +319,12 @@ impl Session {
                 self.pump(None);
             }
             _ => {
+                if matches!(msg, BackendMessage::CloseComplete) && a.req == Some(Req::Close) {
+                    // The Close is answered: a statement it closed is gone for good (E-2).
+                    if let Some(w) = self.writer.as_mut() {
+                        statements::pop_close(&mut w.parses);
+                    }
+                }
                 self.apply_disp(conn, t, body, Disp::Forward);
                 if a.kind == AKind::Done {
                     self.writer_unit_maybe_done(id);
@@ -387,7 +393,7 @@ impl Session {
     /// do the Parses the server skipped after it.
     pub(super) fn parse_failed(&mut self, i: usize, id: u32, _skipped: u16) {
         if self.backend_index_valid(i) {
-            if let Some(n) = self.backend_mut(i).parses.pop_front() {
+            if let Some(n) = statements::pop_parse(&mut self.backend_mut(i).parses) {
                 self.undo_parse(i, &n);
             }
         }
@@ -405,8 +411,13 @@ impl Session {
             b.parses.extend(keep);
             gone
         };
-        for n in &skipped {
-            self.undo_parse(i, n);
+        // Latest first: a skipped Parse of a name is undone before a skipped Close of the
+        // same name puts the old statement back.
+        for n in skipped.into_iter().rev() {
+            match n.closed {
+                Some(stmt) => self.statements.put_back(&n.name, *stmt),
+                None => self.undo_parse(i, &n),
+            }
         }
     }
 
