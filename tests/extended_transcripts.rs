@@ -1529,19 +1529,22 @@ fn e2_a_close_the_server_skips_after_an_error_leaves_the_statement_tracked() {
     h.backend(WRITER, &ans);
     h.take_client();
     h.take_sent(WRITER);
-    let mut b = parse("", "INSERT INTO t VALUES (1/0)");
+    // A portal's Close first: its CloseComplete answers it, not b's Close.
+    let mut b = close(b'P', "c1");
+    b.extend(parse("", "INSERT INTO t VALUES (1/0)"));
     b.extend(bind("", ""));
     b.extend(execute(""));
     b.extend(close(b'S', "b"));
     b.extend(sync());
     h.client(&b);
     assert_eq!(h.take_sent(WRITER), b);
-    let mut ans = msg(b'1', b"");
+    let mut ans = msg(b'3', b"");
+    ans.extend(msg(b'1', b""));
     ans.extend(msg(b'2', b""));
     ans.extend(error("ERROR", "22012", "division by zero", None, None));
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
-    assert_eq!(tags(&h.take_client()), "12EZ");
+    assert_eq!(tags(&h.take_client()), "312EZ");
     h.client(&named_execute("b"));
     assert_eq!(
         h.last_decision().reason,

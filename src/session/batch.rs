@@ -801,6 +801,7 @@ impl Session {
                     who: Who::Client,
                     local: false,
                     kept: in_use,
+                    close: false,
                     closed: None,
                 });
                 if in_use {
@@ -850,9 +851,9 @@ impl Session {
             FrontendMessage::Execute { .. } => wb.resp.push(Req::Execute, Who::Client, id),
             FrontendMessage::Close { kind, name } => {
                 wb.resp.push(Req::Close, Who::Client, id);
-                if kind == b'S' {
-                    self.note_close(0, id, name);
-                }
+                // Every Close is noted: CloseCompletes answer them in order.
+                let name = if kind == b'S' { Some(name) } else { None };
+                self.note_close(0, id, name);
             }
             FrontendMessage::Sync => {
                 wb.resp.push(Req::Sync, Who::Client, id);
@@ -914,6 +915,7 @@ impl Session {
                 who: Who::Prepare,
                 local: false,
                 kept: false,
+                close: false,
                 closed: None,
             });
         }
@@ -990,6 +992,7 @@ impl Session {
                     who: Who::Client,
                     local,
                     kept: false,
+                    close: false,
                     closed: None,
                 });
                 if local {
@@ -1053,7 +1056,7 @@ impl Session {
             } => {
                 // The engine's statement stays prepared for the next user; the client's
                 // statement is gone (E-2) — unless an error skips the Close.
-                self.note_close(i, id, stmt);
+                self.note_close(i, id, Some(stmt));
                 self.backend_mut(i)
                     .resp
                     .push(Req::Local(tag::CLOSE_COMPLETE), Who::Client, id);
@@ -1090,6 +1093,7 @@ impl Session {
                 who: Who::Prepare,
                 local: false,
                 kept: false,
+                close: false,
                 closed: None,
             });
             self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
@@ -1295,19 +1299,19 @@ impl Session {
     /// writer): the statement is tracked no more, and put back if the server skips the Close
     /// after an error in its batch — the statement then still exists (an examiner's finding of
     /// 2026-12-05: every later Bind of it failed with 26000, or a new Parse of the name took it).
-    fn note_close(&mut self, i: usize, id: u32, name: &[u8]) {
-        let stmt = self.statements.remove(name);
-        if let Some(stmt) = stmt {
-            self.backend_mut(i).parses.push_back(statements::ParseNote {
-                unit: id,
-                name: name.into(),
-                hash: 0,
-                who: Who::Client,
-                local: false,
-                kept: false,
-                closed: Some(Box::new(stmt)),
-            });
-        }
+    /// `None`: a portal's Close (noted for the order of the answers only).
+    fn note_close(&mut self, i: usize, id: u32, name: Option<&[u8]>) {
+        let stmt = name.and_then(|n| self.statements.remove(n));
+        self.backend_mut(i).parses.push_back(statements::ParseNote {
+            unit: id,
+            name: name.unwrap_or_default().into(),
+            hash: 0,
+            who: Who::Client,
+            local: false,
+            kept: false,
+            close: true,
+            closed: stmt.map(Box::new),
+        });
     }
 
     /// A hidden Sync closes an open reader batch.

@@ -350,6 +350,7 @@ impl Session {
                 who: Who::Check,
                 local: false,
                 kept: false,
+                close: false,
                 closed: None,
             });
         }

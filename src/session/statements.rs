@@ -75,21 +75,23 @@ pub(crate) struct ParseNote {
     /// The client's name was in use: the server refuses the Parse (42P05) or skips it, and the
     /// statement that has the name stays — nothing to undo.
     pub kept: bool,
-    /// Not a Parse but a Close of the client's statement `name`, tracked no more from when it
-    /// was sent: the statement, put back if the server skips the Close after an error in its
-    /// batch (the statement then still exists) — E-2.
+    /// Not a Parse but a Close (answered by a CloseComplete in the same order).
+    pub close: bool,
+    /// A Close of the client's statement `name`, tracked no more from when it was sent: the
+    /// statement, put back if the server skips the Close after an error in its batch (the
+    /// statement then still exists) — E-2.
     pub closed: Option<Box<ClientStmt>>,
 }
 
 /// The oldest note of a Parse in `notes` (answered in wire order, with Closes between them).
 pub(crate) fn pop_parse(notes: &mut std::collections::VecDeque<ParseNote>) -> Option<ParseNote> {
-    let i = notes.iter().position(|n| n.closed.is_none())?;
+    let i = notes.iter().position(|n| !n.close)?;
     notes.remove(i)
 }
 
 /// The oldest note of a Close in `notes`: its CloseComplete came, the statement is gone.
 pub(crate) fn pop_close(notes: &mut std::collections::VecDeque<ParseNote>) -> Option<ParseNote> {
-    let i = notes.iter().position(|n| n.closed.is_some())?;
+    let i = notes.iter().position(|n| n.close)?;
     notes.remove(i)
 }
 

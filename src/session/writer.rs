@@ -319,7 +319,10 @@ impl Session {
                 self.pump(None);
             }
             _ => {
-                if matches!(msg, BackendMessage::CloseComplete) && a.req == Some(Req::Close) {
+                if matches!(msg, BackendMessage::CloseComplete)
+                    && a.req == Some(Req::Close)
+                    && a.who == Who::Client
+                {
                     // The Close is answered: a statement it closed is gone for good (E-2).
                     if let Some(w) = self.writer.as_mut() {
                         statements::pop_close(&mut w.parses);
@@ -414,9 +417,10 @@ impl Session {
         // Latest first: a skipped Parse of a name is undone before a skipped Close of the
         // same name puts the old statement back.
         for n in skipped.into_iter().rev() {
-            match n.closed {
-                Some(stmt) => self.statements.put_back(&n.name, *stmt),
-                None => self.undo_parse(i, &n),
+            if !n.close {
+                self.undo_parse(i, &n);
+            } else if let Some(stmt) = n.closed {
+                self.statements.put_back(&n.name, *stmt);
             }
         }
     }
