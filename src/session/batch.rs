@@ -1213,13 +1213,8 @@ impl Session {
                         // not bind runs something unknown: a statement that may write and may
                         // change the session's state.
                         let class = self.joined_execute_class(id);
-                        let state = class.as_ref().is_none_or(|c| self.changes_state(c));
-                        if state {
-                            if self.txn.active {
-                                self.txn.set_ran = true;
-                            } else {
-                                self.settings.mark_due();
-                            }
+                        if class.as_ref().is_none_or(|c| self.changes_state(c)) {
+                            self.state_may_have_changed();
                         }
                         if let Some(u) = self.unit_mut(id) {
                             u.execs.push(class);

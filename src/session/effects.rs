@@ -208,6 +208,17 @@ impl Session {
     /// S-5: code the engine cannot see into ran on the writer (`in_txn`: inside a transaction
     /// block): the session's state may have changed, so a capture is due (after the block; its
     /// reads stay on the writer until then).
+    /// The writer session's state may have changed (S-3, S-5): outside a block a capture is due;
+    /// inside one, as after a SET there, its reads stay on the writer and the capture follows
+    /// its end.
+    pub(super) fn state_may_have_changed(&mut self) {
+        if self.txn.active {
+            self.txn.set_ran = true;
+        } else {
+            self.settings.mark_due();
+        }
+    }
+
     pub(super) fn ran_unseen_code(&mut self, in_txn: bool) {
         if in_txn {
             self.txn.set_ran = true;

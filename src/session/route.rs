@@ -152,11 +152,7 @@ impl Session {
         if epoch == self.settings.conf_epoch || self.settings.known != Known::Yes {
             return;
         }
-        if self.txn.active {
-            self.txn.set_ran = true;
-        } else {
-            self.settings.mark_due();
-        }
+        self.state_may_have_changed();
     }
 
     /// Hidden writer work that informs the next read is in flight or due (the probe of W-7, the

@@ -381,11 +381,7 @@ impl Session {
             }
             if execs.0.iter().any(Option::is_none) {
                 // As at a batch's RFQ: something unclassified may have changed the state.
-                if self.txn.active {
-                    self.txn.set_ran = true;
-                } else {
-                    self.settings.mark_due();
-                }
+                self.state_may_have_changed();
             }
             self.keep_spare_execs(execs.0);
             self.finish_unit(id);

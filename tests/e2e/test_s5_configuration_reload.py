@@ -51,44 +51,37 @@ def run(dsn: str, primary_dsn: str, standby: set | None = None, setting: str = "
     return out
 
 
-@pytest.mark.timeout(60)
-def test_s5_a_setting_changed_by_a_configuration_reload_is_captured_again(pair, proxy):
+def check(pair, proxy, before: str, after: str, **setting) -> None:
+    """The primary alone shows `before`, then `after` for every read after the reload; through the
+    proxy the first read and one after the reload run on the standby, and every read shows the
+    same values."""
     primary_admin = pair.primary.dsn(dbname="app")
-    direct = run(pair.primary.dsn(user="app_trust", dbname="app"), primary_admin)
-    assert [v for v, _ in direct] == ["1 day 02:00:00"] + ["@ 1 day 2 hours"] * 3, direct
+    direct = run(pair.primary.dsn(user="app_trust", dbname="app"), primary_admin, **setting)
+    assert [v for v, _ in direct] == [before] + [after] * 3, direct
     time.sleep(0.3)
-    proxied = run(proxy.dsn(), primary_admin, STANDBY_PORTS)
+    proxied = run(proxy.dsn(), primary_admin, STANDBY_PORTS, **setting)
     assert proxied[0][1] in STANDBY_PORTS, f"the first read did not run on the standby: {proxied}"
     assert any(p in STANDBY_PORTS for _, p in proxied[1:]), f"no read after the reload on the standby: {proxied}"
     # Every read after the reload shows the new value, wherever it ran.
-    assert [v for v, _ in proxied] == ["1 day 02:00:00"] + ["@ 1 day 2 hours"] * (len(proxied) - 1), \
+    assert [v for v, _ in proxied] == [before] + [after] * (len(proxied) - 1), \
         f"through the proxy {proxied}, the primary {direct}"
 
 
+@pytest.mark.timeout(60)
+def test_s5_a_setting_changed_by_a_configuration_reload_is_captured_again(pair, proxy):
+    check(pair, proxy, "1 day 02:00:00", "@ 1 day 2 hours")
+
+
 UNREPORTED = "SELECT '\\x01'::bytea::text, inet_server_port()"
-
-
-def run_unreported(dsn: str, primary_dsn: str, standby: set | None = None) -> list:
-    """`run` for `bytea_output`, which the server does not report: nothing on the session's
-    connection says it changed, and no statement runs on the writer between the reload and the
-    reads."""
-    return run(dsn, primary_dsn, standby, setting="bytea_output", value="escape", read=UNREPORTED,
-               write_first=False)
 
 
 @pytest.mark.timeout(60)
 def test_s5_an_unreported_setting_changed_by_a_configuration_reload_is_captured_again(pair, proxy):
     """`bytea_output` changed by ALTER SYSTEM and a reload, which no ParameterStatus announces
     (an examiner's finding of 2026-12-05, with `default_transaction_isolation`: 3 of 3 existing
-    sessions kept the old value on the standby). The proxy's monitor reads the writer's
-    `pg_conf_load_time()` with each sample (`polarsplit_engine_writer_config_loaded`), and each
-    session captures its state again before its next read leaves the writer."""
-    primary_admin = pair.primary.dsn(dbname="app")
-    direct = run_unreported(pair.primary.dsn(user="app_trust", dbname="app"), primary_admin)
-    assert [v for v, _ in direct] == ["\\x01"] + ["\\001"] * 3, direct
-    time.sleep(0.3)
-    proxied = run_unreported(proxy.dsn(), primary_admin, STANDBY_PORTS)
-    assert proxied[0][1] in STANDBY_PORTS, f"the first read did not run on the standby: {proxied}"
-    assert any(p in STANDBY_PORTS for _, p in proxied[1:]), f"no read after the reload on the standby: {proxied}"
-    assert [v for v, _ in proxied] == ["\\x01"] + ["\\001"] * (len(proxied) - 1), \
-        f"through the proxy {proxied}, the primary {direct}"
+    sessions kept the old value on the standby), with no statement on the writer between the
+    reload and the reads. The proxy's monitor reads the writer's `pg_conf_load_time()` with each
+    sample (`polarsplit_engine_writer_config_loaded`), and each session captures its state again
+    before its next read leaves the writer."""
+    check(pair, proxy, "\\x01", "\\001", setting="bytea_output", value="escape", read=UNREPORTED,
+          write_first=False)
