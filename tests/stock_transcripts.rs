@@ -838,7 +838,9 @@ fn w7_a_probe_position_just_past_a_page_header_is_the_pages_start() {
 /// sample sent after that answer bounds it; then a reader that replayed the sample serves.
 #[test]
 fn s1a_a_read_the_writer_served_bounds_the_sessions_next_reads_on_a_reader() {
-    let mut h = stock(&[]);
+    // No probe: the writer sample's rule (a probe's is
+    // `p5_s1a_a_read_the_writer_serves_in_a_read_committed_block_gets_a_probe_behind_it`).
+    let mut h = stock(&[("lsn_probe", "off")]);
     h.engine.reader_sample(1, Lsn(0x4000), h.now);
     h.engine.reader_sample(2, Lsn(0x4000), h.now);
     h.engine.writer_sample(0, Lsn(0x4000), h.now);
@@ -901,18 +903,20 @@ fn s1a_after_prepare_transaction_the_sessions_reads_stay_on_the_writer() {
 }
 
 /// S-1a/W-7: a block whose reads the writer served leaves the session's position unknown (what
-/// they saw may be newer than any reader); no probe can follow them inside the block, so one
-/// follows the block's end. Its position bounds what the block saw: a reader that replayed it
-/// serves the session's next read, without waiting for a writer sample.
+/// they saw may be newer than any reader); no probe follows them inside a block whose reads
+/// cannot be split off (here REPEATABLE READ), so one follows the block's end. Its position
+/// bounds what the block saw: a reader that replayed it serves the session's next read, without
+/// waiting for a writer sample.
 #[test]
 fn s1a_w7_a_probe_follows_the_end_of_a_block_whose_reads_the_writer_served() {
     let mut h = stock(&[("lsn_probe", "on")]);
-    h.client(&query("BEGIN"));
+    h.client(&query("BEGIN ISOLATION LEVEL REPEATABLE READ"));
     h.writer_answers("BEGIN", b'T', None, None);
+    h.take_sent(WRITER);
     h.client(&query("SELECT v, now() FROM t"));
     assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
     h.writer_answers("SELECT 1", b'T', None, None);
-    h.take_sent(WRITER);
+    assert_eq!(tags(&h.take_sent(WRITER)), "Q", "no probe inside the block");
     h.client(&query("COMMIT"));
     assert_eq!(tags(&h.take_sent(WRITER)), "Q");
     h.writer_answers("COMMIT", b'I', None, None);
@@ -926,6 +930,144 @@ fn s1a_w7_a_probe_follows_the_end_of_a_block_whose_reads_the_writer_served() {
     h.engine.reader_sample(1, Lsn(0x4800), h.now);
     h.engine.reader_sample(2, Lsn(0x4000), h.now);
     let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+}
+
+/// P-5/S-1a on stock servers: a read the writer serves inside a READ COMMITTED block that may
+/// still split its reads off (here because it reads the transaction's `now()`, S-7) gets the
+/// probe pipelined behind it, as outside a block. The block's next read waits for the probe and
+/// goes to a reader that replayed its position. Before, nothing but a writer sample sent after
+/// the read could position it, and reads one behind the other never left room for one: every
+/// later read of the block stayed on the writer (an examiner's finding, 2026-12-05: 0 of 3,000).
+#[test]
+fn p5_s1a_a_read_the_writer_serves_in_a_read_committed_block_gets_a_probe_behind_it() {
+    let mut h = stock(&[("lsn_probe", "on")]);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_sent(WRITER);
+    let q = query("SELECT v, now() FROM t");
+    h.client(&q);
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &q), "PBES probe");
+    h.writer_answers("SELECT 1", b'T', None, None);
+    // The next read waits for the probe's answer.
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    let mut p = probe_answer("0/4800");
+    let n = p.len();
+    p[n - 1] = b'T'; // the probe's Sync answers inside the block
+    h.engine.reader_sample(1, Lsn(0x4800), h.now);
+    h.engine.reader_sample(2, Lsn(0x4000), h.now);
+    let acts = h.backend(WRITER, &p);
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x4800));
+    assert!(!h.session.lsn_state().observed_unknown);
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+}
+
+/// P-5: no probe follows a read the writer serves in a block whose reads can no longer be split
+/// off — after its first write on a server that cannot import XIDs, a probe's position is of no
+/// use to them (and the write's own position is its commit's).
+#[test]
+fn p5_no_probe_follows_a_read_in_a_block_that_has_written() {
+    let mut h = stock(&[("lsn_probe", "on")]);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'T', None, None);
+    h.take_sent(WRITER);
+    h.client(&query("SELECT v FROM t"));
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    assert_eq!(tags(&h.take_sent(WRITER)), "Q");
+}
+
+/// F-2 in a block: a read a reader refused and the writer ran again may be a write, so the
+/// block counts as one that may have written. Its end is probed as a write's, and the session's
+/// reads go back to a reader at the probe's position. Before, the block's end left the "write"
+/// unpositioned, no probe followed, and inside the session's next blocks no writer sample could
+/// position it: their reads stayed on the writer (an examiner's finding, 2026-12-05: a failed
+/// `SELECT 1/0` in a block, then 0 of 3,000 reads on the standby in the next block).
+#[test]
+fn f2_a_block_whose_read_a_reader_refused_ends_with_a_probe() {
+    let mut h = stock(&[("lsn_probe", "on")]);
+    h.engine.reader_sample(1, Lsn(0x4000), h.now);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_sent(WRITER);
+    let acts = h.client(&query("SELECT 1/0"));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "split off the block: {acts:?}"
+    );
+    // The block is touched ahead of its first split read (its answer swallowed).
+    assert_eq!(tags(&h.take_sent(WRITER)), "Q");
+    h.writer_answers("SELECT 1", b'T', None, None);
+    h.attach(R1);
+    h.take_sent(R1);
+    let mut b = error("ERROR", "22012", "division by zero", None, None);
+    b.extend(rfq(b'I', None, None));
+    h.backend(R1, &b);
+    assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
+    let sent = h.take_sent(WRITER);
+    assert!(
+        !probe_sent(&sent, b"").contains("probe"),
+        "none in the block"
+    );
+    let mut w = error("ERROR", "22012", "division by zero", None, None);
+    w.extend(rfq(b'E', None, None));
+    h.backend(WRITER, &w);
+    h.take_client();
+    h.client(&query("ROLLBACK"));
+    h.writer_answers("ROLLBACK", b'I', None, None);
+    assert_eq!(
+        probe_sent(&h.take_sent(WRITER), b"").split(' ').next_back(),
+        Some("probe"),
+        "a probe behind the block's end"
+    );
+    h.backend(WRITER, &probe_answer("0/4800"));
+    h.take_client();
+    assert!(!h.session.lsn_state().write_unknown);
+    h.engine.reader_sample(1, Lsn(0x4800), h.now);
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+}
+
+/// W-7/P-5: a writer sample sent after an unpositioned write's acknowledgement positions it
+/// inside a later block that has not written (the write is not the block's). Before, no sample
+/// positioned anything inside a block, and the block's reads stayed on the writer however long
+/// it lasted.
+#[test]
+fn w7_a_writer_sample_positions_an_earlier_write_inside_a_block_that_has_not_written() {
+    let mut h = stock(&[("lsn_probe", "off")]);
+    h.engine.writer_sample(0, Lsn(0x100), h.now);
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'I', None, None);
+    h.take_client();
+    assert!(h.session.lsn_state().write_unknown);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_client();
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x5000), h.now);
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    h.engine.reader_sample(2, Lsn(0x4000), h.now);
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x5000));
     assert!(
         acts.iter()
             .any(|a| matches!(a, A::Acquire { server: 1, .. })),

@@ -42,7 +42,10 @@ impl Session {
         if let Some((l, sent)) = view.writer_sample {
             let ack = self.write_ack_ms;
             if ack != u64::MAX && sent > ack && view.generation == self.lsn.generation {
-                if self.lsn.write_unknown && !self.txn.active {
+                // A write is positioned by a sample sent after its acknowledgement unless it
+                // belongs to the open block (its commit comes later): a block that has not
+                // written is no reason to keep an earlier write unpositioned.
+                if self.lsn.write_unknown && !(self.txn.active && self.txn.may_have_written) {
                     self.lsn.writer_positioned(l, true);
                     self.write_ack_ms = u64::MAX;
                     self.engine.stats().inc(Counter::TargetsLearned);
@@ -502,10 +505,27 @@ impl Session {
     /// capture (S-5) right behind it when the unit runs outside a transaction block and cannot
     /// enter COPY IN (same write, no extra round trip); otherwise they follow its RFQ.
     pub(super) fn after_writer_send(&mut self, id: u32, may_write: bool, pipelinable: bool) {
-        let outside = !self.txn.active
-            && self.writer_status == TxStatus::Idle
-            && self.units.iter().all(|u| !u.may_open_txn);
-        if !(pipelinable && outside) || self.unit_drops_statements(id) {
+        let no_edge = self.units.iter().all(|u| !u.may_open_txn);
+        let outside = !self.txn.active && self.writer_status == TxStatus::Idle && no_edge;
+        if !pipelinable || self.unit_drops_statements(id) {
+            return;
+        }
+        if !outside {
+            // Inside a block whose next reads may still be split off (P-5), a read the writer
+            // serves on a server that reports no positions gets a probe behind it as outside
+            // one (never a capture: the block's own state is not the session's). Without it,
+            // only a writer sample sent after the read positions what it saw, and reads one
+            // behind the other never leave room for one: every later read of the block stayed
+            // on the writer (an examiner's finding, 2026-12-05).
+            if no_edge && !may_write && self.block_reads_may_split() && self.unit_observes(id) {
+                self.probe_credit.new_write();
+                if self.wants_probe() {
+                    self.send_learning(true, false);
+                    if let Some(u) = self.unit_mut(id) {
+                        u.probe_after = true;
+                    }
+                }
+            }
             return;
         }
         let capture = self.settings.known == Known::Due;
@@ -528,6 +548,24 @@ impl Session {
                 u.probe_after = true;
             }
         }
+    }
+
+    /// Whether the open block's later reads may still be split off to a reader before its
+    /// first write (P-5 on a server that reports no positions): READ COMMITTED, not failed, no
+    /// state change, no write and no reader failure in it. A probe's position is of use to
+    /// such a block's reads only; after a write in it, nothing positions its commit but the
+    /// commit's own RFQ.
+    fn block_reads_may_split(&self) -> bool {
+        let t = &self.txn;
+        t.active
+            && self.writer_status == TxStatus::InTransaction
+            && self.config.txn_split
+            && !t.failed
+            && !t.set_ran
+            && !t.may_have_written
+            && !t.reader_failed
+            && t.isolation.map(crate::classify::Isolation::effective)
+                == Some(crate::classify::Isolation::ReadCommitted)
     }
 
     /// Whether unit `id` reads data (a SELECT, however routed): on the writer of a server that

@@ -740,6 +740,13 @@ impl Session {
             self.txn.may_have_written = true;
             self.txn.read_only_prefix = false;
         }
+        if reader_refused && self.txn.active {
+            // F-2: a read a reader refused and the writer ran again counts as a write (above):
+            // in the block too, so its end is probed as a write's and the block's later reads
+            // do not take the pre-write path past it.
+            self.txn.may_have_written = true;
+            self.txn.read_only_prefix = false;
+        }
         if now_in_txn {
             self.txn.failed = rfq.status == TxStatus::Failed;
             self.update_txn_marker(&rfq);
