@@ -1074,3 +1074,50 @@ fn w7_a_writer_sample_positions_an_earlier_write_inside_a_block_that_has_not_wri
         "{acts:?}"
     );
 }
+
+/// A replication connection is passed through, and no hidden statement of the engine's runs on
+/// it: a walsender refuses extended-protocol messages with an ERROR (which drops the session's
+/// temporary replication slots) and, in CopyBoth, with FATAL. Before, the startup capture
+/// followed its login and the probe followed each command (an examiner's finding, 2026-12-05:
+/// `pg_basebackup -X stream` and `pg_receivewal` failed through the proxy).
+#[test]
+fn replication_connections_get_no_hidden_statement() {
+    let mut h = Host::new(config(&[
+        ("server_dialect", ServerDialect::Stock.as_str()),
+        ("startup_profile", StartupProfile::Off.as_str()),
+        ("lsn_probe", "on"),
+    ]));
+    h.client(&startup(&[
+        ("user", "app"),
+        ("database", "db"),
+        ("replication", "database"),
+    ]));
+    h.event(WRITER, Event::WriterConnected);
+    h.take_sent(WRITER);
+    let mut auth = auth_ok();
+    auth.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &auth);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "",
+        "no capture behind the login"
+    );
+    h.take_client();
+    for (q, tag) in [
+        ("IDENTIFY_SYSTEM", "IDENTIFY_SYSTEM"),
+        (
+            "CREATE_REPLICATION_SLOT s TEMPORARY PHYSICAL",
+            "CREATE_REPLICATION_SLOT",
+        ),
+        ("SET application_name = 'x'", "SET"),
+        ("SELECT 1", "SELECT 1"),
+    ] {
+        let q = query(q);
+        h.client(&q);
+        assert_eq!(h.last_decision().reason, Reason::ReplicationConnection);
+        assert_eq!(h.take_sent(WRITER), q, "only the client's command");
+        h.writer_answers(tag, b'I', None, None);
+        assert_eq!(tags(&h.take_sent(WRITER)), "", "nothing behind {tag}");
+        assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'I']);
+    }
+}

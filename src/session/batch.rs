@@ -502,7 +502,7 @@ impl Session {
         // The plan the rest would get inside the block: what is collected is the session's
         // now; its transaction state is the one `BEGIN` opens (a writer RFQ says so when it
         // arrives) only for the question.
-        if self.startup.as_ref().is_some_and(|s| s.replication) {
+        if self.never_routed() {
             return None;
         }
         if self.learning() {

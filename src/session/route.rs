@@ -130,7 +130,7 @@ impl Session {
         protocol: Protocol,
     ) -> (Decision, WriterView) {
         let view = self.collect();
-        let d = if self.startup.as_ref().is_some_and(|s| s.replication) {
+        let d = if self.never_routed() {
             Decision::passthrough(Reason::ReplicationConnection)
         } else {
             plan(&self.plan_input(&view, stmt, protocol))
@@ -635,7 +635,15 @@ impl Session {
     /// Whether committed writes may be positioned by the probe (W-7: the writer's RFQs carry no
     /// LSN, and `lsn_probe` is not `off`).
     pub(super) fn probe_enabled(&self) -> bool {
-        self.config.lsn_probe != LsnProbe::Off && self.writer.as_ref().is_some_and(|w| !w.ext.lsn)
+        self.config.lsn_probe != LsnProbe::Off
+            && self.writer.as_ref().is_some_and(|w| !w.ext.lsn)
+            && !self.never_routed()
+    }
+
+    /// A replication connection (`replication=` in its startup): passed through, never routed,
+    /// and no hidden statement of the engine's runs on it.
+    pub(super) fn never_routed(&self) -> bool {
+        self.startup.as_ref().is_some_and(|s| s.replication)
     }
 
     /// Whether the next committed write gets the probe: always with `lsn_probe = on` and for
@@ -664,6 +672,9 @@ impl Session {
 
     /// Sends the hidden probe and/or capture as one batch on the writer (W-7, S-5).
     pub(super) fn send_learning(&mut self, probe: bool, capture: bool) {
+        if self.never_routed() {
+            return;
+        }
         let Some(w) = self.writer.as_mut() else {
             return;
         };

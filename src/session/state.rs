@@ -246,6 +246,9 @@ pub(crate) enum Known {
     /// The capture failed or answered something unusable: reads stay on the writer until a
     /// capture succeeds.
     Failed,
+    /// Never captured: a session the engine does not route (a replication connection, whose
+    /// walsender takes no extended-protocol statement), where nothing waits for a capture.
+    Never,
 }
 
 /// Most captured settings kept (names + values); beyond it the state counts as unknown.
@@ -312,7 +315,7 @@ impl SessionSettings {
 
     /// Something may have changed the writer's state.
     pub(crate) fn mark_due(&mut self) {
-        if self.known != Known::Capturing {
+        if !matches!(self.known, Known::Capturing | Known::Never) {
             self.known = Known::Due;
         }
     }

@@ -230,7 +230,12 @@ impl Session {
                 if !self.apply_startup_token() {
                     return Ok(());
                 }
-                if !self.startup.as_ref().is_some_and(|s| s.replication) {
+                if self.never_routed() {
+                    // No hidden statement ever runs on it (its walsender would take the
+                    // probe's or the capture's Parse for an error, and then drop the session's
+                    // temporary replication slots — or end a streaming copy with FATAL).
+                    self.settings.known = Known::Never;
+                } else {
                     // S-5: the writer session has the settings of `ALTER ROLE/DATABASE … SET`
                     // from its login on, which no startup parameter shows: its state is
                     // captured before any read may run on a reader. `pump` sends the capture
