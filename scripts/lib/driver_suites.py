@@ -9,9 +9,14 @@ only, a large message pipelined behind a write, and extended-protocol COPY with 
 data.
 
 Usage: driver_suites.py WORKDIR PROXY_BINARY [ASAN_PROXY_BINARY] [-- suite ...]
-(suites: psycopg2 asyncpg pg8000). With ASAN_PROXY_BINARY each suite also runs through the proxy
-built with AddressSanitizer/UBSan, held to the same rule, and any sanitizer report in its log fails
-the run. WORKDIR holds the venv the suites run in and the drivers' source distributions (PyPI).
+(suites: psycopg2 asyncpg pg8000 node-postgres). With ASAN_PROXY_BINARY each suite also runs through
+the proxy built with AddressSanitizer/UBSan, held to the same rule, and any sanitizer report in its
+log fails the run. WORKDIR holds the venv the Python suites run in and the drivers' source
+distributions (PyPI), and WORKDIR/node the npm tree of node-postgres's suites (node_suites()).
+
+psycopg 3 is not here: its PyPI sdists ship no tests, and the Debian source package (psycopg3
+3.1.7-4) is listed by apt but its files are not served to this project's machines (`apt-get source`
+fails with 404), nor is node-postgres's (whose packages/pg/test is therefore out of reach too).
 """
 
 from __future__ import annotations
@@ -37,6 +42,21 @@ SUITES = {
 }
 EXTRA_PACKAGES = ["pytest==9.*", "pytest-timeout==2.*", "distro", "pytz"]
 
+# node-postgres: pg 8.8.0's own tests are not published on npm (its package ships lib/ only) and
+# Debian's source package is not served here, but the tests of pg-pool 3.5.2 and pg-cursor 2.7.4 are
+# in their npm packages: the same node-postgres commit as pg 8.8.0 (gitHead c99fb2c1), run with mocha
+# against pg 8.8.0 itself (pooling, cursors = portals read with Execute row limits, transactions,
+# errors and their recovery, idle and lifetime timeouts). Versions are pinned by the committed
+# scripts/lib/node-suites/package-lock.json; `npm ci` installs them into WORKDIR/node. Each test file
+# runs in its own mocha (ids `pkg/test/file.js::suite::test`, and a rerun is per file), with one id
+# more per file, `pkg/test/file.js::(process)`: the file's node process ended by itself in time and
+# wrote its report (mocha runs without --exit, as the packages' own mocha.opts say, so a connection
+# the proxy leaves open shows here). pg-pool's test/setup.js is loaded first, as in its own run.
+NODE_SUITES = {"node-postgres": {"packages": ["pg-pool", "pg-cursor"], "db": "postgres"}}
+NODE_LOCK_DIR = Path(__file__).resolve().parent / "node-suites"
+NODE_HELPERS = {"setup.js", "idle-timeout-exit.js", "timeout.js"}  # not test files (a hook, a child, empty)
+NODE_FILE_TIMEOUT_S = 120
+
 # Tests that differ through the proxy for a reason that is not a defect, with that reason.
 ALLOWED = {
     # SPEC W-7: the hidden probe and capture are named statements on the writer, visible there.
@@ -59,11 +79,28 @@ def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, **kw)
 
 
+def prepare_node(work: Path) -> None:
+    """node-postgres's suites: `npm ci` from the committed lockfile into WORKDIR/node when stale."""
+    node = work / "node"
+    node.mkdir(parents=True, exist_ok=True)
+    stamp = node / "node_modules" / ".package-lock.json"
+    for name in ("package.json", "package-lock.json"):
+        src, dst = NODE_LOCK_DIR / name, node / name
+        if not dst.exists() or dst.read_bytes() != src.read_bytes():
+            shutil.copyfile(src, dst)
+            stamp.unlink(missing_ok=True)
+    if not stamp.exists():
+        sh(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=node)
+
+
 def prepare(work: Path, suites: list[str]) -> Path:
     venv = work / "venv"
     py = venv / "bin" / "python"
     if not py.exists():
         sh([sys.executable, "-m", "venv", str(venv)])
+    if any(s in NODE_SUITES for s in suites):
+        prepare_node(work)
+    suites = [s for s in suites if s in SUITES]
     wheels = [SUITES[s]["wheel"] for s in suites]
     sh([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *wheels, *EXTRA_PACKAGES])
     for s in suites:
@@ -89,8 +126,78 @@ def prepare(work: Path, suites: list[str]) -> Path:
     return py
 
 
+def summarize(suite: str, label: str, outcomes: dict, t0: float, rc: int | str, tail: str) -> dict:
+    passed = sum(v == "passed" for v in outcomes.values())
+    failed = sum(v == "failed" for v in outcomes.values())
+    print(f"{suite} {label}: {passed} passed, {failed} failed, "
+          f"{len(outcomes) - passed - failed} skipped in {time.monotonic() - t0:.0f} s (rc {rc})")
+    if not outcomes:
+        print(tail[-4000:])
+        raise SystemExit(f"{suite} {label}: no results")
+    return outcomes
+
+
+def junit_outcomes(xml: Path, prefix: str = "") -> dict[str, str]:
+    outcomes: dict[str, str] = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        tid = f"{prefix}{case.get('classname')}::{case.get('name')}"
+        kinds = [c.tag for c in case]
+        outcomes[tid] = ("failed" if "failure" in kinds or "error" in kinds
+                         else "skipped" if "skipped" in kinds else "passed")
+    return outcomes
+
+
+def node_test_files(work: Path, suite: str) -> list[str]:
+    mods = work / "node" / "node_modules"
+    return [f"{pkg}/test/{f.name}" for pkg in NODE_SUITES[suite]["packages"]
+            for f in sorted((mods / pkg / "test").glob("*.js")) if f.name not in NODE_HELPERS]
+
+
+def run_node_suite(work: Path, suite: str, port: int, label: str, only: list[str] | None = None) -> dict:
+    """Runs node-postgres's suites against `port`, one mocha per test file (`only`: those files)."""
+    node = work / "node"
+    env = dict(os.environ, PGHOST="127.0.0.1", PGPORT=str(port), PGUSER="postgres",
+               PGDATABASE=NODE_SUITES[suite]["db"])
+    env.pop("PGPASSWORD", None)
+    outcomes: dict[str, str] = {}
+    t0, worst, tail = time.monotonic(), 0, ""
+    for f in only or node_test_files(work, suite):
+        xml = work / f"{suite}-{label}-{f.replace('/', '_')}.xml"
+        xml.unlink(missing_ok=True)
+        pkg = f.split("/")[0]
+        setup = node / "node_modules" / pkg / "test" / "setup.js"
+        cmd = [str(node / "node_modules" / ".bin" / "mocha"), "--timeout", "10000", "--reporter", "xunit",
+               "--reporter-options", f"output={xml}"]
+        if setup.exists():
+            cmd += ["--file", str(setup)]
+        cmd.append(str(node / "node_modules" / f))
+        try:
+            r = subprocess.run(cmd, cwd=node, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=NODE_FILE_TIMEOUT_S)
+            ended, rc, out = True, r.returncode, r.stdout
+        except subprocess.TimeoutExpired as e:
+            ended, rc = False, "timeout"
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        tail = out
+        if rc != 0:
+            worst = rc
+        got: dict[str, str] = {}
+        try:
+            if xml.exists():
+                got = junit_outcomes(xml, f"{f}::")
+        except ET.ParseError:
+            ended = False  # a report cut short: the process died or was killed mid-run
+        outcomes.update(got)
+        outcomes[f"{f}::(process)"] = "passed" if ended and got else "failed"
+        if not (ended and got):
+            print(f"  {suite} {label}: {f}: rc {rc}, {len(got)} results; output ends:\n{out[-1500:]}")
+    return summarize(suite, label, outcomes, t0, worst, tail)
+
+
 def run_suite(py: Path, work: Path, suite: str, port: int, label: str, only: list[str] | None = None) -> dict:
     """Runs the suite against `port`; returns {test id: outcome}."""
+    if suite in NODE_SUITES:
+        return run_node_suite(work, suite, port, label, only)
     xml = work / f"{suite}-{label}.xml"
     env = dict(os.environ, PGHOST="127.0.0.1", PGPORT=str(port), PGUSER="postgres",
                PGDATABASE=SUITES[suite]["db"], PSYCOPG2_TESTDB=SUITES[suite]["db"],
@@ -102,21 +209,8 @@ def run_suite(py: Path, work: Path, suite: str, port: int, label: str, only: lis
     r = subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=60",
                         f"--junitxml={xml}", *targets], cwd=work / suite, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=SUITE_TIMEOUT_S)
-    outcomes: dict[str, str] = {}
-    if xml.exists():
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            tid = f"{case.get('classname')}::{case.get('name')}"
-            kinds = [c.tag for c in case]
-            outcomes[tid] = ("failed" if "failure" in kinds or "error" in kinds
-                             else "skipped" if "skipped" in kinds else "passed")
-    passed = sum(v == "passed" for v in outcomes.values())
-    failed = sum(v == "failed" for v in outcomes.values())
-    print(f"{suite} {label}: {passed} passed, {failed} failed, "
-          f"{len(outcomes) - passed - failed} skipped in {time.monotonic() - t0:.0f} s (rc {r.returncode})")
-    if not outcomes:
-        print(r.stdout[-4000:])
-        raise SystemExit(f"{suite} {label}: no results")
-    return outcomes
+    outcomes = junit_outcomes(xml) if xml.exists() else {}
+    return summarize(suite, label, outcomes, t0, r.returncode, r.stdout)
 
 
 def node_id(root: Path, tid: str) -> str:
@@ -142,7 +236,11 @@ def compare(py: Path, work: Path, s: str, direct: dict, through: dict, proxy: Pr
         return []
     # Once more, through the proxy alone: a failure that does not come back is reported as
     # flaky (and fails nothing); one that does is a defect.
-    again = run_suite(py, work, s, proxy.port, f"{label}-again", [node_id(work / s, t) for t in todo])
+    if s in NODE_SUITES:  # node-postgres: the failing tests' files
+        targets = sorted({t.split("::")[0] for t in todo})
+    else:
+        targets = [node_id(work / s, t) for t in todo]
+    again = run_suite(py, work, s, proxy.port, f"{label}-again", targets)
     out = []
     for t in todo:
         if again.get(t) == "passed":
@@ -154,7 +252,7 @@ def compare(py: Path, work: Path, s: str, direct: dict, through: dict, proxy: Pr
 
 def main() -> int:
     args = sys.argv[1:]
-    suites = list(SUITES)
+    suites = [*SUITES, *NODE_SUITES]
     if "--" in args:
         suites = args[args.index("--") + 1:] or suites
         args = args[:args.index("--")]
