@@ -38,7 +38,7 @@ step "simulator coverage (outcomes and reasons over the random scenarios)"
 cat target/sim-coverage.txt
 
 bash scripts/test-e2e.sh  # the C examples, the proxy and the Python harness against real PostgreSQL
-bash scripts/test-driver-suites.sh # psycopg2's, asyncpg's and pg8000's own suites through the proxy
+bash scripts/test-driver-suites.sh # psycopg2's, asyncpg's, pg8000's and node-postgres's own suites through the proxy
 bash scripts/test-pg-regress.sh    # PostgreSQL's own regression suite (pg_regress) through the proxy
 bash scripts/test-sanitizers.sh # C tests under ASan/UBSan and valgrind (issue 10)
 bash scripts/test-fuzz.sh       # fuzz smoke: every target ~10 s from its seeds (issue 10)
