@@ -1493,8 +1493,18 @@ polarsplit_status polarsplit_engine_remove_sequence_catalog(const polarsplit_eng
 //   IMMUTABLE SQL body is the function's statements; a body of another language that says DDL
 //   or `EXECUTE` is reported as a DO block that does, one that says DML or a session command as
 //   text that is no read, any other as a SELECT calling every name the body writes before a
-//   parenthesis from every word it holds. A STABLE function over `pg_is_in_recovery()`, a
-//   sequence or a volatile function is then judged by what it runs, not only by its label.
+//   parenthesis and every user operator it contains, from every word it holds; a LANGUAGE
+//   internal function as a call of the built-in whose C code it runs. A STABLE function over
+//   `pg_is_in_recovery()`, a sequence or a volatile function is then judged by what it runs,
+//   not only by its label;
+// - `h` a relation or a user type whose use runs user code its name does not show, under its
+//   name: `SELECT NULL, <schema>.<function>(NULL, …), …` calling each user function the planner
+//   or executor may run for it — a range type's `subtype_diff`, `canonical` and
+//   `subtype_opclass`, a type's I/O functions, default operator classes and casts (for a
+//   relation, its columns' types'), and a relation's partition key's and indexes' operator
+//   classes and expressions;
+// - `F` a foreign table: `SELECT pg_catalog.pg_is_in_recovery()` (server-dependent: its wrapper
+//   reads where the statement runs).
 //
 // `objects` is an array of `n` structs, `object_size` bytes apart: pass
 // `sizeof(polarsplit_object)` (the growth rule). The library copies what it keeps; the array

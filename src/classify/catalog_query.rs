@@ -5,6 +5,23 @@
 //! reaches them all (the example proxy and the Pgpool-II patch used to carry copies).
 //! `polarsplit_catalog_query` gives it to C hosts; the header documents its four results.
 
+/// A call of the function whose `pg_proc` row is aliased `$f`, spelled as the engine judges it: `schema.name(NULL, …)` with one NULL per
+/// argument; for LANGUAGE internal (`prolang` 12) the built-in whose C code it runs, by that
+/// code's name (`prosrc`): `pg_catalog.<built-in>(NULL, …)`.
+macro_rules! callable {
+    ($f:literal) => {
+        concat!(
+            r#"CASE WHEN "#, $f, r#".prolang = 12 THEN 'pg_catalog.' || pg_catalog.quote_ident(COALESCE((SELECT bp.proname "#,
+            r#"FROM pg_catalog.pg_proc bp WHERE bp.prosrc = "#, $f, r#".prosrc AND bp.prolang = 12 AND bp.oid < 16384 "#,
+            r#"ORDER BY bp.oid LIMIT 1), "#, $f, r#".prosrc)) "#,
+            r#"ELSE (SELECT pg_catalog.quote_ident(cn.nspname) FROM pg_catalog.pg_namespace cn WHERE cn.oid = "#,
+            $f, r#".pronamespace) || '.' || pg_catalog.quote_ident("#, $f, r#".proname) END "#,
+            r#"|| '(' || pg_catalog.array_to_string(pg_catalog.array_fill('NULL'::pg_catalog.text, "#,
+            r#"ARRAY["#, $f, r#".pronargs::pg_catalog.int4]), ', ') || ')'"#
+        )
+    };
+}
+
 /// Expands to the query's text, a string literal (so the C form can append its NUL at compile
 /// time).
 macro_rules! catalog_query_text {
@@ -19,7 +36,14 @@ macro_rules! catalog_query_text {
         r#"WHEN pg_catalog.bool_or(f.provolatile = 's') THEN 's' ELSE 'i' END "#,
         r#"FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn, a.aggfinalfn, "#,
         r#"a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn) "#,
-        r#"WHERE a.aggfnoid = p.oid) ELSE p.provolatile::pg_catalog.text END "#,
+        r#"WHERE a.aggfnoid = p.oid) "#,
+        // Extension functions whose label is wrong (verified on PostgreSQL 15): tablefunc's
+        // `crosstab*` and `connectby` and xml2's `xpath_table` are STABLE C functions that run
+        // the SQL text they are given (as `query_to_xml`), and isn's `isn_weak(bool)` is
+        // IMMUTABLE but sets a per-backend flag: volatile, as what they do.
+        r#"WHEN p.proname IN ('crosstab', 'crosstab2', 'crosstab3', 'crosstab4', 'connectby', 'xpath_table', "#,
+        r#"'isn_weak') THEN 'v' "#,
+        r#"ELSE p.provolatile::pg_catalog.text END "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
         r#"OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass "#,
@@ -53,8 +77,14 @@ macro_rules! catalog_query_text {
         r#"JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
         r#"WHERE k.oid >= 16384 "#,
         r#"UNION ALL "#,
+        // A user operator runs its function, and a sort or an index scan by it runs its operator
+        // families' support functions (`ORDER BY x USING <<<` compares with the btree family's
+        // FUNCTION 1, not the operator's own function).
         r#"SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "#,
-        r#"|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)', 'o' "#,
+        r#"|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)' || COALESCE((SELECT pg_catalog.string_agg("#,
+        r#"DISTINCT ', ' || "#, callable!("sp"), r#", '') FROM pg_catalog.pg_amop am "#,
+        r#"JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = am.amopfamily JOIN pg_catalog.pg_proc sp ON sp.oid = ap.amproc "#,
+        r#"WHERE am.amopopr = o.oid AND sp.oid >= 16384), ''), 'o' "#,
         r#"FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "#,
         r#"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "#,
         r#"JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "#,
@@ -94,6 +124,11 @@ macro_rules! catalog_query_text {
         r#"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "#,
         // The SQL value keywords and literals of the transaction's time (a read split off a block
         // must not answer the reader's own transaction's time): as a call of now().
+        // A user operator the body writes runs its function (the words around it do not show it).
+        // (The user operators and their calls are collected once: `uops`.)
+        r#"|| COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || u.call, '') "#,
+        r#"FROM ROWS FROM (pg_catalog.unnest(uops.names), pg_catalog.unnest(uops.calls)) AS u(name, call) "#,
+        r#"WHERE pg_catalog.strpos(b.src, u.name) > 0), '') "#,
         r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime)\M' "#,
         r#"OR b.src ~* '''(now|today|tomorrow|yesterday)''' THEN ', now()' ELSE '' END "#,
         r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
@@ -105,6 +140,9 @@ macro_rules! catalog_query_text {
         // brackets blanked (name/**/( calls name) — more names, never fewer.
         r#"CROSS JOIN LATERAL (SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.replace("#,
         r#"p.prosrc, '"', ''), '/*', ' '), '*/', ' ') AS src) AS b "#,
+        r#"CROSS JOIN (SELECT pg_catalog.array_agg(uo.oprname::pg_catalog.text ORDER BY uo.oid), "#,
+        r#"pg_catalog.array_agg("#, callable!("op"), r#" ORDER BY uo.oid) FROM pg_catalog.pg_operator uo "#,
+        r#"JOIN pg_catalog.pg_proc op ON op.oid = uo.oprcode WHERE uo.oid >= 16384) AS uops(names, calls) "#,
         r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND l.lanname <> 'internal' "#,
         r#"AND l.lanname <> 'c') AS f WHERE def IS NOT NULL "#,
         // A user function's default argument values run in the calling statement.
@@ -127,7 +165,74 @@ macro_rules! catalog_query_text {
         r#"FROM pg_catalog.pg_type c JOIN pg_catalog.pg_namespace cn ON cn.oid = c.typnamespace "#,
         r#"JOIN pg_catalog.pg_attribute at ON at.attrelid = c.typrelid AND at.attnum > 0 AND NOT at.attisdropped "#,
         r#"JOIN pg_catalog.pg_type t ON t.oid = at.atttypid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
-        r#"WHERE c.typtype = 'c' AND t.typtype = 'd' AND cn.nspname NOT IN ('pg_catalog', 'information_schema')"#,
+        r#"WHERE c.typtype = 'c' AND t.typtype = 'd' AND cn.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // A user function of LANGUAGE internal is a built-in's C code under another name and
+        // label (`CREATE FUNCTION f() … STABLE LANGUAGE internal AS 'pg_is_in_recovery'`): judged
+        // as the built-in whose code it runs.
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, f.proname, 'SELECT pg_catalog.' || pg_catalog.quote_ident(COALESCE(bp.proname, f.prosrc)) "#,
+        r#"|| '(' || pg_catalog.array_to_string(pg_catalog.array_fill('NULL'::pg_catalog.text, "#,
+        r#"ARRAY[f.pronargs::pg_catalog.int4]), ', ') || ')', 'f' "#,
+        r#"FROM pg_catalog.pg_proc f JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace "#,
+        r#"LEFT JOIN (SELECT DISTINCT ON (prosrc) prosrc, proname FROM pg_catalog.pg_proc "#,
+        r#"WHERE prolang = 12 AND oid < 16384 ORDER BY prosrc, oid) AS bp ON bp.prosrc = f.prosrc "#,
+        r#"WHERE f.prolang = 12 AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // Code a statement runs for a relation or a type it names without naming the code: the
+        // planner and executor call a range type's `subtype_diff` and `canonical`, the support
+        // functions and operators of its `subtype_opclass`, a type's I/O functions and default
+        // operator classes, the casts from and to it (an implicit one, `to_json`'s) — for a
+        // relation, those of its columns' types (user types: oid 16384 and above) — and a
+        // relation's partition key and indexes (operator classes and expressions: partition
+        // pruning and index scans run them). Reported under the relation's and the type's name,
+        // as a SELECT calling each such user function (verified on PostgreSQL 15: a range's
+        // plpgsql `subtype_diff` that called set_config() ran on a pooled reader for
+        // `SELECT … WHERE r && '[1,5)'`, and a hash partition key's support function for
+        // `WHERE k = 5`).
+        r#"UNION ALL "#,
+        r#"SELECT o.nsp, o.name, 'SELECT NULL' || pg_catalog.string_agg(DISTINCT ', ' || "#, callable!("f"), r#", ''), 'h' "#,
+        // The user functions behind each operator class (support functions, operators'
+        // functions), then behind each user type: its own, its range's, its default operator
+        // classes', its casts'; an array or a domain has its element's or base type's.
+        r#"FROM (WITH oc(opc, fid) AS (SELECT c.oid, ap.amproc::pg_catalog.oid FROM pg_catalog.pg_opclass c "#,
+        r#"JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = c.opcfamily WHERE ap.amproc::pg_catalog.oid >= 16384 "#,
+        r#"UNION SELECT c.oid, op.oprcode::pg_catalog.oid FROM pg_catalog.pg_opclass c "#,
+        r#"JOIN pg_catalog.pg_amop am ON am.amopfamily = c.opcfamily JOIN pg_catalog.pg_operator op ON op.oid = am.amopopr "#,
+        r#"WHERE op.oprcode::pg_catalog.oid >= 16384), "#,
+        r#"tf0(typ, fid) AS (SELECT t.oid, pg_catalog.unnest(ARRAY[t.typinput::pg_catalog.oid, t.typoutput, t.typreceive, "#,
+        r#"t.typsend, t.typmodin, t.typmodout, t.typanalyze]) FROM pg_catalog.pg_type t WHERE t.oid >= 16384 "#,
+        r#"UNION SELECT r.rngtypid, pg_catalog.unnest(ARRAY[r.rngsubdiff::pg_catalog.oid, r.rngcanonical]) "#,
+        r#"FROM pg_catalog.pg_range r "#,
+        r#"UNION SELECT r.rngtypid, oc.fid FROM pg_catalog.pg_range r JOIN oc ON oc.opc = r.rngsubopc "#,
+        r#"UNION SELECT c.opcintype, oc.fid FROM pg_catalog.pg_opclass c JOIN oc ON oc.opc = c.oid WHERE c.opcdefault "#,
+        r#"UNION SELECT k.castsource, k.castfunc FROM pg_catalog.pg_cast k WHERE k.castfunc >= 16384 "#,
+        r#"UNION SELECT k.casttarget, k.castfunc FROM pg_catalog.pg_cast k WHERE k.castfunc >= 16384), "#,
+        r#"tf(typ, fid) AS (SELECT typ, fid FROM tf0 WHERE fid >= 16384 AND typ >= 16384 "#,
+        r#"UNION SELECT t.oid, tf0.fid FROM pg_catalog.pg_type t JOIN tf0 ON tf0.typ IN (t.typelem, t.typbasetype) "#,
+        r#"WHERE tf0.fid >= 16384 AND tf0.typ >= 16384) "#,
+        // A relation: its columns' types, its partition key's and indexes' operator classes
+        // and expressions.
+        r#"SELECT n.nspname, c.relname, x.fid FROM pg_catalog.pg_class c "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
+        r#"CROSS JOIN LATERAL (SELECT tf.fid FROM pg_catalog.pg_attribute a JOIN tf ON tf.typ = a.atttypid "#,
+        r#"WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "#,
+        r#"UNION SELECT d.refobjid FROM pg_catalog.pg_depend d "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass "#,
+        r#"AND (d.objid = c.oid OR d.objid IN (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid)) "#,
+        r#"UNION SELECT oc.fid FROM pg_catalog.pg_depend d JOIN oc ON oc.opc = d.refobjid "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_opclass'::pg_catalog.regclass "#,
+        r#"AND (d.objid = c.oid OR d.objid IN (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid))) AS x(fid) "#,
+        r#"WHERE c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // A type, under its name.
+        r#"UNION SELECT n.nspname, t.typname, tf.fid FROM tf JOIN pg_catalog.pg_type t ON t.oid = tf.typ "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')"#,
+        r#") AS o(nsp, name, fid) JOIN pg_catalog.pg_proc f ON f.oid = o.fid WHERE o.fid >= 16384 GROUP BY o.nsp, o.name "#,
+        // A foreign table's rows are wherever its wrapper reads them on the server that runs the
+        // statement (file_fdw reads that server's files and runs programs there; postgres_fdw
+        // holds one remote transaction per local one): server-dependent.
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, c.relname, 'SELECT pg_catalog.pg_is_in_recovery()', 'F' "#,
+        r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
+        r#"WHERE c.relkind = 'f'"#,
         )
     };
 }
@@ -138,13 +243,15 @@ macro_rules! catalog_query_text {
 ///    [`crate::Engine`]'s classifier);
 /// 2. three columns: every user function — outside `pg_catalog` and `information_schema`, plus
 ///    extension functions installed into `pg_catalog` — one row per overload: schema, name,
-///    volatility (`i`, `s`, `v`; a user aggregate has its support functions' worst), for
-///    `polarsplit_engine_set_function_catalog`;
+///    volatility (`i`, `s`, `v`; a user aggregate has its support functions' worst; `v` for
+///    extension functions known to be labelled wrong: tablefunc's `crosstab*` and `connectby`,
+///    xml2's `xpath_table`, isn's `isn_weak`), for `polarsplit_engine_set_function_catalog`;
 /// 3. two columns: every sequence (schema, name), for `polarsplit_engine_set_sequence_catalog`;
 /// 4. four columns: every object whose use runs code the statement's text does not show —
 ///    schema, name, a definition the engine judges as a statement, and a kind (`v` view, `p` a
 ///    table's row-level security policies, `d` domain, `c` user cast, `o` user operator, `f`
-///    user function's body) — for `polarsplit_engine_set_object_catalog`.
+///    user function's body, `h` the user code behind a relation or a type, `F` a foreign table)
+///    — for `polarsplit_engine_set_object_catalog`.
 ///
 /// It starts with `SET LOCAL lock_timeout = '100ms'` (the Query is one implicit transaction):
 /// `pg_get_viewdef` locks each view and what it reads until the Query ends, so against a

@@ -1,0 +1,170 @@
+"""SPEC S-6, S-7 and the F-policy end to end: user code a statement runs though its text names
+neither the code nor a function (examiners' probes of 2026-12-05; each answered by the standby,
+or leaked its effect to another client, before):
+
+- a range type's `subtype_diff`, which the planner calls to estimate `r && '[1,5)'`: a plpgsql one
+  that called set_config() left its setting on the pooled reader for the next client — another
+  tenant's `app.tenant`, or another role;
+- a hash partition key's operator class support function (partition pruning of `WHERE k = 5`);
+- a btree operator class's comparison function (`ORDER BY x USING <<<` sorts with it, not with the
+  operator's own function), and a range type's `subtype_opclass`;
+- a user implicit cast from a column's type (`e + 0`), and a cast to json (`to_json(e)`);
+- a LANGUAGE internal alias of a server-dependent built-in, labelled STABLE;
+- a user operator written inside a plpgsql body;
+- a foreign table (file_fdw reads the files of the server that runs the statement);
+- an extension function labelled STABLE that runs SQL text (tablefunc's `crosstab`).
+
+The catalogue query (`polarsplit::CATALOG_QUERY`) now reports such code under the relation's and the
+type's names, operators' families' support functions, internal aliases as the built-in they run,
+operators in function bodies, foreign tables as server-dependent, and labels it knows to be wrong
+as volatile. Every answer below must be the primary's; the state an effect leaves must be the
+primary's for the client that ran it and absent for the next one."""
+
+from __future__ import annotations
+
+import random
+
+import psycopg
+import pytest
+
+from e2e_support import bounded, on_primary, proxy_with_catalogue
+
+# An IMMUTABLE marker: 1 on the primary, -1 on a standby.
+WHERE = "CASE WHEN pg_is_in_recovery() THEN -1 ELSE 1 END"
+
+OBJECTS = [
+    "CREATE EXTENSION IF NOT EXISTS file_fdw",
+    "CREATE EXTENSION IF NOT EXISTS tablefunc",
+    "CREATE FUNCTION pr_plain() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'",
+    # A range whose subtype_diff sets the tenant (the planner calls it for && with statistics).
+    "CREATE FUNCTION pr_diff(a float8, b float8) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS"
+    " $f$ BEGIN PERFORM set_config('app.tenant', 'globex', false); RETURN a - b; END $f$",
+    "CREATE TYPE pr_fr AS RANGE (subtype = float8, subtype_diff = pr_diff)",
+    "CREATE TABLE pr_range (r pr_fr)",
+    "INSERT INTO pr_range SELECT pr_fr(g, g + 3) FROM generate_series(1, 2000) g",
+    "ANALYZE pr_range",
+    # A hash partition key whose support function sets the tenant (partition pruning calls it).
+    "CREATE FUNCTION pr_hash(v int, seed bigint) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS"
+    " $f$ BEGIN PERFORM set_config('app.tenant', 'globex', false); RETURN v::bigint + seed; END $f$",
+    "CREATE OPERATOR CLASS pr_hops FOR TYPE int USING hash AS OPERATOR 1 = (int, int),"
+    " FUNCTION 2 pr_hash(int, bigint)",
+    "CREATE TABLE pr_hp (k int) PARTITION BY HASH (k pr_hops)",
+    "CREATE TABLE pr_hp0 PARTITION OF pr_hp FOR VALUES WITH (MODULUS 2, REMAINDER 0)",
+    "CREATE TABLE pr_hp1 PARTITION OF pr_hp FOR VALUES WITH (MODULUS 2, REMAINDER 1)",
+    "INSERT INTO pr_hp SELECT generate_series(1, 10)",
+    # A btree family whose comparison function sorts backwards on a standby.
+    f"CREATE FUNCTION pr_cmp(a int, b int) RETURNS int IMMUTABLE LANGUAGE sql AS"
+    f" 'SELECT btint4cmp(a, b) * {WHERE}'",
+    "CREATE FUNCTION pr_lt(a int, b int) RETURNS bool IMMUTABLE LANGUAGE sql AS 'SELECT a < b'",
+    "CREATE OPERATOR <<< (LEFTARG = int, RIGHTARG = int, FUNCTION = pr_lt)",
+    "CREATE OPERATOR CLASS pr_ops FOR TYPE int USING btree AS OPERATOR 1 <<<, OPERATOR 3 =,"
+    " FUNCTION 1 pr_cmp(int, int)",
+    "CREATE TABLE pr_sorted (x int)",
+    "INSERT INTO pr_sorted VALUES (1), (2), (3)",
+    # An implicit cast and a cast to json from a column's type, each a marker.
+    "CREATE TYPE pr_e AS ENUM ('a')",
+    f"CREATE FUNCTION pr_e2i(pr_e) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT {WHERE}'",
+    "CREATE CAST (pr_e AS int) WITH FUNCTION pr_e2i(pr_e) AS IMPLICIT",
+    f"CREATE FUNCTION pr_e2j(pr_e) RETURNS json IMMUTABLE LANGUAGE sql AS 'SELECT to_json({WHERE})'",
+    "CREATE CAST (pr_e AS json) WITH FUNCTION pr_e2j(pr_e)",
+    "CREATE TABLE pr_et (e pr_e)",
+    "INSERT INTO pr_et VALUES ('a')",
+    # A built-in's code under another name and label.
+    "CREATE FUNCTION pr_inrec() RETURNS bool STABLE LANGUAGE internal AS 'pg_is_in_recovery'",
+    # A user operator inside a plpgsql body.
+    f"CREATE FUNCTION pr_mark(a int, b int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT {WHERE}'",
+    "CREATE OPERATOR ### (LEFTARG = int, RIGHTARG = int, FUNCTION = pr_mark)",
+    "CREATE FUNCTION pr_useop() RETURNS int STABLE LANGUAGE plpgsql AS $f$ BEGIN RETURN 1 ### 2; END $f$",
+    # A foreign table reading a file of the server that runs the statement.
+    "CREATE SERVER pr_files FOREIGN DATA WRAPPER file_fdw",
+    "CREATE FOREIGN TABLE pr_signal (line text) SERVER pr_files"
+    " OPTIONS (filename 'standby.signal', format 'text')",
+    "GRANT SELECT ON pr_range, pr_hp, pr_sorted, pr_et, pr_signal TO PUBLIC",
+]
+DROP = [
+    "DROP TABLE IF EXISTS pr_range, pr_hp, pr_sorted, pr_et",
+    "DROP FOREIGN TABLE IF EXISTS pr_signal",
+    "DROP SERVER IF EXISTS pr_files",
+    "DROP TYPE IF EXISTS pr_fr",
+    "DROP CAST IF EXISTS (pr_e AS int)", "DROP CAST IF EXISTS (pr_e AS json)",
+    "DROP FUNCTION IF EXISTS pr_e2i(pr_e), pr_e2j(pr_e)",
+    "DROP TYPE IF EXISTS pr_e",
+    "DROP OPERATOR CLASS IF EXISTS pr_hops USING hash", "DROP OPERATOR FAMILY IF EXISTS pr_hops USING hash",
+    "DROP OPERATOR CLASS IF EXISTS pr_ops USING btree", "DROP OPERATOR FAMILY IF EXISTS pr_ops USING btree",
+    "DROP OPERATOR IF EXISTS <<< (int, int)", "DROP FUNCTION IF EXISTS pr_useop()",
+    "DROP OPERATOR IF EXISTS ### (int, int)",
+    "DROP FUNCTION IF EXISTS pr_plain(), pr_diff(float8, float8), pr_hash(int, bigint), pr_cmp(int, int),"
+    " pr_lt(int, int), pr_inrec(), pr_mark(int, int)",
+]
+
+
+@pytest.fixture(scope="module")
+def hidden(pair, tmp_path_factory):
+    on_primary(pair, *DROP, *OBJECTS)
+    with proxy_with_catalogue(pair, tmp_path_factory.mktemp("planner"), "pr_plain()", DROP) as proxy:
+        yield proxy
+
+
+def answer(dsn: str, sql: str):
+    """The rows, or the SQLSTATE of the error (the primary's own file is not there: 58P01)."""
+    with psycopg.connect(dsn, autocommit=True) as c, bounded(c, 20, sql):
+        try:
+            return c.execute(sql).fetchall()
+        except psycopg.Error as e:
+            return e.sqlstate
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sql", [
+    "SELECT x FROM pr_sorted ORDER BY x USING <<<",
+    "SELECT e + 0 FROM pr_et",
+    "SELECT to_json(e)::text FROM pr_et",
+    "SELECT pr_inrec()",
+    "SELECT pr_useop()",
+    "SELECT line FROM pr_signal",
+    "SELECT * FROM crosstab('SELECT 1::text, 1::text, pg_is_in_recovery()::text') AS ct(r text, v text)",
+])
+def test_s7_code_the_planner_or_a_label_hides_answers_as_the_primary(pair, hidden, sql):
+    direct = answer(pair.primary.dsn(user="app_trust", dbname="app"), sql)
+    proxied = answer(hidden.dsn(), sql)
+    assert proxied == direct, f"{sql}: through the proxy {proxied!r}, the primary {direct!r}"
+
+
+TENANT = "SELECT current_setting('app.tenant', true)"
+
+
+def tenant_after(dsn: str, tenant: str, trigger: str) -> tuple[str, str]:
+    """Client A sets `tenant`, runs `trigger`, and reads its tenant; then client B, with the same
+    tenant set (so it may be handed the reader A used), reads its own."""
+    with psycopg.connect(dsn, autocommit=True) as a, bounded(a, 20, trigger):
+        a.execute(f"SET app.tenant = '{tenant}'")
+        a.execute(trigger).fetchall()
+        a_sees = a.execute(TENANT).fetchone()[0]
+    with psycopg.connect(dsn, autocommit=True) as b, bounded(b, 20, "client B"):
+        b.execute(f"SET app.tenant = '{tenant}'")
+        b_sees = b.execute(TENANT).fetchone()[0]
+    return a_sees, b_sees
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("trigger", [
+    "SELECT count(*) FROM pr_range WHERE r && '[1,5)'",
+    "SELECT count(*) FROM pr_hp WHERE k = 5",
+])
+def test_s6_s5_state_set_by_code_the_planner_runs_is_the_sessions_and_no_one_elses(pair, hidden, trigger):
+    for _ in range(3):
+        tenant = f"t{random.randrange(10**9)}"  # a state no pooled reader has seen yet
+        direct = tenant_after(pair.primary.dsn(user="app_trust", dbname="app"), tenant, trigger)
+        proxied = tenant_after(hidden.dsn(), tenant, trigger)
+        assert direct == ("globex", tenant)
+        assert proxied == direct
+
+
+@pytest.mark.timeout(60)
+def test_s5_state_set_through_sql_text_an_extension_function_runs_is_the_sessions(pair, hidden):
+    sql = ("SELECT * FROM crosstab($$SELECT 'a'::text, 'b'::text, set_config('app.tenant', 'evil', false)$$)"
+           " AS ct(r text, b text)")
+    for dsn in (pair.primary.dsn(user="app_trust", dbname="app"), hidden.dsn()):
+        with psycopg.connect(dsn, autocommit=True) as c, bounded(c, 20, sql):
+            c.execute(sql).fetchall()
+            assert [c.execute(TENANT).fetchone()[0] for _ in range(3)] == ["evil"] * 3, dsn
