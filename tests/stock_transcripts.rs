@@ -1121,3 +1121,44 @@ fn replication_connections_get_no_hidden_statement() {
         assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'I']);
     }
 }
+
+/// S-1a/R-1a on stock servers: a read on a reader shows at least what that reader was known to
+/// have replayed, and the session has seen it. When the reader goes back — restarted behind its
+/// old position, or replaced by an older copy — its new, lower samples do not serve the session's
+/// next read: the writer does until the reader is past what the session saw. Before, a reader's
+/// answer without a position raised nothing, and the session's next reads there went back in
+/// time for as long as replay took to catch up (an examiner's finding, 2026-12-05: 44–99 stale
+/// reads in 5 of 6 runs).
+#[test]
+fn s1a_a_reader_that_went_back_does_not_serve_older_data_than_the_session_saw() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    h.engine.reader_sample(2, Lsn(0x5000), h.now);
+    read_on_a_reader(&mut h);
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x5000));
+    // Both readers go back: an outage, then samples behind what the session saw.
+    h.now += 10;
+    for r in [1, 2] {
+        h.engine.reader_outage(r, h.now);
+    }
+    h.now += 10;
+    for r in [1, 2] {
+        h.engine.reader_sample(r, Lsn(0x4000), h.now);
+    }
+    let (acts, d) = read_on_the_writer(&mut h);
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(d.outcome, Outcome::ForcePrimary);
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x5000));
+    // Replay passes what the session saw: a reader serves again.
+    h.now += 10;
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+}

@@ -26,6 +26,11 @@ static const char IDENTITY_QUERY[] =
 /* The writer's LSN and when it last loaded its configuration (a reload, SPEC S-5). */
 static const char WRITER_QUERY[] =
     "SELECT pg_current_wal_insert_lsn(), (date_part('epoch', pg_conf_load_time()) * 1000000)::int8";
+/* A standby's replay position; NULL once it is not in recovery: a promoted standby keeps
+ * answering its last replay position (PostgreSQL 15), and was kept as a reader (an examiner's
+ * finding, 2026-12-05: stale reads without end, a write a reader took for a read kept there). */
+static const char READER_QUERY[] =
+    "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() END";
 /* After the identity query failed (e.g. a monitor role without the right to run it). */
 #define IDENTITY_RETRY_MS 60000
 /* How soon a failed monitor connects again. */
@@ -90,7 +95,7 @@ static void monitor_connect(uint32_t server, uint64_t now) {
 
 static void monitor_query(uint32_t i, backend_t *b, uint64_t now) {
     server_t *s = &g.servers[i];
-    const char *q = i == 0 ? WRITER_QUERY : "SELECT pg_last_wal_replay_lsn()";
+    const char *q = i == 0 ? WRITER_QUERY : READER_QUERY;
     b->mon_identity = i == 0 && g.engine && g.o.identity_interval_ms > 0 && now >= s->identity_next;
     if (b->mon_identity) {
         q = IDENTITY_QUERY;

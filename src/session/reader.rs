@@ -396,6 +396,26 @@ impl Session {
                 self.lsn.observed_unknown = true;
                 self.engine.stats().inc(Counter::MissingLsn);
             }
+            _ if !ext.lsn && failure.is_none() && generation == self.lsn.generation => {
+                // S-1a on a server that reports no positions: what the read showed is at least
+                // what its reader is known to have replayed, which becomes part of what the
+                // session has observed. Without it, a reader that went back (restarted behind
+                // its old position, or replaced by an older copy) served the session older data
+                // than it had just read there, until replay caught up (an examiner's finding,
+                // 2026-12-05). A sample taken after the read may be newer than what it showed:
+                // the session then waits for a little more than it must, never for less.
+                let mut seen = None;
+                self.with_reader_ref(i, |e, _, s| {
+                    seen = e
+                        .readers()
+                        .snapshot(s)
+                        .filter(|r| r.known && r.generation == generation)
+                        .map(|r| r.replay_lsn);
+                });
+                if let Some(l) = seen {
+                    self.lsn.reader_positioned(l);
+                }
+            }
             _ => {}
         }
         self.with_reader_ref(i, |e, r, s| e.reader_answered(r, s));

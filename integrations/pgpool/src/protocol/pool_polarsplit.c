@@ -702,7 +702,9 @@ ps_sample_readers(void)
 			ps_has_pending(n->cp) || n->cp->tstate != 'I')
 			continue;
 		now = ps_now_ms();
-		ok = ps_host_query_rows(n, "SELECT pg_catalog.pg_last_wal_replay_lsn()", ps_take_sample, &v, true);
+		/* A promoted standby keeps answering its last replay position: NULL unless in recovery. */
+		ok = ps_host_query_rows(n, "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() "
+								"THEN pg_catalog.pg_last_wal_replay_lsn() END", ps_take_sample, &v, true);
 		if (n->closed)
 			continue;			/* lost: reported */
 		if (ok && v.got && v.null)
