@@ -358,7 +358,16 @@ impl Session {
             return;
         };
         let n = head.arrived - head.acted;
+        let copy_end =
+            head.acted == 0 && matches!(head.info, MsgInfo::CopyDone | MsgInfo::CopyFail);
         head.acted = head.arrived;
+        if copy_end {
+            // The client ends a COPY IN here, in the writer's stream: what it queued before is
+            // read in COPY IN mode, what follows is not (E-1).
+            if let Some(wb) = self.writer.as_mut().filter(|w| Some(w.conn) == dest) {
+                wb.resp.client_copy_end();
+            }
+        }
         match dest {
             Some(conn) => self.out.forward_client(conn, n),
             None => self.out.discard_client(n),
@@ -453,6 +462,20 @@ impl Session {
             // Messages that belong to the unit in flight.
             if let Some(last) = self.units.back() {
                 if last.copy_in && head.info.is_copy() && last.attempt == Attempt::Writer {
+                    self.advance_head(Some(w));
+                    continue;
+                }
+                if last.copy_in
+                    && last.attempt == Attempt::Writer
+                    && matches!(head.info, MsgInfo::Sync | MsgInfo::Flush)
+                    && self
+                        .writer
+                        .as_ref()
+                        .is_some_and(|w| w.resp.in_client_copy())
+                {
+                    // The server ignores a Sync or Flush it reads in COPY IN mode (drivers
+                    // such as libpq may send one without noticing the command was a COPY):
+                    // COPY traffic, answered by nothing, ending no batch (E-1).
                     self.advance_head(Some(w));
                     continue;
                 }

@@ -117,6 +117,10 @@ pub(crate) struct Expected {
     /// A Describe whose RowDescription or NoData is read for its row shape (E-2; the session's
     /// notes say what for).
     pub shape: bool,
+    /// The client's CopyDone or CopyFail went to the server right after this request (before
+    /// the next one): a COPY IN begun at or before it ends there, and a client Sync queued after
+    /// it is one the server reads outside COPY IN mode, and answers (E-1).
+    pub copy_end: bool,
 }
 
 /// How a backend message relates to the requests in flight.
@@ -177,6 +181,9 @@ pub(crate) struct Responses {
     /// are skipped by the server too — the ReadyForQuery answering the next Sync is theirs —
     /// and answers the engine gives itself among them are not given (E-1).
     skipping: bool,
+    /// The front request (a client's Execute or Query) is in COPY IN and the client has not
+    /// ended it yet: a Sync or Flush the client sends now is one the server ignores (E-1).
+    copy_open: bool,
 }
 
 impl Responses {
@@ -214,6 +221,29 @@ impl Responses {
                 .is_some_and(|e| e.req == Req::Sync && e.who == Who::Client)
     }
 
+    /// Whether a Sync of `unit` still waits for its ReadyForQuery.
+    pub(crate) fn has_sync_of(&self, unit: u32) -> bool {
+        self.queue
+            .iter()
+            .any(|e| e.req == Req::Sync && e.unit == unit)
+    }
+
+    /// Whether the server is in COPY IN for the front request and the client has not ended it:
+    /// the server ignores a Sync or Flush it reads now (E-1), so none is queued.
+    pub(crate) fn in_client_copy(&self) -> bool {
+        self.copy_open
+    }
+
+    /// The client's CopyDone or CopyFail goes to the server behind what is queued: a COPY IN in
+    /// progress, or one the front request will enter, ends there (E-1). Client Syncs queued
+    /// before this point are read in COPY IN mode (ignored); those queued after it are answered.
+    pub(crate) fn client_copy_end(&mut self) {
+        self.copy_open = false;
+        if let Some(e) = self.queue.back_mut() {
+            e.copy_end = true;
+        }
+    }
+
     /// Whether a request of this kind of hidden work is in flight.
     pub(crate) fn has_who(&self, who: Who) -> bool {
         self.queue.iter().any(|e| e.who == who)
@@ -228,6 +258,7 @@ impl Responses {
             who,
             unit,
             shape: false,
+            copy_end: false,
         });
     }
 
@@ -246,6 +277,7 @@ impl Responses {
         self.begun = false;
         self.described_params = false;
         self.skipping = false;
+        self.copy_open = false;
     }
 
     fn start_front(&mut self, req: Req) {
@@ -258,6 +290,8 @@ impl Responses {
     }
 
     fn pop(&mut self) -> Option<Expected> {
+        // A COPY IN is the front request's: it ended with it.
+        self.copy_open = false;
         let e = self.queue.pop_front();
         if let Some(next) = self.queue.front() {
             let r = next.req;
@@ -386,17 +420,28 @@ impl Responses {
                 return Ok(answer(Kind::Error { skipped }, false));
             }
             // A Query, Sync (an error raised at commit), FunctionCall or startup: its
-            // ReadyForQuery follows. An error in a hidden statement aborts the rest of the Query.
+            // ReadyForQuery follows. An error in a hidden statement aborts the rest of the Query,
+            // and an error in a COPY ends its COPY IN: the server answers a Sync read after it.
             self.hidden_left = 0;
+            self.copy_open = false;
             return Ok(answer(Kind::Error { skipped: 0 }, false));
         }
         match e.req {
             Req::Startup => Ok(answer(Kind::Part, false)),
             Req::Query { .. } => match t {
+                tag::COPY_IN_RESPONSE => {
+                    // Syncs the client sent during the COPY IN are ignored, as behind an
+                    // Execute (below).
+                    self.enter_copy_in();
+                    let begins = who.is_client() && !self.begun;
+                    if begins {
+                        self.begun = true;
+                    }
+                    Ok(answer(Kind::Part, begins))
+                }
                 tag::ROW_DESCRIPTION
                 | tag::DATA_ROW
                 | tag::EMPTY_QUERY_RESPONSE
-                | tag::COPY_IN_RESPONSE
                 | tag::COPY_OUT_RESPONSE
                 | tag::COPY_BOTH_RESPONSE
                 | tag::COPY_DATA
@@ -442,16 +487,7 @@ impl Responses {
             ),
             Req::Execute => match t {
                 tag::COPY_IN_RESPONSE => {
-                    // The server ignores a Sync (or Flush) it reads in COPY IN mode: the
-                    // client's Syncs right behind this Execute get no answer; the Sync the
-                    // client sends after CopyDone/CopyFail is answered instead (E-1).
-                    while self
-                        .queue
-                        .get(1)
-                        .is_some_and(|n| n.req == Req::Sync && n.who == Who::Client)
-                    {
-                        self.queue.remove(1);
-                    }
+                    self.enter_copy_in();
                     let begins = !self.begun;
                     self.begun = true;
                     Ok(answer(Kind::Part, begins))
@@ -478,6 +514,25 @@ impl Responses {
             },
             Req::Sync | Req::Local(_) => Err(Unexpected { tag: t }),
         }
+    }
+
+    /// The front request (a client's Execute or Query) entered COPY IN. The server ignores a
+    /// Sync (or Flush) it reads in COPY IN mode, that is before the client's CopyDone or
+    /// CopyFail: the client's Syncs queued right behind the request and before that end get no
+    /// answer; a Sync the client sent after it is answered (E-1) — also when all of it was
+    /// sent before this CopyInResponse arrived. With no end sent yet, the COPY IN stays open
+    /// for the client's next messages ([`Self::in_client_copy`]).
+    fn enter_copy_in(&mut self) {
+        let mut ended = self.queue.front().is_some_and(|e| e.copy_end);
+        while !ended
+            && self
+                .queue
+                .get(1)
+                .is_some_and(|n| n.req == Req::Sync && n.who == Who::Client)
+        {
+            ended = self.queue.remove(1).is_some_and(|n| n.copy_end);
+        }
+        self.copy_open = !ended && !self.queue.iter().any(|e| e.copy_end);
     }
 
     fn complete_if(&mut self, ok: bool, t: u8, a: Answer) -> Result<Answer, Unexpected> {
@@ -714,6 +769,54 @@ mod tests {
         feed(&mut r, "E");
         r.push(Req::Bind, Client, 1);
         assert_eq!(feed(&mut r, "Z"), vec![Err(b'Z')]);
+    }
+
+    #[test]
+    fn e1_copy_in_ignores_only_the_syncs_sent_before_the_copy_ends() {
+        // Parse/Bind/Execute, Sync, CopyData, CopyDone, Sync, all sent before CopyInResponse:
+        // the first Sync is read in COPY IN mode, the second is answered.
+        let mut r = with(&[
+            (Req::Parse, Client, 1),
+            (Req::Bind, Client, 1),
+            (Req::Execute, Client, 1),
+            (Req::Sync, Client, 1),
+        ]);
+        r.client_copy_end();
+        r.push(Req::Sync, Client, 2);
+        assert_eq!(
+            feed(&mut r, "12GCZ"),
+            vec![
+                Ok((Done, Client, 1, false)),
+                Ok((Done, Client, 1, false)),
+                Ok((Part, Client, 1, true)),
+                Ok((Done, Client, 1, false)),
+                Ok((Ready, Client, 2, false)),
+            ]
+        );
+        assert!(r.is_empty() && !r.in_client_copy());
+        // The data and its Sync with no Sync before: that Sync is answered.
+        let mut r = with(&[(Req::Execute, Client, 1)]);
+        r.client_copy_end();
+        r.push(Req::Sync, Client, 1);
+        assert_eq!(feed(&mut r, "GCZ")[2], Ok((Ready, Client, 1, false)));
+        // No end sent yet: the COPY IN stays open for the client until its CopyDone, or until
+        // the server leaves it on an error.
+        let mut r = with(&[(Req::Execute, Client, 1), (Req::Sync, Client, 1)]);
+        feed(&mut r, "G");
+        assert!(r.in_client_copy() && !r.has_sync_of(1));
+        r.client_copy_end();
+        assert!(!r.in_client_copy());
+        let mut r = with(&[
+            (Req::Query { hidden: 0 }, Client, 1),
+            (Req::Sync, Client, 2),
+        ]);
+        feed(&mut r, "G");
+        assert!(
+            r.in_client_copy() && !r.has_sync_of(2),
+            "whatever started it"
+        );
+        feed(&mut r, "E");
+        assert!(!r.in_client_copy());
     }
 
     #[test]

@@ -190,17 +190,43 @@ impl Session {
         }
     }
 
-    /// The writer entered COPY IN for unit `id`: client COPY data flows to it. A batch's Sync
-    /// that the client sent behind the COPY's Execute is one the server ignores (it reads it in
-    /// COPY IN mode), so the batch goes on after CopyDone: what the client sends until its next
-    /// Sync joins it (E-1; a driver may send Parse/Bind/Execute of its next statement before
-    /// that Sync, and the batch's RFQ answers only that Sync).
+    /// The writer entered COPY IN for unit `id`: client COPY data flows to it. A Sync that the
+    /// client sent behind the COPY's request before its CopyDone or CopyFail is one the server
+    /// ignores (it reads it in COPY IN mode; the response tracking expects no answer to it). A
+    /// batch left with no Sync of its own goes on after CopyDone: what the client sends until
+    /// its next Sync joins it (E-1; a driver may send Parse/Bind/Execute of its next statement
+    /// before that Sync, and the batch's RFQ answers only that Sync) — unless the client already
+    /// sent more, decided as units of their own: then the batch ends with its last answer, and
+    /// the RFQ of the next Sync is theirs. A unit of nothing but ignored Syncs is done now.
     pub(super) fn writer_copy_in(&mut self, id: u32) {
+        let Some(pos) = self.units.iter().position(|u| u.id == id) else {
+            return;
+        };
+        self.units[pos].copy_in = true;
+        let answered =
+            |s: &Session, id: u32| s.writer.as_ref().is_some_and(|w| w.resp.has_unit(id));
+        let ignored: Vec<u32> = self
+            .units
+            .iter()
+            .skip(pos + 1)
+            .filter(|u| {
+                u.kind == UnitKind::Batch
+                    && u.attempt == Attempt::Writer
+                    && !u.open
+                    && u.execs.is_empty()
+                    && !answered(self, u.id)
+            })
+            .map(|u| u.id)
+            .collect();
+        let last = self.units.len() == pos + 1 + ignored.len();
+        let synced = self.writer.as_ref().is_some_and(|w| w.resp.has_sync_of(id));
         if let Some(u) = self.unit_mut(id) {
-            u.copy_in = true;
-            if u.kind == UnitKind::Batch {
+            if u.kind == UnitKind::Batch && last && !synced {
                 u.open = true;
             }
+        }
+        for later in ignored {
+            self.finish_unit(later);
         }
     }
 
