@@ -339,3 +339,48 @@ fn e1_copy_in_error_mid_copy_the_sync_after_copy_done_is_answered() {
     assert_eq!(tags(&h.take_client()), "Z");
     session_goes_on(&mut h);
 }
+
+#[test]
+fn e1_w7_no_hidden_message_is_pipelined_behind_a_sync_read_in_copy_in_mode() {
+    // On a stock server the engine pipelines its position probe behind a write's last message,
+    // but not behind a batch that may enter COPY IN: the server would read the probe while in
+    // COPY IN and fail the COPY. A Sync joining the batch after a Flush (and read in COPY IN
+    // mode) closed it as any batch's: the probe went right behind it.
+    let settings = [
+        ("server_dialect", polarsplit::ServerDialect::Stock.as_str()),
+        ("startup_profile", polarsplit::StartupProfile::Off.as_str()),
+    ];
+    let mut h = Host::new(config(&settings));
+    h.client(&startup(&[("user", "app"), ("database", "db")]));
+    h.event(WRITER, polarsplit::Event::WriterConnected);
+    h.backend(WRITER, &cat(&[auth_ok(), rfq(b'I', None, None)]));
+    h.writer_answers_startup_capture(&[]);
+    h.take_client();
+    let client = cat(&[
+        copy_execute(),
+        flush(),
+        sync(),
+        copy_data(b"1\n"),
+        copy_done(),
+        sync(),
+    ]);
+    h.client(&client);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        tags(&client),
+        "nothing of the engine's among the COPY's messages"
+    );
+    h.backend(
+        WRITER,
+        &cat(&[
+            msg(b'1', b""),
+            msg(b'2', b""),
+            copy_in(),
+            command_complete("COPY 1"),
+            rfq(b'I', None, None),
+        ]),
+    );
+    assert_eq!(tags(&h.take_client()), "12GCZ");
+    assert!(!h.session.is_closed(), "closed: {}", h.session.last_error());
+    assert!(h.streams.balanced());
+}

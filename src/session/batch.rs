@@ -1223,7 +1223,17 @@ impl Session {
                     self.forward_head_to_writer(id, w);
                     let closed = self.unit(id).is_some_and(|u| !u.open);
                     if closed {
-                        self.after_writer_send(id, true, true);
+                        // Not behind an Execute that may enter COPY IN: the server would read
+                        // the engine's messages as the client's COPY data (as in
+                        // `start_writer_batch`).
+                        let copy = self.unit(id).is_some_and(|u| {
+                            u.execs.iter().any(|c| {
+                                c.as_ref().is_none_or(|c| {
+                                    c.statements().iter().any(|s| s.kind == Kind::Copy)
+                                })
+                            })
+                        });
+                        self.after_writer_send(id, true, !copy);
                     }
                 } else {
                     // A simple Query or FunctionCall after extended messages without Sync

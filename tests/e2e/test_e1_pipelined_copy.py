@@ -70,6 +70,9 @@ CASES = {
     "sync_data_done_then_a_statement": [
         (copy_execute() + [SYNC] + DATA + [COPY_DONE, parse("", COUNT), bind("", ""), execute(), SYNC], 1),
     ],
+    # A Flush, then a Sync the server reads in COPY IN mode, in the same packet: on a stock
+    # server the engine's position probe went right behind that Sync, into the COPY.
+    "flush_sync_data_done_sync": [(copy_execute() + [FLUSH, SYNC] + DATA + [COPY_DONE, SYNC], 1)],
     # The same, the client waiting for CopyInResponse before the Sync and the data.
     "flush_then_sync_data_done_sync": [
         (copy_execute() + [FLUSH], 0),
