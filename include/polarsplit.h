@@ -364,6 +364,9 @@ typedef struct {
 // CANCEL_REQUEST: find the session whose writer reported this BackendKeyData
 // (`polarsplit_session_backend_key`), send the cancel to the connection it reports as executing
 // (`polarsplit_session_executing_conn`), then close this client connection (CLOSE_CLIENT follows).
+// A session also emits it with its own key once the work a cancel met held
+// (`polarsplit_session_cancel_unplaced`, SPEC F-1) runs on a connection, after the bytes that
+// placed it: handle it the same way (no CLOSE_CLIENT follows then).
 typedef struct {
   // The backend process id the client quoted.
   int32_t pid;
@@ -1920,15 +1923,21 @@ polarsplit_status polarsplit_session_executing_conn(polarsplit_session *session,
 polarsplit_status polarsplit_session_cancel_forwarded(polarsplit_session *session, uint64_t conn);
 
 // The client sent a CancelRequest while `polarsplit_session_executing_conn` answered
-// `POLARSPLIT_DONE` (SPEC F-1): the client's statement waits for the reader connection the
-// host was asked for, and no server has it yet. An input (drain after it, as after any): the
-// engine answers the statement at once with the server's 57014 "canceling statement due to
-// user request" (inside a transaction block the block fails, as on the primary), and nothing
-// runs it. The host still answers the ACQUIRE_READER it was given: a connection attached for
-// it is closed unused (a CLOSE_BACKEND action); until that answer the session starts nothing
-// new. Only a simple Query waiting for a reader is cancelled this way (an extended batch runs
-// as before). Returns `POLARSPLIT_OK` when a statement was cancelled (drain), `POLARSPLIT_DONE`
-// when there was none to cancel this way, or an error as for any input.
+// `POLARSPLIT_DONE` (SPEC F-1): no server has the client's current work yet. An input (drain
+// after it, as after any). A simple Query waiting for its reader connection is answered at
+// once with the server's 57014 "canceling statement due to user request" (inside a transaction
+// block the block fails, as on the primary) and nothing runs it; the host still answers the
+// ACQUIRE_READER it was given (a connection attached for it is closed unused: a CLOSE_BACKEND
+// action), and until that answer the session starts nothing new. Any other work the session
+// holds — an extended batch whose Sync or Flush has not arrived, a statement waiting for the
+// engine's probe or capture, a batch waiting for its reader connection — is placed as the
+// client's Flush would place it (E-1), as soon as what it waits for allows, and once it runs
+// on a connection the session emits a CANCEL_REQUEST action with its own BackendKeyData, after
+// the bytes that placed it (in this drain or a later one): the host handles it as any
+// CANCEL_REQUEST — `polarsplit_session_executing_conn` then names the connection — and calls
+// `polarsplit_session_cancel_forwarded`. Returns `POLARSPLIT_OK` when the cancel was taken
+// (drain), `POLARSPLIT_DONE` when the session holds no client work (PostgreSQL too ignores a
+// cancel that reaches a backend waiting for a command), or an error as for any input.
 //
 // # Safety
 // `session` must be a live session.

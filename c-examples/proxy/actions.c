@@ -27,8 +27,12 @@ static void do_cancel(const polarsplit_action_cancel_request *r) {
         if (p != r->pid || sl != len || memcmp(sec, secret, len) != 0) continue;
         uint64_t conn = 0;
         if (polarsplit_session_executing_conn(c->router.st, &conn) != POLARSPLIT_OK) {
-            /* F-1: the statement waits for a reader connection, no server has it: the engine
-             * answers it with 57014 now (an input: drain that client's session). */
+            /* F-1: no server has the client's work yet. A Query waiting for its reader
+             * connection the engine answers with 57014 now; work it holds (a batch without its
+             * Sync, a read waiting for the probe or for its reader) it places as at a Flush, and
+             * once that runs it emits CANCEL_REQUEST with its own key behind the bytes — handled
+             * right here again, when executing_conn names the connection (an input: drain that
+             * client's session). Not taken: nothing runs or is held, PostgreSQL too ignores it. */
             record_cancel(c);
             if (polarsplit_session_cancel_unplaced(c->router.st, now_ms()) == POLARSPLIT_OK) {
                 g.cancels_reported++;

@@ -84,6 +84,9 @@ pub struct PolarsplitClientEncryptionRequest {
 /// CANCEL_REQUEST: find the session whose writer reported this BackendKeyData
 /// (`polarsplit_session_backend_key`), send the cancel to the connection it reports as executing
 /// (`polarsplit_session_executing_conn`), then close this client connection (CLOSE_CLIENT follows).
+/// A session also emits it with its own key once the work a cancel met held
+/// (`polarsplit_session_cancel_unplaced`, SPEC F-1) runs on a connection, after the bytes that
+/// placed it: handle it the same way (no CLOSE_CLIENT follows then).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct PolarsplitCancelRequest {

@@ -25,7 +25,10 @@ pub enum Action<'a> {
     },
     /// The client sent a CancelRequest for the session whose writer reported this BackendKeyData.
     /// Find that session, send the cancel to the backend connection it reports as executing
-    /// (`Session::executing_connection`), and close this client connection.
+    /// (`Session::executing_connection`), and close this client connection (`CloseClient`
+    /// follows). A session also emits it with its own key after `Session::cancel_unplaced`
+    /// took a cancel of work it held (F-1), once the bytes that place that work are queued
+    /// ahead of it: handle it the same way (no `CloseClient` follows then).
     CancelRequest {
         /// The process id of the BackendKeyData the client names.
         pid: i32,

@@ -182,6 +182,8 @@ impl Session {
         if let Some(i) = self.backend_index(conn) {
             self.backend_mut(i).framer = framer;
         }
+        // F-1: the answer may have let held work run (the probe's, a reader's RFQ).
+        self.deliver_pending_cancel();
         result
     }
 
@@ -278,6 +280,8 @@ impl Session {
                 }
             },
         };
+        // F-1: a reader attached, or the writer took the batch for want of one.
+        self.deliver_pending_cancel();
         r.map_err(|e| self.fail(e))
     }
 

@@ -160,6 +160,13 @@ impl Session {
         if self.takes_no_more_input() {
             return Some((self.queue.len(), false, true));
         }
+        // F-1: the client cancelled while the batch was held: on the primary alone its
+        // messages would be running, so what is held is placed now, as at a Flush (E-1), and
+        // the cancel follows it to the connection that runs it. (Every queued extended message
+        // here is whole: one streamed by count ended the batch above.)
+        if self.cancel != super::CancelWait::None {
+            return Some((self.queue.len(), false, false));
+        }
         None
     }
 
@@ -656,6 +663,11 @@ impl Session {
         }
         self.mirror_before_rules_change(w, rules, ends);
         for _ in 0..count {
+            let execute = self
+                .queue
+                .front()
+                .is_some_and(|m| matches!(m.info, MsgInfo::Execute));
+            self.flush_before_cancelled_execute(w, execute);
             self.forward_head_to_writer(id, w);
             if self.client_streaming.is_some() {
                 break;

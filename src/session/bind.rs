@@ -465,6 +465,8 @@ impl Session {
                 let orig = std::mem::take(&mut self.orig);
                 let msgs = std::mem::take(&mut self.orig_msgs);
                 for (r, names) in &msgs {
+                    let execute = orig.get(r.start) == Some(&b'E');
+                    self.flush_before_cancelled_execute(w, execute);
                     self.batch_msg_to_writer(id, w, &orig[r.clone()], *names);
                 }
                 self.orig = orig;
@@ -653,6 +655,8 @@ impl Session {
                 let orig = std::mem::take(&mut self.orig);
                 let msgs = std::mem::take(&mut self.orig_msgs);
                 for (r, names) in &msgs {
+                    let execute = orig.get(r.start) == Some(&b'E');
+                    self.flush_before_cancelled_execute(conn, execute);
                     self.batch_msg_to_reader(id, conn, &orig[r.clone()], *names);
                 }
                 self.orig = orig;

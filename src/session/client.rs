@@ -397,8 +397,14 @@ impl Session {
         m.copy.clone().map(|r| &self.pending[r])
     }
 
-    /// Decides and routes whatever can be decided now, in order.
+    /// Decides and routes whatever can be decided now, in order; then asks the host to forward
+    /// a cancel that waited for the client's work to be placed (F-1).
     pub(super) fn pump(&mut self, fresh: Option<(u8, &[u8])>) {
+        self.pump_units(fresh);
+        self.deliver_pending_cancel();
+    }
+
+    fn pump_units(&mut self, fresh: Option<(u8, &[u8])>) {
         loop {
             if self.phase == Phase::Closed || self.client_streaming.is_some() {
                 return;

@@ -402,6 +402,19 @@ impl Backend {
     }
 }
 
+/// F-1: a cancel taken while the client's work was held ([`Session::cancel_unplaced`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CancelWait {
+    None,
+    /// Forwarded once the held work runs on a connection.
+    Held,
+    /// The held batch went to the writer with the engine's Flush in front of its first Execute:
+    /// forwarded once the writer answered what precedes that Execute. PostgreSQL drops a cancel
+    /// that reaches a backend between messages (it is reading a command), so a cancel sent with
+    /// the batch's bytes could land before the backend started its statements and be lost.
+    Flushed,
+}
+
 /// The transaction's pinned reader (P-7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Pin {
@@ -495,6 +508,11 @@ pub struct Session {
     /// F-1: the reader connection asked for a statement the client cancelled before it had one
     /// ([`Session::cancel_unplaced`]); the host's answer to that request is still to come.
     abandoned_acquire: Option<ServerId>,
+    /// F-1: the client cancelled while its work was held undecided (a batch without its Sync,
+    /// a unit waiting for the probe, the capture or its reader connection): the held messages
+    /// are placed as at a Flush, and once they run on a connection the session asks the host
+    /// to forward the cancel there (a `CancelRequest` action, `deliver_pending_cancel`).
+    cancel: CancelWait,
     /// Whether probes pay (`lsn_probe = adaptive`, W-7).
     probe_credit: ProbeCredit,
     /// The client bytes of the reader unit in flight (for wrapping and retries), and the
@@ -585,6 +603,7 @@ impl Session {
             writer_idle_at: 0,
             probe_lsn: None,
             abandoned_acquire: None,
+            cancel: CancelWait::None,
             probe_credit: ProbeCredit::default(),
             orig: Vec::new(),
             orig_msgs: Vec::new(),
@@ -636,27 +655,110 @@ impl Session {
     }
 
     /// The client sent a CancelRequest while [`Session::executing_connection`] names no
-    /// connection: its statement waits for a reader connection the host has not attached yet, so
-    /// no server has it (F-1). An input (drain after it): the engine answers the statement at
-    /// once with the server's 57014 "canceling statement due to user request" — inside a
-    /// transaction block the block fails, as on the primary — and nothing runs it. The
-    /// connection asked for is still the host's to answer: attached, it is closed unused (a
-    /// CloseBackend action); unavailable, nothing more happens. Until then the session starts
-    /// nothing new (its client's next statements wait). Returns whether a statement was
-    /// cancelled: only a simple Query waiting for a reader is (an extended batch runs as before:
-    /// its Parse and Bind would have run before a server noticed the cancel).
+    /// connection: no server has the client's current work yet (F-1). An input (drain after it).
+    /// What the primary alone would be doing now is running the statements the client has sent,
+    /// so the engine does what it takes for the cancel to meet them:
+    ///
+    /// - A simple Query waiting for its reader connection is answered at once with the server's
+    ///   57014 "canceling statement due to user request" — inside a transaction block the block
+    ///   fails, as on the primary — and nothing runs it. The connection asked for is still the
+    ///   host's to answer: attached, it is closed unused (a CloseBackend action); unavailable,
+    ///   nothing more happens. Until then the session starts nothing new (its client's next
+    ///   statements wait).
+    /// - Any other work the session holds — an extended batch whose Sync (or Flush) has not
+    ///   arrived, a unit waiting for the probe or the capture (W-7, S-5) or for the check of a
+    ///   row shape (E-2), a batch waiting for its reader connection — is placed as the client's
+    ///   Flush would place it (E-1: what is held of a batch is decided now and the rest follows
+    ///   to the same connection), as soon as what it waits for allows; and once it runs on a
+    ///   connection the session emits a [`Action::CancelRequest`] with its own BackendKeyData,
+    ///   after the bytes that place it: the host forwards the cancel to the connection
+    ///   [`Session::executing_connection`] then names, as for any cancel (and tells
+    ///   [`Session::cancel_forwarded`]). Work the engine answers itself instead (a causal-token
+    ///   statement, a REJECT) is not cancelled: nothing runs it on a server.
+    ///
+    /// Returns whether the cancel was taken (drain, and forward the cancel when the session asks
+    /// for it); false when the session holds no client work (PostgreSQL, too, ignores a cancel
+    /// that reaches a backend waiting for a command).
     pub fn cancel_unplaced(&mut self, now_ms: u64) -> Result<bool, SessionError> {
         self.check_input(now_ms)?;
-        let (id, server) = match self.units.front() {
-            Some(u) if u.kind == UnitKind::Query => match u.attempt {
-                Attempt::AwaitReader { server } => (u.id, server),
+        if self.phase != Phase::Ready {
+            return Ok(false);
+        }
+        match self.units.front() {
+            Some(u) => match (u.kind, u.attempt) {
+                (UnitKind::Query, Attempt::AwaitReader { server }) => {
+                    let id = u.id;
+                    self.abandoned_acquire = Some(server);
+                    self.answer_cancelled(id);
+                    return Ok(true);
+                }
+                (_, Attempt::AwaitReader { .. }) => {}
+                // Something runs (or the engine answers it): the host forwards the cancel to
+                // what `executing_connection` names.
                 _ => return Ok(false),
             },
-            _ => return Ok(false),
-        };
-        self.abandoned_acquire = Some(server);
-        self.answer_cancelled(id);
+            None if !self.holds_client_work() => return Ok(false),
+            None => {}
+        }
+        self.cancel = CancelWait::Held;
+        self.pump(None);
         Ok(true)
+    }
+
+    /// Whether the head of the client's queue is a statement (or part of a batch) the session
+    /// has not placed yet — not the COPY data, password or Terminate that follow other work.
+    fn holds_client_work(&self) -> bool {
+        self.queue.front().is_some_and(|m| {
+            m.arrived >= m.len
+                && (m.info.is_extended()
+                    || matches!(m.info, MsgInfo::Query { .. } | MsgInfo::FunctionCall(_)))
+        })
+    }
+
+    /// F-1: a cancel taken while the client's work was held ([`Session::cancel_unplaced`]):
+    /// once that work runs on a connection, the host is asked to forward the cancel there (its
+    /// bytes are already queued ahead of this action). Work the engine answered itself ends the
+    /// wait with nothing to cancel.
+    pub(super) fn deliver_pending_cancel(&mut self) {
+        if self.cancel == CancelWait::None || self.phase != Phase::Ready {
+            return;
+        }
+        let runs = match self.units.front().map(|u| (u.id, u.attempt, u.errored)) {
+            Some((id, attempt @ (Attempt::Writer | Attempt::Reader { .. }), errored)) => {
+                let b = match attempt {
+                    Attempt::Reader { conn, .. } => self.backend_index(conn),
+                    _ => Some(0),
+                };
+                let waits = self.cancel == CancelWait::Flushed
+                    && !errored
+                    && b.is_some_and(|i| self.backend(i).resp.answers_before_execute(id));
+                if waits {
+                    return;
+                }
+                !errored
+            }
+            Some((_, Attempt::AwaitReader { .. }, _)) => return,
+            Some((_, Attempt::Local, _)) => false,
+            None if self.holds_client_work() => return,
+            None => false,
+        };
+        self.cancel = CancelWait::None;
+        if runs {
+            if let Some((pid, secret)) = &self.backend_key {
+                self.out.cancel_request(*pid, secret);
+            }
+        }
+    }
+
+    /// F-1: a message of a held batch a cancel places (on the writer, or a reader), about to be
+    /// sent to `conn`: a first Execute gets the engine's Flush in front of it, so the server
+    /// answers what precedes it and the cancel is forwarded once the Execute is what the
+    /// backend runs (`deliver_pending_cancel`).
+    pub(super) fn flush_before_cancelled_execute(&mut self, conn: ConnId, execute: bool) {
+        if execute && self.cancel == CancelWait::Held {
+            self.out.send_backend_with(conn, |o| wire(b'H', &[], o));
+            self.cancel = CancelWait::Flushed;
+        }
     }
 
     /// The host forwarded a CancelRequest to `conn` (F-1). A reader connection that may have

@@ -245,6 +245,15 @@ impl Responses {
     }
 
     /// Whether a request of this kind of hidden work is in flight.
+    /// Whether answers of requests in front of an Execute of `unit` are still to come (F-1: a
+    /// cancel waits for them before it is forwarded).
+    pub(crate) fn answers_before_execute(&self, unit: u32) -> bool {
+        self.queue
+            .iter()
+            .position(|e| e.unit == unit && e.req == Req::Execute && e.who == Who::Client)
+            .is_some_and(|i| i > 0)
+    }
+
     pub(crate) fn has_who(&self, who: Who) -> bool {
         self.queue.iter().any(|e| e.who == who)
     }
