@@ -470,3 +470,22 @@ fn sets_repeated_inside_an_open_transaction_do_not_grow_the_session() {
     l.client(&query(b"SELECT 1")).unwrap();
     assert_eq!(last_decision(&l).outcome, Outcome::ForcePrimary);
 }
+
+/// A StartupMessage of a protocol version no server speaks (4.0) is refused as PostgreSQL refuses
+/// it — FATAL 0A000 "unsupported frontend protocol 4.0: server supports 3.0 to 3.0" — not as a
+/// protocol violation (08P01), so a client that tries it recognises the answer.
+#[test]
+fn an_unsupported_protocol_version_is_refused_as_the_server_refuses_it() {
+    let mut l = Lean::new(polarsplit_test_support::default_config());
+    let mut body = Vec::new();
+    body.extend_from_slice(b"user\0app\0\0");
+    let r = l.client(&polarsplit_test_support::fe::untagged(4 << 16, &body));
+    assert!(matches!(r, Err(SessionError::Protocol { .. })), "{r:?}");
+    assert!(l.seen.close_client);
+    let text = String::from_utf8_lossy(&l.seen.send_client).into_owned();
+    assert!(
+        text.contains("0A000")
+            && text.contains("unsupported frontend protocol 4.0: server supports 3.0 to 3.0"),
+        "{text}"
+    );
+}

@@ -95,8 +95,17 @@ impl Session {
 
     pub(super) fn client_protocol_error(&mut self, e: ProtocolError) -> SessionError {
         self.engine.stats().inc(Counter::ProtocolErrors);
-        let msg = format!("polarsplit: protocol violation by the client: {e}");
-        self.fatal_to_client(b"08P01", msg.as_bytes());
+        if let ProtocolError::UnsupportedVersion { major, minor } = e {
+            // As the server answers it (0A000 and its text), so a client that tries a protocol
+            // it does not know recognises the refusal.
+            let msg = format!(
+                "unsupported frontend protocol {major}.{minor}: server supports 3.0 to 3.0"
+            );
+            self.fatal_to_client(b"0A000", msg.as_bytes());
+        } else {
+            let msg = format!("polarsplit: protocol violation by the client: {e}");
+            self.fatal_to_client(b"08P01", msg.as_bytes());
+        }
         self.close_all();
         self.fail(SessionError::Protocol {
             peer: "client",
