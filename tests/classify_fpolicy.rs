@@ -470,6 +470,10 @@ fn s7_server_dependent_functions_and_relations_go_to_the_writer() {
         "SELECT current_setting(E'in_hot_standby')",
         "SELECT current_setting($1)",
         "SELECT ('in_hot_standby'::text).current_setting",
+        "SELECT current_setting('in_hot_standby'::text, true)",
+        "SELECT current_setting('app.x'::varchar)",
+        "SELECT current_setting('app.x'::text::int)",
+        "SELECT current_setting('app.x'::pg_catalog.name)",
         // The server's own settings (pg_settings.context other than user/superuser), and a name
         // the table does not know.
         "SELECT current_setting('port')",
@@ -489,6 +493,10 @@ fn s7_server_dependent_functions_and_relations_go_to_the_writer() {
         "SELECT current_setting('work_mem'), current_setting('search_path', true)",
         "SELECT current_setting('TimeZone'), current_setting('datestyle')",
         "SELECT current_setting('myapp.tenant', true)",
+        // As `pg_get_expr` prints a row-level security policy's call (the examiners' multi-tenant
+        // tables: every read of them stayed on the primary, 2026-12-05).
+        "SELECT current_setting('myapp.tenant'::text, true)",
+        "SELECT * FROM t WHERE tenant = current_setting('myapp.tenant'::pg_catalog.text)",
         "SELECT * FROM pg_class WHERE relname = 'pg_stat_activity'",
     ] {
         assert_eq!(default_why(sql), NotSafe::None, "{sql}");

@@ -163,6 +163,9 @@ enum Setting {
     Open,
     /// After `current_setting('<name>'`: whether the name is server-dependent.
     Literal(bool),
+    /// After the literal, `:`, `::`, `::pg_catalog`, `::pg_catalog.` of a cast to `text` (the
+    /// form `pg_get_expr` and `pg_get_viewdef` print a policy's or a view's call in: `'app.x'::text`).
+    Cast(bool, u8),
 }
 
 /// A call of a name whose verdict depends on its number of arguments ([`Builtin::ByArity`]),
@@ -614,10 +617,29 @@ impl Scan {
                 }
                 None => self.server_dependent = true,
             },
+            Setting::Literal(sd) if !sd && t.kind == Tok::Colon => {
+                self.setting = Setting::Cast(sd, 1)
+            }
             Setting::Literal(sd) => {
                 if sd || !matches!(t.kind, Tok::RParen | Tok::Comma) {
                     self.server_dependent = true;
                 }
+            }
+            Setting::Cast(sd, step) => {
+                let word = |w: &str| {
+                    matches!(t.kind, Tok::Ident | Tok::QuotedIdent)
+                        && normalise(sql, t).is_some_and(|n| n.as_str() == w)
+                };
+                self.setting = match (step, t.kind) {
+                    (1, Tok::Colon) => Setting::Cast(sd, 2),
+                    (2 | 4, _) if word("text") => Setting::Literal(sd),
+                    (2, _) if word("pg_catalog") => Setting::Cast(sd, 3),
+                    (3, Tok::Dot) => Setting::Cast(sd, 4),
+                    _ => {
+                        self.server_dependent = true;
+                        Setting::None
+                    }
+                };
             }
         }
     }

@@ -79,10 +79,16 @@ OBJECTS = [
     "CREATE SERVER pr_files FOREIGN DATA WRAPPER file_fdw",
     "CREATE FOREIGN TABLE pr_signal (line text) SERVER pr_files"
     " OPTIONS (filename 'standby.signal', format 'text')",
-    "GRANT SELECT ON pr_range, pr_hp, pr_sorted, pr_et, pr_signal TO PUBLIC",
+    # A multi-tenant table: its policy reads the session's tenant setting (pg_get_expr prints
+    # the call as current_setting('app.tenant'::text, true)).
+    "CREATE TABLE pr_tenant (tenant text, v int)",
+    "INSERT INTO pr_tenant VALUES ('acme', 1), ('globex', 2)",
+    "ALTER TABLE pr_tenant ENABLE ROW LEVEL SECURITY",
+    "CREATE POLICY pr_mine ON pr_tenant USING (tenant = current_setting('app.tenant', true))",
+    "GRANT SELECT ON pr_range, pr_hp, pr_sorted, pr_et, pr_signal, pr_tenant TO PUBLIC",
 ]
 DROP = [
-    "DROP TABLE IF EXISTS pr_range, pr_hp, pr_sorted, pr_et",
+    "DROP TABLE IF EXISTS pr_range, pr_hp, pr_sorted, pr_et, pr_tenant",
     "DROP FOREIGN TABLE IF EXISTS pr_signal",
     "DROP SERVER IF EXISTS pr_files",
     "DROP TYPE IF EXISTS pr_fr",
@@ -168,3 +174,20 @@ def test_s5_state_set_through_sql_text_an_extension_function_runs_is_the_session
         with psycopg.connect(dsn, autocommit=True) as c, bounded(c, 20, sql):
             c.execute(sql).fetchall()
             assert [c.execute(TENANT).fetchone()[0] for _ in range(3)] == ["evil"] * 3, dsn
+
+
+@pytest.mark.timeout(60)
+def test_s5_s7_a_tenants_rows_under_row_level_security_are_read_on_the_standby(pair, hidden):
+    """The policy's `current_setting('app.tenant'::text, true)` is the session's own setting, which
+    the reader runs with (S-5): not server-dependent. Before, the cast form made every read of the
+    table stay on the primary (an examiner's note, 2026-12-05)."""
+    sql = "SELECT tenant, v, inet_server_port() FROM pr_tenant ORDER BY v"
+    for tenant in ("acme", "globex"):
+        with psycopg.connect(hidden.dsn(), autocommit=True) as c, bounded(c, 20, sql):
+            c.execute(f"SET app.tenant = '{tenant}'")
+            rows = c.execute(sql).fetchall()
+        with psycopg.connect(pair.primary.dsn(user="app_trust", dbname="app"), autocommit=True) as c:
+            c.execute(f"SET app.tenant = '{tenant}'")
+            direct = c.execute(sql).fetchall()
+        assert [r[:2] for r in rows] == [r[:2] for r in direct] == [(tenant, 1 if tenant == "acme" else 2)]
+        assert rows[0][2] == pair.standby.port, (rows, pair.standby.port)
