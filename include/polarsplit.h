@@ -979,7 +979,7 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_BATCH_PORTAL_ELSEWHERE 71
 
-// A row-limited Execute inside a transaction: its portal must survive the batch (E-4).
+// A row-limited Execute inside a transaction whose portal must survive the batch: a named portal, one not bound in the batch or not its first Execute, a limit above 1000, a batch a Flush routes, or one that suspended on a reader and runs again on the writer (E-4).
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_BATCH_ROW_LIMITED_IN_TXN 72
 

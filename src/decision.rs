@@ -163,7 +163,7 @@ reasons! {
     // Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b)
     BatchUnknownStatement = 70, "BATCH_UNKNOWN_STATEMENT", "A Bind, Describe or Close of a statement the engine does not track: the writer (E-2).";
     BatchPortalElsewhere = 71, "BATCH_PORTAL_ELSEWHERE", "An Execute or Describe of a portal bound outside the batch (E-1).";
-    BatchRowLimitedInTxn = 72, "BATCH_ROW_LIMITED_IN_TXN", "A row-limited Execute inside a transaction: its portal must survive the batch (E-4).";
+    BatchRowLimitedInTxn = 72, "BATCH_ROW_LIMITED_IN_TXN", "A row-limited Execute inside a transaction whose portal must survive the batch: a named portal, one not bound in the batch or not its first Execute, a limit above 1000, a batch a Flush routes, or one that suspended on a reader and runs again on the writer (E-4).";
     BatchTooLarge = 73, "BATCH_TOO_LARGE", "The batch exceeded max_batch_bytes or holds a message too large to inspect (E-1).";
     SessionStateUnknown = 74, "SESSION_STATE_UNKNOWN", "The writer's session state is not known yet or could not be captured (S-5).";
     BatchStatementOnWriter = 75, "BATCH_STATEMENT_ON_WRITER", "The batch parses a name in use or closes a statement that exists on the writer (E-2).";

@@ -99,8 +99,8 @@ impl Session {
         // covered by count with its disposition. Any other message ends the run.
         let mut run: Option<(usize, bool, bool)> = None;
         while pos < bytes.len() {
-            let (i, learning_rows, shape_front) = match run {
-                Some((i, learning, _)) => (i, learning, false),
+            let (i, learning_rows, shape_front, holding) = match run {
+                Some((i, learning, _)) => (i, learning, false, false),
                 None => {
                     let Some(i) = self.backend_index(conn) else {
                         // The connection was dropped while processing (it broke): nothing more
@@ -115,11 +115,21 @@ impl Session {
                         i == 0 && front.is_some_and(|e| matches!(e.who, Who::Probe | Who::Capture));
                     // A writer's Describe read for its row shape (E-2).
                     let shape = i == 0 && front.is_some_and(|e| e.shape);
-                    (i, learning, shape)
+                    // A reader's held row-limited Execute (E-4): its answers are read, to be
+                    // held until it ends.
+                    let holding = i > 0
+                        && front.is_some_and(|e| {
+                            e.req == Req::Execute
+                                && e.who == Who::Client
+                                && self.unit(e.unit).is_some_and(|u| u.row_limit > 0)
+                        });
+                    (i, learning, shape, holding)
                 }
             };
             let step = framer.step(&bytes[pos..], |t, len| {
-                if learning_rows && t == tag::DATA_ROW && len <= 4096 {
+                if learning_rows && t == tag::DATA_ROW && len <= 4096
+                    || holding && len + 5 <= MAX_HELD
+                {
                     BodyMode::Inspect
                 } else if (i > 0 || shape_front) && shapes::reads_shape(t, len) {
                     // A reader's RowDescription may be held until the first row or the
@@ -633,6 +643,11 @@ impl Session {
             return false;
         };
         if u.failure.is_some() {
+            return false;
+        }
+        if u.row_limit > 0 {
+            // E-4: too large to hold while the row-limited Execute has not ended.
+            self.row_limited_abandoned(a.unit);
             return false;
         }
         // Rows and COPY data of a reader: the result has begun.

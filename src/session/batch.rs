@@ -127,7 +127,15 @@ pub(super) struct Shape {
     changes_state: bool,
     /// The batch can enter COPY IN (an Execute of COPY or of something unknown).
     copy: bool,
+    /// E-4: the row limit of its first Execute, a row-limited Execute of the unnamed portal
+    /// inside a transaction block that may run on a reader with its answers held until it
+    /// ends (0: none).
+    pub(super) row_limit: i32,
 }
+
+/// E-4: the largest row limit of an Execute inside a transaction block that may run on a
+/// reader (its rows are held until the Execute ends, within `MAX_HELD` bytes).
+pub(super) const HELD_ROW_LIMIT: i32 = 1000;
 
 impl Session {
     /// The queued messages of the batch at the head: how many, whether it ends with a Sync, and
@@ -223,6 +231,7 @@ impl Session {
             may_write: false,
             changes_state: false,
             copy: false,
+            row_limit: 0,
         };
         let refuse = |shape: &mut Shape, r: Reason| {
             if shape.not_safe.is_none() {
@@ -247,6 +256,9 @@ impl Session {
         // E-4: the unnamed portal is bound in a transaction block and not yet run to completion
         // in this batch: it outlives the batch there, and a reader's Sync would destroy it.
         let mut unnamed_open = false;
+        // Executes so far (E-4: only the first may be a held row-limited one).
+        let mut executes = 0usize;
+        let ends_open = self.batch_ends_open(count);
         for (at, m) in self.queue.iter().take(count).enumerate() {
             if at == first && first > 0 {
                 // What the messages before it did is not the shape's (see above).
@@ -257,6 +269,8 @@ impl Session {
                 shape.may_write = false;
                 shape.changes_state = false;
                 shape.copy = false;
+                shape.row_limit = 0;
+                executes = 0;
                 statements = 0;
                 unnamed_open = false;
                 txn = true;
@@ -386,8 +400,28 @@ impl Session {
                         }
                     }
                     if max_rows > 0 && txn {
-                        refuse(&mut shape, Reason::BatchRowLimitedInTxn);
+                        // E-4: the first Execute of a batch the client's Sync closes, of the
+                        // unnamed portal bound in it, with a small limit, runs on a reader with
+                        // its answers held until it ends: run to completion, the portal is
+                        // exhausted and nothing of it must outlive the batch; suspended, the
+                        // batch runs again on the writer (limit 1 excepted: see
+                        // `Session::row_limited_answer`). Any other keeps its portal on the
+                        // writer, where it survives the batch.
+                        let held = portal.is_empty()
+                            && executes == 0
+                            && !ends_open
+                            && max_rows <= HELD_ROW_LIMIT
+                            && portals
+                                .iter()
+                                .skip(head_portals)
+                                .any(|(p, ..)| p.is_empty());
+                        if held {
+                            shape.row_limit = max_rows;
+                        } else {
+                            refuse(&mut shape, Reason::BatchRowLimitedInTxn);
+                        }
                     }
+                    executes += 1;
                     if portal.is_empty() {
                         unnamed_open = false;
                     }

@@ -70,6 +70,7 @@ impl Session {
                 if in_txn {
                     self.touch_writer();
                 }
+                let row_limit = batch.as_ref().map_or(0, |s| s.row_limit);
                 let batch = batch.map(|s| s.execs);
                 let ends_open = kind == UnitKind::Batch && self.batch_ends_open(count);
                 self.take_unit_bytes(count, fresh);
@@ -88,6 +89,7 @@ impl Session {
                     // E-3: a Flush asked for the answers: they are not held, and the batch
                     // gives up its retry once one reached the client.
                     u.released = ends_open;
+                    u.row_limit = if ends_open { 0 } else { row_limit };
                 }
                 match pinned {
                     Some(conn) => self.send_to_reader(id, conn, server, false, false),

@@ -298,6 +298,10 @@ struct Unit {
     failure_text: Option<Box<str>>,
     /// The attempt's answer began (its first row or completion).
     result_started: bool,
+    /// E-4: a reader attempt's first Execute has this row limit inside a transaction block:
+    /// its answers are held until it ends (`Session::row_limited_answer`). -1: it suspended or
+    /// outgrew what may be held, and the batch runs again on the writer at the RFQ.
+    row_limit: i32,
     /// Any ErrorResponse arrived for the attempt (its implicit transaction rolled back, W-6).
     saw_error: bool,
     /// Whether a hidden probe/capture follows this unit on the writer (W-7, S-5).

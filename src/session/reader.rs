@@ -9,7 +9,7 @@ use super::*;
 use crate::cluster::stats::Counter;
 use crate::policy::ErrorFacts;
 use crate::protocol::backend::{BackendMessage, ErrorFields};
-use crate::protocol::{LsnField, Rfq};
+use crate::protocol::{tag, LsnField, Rfq};
 
 /// The WARNING a backend sends just before its server closes the connection under it
 /// (PostgreSQL's `quickdie`): an immediate shutdown (57P01) or a crash restart (57P02). No
@@ -121,6 +121,12 @@ impl Session {
                     self.apply_disp(conn, t, body, Disp::Discard);
                     return;
                 }
+                if a.req == Some(Req::Execute)
+                    && self.unit(id).is_some_and(|u| u.row_limit > 0)
+                    && self.row_limited_answer(conn, id, t, body)
+                {
+                    return;
+                }
                 if a.result_begins {
                     self.result_begins(id);
                 }
@@ -128,6 +134,81 @@ impl Session {
                 self.apply_disp(conn, t, body, d);
             }
         }
+    }
+
+    /// E-4: an answer to a reader attempt's held row-limited Execute, the first of a batch
+    /// inside a transaction block (`Shape::row_limit`). On the primary that portal outlives the
+    /// batch: a reader's does not, so the attempt stands only if nothing of the portal had to
+    /// survive. Its rows are held (nothing has reached the client) until it ends:
+    /// - CommandComplete (or EmptyQueryResponse): the portal ran to completion within its limit
+    ///   and is exhausted, as one run without a limit is: the held answers and the completion
+    ///   go to the client;
+    /// - PortalSuspended with a limit of 1: forwarded as well. PostgreSQL suspends a portal
+    ///   whose limit equals its rows even when no row remains (the executor stops at the
+    ///   limit), so every point read of asyncpg's `fetchrow`/`fetchval` (and pgjdbc's
+    ///   `setMaxRows(1)`) ends so. Such a client sends Bind/Execute/Sync and never runs the
+    ///   unnamed portal again (the next Bind or simple Query of the session replaces it); one
+    ///   that did, in a later batch, would not find it (README, E-4);
+    /// - PortalSuspended with a larger limit (rows remain, as a fetch size asks), or rows past
+    ///   what may be held (`MAX_HELD`): the attempt is abandoned, the rest of its answer
+    ///   swallowed, and the batch runs again on the writer at the reader's RFQ, where the
+    ///   portal survives — the client sees only the writer's answers (F-2's retry).
+    ///
+    /// Returns whether the message was dealt with here.
+    fn row_limited_answer(&mut self, conn: ConnId, id: u32, t: u8, body: &[u8]) -> bool {
+        let limit = self.unit(id).map_or(0, |u| u.row_limit);
+        match t {
+            tag::DATA_ROW if self.held.len() + body.len() + 5 <= MAX_HELD => {
+                self.apply_disp(conn, t, body, Disp::Hold);
+                true
+            }
+            tag::PORTAL_SUSPENDED if limit == 1 => {
+                self.row_limited_ended(id);
+                false
+            }
+            tag::DATA_ROW | tag::PORTAL_SUSPENDED => {
+                self.row_limited_abandoned(id);
+                self.apply_disp(conn, t, body, Disp::Discard);
+                true
+            }
+            _ => {
+                self.row_limited_ended(id);
+                false
+            }
+        }
+    }
+
+    /// E-4: the held row-limited Execute ended on the reader: its result begins, the held
+    /// answers go first.
+    fn row_limited_ended(&mut self, id: u32) {
+        if let Some(u) = self.unit_mut(id) {
+            u.row_limit = 0;
+        }
+        self.result_begins(id);
+    }
+
+    /// E-4: the held row-limited Execute's portal would have to outlive the batch (or its
+    /// rows outgrew what may be held): nothing more of this attempt reaches the client, and
+    /// the batch runs on the writer once the reader's RFQ arrives.
+    pub(super) fn row_limited_abandoned(&mut self, id: u32) {
+        if let Some(u) = self.unit_mut(id) {
+            u.row_limit = -1;
+            u.failure = Some((FailureClass::ReusableError, Recovery::RetryWriter));
+            u.failure_text = Some("a row-limited Execute's portal must outlive its batch".into());
+        }
+    }
+
+    /// E-4: the batch of an abandoned row-limited attempt runs again on the writer. Not a
+    /// failure of the reader (F-2/P-3 step 3 do not apply): the transaction's later reads may
+    /// still split, and the reader stays pinned.
+    fn row_limited_on_writer(&mut self, id: u32) {
+        self.statements.forget_shapes_of(id);
+        self.held.clear();
+        if let Some(u) = self.unit_mut(id) {
+            u.decision.attempt += 1;
+            u.row_limit = 0;
+        }
+        self.send_orig_to_writer(id, Reason::BatchRowLimitedInTxn);
     }
 
     /// Whether a reader's RFQ ending unit `id` is, byte for byte, the RFQ `client_rfq` would
@@ -420,6 +501,14 @@ impl Session {
         }
         self.with_reader_ref(i, |e, r, s| e.reader_answered(r, s));
         let pinned = self.pin.is_some_and(|p| p.conn == conn);
+        if self.unit(id).is_some_and(|u| u.row_limit < 0) {
+            // E-4: abandoned, not failed: the reader answered as asked.
+            if !pinned {
+                self.hand_back(conn, settings_unknown);
+            }
+            self.row_limited_on_writer(id);
+            return;
+        }
         match failure {
             Some((class, rec)) if rec != Recovery::ForwardOriginal => {
                 // The connection is still usable (not lost): return it, unpinned.

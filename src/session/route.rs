@@ -324,6 +324,7 @@ impl Session {
             failure: None,
             failure_text: None,
             result_started: false,
+            row_limit: 0,
             saw_error: false,
             probe_after: false,
             may_open_txn,
