@@ -3,7 +3,7 @@
 
 use polarsplit::internals::classify::{
     classify, classify_with_policy, Access, Classification, Classifier, DiscardWhat, Effects,
-    FunctionPolicy, Kind, Limits, NotSafe as Ns, Span, Var, WriteFunctions,
+    FunctionPolicy, Kind, Limits, NameKey, NotSafe as Ns, Span, Var, WriteFunctions,
 };
 use polarsplit::{Isolation, UnknownFunctions};
 
@@ -441,20 +441,20 @@ const TABLE: &[Row] = &[
     ("DISCARD SEQUENCES", Kind::Discard(DiscardWhat::Sequences), Ns::NotARead, N, false),
     ("DISCARD", U, Ns::Unparseable, N, false),
     ("DISCARD everything", U, Ns::Unparseable, N, false),
-    ("LISTEN ch", Kind::Listen, Ns::NotARead, N, false),
-    ("LISTEN \"Ch\"", Kind::Listen, Ns::NotARead, N, false),
-    ("UNLISTEN ch", Kind::Unlisten { all: false }, Ns::NotARead, N, false),
-    ("UNLISTEN *", Kind::Unlisten { all: true }, Ns::NotARead, N, false),
-    ("DECLARE c CURSOR FOR SELECT 1", Kind::DeclareCursor { with_hold: false }, Ns::NotARead, N, false),
-    ("DECLARE c BINARY INSENSITIVE NO SCROLL CURSOR WITH HOLD FOR SELECT * FROM t", Kind::DeclareCursor { with_hold: true }, Ns::NotARead, N, false),
-    ("DECLARE c SCROLL CURSOR WITHOUT HOLD FOR SELECT 1", Kind::DeclareCursor { with_hold: false }, Ns::NotARead, N, false),
-    ("DECLARE c CURSOR WITH HOLD FOR SELECT pg_advisory_lock(1)", Kind::DeclareCursor { with_hold: true }, Ns::NotARead, AL, false),
-    ("DECLARE c CURSOR FOR SELECT pg_advisory_unlock_all()", Kind::DeclareCursor { with_hold: false }, Ns::NotARead, N, false),
+    ("LISTEN ch", Kind::Listen { channel: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("LISTEN \"Ch\"", Kind::Listen { channel: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("UNLISTEN ch", Kind::Unlisten { all: false, channel: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("UNLISTEN *", Kind::Unlisten { all: true, channel: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("DECLARE c CURSOR FOR SELECT 1", Kind::DeclareCursor { with_hold: false, cursor: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("DECLARE c BINARY INSENSITIVE NO SCROLL CURSOR WITH HOLD FOR SELECT * FROM t", Kind::DeclareCursor { with_hold: true, cursor: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("DECLARE c SCROLL CURSOR WITHOUT HOLD FOR SELECT 1", Kind::DeclareCursor { with_hold: false, cursor: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("DECLARE c CURSOR WITH HOLD FOR SELECT pg_advisory_lock(1)", Kind::DeclareCursor { with_hold: true, cursor: NameKey::UNREADABLE }, Ns::NotARead, AL, false),
+    ("DECLARE c CURSOR FOR SELECT pg_advisory_unlock_all()", Kind::DeclareCursor { with_hold: false, cursor: NameKey::UNREADABLE }, Ns::NotARead, N, false),
     ("FETCH 10 FROM c", Kind::Fetch, Ns::NotARead, N, false),
     ("FETCH ALL IN c", Kind::Fetch, Ns::NotARead, N, false),
     ("MOVE NEXT IN c", Kind::Fetch, Ns::NotARead, N, false),
-    ("CLOSE c", Kind::Close { all: false }, Ns::NotARead, N, false),
-    ("CLOSE ALL", Kind::Close { all: true }, Ns::NotARead, N, false),
+    ("CLOSE c", Kind::Close { all: false, cursor: NameKey::UNREADABLE }, Ns::NotARead, N, false),
+    ("CLOSE ALL", Kind::Close { all: true, cursor: NameKey::UNREADABLE }, Ns::NotARead, N, false),
     ("PREPARE p AS SELECT 1", Kind::Prepare, Ns::NotARead, N, false),
     ("PREPARE p (int, text) AS SELECT $1, $2", Kind::Prepare, Ns::NotARead, N, false),
     ("PREPARE p AS UPDATE t SET x = 1", Kind::Prepare, Ns::NotARead, N, false),
@@ -479,12 +479,66 @@ const TABLE: &[Row] = &[
 ];
 
 /// Spans are checked elsewhere; compare SET/RESET by variable and scope only.
+/// The table's rows compare kinds without their spans and name keys (`s4_names_…` checks those).
 fn norm(k: Kind) -> Kind {
+    const X: NameKey = NameKey::UNREADABLE;
     match k {
         Kind::Set { var, local, .. } => set(var, local),
         Kind::Reset { var, .. } => reset(var),
+        Kind::Listen { .. } => Kind::Listen { channel: X },
+        Kind::Unlisten { all, .. } => Kind::Unlisten { all, channel: X },
+        Kind::DeclareCursor { with_hold, .. } => Kind::DeclareCursor {
+            with_hold,
+            cursor: X,
+        },
+        Kind::Close { all, .. } => Kind::Close { all, cursor: X },
         k => k,
     }
+}
+
+/// S-4: the name a LISTEN, UNLISTEN, DECLARE or CLOSE names, as the server reads it: unquoted
+/// folded to lower case, quoted kept, `U&"…"` decoded; `*` and `ALL` name none; a name the
+/// server refuses is unreadable (and the statement fails there).
+#[test]
+fn s4_names_of_cursors_and_channels_are_the_servers() {
+    fn key(sql: &str) -> NameKey {
+        match one(sql).first().kind {
+            Kind::Listen { channel } | Kind::Unlisten { channel, .. } => channel,
+            Kind::DeclareCursor { cursor, .. } | Kind::Close { cursor, .. } => cursor,
+            k => panic!("{sql:?}: {k:?}"),
+        }
+    }
+    let of = |n: &str| NameKey::of(n.as_bytes());
+    for (sql, name) in [
+        ("LISTEN ch", "ch"),
+        ("listen CH", "ch"),
+        ("LISTEN \"ch\"", "ch"),
+        ("LISTEN \"Ch\"", "Ch"),
+        ("LISTEN /* c */ \"a\"\"b\"", "a\"b"),
+        ("UNLISTEN Ch", "ch"),
+        ("UNLISTEN U&\"C\\0068\"", "Ch"),
+        ("DECLARE \"h1\" CURSOR WITH HOLD FOR SELECT 1", "h1"),
+        ("DECLARE H1 NO SCROLL CURSOR WITH HOLD FOR SELECT 1", "h1"),
+        ("DECLARE \"H1\" CURSOR FOR SELECT 1", "H1"),
+        ("CLOSE \"h1\"", "h1"),
+        ("close H1", "h1"),
+        ("CLOSE \"all\"", "all"),
+        ("CLOSE \"H1\"", "H1"),
+    ] {
+        assert_eq!(key(sql), of(name), "{sql:?}");
+        assert!(key(sql).is_readable(), "{sql:?}");
+    }
+    assert_ne!(of("Ch"), of("ch"));
+    let long = "x".repeat(70);
+    assert_eq!(
+        key(&format!("LISTEN {long}")),
+        of(&long[..63]),
+        "cut to 63 bytes"
+    );
+    assert_eq!(key("UNLISTEN *"), NameKey::UNREADABLE);
+    assert_eq!(key("CLOSE ALL"), NameKey::UNREADABLE);
+    assert_eq!(key("CLOSE all"), NameKey::UNREADABLE);
+    assert_eq!(key("LISTEN U&\"\\zzzz\""), NameKey::UNREADABLE);
 }
 
 fn one(sql: &str) -> Classification {

@@ -3,14 +3,18 @@
 //! EXPLAIN's options, CREATE TEMP …), over a fresh lexer on the statement's span. Whatever it does
 //! not recognise is `None`, which the caller turns into `Unknown` — never replica-safe.
 
+use super::ident::normalise;
 use super::keywords::{is_read_start, kw_of, Kw};
 use super::lexer::{Lexer, Tok, Token};
 use super::scan::{bytes, starts_with_pg_temp, Scan};
 use super::statement::read_verdict;
-use super::{Access, DiscardWhat, Effects, Isolation, Kind, NotSafe, Span, TxnOptions, Var};
+use super::{
+    Access, DiscardWhat, Effects, Isolation, Kind, NameKey, NotSafe, Span, TxnOptions, Var,
+};
 
 /// A token cursor over one statement, comments skipped.
 pub(super) struct Cursor<'a> {
+    sql: &'a str,
     src: &'a [u8],
     lx: Lexer<'a>,
     last_end: usize,
@@ -19,6 +23,7 @@ pub(super) struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     pub(super) fn new(sql: &'a str, scan: &Scan, bq: bool) -> Cursor<'a> {
         Cursor {
+            sql,
             src: sql.as_bytes(),
             lx: Lexer::range(sql, scan.start, scan.end, bq),
             last_end: scan.start,
@@ -95,6 +100,12 @@ impl<'a> Cursor<'a> {
             }
             _ => None,
         }
+    }
+
+    /// A name, and its key as the server reads it (S-4).
+    fn name_key(&mut self) -> Option<NameKey> {
+        let t = self.name()?;
+        Some(normalise(self.sql, t).map_or(NameKey::UNREADABLE, |n| NameKey::of(n.as_bytes())))
     }
 
     /// `ALL` (true) or a name (false), as CLOSE and DEALLOCATE take.
@@ -209,27 +220,30 @@ pub(super) fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
         c.end()?;
         not_read(Kind::Discard(what))
     } else if is("listen") {
-        c.name()?;
+        let channel = c.name_key()?;
         c.end()?;
-        not_read(Kind::Listen)
+        not_read(Kind::Listen { channel })
     } else if is("unlisten") {
-        let all = if c.is_op(c.peek(), b"*") {
+        let (all, channel) = if c.is_op(c.peek(), b"*") {
             c.next();
-            true
+            (true, NameKey::UNREADABLE)
         } else {
-            c.name()?;
-            false
+            (false, c.name_key()?)
         };
         c.end()?;
-        not_read(Kind::Unlisten { all })
+        not_read(Kind::Unlisten { all, channel })
     } else if is("declare") {
         declare(c)
     } else if is("fetch") || is("move") {
         not_read(Kind::Fetch)
     } else if is("close") {
-        let all = c.all_or_name()?;
+        let (all, cursor) = if c.eat_kw("all") {
+            (true, NameKey::UNREADABLE)
+        } else {
+            (false, c.name_key()?)
+        };
         c.end()?;
-        not_read(Kind::Close { all })
+        not_read(Kind::Close { all, cursor })
     } else if is("prepare") {
         prepare(c)
     } else if is("execute") {
@@ -631,7 +645,7 @@ fn reset(c: &mut Cursor) -> Option<Head> {
 
 /// `DECLARE name [BINARY] [ASENSITIVE|INSENSITIVE] [[NO] SCROLL] CURSOR [WITH|WITHOUT HOLD] FOR q`
 fn declare(c: &mut Cursor) -> Option<Head> {
-    c.name()?;
+    let cursor = c.name_key()?;
     loop {
         if c.eat_kw("cursor") {
             break;
@@ -656,7 +670,7 @@ fn declare(c: &mut Cursor) -> Option<Head> {
     };
     c.expect_kw("for")?;
     c.peek()?;
-    not_read(Kind::DeclareCursor { with_hold })
+    not_read(Kind::DeclareCursor { with_hold, cursor })
 }
 
 /// `PREPARE TRANSACTION 'gid'` (two-phase commit: a write) or `PREPARE name [(types)] AS stmt`.

@@ -159,6 +159,40 @@ impl Var {
     }
 }
 
+/// The name of a cursor or a notification channel as the server reads it (unquoted names folded
+/// to lower case, quoted ones kept, `U&"…"` decoded, cut to 63 bytes), as a 64-bit digest keyed
+/// per process: what the S-4 hazards that end (open `WITH HOLD` cursors, channels listened) are
+/// made of. A digest rather than the text, so a classification stays small and holds no text and
+/// an extended-protocol Execute, whose statement text is gone by the time its effects apply,
+/// still names its cursor or channel. [`NameKey::UNREADABLE`]: a name the classifier could not
+/// read as the server would (the server refuses it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NameKey([u32; 2]);
+
+impl NameKey {
+    pub const UNREADABLE: NameKey = NameKey([0, 0]);
+
+    /// The key of a name as the server reads it (already normalised).
+    pub fn of(name: &[u8]) -> NameKey {
+        let h = crate::pool::KeyedHash::new()
+            .bytes(b"S-4 name")
+            .field(name)
+            .finish();
+        // Never the unreadable key.
+        let h = if h == 0 { 1 } else { h };
+        NameKey([(h >> 32) as u32, h as u32])
+    }
+
+    pub fn is_readable(self) -> bool {
+        self != NameKey::UNREADABLE
+    }
+
+    /// As one number (non-zero when readable).
+    pub fn get(self) -> u64 {
+        (u64::from(self.0[0]) << 32) | u64::from(self.0[1])
+    }
+}
+
 /// What `DISCARD` discards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DiscardWhat {
@@ -214,20 +248,26 @@ pub enum Kind {
     /// RESET ALL.
     ResetAll,
     Discard(DiscardWhat),
-    Listen,
-    /// UNLISTEN channel / UNLISTEN * (`all`).
+    /// LISTEN channel.
+    Listen {
+        channel: NameKey,
+    },
+    /// UNLISTEN channel / UNLISTEN * (`all`, `channel` unreadable).
     Unlisten {
         all: bool,
+        channel: NameKey,
     },
-    /// DECLARE … CURSOR [WITH HOLD].
+    /// DECLARE name … CURSOR [WITH HOLD].
     DeclareCursor {
         with_hold: bool,
+        cursor: NameKey,
     },
     /// FETCH / MOVE.
     Fetch,
-    /// CLOSE name / CLOSE ALL.
+    /// CLOSE name / CLOSE ALL (`all`, `cursor` unreadable).
     Close {
         all: bool,
+        cursor: NameKey,
     },
     /// SQL-level PREPARE.
     Prepare,
@@ -392,7 +432,7 @@ impl StatementInfo {
             | Kind::Discard(_)
             | Kind::Deallocate { .. }
             | Kind::Close { .. }
-            | Kind::Listen
+            | Kind::Listen { .. }
             | Kind::Unlisten { .. }
             | Kind::Prepare
             | Kind::Empty => false,

@@ -2,7 +2,7 @@
 //! (S-3), hazards (S-4), whether the writer's session state must be captured again (S-5), and
 //! the client's prepared statements (E-2).
 
-use super::state::{Hazards, MAX_CUSTOM_NAMES};
+use super::state::{Hazards, HeldNames, MAX_CUSTOM_NAMES};
 use super::*;
 use crate::classify::{DiscardWhat, Effects, Kind, StatementInfo, Var};
 
@@ -240,18 +240,112 @@ impl Session {
         self.catalog_changed();
     }
 
+    /// The S-4 names, made room for.
+    fn held_mut(&mut self) -> &mut HeldNames {
+        self.held_names.get_or_insert_with(Box::default)
+    }
+
+    /// The `WITH HOLD` cursor and `LISTEN` hazards as their names say, and the names given back
+    /// once none is left.
+    fn sync_held(&mut self) {
+        let (cursor, channel) = self
+            .held_names
+            .as_ref()
+            .map_or((false, false), |h| (h.has_cursor(), h.has_channel()));
+        for (h, on) in [(Hazards::HOLD_CURSOR, cursor), (Hazards::LISTEN, channel)] {
+            if on {
+                self.hazards.set(h);
+            } else {
+                self.hazards.clear(h);
+            }
+        }
+        if self.held_names.as_ref().is_some_and(|h| h.is_empty()) {
+            self.held_names = None;
+        }
+    }
+
+    /// S-4: a transaction block ended at this RFQ: what of it the statements did not settle
+    /// (an end the engine did not see) is settled on the safe side.
+    pub(super) fn held_block_over(&mut self) {
+        if let Some(h) = self.held_names.as_mut().filter(|h| h.in_block()) {
+            h.block_ended_unseen();
+            self.sync_held();
+        }
+    }
+
+    /// S-4: what one statement does to the open `WITH HOLD` cursors and the channels listened
+    /// on. `in_txn`: it ran in a transaction block; `ran`: it may have run (it succeeded, or
+    /// something else of its unit failed); `sure`: it and its whole unit succeeded and their
+    /// implicit transaction committed; `failed_block`: the block it ran in had failed (a COMMIT
+    /// there rolls back).
+    fn held_effects(
+        &mut self,
+        s: &StatementInfo,
+        in_txn: bool,
+        (success, ran, sure): (bool, bool, bool),
+        failed_block: &mut bool,
+    ) {
+        match s.kind {
+            // Counted also when it may have failed: the safe side.
+            Kind::DeclareCursor {
+                with_hold: true,
+                cursor,
+            } if ran => self.held_mut().declare(cursor, in_txn),
+            Kind::Listen { channel } if ran => self.held_mut().listen(channel, in_txn),
+            // Immediate, whatever block it ran in: no ROLLBACK brings a cursor back.
+            Kind::Close { all, cursor } if success && self.held_names.is_some() => {
+                let h = self.held_mut();
+                if all {
+                    h.close_all();
+                } else {
+                    h.close(cursor);
+                }
+            }
+            Kind::Unlisten { all, channel } if sure && self.held_names.is_some() => {
+                self.held_mut().unlisten((!all).then_some(channel), in_txn);
+            }
+            Kind::Begin(_) => *failed_block = false,
+            Kind::RollbackToSavepoint => {
+                if let Some(h) = self.held_names.as_mut() {
+                    h.rollback_to_savepoint();
+                }
+                *failed_block = !success;
+            }
+            Kind::Commit { .. } | Kind::Rollback { .. } => {
+                if let Some(h) = self.held_names.as_mut() {
+                    match s.kind {
+                        _ if !sure => h.block_ended_unseen(),
+                        Kind::Commit { .. } if !*failed_block => h.commit(),
+                        _ => h.rollback(),
+                    }
+                }
+                *failed_block = false;
+            }
+            Kind::Discard(DiscardWhat::All) if success => self.held_names = None,
+            _ => return,
+        }
+        self.sync_held();
+    }
+
     /// S-3/S-4/S-5/E-2 effects of a statement string that ran on the writer, statement by
-    /// statement.
+    /// statement. `settled`: its ReadyForQuery came (false for a batch the client closed
+    /// without a Sync: its implicit transaction may still roll back); `alone`: `class` is all
+    /// its unit ran (a failure is then its own).
     pub(super) fn apply_effects(
         &mut self,
         class: &Classification,
         sql: Option<&[u8]>,
         success: bool,
         was_active: bool,
+        (settled, alone): (bool, bool),
     ) {
         let text = sql.and_then(|b| std::str::from_utf8(b).ok());
         let mut in_txn = was_active;
+        let mut failed_block = was_active && self.txn.failed;
+        let ran = success || !(alone && class.count() == 1);
         for s in class.statements() {
+            let outcome = (success, ran, success && settled);
+            self.held_effects(s, in_txn, outcome, &mut failed_block);
             let e = s.effects;
             // Hazards are set even if the string failed (conservative); cleared only on success.
             if e.contains(Effects::CREATES_TEMP) {
@@ -392,10 +486,6 @@ impl Session {
                     DiscardWhat::Temp => self.hazards.clear(Hazards::TEMP),
                     _ => {}
                 },
-                Kind::Listen => self.hazards.set(Hazards::LISTEN),
-                Kind::Unlisten { all: true } if success => self.hazards.clear(Hazards::LISTEN),
-                Kind::DeclareCursor { with_hold: true } => self.hazards.set(Hazards::HOLD_CURSOR),
-                Kind::Close { all: true } if success => self.hazards.clear(Hazards::HOLD_CURSOR),
                 Kind::Prepare => self.hazards.set(Hazards::PREPARE),
                 Kind::Deallocate { all: true } if success => {
                     self.hazards.clear(Hazards::PREPARE);

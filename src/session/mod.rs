@@ -482,6 +482,10 @@ pub struct Session {
     ddl_in_block: bool,
     writer_status: TxStatus,
     hazards: Hazards,
+    /// What the `WITH HOLD` cursor and `LISTEN` hazards are made of (S-4), only while either
+    /// exists or a block's outcome still decides one. (Its 8 bytes are paid for by
+    /// `Startup::causal_token`'s boxed slot.)
+    held_names: Option<Box<state::HeldNames>>,
     settings: SessionSettings,
     statements: ClientStatements,
     /// Boxed: most sessions never read, and this one holds 72 bytes (a reading session pays
@@ -593,6 +597,7 @@ impl Session {
             ddl_in_block: false,
             writer_status: TxStatus::Idle,
             hazards: Hazards::default(),
+            held_names: None,
             settings: SessionSettings::default(),
             statements: ClientStatements::default(),
             reader_startup: None,

@@ -91,7 +91,8 @@ pub struct Startup {
     /// `polarsplit.report_token=on` (C-1): the token as a ParameterStatus when it rises.
     pub report_token: bool,
     /// `polarsplit.causal_token=<token>` (C-2), as given; applied once the session is ready.
-    pub causal_token: Option<String>,
+    /// (Boxed, not a `String`: the session's room for its S-4 names.)
+    pub causal_token: Option<Box<str>>,
 }
 
 /// Splits `options` into its words: whitespace separates them unless escaped by `\`.
@@ -265,7 +266,7 @@ impl Startup {
                         "on" | "true" | "1" | "yes"
                     )
                 }
-                crate::token::SETTING => s.causal_token = Some(value),
+                crate::token::SETTING => s.causal_token = Some(value.into_boxed_str()),
                 _ => {}
             }
         }

@@ -2,7 +2,7 @@
 //! (S-4) and the writer's session state as captured from the writer (S-5). Plain data with
 //! small, explicit transitions.
 
-use crate::classify::Isolation;
+use crate::classify::{Isolation, NameKey};
 use crate::protocol::{Lsn, Marker};
 
 /// S-1: what the session has written and observed, bound to a writer generation.
@@ -229,6 +229,176 @@ impl Hazards {
     /// Clears every hazard but those of `keep`.
     pub(crate) fn retain(&mut self, keep: &[Hazards]) {
         self.0 &= keep.iter().fold(0, |m, h| m | h.0);
+    }
+}
+
+/// Most names of each kind (cursors, channels, a block's LISTEN/UNLISTEN) [`HeldNames`] follows:
+/// beyond it the hazard stays until it is cleared whole (`CLOSE ALL`, `UNLISTEN *`,
+/// `DISCARD ALL`).
+pub(crate) const MAX_HELD_NAMES: usize = 64;
+
+/// S-4: what the two hazards that end by name are made of — the `WITH HOLD` cursors open on the
+/// writer and the channels it listens on — so each clears once nothing of it is left (a psycopg
+/// `cursor(name, withhold=True)` closed with `CLOSE "name"`; `LISTEN x; UNLISTEN x`). Names are
+/// [`NameKey`](crate::classify::NameKey)s (the name as the server reads it). Held by the session
+/// boxed, only while there is something to hold: an idle session without either hazard pays 8
+/// bytes for the empty box pointer.
+///
+/// What the server does, measured on PostgreSQL 15: a `DECLARE … WITH HOLD` takes effect at once
+/// and is undone by a ROLLBACK of the block it ran in (and of its savepoint); a `CLOSE` takes
+/// effect at once and no ROLLBACK brings the cursor back; `LISTEN`/`UNLISTEN` take effect at the
+/// COMMIT of their block, in order, and a ROLLBACK (also to a savepoint) drops them; `DISCARD
+/// ALL` ends both, `DISCARD TEMP/PLANS/SEQUENCES` neither. Whatever the engine cannot tell for
+/// sure counts for the hazard: a name it cannot follow makes the kind *unknown* until cleared
+/// whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HeldNames {
+    /// Open `WITH HOLD` cursors: key, and whether the open block declared it (then its
+    /// ROLLBACK closes it).
+    cursors: Vec<(u64, bool)>,
+    /// Channels listened on.
+    channels: Vec<u64>,
+    /// The open block's `LISTEN` (key, true) and `UNLISTEN` (key, false; key 0: `UNLISTEN *`),
+    /// in order: they take effect at its COMMIT.
+    pending: Vec<(u64, bool)>,
+    /// A `WITH HOLD` cursor the engine cannot name may be open.
+    cursors_unknown: bool,
+    /// A channel the engine cannot name may be listened on.
+    channels_unknown: bool,
+}
+
+impl HeldNames {
+    /// The session has a `WITH HOLD` cursor open, as far as the engine can tell.
+    pub(crate) fn has_cursor(&self) -> bool {
+        self.cursors_unknown || !self.cursors.is_empty()
+    }
+
+    /// The session listens on a channel, or will once its block commits.
+    pub(crate) fn has_channel(&self) -> bool {
+        self.channels_unknown || !self.channels.is_empty() || self.pending.iter().any(|p| p.1)
+    }
+
+    /// Nothing held: the box can go.
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == HeldNames::default()
+    }
+
+    /// `DECLARE … WITH HOLD` ran (`in_block`: inside a transaction block, which takes it back
+    /// if it rolls back).
+    pub(crate) fn declare(&mut self, key: NameKey, in_block: bool) {
+        let k = key.get();
+        if !key.is_readable() || self.cursors.len() >= MAX_HELD_NAMES {
+            self.cursors_unknown = true;
+        } else if let Some(c) = self.cursors.iter_mut().find(|c| c.0 == k) {
+            // A name the engine holds already (a DECLARE it counted although it failed).
+            c.1 &= in_block;
+        } else {
+            self.cursors.push((k, in_block));
+        }
+    }
+
+    /// `CLOSE name` succeeded: at once, whatever block it ran in.
+    pub(crate) fn close(&mut self, key: NameKey) {
+        self.cursors.retain(|c| c.0 != key.get());
+    }
+
+    /// `CLOSE ALL` succeeded.
+    pub(crate) fn close_all(&mut self) {
+        self.cursors.clear();
+        self.cursors_unknown = false;
+    }
+
+    /// `LISTEN` ran: at once outside a block (its implicit transaction committed), at the
+    /// block's COMMIT inside one.
+    pub(crate) fn listen(&mut self, key: NameKey, in_block: bool) {
+        if !key.is_readable() {
+            self.channels_unknown = true;
+        } else if in_block {
+            if self.pending.len() >= MAX_HELD_NAMES {
+                self.channels_unknown = true;
+            } else {
+                self.pending.push((key.get(), true));
+            }
+        } else {
+            self.add_channel(key.get());
+        }
+    }
+
+    /// `UNLISTEN name` (`None`: `UNLISTEN *`) succeeded: at once outside a block, at the
+    /// block's COMMIT inside one. A removal the engine cannot follow is dropped (the hazard
+    /// stays).
+    pub(crate) fn unlisten(&mut self, key: Option<NameKey>, in_block: bool) {
+        let k = key.map_or(0, NameKey::get);
+        if key.is_some_and(|k| !k.is_readable()) {
+            return;
+        }
+        if in_block {
+            if self.pending.len() < MAX_HELD_NAMES {
+                self.pending.push((k, false));
+            }
+        } else {
+            self.remove_channel(k);
+        }
+    }
+
+    fn add_channel(&mut self, k: u64) {
+        if self.channels.contains(&k) {
+            return;
+        }
+        if self.channels.len() >= MAX_HELD_NAMES {
+            self.channels_unknown = true;
+        } else {
+            self.channels.push(k);
+        }
+    }
+
+    fn remove_channel(&mut self, k: u64) {
+        if k == 0 {
+            self.channels.clear();
+            self.channels_unknown = false;
+        } else {
+            self.channels.retain(|&c| c != k);
+        }
+    }
+
+    /// The block committed: its cursors stay open, its LISTEN/UNLISTEN take effect in order.
+    pub(crate) fn commit(&mut self) {
+        for c in &mut self.cursors {
+            c.1 = false;
+        }
+        for (k, listen) in std::mem::take(&mut self.pending) {
+            if listen {
+                self.add_channel(k);
+            } else {
+                self.remove_channel(k);
+            }
+        }
+    }
+
+    /// The block rolled back: the cursors it declared are gone (those it closed stay closed),
+    /// its LISTEN/UNLISTEN never happened.
+    pub(crate) fn rollback(&mut self) {
+        self.cursors.retain(|c| !c.1);
+        self.pending.clear();
+    }
+
+    /// `ROLLBACK TO SAVEPOINT`: the engine does not follow where savepoints are, so it keeps
+    /// the block's cursors (the server may have closed some) and its LISTENs (the server may
+    /// have dropped some), and drops its UNLISTENs (the server may have dropped them).
+    pub(crate) fn rollback_to_savepoint(&mut self) {
+        self.pending.retain(|p| p.1);
+    }
+
+    /// The block ended and the engine cannot tell how (a COMMIT in a string that failed, an end
+    /// it did not see): what it may have added stays, what it may have removed does not count.
+    pub(crate) fn block_ended_unseen(&mut self) {
+        self.rollback_to_savepoint();
+        self.commit();
+    }
+
+    /// Whether a block's outcome still decides something.
+    pub(crate) fn in_block(&self) -> bool {
+        !self.pending.is_empty() || self.cursors.iter().any(|c| c.1)
     }
 }
 
@@ -518,6 +688,52 @@ mod tests {
         assert_eq!(s.role.as_deref(), Some(&b"reader_role"[..]));
         s.reset();
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn s4_held_names_follow_the_servers_rules_and_go_when_empty() {
+        // Allocated only while a hazard exists: keep it small.
+        assert!(std::mem::size_of::<HeldNames>() <= 80);
+        let k = |n: &str| NameKey::of(n.as_bytes());
+        let mut h = HeldNames::default();
+        h.declare(k("h"), true);
+        assert!(h.has_cursor() && h.in_block());
+        h.rollback();
+        assert!(h.is_empty(), "declared in a block that rolled back");
+        h.declare(k("h"), true);
+        h.commit();
+        assert!(h.has_cursor() && !h.in_block());
+        h.close(k("H"));
+        assert!(h.has_cursor(), "another name");
+        h.close(k("h"));
+        assert!(h.is_empty());
+        h.listen(k("x"), false);
+        h.unlisten(Some(k("x")), true);
+        h.rollback();
+        assert!(h.has_channel(), "the UNLISTEN was rolled back");
+        h.unlisten(None, true);
+        h.listen(k("d"), true);
+        h.commit();
+        assert_eq!(h.channels, vec![k("d").get()], "in order at COMMIT");
+        h.unlisten(Some(k("d")), true);
+        h.block_ended_unseen();
+        assert!(h.has_channel(), "an unseen end keeps what may have been");
+        h.unlisten(Some(NameKey::UNREADABLE), false);
+        assert!(h.has_channel());
+        h.unlisten(None, false);
+        assert!(h.is_empty());
+        for i in 0..=MAX_HELD_NAMES {
+            h.listen(k(&format!("c{i}")), false);
+        }
+        for i in 0..=MAX_HELD_NAMES {
+            h.unlisten(Some(k(&format!("c{i}"))), false);
+        }
+        assert!(
+            h.has_channel() && h.channels.is_empty(),
+            "one name was not followed"
+        );
+        h.unlisten(None, false);
+        assert!(h.is_empty());
     }
 
     #[test]

@@ -389,8 +389,10 @@ impl Session {
             {
                 self.lsn.write_pending = true;
             }
+            // Not settled: the Query behind it runs in the same implicit transaction.
+            let alone = execs.0.len() == 1;
             for c in execs.0.iter().flatten() {
-                self.apply_effects(c, None, !execs.1, was_active);
+                self.apply_effects(c, None, !execs.1, was_active, (false, alone));
             }
             if !was_active && !execs.1 {
                 // A BEGIN in it opened the block the Query behind it runs in (pgjdbc with
@@ -745,8 +747,16 @@ impl Session {
                 .statements()
                 .iter()
                 .any(|s| matches!(s.kind, Kind::Commit { .. }));
-            self.apply_effects(c, sql.as_deref(), !errored, was_active);
+            self.apply_effects(c, sql.as_deref(), !errored, was_active, (true, true));
         } else if kind == UnitKind::Batch && !execs.is_empty() {
+            // S-4: each Execute is applied as if the batch began where the session was: one
+            // that begins or ends a block in it leaves the others' block unsure.
+            let alone = execs.len() == 1;
+            let settled = alone
+                || !execs
+                    .iter()
+                    .flatten()
+                    .any(|c| super::effects::txn_block_edge(c).is_some());
             for c in execs.iter() {
                 match c {
                     Some(c) => {
@@ -754,7 +764,7 @@ impl Session {
                             .statements()
                             .iter()
                             .any(|s| matches!(s.kind, Kind::Commit { .. }));
-                        self.apply_effects(c, None, !errored, was_active);
+                        self.apply_effects(c, None, !errored, was_active, (settled, alone));
                     }
                     // Something the engine could not classify: as an unknown statement, it
                     // may have changed the session's state too (S-3, S-5).
@@ -787,6 +797,9 @@ impl Session {
             // block's end, which is this RFQ.
             let committed = prev_status == TxStatus::InTransaction && !errored && committed;
             self.end_txn(committed);
+        }
+        if !now_in_txn {
+            self.held_block_over();
         }
         if self.writer_continuation && kind != UnitKind::Batch {
             self.writer_continuation = false;
