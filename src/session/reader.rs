@@ -484,13 +484,21 @@ impl Session {
                 // its old position, or replaced by an older copy) served the session older data
                 // than it had just read there, until replay caught up (an examiner's finding,
                 // 2026-12-05). A sample taken after the read may be newer than what it showed:
-                // the session then waits for a little more than it must, never for less.
+                // the session then waits for a little more than it must, never for less. Only
+                // fresh evidence counts (as for a target, `reader_lsn_max_age_ms`): a host that
+                // samples its standbys only for sessions that wrote (the Pgpool-II patch) would
+                // otherwise give every reading session a target no evidence can meet.
+                let (now, max_age) = (self.now, self.config.reader_lsn_max_age_ms);
                 let mut seen = None;
                 self.with_reader_ref(i, |e, _, s| {
                     seen = e
                         .readers()
                         .snapshot(s)
-                        .filter(|r| r.known && r.generation == generation)
+                        .filter(|r| {
+                            r.known
+                                && r.generation == generation
+                                && now.saturating_sub(r.sample_at_ms) <= max_age
+                        })
                         .map(|r| r.replay_lsn);
                 });
                 if let Some(l) = seen {

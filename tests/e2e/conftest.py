@@ -36,10 +36,12 @@ CREATE TABLE audit (id serial PRIMARY KEY, note text);
 CREATE FUNCTION log_note(t text) RETURNS text LANGUAGE sql AS $$
   INSERT INTO audit (note) VALUES (t) RETURNING note || '@' || inet_server_port()::text
 $$;
--- Mislabelled IMMUTABLE: the planner folds it at plan time, so a standby refuses it (no XIDs in
--- recovery) before sending any RowDescription. Its body is a built-in's C code (LANGUAGE
--- internal), which no host can report: the engine knows only the label.
-CREATE FUNCTION stamp() RETURNS bigint IMMUTABLE LANGUAGE internal AS 'pg_current_xact_id';
+-- An unlogged table: a standby refuses to read it ("cannot access temporary or unlogged relations
+-- during recovery", 0A000) before sending any RowDescription, and nothing tells the engine which
+-- tables are unlogged: its reads go to the standby, which refuses them, and run again on the
+-- primary (F-2).
+CREATE UNLOGGED TABLE scratch (n int);
+INSERT INTO scratch VALUES (1);
 GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC;
 GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO PUBLIC;
 """
