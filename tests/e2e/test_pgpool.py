@@ -393,7 +393,7 @@ def test_e2_pgpool_polarsplit_needs_a_reset_that_drops_prepared_statements(pair,
                 assert c.execute("SELECT %s::int + 1", (41,)).fetchone() == (42,)
         # The child logs it as the session starts; the log file is written by another process, so
         # the line is waited for (bounded) rather than expected at once.
-        line, deadline = "polarsplit: reset_query_list drops no prepared statements", time.time() + 5
+        line, deadline = "polarsplit: reset_query_list drops no prepared statements", time.time() + 15
         while line not in p.log_text() and time.time() < deadline:
             time.sleep(0.05)
         assert line in p.log_text()

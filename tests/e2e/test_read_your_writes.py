@@ -73,10 +73,29 @@ def test_primary_only_mode_relays_everything_to_the_primary(pair, tmp_path):
         stop_proxy(px)
 
 
+def quiet_primary(pair, quiet_s: float = 0.5, timeout_s: float = 60) -> None:
+    """Waits (bounded) until the primary's WAL insert position stays put for `quiet_s`."""
+    deadline = time.time() + timeout_s
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        last, since = None, time.time()
+        while time.time() < deadline:
+            lsn = c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+            if lsn != last:
+                last, since = lsn, time.time()
+            elif time.time() - since >= quiet_s:
+                return
+            time.sleep(0.05)
+
+
 def test_p4_once_the_standby_replayed_a_write_the_session_reads_there_again(pair, proxy):
     """Stock servers: the library positions a write from its post-write probe / the writer
     monitor, and a standby whose replay position (monitor samples) reached it serves the session
     again — with the write visible."""
+    # A read the primary serves shows its latest state, which the session's later reads must not
+    # go back from (S-1a): while the primary writes WAL without pause (autovacuum after the pgbench
+    # tests) that position moves ahead of a standby 200 ms late, and the reads rightly stay on the
+    # primary. Wait for a quiet primary first.
+    quiet_primary(pair)
     with psycopg.connect(proxy.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor) as c:
         c.execute("INSERT INTO kv VALUES (500, 0) ON CONFLICT (k) DO UPDATE SET v = 0")
         v = c.execute("UPDATE kv SET v = v + 1 WHERE k = 500 RETURNING v").fetchone()[0]
