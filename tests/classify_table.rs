@@ -9,6 +9,12 @@ use polarsplit::{Isolation, UnknownFunctions};
 
 const N: Effects = Effects::NONE;
 const SC: Effects = Effects::CALLS_SET_CONFIG;
+/// `set_config` of a built-in setting named by a literal (S-5: as a SET of it).
+const SCN: Effects = Effects(Effects::CALLS_SET_CONFIG.0 | Effects::SETS_CONFIG_BY_NAME.0);
+/// `set_config` of a placeholder named by a literal (noted by name before it is sent).
+const SCP: Effects = Effects(SCN.0 | Effects::SETS_PLACEHOLDER_BY_NAME.0);
+/// `set_config` of a built-in setting that may change how a statement parses (E-2).
+const SCR: Effects = Effects(SCN.0 | Effects::SETS_PARSE_SETTING_BY_NAME.0);
 const AL: Effects = Effects::ADVISORY_LOCK;
 const CODE: Effects = Effects::RUNS_CODE;
 const AX: Effects = Effects::ADVISORY_XACT_LOCK;
@@ -207,8 +213,24 @@ const TABLE: &[Row] = &[
     ("SELECT setval('s', 1)", RN, Ns::WriteFunction, N, false),
     ("SELECT currval('s')", RN, Ns::WriteFunction, N, false),
     ("SELECT lastval()", RN, Ns::WriteFunction, N, false),
-    ("SELECT set_config('a.b', 'c', false)", RN, Ns::WriteFunction, SC, false),
-    ("SELECT pg_catalog.set_config('search_path', 'x', true)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config('a.b', 'c', false)", RN, Ns::WriteFunction, SCP, false),
+    ("SELECT pg_catalog.set_config('search_path', 'x', true)", RN, Ns::WriteFunction, SCN, false),
+    // S-5: a setting named by a literal (cast to text, as pg_get_expr prints it, too) is followed
+    // as after a SET of it; any other first argument is code the engine cannot see into.
+    ("SELECT set_config('TimeZone', 'UTC', false)", RN, Ns::WriteFunction, SCR, false),
+    ("SELECT set_config('timezone'::text, 'UTC'::text, false)", RN, Ns::WriteFunction, SCR, false),
+    ("SELECT set_config('statement_timeout', '5s', false)", RN, Ns::WriteFunction, SCN, false),
+    ("SELECT set_config('app.tenant'::pg_catalog.text, $1, false)", RN, Ns::WriteFunction, SCP, false),
+    ("SELECT \"set_config\"('work_mem', '8MB', false), set_config('app.x', 'y', true)", RN, Ns::WriteFunction, Effects(SCP.0 | SCR.0), false),
+    ("SELECT set_config($1, 'UTC', false)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config(name, 'x', false) FROM t", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config('app.' || 'x', 'y', false)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config('TimeZone', 'UTC', false), set_config(lower('ROLE'), 'r', false)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config('seed', '0.5', false)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config('polar_enable_x', 'on', false)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config('a b', 'c', false)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT set_config('\"A\".b', 'c', false)", RN, Ns::WriteFunction, SC, false),
+    ("SELECT ('x').set_config", RN, Ns::WriteFunction, SC, false),
     ("SELECT setseed(0.5)", RN, Ns::WriteFunction, Effects::SEEDS_RANDOM, false),
     ("SELECT txid_current()", RN, Ns::WriteFunction, N, false),
     ("SELECT txid_current_if_assigned()", RN, Ns::WriteFunction, N, false),
@@ -229,7 +251,7 @@ const TABLE: &[Row] = &[
     ("SELECT myschema.pg_advisory_unlock_all()", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_advisory_unlock(1)", RN, Ns::WriteFunction, N, false),
     ("SELECT pg_advisory_unlock_shared(1)", RN, Ns::WriteFunction, N, false),
-    ("SELECT pg_advisory_lock(1), pg_advisory_xact_lock(2), set_config('a.b','c',true)", RN, Ns::WriteFunction, Effects(AL.0 | AX.0 | SC.0), false),
+    ("SELECT pg_advisory_lock(1), pg_advisory_xact_lock(2), set_config('a.b','c',true)", RN, Ns::WriteFunction, Effects(AL.0 | AX.0 | SCP.0), false),
     ("SELECT \"PG_ADVISORY_LOCK\"(1)", RN, Ns::WriteFunction, Effects(AL.0 | CODE.0), false),
     ("SELECT lo_create(0)", RN, Ns::WriteFunction, N, false),
     ("SELECT lo_unlink(1)", RN, Ns::WriteFunction, N, false),
@@ -335,7 +357,7 @@ const TABLE: &[Row] = &[
     ("SET TRANSACTION SNAPSHOT '00000003-0000001B-1'", W, Ns::NotARead, N, false),
     ("SET CONSTRAINTS ALL DEFERRED", W, Ns::NotARead, N, false),
     ("UPDATE t SET x = pg_advisory_lock(1)", W, Ns::NotARead, AL, false),
-    ("INSERT INTO t VALUES (set_config('a.b','c',false))", W, Ns::NotARead, SC, false),
+    ("INSERT INTO t VALUES (set_config('a.b','c',false))", W, Ns::NotARead, SCP, false),
     ("UPDATE t SET x = 1 WHERE pg_advisory_unlock_all() IS NOT NULL", W, Ns::NotARead, N, false),
     ("frobnicate the thing", W, Ns::NotARead, N, false),
 

@@ -228,6 +228,146 @@ fn s5_code_the_engine_cannot_see_into_keeps_the_session_on_the_writer_unless_cov
     assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
 }
 
+#[test]
+fn s5_set_config_of_a_setting_named_in_its_text_is_followed_as_a_set_of_it() {
+    // An examiner's finding of 2026-12-05: Django runs `SELECT set_config('TimeZone', 'UTC',
+    // false)` on every new connection whose TimeZone is not 'UTC'; as code the engine cannot
+    // see into it kept every read of the session on the writer for its lifetime. A literal name
+    // says which setting changed: captured, replayed, and the reads go on to readers.
+    for (sql, placeholder) in [
+        ("SELECT set_config('TimeZone', 'UTC', false)", None),
+        (
+            "SELECT pg_catalog.set_config('search_path'::text, 'public', false)",
+            None,
+        ),
+        (
+            "SELECT set_config('app.tenant', 'acme', false)",
+            Some("app.tenant"),
+        ),
+    ] {
+        let mut h = host();
+        h.client(&query(sql));
+        let sent = h.take_sent(WRITER);
+        assert!(sends_capture(&sent), "{sql}: captured behind it");
+        if let Some(name) = placeholder {
+            assert!(
+                String::from_utf8_lossy(&sent).contains(&format!("\"{name}\"")),
+                "{sql}: the capture asks for the placeholder by name"
+            );
+        }
+        let mut ans = select_result(&[""]);
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        let (n, v) = placeholder.map_or(("TimeZone", "UTC"), |n| (n, "acme"));
+        ans.extend(capture_answer(false, &[(n, v)], None));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        let acts = h.client(&query("SELECT * FROM orders"));
+        assert!(acquired(&acts), "{sql}: {acts:?}");
+    }
+    // A name the text does not say: as before, code the engine cannot see into.
+    for sql in [
+        "SELECT set_config(current_setting('app.which'), 'x', false)",
+        "SELECT set_config('app.' || 'tenant', 'acme', false)",
+        "SELECT set_config('seed', '0.5', false)",
+    ] {
+        let mut h = host();
+        h.client(&query(sql));
+        assert!(sends_capture(&h.take_sent(WRITER)), "{sql}");
+        let mut ans = select_result(&[""]);
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(false, &[], None));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        h.client(&query("SELECT * FROM orders"));
+        assert_eq!(h.last_decision().reason, Reason::SessionHazard, "{sql}");
+    }
+    // pg_temp on the search_path, however it got there: a later plain CREATE makes a temporary
+    // object, which readers do not have (S-4).
+    let mut h = host();
+    h.client(&query(
+        "SELECT set_config('search_path', 'pg_temp, public', false)",
+    ));
+    assert!(sends_capture(&h.take_sent(WRITER)));
+    let mut ans = select_result(&[""]);
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(
+        false,
+        &[("search_path", "pg_temp, public")],
+        None,
+    ));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    h.client(&query("SELECT * FROM orders"));
+    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+    // Inside a block: as a SET there — the block's reads stay on the writer, the capture
+    // follows its end.
+    let mut h = host();
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+    h.client(&query("SELECT set_config('TimeZone', 'UTC', true)"));
+    assert!(!sends_capture(&h.take_sent(WRITER)));
+    let mut ans = select_result(&[""]);
+    ans.extend(rfq(b'T', Some(0x1000), Some((b'x', ""))));
+    h.backend(WRITER, &ans);
+    h.client(&query("SELECT 1"));
+    assert_eq!(h.last_decision().reason, Reason::SplitSetInTxn);
+    h.writer_answers("SELECT 1", b'T', Some(0x1000), Some((b'x', "")));
+    h.take_sent(WRITER);
+    h.client(&query("COMMIT"));
+    h.writer_answers("COMMIT", b'I', Some(0x1000), None);
+    assert!(
+        sends_capture(&h.take_sent(WRITER)),
+        "captured once it ended"
+    );
+}
+
+#[test]
+fn s3_a_serializable_session_default_keeps_reads_outside_blocks_on_the_writer() {
+    // An examiner's finding of 2026-12-05 (Pgpool-II): under `default_transaction_isolation =
+    // serializable` an autocommit read went to the standby, which refuses serializable
+    // transactions ("cannot use serializable mode in a hot standby"); it was retried on the
+    // primary, but the setting replayed on the pooled standby connection then failed Pgpool's
+    // DISCARD ALL, and with replication_stop_on_mismatch Pgpool detached the standby. On the
+    // primary each such statement is a serializable transaction: it stays there.
+    for set in [
+        "SET default_transaction_isolation = 'serializable'",
+        "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+    ] {
+        let mut h = host();
+        h.client(&query(set));
+        assert!(sends_capture(&h.take_sent(WRITER)), "{set}");
+        let mut ans = command_complete("SET");
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(
+            false,
+            &[("default_transaction_isolation", "serializable")],
+            None,
+        ));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        let acts = h.client(&query("SELECT * FROM orders"));
+        assert!(!acquired(&acts), "{set}: {acts:?}");
+        assert_eq!(h.last_decision().reason, Reason::SessionHazard, "{set}");
+        h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+        h.take_client();
+        // Back to READ COMMITTED: the reads go on to readers.
+        h.client(&query(
+            "SET default_transaction_isolation = 'read committed'",
+        ));
+        assert!(sends_capture(&h.take_sent(WRITER)));
+        let mut ans = command_complete("SET");
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(
+            false,
+            &[("default_transaction_isolation", "read committed")],
+            None,
+        ));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        assert!(acquired(&h.client(&query("SELECT * FROM orders"))), "{set}");
+    }
+}
+
 /// `answer` (a capture's) with the row that says the session has temporary relations (S-4).
 fn with_temp_row(answer: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();

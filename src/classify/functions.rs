@@ -247,6 +247,11 @@ impl<'a> Rules<'a> {
             return c;
         }
         let apply = |s: &mut super::StatementInfo, v: Verdict| {
+            if v.effects.contains(Effects::CALLS_SET_CONFIG) {
+                // set_config called by a definition the statement runs: its text does not
+                // name the setting.
+                s.effects = s.effects.without(Effects::UNAMBIGUOUS_ONLY);
+            }
             s.effects |= v.effects;
             if v.why != NotSafe::None && s.kind == Kind::Read && s.not_safe == NotSafe::None {
                 s.kind = Kind::ReadNotSafe;
@@ -409,7 +414,9 @@ impl Verdict {
             };
             v = v.join(Verdict {
                 why,
-                effects: s.effects,
+                // What a definition's own text names is not what the statement that runs it
+                // names.
+                effects: s.effects.without(Effects::UNAMBIGUOUS_ONLY),
             });
         }
         if !any {

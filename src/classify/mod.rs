@@ -43,6 +43,7 @@ pub use functions::{
     MAX_FUNCTIONS_PER_DATABASE, MAX_OBJECTS_PER_DATABASE, MAX_SEQUENCES_PER_DATABASE,
 };
 pub use mentions::{prepared_mentions, Mention};
+pub use scan::set_config_names;
 pub(crate) use token_statement::token_command;
 pub use types::*;
 

@@ -24,8 +24,8 @@ use super::builtins::{self, flags, Builtin, BuiltinTable};
 use super::functions::{name_hash, short_name_hash, Call, NameSet, Rules};
 use super::ident::{normalise, Name};
 use super::keywords::{kw_of, Kw};
-use super::lexer::{self, Tok, Token};
-use super::{Effects, Limits, Span};
+use super::lexer::{self, Lexer, Tok, Token};
+use super::{Effects, Limits, Span, Var};
 
 /// Effects of calling a function by its normalised name (S-4). Independent of the configured
 /// lists: the session tracks these whatever else is listed. Compared case-insensitively: a
@@ -168,6 +168,81 @@ enum Setting {
     Cast(bool, u8),
 }
 
+/// What the first argument of a `set_config` call is (S-5): a name written as a literal tells
+/// which setting the call changes, so the capture can follow it as after a SET of that name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ConfigName {
+    None,
+    /// Just after `set_config(`.
+    Open,
+    /// After `set_config('<name>'`.
+    Literal,
+    /// Inside a cast of the literal to `text` (the steps of [`text_cast_step`]).
+    Cast(u8),
+}
+
+/// One token of a cast of a literal to `text` — `::text`, `::pg_catalog.text` — from step 1
+/// (after its first `:`): the next step, 0 once the cast is whole, `None` when it is no such cast.
+fn text_cast_step(step: u8, t: Token, sql: &str) -> Option<u8> {
+    let word = |w: &str| {
+        matches!(t.kind, Tok::Ident | Tok::QuotedIdent)
+            && normalise(sql, t).is_some_and(|n| n.as_str() == w)
+    };
+    match (step, t.kind) {
+        (1, Tok::Colon) => Some(2),
+        (2 | 4, _) if word("text") => Some(0),
+        (2, _) if word("pg_catalog") => Some(3),
+        (3, Tok::Dot) => Some(4),
+        _ => None,
+    }
+}
+
+/// Whether `set_config('<name>', …)` changes a setting the capture can follow as it follows a
+/// SET of that name (S-5): a built-in setting (no dot: `pg_settings` lists it, or the capture
+/// asks for it as `role`), or a placeholder (`app.tenant`) whose name the session then notes.
+/// Not `seed` (the random sequence, which no capture sees: as `setseed()`), not PolarDB's own
+/// settings (never replayed, P-5), not a name the server may read otherwise than as written.
+fn config_name_followed(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    !lower.is_empty()
+        && lower
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        && lower != "seed"
+        && !lower.starts_with("polar_")
+        && !lower.starts_with("_polar_")
+}
+
+/// The settings the `set_config` calls of one statement's text name as literals, as written
+/// (S-5: the session notes the placeholders among them, which the capture asks for by name).
+/// `None` when one call does not name its setting so ([`config_name_followed`]), or when the
+/// server may read the text's strings with other boundaries (a backslash in a plain literal).
+pub fn set_config_names(stmt: &str) -> Option<Vec<String>> {
+    let mut lx = Lexer::range(stmt, 0, stmt.len(), false);
+    let mut names = Vec::new();
+    let mut prev: Option<Token> = None;
+    let mut expect_name = false;
+    while let Some(t) = lx.next_token() {
+        if matches!(t.kind, Tok::LineComment | Tok::BlockComment) {
+            continue;
+        }
+        if std::mem::take(&mut expect_name) {
+            match plain_literal(stmt, t) {
+                Some(n) if config_name_followed(&n) => names.push(n),
+                _ => return None,
+            }
+        }
+        expect_name = t.kind == Tok::LParen
+            && prev.is_some_and(|p| {
+                matches!(p.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent)
+                    && normalise(stmt, p)
+                        .is_some_and(|n| n.as_str().eq_ignore_ascii_case("set_config"))
+            });
+        prev = Some(t);
+    }
+    (!lx.saw_plain_backslash() && !expect_name).then_some(names)
+}
+
 /// A call of a name whose verdict depends on its number of arguments ([`Builtin::ByArity`]),
 /// open: its arguments are counted up to its `)`.
 #[derive(Clone, Copy, Debug)]
@@ -279,6 +354,18 @@ pub(super) struct Scan {
     /// Bit d: a WITH list is open at depth d (its CTE names are not calls).
     with_lists: u64,
     setting: Setting,
+    /// The first argument of an open `set_config(` call.
+    config_name: ConfigName,
+    /// Calls `set_config` with names as literals ([`config_name_followed`]): how many, and
+    /// whether one of them is a placeholder (has a dot).
+    pub(super) set_config_named: u32,
+    pub(super) set_config_placeholder: bool,
+    /// One of those names is a setting that may change how a statement parses (E-2).
+    pub(super) set_config_parse_setting: bool,
+    /// Calls `set_config` in a way whose setting the text does not say.
+    pub(super) set_config_opaque: bool,
+    /// `x.set_config` names not (yet) followed by their `(`.
+    pub(super) set_config_attributes: u32,
     /// Open calls whose arguments are counted (innermost last).
     arity_calls: Vec<ArityCall>,
     /// `x.name` of [`Builtin::ByArity`] names (the token index of `name`), judged when the
@@ -334,6 +421,12 @@ impl Scan {
             atomic_depth: 0,
             with_lists: 0,
             setting: Setting::None,
+            config_name: ConfigName::None,
+            set_config_named: 0,
+            set_config_placeholder: false,
+            set_config_parse_setting: false,
+            set_config_opaque: false,
+            set_config_attributes: 0,
             arity_calls: Vec::new(),
             attr_arity: Vec::new(),
             prev: None,
@@ -399,6 +492,7 @@ impl Scan {
             }
         }
         self.setting_arg(t, sql, policy.builtins);
+        self.config_name_arg(t, sql);
         let name_like = matches!(t.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent);
         if name_like {
             if !(self.in_chain && matches!(self.prev, Some(p) if p.kind == Tok::Dot)) {
@@ -626,21 +720,44 @@ impl Scan {
                 }
             }
             Setting::Cast(sd, step) => {
-                let word = |w: &str| {
-                    matches!(t.kind, Tok::Ident | Tok::QuotedIdent)
-                        && normalise(sql, t).is_some_and(|n| n.as_str() == w)
-                };
-                self.setting = match (step, t.kind) {
-                    (1, Tok::Colon) => Setting::Cast(sd, 2),
-                    (2 | 4, _) if word("text") => Setting::Literal(sd),
-                    (2, _) if word("pg_catalog") => Setting::Cast(sd, 3),
-                    (3, Tok::Dot) => Setting::Cast(sd, 4),
-                    _ => {
+                self.setting = match text_cast_step(step, t, sql) {
+                    Some(0) => Setting::Literal(sd),
+                    Some(next) => Setting::Cast(sd, next),
+                    None => {
                         self.server_dependent = true;
                         Setting::None
                     }
                 };
             }
+        }
+    }
+
+    /// S-5: `set_config('<name>', …)` — a literal name, perhaps cast to `text`, then the next
+    /// argument — says which setting the call changes; anything else does not.
+    fn config_name_arg(&mut self, t: Token, sql: &str) {
+        match std::mem::replace(&mut self.config_name, ConfigName::None) {
+            ConfigName::None => {}
+            ConfigName::Open => match plain_literal(sql, t) {
+                Some(name) if config_name_followed(&name) => {
+                    if name.contains('.') {
+                        self.set_config_placeholder = true;
+                    } else if !Var::from_name(&name).leaves_parse_alone() {
+                        self.set_config_parse_setting = true;
+                    }
+                    self.config_name = ConfigName::Literal;
+                }
+                _ => self.set_config_opaque = true,
+            },
+            ConfigName::Literal => match t.kind {
+                Tok::Comma => self.set_config_named = self.set_config_named.saturating_add(1),
+                Tok::Colon => self.config_name = ConfigName::Cast(1),
+                _ => self.set_config_opaque = true,
+            },
+            ConfigName::Cast(step) => match text_cast_step(step, t, sql) {
+                Some(0) => self.config_name = ConfigName::Literal,
+                Some(next) => self.config_name = ConfigName::Cast(next),
+                None => self.set_config_opaque = true,
+            },
         }
     }
 
@@ -655,7 +772,13 @@ impl Scan {
             return;
         };
         let s = name.as_str();
-        self.effects |= call_effects(s).0;
+        let fx = call_effects(s).0;
+        self.effects |= fx;
+        if fx.contains(Effects::CALLS_SET_CONFIG) {
+            // Attribute notation passes one argument, no literal name; a qualified call
+            // (`pg_catalog.set_config(…)`) takes this back at its `(`.
+            self.set_config_attributes = self.set_config_attributes.saturating_add(1);
+        }
         if s == "current_setting" {
             // `('in_hot_standby'::text).current_setting`: the argument is not a plain literal.
             self.server_dependent = true;
@@ -695,6 +818,16 @@ impl Scan {
         self.function(s, policy, true);
         if s == "current_setting" {
             self.setting = Setting::Open;
+        }
+        if fx.contains(Effects::CALLS_SET_CONFIG) {
+            // A call inside the first argument of another is no literal name for that one.
+            if self.config_name != ConfigName::None {
+                self.set_config_opaque = true;
+            }
+            if matches!(self.prev2, Some(d) if d.kind == Tok::Dot) {
+                self.set_config_attributes = self.set_config_attributes.saturating_sub(1);
+            }
+            self.config_name = ConfigName::Open;
         }
     }
 

@@ -11,8 +11,9 @@
 //! - every token that is not a string, dollar-quoted string or number: identifiers (including
 //!   `U&"…" UESCAPE '<c>'`, which the lexer makes one token), keywords, operators, parameters;
 //! - the comments before the first token (`/* route=… */` hints are read there);
-//! - a literal right after `(` after `current_setting`, a quoted name or a `U&` name: the
-//!   argument of `current_setting` decides S-7 (a quoted or `U&` name may spell it);
+//! - a literal right after `(` after `current_setting`, `set_config`, a quoted name or a `U&`
+//!   name: the argument of `current_setting` decides S-7, and `set_config`'s first says which
+//!   setting it changes, S-5 (a quoted or `U&` name may spell them);
 //! - a string or dollar-quoted literal that may spell a date/time input of the transaction's
 //!   start (`now`, `today`, `tomorrow`, `yesterday`; any with a backslash or a `U&` prefix):
 //!   it makes a read unsplittable (`lexer::may_spell_txn_time`, P-5);
@@ -57,17 +58,23 @@ pub(super) struct Shape {
     elided: [(u16, u16); MAX_ELIDED],
 }
 
-/// Whether a name token may spell `current_setting`: a literal right after `name (` is then
-/// kept in the key (a quoted or `U&` name may spell it too).
+/// Whether a name token may spell `current_setting` or `set_config`: a literal right after
+/// `name (` is then kept in the key (a quoted or `U&` name may spell them too).
 fn may_name_setting(src: &[u8], t: Token) -> bool {
     match t.kind {
         Tok::QuotedIdent | Tok::UnicodeIdent => true,
-        Tok::Ident => {
-            t.end - t.start == 15
-                && src
-                    .get(t.start..t.end)
-                    .is_some_and(|w| w.eq_ignore_ascii_case(b"current_setting"))
-        }
+        Tok::Ident => src.get(t.start..t.end).is_some_and(names_setting_function),
+        _ => false,
+    }
+}
+
+/// `current_setting` (its argument decides S-7) or `set_config` (its first argument says which
+/// setting it changes, S-5), in any case.
+#[inline(always)]
+fn names_setting_function(word: &[u8]) -> bool {
+    match word.len() {
+        15 => word.eq_ignore_ascii_case(b"current_setting"),
+        10 => word.eq_ignore_ascii_case(b"set_config"),
         _ => false,
     }
 }
@@ -112,7 +119,7 @@ fn token_at(sql: &str, i: usize) -> Option<(usize, Class)> {
         _ if lexer::is_ident_start(b) => {
             let e = lexer::ident_end(src, i + 1);
             let word = src.get(i..e).unwrap_or(&[]);
-            if word.len() == 15 && word.eq_ignore_ascii_case(b"current_setting") {
+            if names_setting_function(word) {
                 (e, Class::Setting)
             } else {
                 (e, Class::Kept)

@@ -242,7 +242,7 @@ fn classify_lexed(sql: &str, policy: Rules<'_>, limits: &Limits) -> (Classificat
 /// lock release is believed, and the other reading's effects are added (and, with `runs_code`,
 /// code the engine cannot see into: neither reading need be the server's).
 fn merge_ambiguous(on: Classification, off: &Classification, runs_code: bool) -> Classification {
-    let mut extra = Effects(off.effects().0 & !Effects::ADVISORY_UNLOCK_ALL.0);
+    let mut extra = Effects(off.effects().0 & !Effects::UNAMBIGUOUS_ONLY.0);
     if runs_code {
         extra |= Effects::RUNS_CODE;
     }
@@ -254,7 +254,7 @@ fn merge_ambiguous(on: Classification, off: &Classification, runs_code: bool) ->
         if s.not_safe == NotSafe::None {
             s.not_safe = NotSafe::Unparseable;
         }
-        s.effects = Effects(s.effects.0 & !Effects::ADVISORY_UNLOCK_ALL.0);
+        s.effects = Effects(s.effects.0 & !Effects::UNAMBIGUOUS_ONLY.0);
         if i == 0 {
             s.effects |= extra;
         }
@@ -357,6 +357,21 @@ fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> State
     // are not tracked).
     if scan.unseen || is_do || first_is(b"call") || first_is(b"execute") {
         fx |= Effects::RUNS_CODE;
+    }
+    if fx.contains(Effects::CALLS_SET_CONFIG)
+        && scan.set_config_named > 0
+        && !scan.set_config_opaque
+        && scan.set_config_attributes == 0
+        && !scan.executes_sql
+        && !is_do
+    {
+        fx |= Effects::SETS_CONFIG_BY_NAME;
+        if scan.set_config_placeholder {
+            fx |= Effects::SETS_PLACEHOLDER_BY_NAME;
+        }
+        if scan.set_config_parse_setting {
+            fx |= Effects::SETS_PARSE_SETTING_BY_NAME;
+        }
     }
     if scan.error || scan.semicolon_in_parens {
         return info(Kind::Unknown, NotSafe::Unparseable, fx, span);

@@ -152,6 +152,34 @@ impl Var {
         }
     }
 
+    /// Whether a setting leaves the parse of a statement text as it was (E-2): a server
+    /// re-parses a prepared statement itself when `search_path` changed, and the others only
+    /// decide how results are written, which limits apply, or who runs it (checked at
+    /// execution). Every other setting — `standard_conforming_strings`, `TimeZone`, `DateStyle`,
+    /// `IntervalStyle`, `client_encoding`, and any the engine does not know
+    /// (`transform_null_equals`, `array_nulls`, `timezone_abbreviations`, …) — may decide what
+    /// the parse of a literal or an expression is.
+    pub fn leaves_parse_alone(self) -> bool {
+        matches!(
+            self,
+            Var::SearchPath
+                | Var::ApplicationName
+                | Var::StatementTimeout
+                | Var::LockTimeout
+                | Var::IdleInTransactionSessionTimeout
+                | Var::ExtraFloatDigits
+                | Var::ByteaOutput
+                | Var::Role
+                | Var::SessionAuthorization
+                | Var::DefaultTransactionIsolation
+                | Var::DefaultTransactionReadOnly
+                | Var::DefaultTransactionDeferrable
+                | Var::TransactionIsolation
+                | Var::TransactionReadOnly
+                | Var::Polar
+        )
+    }
+
     /// Whether a session-level SET of this variable is tracked (replayable on readers) rather
     /// than a hazard.
     pub fn is_tracked(self) -> bool {
@@ -367,6 +395,27 @@ impl Effects {
     /// PREPARED`, at a time and position the session never learns (S-1a): its reads stay on the
     /// writer from then on.
     pub const PREPARES_TXN: Effects = Effects(1 << 9);
+    /// With [`Effects::CALLS_SET_CONFIG`]: every `set_config` call of the statement's own text
+    /// names its setting as a literal the capture follows (S-5) — the statement changes the
+    /// session's state as a SET of those names would, and no code the engine cannot see does.
+    /// Never from a definition the statement runs (a view's, a function's body).
+    pub const SETS_CONFIG_BY_NAME: Effects = Effects(1 << 10);
+    /// With [`Effects::SETS_CONFIG_BY_NAME`]: one of those names is a placeholder (`app.tenant`),
+    /// which the capture asks for by name: the session notes the names from the text
+    /// ([`set_config_names`](super::set_config_names)) before the statement is sent.
+    pub const SETS_PLACEHOLDER_BY_NAME: Effects = Effects(1 << 11);
+    /// With [`Effects::SETS_CONFIG_BY_NAME`]: one of those names is a built-in setting that may
+    /// change how a statement text parses ([`Var::leaves_parse_alone`], E-2). A placeholder
+    /// changes no parse.
+    pub const SETS_PARSE_SETTING_BY_NAME: Effects = Effects(1 << 12);
+
+    /// What only a text read one way is believed to do: a lock release, settings named in it.
+    pub const UNAMBIGUOUS_ONLY: Effects = Effects(
+        Effects::ADVISORY_UNLOCK_ALL.0
+            | Effects::SETS_CONFIG_BY_NAME.0
+            | Effects::SETS_PLACEHOLDER_BY_NAME.0
+            | Effects::SETS_PARSE_SETTING_BY_NAME.0,
+    );
 
     pub fn contains(self, other: Effects) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
@@ -374,6 +423,11 @@ impl Effects {
 
     pub fn is_empty(self) -> bool {
         self.0 == 0
+    }
+
+    /// These effects without `other`'s.
+    pub fn without(self, other: Effects) -> Effects {
+        Effects(self.0 & !other.0)
     }
 }
 

@@ -13,7 +13,7 @@ pub(super) fn keeps_text(c: &Classification) -> bool {
         matches!(
             s.kind,
             Kind::Set { .. } | Kind::Reset { .. } | Kind::Deallocate { all: false } | Kind::Prepare
-        )
+        ) || s.effects.contains(Effects::SETS_PLACEHOLDER_BY_NAME)
     })
 }
 
@@ -23,7 +23,16 @@ pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
     // A read that calls only functions known to be read-safe (reported stable or immutable,
     // configured, hinted) runs code too, but code the engine was told is safe: no capture.
     (s.effects.contains(Effects::RUNS_CODE) && !s.is_replica_safe())
-        || s.effects.contains(Effects::CALLS_SET_CONFIG)
+        || s.effects.contains(Effects::CALLS_SET_CONFIG) && !sets_config_by_name(s)
+}
+
+/// Whether a statement's `set_config` calls all name their settings in its text (an examiner's
+/// finding of 2026-12-05: Django's `SELECT set_config('TimeZone', 'UTC', false)` at connect, as
+/// unseen code, kept every read of the session on the primary): it changes the session's state
+/// as a SET of those names would — a capture is due, and inside a block its reads stay on the
+/// writer — and the placeholders among the names are noted before it is sent.
+pub(super) fn sets_config_by_name(s: &StatementInfo) -> bool {
+    s.effects.contains(Effects::SETS_CONFIG_BY_NAME)
 }
 
 /// The server-side large-object functions (built-in object IDs, the same in every PostgreSQL
@@ -49,33 +58,6 @@ pub(super) fn is_large_object_function(oid: u32) -> bool {
     )
 }
 
-/// Whether a setting leaves the parse of a statement text as it was: a server re-parses a
-/// prepared statement itself when `search_path` changed, and the others only decide how results
-/// are written, which limits apply, or who runs it (checked at execution). Every other setting
-/// — `standard_conforming_strings`, `TimeZone`, `DateStyle`, `IntervalStyle`,
-/// `client_encoding`, and any the engine does not know (`transform_null_equals`, `array_nulls`,
-/// `timezone_abbreviations`, …) — may decide what the parse of a literal or an expression is.
-fn leaves_parse_alone(var: Var) -> bool {
-    matches!(
-        var,
-        Var::SearchPath
-            | Var::ApplicationName
-            | Var::StatementTimeout
-            | Var::LockTimeout
-            | Var::IdleInTransactionSessionTimeout
-            | Var::ExtraFloatDigits
-            | Var::ByteaOutput
-            | Var::Role
-            | Var::SessionAuthorization
-            | Var::DefaultTransactionIsolation
-            | Var::DefaultTransactionReadOnly
-            | Var::DefaultTransactionDeferrable
-            | Var::TransactionIsolation
-            | Var::TransactionReadOnly
-            | Var::Polar
-    )
-}
-
 /// Whether the statements may change the settings a server parses a statement under (E-2: a
 /// server keeps a prepared statement's parse, so its literals mean what they meant when the
 /// client prepared it): SET or RESET of a setting not known to leave the parse alone, RESET
@@ -83,11 +65,12 @@ fn leaves_parse_alone(var: Var) -> bool {
 pub(super) fn may_change_parse_rules(c: &Classification) -> bool {
     c.statements().iter().any(|s| {
         let sets = match s.kind {
-            Kind::Set { var, .. } | Kind::Reset { var, .. } => !leaves_parse_alone(var),
+            Kind::Set { var, .. } | Kind::Reset { var, .. } => !var.leaves_parse_alone(),
             Kind::ResetAll => true,
             _ => false,
         };
-        sets || runs_unseen_code(s)
+        // set_config: code the engine cannot see into, or a setting its text names that may.
+        sets || runs_unseen_code(s) || s.effects.contains(Effects::SETS_PARSE_SETTING_BY_NAME)
     })
 }
 
@@ -149,6 +132,17 @@ impl Session {
     /// before it is sent: the capture pipelined behind it asks for them by name (S-5).
     pub(super) fn note_custom_names(&mut self, class: &Classification, text: &str) {
         for s in class.statements() {
+            if s.effects.contains(Effects::SETS_PLACEHOLDER_BY_NAME) {
+                match crate::classify::set_config_names(s.span.of(text)) {
+                    Some(names) if names.iter().any(|n| n.contains('.')) => {
+                        for n in &names {
+                            self.note_placeholder_name(n);
+                        }
+                    }
+                    // The classifier saw a placeholder the text's names do not show: not followed.
+                    _ => self.hazards.set(Hazards::UNSEEN_CODE),
+                }
+            }
             let name = match s.kind {
                 Kind::Set {
                     var: Var::Other,
@@ -201,6 +195,7 @@ impl Session {
                     | Kind::SetSessionCharacteristics(_)
                     | Kind::Unknown
             ) || runs_unseen_code(s)
+                || s.effects.contains(Effects::CALLS_SET_CONFIG)
                 || (self.config.capture_after_dml && s.may_write())
         })
     }
@@ -213,6 +208,15 @@ impl Session {
     /// its end.
     pub(super) fn state_may_have_changed(&mut self) {
         if self.txn.active {
+            self.txn.set_ran = true;
+        } else {
+            self.settings.mark_due();
+        }
+    }
+
+    /// A statement changed settings it names (`set_config('TimeZone', …)`): as a SET there.
+    fn state_may_have_changed_in(&mut self, in_txn: bool) {
+        if in_txn {
             self.txn.set_ran = true;
         } else {
             self.settings.mark_due();
@@ -365,6 +369,8 @@ impl Session {
             }
             if runs_unseen_code(s) {
                 self.ran_unseen_code(in_txn);
+            } else if e.contains(Effects::CALLS_SET_CONFIG) && sets_config_by_name(s) {
+                self.state_may_have_changed_in(in_txn);
             }
             if e.contains(Effects::PREPARES_TXN) {
                 self.lsn.prepared_txn = true;

@@ -101,7 +101,12 @@ impl Session {
             txn_split: self.config.txn_split,
             dialect: view.dialect,
             statement,
-            hazard: self.hazards.any(),
+            // A SERIALIZABLE session default: each statement outside a block is a serializable
+            // transaction on the primary, which a standby cannot run (it refuses it), and whose
+            // predicate locks a read elsewhere would not take — as a hazard, the writer's.
+            // (Inside a block its isolation says it: P-5.)
+            hazard: self.hazards.any()
+                || !self.txn.active && self.session_isolation == Some(Isolation::Serializable),
             state_unknown: !self.settings.replayable(),
             protocol,
             lsn_unknown: self.lsn.unknown(),

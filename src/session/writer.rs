@@ -584,7 +584,16 @@ impl Session {
                         // S-4: temporary relations exist, perhaps created by code the engine
                         // could not see: the same hazard as a CREATE TEMP it saw.
                         4 => self.hazards.set(Hazards::TEMP),
-                        _ => entries.push((n, v)),
+                        _ => {
+                            // S-4: with pg_temp on the search_path a plain CREATE makes a
+                            // temporary object — whatever set the path (a SET, set_config).
+                            if n[..].eq_ignore_ascii_case(b"search_path")
+                                && v.windows(7).any(|w| w.eq_ignore_ascii_case(b"pg_temp"))
+                            {
+                                self.hazards.set(Hazards::TEMP);
+                            }
+                            entries.push((n, v))
+                        }
                     }
                 }
                 if let Some(i) = entries

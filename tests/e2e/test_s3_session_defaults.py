@@ -60,3 +60,29 @@ def test_s3_p5_a_session_default_isolation_rules_the_blocks_after_it(s3_table, p
     direct = [trial(pair, pair.primary.dsn(dbname="app", user="app_trust"), VARIANTS[variant]) for _ in range(2)]
     through = [trial(pair, proxy.dsn(), VARIANTS[variant]) for _ in range(3)]
     assert set(through) == set(direct), (direct, through)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("setup", [
+    "SET default_transaction_isolation = 'serializable'",
+    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+])
+def test_s3_under_a_serializable_session_default_reads_outside_blocks_stay_on_the_primary(s3_table, proxy, setup):
+    """Each statement outside a block is a serializable transaction on the primary; a standby
+    refuses one ("cannot use serializable mode in a hot standby"). Before, such a read went to
+    the standby, failed and was retried on the primary; through Pgpool-II the setting replayed
+    on its standby connection then failed Pgpool's DISCARD ALL, and with
+    replication_stop_on_mismatch the standby was detached for every client (an examiner's
+    finding of 2026-12-05)."""
+    pair = s3_table
+    def standby_refusals() -> int:
+        return pair.standby.logfile.read_text(errors="replace").count("cannot use serializable mode")
+
+    before = standby_refusals()
+    with psycopg.connect(proxy.dsn(), autocommit=True) as c, bounded(c, 30, "reads under serializable"):
+        c.execute(setup)
+        time.sleep(0.4)
+        got = [c.execute("SELECT current_setting('transaction_isolation'), inet_server_port()").fetchone()
+               for _ in range(5)]
+    assert got == [("serializable", pair.primary.port)] * 5, got
+    assert standby_refusals() == before, "a read tried the standby"
