@@ -1574,6 +1574,37 @@ polarsplit_status polarsplit_engine_catalog_load_started(const polarsplit_engine
                                                          const char *database,
                                                          size_t database_len);
 
+// DDL that ran on the writer through another engine (SPEC S-6, S-7, F-policy, E-2): a host
+// that runs one engine per process — Pgpool-II's children — shares how much DDL each engine's
+// sessions ran (`polarsplit_engine_sessions_ddl`) and reports it to the others with this call,
+// for the database it ran in, before their sessions route another statement. It is taken as if
+// a session of this engine had run it: until the host reports the database's function
+// catalogue from a load it started after this call (`polarsplit_engine_catalog_load_started`),
+// no read of the database is replica-safe (`POLARSPLIT_REASON_CATALOG_CHANGED`) — for sessions
+// already open too — and `polarsplit_engine_catalog_changed` answers `POLARSPLIT_OK`; statements
+// pooled reader connections prepared before it are prepared again. A database whose catalogue
+// was never reported is left to the host's first load. Returns `POLARSPLIT_OK`;
+// `POLARSPLIT_ERR_NULL` as above.
+//
+// # Safety
+// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+// `database_len` readable bytes.
+polarsplit_status polarsplit_engine_catalog_changed_elsewhere(const polarsplit_engine *engine,
+                                                              const char *database,
+                                                              size_t database_len);
+
+// How many DDL statements this engine's sessions have run since it was created, in any
+// database (those `polarsplit_engine_catalog_changed` follows, counted when the engine saw
+// them complete — before the client is sent their answer), into `*count`. One atomic load: a
+// host that runs one engine per process polls it after feeding backend bytes and, when it
+// moved, tells the other processes, whose engines hear it through
+// `polarsplit_engine_catalog_changed_elsewhere`; DDL reported that way is not counted here.
+// Returns `POLARSPLIT_OK`; `POLARSPLIT_ERR_NULL` for a NULL engine or `count`.
+//
+// # Safety
+// `engine` must be a live engine; `count` writable.
+polarsplit_status polarsplit_engine_sessions_ddl(const polarsplit_engine *engine, uint64_t *count);
+
 // The writer's `server_version_num` (e.g. 150018, from `SHOW server_version_num`): picks the
 // table of built-in functions classification uses (that major's, else the nearest lower one;
 // PostgreSQL 15's until a version is reported). Returns `POLARSPLIT_OK`.

@@ -368,6 +368,49 @@ fn s6_ddl_keeps_the_databases_reads_on_the_writer_until_the_next_catalogue_repor
     assert!(!e.catalog_changed(b"db"));
 }
 
+/// S-6/S-7/F-policy across engines: a host with one engine per process (Pgpool-II's children)
+/// shares the count of DDL its sessions ran (`sessions_ddl`) and reports it to the other engines
+/// (`catalog_changed_elsewhere`): a session already open there keeps the database's reads on the
+/// writer from its next statement until that engine's next load, and DDL reported that way is
+/// not counted again (it would echo between the processes).
+#[test]
+fn s6_ddl_reported_from_another_engine_keeps_open_sessions_reads_on_the_writer() {
+    let mut a = host();
+    let mut b = host();
+    let (ea, eb) = (a.engine.clone(), b.engine.clone());
+    ea.set_function_catalog(b"db", []).unwrap();
+    eb.set_function_catalog(b"db", []).unwrap();
+    assert_eq!((ea.sessions_ddl(), eb.sessions_ddl()), (0, 0));
+    // b's session is open and reads on a reader.
+    read_on_reader(&mut b, "SELECT 1", R1);
+    reader_answers(&mut b, R1, 0, &["1"], 0x100);
+    // a's session runs DDL: counted when its answer is seen.
+    a.client(&query("CREATE VIEW v AS SELECT pg_is_in_recovery()"));
+    a.writer_answers("CREATE VIEW", b'I', Some(0x2000), None);
+    assert_eq!(ea.sessions_ddl(), 1);
+    assert!(
+        !eb.catalog_changed(b"db"),
+        "engines share nothing by themselves"
+    );
+    // The host tells b's engine: its open session's next read stays on the writer.
+    eb.catalog_changed_elsewhere(b"db");
+    assert!(eb.catalog_changed(b"db"));
+    assert_eq!(eb.sessions_ddl(), 0, "not counted again");
+    b.client(&query("SELECT * FROM v"));
+    assert_eq!(b.last_decision().reason, Reason::CatalogChanged);
+    b.writer_answers("SELECT 1", b'I', Some(0x2000), None);
+    // Another database is not touched; b's next load ends it.
+    eb.catalog_changed_elsewhere(b"other");
+    assert!(
+        !eb.catalog_changed(b"other"),
+        "never reported: the host's first load"
+    );
+    eb.catalog_load_started(b"db");
+    eb.set_function_catalog(b"db", []).unwrap();
+    assert!(!eb.catalog_changed(b"db"));
+    read_on_reader(&mut b, "SELECT 2", R1);
+}
+
 #[test]
 fn p3_step4_eventual_reads_never_wait() {
     let mut h = Host::new(config(&[("consistency", Consistency::Eventual.as_str())]));

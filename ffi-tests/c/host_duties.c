@@ -1189,6 +1189,23 @@ int ctest_s6_object_catalogue_judges_hidden_code_per_database(void) {
     CHECK_STATUS(polarsplit_engine_catalog_changed(e, NULL, 2), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_catalog_load_started(NULL, "db", 2), POLARSPLIT_ERR_NULL);
     CHECK_STATUS(polarsplit_engine_catalog_load_started(e, NULL, 2), POLARSPLIT_ERR_NULL);
+    /* DDL another engine's session ran (another Pgpool child): the database's reads wait for the
+     * next load, and it is not counted as this engine's own. */
+    uint64_t ddl = 99;
+    CHECK_STATUS(polarsplit_engine_sessions_ddl(e, &ddl), POLARSPLIT_OK);
+    CHECK(ddl == 0);
+    CHECK_STATUS(polarsplit_engine_catalog_changed_elsewhere(e, "db", 2), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_catalog_changed(e, "db", 2), POLARSPLIT_OK);
+    TO_WRITER(e, "SELECT 1", POLARSPLIT_REASON_CATALOG_CHANGED);
+    CHECK_STATUS(polarsplit_engine_sessions_ddl(e, &ddl), POLARSPLIT_OK);
+    CHECK(ddl == 0);
+    CHECK_STATUS(polarsplit_engine_catalog_load_started(e, "db", 2), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_set_function_catalog(e, "db", 2, &f, 1, sizeof f), POLARSPLIT_OK);
+    CHECK_STATUS(polarsplit_engine_catalog_changed(e, "db", 2), POLARSPLIT_DONE);
+    CHECK_STATUS(polarsplit_engine_catalog_changed_elsewhere(NULL, "db", 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_catalog_changed_elsewhere(e, NULL, 2), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_sessions_ddl(NULL, &ddl), POLARSPLIT_ERR_NULL);
+    CHECK_STATUS(polarsplit_engine_sessions_ddl(e, NULL), POLARSPLIT_ERR_NULL);
     polarsplit_engine_free(e);
     return 0;
 }

@@ -92,9 +92,12 @@ const SHARDS: usize = 16;
 #[derive(Debug)]
 pub(crate) struct Conns {
     shards: [Mutex<ConnsInner>; SHARDS],
-    /// DDL sessions of this engine ran, counted: a statement prepared before it may describe
-    /// rows of another shape now (E-2).
+    /// DDL sessions of this engine ran, and DDL the host reported from elsewhere, counted: a
+    /// statement prepared before it may describe rows of another shape now (E-2).
     ddl_epoch: std::sync::atomic::AtomicU64,
+    /// DDL sessions of this engine ran, counted (what a host shares with other engines serving
+    /// the same writer; DDL reported from elsewhere is not counted again).
+    sessions_ddl: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Conns {
@@ -102,6 +105,7 @@ impl Default for Conns {
         Conns {
             shards: std::array::from_fn(|_| Mutex::new(ConnsInner::default())),
             ddl_epoch: std::sync::atomic::AtomicU64::new(0),
+            sessions_ddl: std::sync::atomic::AtomicU64::new(0),
         }
     }
 }
@@ -182,8 +186,21 @@ impl Conns {
 
     /// A session ran DDL (E-2).
     pub(crate) fn ddl_ran(&self) {
+        self.sessions_ddl
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.ddl_elsewhere();
+    }
+
+    /// DDL ran on the writer through another engine (the host says so): pooled connections'
+    /// statements are prepared again, as after a session's own (E-2).
+    pub(crate) fn ddl_elsewhere(&self) {
         self.ddl_epoch
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// DDL statements this engine's sessions ran (not counting DDL reported from elsewhere).
+    pub(crate) fn sessions_ddl(&self) -> u64 {
+        self.sessions_ddl.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The connection is gone (closed by the host or the engine).

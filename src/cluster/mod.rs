@@ -358,6 +358,27 @@ impl Engine {
         self.catalogs.is_changed(database)
     }
 
+    /// DDL that ran on the writer through another engine — another process of the same host
+    /// serving that writer (e.g. another Pgpool-II child), which shares what its sessions ran
+    /// ([`Engine::sessions_ddl`]) with this one: exactly as if a session of this engine had run
+    /// it in `database`. Until the host reports the database's function catalogue from a load
+    /// that started after this call, no read of the database is replica-safe
+    /// (`Reason::CatalogChanged`), and statements pooled reader connections prepared before it
+    /// are prepared again (E-2). Nothing for the catalogue of a database without a report (its
+    /// first load is the host's to make).
+    pub fn catalog_changed_elsewhere(&self, database: &[u8]) {
+        self.catalogs.mark_changed(database);
+        self.conns.ddl_elsewhere();
+    }
+
+    /// How many DDL statements (the kinds [`Engine::catalog_changed`] follows) this engine's
+    /// sessions have run, in any database, since it was created: a host running one engine per
+    /// process shares it with the others (one atomic load), which report it to theirs with
+    /// [`Engine::catalog_changed_elsewhere`]. DDL reported that way is not counted.
+    pub fn sessions_ddl(&self) -> u64 {
+        self.conns.sessions_ddl()
+    }
+
     /// The host starts a load of `database`'s catalogues (before its query is sent): its
     /// function catalogue report then ends the staleness of the DDL seen before now only, so
     /// DDL that ran during the load keeps the database's reads on the writer until the next.

@@ -10,7 +10,7 @@
 use std::ffi::c_char;
 
 use super::cluster::PolarsplitEngine;
-use super::handle::{boundary, read_sized, slice, try_arg, try_ref, Growable};
+use super::handle::{boundary, read_sized, slice, try_arg, try_out, try_ref, Growable};
 use super::status::{PolarsplitStatus, POLARSPLIT_DONE, POLARSPLIT_ERR_ABI, POLARSPLIT_OK};
 use super::status::{POLARSPLIT_ERR_INVALID_ARGUMENT, POLARSPLIT_ERR_LIMIT, POLARSPLIT_ERR_NULL};
 use crate::classify::{CatalogError, UserFunction, UserObject, UserSequence, Volatility};
@@ -589,6 +589,59 @@ pub unsafe extern "C" fn polarsplit_engine_catalog_load_started(
         // SAFETY: `database_len` readable bytes.
         let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
         e.inner.catalog_load_started(db);
+        POLARSPLIT_OK
+    }
+}
+
+/// DDL that ran on the writer through another engine (SPEC S-6, S-7, F-policy, E-2): a host
+/// that runs one engine per process — Pgpool-II's children — shares how much DDL each engine's
+/// sessions ran (`polarsplit_engine_sessions_ddl`) and reports it to the others with this call,
+/// for the database it ran in, before their sessions route another statement. It is taken as if
+/// a session of this engine had run it: until the host reports the database's function
+/// catalogue from a load it started after this call (`polarsplit_engine_catalog_load_started`),
+/// no read of the database is replica-safe (`POLARSPLIT_REASON_CATALOG_CHANGED`) — for sessions
+/// already open too — and `polarsplit_engine_catalog_changed` answers `POLARSPLIT_OK`; statements
+/// pooled reader connections prepared before it are prepared again. A database whose catalogue
+/// was never reported is left to the host's first load. Returns `POLARSPLIT_OK`;
+/// `POLARSPLIT_ERR_NULL` as above.
+///
+/// # Safety
+/// `engine` must be a live engine; `database` NULL (only with `database_len` 0) or
+/// `database_len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_catalog_changed_elsewhere(
+    engine: *const PolarsplitEngine,
+    database: *const c_char,
+    database_len: usize,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        // SAFETY: `database_len` readable bytes.
+        let db = try_arg!(unsafe { slice(database.cast::<u8>(), database_len) });
+        e.inner.catalog_changed_elsewhere(db);
+        POLARSPLIT_OK
+    }
+}
+
+/// How many DDL statements this engine's sessions have run since it was created, in any
+/// database (those `polarsplit_engine_catalog_changed` follows, counted when the engine saw
+/// them complete — before the client is sent their answer), into `*count`. One atomic load: a
+/// host that runs one engine per process polls it after feeding backend bytes and, when it
+/// moved, tells the other processes, whose engines hear it through
+/// `polarsplit_engine_catalog_changed_elsewhere`; DDL reported that way is not counted here.
+/// Returns `POLARSPLIT_OK`; `POLARSPLIT_ERR_NULL` for a NULL engine or `count`.
+///
+/// # Safety
+/// `engine` must be a live engine; `count` writable.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_sessions_ddl(
+    engine: *const PolarsplitEngine,
+    count: *mut u64,
+) -> PolarsplitStatus {
+    boundary! {
+        let e = try_ref!(engine);
+        let mut out = try_out!(count);
+        out.set(e.inner.sessions_ddl());
         POLARSPLIT_OK
     }
 }
