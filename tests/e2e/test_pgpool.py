@@ -1160,3 +1160,100 @@ def test_pgpool_polarsplit_a_terminate_behind_unfinished_work_ends_the_session(p
             assert c.execute("SELECT 41 + 1").fetchone() == (42,)
     finally:
         assert p.stop() == 0
+
+
+# --- DDL one child's session ran reaches every child's engine (S-6, S-7, F-policy) --------------
+
+XCHILD_CHILDREN = 4
+XCHILD_BOUND_S = 20
+
+
+@pytest.mark.timeout(120)
+def test_s6_pgpool_ddl_through_one_child_reaches_the_sessions_of_every_other_child(pair, tmp_path):
+    """Pgpool runs one engine per child. A view over pg_is_in_recovery() and a sequence created
+    (and advanced) through one child's session are read from sessions on the other children —
+    new sessions on children that loaded the catalogue a moment before, and sessions opened before
+    the DDL, still open — with polarsplit_catalog_refresh_interval at its 10 s default: every read
+    answers what the primary answers (the view `false`; the sequence the primary's last_value, not
+    the standby's WAL-logged one 32 ahead). The child that ran it shares the DDL through Pgpool's
+    shared memory, each child reports it to its engine before routing its session's next statement
+    (reads of the database wait on the primary) and reloads the catalogue on the idle primary;
+    afterwards the open sessions' plain reads are offloaded again (the reload happened in the
+    session). Before: the view answered `true` from the standby in the other children's sessions
+    (4/4 open, 6/8 new ones in a red-team probe), the sequence 33 instead of 3."""
+    standby = pair.standby.port
+    p = Pgpool(pair, tmp_path / "xchild", polarsplit=True, children=XCHILD_CHILDREN).start()
+    names = ["pgp_xchild_v1", "pgp_xchild_s1", "pgp_xchild_v2", "pgp_xchild_s2"]
+    seq_sql = "SELECT last_value, log_cnt, is_called FROM {}"
+    client = {"autocommit": True, "cursor_factory": psycopg.ClientCursor}
+
+    def drop_all():
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+            for n in names:
+                c.execute(f"DROP {'VIEW' if '_v' in n else 'SEQUENCE'} IF EXISTS {n}")
+
+    def create(c, view: str, seq: str) -> tuple:
+        c.execute(f"CREATE VIEW {view} AS SELECT pg_catalog.pg_is_in_recovery() AS rec")
+        c.execute(f"GRANT SELECT ON {view} TO PUBLIC")
+        c.execute(f"CREATE SEQUENCE {seq}")
+        c.execute(f"GRANT ALL ON SEQUENCE {seq} TO PUBLIC")
+        for _ in range(3):
+            c.execute(f"SELECT nextval('{seq}')")
+        pair.wait_replayed()  # the standby has both: what it would answer is the question
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as twin, \
+                psycopg.connect(pair.standby.dsn(dbname="app"), autocommit=True) as on_standby:
+            want = tuple(twin.execute(seq_sql.format(seq)).fetchone())
+            assert tuple(on_standby.execute(seq_sql.format(seq)).fetchone()) != want  # tells them apart
+        return want
+
+    drop_all()
+    try:
+        # New sessions: every child loads the catalogue now (four sessions at once: four children),
+        # then one session creates the objects; each new session after it must see them.
+        warm = [psycopg.connect(p.dsn(), **client) for _ in range(XCHILD_CHILDREN)]
+        for w in warm:
+            w.execute("SELECT 1")
+        creator = warm.pop()
+        for w in warm:
+            w.close()
+        want1 = create(creator, names[0], names[1])
+        creator.close()
+        fresh = []
+        for i in range(2 * XCHILD_CHILDREN):
+            with psycopg.connect(p.dsn(), **client) as n, bounded(n, XCHILD_BOUND_S, f"new session {i}"):
+                fresh.append((n.execute(f"SELECT rec FROM {names[0]}").fetchone()[0],
+                              tuple(n.execute(seq_sql.format(names[1])).fetchone())))
+        # Open sessions: three children hold a session that read before the DDL (one over the
+        # extended protocol, psycopg's server-side binding); the fourth runs it.
+        opened = [psycopg.connect(p.dsn(), autocommit=True)] + \
+                 [psycopg.connect(p.dsn(), **client) for _ in range(XCHILD_CHILDREN - 2)]
+        before = [o.execute("SELECT inet_server_port()").fetchone()[0] for o in opened]
+        with psycopg.connect(p.dsn(), **client) as creator:
+            want2 = create(creator, names[2], names[3])
+        open_reads = []
+        for i, o in enumerate(opened):
+            with bounded(o, XCHILD_BOUND_S, f"open session {i}"):
+                open_reads.append((o.execute(f"SELECT rec FROM {names[2]}").fetchone()[0],
+                                   tuple(o.execute(seq_sql.format(names[3])).fetchone())))
+        # The reload happened inside those sessions: their plain reads go to the standby again.
+        offloaded = []
+        for i, o in enumerate(opened):
+            with bounded(o, XCHILD_BOUND_S, f"open session {i} after the reload"):
+                t0 = time.monotonic()
+                while o.execute("SELECT inet_server_port()").fetchone()[0] != standby:
+                    assert time.monotonic() - t0 < 5, f"open session {i}: its reads stay on the primary"
+                    time.sleep(0.05)
+                offloaded.append(round(time.monotonic() - t0, 2))
+            o.close()
+        log = p.log_text()
+    finally:
+        code = p.stop()
+        drop_all()
+    report(f"\nDDL across Pgpool children ({XCHILD_CHILDREN} children, refresh interval 10 s): new sessions read "
+           f"the view/sequence as {sorted(set(fresh))} (primary: (False, {want1})); open sessions "
+           f"{open_reads} (primary: (False, {want2})); their plain reads back on the standby after {offloaded} s "
+           f"(before the DDL on ports {before})")
+    assert code == 0, log[-3000:]
+    assert "session ended with a backend connection in an unknown state" not in log, log[-3000:]
+    assert fresh == [(False, want1)] * len(fresh), fresh
+    assert open_reads == [(False, want2)] * len(open_reads), open_reads

@@ -134,6 +134,7 @@ typedef struct
 	const char *database;		/* the session's database (Pgpool's StartupPacket) */
 	uint64_t	decisions[PSG_OUT_OTHER + 1];	/* by outcome, for the session's summary */
 	bool		catalogue_checked;
+	void	   *catalogue_db;	/* ps_catalogue_db of the session's database, or NULL */
 	uint64_t	last_sample_ms;
 	char		why[256];
 } pssession;
@@ -149,6 +150,8 @@ static bool ps_sample_warned[MAX_NUM_BACKENDS]; /* a failed sample was logged (o
 static pssession ps;			/* reused: buffers survive an ERROR's longjmp */
 
 static void ps_pump(void);
+static void ps_received(psnode *n, size_t old);
+static void ps_feed_backend(psnode *n);
 static void ps_push_event(uint64_t conn, psg_event_kind kind, uint32_t server, uint32_t flags);
 
 static uint64_t
@@ -521,17 +524,129 @@ ps_read_host_message(POOL_CONNECTION *cp, char *kind, int *len, bool *oversized)
 	return l > 0 ? pool_read2(cp, (int) l) : NULL;
 }
 
+static bool ps_host_answer_rows(psnode *n, ps_row_fn on_row, void *arg, bool pump, psbuf *async);
+
 static bool
 ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg, bool pump)
 {
 	size_t		qlen = strlen(sql) + 1;
 	uint32_t	l = htonl((uint32_t) (qlen + 4));
 	char		kind = 'Q';
-	bool		ok = true;
 
 	if (!ps_node_write(n, &kind, 1, pump) || !ps_node_write(n, &l, 4, pump) ||
 		!ps_node_write(n, sql, qlen, pump) || !ps_node_flush(n, pump))
 		return false;
+	return ps_host_answer_rows(n, on_row, arg, pump, NULL);
+}
+
+/* Appends one protocol message (kind, length, then the parts) to b. */
+static void
+ps_put_parts(psbuf *b, char kind, const void *p1, size_t n1, const void *p2, size_t n2, const void *p3, size_t n3)
+{
+	uint32_t	l = htonl((uint32_t) (4 + n1 + n2 + n3));
+
+	psbuf_append(b, &kind, 1);
+	psbuf_append(b, &l, 4);
+	psbuf_append(b, p1, n1);
+	psbuf_append(b, p2, n2);
+	psbuf_append(b, p3, n3);
+}
+
+#define PS_HOST_STATEMENT "polarsplit_host_catalog"
+
+/*
+ * The same answer as ps_host_query_rows for a query of several statements, sent over the extended
+ * protocol in one pipeline ending with one Sync (one implicit transaction, as a simple Query's),
+ * on the primary connection of a session already under way, idle outside a transaction block: a
+ * simple Query would destroy the client's unnamed prepared statement, which a client may still
+ * bind. Each statement (split at the semicolons outside quotes) is prepared under this host's
+ * own name, run through the unnamed portal (none is open outside a transaction block) and closed
+ * again (and closed before, in case an earlier pipeline failed between its Parse and its Close;
+ * Pgpool's reset at the session's end discards it anyway). A notification that arrives meanwhile
+ * belongs to the client: it is kept and fed to the library afterwards.
+ */
+static bool
+ps_host_query_rows_extended(psnode *n, const char *sql, ps_row_fn on_row, void *arg)
+{
+	static psbuf msg,
+				async;
+	static const char name[] = PS_HOST_STATEMENT;
+	static const uint8_t bind_tail[6] = {0, 0, 0, 0, 0, 0};	/* no formats, params, result formats */
+	static const uint8_t no_types[2] = {0, 0};
+	static const uint8_t all_rows[4] = {0, 0, 0, 0};
+	const char *start = sql;
+	char		quote = 0;
+	bool		ok;
+
+	psbuf_reset(&msg);
+	psbuf_reset(&async);
+	for (const char *c = sql;; c++)
+	{
+		if (*c && quote)
+		{
+			if (*c == quote)
+				quote = 0;
+			continue;
+		}
+		if (*c == '\'' || *c == '"')
+		{
+			quote = *c;
+			continue;
+		}
+		if (*c && *c != ';')
+			continue;
+		{
+			const char *b = start,
+					   *e = c;
+
+			while (b < e && (*b == ' ' || *b == '\n' || *b == '\t' || *b == '\r'))
+				b++;
+			if (b < e)
+			{
+				char		zero = '\0';
+				size_t		ql = (size_t) (e - b);
+				uint32_t	l = htonl((uint32_t) (4 + sizeof name + ql + 1 + 2));
+				char		k = 'P';
+
+				ps_put_parts(&msg, 'C', "S", 1, name, sizeof name, NULL, 0);
+				psbuf_append(&msg, &k, 1);
+				psbuf_append(&msg, &l, 4);
+				psbuf_append(&msg, name, sizeof name);
+				psbuf_append(&msg, b, ql);
+				psbuf_append(&msg, &zero, 1);
+				psbuf_append(&msg, no_types, sizeof no_types);
+				ps_put_parts(&msg, 'B', "", 1, name, sizeof name, bind_tail, sizeof bind_tail);
+				ps_put_parts(&msg, 'E', "", 1, all_rows, sizeof all_rows, NULL, 0);
+				ps_put_parts(&msg, 'C', "S", 1, name, sizeof name, NULL, 0);
+			}
+		}
+		if (!*c)
+			break;
+		start = c + 1;
+	}
+	ps_put_parts(&msg, 'S', NULL, 0, NULL, 0, NULL, 0);
+	if (!ps_node_write(n, psbuf_at(&msg, 0), msg.len, true) || !ps_node_flush(n, true))
+		return false;
+	ok = ps_host_answer_rows(n, on_row, arg, true, &async);
+	if (async.len > 0 && !n->closed)
+	{
+		size_t		old = n->in.len;
+
+		psbuf_append(&n->in, psbuf_at(&async, 0), async.len);
+		ps_received(n, old);
+		ps_feed_backend(n);
+	}
+	return ok;
+}
+
+/* Reads the answer of a host query up to its ReadyForQuery; see ps_host_query_rows. With async,
+ * NotificationResponse messages are kept there whole (they are the client's). */
+static bool
+ps_host_answer_rows(psnode *n, ps_row_fn on_row, void *arg, bool pump, psbuf *async)
+{
+	char		kind;
+	bool		ok = true;
+
 	for (;;)
 	{
 		int			len;
@@ -602,6 +717,14 @@ ps_host_query_rows(psnode *n, const char *sql, ps_row_fn on_row, void *arg, bool
 		}
 		else if (kind == 'E')
 			ok = false;
+		else if (kind == 'A' && async)
+		{
+			uint32_t	l = htonl((uint32_t) len + 4);
+
+			psbuf_append(async, &kind, 1);
+			psbuf_append(async, &l, 4);
+			psbuf_append(async, body, (size_t) len);
+		}
 		else if (kind == 'Z')
 		{
 			if (body && len >= 1)
@@ -801,10 +924,101 @@ typedef struct
 	uint64_t	next_at;		/* the next load at a session start */
 	bool		loaded;			/* the engine holds a function catalogue of it */
 	bool		warned;			/* a failure was logged since the last load */
+	uint64_t	ddl_seen;		/* the shared DDL count of its slot this child has taken in */
 } ps_catalogue_db;
 
 static ps_catalogue_db ps_catalogue_dbs[PS_MAX_CATALOGUE_DBS];
 static int	ps_n_catalogue_dbs;
+
+/*
+ * DDL across children. Each child has its own engine, and an engine learns only of the DDL its
+ * own sessions run (polarsplit_engine_catalog_changed): a view, a function or a sequence created
+ * through one child was judged by the old catalogue in every other child until its next periodic
+ * load (a red-team finding: a view over pg_is_in_recovery() answered 'true' from the standby).
+ * So the children share, in Pgpool's shared memory (allocated by the main process before it forks,
+ * pool_polarsplit_shmem_init), one 64-bit count of DDL statements per slot, a database's slot
+ * being a hash of its name (PS_DDL_SLOTS; two databases in one slot only cost the other an extra
+ * load). A child adds what its engine's sessions ran (polarsplit_engine_sessions_ddl, polled after
+ * every backend input, before the actions that forward the DDL's answer to the client) to the
+ * slot of its session's database; every child compares the slot of its session's database with
+ * what it last took in before it feeds the library any client bytes, and when it moved reports
+ * it to its engine (polarsplit_engine_catalog_changed_elsewhere: the database's reads stay on the
+ * primary, also for the session already open) and reloads the catalogue at the next statement
+ * start where the primary is idle outside a transaction block — in the open session too, over
+ * the extended protocol (ps_host_query_rows_extended), which leaves the client's unnamed
+ * statement alone. Reads the atomic load lets through before the slot moved are those that were
+ * routed before the DDL's answer reached its client.
+ */
+#define PS_DDL_SLOTS			256
+
+typedef struct
+{
+	uint64_t	ddl[PS_DDL_SLOTS];
+} ps_shared_state;
+
+static ps_shared_state *ps_shared;	/* NULL when polarsplit is off (nothing allocated) */
+static uint64_t ps_ddl_published;	/* this child's engine's sessions_ddl already added */
+
+size_t
+pool_polarsplit_shmem_size(void)
+{
+	return sizeof(ps_shared_state);
+}
+
+void
+pool_polarsplit_shmem_init(void *chunk)
+{
+	memset(chunk, 0, sizeof(ps_shared_state));
+	ps_shared = chunk;
+}
+
+static uint64_t *
+ps_ddl_slot(const char *database)
+{
+	uint32_t	h = 2166136261u;	/* FNV-1a */
+
+	for (const unsigned char *c = (const unsigned char *) database; *c; c++)
+		h = (h ^ *c) * 16777619u;
+	return &ps_shared->ddl[h % PS_DDL_SLOTS];
+}
+
+static uint64_t
+ps_ddl_count(const char *database)
+{
+	return ps_shared && database ? __atomic_load_n(ps_ddl_slot(database), __ATOMIC_ACQUIRE) : 0;
+}
+
+/* This child's sessions ran DDL since the last call: the other children hear of it. */
+static void
+ps_ddl_publish(void)
+{
+	uint64_t	n;
+
+	if (!ps_shared || !ps_engine || !ps.database)
+		return;
+	n = psg_engine_sessions_ddl(ps_engine);
+	if (n == ps_ddl_published)
+		return;
+	if (n > ps_ddl_published)
+		__atomic_fetch_add(ps_ddl_slot(ps.database), n - ps_ddl_published, __ATOMIC_ACQ_REL);
+	ps_ddl_published = n;
+}
+
+/* Another child's session ran DDL in the session's database: this engine hears of it. */
+static void
+ps_ddl_check(void)
+{
+	ps_catalogue_db *d = ps.catalogue_db;
+	uint64_t	n;
+
+	if (!d || !ps_shared)
+		return;
+	n = ps_ddl_count(d->name);
+	if (n == d->ddl_seen)
+		return;
+	d->ddl_seen = n;
+	psg_engine_catalog_changed_elsewhere(ps_engine, d->name);
+}
 
 static void
 ps_catalogue_fail(ps_catalogue *c, const char *why)
@@ -939,6 +1153,7 @@ ps_catalogue_db_of(const char *database)
 	d = &ps_catalogue_dbs[ps_n_catalogue_dbs];
 	memset(d, 0, sizeof *d);
 	d->name = strdup(database);
+	d->ddl_seen = ps_ddl_count(database);	/* the first load covers what came before */
 	if (!d->name)
 		return NULL;
 	ps_n_catalogue_dbs++;
@@ -1003,7 +1218,7 @@ done:
 }
 
 static void
-ps_load_function_catalogue(const char *database)
+ps_load_function_catalogue(const char *database, bool in_session)
 {
 	ps_catalogue c = {{NULL, 0, 0, PS_MAX_FUNCTIONS, 3}, {NULL, 0, 0, PS_MAX_SEQUENCES, 2},
 	{NULL, 0, 0, PS_MAX_OBJECTS, 3}, 0, false, NULL, 0};
@@ -1018,8 +1233,13 @@ ps_load_function_catalogue(const char *database)
 	/* Due, or a session of this child ran DDL in the database: its reads wait on the primary. */
 	if (now < d->next_at && !(d->loaded && psg_engine_catalog_changed(ps_engine, database)))
 		return;
+	/* DDL other children counted from here on is not covered by this load (ps_ddl_check). */
+	d->ddl_seen = ps_ddl_count(database);
 	psg_engine_catalog_load_started(ps_engine, database);
-	ok = ps_host_query_rows(&ps.nodes[ps.writer], psg_catalog_query(), ps_catalogue_row, &c, true);
+	if (in_session)
+		ok = ps_host_query_rows_extended(&ps.nodes[ps.writer], psg_catalog_query(), ps_catalogue_row, &c);
+	else
+		ok = ps_host_query_rows(&ps.nodes[ps.writer], psg_catalog_query(), ps_catalogue_row, &c, true);
 	if (c.overflow)
 	{
 		ok = false;
@@ -1418,8 +1638,12 @@ ps_feed_client(void)
 			limit = ps.cin.len;
 		if (ps.cfed >= limit)
 			return;
+		/* DDL another child's session ran: this engine hears of it before it routes more. */
+		ps_ddl_check();
 		/* Between statements, with every node idle: the writer's identity and the database's
-		 * catalogue before the first one; standby positions when needed. */
+		 * catalogue before the first one, and again in the session once DDL (this child's or
+		 * another's) made it stale and the primary is outside a transaction block; standby
+		 * positions when needed. */
 		if (ps.cfed == 0 && ps.csynthetic == 0 && ps_all_idle())
 		{
 			uint8_t		k = *psbuf_at(&ps.cin, 0);
@@ -1428,8 +1652,11 @@ ps_feed_client(void)
 			{
 				ps.catalogue_checked = true;
 				ps_read_writer_identity();
-				ps_load_function_catalogue(ps.database);
+				ps_load_function_catalogue(ps.database, false);
 			}
+			else if (ps.catalogue_db && ps.nodes[ps.writer].cp->tstate == 'I' &&
+					 psg_engine_catalog_changed(ps_engine, ps.database))
+				ps_load_function_catalogue(ps.database, true);
 			/* any statement's start: Query, or Parse/Bind of the extended protocol (a named
 			 * statement's Bind comes without a Parse), FunctionCall */
 			if (k != 'X')
@@ -1478,6 +1705,8 @@ ps_feed_backend(psnode *n)
 	ereport(DEBUG5, (errmsg("polarsplit: feeding %zu bytes of node %d from '%c' (fed %zu)", n->in.len - n->fed,
 						   (int) n->conn - 1, *psbuf_at(&n->in, n->fed), n->fed)));
 	st = psg_recv_backend(ps.s, n->conn, psbuf_at(&n->in, n->fed), n->in.len - n->fed, ps_now_ms());
+	/* DDL the engine saw complete: the other children hear of it before its answer is sent. */
+	ps_ddl_publish();
 	if (st == PSG_OK)
 	{
 		n->fed = n->in.len;
@@ -1698,6 +1927,7 @@ ps_start(POOL_CONNECTION *frontend, POOL_CONNECTION_POOL *backend)
 	sp = ws->sp;
 	ps.database = sp->database;
 	ps.catalogue_checked = false;
+	ps.catalogue_db = ps.database && ps.database[0] ? ps_catalogue_db_of(ps.database) : NULL;
 
 	st = psg_session_new(ps_engine, remote_host[0] && strcmp(remote_host, "[local]") != 0 ? remote_host : NULL,
 						 (uint16_t) atoi(remote_port), &ps.s);

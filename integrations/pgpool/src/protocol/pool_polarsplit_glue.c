@@ -274,6 +274,23 @@ psg_engine_catalog_load_started(psg_engine *e, const char *database)
 		polarsplit_engine_catalog_load_started(e->engine, database, strlen(database));
 }
 
+void
+psg_engine_catalog_changed_elsewhere(psg_engine *e, const char *database)
+{
+	if (database)
+		polarsplit_engine_catalog_changed_elsewhere(e->engine, database, strlen(database));
+}
+
+uint64_t
+psg_engine_sessions_ddl(psg_engine *e)
+{
+	uint64_t	n = 0;
+
+	if (polarsplit_engine_sessions_ddl(e->engine, &n) != POLARSPLIT_OK)
+		return 0;
+	return n;
+}
+
 /*
  * S-7 sequences: the rows become polarsplit_sequence structs (this build's sizeof as the
  * stride) and replace the database's sequences in one call (all or nothing).

@@ -18,6 +18,14 @@ extern bool pool_polarsplit_wanted(POOL_CONNECTION_POOL * backend);
 extern bool pool_polarsplit_fresh_connection;
 
 /*
+ * Shared memory the children share DDL through (one count per database slot): the main process
+ * adds pool_polarsplit_shmem_size() to its segment and hands the chunk to
+ * pool_polarsplit_shmem_init() before it forks the children (polarsplit = on only).
+ */
+extern size_t pool_polarsplit_shmem_size(void);
+extern void pool_polarsplit_shmem_init(void *chunk);
+
+/*
  * Runs the client session to its end with every routing decision from libpolarsplit, in place
  * of pool_process_query(). Returns POOL_END when the client terminated and every backend
  * connection is idle (Pgpool then resets and caches them as usual); ends the child with FATAL

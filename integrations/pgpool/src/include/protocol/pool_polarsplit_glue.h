@@ -158,6 +158,14 @@ extern void psg_engine_remove_functions(psg_engine *e, const char *database);
  */
 extern int psg_engine_catalog_changed(psg_engine *e, const char *database);
 extern void psg_engine_catalog_load_started(psg_engine *e, const char *database);
+/*
+ * DDL shared between the children (one engine each): how many DDL statements this child's
+ * sessions ran (any database; one atomic load), and DDL another child's session ran in the
+ * database, reported to this child's engine (its reads stay on the primary, open sessions too,
+ * until this child's next load; not counted as this child's own).
+ */
+extern uint64_t psg_engine_sessions_ddl(psg_engine *e);
+extern void psg_engine_catalog_changed_elsewhere(psg_engine *e, const char *database);
 
 /*
  * The writer's sequences of one database (SPEC S-7: a standby holds a sequence WAL-logged ahead
