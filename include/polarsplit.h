@@ -1878,6 +1878,29 @@ polarsplit_status polarsplit_session_recv_client(polarsplit_session *session,
                                                  uint64_t now_ms,
                                                  size_t *consumed);
 
+// The client's input ended: its connection closed, or half-closed (`shutdown(SHUT_WR)`), or
+// failed. An input (poll actions until `POLARSPLIT_DONE` after it). Call it once every byte
+// the client sent was taken by `polarsplit_session_recv_client` (offer what it did not take
+// again first, after backend input, as usual), and keep the session: as PostgreSQL at the end
+// of its input, the session still runs and answers everything the client sent before it, in
+// order — statements queued behind a read go to the writer once it answered — and emits
+// CLOSE_CLIENT after the last answer. Until then keep executing its actions and feeding the
+// backends' bytes and events: send the answers while the client's socket takes them (a
+// half-closed client reads them all); once a write fails, drop what is for the client and go
+// on. The host bounds the wait (the client is gone, a statement may run long): closing the
+// session then is what closing the client always was. An incomplete message at the end is
+// never run (its bytes are discarded by an action); one partly sent to a server already ends
+// the session at once (CLOSE_BACKEND, CLOSE_CLIENT). Before the client logged in, with nothing
+// queued, the session closes at once. After the client's Terminate it changes nothing (the
+// session closes once that Terminate's predecessors answered). `POLARSPLIT_ERR_CLOSED` after
+// the session ended, `POLARSPLIT_ERR_BAD_STATE` while actions are pending; then nothing
+// changed. (New within ABI 3: a host that never calls it closes the session itself at the
+// end of the client's input, as before, and loses what the client queued.)
+//
+// # Safety
+// `session` must be a live session.
+polarsplit_status polarsplit_session_client_eof(polarsplit_session *session, uint64_t now_ms);
+
 // Feeds `len` bytes received from backend connection `conn`, then poll actions until
 // `POLARSPLIT_DONE`. `POLARSPLIT_ERR_UNKNOWN_CONNECTION` when the session does not use `conn`
 // (the bytes were not taken). On `POLARSPLIT_ERR_PROTOCOL` the bytes were taken: drain the

@@ -99,6 +99,42 @@ void feed_client(client_t *c) {
         client_teardown(c);
         return;
     }
+    /* The client's input ended and every byte of it was taken: the session is told, and it runs
+     * and answers what came before the end (as PostgreSQL does), then asks CLOSE_CLIENT. */
+    if (!c->dead && !c->closing && c->eof && !c->eof_fed && buf_size(&c->in) == c->fed) {
+        c->eof_fed = 1;
+        polarsplit_status st = c->router.ops->client_eof(c->router.st, now_ms());
+        if (st == POLARSPLIT_OK) {
+            pump(c);
+            return;
+        }
+        if (st != POLARSPLIT_ERR_CLOSED) report_status(c, "client_eof", st);
+        pump(c);
+        client_teardown(c);
+    }
+}
+
+/* The client's input ended (its end, a half-close, or an error): nothing more is read. The
+ * session is told once every byte is fed (feed_client); it still runs what the client sent and
+ * its answers go out while the socket takes them (a half-closed client reads them all). As with
+ * PostgreSQL, whose backend ends ("connection to client lost") at the first answer it cannot
+ * send, the session ends at the first answer that cannot be sent — a failed write, or an answer
+ * due after the client reset the connection (client_reset) — so what the client sent behind
+ * that answer does not run. Bounded: the session is closed after --client-gone-timeout-ms at
+ * the latest (clients_check_session_deadlines). */
+static void client_input_ended(client_t *c) {
+    if (c->eof) return;
+    c->eof = 1;
+    if (g.o.client_gone_timeout_ms) c->eof_deadline = now_ms() + g.o.client_gone_timeout_ms;
+    VLOG("client %llu: end of its input", (unsigned long long)c->id);
+}
+
+void client_reset(client_t *c) {
+    if (c->dead || c->fd < 0) return;
+    VLOG("client %llu: connection reset", (unsigned long long)c->id);
+    close(c->fd);
+    c->fd = -1;
+    if (buf_size(&c->out)) client_teardown(c);
 }
 
 void client_teardown(client_t *c) {
@@ -177,6 +213,7 @@ void client_start(int fd, const struct sockaddr_storage *sa, uint64_t now) {
     c->watched_fd = -1;
     c->accepted_at = now;
     c->deadline = UINT64_MAX;
+    c->eof_deadline = UINT64_MAX;
     peer_address(c, sa);
     polarsplit_status st = client_router(c);
     if (st != POLARSPLIT_OK) {
@@ -207,10 +244,12 @@ void client_readable(client_t *c) {
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        /* EOF or error: the client is gone. Offer what it sent (e.g. Terminate) first. */
-        feed_client(c);
-        client_teardown(c);
-        return;
+        /* EOF or error: the client's input ended. What it sent still runs, in order (as PostgreSQL
+         * runs what it read before the end), and a half-closed client still reads the answers:
+         * the session closes once it answered everything (CLOSE_CLIENT), or at the latest after
+         * --client-gone-timeout-ms. */
+        client_input_ended(c);
+        break;
     }
     feed_client(c);
 }
@@ -242,7 +281,19 @@ uint64_t clients_check_auth_deadlines(uint64_t now) {
 uint64_t clients_check_session_deadlines(uint64_t now) {
     uint64_t next = UINT64_MAX;
     for (client_t *c = g.clients; c; c = c->next) {
-        if (c->dead || c->deadline == UINT64_MAX) continue;
+        if (c->dead) continue;
+        if (c->eof_deadline != UINT64_MAX) {
+            if (now >= c->eof_deadline) {
+                /* The client is gone and its session still waits (a statement that runs on, an
+                 * answer the client does not read): closed, as a client's end closed it before. */
+                logf_("client %llu from %s:%u: its input ended %u ms ago and its session is not done: closed",
+                      (unsigned long long)c->id, c->host, c->port, g.o.client_gone_timeout_ms);
+                client_teardown(c);
+                continue;
+            }
+            if (c->eof_deadline < next) next = c->eof_deadline;
+        }
+        if (c->deadline == UINT64_MAX) continue;
         if (now < c->deadline) {
             if (c->deadline < next) next = c->deadline;
             continue;

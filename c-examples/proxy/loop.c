@@ -63,7 +63,9 @@ static uint64_t run_timers(uint64_t now) {
 static void flush_all(void) {
     for (client_t *c = g.clients; c; c = c->next) {
         if (c->dead) continue;
-        if (buf_size(&c->out) && flush_fd(c->fd, &c->out) != 0) {
+        /* An answer that cannot be sent ends the session, as PostgreSQL's backend ends at a send
+         * that fails ("connection to client lost"): what the client sent behind it never runs. */
+        if (buf_size(&c->out) && (c->fd < 0 || flush_fd(c->fd, &c->out) != 0)) {
             client_teardown(c);
             continue;
         }
@@ -129,7 +131,7 @@ static void sync_interest(uint64_t now) {
     for (client_t *c = g.clients; c; c = c->next) {
         if (c->dead || c->fd < 0) continue;
         int blocked = (c->writer && buf_size(&c->writer->out) >= HIGH_WATER) || buf_size(&c->in) - c->fed >= HIGH_WATER;
-        uint32_t ev = (!c->closing && !blocked) ? EPOLLIN : 0;
+        uint32_t ev = (!c->closing && !c->eof && !blocked) ? EPOLLIN : 0;
         if (buf_size(&c->out)) ev |= EPOLLOUT;
         watch(c->fd, ev, (uint64_t)(uintptr_t)c | EV_CLIENT, &c->watched_fd, &c->watched_ev);
     }
@@ -158,6 +160,12 @@ static void client_event(client_t *c, uint32_t re) {
     if (c->dead) return;
     if ((re & EPOLLOUT) && flush_fd(c->fd, &c->out) != 0) {
         client_teardown(c);
+        return;
+    }
+    if (c->eof) {
+        /* Read to its end: a hang-up or an error says it reset the connection. Noticed when an
+         * answer is due, as PostgreSQL notices it at its next send. */
+        if (re & (EPOLLHUP | EPOLLERR)) client_reset(c);
         return;
     }
     if (re & (EPOLLIN | EPOLLHUP | EPOLLERR)) client_readable(c);

@@ -23,6 +23,10 @@ static void usage(FILE *f) {
             "                              (default 1000)\n"
             "  --auth-timeout-ms N         a client that has not logged in this long after connecting\n"
             "                              is closed (default 10000; 0: never)\n"
+            "  --client-gone-timeout-ms N  after a client closed (or half-closed) its connection, the\n"
+            "                              statements it sent still run and their answers go out while\n"
+            "                              it reads; its session is closed this long after at the\n"
+            "                              latest (default 60000; 0: never)\n"
             "  --monitor-interval-ms N     how often monitors sample LSNs (default 10)\n"
             "  --monitor-timeout-ms N      a monitor query unanswered this long is a failed sample: the\n"
             "                              server is marked down and its monitor reconnects (default 2000)\n"
@@ -140,6 +144,7 @@ static int option(polarsplit_config_builder *builder, const char *a, const char 
     if (strcmp(a, "--credentials") == 0) return (g.o.creds_path = v), 0;
     if (strcmp(a, "--max-clients") == 0) return number(a, v, &g.o.max_clients);
     if (strcmp(a, "--auth-timeout-ms") == 0) return number(a, v, &g.o.auth_timeout_ms);
+    if (strcmp(a, "--client-gone-timeout-ms") == 0) return number(a, v, &g.o.client_gone_timeout_ms);
     if (strcmp(a, "--monitor-interval-ms") == 0) return number(a, v, &g.o.monitor_interval_ms);
     if (strcmp(a, "--monitor-timeout-ms") == 0) return number(a, v, &g.o.monitor_timeout_ms);
     if (strcmp(a, "--monitor-down-after") == 0) return number(a, v, &g.o.monitor_down_after);

@@ -100,6 +100,9 @@ typedef struct client {
     backend_t *acquiring;
     int closing;
     int dead;
+    int eof;            /* the client's input ended: no more reading; the session finishes what it has */
+    int eof_fed;        /* ... and the session was told (client_eof), once every byte was fed */
+    uint64_t eof_deadline; /* teardown then at the latest (UINT64_MAX: none) */
     uint64_t accepted_at;
     uint64_t deadline; /* the session's next deadline after the last drain (UINT64_MAX: none) */
     int authenticated; /* the writer accepted the login: no more authentication deadline */
@@ -136,6 +139,7 @@ typedef struct {
     uint32_t reader_connect_timeout_ms;
     uint32_t pool_idle_ms;
     uint32_t auth_timeout_ms; /* 0: none */
+    uint32_t client_gone_timeout_ms; /* after a client's input ended, teardown at the latest (0: none) */
     uint32_t monitor_timeout_ms;  /* a monitor query unanswered this long is a failed sample */
     uint32_t monitor_down_after;  /* consecutive failed samples that mark a server down */
     uint32_t identity_interval_ms; /* how often the writer monitor reads the writer's identity */
@@ -233,6 +237,9 @@ void feed_client(client_t *c);
 void pump(client_t *c);
 void push_event(client_t *c, uint64_t conn, uint32_t kind, uint32_t server, uint32_t flags);
 void client_teardown(client_t *c);
+/* A client whose input ended reset its connection: the descriptor is closed; the session goes
+ * on until an answer is due (PostgreSQL's backend ends at its first send that fails). */
+void client_reset(client_t *c);
 void client_free(client_t *c);
 backend_t *find_conn(client_t *c, uint64_t id);
 /* Closes clients that have not authenticated within --auth-timeout-ms; returns the next such

@@ -24,6 +24,9 @@ typedef struct {
     polarsplit_status (*on_timeout)(void *st, uint64_t now);
     /* A CancelRequest was forwarded to `conn` (SPEC F-1). Not an input. */
     polarsplit_status (*cancel_forwarded)(void *st, uint64_t conn);
+    /* The client's input ended (closed, half-closed or failed) and every byte of it was fed: an
+     * input. The router still runs and answers what came before it, then asks CLOSE_CLIENT. */
+    polarsplit_status (*client_eof)(void *st, uint64_t now);
 } router_ops;
 
 typedef struct {

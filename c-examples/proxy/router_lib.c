@@ -30,10 +30,11 @@ static polarsplit_status lib_on_timeout(void *st, uint64_t now) { return polarsp
 static polarsplit_status lib_cancel_forwarded(void *st, uint64_t conn) {
     return polarsplit_session_cancel_forwarded(st, conn);
 }
+static polarsplit_status lib_client_eof(void *st, uint64_t now) { return polarsplit_session_client_eof(st, now); }
 
-static const router_ops LIB_OPS = {lib_recv_client,   lib_recv_backend, lib_event,        lib_poll,
-                                   lib_last_error,    lib_authenticated, lib_free,        lib_next_deadline,
-                                   lib_on_timeout,    lib_cancel_forwarded};
+static const router_ops LIB_OPS = {lib_recv_client,   lib_recv_backend,     lib_event,        lib_poll,
+                                   lib_last_error,    lib_authenticated,    lib_free,         lib_next_deadline,
+                                   lib_on_timeout,    lib_cancel_forwarded, lib_client_eof};
 
 polarsplit_status router_library(const polarsplit_engine *e, const polarsplit_client_info *info, router_t *out) {
     polarsplit_session *s = NULL;

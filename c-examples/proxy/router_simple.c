@@ -427,10 +427,19 @@ static polarsplit_status s_cancel_forwarded(void *st, uint64_t conn) {
     (void)conn;
     return POLARSPLIT_OK;
 }
+/* The simple routers keep nothing queued: every byte went where it goes as it arrived. */
+static polarsplit_status s_client_eof(void *st, uint64_t now) {
+    simple_t *r = st;
+    (void)now;
+    if (r->phase == PH_CLOSED) return POLARSPLIT_ERR_CLOSED;
+    push(r, POLARSPLIT_ACTION_CLOSE_CLIENT);
+    r->phase = PH_CLOSED;
+    return POLARSPLIT_OK;
+}
 
-static const router_ops SIMPLE_OPS = {s_recv_client,  s_recv_backend,  s_event, s_poll,
-                                      s_last_error,   s_authenticated, s_free,  s_next_deadline,
-                                      s_on_timeout,   s_cancel_forwarded};
+static const router_ops SIMPLE_OPS = {s_recv_client, s_recv_backend,     s_event, s_poll,
+                                      s_last_error,  s_authenticated,    s_free,  s_next_deadline,
+                                      s_on_timeout,  s_cancel_forwarded, s_client_eof};
 
 void router_simple(int naive, uint32_t server, router_t *out) {
     simple_t *r = calloc(1, sizeof *r);

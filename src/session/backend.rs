@@ -275,10 +275,15 @@ impl Session {
             Event::ConnectionLost => match self.backend_index(conn) {
                 None => Err(SessionError::UnknownConnection(conn)),
                 Some(0) => {
-                    self.fatal_to_client(
-                        b"08006",
-                        b"polarsplit: the connection to the primary was lost",
-                    );
+                    // After the client's Terminate the writer ends its connection as
+                    // PostgreSQL does (work the client left without a Sync unanswered): the
+                    // client hears nothing more.
+                    if !self.client_ended {
+                        self.fatal_to_client(
+                            b"08006",
+                            b"polarsplit: the connection to the primary was lost",
+                        );
+                    }
                     self.writer = None;
                     self.close_all();
                     Ok(())

@@ -39,6 +39,13 @@ impl Session {
     /// violation, then send the 08P01 FATAL and close (nothing after the violation is covered).
     pub fn recv_client(&mut self, bytes: &[u8], now_ms: u64) -> Result<usize, SessionError> {
         self.check_input(now_ms)?;
+        if self.client_ended || self.input_ended() {
+            // After its Terminate (or its end) nothing the client sends is read (PostgreSQL has exited).
+            if !bytes.is_empty() {
+                self.out.discard_client(bytes.len());
+            }
+            return Ok(bytes.len());
+        }
         let mut pos = 0;
         while pos < bytes.len() && self.phase != Phase::Closed {
             if self.client_framer.at_boundary() && self.takes_no_more_input() {
@@ -407,10 +414,145 @@ impl Session {
     }
 
     /// Decides and routes whatever can be decided now, in order; then asks the host to forward
-    /// a cancel that waited for the client's work to be placed (F-1).
+    /// a cancel that waited for the client's work to be placed (F-1); then, once the client's
+    /// input has ended and everything before its end has answered, closes the session.
     pub(super) fn pump(&mut self, fresh: Option<(u8, &[u8])>) {
         self.pump_units(fresh);
         self.deliver_pending_cancel();
+        self.close_when_answered();
+    }
+
+    /// The client's end of input ([`Session::client_eof`]): an input. Every byte the client
+    /// sent has been fed. As PostgreSQL at the end of its input, the session runs and answers
+    /// everything the client sent before it, in order, then closes (a `CloseClient` action, after
+    /// the last answer): a client that only half-closed its socket still reads every answer,
+    /// and statements queued behind a read still run on the writer. An incomplete message at
+    /// the end is never run (its bytes are discarded); one already partly sent to a server ends
+    /// the session at once (closing that connection is what ends it there). Before the client
+    /// logged in with nothing queued, the session closes at once. After the client's Terminate
+    /// it changes nothing.
+    pub fn client_eof(&mut self, now_ms: u64) -> Result<(), SessionError> {
+        self.check_input(now_ms)?;
+        if self.client_ended || self.input_ended() {
+            return Ok(());
+        }
+        // Bytes of an incomplete message the framer holds: taken by `recv_client`, covered
+        // by no action yet.
+        let mut tail = self.client_framer.buffered();
+        if let Some(m) = self.queue.back_mut() {
+            if m.arrived < m.len {
+                if m.acted > 0 || self.client_streaming.is_some() {
+                    self.close_all();
+                    return Ok(());
+                }
+                // Nothing of it acted on: it ends the input instead (its bytes discarded).
+                tail += m.arrived;
+                self.queue.pop_back();
+            }
+        }
+        if self.phase != Phase::Ready && self.queue.is_empty() {
+            self.close_all();
+            return Ok(());
+        }
+        self.client_framer = Framer::new(self.config.limits);
+        reserve_one(&mut self.queue);
+        // The end of the input, as a Terminate the engine sends (tag 0: no message of the
+        // client's; `len` covers the incomplete message's bytes, discarded).
+        self.queue.push_back(ClientMsg {
+            tag: 0,
+            names: Names::default(),
+            may_be_token: false,
+            len: tail,
+            arrived: tail,
+            acted: 0,
+            info: MsgInfo::Terminate,
+            copy: None,
+        });
+        self.pump(None);
+        Ok(())
+    }
+
+    /// Whether the end of the client's input is queued (`client_eof`).
+    fn input_ended(&self) -> bool {
+        self.queue.back().is_some_and(|m| m.tag == 0)
+    }
+
+    /// The client's Terminate (or the end of its input) at the head of the queue. PostgreSQL
+    /// reads it only after it ran and answered everything before it, so it waits until every
+    /// unit before it has answered — all but one the client left unfinished at the end: a batch
+    /// without its Sync, or a COPY IN without its end, which nothing will complete now. On the
+    /// writer such a unit gets the Terminate (the server rolls the batch back, or fails the
+    /// COPY) and the session ends when the writer answered or closed its connection; on a
+    /// reader its unflushed work is dropped with the reader, as the server would drop it.
+    fn terminate_at_head(&mut self, w: ConnId) {
+        let n = self.units.len();
+        let unfinished = |(i, u): (usize, &Unit)| {
+            i + 1 == n && (u.open || (u.copy_in && u.attempt == Attempt::Writer))
+        };
+        if !self.units.iter().enumerate().all(unfinished) {
+            return;
+        }
+        let on_reader = self
+            .units
+            .back()
+            .is_some_and(|u| u.attempt != Attempt::Writer);
+        self.end_client_input(w);
+        if on_reader {
+            self.units.clear();
+        }
+        self.close_when_answered();
+    }
+
+    /// The Terminate at the head (or the end of the input) is read: it goes to the writer
+    /// behind everything sent there, nothing after it is read, and the session closes once
+    /// the writer answered what it runs before it (`close_when_answered`).
+    fn end_client_input(&mut self, w: ConnId) {
+        match self.queue.front() {
+            Some(m) if m.tag == 0 => {
+                let n = m.len;
+                if n > 0 {
+                    self.out.discard_client(n);
+                }
+                self.pop_head();
+                self.out
+                    .send_backend_with(w, |o| wire(tag::TERMINATE, &[], o));
+            }
+            _ => self.advance_head(Some(w)),
+        }
+        self.client_ended = true;
+        // PostgreSQL reads nothing after a Terminate.
+        while let Some(m) = self.queue.front() {
+            let n = m.arrived - m.acted;
+            if n > 0 {
+                self.out.discard_client(n);
+            }
+            self.pop_head();
+        }
+        self.client_streaming = None;
+    }
+
+    /// Closes the session once the client's input has ended and everything before its end
+    /// has answered: readers closed, the client closed (the host closes the writer, which has
+    /// the Terminate).
+    fn close_when_answered(&mut self) {
+        if !self.client_ended
+            || self.phase == Phase::Closed
+            || !self.units.is_empty()
+            || self.held_rfq.is_some()
+        {
+            return;
+        }
+        self.release_pin(false);
+        for mut r in std::mem::take(&mut self.readers) {
+            self.out.close_backend(r.conn);
+            self.engine.conns().forget(r.conn);
+            if !r.resp.is_empty() {
+                r.end_use(&self.engine);
+            }
+        }
+        self.out.close_client();
+        self.phase = Phase::Closed;
+        self.units.clear();
     }
 
     fn pump_units(&mut self, fresh: Option<(u8, &[u8])>) {
@@ -474,6 +616,10 @@ impl Session {
                 }
                 return;
             }
+            if matches!(head.info, MsgInfo::Terminate) {
+                self.terminate_at_head(w);
+                return;
+            }
             // Messages that belong to the unit in flight.
             if let Some(last) = self.units.back() {
                 if last.copy_in && head.info.is_copy() && last.attempt == Attempt::Writer {
@@ -515,21 +661,8 @@ impl Session {
                     self.advance_head(Some(w));
                     true
                 }
-                MsgInfo::Terminate => {
-                    self.advance_head(Some(w));
-                    self.release_pin(false);
-                    for mut r in std::mem::take(&mut self.readers) {
-                        self.out.close_backend(r.conn);
-                        self.engine.conns().forget(r.conn);
-                        if !r.resp.is_empty() {
-                            r.end_use(&self.engine);
-                        }
-                    }
-                    self.out.close_client();
-                    self.phase = Phase::Closed;
-                    self.units.clear();
-                    return;
-                }
+                // Taken above, before the unit in flight sees it.
+                MsgInfo::Terminate => return,
                 MsgInfo::Flush => {
                     // A Flush with no batch open asks for nothing the server would not send
                     // anyway (it flushes at every Sync): it opens no batch and waits for

@@ -461,6 +461,10 @@ pub struct Session {
     pending: Vec<u8>,
     /// Conn the client's streamed message in progress is forwarded to (`Some(None)`: discarded).
     client_streaming: Option<Option<ConnId>>,
+    /// The client's input is over — its Terminate was read, or its end
+    /// ([`Session::client_eof`]): nothing after it is read, and the session closes once
+    /// everything before it has answered (as PostgreSQL runs and answers what it read first).
+    client_ended: bool,
     startup: Option<Startup>,
     writer: Option<Backend>,
     /// Boxed, as the spares: a reader connection's backend moves between the two lists on
@@ -582,6 +586,7 @@ impl Session {
             queue: VecDeque::new(),
             pending: Vec::new(),
             client_streaming: None,
+            client_ended: false,
             startup: None,
             writer: None,
             readers: Vec::new(),
