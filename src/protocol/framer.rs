@@ -105,6 +105,19 @@ impl Framer {
         self.hdr_len as usize + if self.clear_buf { 0 } else { self.buf.len() }
     }
 
+    /// Bytes of the incomplete message in progress that were consumed but reported in no step
+    /// yet: a partial header, or a buffered message's header and body so far (a streamed
+    /// message's bytes are reported as they come).
+    pub fn unreported(&self) -> usize {
+        let body = if self.clear_buf { 0 } else { self.buf.len() };
+        match self.state {
+            State::Header => self.hdr_len as usize,
+            State::Buffering { tag: 0, .. } => 4 + body,
+            State::Buffering { .. } => 5 + body,
+            State::Streaming { .. } => 0,
+        }
+    }
+
     /// Consumes a prefix of `input` and reports what it completed. Returns the step and how many
     /// input bytes it consumed. `mode` is asked once per message, when its header is complete.
     ///

@@ -438,7 +438,7 @@ impl Session {
         }
         // Bytes of an incomplete message the framer holds: taken by `recv_client`, covered
         // by no action yet.
-        let mut tail = self.client_framer.buffered();
+        let mut tail = self.client_framer.unreported();
         if let Some(m) = self.queue.back_mut() {
             if m.arrived < m.len {
                 if m.acted > 0 || self.client_streaming.is_some() {
