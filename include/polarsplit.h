@@ -1350,12 +1350,13 @@ const char *polarsplit_reason_name(polarsplit_reason reason);
 //    overload, for `polarsplit_engine_set_function_catalog` (the query there);
 // 3. two columns — schema, name — every sequence, for `polarsplit_engine_set_sequence_catalog`;
 // 4. four columns — schema, name, definition, kind (`v` view, `p` row-level security policies,
-//    `d` domain, `c` user cast, `o` user operator, `f` user function's body) — for
+//    `d` domain, `c` user cast, `o` user operator, `f` user function's body, `h` the user code
+//    behind a relation or a type, `F` a foreign table or an ancestor of one) — for
 //    `polarsplit_engine_set_object_catalog` (each kind's text is described there).
 //
 // It begins with `SET LOCAL lock_timeout = '100ms'`: `pg_get_viewdef` locks each view and what
 // it reads until the Query ends, so the load fails fast rather than deadlock with a client's
-// DDL. A host that needs a piece of it alone may run the queries the three functions document;
+// DDL; then `SET LOCAL jit = off` (JIT would compile its closures for seconds). A host that needs a piece of it alone may run the queries the three functions document;
 // this text is the one the example proxy and the Pgpool-II patch send, and it changes with the
 // library when what the engine needs from the catalogue does.
 //
@@ -1488,7 +1489,9 @@ polarsplit_status polarsplit_engine_remove_sequence_catalog(const polarsplit_eng
 // - `v` a view: `pg_get_viewdef`;
 // - `p` a table under row-level security: `SELECT NULL, (<policy expression>), …` over all its
 //   policies' `USING` and `WITH CHECK` expressions;
-// - `d` a domain: `SELECT NULL::<base type>, (<check expression>), …`;
+// - `d` a domain: `SELECT NULL::<base type>, (<check expression>), …`; and a type or a table
+//   that holds a domain (a field, an array's element, a range's subtype, at any depth):
+//   `SELECT NULL::<domain>`;
 // - `c` a user cast, under each of its two types' names, and `o` a user operator:
 //   `SELECT <schema>.<function>(NULL[, NULL])`, a call of the function it runs;
 // - `f` a user function, under its name (a call names the function), with its body: a volatile
@@ -1497,17 +1500,23 @@ polarsplit_status polarsplit_engine_remove_sequence_catalog(const polarsplit_eng
 //   or `EXECUTE` is reported as a DO block that does, one that says DML or a session command as
 //   text that is no read, any other as a SELECT calling every name the body writes before a
 //   parenthesis and every user operator it contains, from every word it holds; a LANGUAGE
-//   internal function as a call of the built-in whose C code it runs. A STABLE function over
+//   internal function as a call of the built-in whose C code it runs; a function whose
+//   argument or result (OUT and TABLE columns too) holds a domain as `SELECT NULL::<domain>`;
+//   a user aggregate as `SELECT NULL, <schema>.<function>(NULL, …), …` calling its user
+//   support functions (transition, final, combine, …). A STABLE function over
 //   `pg_is_in_recovery()`, a sequence or a volatile function is then judged by what it runs,
 //   not only by its label;
-// - `h` a relation or a user type whose use runs user code its name does not show, under its
-//   name: `SELECT NULL, <schema>.<function>(NULL, …), …` calling each user function the planner
-//   or executor may run for it — a range type's `subtype_diff`, `canonical` and
-//   `subtype_opclass`, a type's I/O functions, default operator classes and casts (for a
-//   relation, its columns' types'), and a relation's partition key's and indexes' operator
-//   classes and expressions;
-// - `F` a foreign table: `SELECT pg_catalog.pg_is_in_recovery()` (server-dependent: its wrapper
-//   reads where the statement runs).
+// - `h` a relation or a type whose use runs user code its name does not show, under its name:
+//   `SELECT NULL, <schema>.<function>(NULL, …), …` calling each user function the planner or
+//   executor may run for it — a range type's `subtype_diff`, `canonical` and `subtype_opclass`,
+//   a type's I/O functions, default operator classes and casts (a built-in type's: the user
+//   casts from it and its user default operator classes), with those of the types it holds
+//   (element, base type, subtype, a multirange's range, a composite's fields); for a relation,
+//   its columns' types', and its partition key's and indexes' operator classes and
+//   expressions, with those of its descendants (partitions, inheritance children);
+// - `F` a foreign table, or a table one is a partition or an inheritance child of:
+//   `SELECT pg_catalog.pg_is_in_recovery()` (server-dependent: its wrapper reads where the
+//   statement runs).
 //
 // `objects` is an array of `n` structs, `object_size` bytes apart: pass
 // `sizeof(polarsplit_object)` (the growth rule). The library copies what it keeps; the array

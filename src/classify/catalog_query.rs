@@ -28,6 +28,8 @@ macro_rules! catalog_query_text {
     () => {
         concat!(
         r#"SET LOCAL lock_timeout = '100ms';"#,
+        // JIT would compile the closures below for seconds (their estimates pass jit_above_cost).
+        r#"SET LOCAL jit = off;"#,
         r#"SELECT pg_catalog.current_setting('server_version_num');"#,
         // An aggregate is immutable in pg_proc whatever its support functions do: reported with their
         // worst volatility (a transition function may write or call set_config).
@@ -51,9 +53,71 @@ macro_rules! catalog_query_text {
         r#"SELECT n.nspname, c.relname "#,
         r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
         r#"WHERE c.relkind = 'S';"#,
+        // The fourth result shares its closures (`WITH RECURSIVE`, each a UNION: it ends):
+        // `tc`, which type holds which (an array its element, a domain its base type, a range
+        // its subtype, a multirange its range, a user composite type or a relation's row type
+        // its fields' types — `rngmultitypid` read through to_jsonb, absent before PostgreSQL 14);
+        // `oc`, the user functions behind each operator class (support functions, operators'
+        // functions); `tf`, the user functions behind each type — its own I/O functions, a
+        // range's `subtype_diff`, `canonical` and `subtype_opclass`, its default operator
+        // classes', the casts from it (and to it, for a user type), then every type holding one
+        // of those (a built-in type too: a user default operator class of `json`, a user cast
+        // that a statement applies without naming it, implicit or in assignment, from `point` to
+        // another built-in type — one to a user type is that type's — but none of an installed
+        // extension's functions there); `td`, the domains each
+        // type holds; `rd`, each relation with its descendants (partitions of partitions,
+        // inheritance children); `rf`, the user functions a relation's own columns' types, its
+        // partition key and its indexes (operator classes, expressions) run.
+        r#"SELECT * FROM (WITH RECURSIVE "#,
+        r#"tc(outer_t, inner_t) AS (SELECT t.oid, t.typelem FROM pg_catalog.pg_type t WHERE t.typelem <> 0 "#,
+        r#"UNION ALL SELECT t.oid, t.typbasetype FROM pg_catalog.pg_type t WHERE t.typbasetype <> 0 "#,
+        r#"UNION ALL SELECT r.rngtypid, r.rngsubtype FROM pg_catalog.pg_range r "#,
+        r#"UNION ALL SELECT (pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.->>) 'rngmultitypid')::pg_catalog.oid, r.rngtypid "#,
+        r#"FROM pg_catalog.pg_range r WHERE pg_catalog.to_jsonb(r) OPERATOR(pg_catalog.?) 'rngmultitypid' "#,
+        r#"UNION ALL SELECT t.oid, a.atttypid FROM pg_catalog.pg_type t JOIN pg_catalog.pg_attribute a "#,
+        r#"ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped WHERE t.typrelid >= 16384), "#,
+        r#"oc(opc, fid) AS (SELECT c.oid, ap.amproc::pg_catalog.oid FROM pg_catalog.pg_opclass c "#,
+        r#"JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = c.opcfamily WHERE ap.amproc::pg_catalog.oid >= 16384 "#,
+        r#"UNION SELECT c.oid, op.oprcode::pg_catalog.oid FROM pg_catalog.pg_opclass c "#,
+        r#"JOIN pg_catalog.pg_amop am ON am.amopfamily = c.opcfamily JOIN pg_catalog.pg_operator op ON op.oid = am.amopopr "#,
+        r#"WHERE op.oprcode::pg_catalog.oid >= 16384), "#,
+        r#"tf0(typ, fid) AS (SELECT t.oid, pg_catalog.unnest(ARRAY[t.typinput::pg_catalog.oid, t.typoutput, t.typreceive, "#,
+        r#"t.typsend, t.typmodin, t.typmodout, t.typanalyze]) FROM pg_catalog.pg_type t WHERE t.oid >= 16384 "#,
+        r#"UNION SELECT r.rngtypid, pg_catalog.unnest(ARRAY[r.rngsubdiff::pg_catalog.oid, r.rngcanonical]) "#,
+        r#"FROM pg_catalog.pg_range r "#,
+        r#"UNION SELECT r.rngtypid, oc.fid FROM pg_catalog.pg_range r JOIN oc ON oc.opc = r.rngsubopc "#,
+        r#"UNION SELECT c.opcintype, oc.fid FROM pg_catalog.pg_opclass c JOIN oc ON oc.opc = c.oid WHERE c.opcdefault "#,
+        r#"UNION SELECT k.castsource, k.castfunc FROM pg_catalog.pg_cast k WHERE k.castfunc >= 16384 "#,
+        r#"AND (k.castsource >= 16384 OR k.casttarget < 16384 AND k.castcontext <> 'e') "#,
+        r#"UNION SELECT k.casttarget, k.castfunc FROM pg_catalog.pg_cast k WHERE k.castfunc >= 16384 "#,
+        r#"AND k.casttarget >= 16384), "#,
+        r#"fx(fid) AS (SELECT e.objid FROM pg_catalog.pg_depend e JOIN pg_catalog.pg_proc f ON f.oid = e.objid "#,
+        r#"WHERE e.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND e.deptype = 'e' AND f.prolang = 13), "#,
+        r#"fe(fid) AS (SELECT e.objid FROM pg_catalog.pg_depend e "#,
+        r#"WHERE e.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND e.deptype = 'e'), "#,
+        r#"tf(typ, fid) AS (SELECT tf0.typ, tf0.fid FROM tf0 WHERE tf0.fid >= 16384 AND tf0.fid NOT IN (SELECT fid FROM fx) "#,
+        r#"AND (tf0.typ >= 16384 OR tf0.fid NOT IN (SELECT fid FROM fe)) "#,
+        r#"UNION SELECT tc.outer_t, tf.fid FROM tf JOIN tc ON tc.inner_t = tf.typ), "#,
+        // Each user function's call (`callable!`), spelled once.
+        r#"fc(fid, call) AS (SELECT f.oid, "#, callable!("f"), r#" FROM pg_catalog.pg_proc f "#,
+        r#"WHERE f.oid >= 16384 AND f.oid NOT IN (SELECT fid FROM fx)), "#,
+        r#"td(typ, dom) AS (SELECT t.oid, t.oid FROM pg_catalog.pg_type t WHERE t.typtype = 'd' "#,
+        r#"UNION SELECT tc.outer_t, td.dom FROM td JOIN tc ON tc.inner_t = td.typ), "#,
+        r#"rd(root, rel) AS (SELECT c.oid, c.oid FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 'p', 'm', 'f') "#,
+        r#"UNION SELECT rd.root, i.inhrelid FROM rd JOIN pg_catalog.pg_inherits i ON i.inhparent = rd.rel), "#,
+        r#"rf(rel, fid) AS (SELECT a.attrelid, tf.fid FROM pg_catalog.pg_attribute a JOIN tf ON tf.typ = a.atttypid "#,
+        r#"WHERE a.attnum > 0 AND NOT a.attisdropped "#,
+        r#"UNION SELECT COALESCE(i.indrelid, d.objid), d.refobjid FROM pg_catalog.pg_depend d "#,
+        r#"LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = d.objid "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass "#,
+        r#"UNION SELECT COALESCE(i.indrelid, d.objid), oc.fid FROM pg_catalog.pg_depend d JOIN oc ON oc.opc = d.refobjid "#,
+        r#"LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = d.objid "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_opclass'::pg_catalog.regclass) "#,
         r#"SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "#,
         r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
-        r#"WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // (`c.oid >= 16384` before the namespace: the planner computes pg_get_viewdef where it
+        // scans pg_class, and a built-in view's costs a load seconds.)
+        r#"WHERE c.relkind = 'v' AND c.oid >= 16384 AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
         r#"UNION ALL "#,
         r#"SELECT n.nspname, c.relname, 'SELECT NULL' || pg_catalog.string_agg("#,
         r#"pg_catalog.concat(', (' || pg_catalog.pg_get_expr(p.polqual, p.polrelid) || ')', "#,
@@ -151,21 +215,32 @@ macro_rules! catalog_query_text {
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"WHERE p.proargdefaults IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
         // A domain's CHECK runs where the text never names the domain: a function's argument or
-        // result of that type, and a field of a composite type (a table's row type too).
+        // result (OUT and TABLE columns too) of a type that holds it (the domain, an array of it, a
+        // composite or range over it), and a type or a relation's row type that holds it.
         r#"UNION ALL "#,
-        r#"SELECT n.nspname, p.proname, 'SELECT NULL::' || pg_catalog.quote_ident(tn.nspname) || '.' "#,
+        r#"SELECT DISTINCT n.nspname, p.proname, 'SELECT NULL::' || pg_catalog.quote_ident(tn.nspname) || '.' "#,
         r#"|| pg_catalog.quote_ident(t.typname), 'f' "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
-        r#"CROSS JOIN LATERAL pg_catalog.unnest(p.proargtypes::pg_catalog.oid[] || p.prorettype) AS a(typ) "#,
-        r#"JOIN pg_catalog.pg_type t ON t.oid = a.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
-        r#"WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"CROSS JOIN LATERAL pg_catalog.unnest(COALESCE(p.proallargtypes, p.proargtypes::pg_catalog.oid[]) "#,
+        r#"|| p.prorettype) AS a(typ) JOIN td ON td.typ = a.typ "#,
+        r#"JOIN pg_catalog.pg_type t ON t.oid = td.dom JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
+        r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
         r#"UNION ALL "#,
-        r#"SELECT cn.nspname, c.typname, 'SELECT NULL::' || pg_catalog.quote_ident(tn.nspname) || '.' "#,
+        r#"SELECT DISTINCT cn.nspname, c.typname, 'SELECT NULL::' || pg_catalog.quote_ident(tn.nspname) || '.' "#,
         r#"|| pg_catalog.quote_ident(t.typname), 'd' "#,
-        r#"FROM pg_catalog.pg_type c JOIN pg_catalog.pg_namespace cn ON cn.oid = c.typnamespace "#,
-        r#"JOIN pg_catalog.pg_attribute at ON at.attrelid = c.typrelid AND at.attnum > 0 AND NOT at.attisdropped "#,
-        r#"JOIN pg_catalog.pg_type t ON t.oid = at.atttypid JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
-        r#"WHERE c.typtype = 'c' AND t.typtype = 'd' AND cn.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"FROM td JOIN pg_catalog.pg_type c ON c.oid = td.typ JOIN pg_catalog.pg_namespace cn ON cn.oid = c.typnamespace "#,
+        r#"JOIN pg_catalog.pg_type t ON t.oid = td.dom JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
+        r#"WHERE td.typ <> td.dom AND c.typcategory <> 'A' AND cn.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // A user aggregate runs its support functions (transition, final, combine, …): a call of
+        // each user one, judged by its own rows (an aggregate has no body of its own).
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, p.proname, 'SELECT NULL' || pg_catalog.string_agg(DISTINCT ', ' || fc.call, ''), 'f' "#,
+        r#"FROM pg_catalog.pg_aggregate ag JOIN pg_catalog.pg_proc p ON p.oid = ag.aggfnoid "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
+        r#"JOIN fc ON fc.fid IN (ag.aggtransfn, ag.aggfinalfn, ag.aggcombinefn, ag.aggserialfn, "#,
+        r#"ag.aggdeserialfn, ag.aggmtransfn, ag.aggminvtransfn, ag.aggmfinalfn) "#,
+        r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"GROUP BY n.nspname, p.proname "#,
         // A user function of LANGUAGE internal is a built-in's C code under another name and
         // label (`CREATE FUNCTION f() … STABLE LANGUAGE internal AS 'pg_is_in_recovery'`): judged
         // as the built-in whose code it runs.
@@ -181,64 +256,37 @@ macro_rules! catalog_query_text {
         // planner and executor call a range type's `subtype_diff` and `canonical`, the support
         // functions and operators of its `subtype_opclass`, a type's I/O functions and default
         // operator classes, the casts from and to it (an implicit one, `to_json`'s) — for a
-        // relation, those of its columns' types (user types: oid 16384 and above) — and a
-        // relation's partition key and indexes (operator classes and expressions: partition
-        // pruning and index scans run them). Reported under the relation's and the type's name,
-        // as a SELECT calling each such user function (verified on PostgreSQL 15: a range's
-        // plpgsql `subtype_diff` that called set_config() ran on a pooled reader for
+        // relation, those of its columns' types and the types they hold (`tf`) — and a relation's
+        // partition key and indexes (operator classes and expressions: partition pruning and
+        // index scans run them), with those of its descendants (a read of the parent scans them).
+        // Reported under the relation's and the type's name (a built-in type's too), as a SELECT
+        // calling each such user function (verified on PostgreSQL 15: a range's plpgsql
+        // `subtype_diff` that called set_config() ran on a pooled reader for
         // `SELECT … WHERE r && '[1,5)'`, and a hash partition key's support function for
         // `WHERE k = 5`).
         r#"UNION ALL "#,
-        r#"SELECT o.nsp, o.name, 'SELECT NULL' || pg_catalog.string_agg(DISTINCT ', ' || "#, callable!("f"), r#", ''), 'h' "#,
-        // The user functions behind each operator class (support functions, operators'
-        // functions), then behind each user type: its own, its range's, its default operator
-        // classes', its casts'; an array or a domain has its element's or base type's.
-        r#"FROM (WITH oc(opc, fid) AS (SELECT c.oid, ap.amproc::pg_catalog.oid FROM pg_catalog.pg_opclass c "#,
-        r#"JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = c.opcfamily WHERE ap.amproc::pg_catalog.oid >= 16384 "#,
-        r#"UNION SELECT c.oid, op.oprcode::pg_catalog.oid FROM pg_catalog.pg_opclass c "#,
-        r#"JOIN pg_catalog.pg_amop am ON am.amopfamily = c.opcfamily JOIN pg_catalog.pg_operator op ON op.oid = am.amopopr "#,
-        r#"WHERE op.oprcode::pg_catalog.oid >= 16384), "#,
-        r#"tf0(typ, fid) AS (SELECT t.oid, pg_catalog.unnest(ARRAY[t.typinput::pg_catalog.oid, t.typoutput, t.typreceive, "#,
-        r#"t.typsend, t.typmodin, t.typmodout, t.typanalyze]) FROM pg_catalog.pg_type t WHERE t.oid >= 16384 "#,
-        r#"UNION SELECT r.rngtypid, pg_catalog.unnest(ARRAY[r.rngsubdiff::pg_catalog.oid, r.rngcanonical]) "#,
-        r#"FROM pg_catalog.pg_range r "#,
-        r#"UNION SELECT r.rngtypid, oc.fid FROM pg_catalog.pg_range r JOIN oc ON oc.opc = r.rngsubopc "#,
-        r#"UNION SELECT c.opcintype, oc.fid FROM pg_catalog.pg_opclass c JOIN oc ON oc.opc = c.oid WHERE c.opcdefault "#,
-        r#"UNION SELECT k.castsource, k.castfunc FROM pg_catalog.pg_cast k WHERE k.castfunc >= 16384 "#,
-        r#"UNION SELECT k.casttarget, k.castfunc FROM pg_catalog.pg_cast k WHERE k.castfunc >= 16384), "#,
-        r#"tf(typ, fid) AS (SELECT typ, fid FROM tf0 WHERE fid >= 16384 AND typ >= 16384 "#,
-        r#"UNION SELECT t.oid, tf0.fid FROM pg_catalog.pg_type t JOIN tf0 ON tf0.typ IN (t.typelem, t.typbasetype) "#,
-        r#"WHERE tf0.fid >= 16384 AND tf0.typ >= 16384) "#,
-        // A relation: its columns' types, its partition key's and indexes' operator classes
-        // and expressions.
-        r#"SELECT n.nspname, c.relname, x.fid FROM pg_catalog.pg_class c "#,
-        r#"JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
-        r#"CROSS JOIN LATERAL (SELECT tf.fid FROM pg_catalog.pg_attribute a JOIN tf ON tf.typ = a.atttypid "#,
-        r#"WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "#,
-        r#"UNION SELECT d.refobjid FROM pg_catalog.pg_depend d "#,
-        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass "#,
-        r#"AND (d.objid = c.oid OR d.objid IN (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid)) "#,
-        r#"UNION SELECT oc.fid FROM pg_catalog.pg_depend d JOIN oc ON oc.opc = d.refobjid "#,
-        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_opclass'::pg_catalog.regclass "#,
-        r#"AND (d.objid = c.oid OR d.objid IN (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid))) AS x(fid) "#,
+        r#"SELECT o.nsp, o.name, 'SELECT NULL' || pg_catalog.string_agg(DISTINCT ', ' || fc.call, ''), 'h' "#,
+        r#"FROM (SELECT n.nspname, c.relname, rf.fid FROM rd JOIN rf ON rf.rel = rd.rel "#,
+        r#"JOIN pg_catalog.pg_class c ON c.oid = rd.root JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
         r#"WHERE c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
         // A type, under its name.
         r#"UNION SELECT n.nspname, t.typname, tf.fid FROM tf JOIN pg_catalog.pg_type t ON t.oid = tf.typ "#,
-        r#"JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')"#,
-        // An installed extension's C functions are taken at their labels, as when a statement
-        // names them (the wrong labels known are reported volatile above): left out here, so a
-        // column of citext, hstore or PostGIS's types keeps its reads on pooled readers.
-        r#") AS o(nsp, name, fid) JOIN pg_catalog.pg_proc f ON f.oid = o.fid WHERE o.fid >= 16384 "#,
-        r#"AND NOT (f.prolang = 13 AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend e "#,
-        r#"WHERE e.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND e.objid = f.oid AND e.deptype = 'e')) "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace"#,
+        // An installed extension's C functions (`fx`) are taken at their labels, as when a
+        // statement names them (the wrong labels known are reported volatile above): left out
+        // here (`fc`, `tf`), so a column of citext, hstore or PostGIS's types keeps its reads on
+        // pooled readers; a built-in type is linked to no extension's function (`fe`).
+        r#") AS o(nsp, name, fid) JOIN fc ON fc.fid = o.fid "#,
         r#"GROUP BY o.nsp, o.name "#,
         // A foreign table's rows are wherever its wrapper reads them on the server that runs the
         // statement (file_fdw reads that server's files and runs programs there; postgres_fdw
-        // holds one remote transaction per local one): server-dependent.
+        // holds one remote transaction per local one): server-dependent, and so is every
+        // ancestor of one (a partitioned table or an inheritance parent scans it).
         r#"UNION ALL "#,
         r#"SELECT n.nspname, c.relname, 'SELECT pg_catalog.pg_is_in_recovery()', 'F' "#,
         r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
-        r#"WHERE c.relkind = 'f'"#,
+        r#"WHERE c.oid IN (SELECT rd.root FROM rd JOIN pg_catalog.pg_class f ON f.oid = rd.rel WHERE f.relkind = 'f')"#,
+        r#") AS objects"#,
         )
     };
 }
@@ -256,13 +304,16 @@ macro_rules! catalog_query_text {
 /// 4. four columns: every object whose use runs code the statement's text does not show —
 ///    schema, name, a definition the engine judges as a statement, and a kind (`v` view, `p` a
 ///    table's row-level security policies, `d` domain, `c` user cast, `o` user operator, `f`
-///    user function's body, `h` the user code behind a relation or a type, `F` a foreign table)
+///    user function's body, `h` the user code behind a relation or a type, `F` a foreign table
+///    or an ancestor of one)
 ///    — for `polarsplit_engine_set_object_catalog`.
 ///
 /// It starts with `SET LOCAL lock_timeout = '100ms'` (the Query is one implicit transaction):
 /// `pg_get_viewdef` locks each view and what it reads until the Query ends, so against a
 /// client's DDL that takes them in another order the load fails in 100 ms — well under the
-/// default `deadlock_timeout` — rather than have PostgreSQL cancel the client's statement.
+/// default `deadlock_timeout` — rather than have PostgreSQL cancel the client's statement; then
+/// `SET LOCAL jit = off` (the fourth result's closures over type containment and inheritance
+/// would otherwise be compiled for seconds).
 pub const CATALOG_QUERY: &str = catalog_query_text!();
 
 /// [`CATALOG_QUERY`] with its terminating NUL, for C.
@@ -277,7 +328,8 @@ mod tests {
         assert_eq!(CATALOG_QUERY_NUL.len(), CATALOG_QUERY.len() + 1);
         assert_eq!(CATALOG_QUERY_NUL.find('\0'), Some(CATALOG_QUERY.len()));
         assert!(CATALOG_QUERY.starts_with("SET LOCAL lock_timeout = '100ms';"));
-        // Four results after the SET: the version, functions, sequences, objects.
+        assert!(CATALOG_QUERY.contains(";SET LOCAL jit = off;SELECT "));
+        // Four results after the SETs: the version, functions, sequences, objects.
         assert_eq!(CATALOG_QUERY.matches(";SELECT ").count(), 4);
     }
 }

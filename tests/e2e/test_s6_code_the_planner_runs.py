@@ -12,7 +12,12 @@ or leaked its effect to another client, before):
 - a LANGUAGE internal alias of a server-dependent built-in, labelled STABLE;
 - a user operator written inside a plpgsql body;
 - a foreign table (file_fdw reads the files of the server that runs the statement);
-- an extension function labelled STABLE that runs SQL text (tablefunc's `crosstab`).
+- an extension function labelled STABLE that runs SQL text (tablefunc's `crosstab`);
+- (red team h19) a user aggregate's support functions' bodies; a range's code reached through its
+  multirange, a composite type's field or a table column of that composite; a domain's CHECK
+  through a function's array parameter or TABLE column; a sub-partition's hash key; a foreign
+  table as an inheritance child or a partition; a user implicit cast between built-in types on a
+  column; a user default operator class of json.
 
 The catalogue query (`polarsplit::CATALOG_QUERY`) now reports such code under the relation's and the
 type's names, operators' families' support functions, internal aliases as the built-in they run,
@@ -86,10 +91,84 @@ OBJECTS = [
     "ALTER TABLE pr_tenant ENABLE ROW LEVEL SECURITY",
     "CREATE POLICY pr_mine ON pr_tenant USING (tenant = current_setting('app.tenant', true))",
     "GRANT SELECT ON pr_range, pr_hp, pr_sorted, pr_et, pr_signal, pr_tenant TO PUBLIC",
+    # Red team h19 (2026-12-05). F1: an aggregate runs its support functions' bodies.
+    "CREATE FUNCTION pr_rsf(s int, v int) RETURNS int STABLE LANGUAGE plpgsql AS"
+    f" $f$ BEGIN RETURN {WHERE}; END $f$",
+    "CREATE AGGREGATE pr_recagg(int) (sfunc = pr_rsf, stype = int)",
+    "CREATE FUNCTION pr_tsf(s int, v int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM set_config('app.tenant', 'globex', false); RETURN coalesce(s, 0) + v; END $f$",
+    "CREATE AGGREGATE pr_tsum(int) (sfunc = pr_tsf, stype = int)",
+    # F2, F3: a range whose subtype_opclass comparison sets the tenant, reached through its
+    # multirange, a composite type's field and a table column of that composite.
+    "CREATE FUNCTION pr_fcmp(a float8, b float8) RETURNS int IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM set_config('app.tenant', 'globex', false); RETURN btfloat8cmp(a, b); END $f$",
+    "CREATE OPERATOR CLASS pr_fops FOR TYPE float8 USING btree AS OPERATOR 1 <, OPERATOR 2 <=,"
+    " OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >, FUNCTION 1 pr_fcmp(float8, float8)",
+    "CREATE TYPE pr_r2 AS RANGE (subtype = float8, subtype_opclass = pr_fops, multirange_type_name = pr_mr2)",
+    "CREATE TABLE pr_mrt (m pr_mr2)",
+    "CREATE TYPE pr_comp AS (r pr_r2)",
+    "CREATE TABLE pr_ct (c pr_comp)",
+    "INSERT INTO pr_ct VALUES ('(\"[1,5)\")')",
+    # F4: a domain whose CHECK sets the tenant, reached through an array parameter and a TABLE
+    # column.
+    "CREATE FUNCTION pr_dchk(v int) RETURNS bool IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM set_config('app.tenant', 'globex', false); RETURN true; END $f$",
+    "CREATE DOMAIN pr_d2 AS int CHECK (pr_dchk(VALUE))",
+    "CREATE FUNCTION pr_takes_arr(a pr_d2[]) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $f$ BEGIN RETURN 1; END $f$",
+    "CREATE FUNCTION pr_tab() RETURNS TABLE (a pr_d2, b int) IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN a := 5; b := 1; RETURN NEXT; END $f$",
+    # F5a: a sub-partition's hash key (the tenant-setting pr_hops).
+    "CREATE TABLE pr_lp (g int, k int) PARTITION BY LIST (g)",
+    "CREATE TABLE pr_lp1 PARTITION OF pr_lp FOR VALUES IN (1) PARTITION BY HASH (k pr_hops)",
+    "CREATE TABLE pr_lp1a PARTITION OF pr_lp1 FOR VALUES WITH (MODULUS 2, REMAINDER 0)",
+    "CREATE TABLE pr_lp1b PARTITION OF pr_lp1 FOR VALUES WITH (MODULUS 2, REMAINDER 1)",
+    "INSERT INTO pr_lp SELECT 1, generate_series(1, 10)",
+    # F5b: a foreign table as an inheritance child and as a partition.
+    "CREATE TABLE pr_fparent (line text)",
+    "CREATE FOREIGN TABLE pr_fchild () INHERITS (pr_fparent) SERVER pr_files"
+    " OPTIONS (filename 'standby.signal', format 'text')",
+    "CREATE TABLE pr_fpp (line text) PARTITION BY LIST (line)",
+    "CREATE FOREIGN TABLE pr_fpd PARTITION OF pr_fpp DEFAULT SERVER pr_files"
+    " OPTIONS (filename 'standby.signal', format 'text')",
+    # F5c: a user implicit cast between built-in types, applied to a column.
+    f"CREATE FUNCTION pr_p2i(point) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT {WHERE}'",
+    "CREATE CAST (point AS int) WITH FUNCTION pr_p2i(point) AS IMPLICIT",
+    "CREATE TABLE pr_pt (p point)",
+    "INSERT INTO pr_pt VALUES ('(1,2)')",
+    # F8: a user default btree operator class for json (its operators named so that no statement
+    # spells them): window partitioning and array_position() run its functions.
+    "CREATE FUNCTION pr_jcmp(a json, b json) RETURNS int IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM set_config('app.tenant', 'globex', false); RETURN bttextcmp(a::text, b::text); END $f$",
+    "CREATE FUNCTION pr_jeq(a json, b json) RETURNS bool IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM set_config('app.tenant', 'globex', false); RETURN a::text = b::text; END $f$",
+    *[f"CREATE FUNCTION pr_j{n}(a json, b json) RETURNS bool IMMUTABLE LANGUAGE sql AS 'SELECT a::text {o} b::text'"
+      for n, o in (("lt", "<"), ("le", "<="), ("ge", ">="), ("gt", ">"))],
+    "CREATE OPERATOR =~~= (LEFTARG = json, RIGHTARG = json, FUNCTION = pr_jeq)",
+    *[f"CREATE OPERATOR {o} (LEFTARG = json, RIGHTARG = json, FUNCTION = pr_j{n})"
+      for n, o in (("lt", "<~~<"), ("le", "<~~="), ("ge", ">~~="), ("gt", ">~~>"))],
+    "CREATE OPERATOR CLASS pr_json_ops DEFAULT FOR TYPE json USING btree AS OPERATOR 1 <~~<,"
+    " OPERATOR 2 <~~=, OPERATOR 3 =~~=, OPERATOR 4 >~~=, OPERATOR 5 >~~>, FUNCTION 1 pr_jcmp(json, json)",
+    "CREATE TABLE pr_jt (j json)",
+    "INSERT INTO pr_jt VALUES ('1'), ('2'), ('3')",
+    "GRANT SELECT ON pr_mrt, pr_ct, pr_lp, pr_fparent, pr_fchild, pr_fpp, pr_fpd, pr_pt, pr_jt TO PUBLIC",
 ]
 DROP = [
-    "DROP TABLE IF EXISTS pr_range, pr_hp, pr_sorted, pr_et, pr_tenant",
-    "DROP FOREIGN TABLE IF EXISTS pr_signal",
+    "DROP TABLE IF EXISTS pr_range, pr_hp, pr_sorted, pr_et, pr_tenant, pr_mrt, pr_ct, pr_lp, pr_fparent,"
+    " pr_fpp, pr_pt, pr_jt CASCADE",
+    "DROP FOREIGN TABLE IF EXISTS pr_signal, pr_fchild, pr_fpd",
+    "DROP AGGREGATE IF EXISTS pr_recagg(int), pr_tsum(int)",
+    "DROP FUNCTION IF EXISTS pr_rsf(int, int), pr_tsf(int, int), pr_takes_arr(pr_d2[]), pr_tab()",
+    "DROP TYPE IF EXISTS pr_comp, pr_r2",
+    "DROP DOMAIN IF EXISTS pr_d2", "DROP FUNCTION IF EXISTS pr_dchk(int)",
+    "DROP OPERATOR CLASS IF EXISTS pr_fops USING btree", "DROP OPERATOR FAMILY IF EXISTS pr_fops USING btree",
+    "DROP FUNCTION IF EXISTS pr_fcmp(float8, float8)",
+    "DROP CAST IF EXISTS (point AS int)", "DROP FUNCTION IF EXISTS pr_p2i(point)",
+    "DROP OPERATOR CLASS IF EXISTS pr_json_ops USING btree", "DROP OPERATOR FAMILY IF EXISTS pr_json_ops USING btree",
+    "DROP OPERATOR IF EXISTS =~~= (json, json)", "DROP OPERATOR IF EXISTS <~~< (json, json)",
+    "DROP OPERATOR IF EXISTS <~~= (json, json)", "DROP OPERATOR IF EXISTS >~~= (json, json)",
+    "DROP OPERATOR IF EXISTS >~~> (json, json)",
+    "DROP FUNCTION IF EXISTS pr_jcmp(json, json), pr_jeq(json, json), pr_jlt(json, json), pr_jle(json, json),"
+    " pr_jge(json, json), pr_jgt(json, json)",
     "DROP SERVER IF EXISTS pr_files",
     "DROP TYPE IF EXISTS pr_fr",
     "DROP CAST IF EXISTS (pr_e AS int)", "DROP CAST IF EXISTS (pr_e AS json)",
@@ -129,6 +208,12 @@ def answer(dsn: str, sql: str):
     "SELECT pr_useop()",
     "SELECT line FROM pr_signal",
     "SELECT * FROM crosstab('SELECT 1::text, 1::text, pg_is_in_recovery()::text') AS ct(r text, v text)",
+    # Red team h19: an aggregate's transition function (F1), a foreign table as an inheritance
+    # child and a partition (F5b), a user implicit cast between built-in types on a column (F5c).
+    "SELECT pr_recagg(1)",
+    "SELECT line FROM pr_fparent",
+    "SELECT line FROM pr_fpp",
+    "SELECT p + 1 FROM pr_pt",
 ])
 def test_s7_code_the_planner_or_a_label_hides_answers_as_the_primary(pair, hidden, sql):
     direct = answer(pair.primary.dsn(user="app_trust", dbname="app"), sql)
@@ -156,6 +241,18 @@ def tenant_after(dsn: str, tenant: str, trigger: str) -> tuple[str, str]:
 @pytest.mark.parametrize("trigger", [
     "SELECT count(*) FROM pr_range WHERE r && '[1,5)'",
     "SELECT count(*) FROM pr_hp WHERE k = 5",
+    # Red team h19: an aggregate's transition function (F1), a range's comparison reached through
+    # its multirange (F2), a composite's field as a table column (F3), a sub-partition's key
+    # (F5a), a user default operator class of a built-in type (F8), a domain's CHECK through an
+    # array parameter and a TABLE column (F4).
+    "SELECT pr_tsum(x) FROM generate_series(1, 3) x",
+    "SELECT pr_takes_arr(ARRAY[5])",
+    "SELECT * FROM pr_tab()",
+    "SELECT count(*) FROM pr_mrt WHERE m && '{[1,5)}'",
+    "SELECT count(*) FROM pr_ct WHERE (c).r = '[1,5)'",
+    "SELECT count(*) FROM pr_lp WHERE k = 5",
+    "SELECT count(*) OVER (PARTITION BY j) FROM pr_jt",
+    "SELECT array_position(ARRAY[j], j) FROM pr_jt",
 ])
 def test_s6_s5_state_set_by_code_the_planner_runs_is_the_sessions_and_no_one_elses(pair, hidden, trigger):
     for _ in range(3):
@@ -191,3 +288,4 @@ def test_s5_s7_a_tenants_rows_under_row_level_security_are_read_on_the_standby(p
             direct = c.execute(sql).fetchall()
         assert [r[:2] for r in rows] == [r[:2] for r in direct] == [(tenant, 1 if tenant == "acme" else 2)]
         assert rows[0][2] == pair.standby.port, (rows, pair.standby.port)
+
