@@ -67,7 +67,8 @@ macro_rules! catalog_query_text {
         // extension's functions there); `td`, the domains each
         // type holds; `rd`, each relation with its descendants (partitions of partitions,
         // inheritance children); `rf`, the user functions a relation's own columns' types, its
-        // partition key and its indexes (operator classes, expressions) run.
+        // partition key and its indexes (operator classes, expressions) run; `un`, the user
+        // functions' names.
         r#"SELECT * FROM (WITH RECURSIVE "#,
         r#"tc(outer_t, inner_t) AS (SELECT t.oid, t.typelem FROM pg_catalog.pg_type t WHERE t.typelem <> 0 "#,
         r#"UNION ALL SELECT t.oid, t.typbasetype FROM pg_catalog.pg_type t WHERE t.typbasetype <> 0 "#,
@@ -112,7 +113,9 @@ macro_rules! catalog_query_text {
         r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass "#,
         r#"UNION SELECT COALESCE(i.indrelid, d.objid), oc.fid FROM pg_catalog.pg_depend d JOIN oc ON oc.opc = d.refobjid "#,
         r#"LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = d.objid "#,
-        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_opclass'::pg_catalog.regclass) "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_opclass'::pg_catalog.regclass), "#,
+        r#"un(name) AS (SELECT p.proname::pg_catalog.text FROM pg_catalog.pg_proc p "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')) "#,
         r#"SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "#,
         r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
         // (`c.oid >= 16384` before the namespace: the planner computes pg_get_viewdef where it
@@ -154,10 +157,11 @@ macro_rules! catalog_query_text {
         r#"JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "#,
         r#"WHERE o.oid >= 16384 "#,
         // User functions, under their names (a call names the function). A volatile one is no read
-        // anyway: reported only when its body says DDL or dynamic SQL, as a DO block that does (the
-        // catalogue changes when it runs). A STABLE or IMMUTABLE SQL function's body is its
-        // statements, judged as the statement's own (one over pg_is_in_recovery() or a sequence is
-        // then server-dependent, one whose body writes is no read); a BEGIN ATOMIC body (prosrc
+        // anyway: reported as a DO block that says DDL when its body says DDL or dynamic SQL (the
+        // catalogue changes when it runs), else as a SELECT calling the user functions its body
+        // names (`un`), so that DDL one of them runs, however deep, changes it too. A STABLE or
+        // IMMUTABLE SQL function's body is its statements, judged as the statement's own (one
+        // over pg_is_in_recovery() or a sequence is then server-dependent, one whose body writes is no read); a BEGIN ATOMIC body (prosrc
         // empty) is not judged, so its calls stay on the primary. Other languages' bodies are not
         // SQL: one that says DDL or
         // dynamic SQL (EXECUTE) counts as a DO block that does (the catalogue changes when it runs),
@@ -169,7 +173,10 @@ macro_rules! catalog_query_text {
         r#"SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "#,
         r#"WHEN p.provolatile = 'v' THEN CASE WHEN p.prosrc ~* "#,
         r#"'\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
-        r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' END "#,
+        r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
+        r#"ELSE 'SELECT NULL' || (SELECT pg_catalog.string_agg(DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) "#,
+        r#"|| '()', '') FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m "#,
+        r#"WHERE pg_catalog.lower(m[1]) IN (SELECT un.name FROM un)) END "#,
         r#"WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "#,
         r#"THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "#,
         r#"WHEN b.src ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,

@@ -460,7 +460,8 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 /// - `c` a user cast, under each of its two types' names, and `o` a user operator:
 ///   `SELECT <schema>.<function>(NULL[, NULL])`, a call of the function it runs;
 /// - `f` a user function, under its name (a call names the function), with its body: a volatile
-///   one only when its body says DDL or `EXECUTE` (as a DO block that does); a STABLE or
+///   one as a DO block that says DDL when its body says DDL or `EXECUTE`, else as a SELECT
+///   calling the user functions its body names (so DDL they run changes the catalogue); a STABLE or
 ///   IMMUTABLE SQL body is the function's statements; a body of another language that says DDL
 ///   or `EXECUTE` is reported as a DO block that does, one that says DML or a session command as
 ///   text that is no read, any other as a SELECT calling every name the body writes before a

@@ -37,6 +37,8 @@ from e2e_support import bounded, on_primary, proxy_with_catalogue
 # An IMMUTABLE marker: 1 on the primary, -1 on a standby.
 WHERE = "CASE WHEN pg_is_in_recovery() THEN -1 ELSE 1 END"
 
+TARGET_OLD = "CREATE OR REPLACE FUNCTION pr_target() RETURNS text STABLE LANGUAGE sql AS $$SELECT 'old'$$"
+
 OBJECTS = [
     "CREATE EXTENSION IF NOT EXISTS file_fdw",
     "CREATE EXTENSION IF NOT EXISTS tablefunc",
@@ -151,6 +153,12 @@ OBJECTS = [
     "CREATE TABLE pr_jt (j json)",
     "INSERT INTO pr_jt VALUES ('1'), ('2'), ('3')",
     "GRANT SELECT ON pr_mrt, pr_ct, pr_lp, pr_fparent, pr_fchild, pr_fpp, pr_fpd, pr_pt, pr_jt TO PUBLIC",
+    # F9: DDL run by a function that a volatile one calls (its body says no DDL word).
+    TARGET_OLD,
+    "CREATE FUNCTION pr_inner() RETURNS void VOLATILE SECURITY DEFINER LANGUAGE plpgsql AS $f$ BEGIN"
+    " EXECUTE $x$CREATE OR REPLACE FUNCTION pr_target() RETURNS text STABLE LANGUAGE sql AS"
+    " 'SELECT CASE WHEN pg_is_in_recovery() THEN ''standby'' ELSE ''primary'' END'$x$; END $f$",
+    "CREATE FUNCTION pr_outer() RETURNS void VOLATILE LANGUAGE sql AS 'SELECT pr_inner()'",
 ]
 DROP = [
     "DROP TABLE IF EXISTS pr_range, pr_hp, pr_sorted, pr_et, pr_tenant, pr_mrt, pr_ct, pr_lp, pr_fparent,"
@@ -169,6 +177,7 @@ DROP = [
     "DROP OPERATOR IF EXISTS >~~> (json, json)",
     "DROP FUNCTION IF EXISTS pr_jcmp(json, json), pr_jeq(json, json), pr_jlt(json, json), pr_jle(json, json),"
     " pr_jge(json, json), pr_jgt(json, json)",
+    "DROP FUNCTION IF EXISTS pr_outer(), pr_inner(), pr_target()",
     "DROP SERVER IF EXISTS pr_files",
     "DROP TYPE IF EXISTS pr_fr",
     "DROP CAST IF EXISTS (pr_e AS int)", "DROP CAST IF EXISTS (pr_e AS json)",
@@ -289,3 +298,21 @@ def test_s5_s7_a_tenants_rows_under_row_level_security_are_read_on_the_standby(p
         assert [r[:2] for r in rows] == [r[:2] for r in direct] == [(tenant, 1 if tenant == "acme" else 2)]
         assert rows[0][2] == pair.standby.port, (rows, pair.standby.port)
 
+
+@pytest.mark.timeout(60)
+def test_s6_ddl_run_by_a_function_a_volatile_one_calls_makes_the_catalogue_stale(pair, hidden):
+    """Red team h19 F9: `pr_outer()` (volatile, its body says no DDL word) calls `pr_inner()`, whose
+    dynamic SQL redefines `pr_target()` to answer where it runs. The call must mark the catalogue
+    changed, as a direct call of `pr_inner()` does: the next read of `pr_target()` is not judged
+    by its old body (before, the standby answered it with the new one)."""
+    sql = "SELECT pr_target()"
+    try:
+        with psycopg.connect(hidden.dsn(), autocommit=True) as c, bounded(c, 20, "pr_outer()"):
+            assert c.execute(sql).fetchone()[0] == "old"
+            c.execute("SELECT pr_outer()")
+        pair.wait_replayed()  # the standby has the new body
+        with psycopg.connect(hidden.dsn(), autocommit=True) as c, bounded(c, 20, sql):
+            proxied = c.execute(sql).fetchone()[0]
+        assert proxied == "primary"
+    finally:
+        on_primary(pair, TARGET_OLD)
