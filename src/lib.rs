@@ -70,7 +70,7 @@ pub use pool::{
     auth_hash, CheckinOutcome, Checkout, Demand, DemandOutcome, DemandReason, PoolCounts,
     PoolError, PoolIndex, PoolLimits, PoolStats, PublishCheck, PublishError, ReaderKey,
     ReaderKeyBuilder, Reservation, ReservationId, ReserveError, WarmupQueue, WarmupStats,
-    AUTHORIZATION_KEY, ROLE_KEY,
+    AUTHORIZATION_KEY, READER_CONFIGURATION_KEY, ROLE_KEY, SETTINGS_DIGEST_KEY,
 };
 pub use protocol::{Limits, Lsn, LsnField, Marker, ProtocolError, TxStatus};
 pub use session::{

@@ -26,11 +26,13 @@ static const char IDENTITY_QUERY[] =
 /* The writer's LSN and when it last loaded its configuration (a reload, SPEC S-5). */
 static const char WRITER_QUERY[] =
     "SELECT pg_current_wal_insert_lsn(), (date_part('epoch', pg_conf_load_time()) * 1000000)::int8";
-/* A standby's replay position; NULL once it is not in recovery: a promoted standby keeps
+/* A standby's replay position, and when it last loaded its configuration (a reload changes the
+ * settings of pooled connections to it, SPEC S-5); the position is NULL once it is not in recovery: a promoted standby keeps
  * answering its last replay position (PostgreSQL 15), and was kept as a reader (an examiner's
  * finding, 2026-12-05: stale reads without end, a write a reader took for a read kept there). */
 static const char READER_QUERY[] =
-    "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() END";
+    "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() END, "
+    "(date_part('epoch', pg_catalog.pg_conf_load_time()) * 1000000)::int8";
 /* After the identity query failed (e.g. a monitor role without the right to run it). */
 #define IDENTITY_RETRY_MS 60000
 /* How soon a failed monitor connects again. */
@@ -177,6 +179,7 @@ static void monitor_answered(backend_t *b) {
             /* Up again first (an outage now), then the sample: it was sent before this moment,
              * so it lifts the back-off but the position comes with the next one (R-1a). */
             server_health(b->server, 1);
+            if (b->mon_has_conf) polarsplit_engine_reader_config_loaded(g.engine, b->server, b->mon_conf);
             /* Replay only moves forward: the position read is at least the one at send time. */
             polarsplit_engine_reader_sample(g.engine, b->server, b->mon_value, b->mon_sent_at);
         }
@@ -231,8 +234,8 @@ static void monitor_row(backend_t *b, const uint8_t *body, size_t blen) {
         b->mon_timeline = tli;
         b->mon_has_identity = 1;
     }
-    /* The writer's configuration load time: the last column of either writer query. */
-    if (b->server == 0 && row_field(body, blen, b->mon_identity ? 3 : 1, &v, &n) == 0 &&
+    /* The configuration load time: the last column of either writer query and of the reader's. */
+    if (row_field(body, blen, b->server == 0 && b->mon_identity ? 3 : 1, &v, &n) == 0 &&
         parse_system_id((const char *)v, n, &sys) == 0) {
         b->mon_conf = sys;
         b->mon_has_conf = 1;

@@ -168,6 +168,12 @@ pub struct Engine {
     no_wait: RwLock<BTreeSet<ServerId>>,
     /// `server_version_num` of readers, as the host reports it (PostgreSQL ≥ 19 can wait).
     versions: RwLock<BTreeMap<ServerId, u32>>,
+    /// The latest `pg_conf_load_time()` (µs) the host's monitor read on each reader (S-5).
+    reader_conf: RwLock<BTreeMap<ServerId, u64>>,
+    /// Bumped whenever a reader's configuration load time moved forward: part of every reader
+    /// key, so no connection pooled before a standby reloaded its configuration serves a
+    /// session again (its settings may have changed since the replay checked them).
+    reader_conf_epoch: AtomicU64,
     /// What pooled reader connections have prepared (E-2).
     conns: conns::Conns,
     stats: Stats,
@@ -196,6 +202,8 @@ impl Engine {
             readers: Readers::new(),
             no_wait: RwLock::new(BTreeSet::new()),
             versions: RwLock::new(BTreeMap::new()),
+            reader_conf: RwLock::new(BTreeMap::new()),
+            reader_conf_epoch: AtomicU64::new(0),
             conns: conns::Conns::default(),
             stats: Stats::default(),
         })
@@ -509,6 +517,26 @@ impl Engine {
     /// next read (S-5).
     pub fn writer_config_loaded(&self, writer_hostgroup: Hostgroup, micros: u64) {
         self.group_or_create(writer_hostgroup).config_loaded(micros);
+    }
+
+    /// A reader's `pg_conf_load_time()` as the host's monitor reads it on its one connection to
+    /// that reader (µs since the epoch). When it moves forward the standby reloaded its
+    /// configuration (`ALTER SYSTEM`, `postgresql.conf`: neither replicated), which changes the
+    /// settings of every connection to it, pooled ones too, at their next command: the reader
+    /// configuration epoch moves, every session's reader key with it, so connections pooled
+    /// before never serve again and fresh ones are checked by the settings replay (S-5).
+    pub fn reader_config_loaded(&self, server: ServerId, micros: u64) {
+        let mut m = self.reader_conf.write();
+        let known = m.entry(server).or_insert(0);
+        if micros > *known {
+            *known = micros;
+            self.reader_conf_epoch.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// How many times a reader's configuration was seen reloaded ([`Engine::reader_config_loaded`]).
+    pub fn reader_config_epoch(&self) -> u64 {
+        self.reader_conf_epoch.load(Ordering::Acquire)
     }
 
     /// The writer's history (C-1): its system identifier (`pg_control_system()`) and the

@@ -354,6 +354,28 @@ pub unsafe extern "C" fn polarsplit_engine_writer_config_loaded(
     }
 }
 
+/// A reader's `pg_conf_load_time()`, in microseconds since the Unix epoch (as for
+/// [`polarsplit_engine_writer_config_loaded`], read with the reader's monitor sample). When it
+/// moves forward the standby reloaded its configuration, which changes the settings of every
+/// connection to it, pooled ones too: every reader key changes, so connections pooled before
+/// are not handed out again, and fresh ones are checked against the writer session's settings
+/// by the settings replay (SPEC S-5). Report it from one connection per reader only. A host
+/// that reports none leaves such a reload unseen by pooled connections.
+///
+/// # Safety
+/// `engine` must be a live engine.
+#[no_mangle]
+pub unsafe extern "C" fn polarsplit_engine_reader_config_loaded(
+    engine: *const PolarsplitEngine,
+    server: u32,
+    load_time_us: u64,
+) -> PolarsplitStatus {
+    boundary! {
+        try_ref!(engine).inner.reader_config_loaded(server, load_time_us);
+        POLARSPLIT_OK
+    }
+}
+
 /// Records a reader's `server_version_num` (e.g. 150018). On stock PostgreSQL 19 and later the
 /// engine may make that reader wait with `WAIT FOR LSN`.
 ///

@@ -31,6 +31,13 @@ pub const AUTHORIZATION_KEY: &[u8] = b"polarsplit session authorization";
 /// The setting name under which a session's `SET ROLE` enters its reader key (see
 /// [`AUTHORIZATION_KEY`]).
 pub const ROLE_KEY: &[u8] = b"polarsplit role";
+/// The setting name under which the digest of the writer session's settings (S-5: the replay
+/// asserts a reader connection's equals it) enters its reader key (see [`AUTHORIZATION_KEY`]).
+pub const SETTINGS_DIGEST_KEY: &[u8] = b"polarsplit settings digest";
+/// The setting name under which the engine's reader configuration epoch (how many standby
+/// configuration reloads the host reported, `Engine::reader_config_loaded`) enters every reader
+/// key once one was reported (see [`AUTHORIZATION_KEY`]).
+pub const READER_CONFIGURATION_KEY: &[u8] = b"polarsplit reader configuration";
 
 /// Builds a [`ReaderKey`] (P-9) from what a reader connection is opened with and what the session
 /// has set since. The engine's sessions compute the keys of their `AcquireReader` requests with

@@ -31,7 +31,10 @@ pub use index::{
     CheckinOutcome, Checkout, ConnId, PoolCounts, PoolError, PoolIndex, PoolLimits, PoolStats,
 };
 pub(crate) use key::KeyedHash;
-pub use key::{auth_hash, ReaderKey, ReaderKeyBuilder, AUTHORIZATION_KEY, ROLE_KEY};
+pub use key::{
+    auth_hash, ReaderKey, ReaderKeyBuilder, AUTHORIZATION_KEY, READER_CONFIGURATION_KEY, ROLE_KEY,
+    SETTINGS_DIGEST_KEY,
+};
 pub use warmup::{
     Demand, DemandOutcome, DemandReason, PublishCheck, PublishError, Reservation, ReservationId,
     ReserveError, WarmupQueue, WarmupStats,

@@ -248,14 +248,15 @@ impl Session {
         // The key and the startup message change only with the profile or the settings:
         // computed once, then reused (no allocation per statement).
         let profile_generation = self.engine.profile_generation();
-        let stamp = (profile_generation, self.settings.version());
+        let reader_conf = self.engine.reader_config_epoch();
+        let stamp = (profile_generation, self.settings.version(), reader_conf);
         if self
             .reader_startup
             .as_ref()
             .is_none_or(|c| c.stamp != stamp)
         {
             let s = self.startup.as_ref().expect("checked");
-            let key = s.reader_key(profile_generation, &self.settings);
+            let key = s.reader_key(profile_generation, reader_conf, &self.settings);
             let mut bytes = Vec::new();
             s.encode_for(Role::Reader, &mut bytes);
             let fresh = ReaderStartup { stamp, key, bytes };

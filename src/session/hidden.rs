@@ -55,6 +55,20 @@ pub(super) const PROBE_STATEMENT: &[u8] = b"SELECT pg_catalog.pg_current_wal_ins
 /// `pg_prepared_statements`).
 pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 
+/// The digest of every setting a statement can see (S-5): name and value of each `user`- and
+/// `superuser`-context setting `pg_settings` shows the session (those of a loaded library's
+/// `ext.name` aside: a writer session that ran plpgsql has them, a fresh reader not yet; the
+/// transaction's own, the session authorization and role, replayed and checked apart; and the
+/// LSN wait's settings, which the engine sets on readers), sorted by name bytewise, one `name=value`
+/// a line, SHA-256, hex. The capture takes the writer session's; the replay's last statement
+/// compares the reader connection's with it. Measured on PostgreSQL 15: a primary and its standby
+/// differ only in `transaction_read_only`.
+macro_rules! settings_digest {
+    () => {
+        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms', 'polar_xact_split_wait_lsn', 'polar_xact_split_xids'))"
+    };
+}
+
 /// The capture of the writer's session state (S-5): every session-level setting, every
 /// setting the session got at login from `ALTER ROLE/DATABASE … SET` (pg_settings sources
 /// `global` — `ALTER ROLE ALL` —, `user`, `database`, `database user`; of context `user`
@@ -77,9 +91,18 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// session authorization (2), then role (3); placeholder settings are settings too. A row of
 /// kind 4 says the session has temporary relations (S-4): code the engine could not see may
 /// have created one, which shadows a permanent relation of the same name for this session only,
-/// so its reads stay on the writer. It runs right behind the writer's startup RFQ (the
-/// login-time state) and whenever the state may have changed since.
-pub(super) const CAPTURE_STATEMENT: &[u8] = b"SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout') AND setting <> '0') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema())) AS s ORDER BY 1, 2";
+/// so its reads stay on the writer. A row of kind 5 is the digest of every setting a statement
+/// can see ([`settings_digest!`]): the replay ends by asserting the reader connection's equals
+/// it ([`DIGEST_CHECK_HEAD`]), which covers what the replay cannot set or does not know of — a
+/// standby's own configuration, `superuser`-context login defaults of a non-superuser. It runs
+/// right behind the writer's startup RFQ (the login-time state) and whenever the state may have
+/// changed since.
+pub(super) const CAPTURE_STATEMENT: &[u8] = concat!(
+    "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout') AND setting <> '0') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema()) UNION ALL SELECT 5, 'settings', ",
+    settings_digest!(),
+    ") AS s ORDER BY 1, 2"
+)
+.as_bytes();
 /// The capture's reserved statement name on the writer.
 pub(super) const CAPTURE_NAME: &[u8] = b"polarsplit_capture";
 /// `text[]`, the capture's parameter type.
@@ -378,12 +401,30 @@ pub(super) const LOGIN_CHECK_HEAD: &[u8] = b"SELECT ('polarsplit: the reader con
 /// See [`LOGIN_CHECK_HEAD`].
 pub(super) const LOGIN_CHECK_TAIL: &[u8] = b"::pg_catalog.text[])) AS v (x)";
 
+/// The replay's settings check (S-5), after the login check when the capture gave a digest: it
+/// fails (22P02, with the reader's digest) when the reader connection's settings, the replay's
+/// done, differ from the writer session's ([`settings_digest!`]) — a setting the standby's
+/// configuration gives (`postgresql.conf`, `ALTER SYSTEM`, not replicated) where the primary has
+/// its default, or a `superuser`-context login default (`ALTER ROLE … SET temp_file_limit`) that
+/// a non-superuser's replay cannot set, as it was when this connection logged in. Such a
+/// connection is closed and the unit runs elsewhere, as after the login check. The writer's
+/// digest (64 validated hex digits) stands between the head and [`DIGEST_CHECK_TAIL`].
+pub(super) const DIGEST_CHECK_HEAD: &[u8] = concat!(
+    "SELECT ('polarsplit: the reader connection''s settings differ from the session''s on the primary (its server''s configuration or its login), digest ' || x)::pg_catalog.int4 FROM ",
+    settings_digest!(),
+    " AS g (x) WHERE x IS DISTINCT FROM '"
+)
+.as_bytes();
+/// See [`DIGEST_CHECK_HEAD`].
+pub(super) const DIGEST_CHECK_TAIL: &[u8] = b"'";
+
 /// The settings replay (S-5): one Query that brings a reader connection opened with the
 /// session's startup parameters to the writer's state — settings, then session
 /// authorization, then role (each `set_config` call its own statement, in that order; the
 /// role always, `none` included: the login may have set one, by a startup option or a
-/// `pg_db_role_setting`), then the login check ([`LOGIN_CHECK_HEAD`]). Names and values travel
-/// hex-encoded. Returns the number of statements.
+/// `pg_db_role_setting`), then the login check ([`LOGIN_CHECK_HEAD`]), then, when the capture
+/// gave one, the settings check against the writer's digest ([`DIGEST_CHECK_HEAD`]). Names and
+/// values travel hex-encoded. Returns the number of statements.
 pub(super) fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
     let mut n = 0u16;
     encode::message(out, tag::QUERY, |o| {
@@ -415,6 +456,14 @@ pub(super) fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
         o.push(b'\'');
         o.extend_from_slice(LOGIN_CHECK_TAIL);
         n += 1;
+        if let Some(d) = s.digest.as_deref() {
+            debug_assert!(d.iter().all(u8::is_ascii_hexdigit));
+            o.extend_from_slice(b"; ");
+            o.extend_from_slice(DIGEST_CHECK_HEAD);
+            o.extend_from_slice(d);
+            o.extend_from_slice(DIGEST_CHECK_TAIL);
+            n += 1;
+        }
         o.push(0);
     });
     n
@@ -546,6 +595,7 @@ mod tests {
             vec![(b"search_path".to_vec().into(), b"a'; DROP".to_vec().into())],
             Some(b"ru".to_vec().into()),
             Some(b"rr".to_vec().into()),
+            None,
         );
         let mut out = Vec::new();
         assert_eq!(settings_query(&mut out, &s), 4);
@@ -592,6 +642,7 @@ mod tests {
         let mut p = SessionSettings::default();
         p.replace(
             vec![(b"App.Tenant".to_vec().into(), b"7".to_vec().into())],
+            None,
             None,
             None,
         );

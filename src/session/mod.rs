@@ -435,7 +435,7 @@ struct Pin {
 /// The reader StartupMessage and key for one (profile generation, settings version).
 #[derive(Debug)]
 struct ReaderStartup {
-    stamp: (u64, u64),
+    stamp: (u64, u64, u64),
     key: crate::pool::ReaderKey,
     bytes: Vec<u8>,
 }

@@ -3,7 +3,10 @@
 
 use crate::classify::Isolation;
 use crate::config::{Config, IdentityMode, StartupProfile};
-use crate::pool::{ReaderKey, ReaderKeyBuilder, AUTHORIZATION_KEY, ROLE_KEY};
+use crate::pool::{
+    ReaderKey, ReaderKeyBuilder, AUTHORIZATION_KEY, READER_CONFIGURATION_KEY, ROLE_KEY,
+    SETTINGS_DIGEST_KEY,
+};
 use crate::protocol::encode;
 use crate::protocol::startup::StartupParams;
 use crate::protocol::RfqExtensions;
@@ -364,6 +367,7 @@ impl Startup {
     pub(crate) fn reader_key(
         &self,
         profile_generation: u64,
+        reader_conf_epoch: u64,
         settings: &SessionSettings,
     ) -> ReaderKey {
         // One mechanism: the builder a host uses for its own connections (P-9), given what a
@@ -389,6 +393,15 @@ impl Startup {
         }
         if let Some(r) = &settings.role {
             b.setting(ROLE_KEY, r);
+        }
+        if let Some(d) = &settings.digest {
+            b.setting(SETTINGS_DIGEST_KEY, d);
+        }
+        // S-5: a standby's configuration reload (as the host's monitor reported it) changes
+        // every key: connections pooled before it are not handed out again.
+        let epoch = reader_conf_epoch.to_string();
+        if reader_conf_epoch > 0 {
+            b.setting(READER_CONFIGURATION_KEY, epoch.as_bytes());
         }
         b.build()
     }
@@ -560,24 +573,25 @@ mod tests {
         let b = startup(b"user\0v\0database\0d\0\0", &c, &info());
         let d = startup(b"user\0u\0database\0e\0\0", &c, &info());
         let none = SessionSettings::default();
-        let ka = a.reader_key(1, &none);
-        assert_ne!(ka, b.reader_key(1, &none));
-        assert_ne!(ka, d.reader_key(1, &none));
-        assert_ne!(ka, a.reader_key(2, &none));
+        let ka = a.reader_key(1, 0, &none);
+        assert_ne!(ka, b.reader_key(1, 0, &none));
+        assert_ne!(ka, d.reader_key(1, 0, &none));
+        assert_ne!(ka, a.reader_key(2, 0, &none));
         let mut set = SessionSettings::default();
         set.replace(
             vec![(b"search_path".to_vec().into(), b"x".to_vec().into())],
             None,
             None,
+            None,
         );
-        assert_ne!(ka, a.reader_key(1, &set));
+        assert_ne!(ka, a.reader_key(1, 0, &set));
         let mut role = SessionSettings::default();
-        role.replace(vec![], None, Some(b"reporting".to_vec().into()));
-        assert_ne!(ka, a.reader_key(1, &role));
-        assert_ne!(a.reader_key(1, &set), a.reader_key(1, &role));
-        assert_eq!(ka, a.reader_key(1, &SessionSettings::default()));
+        role.replace(vec![], None, Some(b"reporting".to_vec().into()), None);
+        assert_ne!(ka, a.reader_key(1, 0, &role));
+        assert_ne!(a.reader_key(1, 0, &set), a.reader_key(1, 0, &role));
+        assert_eq!(ka, a.reader_key(1, 0, &SessionSettings::default()));
         // Parameter order does not matter.
         let swapped = startup(b"database\0d\0user\0u\0\0", &c, &info());
-        assert_eq!(ka, swapped.reader_key(1, &none));
+        assert_eq!(ka, swapped.reader_key(1, 0, &none));
     }
 }

@@ -440,6 +440,11 @@ pub(crate) struct SessionSettings {
     pub authorization: Option<Box<[u8]>>,
     /// `role` when set (not `none`).
     pub role: Option<Box<[u8]>>,
+    /// The digest of every setting a statement can see on the writer session (the capture's
+    /// kind 5, 64 hex digits): the replay asserts a reader connection's equals it, and it is
+    /// part of the reader key, so a pooled connection checked against one digest never serves
+    /// a session with another.
+    pub digest: Option<Box<[u8]>>,
     /// The session authorization the writer reported at startup.
     pub login_authorization: Option<Box<[u8]>>,
     /// Placeholder setting names seen in the session's statements, asked for by the capture.
@@ -497,6 +502,7 @@ impl SessionSettings {
         mut entries: Vec<Setting>,
         authorization: Option<Box<[u8]>>,
         role: Option<Box<[u8]>>,
+        digest: Option<Box<[u8]>>,
     ) -> bool {
         let size: usize = entries.iter().map(|(n, v)| n.len() + v.len()).sum();
         if size > MAX_CAPTURED_BYTES {
@@ -519,10 +525,17 @@ impl SessionSettings {
         // `current_setting('role')` says `none` for no role; a role may be named `NONE` or
         // `None` (only the lower-case name is reserved): byte for byte.
         let role = role.filter(|r| &r[..] != b"none");
-        if entries != self.entries || authorization != self.authorization || role != self.role {
+        // Anything but 64 hex digits is no digest (and never reaches a statement's text).
+        let digest = digest.filter(|d| d.len() == 64 && d.iter().all(u8::is_ascii_hexdigit));
+        if entries != self.entries
+            || authorization != self.authorization
+            || role != self.role
+            || digest != self.digest
+        {
             self.entries = entries;
             self.authorization = authorization;
             self.role = role;
+            self.digest = digest;
             self.version += 1;
         }
         self.known = Known::Yes;
@@ -649,11 +662,16 @@ mod tests {
     fn s5_a_role_named_none_in_another_case_is_a_role_not_the_absence_of_one() {
         for name in ["NONE", "None", "nOne"] {
             let mut s = SessionSettings::default();
-            s.replace(Vec::new(), None, Some(name.as_bytes().to_vec().into()));
+            s.replace(
+                Vec::new(),
+                None,
+                Some(name.as_bytes().to_vec().into()),
+                None,
+            );
             assert_eq!(s.role.as_deref(), Some(name.as_bytes()), "{name}");
         }
         let mut s = SessionSettings::default();
-        s.replace(Vec::new(), None, Some(b"none".to_vec().into()));
+        s.replace(Vec::new(), None, Some(b"none".to_vec().into()), None);
         assert_eq!(s.role, None);
     }
 
@@ -670,6 +688,7 @@ mod tests {
             vec![e("timezone", "UTC"), e("datestyle", "ISO, YMD")],
             Some(b"app".to_vec().into()),
             Some(b"none".to_vec().into()),
+            None,
         ));
         assert_eq!(s.known, Known::Yes);
         // Sorted; the login authorization and role `none` replay nothing.
@@ -681,9 +700,10 @@ mod tests {
             vec![e("datestyle", "ISO, YMD"), e("timezone", "UTC")],
             None,
             None,
+            None,
         );
         assert_eq!(s.version(), v, "the same state is not a change");
-        s.replace(vec![], None, Some(b"reader_role".to_vec().into()));
+        s.replace(vec![], None, Some(b"reader_role".to_vec().into()), None);
         assert!(s.version() > v);
         assert_eq!(s.role.as_deref(), Some(&b"reader_role"[..]));
         s.reset();

@@ -576,11 +576,14 @@ impl Session {
                 self.engine.stats().inc(Counter::CapturesFailed);
             } else {
                 let mut entries = Vec::new();
-                let (mut auth, mut role) = (None, None);
+                let (mut auth, mut role, mut digest) = (None, None, None);
                 for (k, (n, v)) in rows {
                     match k {
                         2 => auth = Some(v),
                         3 => role = Some(v),
+                        // S-5: the digest of every setting a statement can see, which the
+                        // replay asserts on the reader.
+                        5 => digest = Some(v),
                         // S-4: temporary relations exist, perhaps created by code the engine
                         // could not see: the same hazard as a CREATE TEMP it saw.
                         4 => self.hazards.set(Hazards::TEMP),
@@ -607,7 +610,7 @@ impl Session {
                     self.session_isolation =
                         self.startup.as_ref().and_then(|s| s.default_isolation);
                 }
-                if !self.settings.replace(entries, auth, role) {
+                if !self.settings.replace(entries, auth, role, digest) {
                     self.engine.stats().inc(Counter::CapturesFailed);
                 }
             }
