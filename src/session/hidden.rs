@@ -65,7 +65,7 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// differ only in `transaction_read_only`.
 macro_rules! settings_digest {
     () => {
-        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms', 'polar_xact_split_wait_lsn', 'polar_xact_split_xids'))"
+        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms') AND pg_catalog.strpos(name, 'polar_xact_split_') <> 1)"
     };
 }
 
@@ -456,7 +456,7 @@ pub(super) fn settings_query(out: &mut Vec<u8>, s: &SessionSettings) -> u16 {
         o.push(b'\'');
         o.extend_from_slice(LOGIN_CHECK_TAIL);
         n += 1;
-        if let Some(d) = s.digest.as_deref() {
+        if let Some(d) = s.digest() {
             debug_assert!(d.iter().all(u8::is_ascii_hexdigit));
             o.extend_from_slice(b"; ");
             o.extend_from_slice(DIGEST_CHECK_HEAD);
@@ -653,6 +653,44 @@ mod tests {
             text.ends_with("'{\"app.tenant\"}'::pg_catalog.text[])) AS v (x)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn s5_the_replay_asserts_the_writers_settings_digest_last() {
+        let d = "0123456789abcdef".repeat(4);
+        let mut s = SessionSettings::default();
+        s.replace(
+            vec![(b"work_mem".to_vec().into(), b"4096".to_vec().into())],
+            None,
+            None,
+            Some(d.as_bytes().to_vec().into()),
+        );
+        assert_eq!(s.digest(), Some(d.as_bytes()));
+        // The digest is no setting to replay.
+        assert_eq!(s.iter().count(), 1);
+        let mut out = Vec::new();
+        // work_mem, role, the login check, the settings check.
+        assert_eq!(settings_query(&mut out, &s), 4);
+        let text = String::from_utf8(out[5..out.len() - 1].to_vec()).unwrap();
+        let login = text
+            .find(std::str::from_utf8(LOGIN_CHECK_TAIL).unwrap())
+            .unwrap();
+        let check = text
+            .find(std::str::from_utf8(DIGEST_CHECK_HEAD).unwrap())
+            .unwrap();
+        assert!(login < check, "{text}");
+        assert!(text.ends_with(&format!("IS DISTINCT FROM '{d}'")), "{text}");
+        // The capture's digest and the check's are one expression.
+        let capture = std::str::from_utf8(CAPTURE_STATEMENT).unwrap();
+        assert!(capture.contains(&format!("SELECT 5, 'settings', {}", settings_digest!())));
+        // Anything but 64 hex digits is no digest: no check.
+        for bad in ["xyz", "0123", &format!("{}'", &d[1..])] {
+            let mut s = SessionSettings::default();
+            s.replace(vec![], None, None, Some(bad.as_bytes().to_vec().into()));
+            assert_eq!(s.digest(), None, "{bad}");
+            let mut out = Vec::new();
+            assert_eq!(settings_query(&mut out, &s), 2);
+        }
     }
 
     #[test]

@@ -394,7 +394,7 @@ impl Startup {
         if let Some(r) = &settings.role {
             b.setting(ROLE_KEY, r);
         }
-        if let Some(d) = &settings.digest {
+        if let Some(d) = settings.digest() {
             b.setting(SETTINGS_DIGEST_KEY, d);
         }
         // S-5: a standby's configuration reload (as the host's monitor reported it) changes

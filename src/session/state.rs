@@ -426,6 +426,9 @@ const MAX_CAPTURED_BYTES: usize = 64 << 10;
 /// Most custom (placeholder) setting names the session asks the capture for.
 pub(crate) const MAX_CUSTOM_NAMES: usize = 64;
 
+/// The name the settings digest is kept under among the entries (a space: no setting's name).
+const DIGEST_ENTRY: &[u8] = crate::pool::SETTINGS_DIGEST_KEY;
+
 /// One captured setting: name and value, as the server's text.
 pub(crate) type Setting = (Box<[u8]>, Box<[u8]>);
 
@@ -435,16 +438,16 @@ pub(crate) type Setting = (Box<[u8]>, Box<[u8]>);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SessionSettings {
     /// Session-level settings `(name, value)`, sorted by name; placeholder settings included.
+    /// Among them, under [`DIGEST_ENTRY`] (no setting's name), the digest of every setting a
+    /// statement can see on the writer session (the capture's kind 5, 64 hex digits): the replay
+    /// asserts a reader connection's equals it, and it is part of the reader key, so a pooled
+    /// connection checked against one digest never serves a session with another. Kept here,
+    /// not in a field of its own: an idle session stays within its memory budget.
     entries: Vec<Setting>,
     /// `session_authorization` when it differs from the one the session logged in with.
     pub authorization: Option<Box<[u8]>>,
     /// `role` when set (not `none`).
     pub role: Option<Box<[u8]>>,
-    /// The digest of every setting a statement can see on the writer session (the capture's
-    /// kind 5, 64 hex digits): the replay asserts a reader connection's equals it, and it is
-    /// part of the reader key, so a pooled connection checked against one digest never serves
-    /// a session with another.
-    pub digest: Option<Box<[u8]>>,
     /// The session authorization the writer reported at startup.
     pub login_authorization: Option<Box<[u8]>>,
     /// Placeholder setting names seen in the session's statements, asked for by the capture.
@@ -485,7 +488,18 @@ impl SessionSettings {
 
     /// Settings in name order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.entries.iter().map(|(n, v)| (&n[..], &v[..]))
+        self.entries
+            .iter()
+            .filter(|(n, _)| &n[..] != DIGEST_ENTRY)
+            .map(|(n, v)| (&n[..], &v[..]))
+    }
+
+    /// The digest of the writer session's settings, from the last capture (64 hex digits).
+    pub(crate) fn digest(&self) -> Option<&[u8]> {
+        self.entries
+            .iter()
+            .find(|(n, _)| &n[..] == DIGEST_ENTRY)
+            .map(|(_, v)| &v[..])
     }
 
     /// Something may have changed the writer's state.
@@ -504,6 +518,11 @@ impl SessionSettings {
         role: Option<Box<[u8]>>,
         digest: Option<Box<[u8]>>,
     ) -> bool {
+        // Anything but 64 hex digits is no digest (and never reaches a statement's text).
+        entries.retain(|(n, _)| &n[..] != DIGEST_ENTRY);
+        if let Some(d) = digest.filter(|d| d.len() == 64 && d.iter().all(u8::is_ascii_hexdigit)) {
+            entries.push((DIGEST_ENTRY.into(), d));
+        }
         let size: usize = entries.iter().map(|(n, v)| n.len() + v.len()).sum();
         if size > MAX_CAPTURED_BYTES {
             self.known = Known::Failed;
@@ -525,17 +544,10 @@ impl SessionSettings {
         // `current_setting('role')` says `none` for no role; a role may be named `NONE` or
         // `None` (only the lower-case name is reserved): byte for byte.
         let role = role.filter(|r| &r[..] != b"none");
-        // Anything but 64 hex digits is no digest (and never reaches a statement's text).
-        let digest = digest.filter(|d| d.len() == 64 && d.iter().all(u8::is_ascii_hexdigit));
-        if entries != self.entries
-            || authorization != self.authorization
-            || role != self.role
-            || digest != self.digest
-        {
+        if entries != self.entries || authorization != self.authorization || role != self.role {
             self.entries = entries;
             self.authorization = authorization;
             self.role = role;
-            self.digest = digest;
             self.version += 1;
         }
         self.known = Known::Yes;
