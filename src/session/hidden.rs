@@ -59,13 +59,15 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// `superuser`-context setting `pg_settings` shows the session (those of a loaded library's
 /// `ext.name` aside: a writer session that ran plpgsql has them, a fresh reader not yet; the
 /// transaction's own, the session authorization and role, replayed and checked apart; and the
-/// LSN wait's settings, which the engine sets on readers), sorted by name bytewise, one `name=value`
+/// LSN wait's settings, which the engine sets on readers; and the `log_*` settings, which decide
+/// only what the server writes to its own log — a primary that logs slow statements and a standby
+/// that does not still serve the same answers), sorted by name bytewise, one `name=value`
 /// a line, SHA-256, hex. The capture takes the writer session's; the replay's last statement
 /// compares the reader connection's with it. Measured on PostgreSQL 15: a primary and its standby
 /// differ only in `transaction_read_only`.
 macro_rules! settings_digest {
     () => {
-        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms') AND pg_catalog.strpos(name, 'polar_xact_split_') <> 1)"
+        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms') AND pg_catalog.strpos(name, 'polar_xact_split_') <> 1 AND pg_catalog.strpos(name, 'log_') <> 1)"
     };
 }
 
@@ -89,16 +91,20 @@ macro_rules! settings_digest {
 /// answers NULL and no row) — names and values hex-encoded from UTF-8, so nothing of them is
 /// ever parsed as SQL by the engine or the reader. `kind` orders the replay: settings (1), then
 /// session authorization (2), then role (3); placeholder settings are settings too. A row of
-/// kind 4 says the session has temporary relations (S-4): code the engine could not see may
-/// have created one, which shadows a permanent relation of the same name for this session only,
-/// so its reads stay on the writer. A row of kind 5 is the digest of every setting a statement
+/// kind 4 says the session has temporary objects (S-4): code the engine could not see may
+/// have created one, which shadows a permanent one of the same name for this session only, so
+/// its reads stay on the writer — a relation, and the kinds a name is looked up among in
+/// `pg_temp` as well: types (a domain, an enum — an examiner's finding of 2026-12-05: a
+/// `CREATE DOMAIN pg_temp.d` run by a function made `5::d` answer from the standby's permanent
+/// `d`), collations and text search configurations and dictionaries (functions and operators
+/// are never looked up in `pg_temp` unless named with it). A row of kind 5 is the digest of every setting a statement
 /// can see ([`settings_digest!`]): the replay ends by asserting the reader connection's equals
 /// it ([`DIGEST_CHECK_HEAD`]), which covers what the replay cannot set or does not know of — a
 /// standby's own configuration, `superuser`-context login defaults of a non-superuser. It runs
 /// right behind the writer's startup RFQ (the login-time state) and whenever the state may have
 /// changed since.
 pub(super) const CAPTURE_STATEMENT: &[u8] = concat!(
-    "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout') AND setting <> '0') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema()) UNION ALL SELECT 5, 'settings', ",
+    "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout') AND setting <> '0') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND (EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_type AS t WHERE t.typnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_collation AS t WHERE t.collnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config AS t WHERE t.cfgnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_ts_dict AS t WHERE t.dictnamespace = pg_catalog.pg_my_temp_schema())) UNION ALL SELECT 5, 'settings', ",
     settings_digest!(),
     ") AS s ORDER BY 1, 2"
 )

@@ -240,6 +240,50 @@ def test_s4_a_temp_table_created_by_a_function_keeps_reads_of_its_name_on_the_wr
     assert not wrong, f"the primary answers {on_primary}; through the proxy: {answers}"
 
 
+TEMP_TYPES = {
+    # A domain and an enum in pg_temp shadow permanent types of those names (types, unlike
+    # functions, are looked up in pg_temp first): an examiner's finding of 2026-12-05 (5 of 5).
+    "domain": ("CREATE DOMAIN red5_posint AS int CHECK (VALUE > 0)",
+               "CREATE DOMAIN pg_temp.red5_posint AS int CHECK (VALUE < 0)", "SELECT 5::red5_posint"),
+    "enum": ("CREATE TYPE red5_mood AS ENUM ('sad', 'ok')",
+             "CREATE TYPE pg_temp.red5_mood AS ENUM ('happy')", "SELECT 'sad'::red5_mood::text"),
+}
+
+
+@pytest.mark.parametrize("kind", TEMP_TYPES)
+def test_s4_a_temp_type_created_by_a_function_keeps_reads_of_its_name_on_the_writer(pair, proxy_custom, kind):
+    permanent, temp, read = TEMP_TYPES[kind]
+    name = permanent.split()[2]
+    with connect(pair.primary.dsn(dbname="app")) as admin:
+        admin.execute(f"DROP TYPE IF EXISTS {name}")
+        admin.execute(permanent)
+        admin.execute(f"CREATE OR REPLACE FUNCTION red5_make_temp_type() RETURNS int LANGUAGE plpgsql AS "
+                      f"$$ BEGIN {temp}; RETURN 1; END $$")
+        admin.execute("GRANT EXECUTE ON FUNCTION red5_make_temp_type() TO PUBLIC")
+        pair.wait_replayed()
+        try:
+            def answers(c) -> list:
+                out = []
+                run(c, "SELECT red5_make_temp_type()")
+                for _ in range(8):
+                    try:
+                        out.append(run(c, read)[0][0])
+                    except psycopg.Error as e:
+                        out.append(e.sqlstate)
+                    time.sleep(0.1)
+                return out
+
+            with connect(pair.primary.dsn(dbname="app", user="app_trust")) as direct:
+                on_primary = answers(direct)
+            with connect(proxy_custom.dsn()) as c:
+                through = answers(c)
+        finally:
+            admin.execute("DROP FUNCTION IF EXISTS red5_make_temp_type()")
+            admin.execute(f"DROP TYPE IF EXISTS {name}")
+    assert on_primary == [on_primary[0]] * 8 and on_primary[0] in ("23514", "22P02"), on_primary
+    assert through == on_primary
+
+
 # -- Finding 6: age(xid) counts from the answering server's next XID -------------------------------
 
 
