@@ -549,12 +549,7 @@ impl Session {
 
     /// Whether a reader unit is answering the client now (writer async messages wait for it).
     pub(super) fn reader_in_flight(&self) -> bool {
-        self.units.iter().any(|u| {
-            matches!(
-                u.attempt,
-                Attempt::Reader { .. } | Attempt::AwaitReader { .. }
-            )
-        })
+        self.units.any_on_reader()
     }
 
     /// A streamed (large) message begins on `conn`, backend `i`: it answers a request like any

@@ -882,8 +882,7 @@ impl Session {
                 let (req, learn) = if kind == b'S' {
                     (Req::DescribeStatement, self.learn_on_describe(w, id, name))
                 } else {
-                    let learn =
-                        !self.shape_notes.is_empty() && self.learn_on_portal_describe(w, id, name);
+                    let learn = self.learn_on_portal_describe(w, id, name);
                     (Req::DescribePortal, learn)
                 };
                 if let Some(wb) = self.writer.as_mut() {
@@ -915,6 +914,10 @@ impl Session {
     /// `DISCARD ALL`, or a Query the engine could not classify): what is tracked now may be gone
     /// by the time the writer reads the next message.
     fn statements_cleared_ahead(&self, id: u32) -> bool {
+        // None in flight at all (counted as the queue changes): nothing ahead to look at.
+        if !self.units.any_clearing_statements() {
+            return false;
+        }
         self.units.iter().take_while(|u| u.id != id).any(|u| {
             u.kind == UnitKind::Query
                 && u.class.as_ref().is_none_or(|c| {
@@ -988,7 +991,6 @@ impl Session {
             };
             // E-2: a Describe of a portal bound from a statement whose shape is unknown.
             let learn = req == Req::DescribePortal
-                && !self.shape_notes.is_empty()
                 && body.iter().position(|&b| b == 0).is_some_and(|end| {
                     let portal = body.get(1..end).unwrap_or_default();
                     self.learn_on_portal_describe(conn, id, portal)

@@ -105,7 +105,7 @@ impl Session {
 
     /// The unit is over: next one.
     pub(super) fn finish_unit(&mut self, id: u32) {
-        if let Some(pos) = self.units.iter().position(|u| u.id == id) {
+        if let Some(pos) = self.units.position(id) {
             if let Some(u) = self.units.remove(pos) {
                 self.keep_spare_execs(u.execs);
             }

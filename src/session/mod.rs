@@ -44,6 +44,7 @@ mod startup;
 pub mod state;
 mod statements;
 mod tokens;
+mod units;
 mod writer;
 
 use std::collections::VecDeque;
@@ -335,6 +336,12 @@ struct Unit {
     /// allocated in an idle session's queue.
     #[allow(clippy::type_complexity)]
     bound: Option<Box<Vec<(Box<[u8]>, Option<Classification>)>>>,
+    /// E-2: the unit's Binds of statements whose row shape is unknown, by connection and
+    /// portal, until a Describe of the portal is sent (`Session::learn_on_portal_describe`).
+    /// Kept with the unit, not among the session's notes in flight: a client that pipelines
+    /// thousands of batches binding such a statement (an INSERT never described) has one per
+    /// batch, and every Bind and every RFQ looked through all of them.
+    portal_notes: Option<Box<Vec<shapes::ShapeNote>>>,
 }
 
 #[derive(Debug)]
@@ -478,7 +485,7 @@ pub struct Session {
     /// routing then allocates nothing).
     spare_execs: Vec<Option<Classification>>,
     /// Decided units in flight, oldest first.
-    units: VecDeque<Unit>,
+    units: units::Units,
     next_unit: u32,
     lsn: LsnState,
     txn: TxnState,
@@ -592,7 +599,7 @@ impl Session {
             readers: Vec::new(),
             spare_backends: Vec::new(),
             spare_execs: Vec::new(),
-            units: VecDeque::new(),
+            units: units::Units::default(),
             next_unit: 1,
             lsn: LsnState {
                 generation,
@@ -783,7 +790,8 @@ impl Session {
         if let Some(b) = self.readers.iter_mut().find(|b| b.conn == conn) {
             b.cancelled = true;
         }
-        for u in self.units.iter_mut() {
+        for i in 0..self.units.len() {
+            let u = self.units.at_mut(i);
             if matches!(u.attempt, Attempt::Reader { conn: c, .. } if c == conn) {
                 u.cancel_forwarded = true;
             }
@@ -844,7 +852,7 @@ impl Session {
     /// the time the writer must be touched by (see `keep_writer_alive`).
     pub fn next_deadline(&self) -> Option<u64> {
         let timeout = self.config.reader_response_timeout_ms;
-        let readers = if timeout == 0 {
+        let readers = if timeout == 0 || !self.units.any_on_reader() {
             None
         } else {
             self.units
@@ -963,20 +971,14 @@ impl Session {
         id
     }
 
-    /// Unit `id`: almost always the oldest (the one answering now), so that one is looked at
-    /// before the queue is searched — the same unit the search would find first.
+    /// Unit `id` (found by its distance from the oldest: O(1)).
     fn unit(&self, id: u32) -> Option<&Unit> {
-        match self.units.front() {
-            Some(u) if u.id == id => Some(u),
-            _ => self.units.iter().find(|u| u.id == id),
-        }
+        self.units.get(id)
     }
 
+    /// Unit `id`, to change (the queue counts it again before its next change).
     fn unit_mut(&mut self, id: u32) -> Option<&mut Unit> {
-        if self.units.front().is_some_and(|u| u.id == id) {
-            return self.units.front_mut();
-        }
-        self.units.iter_mut().find(|u| u.id == id)
+        self.units.get_mut(id)
     }
 
     /// Runs `f` on the engine with backend `i`'s server and its held registry entry (nothing

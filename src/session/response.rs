@@ -55,6 +55,9 @@ impl Who {
     }
 }
 
+/// How many kinds of `Who` there are (`Responses::count`).
+const WHO_KINDS: usize = Who::Refuse as usize + 1;
+
 /// The shape of the answer a request gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Req {
@@ -170,6 +173,9 @@ pub(crate) struct Unexpected {
 #[derive(Debug, Default)]
 pub(crate) struct Responses {
     queue: VecDeque<Expected>,
+    /// How many requests of each `Who` are in `queue`: [`Self::has_who`] answers without a
+    /// scan (a client pipelining thousands of statements has as many requests queued).
+    count: [u32; WHO_KINDS],
     /// Hidden statements of the front Query still to complete.
     hidden_left: u16,
     /// The front request's answer has begun (for `result_begins`).
@@ -255,13 +261,18 @@ impl Responses {
     }
 
     pub(crate) fn has_who(&self, who: Who) -> bool {
-        self.queue.iter().any(|e| e.who == who)
+        debug_assert_eq!(
+            self.count[who as usize] > 0,
+            self.queue.iter().any(|e| e.who == who)
+        );
+        self.count[who as usize] > 0
     }
 
     pub(crate) fn push(&mut self, req: Req, who: Who, unit: u32) {
         if self.queue.is_empty() {
             self.start_front(req);
         }
+        self.count[who as usize] += 1;
         self.queue.push_back(Expected {
             req,
             who,
@@ -282,6 +293,7 @@ impl Responses {
     /// Forgets everything (the connection is gone).
     pub(crate) fn clear(&mut self) {
         self.queue.clear();
+        self.count = [0; WHO_KINDS];
         self.hidden_left = 0;
         self.begun = false;
         self.described_params = false;
@@ -302,6 +314,9 @@ impl Responses {
         // A COPY IN is the front request's: it ended with it.
         self.copy_open = false;
         let e = self.queue.pop_front();
+        if let Some(e) = &e {
+            self.count[e.who as usize] -= 1;
+        }
         if let Some(next) = self.queue.front() {
             let r = next.req;
             self.start_front(r);
@@ -539,7 +554,11 @@ impl Responses {
                 .get(1)
                 .is_some_and(|n| n.req == Req::Sync && n.who == Who::Client)
         {
-            ended = self.queue.remove(1).is_some_and(|n| n.copy_end);
+            let removed = self.queue.remove(1);
+            if let Some(n) = &removed {
+                self.count[n.who as usize] -= 1;
+            }
+            ended = removed.is_some_and(|n| n.copy_end);
         }
         self.copy_open = !ended && !self.queue.iter().any(|e| e.copy_end);
     }

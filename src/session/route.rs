@@ -188,14 +188,10 @@ impl Session {
             return false;
         }
         let writer_bound = matches!(d.outcome, Outcome::ForcePrimary | Outcome::Passthrough);
-        !(writer_bound
-            && self.units.iter().all(|u| {
-                u.attempt == Attempt::Writer
-                        && !u.open
-                        && u.check_then.is_none()
-                        // A `BEGIN` cut off a batch: the rest is decided inside its block.
-                        && !u.hidden_sync
-            }))
+        // Every unit in flight a writer unit that is not open, not waiting for a row-shape
+        // check and not cut off by a `BEGIN` (the rest is decided inside its block): counted as
+        // the queue changes (`Units::any_blocking`), not looked for here.
+        !(writer_bound && !self.units.any_blocking())
     }
 
     /// P-6's "may have written" for a whole Query: COMMIT/ROLLBACK count only if the
@@ -306,7 +302,6 @@ impl Session {
             UnitKind::FunctionCall => false,
             _ => class.is_none() || begin.is_some(),
         };
-        reserve_one(&mut self.units);
         self.units.push_back(Unit {
             id,
             kind,
@@ -339,6 +334,7 @@ impl Session {
             cancel_forwarded: false,
             check_then: None,
             bound: None,
+            portal_notes: None,
         });
         id
     }
@@ -511,7 +507,7 @@ impl Session {
     /// capture (S-5) right behind it when the unit runs outside a transaction block and cannot
     /// enter COPY IN (same write, no extra round trip); otherwise they follow its RFQ.
     pub(super) fn after_writer_send(&mut self, id: u32, may_write: bool, pipelinable: bool) {
-        let no_edge = self.units.iter().all(|u| !u.may_open_txn);
+        let no_edge = !self.units.any_may_open_txn();
         let outside = !self.txn.active && self.writer_status == TxStatus::Idle && no_edge;
         if !pipelinable || self.unit_drops_statements(id) {
             return;

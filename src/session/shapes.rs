@@ -90,9 +90,13 @@ impl Session {
         else {
             return;
         };
-        self.shape_notes
-            .retain(|n| !(n.conn == conn && n.unit == id && n.portal.as_deref() == Some(portal)));
-        self.shape_notes.push(ShapeNote {
+        // Only a Describe of unit `id` looks for it: it is kept with the unit.
+        let Some(u) = self.unit_mut(id) else {
+            return;
+        };
+        let notes = u.portal_notes.get_or_insert_default();
+        notes.retain(|n| !(n.conn == conn && n.portal.as_deref() == Some(portal)));
+        notes.push(ShapeNote {
             conn,
             unit: id,
             name: stmt.into(),
@@ -110,15 +114,20 @@ impl Session {
         id: u32,
         portal: &[u8],
     ) -> bool {
-        let Some(at) = self
-            .shape_notes
+        let Some(notes) = self
+            .unit_mut(id)
+            .and_then(|u| u.portal_notes.as_deref_mut())
+        else {
+            return false;
+        };
+        let Some(at) = notes
             .iter()
-            .rposition(|n| n.conn == conn && n.unit == id && n.portal.as_deref() == Some(portal))
+            .rposition(|n| n.conn == conn && n.portal.as_deref() == Some(portal))
         else {
             return false;
         };
         // In flight now: it joins the notes in wire order.
-        let mut n = self.shape_notes.remove(at);
+        let mut n = notes.remove(at);
         n.portal = None;
         self.shape_notes.push(n);
         true
@@ -242,6 +251,26 @@ impl Session {
     pub(super) fn drop_shape_notes(&mut self, conn: ConnId, unit: Option<u32>) {
         if !self.shape_notes.is_empty() {
             self.drop_shape_notes_of(conn, unit);
+        }
+        // The notes of Binds kept with the units (`Unit::portal_notes`).
+        match unit {
+            Some(id) => {
+                if self.unit(id).is_some_and(|u| u.portal_notes.is_some()) {
+                    if let Some(notes) = self
+                        .unit_mut(id)
+                        .and_then(|u| u.portal_notes.as_deref_mut())
+                    {
+                        notes.retain(|n| n.conn != conn);
+                    }
+                }
+            }
+            None => {
+                for i in 0..self.units.len() {
+                    if let Some(notes) = self.units.at_mut(i).portal_notes.as_deref_mut() {
+                        notes.retain(|n| n.conn != conn);
+                    }
+                }
+            }
         }
     }
 

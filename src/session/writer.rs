@@ -199,10 +199,10 @@ impl Session {
     /// sent more, decided as units of their own: then the batch ends with its last answer, and
     /// the RFQ of the next Sync is theirs. A unit of nothing but ignored Syncs is done now.
     pub(super) fn writer_copy_in(&mut self, id: u32) {
-        let Some(pos) = self.units.iter().position(|u| u.id == id) else {
+        let Some(pos) = self.units.position(id) else {
             return;
         };
-        self.units[pos].copy_in = true;
+        self.units.at_mut(pos).copy_in = true;
         let answered =
             |s: &Session, id: u32| s.writer.as_ref().is_some_and(|w| w.resp.has_unit(id));
         let ignored: Vec<u32> = self
@@ -664,14 +664,14 @@ impl Session {
 
     /// P-6 for the writer's RFQ that ends a client unit.
     fn writer_unit_rfq(&mut self, id: u32, conn: ConnId, body: &[u8], rfq: Rfq<'_>) {
-        let Some(pos) = self.units.iter().position(|u| u.id == id) else {
+        let Some(pos) = self.units.position(id) else {
             // An RFQ answering nothing of ours: pass it on.
             self.writer_rfq_to_client(conn, body, rfq);
             return;
         };
         // The unit ends with this RFQ (below): its Execute list is taken, not copied.
         let (class, execs, errored, sql, begin, probe_after, kind, reader_refused, engines_sync) = {
-            let u = &mut self.units[pos];
+            let u = self.units.at_mut(pos);
             (
                 u.class.clone(),
                 std::mem::take(&mut u.execs),

@@ -1,0 +1,242 @@
+//! The queue of decided units in flight, oldest first, with what the per-message path asks of
+//! it answered in O(1): a unit by its id, and whether any unit is of a kind that makes a new
+//! one wait (`must_wait`), may open a transaction block, runs on a reader or may drop every
+//! prepared statement. A client that pipelines thousands of statements to the writer has as
+//! many units queued; a scan of the queue for each new statement made its session quadratic and
+//! stalled every other client of the host's event loop for seconds (a prober's finding,
+//! 2026-12-05).
+//!
+//! The counts are kept exact by construction: every change to a unit goes through this type —
+//! [`Units::get_mut`] and [`Units::at_mut`] note which unit they hand out, and it is counted
+//! again before anything else changes (the answers count it as it is now) — and read-only
+//! access is the `VecDeque`'s own (`Deref`).
+
+use std::collections::VecDeque;
+use std::ops::Deref;
+
+use super::{Attempt, Unit, UnitKind};
+use crate::classify::Kind;
+
+/// What a unit counts for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Marks {
+    /// Not a writer unit a later writer unit may be pipelined behind (`Session::must_wait`).
+    blocks: bool,
+    /// May leave a transaction block open (`Unit::may_open_txn`).
+    may_open_txn: bool,
+    /// Runs on a reader or waits for one.
+    on_reader: bool,
+    /// A Query that may drop every prepared statement (`DEALLOCATE ALL`, `DISCARD ALL`, or
+    /// text the engine could not classify).
+    clears_statements: bool,
+}
+
+impl Marks {
+    fn of(u: &Unit) -> Marks {
+        Marks {
+            blocks: u.attempt != Attempt::Writer
+                || u.open
+                || u.check_then.is_some()
+                // A `BEGIN` cut off a batch: the rest is decided inside its block.
+                || u.hidden_sync,
+            may_open_txn: u.may_open_txn,
+            on_reader: matches!(
+                u.attempt,
+                Attempt::Reader { .. } | Attempt::AwaitReader { .. }
+            ),
+            clears_statements: u.kind == UnitKind::Query
+                && u.class.as_ref().is_none_or(|c| {
+                    c.statements().iter().any(|s| {
+                        matches!(
+                            s.kind,
+                            Kind::Deallocate { all: true }
+                                | Kind::Discard(crate::classify::DiscardWhat::All)
+                        )
+                    })
+                }),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    blocks: usize,
+    may_open_txn: usize,
+    on_reader: usize,
+    clears_statements: usize,
+}
+
+impl Counts {
+    fn add(&mut self, m: Marks) {
+        self.blocks += usize::from(m.blocks);
+        self.may_open_txn += usize::from(m.may_open_txn);
+        self.on_reader += usize::from(m.on_reader);
+        self.clears_statements += usize::from(m.clears_statements);
+    }
+
+    fn sub(&mut self, m: Marks) {
+        self.blocks -= usize::from(m.blocks);
+        self.may_open_txn -= usize::from(m.may_open_txn);
+        self.on_reader -= usize::from(m.on_reader);
+        self.clears_statements -= usize::from(m.clears_statements);
+    }
+}
+
+/// Decided units in flight, oldest first. Their ids increase along the queue (they are taken
+/// from `Session::new_unit_id` as they are pushed at the back, 0 skipped when the counter
+/// wraps), so a unit is found by its distance from the front's id.
+#[derive(Debug, Default)]
+pub(super) struct Units {
+    q: VecDeque<Unit>,
+    /// The marks of the queue's units, but for `changing`'s unit: as it was counted.
+    counts: Counts,
+    /// The unit last handed out to be changed (its index) and its marks then: it is counted
+    /// again before the queue changes or another unit is handed out, and the answers in
+    /// between count it as it is now.
+    changing: Option<(usize, Marks)>,
+}
+
+/// Unit ids run 1..=u32::MAX and wrap to 1: this many distinct values.
+const ID_SPACE: u64 = u32::MAX as u64;
+
+/// Debug builds check lookups and counts against a scan of queues up to this long (a longer
+/// one would make the checks quadratic).
+#[cfg(debug_assertions)]
+const DEBUG_CHECK_MAX: usize = 256;
+
+/// How many ids after `from` comes `to`, in the order ids are handed out.
+fn distance(from: u32, to: u32) -> u64 {
+    (u64::from(to) + ID_SPACE - u64::from(from)) % ID_SPACE
+}
+
+impl Deref for Units {
+    type Target = VecDeque<Unit>;
+
+    fn deref(&self) -> &VecDeque<Unit> {
+        &self.q
+    }
+}
+
+impl Units {
+    pub(super) fn push_back(&mut self, u: Unit) {
+        self.settle();
+        debug_assert!(self.q.back().is_none_or(|b| distance(b.id, u.id) > 0));
+        // Room for one more element, exactly one on first use (a plain `push_back` would
+        // allocate four: the queue holds one unit almost always).
+        if self.q.capacity() == 0 {
+            self.q.reserve_exact(1);
+        }
+        self.counts.add(Marks::of(&u));
+        self.q.push_back(u);
+    }
+
+    /// Removes the unit at `pos`.
+    pub(super) fn remove(&mut self, pos: usize) -> Option<Unit> {
+        self.settle();
+        let u = self.q.remove(pos)?;
+        self.counts.sub(Marks::of(&u));
+        Some(u)
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.q.clear();
+        self.counts = Counts::default();
+        self.changing = None;
+    }
+
+    /// Where unit `id` is in the queue.
+    pub(super) fn position(&self, id: u32) -> Option<usize> {
+        let found = self.find(id);
+        #[cfg(debug_assertions)]
+        if self.q.len() <= DEBUG_CHECK_MAX {
+            debug_assert_eq!(found, self.q.iter().position(|u| u.id == id));
+        }
+        found
+    }
+
+    fn find(&self, id: u32) -> Option<usize> {
+        let front = self.q.front()?.id;
+        if id == 0 {
+            return None;
+        }
+        let d = distance(front, id);
+        // No unit left the queue but from its front: the unit is `d` places in.
+        if let Some(i) = usize::try_from(d).ok().filter(|&i| i < self.q.len()) {
+            if self.q.get(i).is_some_and(|u| u.id == id) {
+                return Some(i);
+            }
+        }
+        // Some left from the middle (a unit finished out of turn): ids still increase.
+        let i = self.q.partition_point(|u| distance(front, u.id) < d);
+        self.q.get(i).is_some_and(|u| u.id == id).then_some(i)
+    }
+
+    /// Unit `id`.
+    pub(super) fn get(&self, id: u32) -> Option<&Unit> {
+        self.position(id).and_then(|i| self.q.get(i))
+    }
+
+    /// Unit `id`, to change.
+    pub(super) fn get_mut(&mut self, id: u32) -> Option<&mut Unit> {
+        let i = self.position(id)?;
+        Some(self.at_mut(i))
+    }
+
+    /// The unit at `pos`, to change (panics when there is none, as indexing does).
+    pub(super) fn at_mut(&mut self, pos: usize) -> &mut Unit {
+        self.settle();
+        self.changing = Some((pos, Marks::of(&self.q[pos])));
+        &mut self.q[pos]
+    }
+
+    /// Counts the unit last handed out to be changed as it is now.
+    fn settle(&mut self) {
+        if let Some((i, before)) = self.changing.take() {
+            if let Some(u) = self.q.get(i) {
+                self.counts.sub(before);
+                self.counts.add(Marks::of(u));
+            }
+        }
+    }
+
+    /// The counts of the queue as it is now.
+    fn now(&self) -> Counts {
+        let mut c = self.counts;
+        if let Some((i, before)) = self.changing {
+            if let Some(u) = self.q.get(i) {
+                c.sub(before);
+                c.add(Marks::of(u));
+            }
+        }
+        #[cfg(debug_assertions)]
+        if self.q.len() <= DEBUG_CHECK_MAX {
+            let mut all = Counts::default();
+            for u in &self.q {
+                all.add(Marks::of(u));
+            }
+            debug_assert_eq!(all, c);
+        }
+        c
+    }
+
+    /// Whether some unit may not have a later writer unit pipelined behind it: not on the
+    /// writer, an open batch, waiting for a row-shape check, or cut off by a `BEGIN`.
+    pub(super) fn any_blocking(&self) -> bool {
+        self.now().blocks > 0
+    }
+
+    /// Whether some unit may leave a transaction block open.
+    pub(super) fn any_may_open_txn(&self) -> bool {
+        self.now().may_open_txn > 0
+    }
+
+    /// Whether some unit runs on a reader or waits for one.
+    pub(super) fn any_on_reader(&self) -> bool {
+        self.now().on_reader > 0
+    }
+
+    /// Whether some unit is a Query that may drop every prepared statement.
+    pub(super) fn any_clearing_statements(&self) -> bool {
+        self.now().clears_statements > 0
+    }
+}
