@@ -387,7 +387,7 @@ void backend_readable(backend_t *b) {
         if (n > 0) {
             buf_append(&b->in, tmp, (size_t)n);
             /* A short read took what was there (as client_readable's). */
-            if ((size_t)n < sizeof tmp || buf_size(&b->in) - old >= HIGH_WATER) break;
+            if ((size_t)n < sizeof tmp || buf_size(&b->in) - old >= TURN_BYTES) break;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;

@@ -70,20 +70,36 @@ void pump(client_t *c) {
 
 /* Offers the client bytes the session has not taken yet. */
 void feed_client(client_t *c) {
+    /* At most TURN_BYTES per call (the loop comes back for the rest, `clients_feed_more`):
+     * offered in slices of that size, unless a slice is taken whole-message-wise as nothing
+     * (a message longer than the slice the session holds whole): then all of it is offered. */
+    size_t fed_now = 0;
+    int whole = 0;
+    c->feed_more = 0;
     while (!c->dead && !c->closing && buf_size(&c->in) > c->fed) {
         /* S-6: the first statements of a database's first clients wait for its first catalogue
          * load (bounded by its timeout), so no read of a view over set_config runs unjudged. */
         if (c->catdb >= 0 && catalog_first_load_pending(c->catdb) && c->router.ops->authenticated(c->router.st))
             return;
+        if (fed_now >= TURN_BYTES) {
+            c->feed_more = 1;
+            return;
+        }
+        size_t avail = buf_size(&c->in) - c->fed;
+        size_t offer = whole || avail <= TURN_BYTES ? avail : TURN_BYTES;
         size_t consumed = 0;
         uint64_t events = c->events_fed;
-        polarsplit_status st = c->router.ops->recv_client(c->router.st, buf_data(&c->in) + c->fed,
-                                                          buf_size(&c->in) - c->fed, now_ms(), &consumed);
+        polarsplit_status st =
+            c->router.ops->recv_client(c->router.st, buf_data(&c->in) + c->fed, offer, now_ms(), &consumed);
         record_hex(c->record, "client ", buf_data(&c->in) + c->fed, consumed);
         c->fed += consumed;
+        fed_now += consumed;
         if (st == POLARSPLIT_OK) {
             pump(c);
-            if (consumed == 0 && c->events_fed == events) return;
+            if (consumed == 0 && c->events_fed == events) {
+                if (offer == avail) return;
+                whole = 1;
+            }
             continue;
         }
         if (st == POLARSPLIT_ERR_PROTOCOL) {
@@ -233,13 +249,15 @@ void client_start(int fd, const struct sockaddr_storage *sa, uint64_t now) {
 
 void client_readable(client_t *c) {
     uint8_t tmp[READ_CHUNK];
+    size_t got = 0;
     for (;;) {
         ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
         if (n > 0) {
             buf_append(&c->in, tmp, (size_t)n);
             /* A short read took what was there: the loop's wait reports the socket again when
              * more (or its end) arrives — no recv that can only say EAGAIN. */
-            if ((size_t)n < sizeof tmp || buf_size(&c->in) - c->fed >= HIGH_WATER) break;
+            got += (size_t)n;
+            if ((size_t)n < sizeof tmp || got >= TURN_BYTES || buf_size(&c->in) - c->fed >= HIGH_WATER) break;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -252,6 +270,18 @@ void client_readable(client_t *c) {
         break;
     }
     feed_client(c);
+}
+
+/* Feeds the clients whose input feed_client left for a later turn; returns whether some still
+ * have more (the loop then does not wait). */
+int clients_feed_more(void) {
+    int more = 0;
+    for (client_t *c = g.clients; c; c = c->next) {
+        if (c->dead || !c->feed_more) continue;
+        feed_client(c);
+        more |= !c->dead && c->feed_more;
+    }
+    return more;
 }
 
 uint64_t clients_check_auth_deadlines(uint64_t now) {

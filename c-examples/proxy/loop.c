@@ -225,12 +225,13 @@ void loop_run(void) {
     while (!g.stop) {
         now_ms_refresh();
         uint64_t next = run_timers(now_ms());
+        int more = clients_feed_more();
         flush_all();
         reap();
         now_ms_refresh();
         uint64_t now = now_ms();
         sync_interest(now);
-        int r = epoll_wait(epfd, evs, MAX_EVENTS, poll_timeout(next, now));
+        int r = epoll_wait(epfd, evs, MAX_EVENTS, more ? 0 : poll_timeout(next, now));
         if (r < 0 && errno != EINTR) {
             logf_("epoll_wait: %s", strerror(errno));
             break;
