@@ -437,7 +437,9 @@ impl Session {
         }
         // The unit's attempt broke.
         let (class, rec, text) = match u.failure {
-            Some((c, r)) if c == FailureClass::ConnectionLost => (c, r, u.failure_text.clone()),
+            Some((c, r)) if c == FailureClass::ConnectionLost => {
+                (c, r, u.failure_text().map(Box::from))
+            }
             _ => {
                 let progress = self.progress(id, false);
                 let rec = policy::decide(FailureClass::ConnectionLost, &progress, &self.config);
@@ -604,7 +606,8 @@ impl Session {
         } else if whole {
             self.out.forward_backend(conn, n);
         } else {
-            self.backend_mut(i).held_fwd = n;
+            // The header alone (5 bytes).
+            self.backend_mut(i).held_fwd = u32::try_from(n).unwrap_or(u32::MAX);
         }
         if !whole {
             self.backend_mut(i).streaming = Some(forward);
@@ -666,11 +669,14 @@ impl Session {
             return;
         }
         let b = self.backend_mut(i);
-        b.held_fwd += n;
-        if done || b.held_fwd >= STREAM_WHOLE_MAX {
-            let k = std::mem::take(&mut b.held_fwd);
+        let held = b.held_fwd as usize + n;
+        if done || held >= STREAM_WHOLE_MAX {
+            b.held_fwd = 0;
             b.partial_out = !done;
-            self.out.forward_backend(conn, k);
+            self.out.forward_backend(conn, held);
+        } else {
+            // Fewer than STREAM_WHOLE_MAX: a u32 holds it.
+            b.held_fwd = u32::try_from(held).unwrap_or(u32::MAX);
         }
     }
 

@@ -873,7 +873,7 @@ impl Session {
                         .peek(statement)
                         .and_then(|s| s.class.clone());
                     if let Some(u) = self.unit_mut(id) {
-                        u.bound.get_or_insert_default().push((portal.into(), class));
+                        u.extra_mut().bound.push((portal.into(), class));
                     }
                 }
             }
@@ -1340,8 +1340,9 @@ impl Session {
             return None;
         };
         let u = self.unit(id)?;
-        u.bound
+        u.extra
             .as_deref()?
+            .bound
             .iter()
             .rev()
             .find(|(p, _)| **p == *portal)

@@ -461,7 +461,7 @@ impl Session {
             u.result_started = false;
             u.saw_error = false;
             u.failure = None;
-            u.failure_text = None;
+            u.set_failure_text(None);
         }
         match kind {
             UnitKind::Batch => {

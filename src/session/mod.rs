@@ -296,7 +296,6 @@ struct Unit {
     sent_at: u64,
     /// A failure decided while the attempt's answer is still arriving.
     failure: Option<(FailureClass, Recovery)>,
-    failure_text: Option<Box<str>>,
     /// The attempt's answer began (its first row or completion).
     result_started: bool,
     /// E-4: a reader attempt's first Execute has this row limit inside a transaction block:
@@ -331,17 +330,47 @@ struct Unit {
     /// Sent to the writer again once the check of a statement's row shape there answered
     /// (E-2), for this reason.
     check_then: Option<Reason>,
+    /// What few units have (portals bound in an open batch, Binds waiting for a Describe, a
+    /// failure's text): boxed, as the texts above — units stay allocated in an idle session's
+    /// queue (issue 20).
+    extra: Option<Box<UnitExtra>>,
+}
+
+/// The rarely used part of a [`Unit`].
+#[derive(Debug, Default)]
+struct UnitExtra {
     /// An open writer batch's portals and what they were bound to, latest last: an Execute
-    /// joining after a Flush is judged by it (E-1). Boxed, as the texts above: units stay
-    /// allocated in an idle session's queue.
-    #[allow(clippy::type_complexity)]
-    bound: Option<Box<Vec<(Box<[u8]>, Option<Classification>)>>>,
+    /// joining after a Flush is judged by it (E-1).
+    bound: Vec<(Box<[u8]>, Option<Classification>)>,
     /// E-2: the unit's Binds of statements whose row shape is unknown, by connection and
     /// portal, until a Describe of the portal is sent (`Session::learn_on_portal_describe`).
     /// Kept with the unit, not among the session's notes in flight: a client that pipelines
     /// thousands of batches binding such a statement (an INSERT never described) has one per
     /// batch, and every Bind and every RFQ looked through all of them.
-    portal_notes: Option<Box<Vec<shapes::ShapeNote>>>,
+    portal_notes: Vec<shapes::ShapeNote>,
+    /// The text of the failure decided while the attempt's answer is still arriving.
+    failure_text: Option<Box<str>>,
+}
+
+impl Unit {
+    fn extra_mut(&mut self) -> &mut UnitExtra {
+        self.extra.get_or_insert_default()
+    }
+
+    fn failure_text(&self) -> Option<&str> {
+        self.extra.as_deref()?.failure_text.as_deref()
+    }
+
+    fn set_failure_text(&mut self, text: Option<Box<str>>) {
+        match text {
+            Some(t) => self.extra_mut().failure_text = Some(t),
+            None => {
+                if let Some(x) = self.extra.as_deref_mut() {
+                    x.failure_text = None;
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -354,8 +383,10 @@ struct Backend {
     /// Disposition of the body of the streamed message in progress: forward (true) or discard.
     streaming: Option<bool>,
     /// Bytes of the streamed message in progress to forward, not yet covered by an action:
-    /// a message reaches the client whole unless it is larger than `STREAM_WHOLE_MAX`.
-    held_fwd: usize,
+    /// a message reaches the client whole unless it is larger than `STREAM_WHOLE_MAX`. (Fewer
+    /// than that, forwarded once there are more: a `u32`, in the padding beside the flags, pays
+    /// for `Responses`' counts of a long queue, issue 20.)
+    held_fwd: u32,
     /// Part of the message in progress already went to the client: if the connection breaks
     /// now, the client's stream is cut mid-message and can only be closed.
     partial_out: bool,

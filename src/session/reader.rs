@@ -194,7 +194,9 @@ impl Session {
         if let Some(u) = self.unit_mut(id) {
             u.row_limit = -1;
             u.failure = Some((FailureClass::ReusableError, Recovery::RetryWriter));
-            u.failure_text = Some("a row-limited Execute's portal must outlive its batch".into());
+            u.set_failure_text(Some(
+                "a row-limited Execute's portal must outlive its batch".into(),
+            ));
         }
     }
 
@@ -345,7 +347,7 @@ impl Session {
         let open = self.unit(id).is_some_and(|u| u.open);
         if let Some(u) = self.unit_mut(id) {
             u.failure = Some((class, rec));
-            u.failure_text = Some(text.into_boxed_str());
+            u.set_failure_text(Some(text.into_boxed_str()));
         }
         if rec == Recovery::ForwardOriginal {
             self.flush_held();
@@ -403,7 +405,7 @@ impl Session {
         }
         let (class, rec, text) = match self.unit(id) {
             Some(u) => match u.failure {
-                Some((c, r)) => (c, r, u.failure_text.clone()),
+                Some((c, r)) => (c, r, u.failure_text().map(Box::from)),
                 None => return,
             },
             None => return,
@@ -441,7 +443,7 @@ impl Session {
         };
         let (failure, failure_text, saw_error, generation, sent_at) = (
             u.failure,
-            u.failure_text.clone(),
+            u.failure_text().map(Box::from),
             u.saw_error,
             u.generation,
             u.sent_at,

@@ -58,6 +58,11 @@ impl Who {
 /// How many kinds of `Who` there are (`Responses::count`).
 const WHO_KINDS: usize = Who::Refuse as usize + 1;
 
+/// A queue of requests this long counts them by `Who` ([`Responses::has_who`]) rather than
+/// being scanned: a shorter scan costs about what the counts do, and an idle connection (no
+/// request in flight) holds no box for them (issue 20).
+const COUNT_FROM: usize = 32;
+
 /// The shape of the answer a request gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Req {
@@ -173,9 +178,11 @@ pub(crate) struct Unexpected {
 #[derive(Debug, Default)]
 pub(crate) struct Responses {
     queue: VecDeque<Expected>,
-    /// How many requests of each `Who` are in `queue`: [`Self::has_who`] answers without a
-    /// scan (a client pipelining thousands of statements has as many requests queued).
-    count: [u32; WHO_KINDS],
+    /// How many requests of each `Who` are in `queue` once it is long (made when it reaches
+    /// [`COUNT_FROM`] requests, with one scan, and dropped when it runs empty):
+    /// [`Self::has_who`] answers without a scan (a client pipelining thousands of statements
+    /// has as many requests queued).
+    count: Option<Box<[u32; WHO_KINDS]>>,
     /// Hidden statements of the front Query still to complete.
     hidden_left: u16,
     /// The front request's answer has begun (for `result_begins`).
@@ -261,18 +268,31 @@ impl Responses {
     }
 
     pub(crate) fn has_who(&self, who: Who) -> bool {
-        debug_assert_eq!(
-            self.count[who as usize] > 0,
-            self.queue.iter().any(|e| e.who == who)
-        );
-        self.count[who as usize] > 0
+        match self.count.as_deref() {
+            Some(count) => {
+                #[cfg(debug_assertions)]
+                if self.queue.len() <= 256 {
+                    debug_assert_eq!(
+                        count[who as usize] > 0,
+                        self.queue.iter().any(|e| e.who == who)
+                    );
+                }
+                count[who as usize] > 0
+            }
+            None => {
+                debug_assert!(self.queue.len() < COUNT_FROM);
+                self.queue.iter().any(|e| e.who == who)
+            }
+        }
     }
 
     pub(crate) fn push(&mut self, req: Req, who: Who, unit: u32) {
         if self.queue.is_empty() {
             self.start_front(req);
         }
-        self.count[who as usize] += 1;
+        if let Some(count) = self.count.as_deref_mut() {
+            count[who as usize] += 1;
+        }
         self.queue.push_back(Expected {
             req,
             who,
@@ -280,6 +300,14 @@ impl Responses {
             shape: false,
             copy_end: false,
         });
+        if self.count.is_none() && self.queue.len() >= COUNT_FROM {
+            // Long now: counted from here on, starting with one scan.
+            let mut count = [0; WHO_KINDS];
+            for e in &self.queue {
+                count[e.who as usize] += 1;
+            }
+            self.count = Some(Box::new(count));
+        }
     }
 
     /// [`Self::push`] of a Describe whose answer is read for its row shape (E-2).
@@ -293,7 +321,7 @@ impl Responses {
     /// Forgets everything (the connection is gone).
     pub(crate) fn clear(&mut self) {
         self.queue.clear();
-        self.count = [0; WHO_KINDS];
+        self.count = None;
         self.hidden_left = 0;
         self.begun = false;
         self.described_params = false;
@@ -314,14 +342,21 @@ impl Responses {
         // A COPY IN is the front request's: it ended with it.
         self.copy_open = false;
         let e = self.queue.pop_front();
-        if let Some(e) = &e {
-            self.count[e.who as usize] -= 1;
-        }
+        self.uncount(e.as_ref());
         if let Some(next) = self.queue.front() {
             let r = next.req;
             self.start_front(r);
         }
         e
+    }
+
+    /// `e` left the queue: it counts no more (the counts go when the queue runs empty).
+    fn uncount(&mut self, e: Option<&Expected>) {
+        if self.queue.is_empty() {
+            self.count = None;
+        } else if let (Some(count), Some(e)) = (self.count.as_deref_mut(), e) {
+            count[e.who as usize] -= 1;
+        }
     }
 
     /// The `who` of the front request's current part.
@@ -555,9 +590,7 @@ impl Responses {
                 .is_some_and(|n| n.req == Req::Sync && n.who == Who::Client)
         {
             let removed = self.queue.remove(1);
-            if let Some(n) = &removed {
-                self.count[n.who as usize] -= 1;
-            }
+            self.uncount(removed.as_ref());
             ended = removed.is_some_and(|n| n.copy_end);
         }
         self.copy_open = !ended && !self.queue.iter().any(|e| e.copy_end);

@@ -188,10 +188,10 @@ impl Session {
             return false;
         }
         let writer_bound = matches!(d.outcome, Outcome::ForcePrimary | Outcome::Passthrough);
-        // Every unit in flight a writer unit that is not open, not waiting for a row-shape
-        // check and not cut off by a `BEGIN` (the rest is decided inside its block): counted as
-        // the queue changes (`Units::any_blocking`), not looked for here.
-        !(writer_bound && !self.units.any_blocking())
+        // A writer-bound unit waits only if some unit in flight is not a writer unit, is open,
+        // waits for a row-shape check or was cut off by a `BEGIN` (the rest is decided inside
+        // its block): counted as the queue changes (`Units::any_blocking`), not looked for here.
+        !writer_bound || self.units.any_blocking()
     }
 
     /// P-6's "may have written" for a whole Query: COMMIT/ROLLBACK count only if the
@@ -322,7 +322,6 @@ impl Session {
             wait_statement: false,
             sent_at: self.now,
             failure: None,
-            failure_text: None,
             result_started: false,
             row_limit: 0,
             saw_error: false,
@@ -333,8 +332,7 @@ impl Session {
             reader_refused: false,
             cancel_forwarded: false,
             check_then: None,
-            bound: None,
-            portal_notes: None,
+            extra: None,
         });
         id
     }

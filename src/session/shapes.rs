@@ -94,7 +94,7 @@ impl Session {
         let Some(u) = self.unit_mut(id) else {
             return;
         };
-        let notes = u.portal_notes.get_or_insert_default();
+        let notes = &mut u.extra_mut().portal_notes;
         notes.retain(|n| !(n.conn == conn && n.portal.as_deref() == Some(portal)));
         notes.push(ShapeNote {
             conn,
@@ -116,7 +116,8 @@ impl Session {
     ) -> bool {
         let Some(notes) = self
             .unit_mut(id)
-            .and_then(|u| u.portal_notes.as_deref_mut())
+            .and_then(|u| u.extra.as_deref_mut())
+            .map(|x| &mut x.portal_notes)
         else {
             return false;
         };
@@ -233,14 +234,14 @@ impl Session {
         let rec = policy::decide(class, &progress, &self.config);
         if let Some(u) = self.unit_mut(id) {
             u.failure = Some((class, rec));
-            u.failure_text = Some(
+            u.set_failure_text(Some(
                 format!(
                     "a prepared statement prepared again on the replica has another result type \
                      than the client was shown ({})",
                     String::from_utf8_lossy(CHANGED_MESSAGE)
                 )
                 .into_boxed_str(),
-            );
+            ));
         }
     }
 
@@ -252,23 +253,21 @@ impl Session {
         if !self.shape_notes.is_empty() {
             self.drop_shape_notes_of(conn, unit);
         }
-        // The notes of Binds kept with the units (`Unit::portal_notes`).
+        // The notes of Binds kept with the units (`UnitExtra::portal_notes`).
         match unit {
             Some(id) => {
-                if self.unit(id).is_some_and(|u| u.portal_notes.is_some()) {
-                    if let Some(notes) = self
-                        .unit_mut(id)
-                        .and_then(|u| u.portal_notes.as_deref_mut())
-                    {
-                        notes.retain(|n| n.conn != conn);
+                if self
+                    .unit(id)
+                    .is_some_and(|u| u.extra.as_ref().is_some_and(|x| !x.portal_notes.is_empty()))
+                {
+                    if let Some(x) = self.unit_mut(id).and_then(|u| u.extra.as_deref_mut()) {
+                        x.portal_notes.retain(|n| n.conn != conn);
                     }
                 }
             }
             None => {
-                for i in 0..self.units.len() {
-                    if let Some(notes) = self.units.at_mut(i).portal_notes.as_deref_mut() {
-                        notes.retain(|n| n.conn != conn);
-                    }
+                for x in self.units.extras_mut() {
+                    x.portal_notes.retain(|n| n.conn != conn);
                 }
             }
         }

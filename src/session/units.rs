@@ -6,10 +6,13 @@
 //! stalled every other client of the host's event loop for seconds (a prober's finding,
 //! 2026-12-05).
 //!
-//! The counts are kept exact by construction: every change to a unit goes through this type —
-//! [`Units::get_mut`] and [`Units::at_mut`] note which unit they hand out, and it is counted
-//! again before anything else changes (the answers count it as it is now) — and read-only
-//! access is the `VecDeque`'s own (`Deref`).
+//! The counts cost an idle session nothing (issue 20: ≤ 2 KiB): they live in a box made only
+//! once the queue holds [`COUNT_FROM`] units (counted then with one scan) and dropped when it
+//! runs empty; a shorter queue is scanned, as it always was. While they exist they are kept
+//! exact by construction: every change to a unit goes through this type — [`Units::get_mut`]
+//! and [`Units::at_mut`] note which unit they hand out, and it is counted again before anything
+//! else changes (the answers count it as it is now) — and read-only access is the `VecDeque`'s
+//! own (`Deref`).
 
 use std::collections::VecDeque;
 use std::ops::Deref;
@@ -31,29 +34,45 @@ struct Marks {
     clears_statements: bool,
 }
 
+fn blocks(u: &Unit) -> bool {
+    u.attempt != Attempt::Writer
+        || u.open
+        || u.check_then.is_some()
+        // A `BEGIN` cut off a batch: the rest is decided inside its block.
+        || u.hidden_sync
+}
+
+fn may_open_txn(u: &Unit) -> bool {
+    u.may_open_txn
+}
+
+fn on_reader(u: &Unit) -> bool {
+    matches!(
+        u.attempt,
+        Attempt::Reader { .. } | Attempt::AwaitReader { .. }
+    )
+}
+
+fn clears_statements(u: &Unit) -> bool {
+    u.kind == UnitKind::Query
+        && u.class.as_ref().is_none_or(|c| {
+            c.statements().iter().any(|s| {
+                matches!(
+                    s.kind,
+                    Kind::Deallocate { all: true }
+                        | Kind::Discard(crate::classify::DiscardWhat::All)
+                )
+            })
+        })
+}
+
 impl Marks {
     fn of(u: &Unit) -> Marks {
         Marks {
-            blocks: u.attempt != Attempt::Writer
-                || u.open
-                || u.check_then.is_some()
-                // A `BEGIN` cut off a batch: the rest is decided inside its block.
-                || u.hidden_sync,
-            may_open_txn: u.may_open_txn,
-            on_reader: matches!(
-                u.attempt,
-                Attempt::Reader { .. } | Attempt::AwaitReader { .. }
-            ),
-            clears_statements: u.kind == UnitKind::Query
-                && u.class.as_ref().is_none_or(|c| {
-                    c.statements().iter().any(|s| {
-                        matches!(
-                            s.kind,
-                            Kind::Deallocate { all: true }
-                                | Kind::Discard(crate::classify::DiscardWhat::All)
-                        )
-                    })
-                }),
+            blocks: blocks(u),
+            may_open_txn: may_open_txn(u),
+            on_reader: on_reader(u),
+            clears_statements: clears_statements(u),
         }
     }
 }
@@ -88,6 +107,14 @@ impl Counts {
 #[derive(Debug, Default)]
 pub(super) struct Units {
     q: VecDeque<Unit>,
+    /// The counts, while the queue is long (made when it reaches [`COUNT_FROM`] units, dropped
+    /// when it runs empty): `None` means fewer than [`COUNT_FROM`] units, scanned instead.
+    counted: Option<Box<Counted>>,
+}
+
+/// The marks of a long queue's units, counted.
+#[derive(Debug)]
+struct Counted {
     /// The marks of the queue's units, but for `changing`'s unit: as it was counted.
     counts: Counts,
     /// The unit last handed out to be changed (its index) and its marks then: it is counted
@@ -95,6 +122,10 @@ pub(super) struct Units {
     /// between count it as it is now.
     changing: Option<(usize, Marks)>,
 }
+
+/// A queue this long is counted rather than scanned: a scan of fewer units costs about what
+/// keeping the counts does, and an idle session (one unit at most) holds no box for them.
+const COUNT_FROM: usize = 32;
 
 /// Unit ids run 1..=u32::MAX and wrap to 1: this many distinct values.
 const ID_SPACE: u64 = u32::MAX as u64;
@@ -117,31 +148,82 @@ impl Deref for Units {
     }
 }
 
+impl Counted {
+    /// Counts the unit last handed out to be changed as it is now.
+    fn settle(&mut self, q: &VecDeque<Unit>) {
+        if let Some((i, before)) = self.changing.take() {
+            if let Some(u) = q.get(i) {
+                self.counts.sub(before);
+                self.counts.add(Marks::of(u));
+            }
+        }
+    }
+
+    /// The counts of `q` as it is now.
+    fn now(&self, q: &VecDeque<Unit>) -> Counts {
+        let mut c = self.counts;
+        if let Some((i, before)) = self.changing {
+            if let Some(u) = q.get(i) {
+                c.sub(before);
+                c.add(Marks::of(u));
+            }
+        }
+        #[cfg(debug_assertions)]
+        if q.len() <= DEBUG_CHECK_MAX {
+            let mut all = Counts::default();
+            for u in q {
+                all.add(Marks::of(u));
+            }
+            debug_assert_eq!(all, c);
+        }
+        c
+    }
+}
+
 impl Units {
     pub(super) fn push_back(&mut self, u: Unit) {
-        self.settle();
         debug_assert!(self.q.back().is_none_or(|b| distance(b.id, u.id) > 0));
         // Room for one more element, exactly one on first use (a plain `push_back` would
         // allocate four: the queue holds one unit almost always).
         if self.q.capacity() == 0 {
             self.q.reserve_exact(1);
         }
-        self.counts.add(Marks::of(&u));
+        if let Some(c) = self.counted.as_deref_mut() {
+            c.settle(&self.q);
+            c.counts.add(Marks::of(&u));
+        }
         self.q.push_back(u);
+        if self.counted.is_none() && self.q.len() >= COUNT_FROM {
+            // Long now: counted from here on, starting with one scan.
+            let mut counts = Counts::default();
+            for u in &self.q {
+                counts.add(Marks::of(u));
+            }
+            self.counted = Some(Box::new(Counted {
+                counts,
+                changing: None,
+            }));
+        }
     }
 
     /// Removes the unit at `pos`.
     pub(super) fn remove(&mut self, pos: usize) -> Option<Unit> {
-        self.settle();
+        if let Some(c) = self.counted.as_deref_mut() {
+            c.settle(&self.q);
+        }
         let u = self.q.remove(pos)?;
-        self.counts.sub(Marks::of(&u));
+        if self.q.is_empty() {
+            // Short again: the next long queue is counted afresh.
+            self.counted = None;
+        } else if let Some(c) = self.counted.as_deref_mut() {
+            c.counts.sub(Marks::of(&u));
+        }
         Some(u)
     }
 
     pub(super) fn clear(&mut self) {
         self.q.clear();
-        self.counts = Counts::default();
-        self.changing = None;
+        self.counted = None;
     }
 
     /// Where unit `id` is in the queue.
@@ -184,59 +266,47 @@ impl Units {
 
     /// The unit at `pos`, to change (panics when there is none, as indexing does).
     pub(super) fn at_mut(&mut self, pos: usize) -> &mut Unit {
-        self.settle();
-        self.changing = Some((pos, Marks::of(&self.q[pos])));
+        if let Some(c) = self.counted.as_deref_mut() {
+            c.settle(&self.q);
+            c.changing = Some((pos, Marks::of(&self.q[pos])));
+        }
         &mut self.q[pos]
     }
 
-    /// Counts the unit last handed out to be changed as it is now.
-    fn settle(&mut self) {
-        if let Some((i, before)) = self.changing.take() {
-            if let Some(u) = self.q.get(i) {
-                self.counts.sub(before);
-                self.counts.add(Marks::of(u));
-            }
-        }
+    /// Every unit's extras, to change (nothing counted is in them).
+    pub(super) fn extras_mut(&mut self) -> impl Iterator<Item = &mut super::UnitExtra> {
+        self.q.iter_mut().filter_map(|u| u.extra.as_deref_mut())
     }
 
-    /// The counts of the queue as it is now.
-    fn now(&self) -> Counts {
-        let mut c = self.counts;
-        if let Some((i, before)) = self.changing {
-            if let Some(u) = self.q.get(i) {
-                c.sub(before);
-                c.add(Marks::of(u));
+    /// Whether some unit is marked `mark` (`count`: its count), counted or scanned.
+    fn any(&self, count: fn(&Counts) -> usize, mark: fn(&Unit) -> bool) -> bool {
+        match self.counted.as_deref() {
+            Some(c) => count(&c.now(&self.q)) > 0,
+            None => {
+                debug_assert!(self.q.len() < COUNT_FROM);
+                self.q.iter().any(mark)
             }
         }
-        #[cfg(debug_assertions)]
-        if self.q.len() <= DEBUG_CHECK_MAX {
-            let mut all = Counts::default();
-            for u in &self.q {
-                all.add(Marks::of(u));
-            }
-            debug_assert_eq!(all, c);
-        }
-        c
     }
 
     /// Whether some unit may not have a later writer unit pipelined behind it: not on the
     /// writer, an open batch, waiting for a row-shape check, or cut off by a `BEGIN`.
     pub(super) fn any_blocking(&self) -> bool {
-        self.now().blocks > 0
+        self.any(|c| c.blocks, blocks)
     }
 
     /// Whether some unit may leave a transaction block open.
     pub(super) fn any_may_open_txn(&self) -> bool {
-        self.now().may_open_txn > 0
+        self.any(|c| c.may_open_txn, may_open_txn)
     }
 
     /// Whether some unit runs on a reader or waits for one.
     pub(super) fn any_on_reader(&self) -> bool {
-        self.now().on_reader > 0
+        self.any(|c| c.on_reader, on_reader)
     }
 
     /// Whether some unit is a Query that may drop every prepared statement.
     pub(super) fn any_clearing_statements(&self) -> bool {
-        self.now().clears_statements > 0
+        self.any(|c| c.clears_statements, clears_statements)
     }
 }
