@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use polarsplit::{ConnId, Event, Reason};
+use polarsplit::{ConnId, Event, Reason, UserFunction, Volatility};
 use polarsplit::{ServerDialect, StartupProfile};
 use polarsplit_test_support::be;
 
@@ -319,6 +319,108 @@ fn s5_set_config_of_a_setting_named_in_its_text_is_followed_as_a_set_of_it() {
         sends_capture(&h.take_sent(WRITER)),
         "captured once it ended"
     );
+}
+
+#[test]
+fn s5_set_config_by_name_is_unseen_code_where_a_user_function_has_the_name() {
+    // An examiner's finding of 2026-12-05: `s.set_config(text, text, boolean)` (or an overload
+    // `public.set_config(text, int, boolean)`) that also set another placeholder was taken for the
+    // built-in: its other effect was never captured, and reads ran on readers without it.
+    for (volatility, sql) in [
+        (
+            Volatility::Volatile,
+            "SELECT s.set_config('app.x', 'v1', false)",
+        ),
+        (Volatility::Volatile, "SELECT set_config('app.x', 1, false)"),
+        (
+            Volatility::Immutable,
+            "SELECT set_config('TimeZone', 'UTC', false)",
+        ),
+    ] {
+        let mut h = Host::new(config(&[]));
+        h.engine.remove_reader(2);
+        h.engine
+            .set_function_catalog(
+                b"db",
+                [UserFunction {
+                    schema: "s".into(),
+                    name: "set_config".into(),
+                    volatility,
+                }],
+            )
+            .unwrap();
+        h.connect();
+        h.client(&query(sql));
+        assert!(sends_capture(&h.take_sent(WRITER)), "{sql}");
+        let mut ans = select_result(&["v1"]);
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(false, &[("app.x", "v1")], None));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        h.client(&query("SELECT * FROM orders"));
+        assert_eq!(h.last_decision().reason, Reason::SessionHazard, "{sql}");
+    }
+}
+
+/// The writer's answer to the probe batch on a connection that has not parsed it yet.
+fn probe_answer_parsing(lsn: &str) -> Vec<u8> {
+    let mut b = msg(b'1', b"");
+    b.extend(msg(b'2', b""));
+    b.extend(data_row(&[lsn]));
+    b.extend(command_complete("SELECT 1"));
+    b.extend(rfq(b'I', None, None));
+    b
+}
+
+#[test]
+fn s5_a_probe_batch_answered_while_a_later_capture_is_in_flight_does_not_end_the_capture() {
+    // An examiner's finding of 2026-12-05: `SET app.other`, then (its capture in flight)
+    // `SELECT set_config('app.t', …)` — a state change that may write, so a probe-only batch
+    // behind it — then a write at once, which carried the capture now due. The probe batch's
+    // ReadyForQuery was taken for the capture's: the session's state became the capture rows read
+    // so far (none), the capture's own answer was ignored, and reads ran on readers with none of
+    // the session's settings (3 of 10).
+    let mut h = stock();
+    h.client(&query("SET app.other = 'o'"));
+    assert!(sends_capture(&h.take_sent(WRITER)));
+    let mut a = command_complete("SET");
+    a.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &a);
+    h.take_client();
+    h.client(&query("SELECT set_config('app.t', 'x', false)"));
+    let sent = h.take_sent(WRITER);
+    assert!(!sends_capture(&sent), "one capture at a time");
+    h.backend(WRITER, &capture_answer(false, &[("app.other", "o")], None));
+    let mut a = select_result(&["x"]);
+    a.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &a);
+    h.take_client();
+    h.client(&query("UPDATE kv SET v = v"));
+    assert!(
+        sends_capture(&h.take_sent(WRITER)),
+        "the capture now due rides behind the write"
+    );
+    // The probe behind set_config answers first; then the write, its probe and the capture.
+    h.backend(WRITER, &probe_answer_parsing("0/5000"));
+    let mut a = command_complete("UPDATE 0");
+    a.extend(rfq(b'I', None, None));
+    a.extend(msg(b'2', b""));
+    a.extend(data_row(&["0/6000"]));
+    a.extend(command_complete("SELECT 1"));
+    let capture = capture_answer(false, &[("app.other", "o"), ("app.t", "x")], None);
+    a.extend(&capture[..capture.len() - 6]); // the batch's one RFQ follows
+    a.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &a);
+    h.take_client();
+    h.engine.reader_sample(1, polarsplit::Lsn(0x7000), h.now);
+    let acts = h.client(&query("SELECT * FROM orders"));
+    assert!(acquired(&acts), "{acts:?}");
+    h.attach_fresh(R1);
+    let replay = String::from_utf8_lossy(&h.take_sent(R1)).into_owned();
+    for name in ["app.other", "app.t"] {
+        let hexed: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+        assert!(replay.contains(&hexed), "{name} replayed: {replay}");
+    }
 }
 
 #[test]

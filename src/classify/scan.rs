@@ -749,7 +749,17 @@ impl Scan {
                 _ => self.set_config_opaque = true,
             },
             ConfigName::Literal => match t.kind {
-                Tok::Comma => self.set_config_named = self.set_config_named.saturating_add(1),
+                Tok::Comma => {
+                    self.set_config_named = self.set_config_named.saturating_add(1);
+                    // A user function of the name (another schema's, an overload taking other
+                    // arguments) may be the one called, and run code the engine cannot see:
+                    // the catalogue decides (`Call::Attr`: user code when it has one).
+                    self.push(Call::Attr {
+                        stmt: 0,
+                        hash: name_hash("set_config"),
+                        hint: self.hint_reader,
+                    });
+                }
                 Tok::Colon => self.config_name = ConfigName::Cast(1),
                 _ => self.set_config_opaque = true,
             },

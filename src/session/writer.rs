@@ -534,7 +534,7 @@ impl Session {
             BackendMessage::ReadyForQuery(rfq) => {
                 self.apply_disp(conn, t, body, Disp::Discard);
                 self.writer_status = rfq.status;
-                self.learned(rfq);
+                self.learned(rfq, a.who == Who::Capture);
                 if let Some(status) = self.held_rfq.take() {
                     self.client_rfq(status);
                 }
@@ -547,8 +547,9 @@ impl Session {
         Ok(())
     }
 
-    /// The hidden probe/capture batch answered.
-    fn learned(&mut self, _rfq: Rfq<'_>) {
+    /// The hidden probe/capture batch answered (`capture_batch`: the batch held the capture —
+    /// its Sync is the capture's).
+    fn learned(&mut self, _rfq: Rfq<'_>, capture_batch: bool) {
         if let Some(l) = self.probe_lsn.take() {
             let l =
                 hidden::probe_position(l, self.config.wal_block_size, self.config.wal_segment_size);
@@ -569,7 +570,12 @@ impl Session {
             }
             self.observe_writer_lsn(l);
         }
-        if self.settings.known == Known::Capturing {
+        // Only the capture's own batch ends it: a probe-only batch sent before it (behind a
+        // write that changed settings, `set_config`) answers first, and taking its RFQ for the
+        // capture's made the session's state the rows read so far — none — and ignored the
+        // capture's answer (an examiner's finding of 2026-12-05: reads then ran on readers with
+        // none of the session's settings, 3 of 10).
+        if capture_batch && self.settings.known == Known::Capturing {
             let rows = std::mem::take(&mut self.capture_rows);
             if self.capture_failed {
                 self.settings.known = Known::Failed;

@@ -116,3 +116,26 @@ def test_s5_set_config_whose_setting_the_text_does_not_name_keeps_the_session_on
         got = [c.execute("SELECT count(*), inet_server_port() FROM s5sc_rls").fetchone() for _ in range(4)]
     assert [n for n, _ in got] == [3] * 4
     assert not any(port in STANDBY_PORTS for _, port in got), got
+
+
+def set_config_then_write(dsn: str) -> tuple:
+    """A state change while the capture of an earlier one is in flight, then a write at once."""
+    with psycopg.connect(dsn, autocommit=True) as c, bounded(c, 30, "SET, set_config, a write, a read"):
+        c.execute("SET app.s5sc_other = 'o'")
+        c.execute("SELECT set_config('TimeZone', 'Asia/Tokyo', false), set_config('app.s5sc_tenant', '2', false)")
+        c.execute("UPDATE kv SET v = v WHERE k = -1")
+        time.sleep(0.4)
+        return c.execute("SELECT current_setting('TimeZone'), current_setting('app.s5sc_tenant', true),"
+                         " current_setting('app.s5sc_other', true)").fetchone()
+
+
+@pytest.mark.timeout(120)
+def test_s5_a_capture_in_flight_is_ended_by_its_own_batch_not_by_a_probe_before_it(pair, proxy):
+    """An examiner's finding of 2026-12-05: the probe batch behind the set_config (a statement
+    that may write) answered while the capture due after it rode behind the write; its
+    ReadyForQuery was taken for the capture's, the session's state became nothing, and the reads
+    ran on the standby without any of the session's settings (3 of 10)."""
+    direct = set_config_then_write(pair.primary.dsn(user="app_trust", dbname="app"))
+    assert direct == ("Asia/Tokyo", "2", "o")
+    through = [set_config_then_write(proxy.dsn()) for _ in range(8)]
+    assert through == [direct] * 8, through
