@@ -227,6 +227,7 @@ impl Units {
     }
 
     /// Where unit `id` is in the queue.
+    #[inline]
     pub(super) fn position(&self, id: u32) -> Option<usize> {
         let found = self.find(id);
         #[cfg(debug_assertions)]
@@ -236,11 +237,19 @@ impl Units {
         found
     }
 
+    #[inline]
     fn find(&self, id: u32) -> Option<usize> {
-        let front = self.q.front()?.id;
-        if id == 0 {
-            return None;
+        // The common case (one unit at a time, or the head's own): no arithmetic.
+        match self.q.front() {
+            Some(u) if u.id == id && id != 0 => Some(0),
+            Some(u) if id != 0 => self.find_behind(u.id, id),
+            _ => None,
         }
+    }
+
+    /// [`Self::find`] past the front.
+    #[inline(never)]
+    fn find_behind(&self, front: u32, id: u32) -> Option<usize> {
         let d = distance(front, id);
         // No unit left the queue but from its front: the unit is `d` places in.
         if let Some(i) = usize::try_from(d).ok().filter(|&i| i < self.q.len()) {
@@ -254,11 +263,16 @@ impl Units {
     }
 
     /// Unit `id`.
+    #[inline]
     pub(super) fn get(&self, id: u32) -> Option<&Unit> {
-        self.position(id).and_then(|i| self.q.get(i))
+        match self.q.front() {
+            Some(u) if u.id == id && id != 0 => Some(u),
+            _ => self.position(id).and_then(|i| self.q.get(i)),
+        }
     }
 
     /// Unit `id`, to change.
+    #[inline]
     pub(super) fn get_mut(&mut self, id: u32) -> Option<&mut Unit> {
         let i = self.position(id)?;
         Some(self.at_mut(i))
