@@ -918,18 +918,10 @@ impl Session {
         if !self.units.any_clearing_statements() {
             return false;
         }
-        self.units.iter().take_while(|u| u.id != id).any(|u| {
-            u.kind == UnitKind::Query
-                && u.class.as_ref().is_none_or(|c| {
-                    c.statements().iter().any(|s| {
-                        matches!(
-                            s.kind,
-                            Kind::Deallocate { all: true }
-                                | Kind::Discard(crate::classify::DiscardWhat::All)
-                        )
-                    })
-                })
-        })
+        self.units
+            .iter()
+            .take_while(|u| u.id != id)
+            .any(super::units::clears_statements)
     }
 
     /// A statement the client prepared on a reader only is prepared on the writer under the

@@ -214,7 +214,9 @@ impl Session {
         }
     }
 
-    /// A statement changed settings it names (`set_config('TimeZone', …)`): as a SET there.
+    /// A statement changed settings it names (a RESET, `set_config('TimeZone', …)`): inside a
+    /// block its reads stay on the writer and the capture follows its end (S-3); outside one a
+    /// capture is due.
     fn state_may_have_changed_in(&mut self, in_txn: bool) {
         if in_txn {
             self.txn.set_ran = true;
@@ -453,13 +455,7 @@ impl Session {
                         self.settings.mark_due();
                     }
                 }
-                Kind::Reset { .. } | Kind::ResetAll => {
-                    if in_txn {
-                        self.txn.set_ran = true;
-                    } else {
-                        self.settings.mark_due();
-                    }
-                }
+                Kind::Reset { .. } | Kind::ResetAll => self.state_may_have_changed_in(in_txn),
                 // A statement the classifier could not make out may be a SET in a syntax it
                 // does not know: inside a block, as a SET there (S-3; outside one a capture
                 // is due, `changes_state`).

@@ -53,7 +53,9 @@ fn on_reader(u: &Unit) -> bool {
     )
 }
 
-fn clears_statements(u: &Unit) -> bool {
+/// A Query that drops every prepared statement (`DEALLOCATE ALL`, `DISCARD ALL`), or one the
+/// engine could not classify (E-2).
+pub(super) fn clears_statements(u: &Unit) -> bool {
     u.kind == UnitKind::Query
         && u.class.as_ref().is_none_or(|c| {
             c.statements().iter().any(|s| {
