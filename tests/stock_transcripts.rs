@@ -627,10 +627,12 @@ fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_st
     }
     // Probes behind the writes and behind the reads the writer served after a probed write
     // (S-1a: they position what the read saw) count alike: four that did not pay, then every
-    // 2nd, 4th, … statement that could have had one — the writes probed are the 1st, 2nd, 4th,
-    // 8th, 16th and 32nd.
+    // 2nd, 4th, … statement that could have had one — a committed write, or a read the writer
+    // served after a positioned write (after an unpositioned one a read waits for the write's
+    // probe: it is no statement of its own). The writes probed are the 1st, 2nd, 4th, 7th,
+    // 14th and 29th: each probed write's read counts too.
     let at: Vec<usize> = (0..40).filter(|&i| probed[i]).collect();
-    assert_eq!(at, vec![0, 1, 3, 7, 15, 31], "{probed:?}");
+    assert_eq!(at, vec![0, 1, 3, 6, 13, 28], "{probed:?}");
     // Six of them behind writes, two behind reads.
     assert_eq!(h.engine.stats().get(Counter::ProbesSent), 8);
     assert!(h.streams.balanced());
@@ -1160,5 +1162,89 @@ fn s1a_a_reader_that_went_back_does_not_serve_older_data_than_the_session_saw() 
         acts.iter()
             .any(|a| matches!(a, A::Acquire { server: 1, .. })),
         "{acts:?}"
+    );
+}
+
+/// W-7's adaptive probe in a session that only reads, in READ COMMITTED blocks (P-5, S-1a):
+/// reads the writer serves because the standby has not replayed the last probe's position yet
+/// make probes that do not pay. Once four had not, the backoff counted only committed writes
+/// left unprobed — a session that never writes never counted one, so it never probed again,
+/// and every later read of its blocks stayed on the writer however far the standby caught up
+/// (CI, 2026-12-05: 0 of 200 block reads on the standby, `SPLIT_LSN_UNKNOWN` 197, after 4
+/// `READ_NO_BOUNDED_WAIT` while other WAL kept the standby a few milliseconds behind). Every
+/// statement that leaves the session's position unknown with no probe behind it now counts:
+/// a probe follows within 64 of them, and the first that pays brings the reads back.
+#[test]
+fn w7_adaptive_probe_backoff_counts_reads_left_unpositioned_so_a_reading_block_is_probed_again() {
+    let mut h = stock(&[]);
+    writer_samples_arrive(&mut h);
+    h.engine.reader_sample(1, Lsn(0x4000), h.now);
+    h.engine.reader_sample(2, Lsn(0x4000), h.now);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_client();
+    h.take_sent(WRITER);
+    // Reads of the block's `now()` (S-7: the writer's), then plain reads while the standby is
+    // behind every probe's position: each goes to the writer.
+    let mut at = 0x4800u64;
+    let mut probes = 0;
+    let read = |h: &mut Host, sql: &str, at: &mut u64| -> (Reason, bool) {
+        let q = query(sql);
+        let acts = h.client(&q);
+        let d = h.last_decision();
+        if acts.iter().any(|a| matches!(a, A::Acquire { .. })) {
+            // To a reader (the decision is logged once it is attached).
+            return (Reason::SplitPreWrite, false);
+        }
+        let sent = h.take_sent(WRITER);
+        assert!(sent.starts_with(&q), "{:?}: {}", d.reason, tags(&sent));
+        let probed = messages(&sent[q.len()..])
+            .iter()
+            .any(|(m, b)| *m == b'B' && b.windows(16).any(|w| w == b"polarsplit_probe"));
+        h.writer_answers("SELECT 1", b'T', None, None);
+        if probed {
+            let mut p = probe_answer_first(
+                h.engine.stats().get(Counter::ProbesSent) == 1,
+                &format!("0/{at:X}"),
+            );
+            let n = p.len();
+            p[n - 1] = b'T';
+            h.backend(WRITER, &p);
+            *at += 0x100;
+        }
+        h.take_client();
+        (d.reason, probed)
+    };
+    let (why, probed) = read(&mut h, "SELECT v, now() FROM t", &mut at);
+    assert_eq!((why, probed), (Reason::SplitTxnValue, true));
+    let mut stuck = 0;
+    for _ in 0..8 {
+        let (why, probed) = read(&mut h, "SELECT v FROM t", &mut at);
+        // Behind the last probe's position, or the position unknown after a read unprobed.
+        assert!(
+            matches!(why, Reason::ReadNoBoundedWait | Reason::SplitLsnUnknown),
+            "{why:?}"
+        );
+        probes += usize::from(probed);
+        if !probed {
+            stuck += 1;
+        }
+    }
+    assert!(stuck > 0, "the backoff left some reads unprobed");
+    // The standby catches up far past anything the session saw: a probe comes within 64 reads,
+    // and the block's reads go back to the standby.
+    h.engine.reader_sample(1, Lsn(0x100000), h.now);
+    h.engine.reader_sample(2, Lsn(0x100000), h.now);
+    let mut on_reader = None;
+    for n in 0..130 {
+        let (why, _) = read(&mut h, "SELECT v FROM t", &mut at);
+        if why == Reason::SplitPreWrite {
+            on_reader = Some(n);
+            break;
+        }
+    }
+    assert!(
+        on_reader.is_some_and(|n| n <= 65),
+        "{on_reader:?} (probes before: {probes})"
     );
 }

@@ -83,17 +83,18 @@ impl LsnState {
 /// when a read goes to a reader at the write position it learned, before the session's next
 /// write; without it, that read would have gone to the writer (or waited for a writer sample).
 /// After [`ProbeCredit::TRUST`] probes in a row that did not pay, the engine probes every 2nd,
-/// then 4th, … up to every 64th committed write, so a change of the workload is seen within 64
-/// writes; the first probe that pays puts it back to every write. A write left unprobed keeps
-/// its position unknown: its reads go to the writer until a writer sample positions it — the
-/// safe side, never a stale read.
+/// then 4th, … up to every 64th statement that could have had one — a committed write, or a
+/// read the writer served (S-1a) — so a change of the workload is seen within 64 of them, in a
+/// session that only reads too; the first probe that pays puts it back to every one. A
+/// statement left unprobed keeps the session's position unknown: its reads go to the writer
+/// until a probe or a writer sample positions it — the safe side, never a stale read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProbeCredit {
     /// The last probe positioned a write and no read on a reader has used it yet.
     fresh: bool,
     /// Probes in a row whose position no read on a reader used.
     unpaid: u8,
-    /// Committed writes left unprobed since the last probe.
+    /// Statements that could have had a probe left unprobed since the last probe.
     skipped: u8,
 }
 
@@ -142,7 +143,8 @@ impl ProbeCredit {
         }
     }
 
-    /// A committed write went unprobed.
+    /// A statement that could have had a probe (a committed write, a read the writer served)
+    /// went without one.
     pub(crate) fn skipped(&mut self) {
         self.skipped = self.skipped.saturating_add(1);
     }

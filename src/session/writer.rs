@@ -706,7 +706,8 @@ impl Session {
             };
         let prev_status = self.writer_status;
         self.writer_status = rfq.status;
-        // LSN bookkeeping.
+        // LSN bookkeeping. `read_unpositioned`: this read left what the session saw unknown.
+        let mut read_unpositioned = false;
         match rfq.lsn {
             LsnField::At(l) => {
                 self.lsn.writer_positioned(l, may_write);
@@ -734,6 +735,7 @@ impl Session {
                     // the writer, as after an unpositioned write.
                     self.lsn.observed_unknown = true;
                     self.write_ack_ms = self.now;
+                    read_unpositioned = true;
                 }
             }
         }
@@ -846,7 +848,16 @@ impl Session {
             .writer
             .as_ref()
             .is_some_and(|w| w.resp.has_who(Who::Probe));
-        if committed_write && self.lsn.write_unknown && !probe_in_flight && self.probe_enabled() {
+        // The adaptive rule's backoff counts every statement that could have had a probe and
+        // left the session's position unknown without one: a committed write, or a read the
+        // writer served after a positioned write (the reads behind an unpositioned write wait
+        // for that write's probe). Counting writes alone left a session that only reads — a
+        // READ COMMITTED block's reads behind a standby a few milliseconds late — without a
+        // probe for good once four had not paid: its reads stayed on the writer however far the
+        // standby caught up (CI, 2026-12-05: 0 of 200).
+        let unprobed = committed_write && self.lsn.write_unknown
+            || read_unpositioned && self.lsn.observed_unknown && !self.lsn.write_unknown;
+        if unprobed && !probe_in_flight && self.probe_enabled() {
             self.probe_credit.skipped();
         }
         if engines_sync {

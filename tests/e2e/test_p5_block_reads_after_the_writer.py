@@ -9,9 +9,20 @@ primary too. Now a probe follows such a read inside the block, and a block in wh
 refused a read ends with a probe, as after a write.
 
 Each scenario runs the same statements against the primary alone and through the proxy: the
-answers must be the same, and most of the block's reads must reach the standby."""
+answers must be the same, and most of the block's reads must reach the standby.
+
+W-7's adaptive probe under the same reads: while another client writes, each probe's position is
+ahead of what the standby is known to have replayed, so the block's next read goes to the primary
+and the probe does not pay. After four such probes the engine probed only every 2nd … 64th
+*committed write*, and a session that never writes never counted one: its reads stayed on the
+primary for the rest of the session, however far the standby caught up (CI, 2026-12-05: 0 of 200
+block reads on the standby, `SPLIT_LSN_UNKNOWN` 197, after a few milliseconds of other WAL). Reads
+left unprobed now count towards the next probe as writes do."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import psycopg
 import pytest
@@ -60,11 +71,91 @@ def block(dsn: str, standby_port: int, before) -> tuple[list, int]:
     return got, on_standby
 
 
+def settled(pair) -> None:
+    """Everything the primary wrote is flushed and replayed. A probe's position is the primary's
+    insert position (W-7: an asynchronous commit is visible before it is flushed), and WAL that
+    does not flush itself — a page pruned on access, here `pg_attribute`'s after the module's
+    `DROP TABLE` — reaches the standby only when the WAL writer flushes it, up to
+    `wal_writer_delay` (200 ms) later: until then every probe's position is ahead of the standby,
+    and a block's 200 reads, one behind the other, take less than that — they rightly stay on the
+    primary (CI, 2026-12-05), and the count says nothing about the probe. A commit flushes it."""
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute("SELECT txid_current()")
+    pair.wait_replayed()
+
+
+@pytest.fixture
+def caught_up(pair, proxy, rows):
+    """The standby replays as soon as it receives: with the shared pair's 200 ms apply delay, any
+    commit in the cluster (another test's, autovacuum's) in the 200 ms before a probe leaves the
+    standby behind its position that long. The catalogue pages the sessions read are pruned
+    before they count: a read through the proxy and one on the primary first."""
+    pair.set_apply_delay(0)
+    for dsn in (proxy.dsn(), pair.primary.dsn(dbname="app", user="app_trust")):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(ROWS, (1,)).fetchone()
+    settled(pair)
+    try:
+        yield pair
+    finally:
+        pair.set_apply_delay(200)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("before", [after_a_refused_read, after_a_read_of_the_blocks_time])
-def test_p5_s1a_a_blocks_reads_reach_the_standby_after_a_read_the_primary_served(pair, proxy, rows, before):
+def test_p5_s1a_a_blocks_reads_reach_the_standby_after_a_read_the_primary_served(caught_up, proxy, before):
+    pair = caught_up
     direct, _ = block(pair.primary.dsn(dbname="app", user="app_trust"), pair.standby.port, before)
+    settled(pair)
     through, on_standby = block(proxy.dsn(), pair.standby.port, before)
     assert through == direct
     # Reads one behind the other: the first may wait for the probe's position to replay.
     assert on_standby >= READS * 0.9, (on_standby, proxy.stats()["reason"])
+
+
+def another_client_writes(pair, stop: threading.Event) -> None:
+    """Autocommit inserts on the primary until `stop`: WAL the standby replays a little later."""
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        while not stop.is_set():
+            c.execute("INSERT INTO p5_wal (v) VALUES (1)")
+
+
+@pytest.mark.timeout(60)
+def test_w7_p5_a_blocks_reads_return_to_the_standby_after_other_clients_wal_kept_it_behind(pair, proxy, rows):
+    # The apply delay keeps the standby 200 ms behind the other client's commits.
+    assert pair.apply_delay_ms == 200
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        c.execute("CREATE TABLE IF NOT EXISTS p5_wal (v int)")
+    pair.wait_replayed()
+    stop = threading.Event()
+    writer = threading.Thread(target=another_client_writes, args=(pair, stop))
+    with psycopg.connect(proxy.dsn()) as c:
+        writer.start()
+        try:
+            time.sleep(0.1)
+            # The primary serves it (S-7); the probe behind it is at a position the standby
+            # has not replayed yet.
+            c.execute("SELECT k, now() FROM p5_rows WHERE k = 1").fetchone()
+            # Reads while the other client writes: the standby is behind every probe's position,
+            # so they go to the primary (correctly) and the probes do not pay.
+            on_primary, deadline = 0, time.monotonic() + 10
+            while on_primary < 30 and time.monotonic() < deadline:
+                _, _, port = c.execute(ROWS, (1,)).fetchone()
+                on_primary += port != pair.standby.port
+        finally:
+            stop.set()
+            writer.join()
+        assert on_primary >= 30, "the other client's WAL never kept the standby behind"
+        # The same reads one behind the other for 2 s, the primary quiet now (the standby
+        # replays the burst within a few hundred milliseconds): no pause leaves room for a
+        # writer sample to position what the session saw, only a probe can.
+        ports, until = [], time.monotonic() + 2
+        while len(ports) < READS or time.monotonic() < until:
+            ports.append(c.execute(ROWS, (len(ports) % 50 + 1,)).fetchone()[2])
+        c.commit()
+    # Within 64 reads a probe comes again, pays, and the block's reads are the standby's.
+    last = ports[-100:]
+    assert sum(p == pair.standby.port for p in last) >= 90, (
+        sum(p == pair.standby.port for p in ports),
+        proxy.stats()["reason"],
+    )
