@@ -540,6 +540,13 @@ fn write_maybe_probed(h: &mut Host, lsn: &str) -> bool {
 /// A probe behind it (S-1a: it positions what the read saw, while such probes pay) is answered
 /// 0x10 past the session's write.
 fn read_on_the_writer(h: &mut Host) -> (Vec<A>, polarsplit::Decision) {
+    let at = h.session.lsn_state().write_lsn.0 + 0x10;
+    let (acts, d, _) = read_on_the_writer_at(h, at);
+    (acts, d)
+}
+
+/// [`read_on_the_writer`] with a probe behind it answered at `at`; also whether there was one.
+fn read_on_the_writer_at(h: &mut Host, at: u64) -> (Vec<A>, polarsplit::Decision, bool) {
     let acts = h.client(&query("SELECT v FROM t"));
     let d = h.last_decision();
     let sent = h.take_sent(WRITER);
@@ -550,14 +557,13 @@ fn read_on_the_writer(h: &mut Host) -> (Vec<A>, polarsplit::Decision) {
     };
     h.writer_answers("SELECT 1", b'I', None, None);
     if probe(b'B') {
-        let at = h.session.lsn_state().write_lsn.0 + 0x10;
         h.backend(
             WRITER,
             &probe_answer_first(probe(b'P'), &format!("0/{at:X}")),
         );
     }
     h.take_client();
-    (acts, d)
+    (acts, d, probe(b'B'))
 }
 
 /// A read the engine sends to a reader (R1 attached), answered there: the actions of the
@@ -604,37 +610,35 @@ fn w7_adaptive_probe_backs_off_when_no_read_uses_its_position_and_those_reads_st
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
     writer_samples_arrive(&mut h);
+    // Per statement (a write, then its read, 40 times): whether a probe followed it.
     let mut probed = Vec::new();
+    let mut wal = 0x5000;
     for i in 0..40u64 {
-        probed.push(write_maybe_probed(
-            &mut h,
-            &format!("0/{:X}", 0x5000 + i * 0x100),
-        ));
-        let (acts, d) = read_on_the_writer(&mut h);
+        wal += 0x100;
+        probed.push(write_maybe_probed(&mut h, &format!("0/{wal:X}")));
+        let positioned = !h.session.lsn_state().write_unknown;
+        let (acts, d, read_probed) = read_on_the_writer_at(&mut h, wal + 0x10);
+        probed.push(read_probed);
         assert!(
             !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
             "{acts:?}"
         );
         assert_eq!(d.outcome, Outcome::ForcePrimary, "write {i}: {d:?}");
-        // After a probed write the reader is known behind; after an unprobed one the position
-        // is unknown: the writer either way, and without waiting for anything.
-        let why = if probed[i as usize] {
+        // After a positioned write the reader is known behind; after an unpositioned one the
+        // position is unknown: the writer either way, and without waiting for anything.
+        let why = if positioned {
             Reason::ReadNoBoundedWait
         } else {
             Reason::MissingLsnPrimary
         };
         assert_eq!(d.reason, why, "write {i}");
     }
-    // Probes behind the writes and behind the reads the writer served after a probed write
-    // (S-1a: they position what the read saw) count alike: four that did not pay, then every
-    // 2nd, 4th, … statement that could have had one — a committed write, or a read the writer
-    // served after a positioned write (after an unpositioned one a read waits for the write's
-    // probe: it is no statement of its own). The writes probed are the 1st, 2nd, 4th, 7th,
-    // 14th and 29th: each probed write's read counts too.
-    let at: Vec<usize> = (0..40).filter(|&i| probed[i]).collect();
-    assert_eq!(at, vec![0, 1, 3, 6, 13, 28], "{probed:?}");
-    // Six of them behind writes, two behind reads.
-    assert_eq!(h.engine.stats().get(Counter::ProbesSent), 8);
+    // Probes behind the writes and behind the reads the writer served (S-1a: they position what
+    // the read saw, and an unprobed write before it) count alike: four that did not pay, then
+    // every 2nd, 4th, … 64th statement that could have had one.
+    let at: Vec<usize> = (0..80).filter(|&i| probed[i]).collect();
+    assert_eq!(at, vec![0, 1, 2, 3, 5, 9, 17, 33, 65], "{probed:?}");
+    assert_eq!(h.engine.stats().get(Counter::ProbesSent), 9);
     assert!(h.streams.balanced());
 }
 
@@ -662,31 +666,39 @@ fn w7_adaptive_probe_comes_back_to_every_write_once_a_probe_pays() {
     let mut h = stock(&[]);
     h.engine.reader_sample(1, Lsn(0x100), h.now);
     writer_samples_arrive(&mut h);
-    let mut last = 0;
-    // Unpaid probes until the engine skips writes.
-    for i in 0..12u64 {
-        last = 0x5000 + i * 0x100;
-        write_maybe_probed(&mut h, &format!("0/{last:X}"));
-        read_on_the_writer(&mut h);
+    let mut wal = 0x5000;
+    // Unpaid probes until the engine leaves statements unprobed.
+    for _ in 0..12u64 {
+        wal += 0x100;
+        write_maybe_probed(&mut h, &format!("0/{wal:X}"));
+        read_on_the_writer_at(&mut h, wal + 0x10);
     }
-    // Writes until one is probed again; the standby has replayed it when the read comes.
-    for n in 0.. {
-        assert!(n < 200, "a write is probed again within 64");
-        last += 0x100;
-        if write_maybe_probed(&mut h, &format!("0/{last:X}")) {
+    // Writes and reads until one is probed again; the standby has replayed its position when
+    // the next read comes.
+    let mut n = 0;
+    loop {
+        assert!(n < 130, "a probe within 64 statements");
+        n += 2;
+        wal += 0x100;
+        if write_maybe_probed(&mut h, &format!("0/{wal:X}")) {
             break;
         }
-        let (_, d) = read_on_the_writer(&mut h);
+        wal += 0x10;
+        let (_, d, probed) = read_on_the_writer_at(&mut h, wal);
         assert_eq!(d.reason, Reason::MissingLsnPrimary);
+        if probed {
+            break;
+        }
     }
-    h.engine.reader_sample(1, Lsn(last), h.now);
-    h.engine.reader_sample(2, Lsn(last), h.now);
+    assert!(!h.session.lsn_state().unknown());
+    h.engine.reader_sample(1, Lsn(wal), h.now);
+    h.engine.reader_sample(2, Lsn(wal), h.now);
     read_on_a_reader(&mut h);
     // That probe paid: the next writes are probed again, four in a row even with no read
     // between them (the trust a paying probe restores).
     for _ in 0..4 {
-        last += 0x100;
-        assert!(write_maybe_probed(&mut h, &format!("0/{last:X}")));
+        wal += 0x100;
+        assert!(write_maybe_probed(&mut h, &format!("0/{wal:X}")));
     }
 }
 
@@ -1247,4 +1259,50 @@ fn w7_adaptive_probe_backoff_counts_reads_left_unpositioned_so_a_reading_block_i
         on_reader.is_some_and(|n| n <= 65),
         "{on_reader:?} (probes before: {probes})"
     );
+}
+
+/// W-7's adaptive probe after an unprobed write, in a session that then only reads, one
+/// statement behind the other: a probe behind one of those reads, taken after the write was
+/// acknowledged, positions the write too. Before, a read behind an unprobed write never had a
+/// probe, and only a writer sample sent after the session's last read could position it —
+/// reads one behind the other leave no room for one: every read stayed on the writer until
+/// the session wrote again, however far the standby had caught up.
+#[test]
+fn w7_reads_after_an_unprobed_write_get_a_probe_within_64_and_go_back_to_the_reader() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    h.engine.reader_sample(2, Lsn(0x100), h.now);
+    writer_samples_arrive(&mut h);
+    let mut wal = 0x5000;
+    // Unpaid probes until a write goes unprobed.
+    loop {
+        wal += 0x100;
+        if !write_maybe_probed(&mut h, &format!("0/{wal:X}")) {
+            break;
+        }
+        read_on_the_writer_at(&mut h, wal + 0x10);
+    }
+    assert!(h.session.lsn_state().write_unknown);
+    // The standby replays far past the write; the session only reads now.
+    h.engine.reader_sample(1, Lsn(0x100000), h.now);
+    h.engine.reader_sample(2, Lsn(0x100000), h.now);
+    let mut probed_at = None;
+    for n in 0..64 {
+        let (_, d, probed) = read_on_the_writer_at(&mut h, wal + 0x10);
+        assert_eq!(d.reason, Reason::MissingLsnPrimary);
+        if probed {
+            probed_at = Some(n);
+            break;
+        }
+    }
+    assert!(probed_at.is_some(), "a probe within 64 reads");
+    let l = h.session.lsn_state();
+    assert!(!l.unknown(), "{l:?}");
+    assert_eq!(
+        l.write_lsn,
+        Lsn(wal + 0x10),
+        "the probe positions the write"
+    );
+    read_on_a_reader(&mut h);
+    assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp);
 }

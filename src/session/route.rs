@@ -533,9 +533,11 @@ impl Session {
         // behind it positions what it saw, so the session's next reads may go to a reader that
         // replayed that far — while such probes pay (`lsn_probe = adaptive`), and always when
         // one can ride in a capture's batch (a SET, then a read). Unprobed, a writer sample sent
-        // after the read positions it; a write whose position is unknown is left to its own
-        // probe's rule.
-        let observes = !may_write && !self.lsn.write_unknown && self.unit_observes(id);
+        // after the read positions it. Behind an unprobed write too: the probe, taken after the
+        // write was acknowledged, positions the write as well. Before, only the session's next
+        // write could be probed, and a session reading one statement behind the other after a
+        // rare write kept every read on the writer until it wrote again.
+        let observes = !may_write && self.unit_observes(id);
         if observes {
             // A read the writer serves: the last probe's position, if unused, did not pay.
             self.probe_credit.new_write();

@@ -835,7 +835,6 @@ impl Session {
             // them inside it): without one, the session's reads stay on the writer until a
             // writer sample bounds what they saw.
             let read_probe = self.lsn.observed_unknown
-                && !self.lsn.write_unknown
                 && (was_active || super::route::reads_data(class.as_ref(), &execs))
                 && self.wants_read_probe(capture);
             let probe =
@@ -850,13 +849,12 @@ impl Session {
             .is_some_and(|w| w.resp.has_who(Who::Probe));
         // The adaptive rule's backoff counts every statement that could have had a probe and
         // left the session's position unknown without one: a committed write, or a read the
-        // writer served after a positioned write (the reads behind an unpositioned write wait
-        // for that write's probe). Counting writes alone left a session that only reads — a
-        // READ COMMITTED block's reads behind a standby a few milliseconds late — without a
-        // probe for good once four had not paid: its reads stayed on the writer however far the
+        // writer served. Counting writes alone left a session that only reads — a READ
+        // COMMITTED block's reads behind a standby a few milliseconds late — without a probe
+        // for good once four had not paid: its reads stayed on the writer however far the
         // standby caught up (CI, 2026-12-05: 0 of 200).
         let unprobed = committed_write && self.lsn.write_unknown
-            || read_unpositioned && self.lsn.observed_unknown && !self.lsn.write_unknown;
+            || read_unpositioned && self.lsn.observed_unknown;
         if unprobed && !probe_in_flight && self.probe_enabled() {
             self.probe_credit.skipped();
         }
