@@ -57,16 +57,16 @@ def after_a_read_of_the_blocks_time(c: psycopg.Connection) -> str:
     return "read on the primary"
 
 
-def block(dsn: str, standby_port: int, before) -> tuple[list, int]:
-    """`before`, then one block of READS reads: the answers and how many the standby served."""
+def block(dsn: str, standby_port: int, before) -> tuple[list, list[bool]]:
+    """`before`, then one block of READS reads: the answers, and which the standby served."""
     with psycopg.connect(dsn) as c:
         got = [before(c)]
-        on_standby = 0
+        on_standby = []
         for i in range(READS):
             k = i % 50 + 1
             k, v, port = c.execute(ROWS, (k,)).fetchone()
             got.append((k, v))
-            on_standby += port == standby_port
+            on_standby.append(port == standby_port)
         c.commit()
     return got, on_standby
 
@@ -109,8 +109,15 @@ def test_p5_s1a_a_blocks_reads_reach_the_standby_after_a_read_the_primary_served
     settled(pair)
     through, on_standby = block(proxy.dsn(), pair.standby.port, before)
     assert through == direct
-    # Reads one behind the other: the first may wait for the probe's position to replay.
-    assert on_standby >= READS * 0.9, (on_standby, proxy.stats()["reason"])
+    # Reads one behind the other: the first ones stay on the primary while the standby is behind
+    # the probe's position — a few milliseconds of replay, longer if the cluster wrote WAL no
+    # commit flushed yet — and, once four probes did not pay, the next probe comes only after 2,
+    # 4, 8, … reads (W-7's backoff: CI, 2026-12-05, 167 of 200 on the standby with the first
+    # 30 on the primary). Every probe that pays puts the rest on the standby: before the probe
+    # inside the block, 0 of 200.
+    tail = on_standby[READS // 2:]
+    assert sum(tail) >= len(tail) * 0.9 and sum(on_standby) >= READS * 0.6, (
+        sum(on_standby), on_standby.index(True) if True in on_standby else None, proxy.stats()["reason"])
 
 
 def another_client_writes(pair, stop: threading.Event) -> None:
