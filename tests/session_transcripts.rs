@@ -681,6 +681,82 @@ fn s5_a_failed_capture_keeps_reads_on_the_writer() {
     assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
 }
 
+/// S-5: a failed capture is tried again, after 1, 2, 4, … 64 writer statements (failures in a
+/// row double the wait), and the first that succeeds puts the session's reads back on readers.
+/// Before, a failure kept them on the writer until the session's state changed again: a cancel
+/// or a statement timeout that hit the capture once (a transient cause) cost the session its
+/// offload for good.
+#[test]
+fn s5_a_failed_capture_is_tried_again_with_a_backoff_and_the_reads_come_back() {
+    let mut h = host();
+    h.client(&query("SET search_path = app"));
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(error(
+        "ERROR",
+        "57014",
+        "canceling statement due to user request",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    h.take_sent(WRITER);
+    // Reads on the writer; after each, whether a capture followed (answered with an error).
+    let mut captured_after = Vec::new();
+    for n in 0..40 {
+        h.client(&query("SELECT 1"));
+        assert_eq!(
+            h.last_decision().reason,
+            Reason::SessionStateUnknown,
+            "read {n}"
+        );
+        h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+        let capture = sends_capture(&h.take_sent(WRITER));
+        if capture {
+            captured_after.push(n);
+            let mut e = error(
+                "ERROR",
+                "57014",
+                "canceling statement due to statement timeout",
+                None,
+                None,
+            );
+            e.extend(rfq(b'I', None, None));
+            h.backend(WRITER, &e);
+        }
+        h.take_client();
+    }
+    // After the 1st failure the next statement, then 2, 4, 8, 16 later.
+    assert_eq!(captured_after, vec![0, 2, 6, 14, 30], "{captured_after:?}");
+    // The next one succeeds: the reads leave the writer.
+    let mut last = 0;
+    for n in 40..120 {
+        h.client(&query("SELECT 1"));
+        h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
+        if sends_capture(&h.take_sent(WRITER)) {
+            last = n;
+            h.backend(
+                WRITER,
+                &capture_answer(false, &[("search_path", "app")], None),
+            );
+            break;
+        }
+        h.take_client();
+    }
+    assert_eq!(
+        last,
+        30 + 32,
+        "a wait of 32 statements after the 5th failure"
+    );
+    h.take_client();
+    let acts = h.client(&query("SELECT 2"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+}
+
 #[test]
 fn reader_without_credentials_keeps_the_session_on_the_writer() {
     let mut h = host();

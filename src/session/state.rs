@@ -423,6 +423,42 @@ pub(crate) enum Known {
     Never,
 }
 
+/// S-5: when a failed capture is tried again. The capture can fail for a while only (a lock it
+/// waited for past the session's `lock_timeout`, a cancel or a statement timeout that hit it):
+/// kept failed, the session's reads stayed on the writer until its state changed again. It is
+/// tried again after 1, then 2, 4, … 64 of the session's units answered on the writer outside
+/// a transaction block, failures in a row doubling the wait, so one that does not pass costs a
+/// capture per 64 statements at most. Two bytes, in the session itself: an idle session's
+/// settings have no room left.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CaptureRetry {
+    /// Captures that failed in a row.
+    failed: u8,
+    /// Units answered since the last of them.
+    since: u8,
+}
+
+impl CaptureRetry {
+    /// The capture failed.
+    pub(crate) fn failed(&mut self) {
+        self.failed = self.failed.saturating_add(1);
+        self.since = 0;
+    }
+
+    /// A capture succeeded.
+    pub(crate) fn succeeded(&mut self) {
+        *self = CaptureRetry::default();
+    }
+
+    /// A unit answered outside a transaction block while the state is failed: whether to
+    /// capture again now.
+    pub(crate) fn due(&mut self) -> bool {
+        self.since = self.since.saturating_add(1);
+        let wait = 1u8 << self.failed.saturating_sub(1).min(6);
+        self.since >= wait
+    }
+}
+
 /// Most captured settings kept (names + values); beyond it the state counts as unknown.
 const MAX_CAPTURED_BYTES: usize = 64 << 10;
 /// Most custom (placeholder) setting names the session asks the capture for.

@@ -579,6 +579,7 @@ impl Session {
             let rows = std::mem::take(&mut self.capture_rows);
             if self.capture_failed {
                 self.settings.known = Known::Failed;
+                self.capture_retry.failed();
                 self.engine.stats().inc(Counter::CapturesFailed);
             } else {
                 let mut entries = Vec::new();
@@ -616,7 +617,10 @@ impl Session {
                     self.session_isolation =
                         self.startup.as_ref().and_then(|s| s.default_isolation);
                 }
-                if !self.settings.replace(entries, auth, role, digest) {
+                if self.settings.replace(entries, auth, role, digest) {
+                    self.capture_retry.succeeded();
+                } else {
+                    self.capture_retry.failed();
                     self.engine.stats().inc(Counter::CapturesFailed);
                 }
             }
@@ -829,6 +833,10 @@ impl Session {
         let committed_write =
             rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
         if rfq.status == TxStatus::Idle && !probe_after {
+            // S-5: a failed capture is tried again (with a backoff) behind this RFQ.
+            if self.settings.known == Known::Failed && self.capture_retry.due() {
+                self.settings.mark_due();
+            }
             let capture = self.settings.known == Known::Due;
             // As in `after_writer_send`: a probe rides in a capture's batch behind a read —
             // or behind the end of a block whose reads the writer served (no probe can follow
