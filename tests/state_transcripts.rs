@@ -766,12 +766,40 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
         &capture_answer(false, &[("search_path", "app")], None),
     );
     h.take_client();
-    let acts = h.client(&query("SELECT v FROM t"));
-    assert!(
-        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
-        "{acts:?}"
-    );
-    assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
+    // Refused twice: the session's reads stay on the writer — for 16 statements; then a reader
+    // is tried again (the cause may have passed: a standby's configuration put back), and
+    // refused again, the wait doubles (32).
+    let mut attempts = Vec::new();
+    for n in 0..60 {
+        let acts = h.client(&query("SELECT v FROM t"));
+        if acts.iter().any(|a| matches!(a, A::Acquire { .. })) {
+            attempts.push(n);
+            h.event(
+                R2,
+                Event::ReaderAttached {
+                    server: 1,
+                    fresh: true,
+                    needs_reset: false,
+                },
+            );
+            h.take_sent(R2);
+            let mut b = error("ERROR", "22023", "polarsplit: settings digest", None, None);
+            b.extend(rfq(b'I', Some(0x1000), None));
+            h.backend(R2, &b);
+            h.take_sent(WRITER);
+            h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
+            h.backend(
+                WRITER,
+                &capture_answer(false, &[("search_path", "app")], None),
+            );
+        } else {
+            assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
+            h.take_sent(WRITER);
+            h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
+        }
+        h.take_client();
+    }
+    assert_eq!(attempts, vec![16, 49], "{attempts:?}");
 }
 
 fn hex(s: &str) -> String {

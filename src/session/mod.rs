@@ -592,8 +592,9 @@ pub struct Session {
     /// The capture's rows so far `(kind, name, value)`, and whether it failed.
     capture_rows: Vec<(u8, state::Setting)>,
     capture_failed: bool,
-    /// When a failed capture is tried again (S-5).
-    capture_retry: state::CaptureRetry,
+    /// When a failed capture is tried again, and a replay refused twice (S-5).
+    capture_retry: state::Backoff,
+    replay_retry: state::Backoff,
     /// The capture that follows the writer's startup is in flight (S-5): once it answers, the
     /// action arena gives back the room its Parse took (an idle session keeps none of it).
     startup_capture: bool,
@@ -671,7 +672,8 @@ impl Session {
             pinned_writer: false,
             capture_rows: Vec::new(),
             capture_failed: false,
-            capture_retry: state::CaptureRetry::default(),
+            capture_retry: state::Backoff::default(),
+            replay_retry: state::Backoff::default(),
             startup_capture: false,
             out: ActionQueue::default(),
             last_error: String::new(),

@@ -420,8 +420,11 @@ impl Session {
             // S-5: the reader refused the writer's state, or its login check found defaults
             // the writer's session does not have. A capture learns what the writer has now
             // (the names of `pg_db_role_setting` among it); refused again, the session reads
-            // on the writer from now on.
+            // on the writer, until its backoff tries a reader again.
             self.settings.refusals = self.settings.refusals.saturating_add(1);
+            if self.settings.refusals == 2 {
+                self.replay_retry.failed();
+            }
             self.settings.mark_due();
         }
         // A replay's own error is never the client's; a cancel's 57014 was answered already.

@@ -423,39 +423,48 @@ pub(crate) enum Known {
     Never,
 }
 
-/// S-5: when a failed capture is tried again. The capture can fail for a while only (a lock it
-/// waited for past the session's `lock_timeout`, a cancel or a statement timeout that hit it):
-/// kept failed, the session's reads stayed on the writer until its state changed again. It is
-/// tried again after 1, then 2, 4, … 64 of the session's units answered on the writer outside
-/// a transaction block, failures in a row doubling the wait, so one that does not pass costs a
-/// capture per 64 statements at most. Two bytes, in the session itself: an idle session's
-/// settings have no room left.
+/// S-5: when something that failed is tried again — a capture ([`Backoff::CAPTURE`]) or a
+/// reader's replay after two refusals ([`Backoff::REPLAY`]). Both can fail for a while only (a
+/// lock the capture waited for past the session's `lock_timeout`, a cancel or a statement
+/// timeout that hit it; a standby configured apart from the primary until its configuration is
+/// put back): kept failed, the session's reads stayed on the writer until the session's state
+/// changed again, or for good. Each is tried again after `first` of the session's units
+/// answered on the writer outside a transaction block, failures in a row doubling the wait up
+/// to `most`, so one that does not pass costs little. Two bytes each, in the session itself: an
+/// idle session's settings have no room left.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct CaptureRetry {
-    /// Captures that failed in a row.
+pub(crate) struct Backoff {
+    /// Failures in a row.
     failed: u8,
     /// Units answered since the last of them.
     since: u8,
 }
 
-impl CaptureRetry {
-    /// The capture failed.
+impl Backoff {
+    /// A failed capture: again after 1, 2, 4, … 64 units.
+    pub(crate) const CAPTURE: (u8, u8) = (1, 64);
+    /// A replay refused twice: again after 16, 32, 64, 128 units (each attempt costs a reader
+    /// connection's replay, and a refused read runs again on the writer).
+    pub(crate) const REPLAY: (u8, u8) = (16, 128);
+
+    /// It failed.
     pub(crate) fn failed(&mut self) {
         self.failed = self.failed.saturating_add(1);
         self.since = 0;
     }
 
-    /// A capture succeeded.
+    /// It succeeded.
     pub(crate) fn succeeded(&mut self) {
-        *self = CaptureRetry::default();
+        *self = Backoff::default();
     }
 
-    /// A unit answered outside a transaction block while the state is failed: whether to
-    /// capture again now.
-    pub(crate) fn due(&mut self) -> bool {
+    /// A unit answered outside a transaction block while it is failed: whether to try again
+    /// now, by `(first, most)`.
+    pub(crate) fn due(&mut self, (first, most): (u8, u8)) -> bool {
         self.since = self.since.saturating_add(1);
-        let wait = 1u8 << self.failed.saturating_sub(1).min(6);
-        self.since >= wait
+        let doublings = self.failed.saturating_sub(1).min(8);
+        let wait = (u16::from(first) << doublings).min(u16::from(most));
+        u16::from(self.since) >= wait
     }
 }
 

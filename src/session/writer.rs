@@ -5,7 +5,7 @@
 use super::backend::Disp;
 use super::hidden;
 use super::response::{Answer, Kind as AKind, Req, Unexpected, Who};
-use super::state::Known;
+use super::state::{Backoff, Known};
 use super::*;
 use crate::classify::Kind;
 use crate::cluster::stats::Counter;
@@ -833,9 +833,13 @@ impl Session {
         let committed_write =
             rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
         if rfq.status == TxStatus::Idle && !probe_after {
-            // S-5: a failed capture is tried again (with a backoff) behind this RFQ.
-            if self.settings.known == Known::Failed && self.capture_retry.due() {
+            // S-5: a failed capture is tried again (with a backoff) behind this RFQ; a replay
+            // refused twice is tried again on the session's next read.
+            if self.settings.known == Known::Failed && self.capture_retry.due(Backoff::CAPTURE) {
                 self.settings.mark_due();
+            }
+            if self.settings.refusals >= 2 && self.replay_retry.due(Backoff::REPLAY) {
+                self.settings.refusals = 1;
             }
             let capture = self.settings.known == Known::Due;
             // As in `after_writer_send`: a probe rides in a capture's batch behind a read —

@@ -13,8 +13,8 @@ those the session got from neither a SET nor anything the replay sets (red-team 
 
 The capture now also returns a digest of every setting a statement can see, the replay ends by
 asserting the reader connection's equals it (else the connection is closed and the read runs
-elsewhere; refused twice, the session stays on the writer), the digest is part of the reader key,
-and a standby's configuration reload (its `pg_conf_load_time()`, read by the proxy's monitor)
+elsewhere; refused twice, the session stays on the writer for 16, then 32, 64, 128 statements),
+the digest is part of the reader key, and a standby's configuration reload (its `pg_conf_load_time()`, read by the proxy's monitor)
 changes every key, so connections pooled before it are not handed out again. Each case compares
 the proxy's answers with the primary's."""
 
@@ -172,3 +172,33 @@ def test_s5_a_superuser_context_login_default_is_the_primarys_on_pooled_readers(
         on_primary(pair, f"ALTER ROLE {role} RESET ALL")
     bad = {k: v for k, v in results.items() if v[0] != v[1]}
     assert not bad, f"(the primary, through the proxy) differ: {bad}"
+
+
+FLOAT = "SELECT (1.0::float8 / 3)::text, inet_server_port()"
+
+
+@pytest.mark.timeout(120)
+def test_s5_a_session_refused_by_a_misconfigured_standby_reads_there_again_once_it_is_put_back(pair, proxy):
+    """A session that lives through it: the standby's configuration differs (its replays are
+    refused, twice, and the session's reads stay on the primary), then is put back. Before, the
+    session read on the primary for good — a pooled application connection lost its offload
+    until it reconnected; now a reader is tried again after 16, 32, 64, 128 statements."""
+    with psycopg.connect(pair.primary.dsn(dbname="app", user="app_trust"), autocommit=True) as c:
+        expected = c.execute(FLOAT).fetchone()[0]
+    with psycopg.connect(dsn_as(proxy.dsn(), "app_trust"), autocommit=True) as c, bounded(c, 100, "reads"):
+        time.sleep(0.3)
+        c.execute(FLOAT).fetchone()
+        try:
+            on_standby(pair, "ALTER SYSTEM SET extra_float_digits = '-2'", "SELECT pg_reload_conf()")
+            time.sleep(1)
+            for _ in range(10):
+                assert c.execute(FLOAT).fetchone()[0] == expected
+        finally:
+            on_standby(pair, "ALTER SYSTEM RESET extra_float_digits", "SELECT pg_reload_conf()")
+        time.sleep(1)
+        where = []
+        for _ in range(60):
+            text, port = c.execute(FLOAT).fetchone()
+            assert text == expected
+            where.append(port)
+    assert sum(p in STANDBY_PORTS for p in where[-20:]) >= 18, (where, proxy.stats()["reason"])
