@@ -501,10 +501,11 @@ pub(crate) struct SessionSettings {
     pub custom_names: Vec<Box<[u8]>>,
     pub known: Known,
     /// Settings replays fresh reader connections refused (the login check among them): the
-    /// first makes a capture due, the second keeps the session's reads on the writer for good
-    /// ([`SessionSettings::replayable`]): a reader logs in with something the writer's state
-    /// cannot be replayed over — a placeholder an `ALTER ROLE … SET` made after the session
-    /// logged in, a role it may no longer take.
+    /// first makes a capture due, the second keeps the session's reads on the writer
+    /// ([`SessionSettings::replayable`]) until the session's [`Backoff::REPLAY`] tries a reader
+    /// again: a reader logs in with something the writer's state cannot be replayed over — a
+    /// placeholder an `ALTER ROLE … SET` made after the session logged in, a role it may no
+    /// longer take, a standby configured apart from the primary (until it is put back).
     pub refusals: u8,
     /// The shorter of the writer session's `idle_session_timeout` and
     /// `idle_in_transaction_session_timeout` (0: neither), from the capture: the writer is
