@@ -1306,3 +1306,42 @@ fn w7_reads_after_an_unprobed_write_get_a_probe_within_64_and_go_back_to_the_rea
     read_on_a_reader(&mut h);
     assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp);
 }
+
+/// S-5 with W-7's probe behind every read the writer serves (`lsn_probe = on`): a failed
+/// capture's retry counts those reads too. Counting only units without a probe behind them
+/// would never try it again in such a session.
+#[test]
+fn s5_a_failed_capture_is_tried_again_behind_reads_that_carry_probes() {
+    let mut h = stock(&[("lsn_probe", "on")]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    h.client(&query("SET search_path = app"));
+    h.take_sent(WRITER);
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', None, None));
+    ans.extend(error(
+        "ERROR",
+        "55P03",
+        "canceling statement due to lock timeout",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    let (_, d, probed) = read_on_the_writer_at(&mut h, 0x100);
+    assert_eq!(d.reason, Reason::SessionStateUnknown);
+    assert!(probed, "a probe behind the read");
+    // Tried again after that read: the capture goes out once the probe has answered.
+    assert!(sends_capture(&h.take_sent(WRITER)), "tried again");
+    h.backend(
+        WRITER,
+        &capture_answer(false, &[("search_path", "app")], None),
+    );
+    h.take_client();
+    // Known again: the next read goes to the reader (replayed past the probe's position).
+    let acts = h.client(&query("SELECT v FROM t"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+}

@@ -832,15 +832,18 @@ impl Session {
         // that RFQ says the connection is outside a transaction block (W-7, S-5).
         let committed_write =
             rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
-        if rfq.status == TxStatus::Idle && !probe_after {
-            // S-5: a failed capture is tried again (with a backoff) behind this RFQ; a replay
-            // refused twice is tried again on the session's next read.
+        if rfq.status == TxStatus::Idle {
+            // S-5: a failed capture is tried again (with a backoff) behind this RFQ, or before
+            // the next read when a probe is in flight; a replay refused twice is tried again on
+            // the session's next read.
             if self.settings.known == Known::Failed && self.capture_retry.due(Backoff::CAPTURE) {
                 self.settings.mark_due();
             }
             if self.settings.refusals >= 2 && self.replay_retry.due(Backoff::REPLAY) {
                 self.settings.refusals = 1;
             }
+        }
+        if rfq.status == TxStatus::Idle && !probe_after {
             let capture = self.settings.known == Known::Due;
             // As in `after_writer_send`: a probe rides in a capture's batch behind a read —
             // or behind the end of a block whose reads the writer served (no probe can follow
