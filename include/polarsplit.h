@@ -1019,6 +1019,10 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_SPLIT_TXN_VALUE 81
 
+// Outside a transaction block, a batch part a Flush routes binds a named portal or runs a row-limited Execute: the portal lives on in the implicit transaction, past a later part the reader cannot take (E-4).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_BATCH_PORTAL_OUTLIVES_PART 82
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

@@ -490,6 +490,39 @@ fn e2_a_statement_prepared_on_a_reader_is_prepared_on_the_writer_before_its_bind
     assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
 }
 
+/// E-4 outside a transaction block: a part a Flush routes keeps its portals for the rest of the
+/// implicit transaction (until the client's Sync), and a later part the reader cannot take
+/// closes the reader's part with a hidden Sync. A named portal bound, or a row-limited Execute
+/// (its portal may be suspended), in such a part runs on the writer: before, the portal's next
+/// Execute met 34000 on the writer, which also rolled back a write in between that the client
+/// had seen succeed (an examiner's finding of 2026-12-05). A part that binds the unnamed portal
+/// and runs it to the end still goes to a reader.
+#[test]
+fn e4_a_portal_a_flushed_part_leaves_open_outside_a_block_stays_on_the_writer() {
+    for (portal, rows, reader) in [
+        ("p1", 3, false),
+        ("p1", 0, false),
+        ("", 3, false),
+        ("", 0, true),
+    ] {
+        let mut h = host();
+        let mut b = parse("", "SELECT v FROM t");
+        b.extend(bind(portal, ""));
+        b.extend(execute_rows(portal, rows));
+        b.extend(flush());
+        let acts = h.client(&b);
+        assert_eq!(acquired(&acts), reader, "{portal:?} {rows}: {acts:?}");
+        if !reader {
+            assert_eq!(
+                h.last_decision().reason,
+                Reason::BatchPortalOutlivesPart,
+                "{portal:?} {rows}"
+            );
+            assert_eq!(h.take_sent(WRITER), b);
+        }
+    }
+}
+
 #[test]
 fn e4_row_limited_execute_inside_a_transaction_runs_on_the_writer() {
     let mut h = host();

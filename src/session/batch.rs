@@ -351,6 +351,13 @@ impl Session {
                         // cursors bind in one batch and fetch in the next); a reader's Sync would
                         // destroy it.
                         refuse(&mut shape, Reason::BatchRowLimitedInTxn);
+                    } else if ends_open && !portal.is_empty() {
+                        // E-4 outside a block: a part a Flush routes keeps its portals for the
+                        // rest of the implicit transaction, and a later part the reader cannot
+                        // take closes the reader's with a hidden Sync — an Execute of the portal
+                        // after it met 34000 on the writer, which also rolled back a write the
+                        // client had seen succeed (an examiner's finding of 2026-12-05).
+                        refuse(&mut shape, Reason::BatchPortalOutlivesPart);
                     }
                     unnamed_open |= txn && portal.is_empty();
                     portals.push((portal, statement, resolved, parsed.count()));
@@ -398,6 +405,11 @@ impl Session {
                             shape.changes_state |= self.changes_state(c);
                             shape.copy |= c.statements().iter().any(|s| s.kind == Kind::Copy);
                         }
+                    }
+                    if max_rows > 0 && !txn && ends_open {
+                        // The same for a row-limited Execute: its portal may be suspended, and
+                        // resumed after a part the reader cannot take.
+                        refuse(&mut shape, Reason::BatchPortalOutlivesPart);
                     }
                     if max_rows > 0 && txn {
                         // E-4: the first Execute of a batch the client's Sync closes, of the
