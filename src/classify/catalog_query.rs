@@ -293,6 +293,14 @@ macro_rules! catalog_query_text {
         r#"SELECT n.nspname, c.relname, 'SELECT pg_catalog.pg_is_in_recovery()', 'F' "#,
         r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
         r#"WHERE c.oid IN (SELECT rd.root FROM rd JOIN pg_catalog.pg_class f ON f.oid = rd.rel WHERE f.relkind = 'f')"#,
+        // An unlogged relation's rows are the primary's alone (a standby refuses to read one,
+        // 0A000 — in a batch after other statements' rows, too late to run it elsewhere):
+        // server-dependent as well, and every ancestor of one.
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, c.relname, 'SELECT pg_catalog.pg_is_in_recovery()', 'U' "#,
+        r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
+        r#"WHERE c.oid IN (SELECT rd.root FROM rd JOIN pg_catalog.pg_class u ON u.oid = rd.rel "#,
+        r#"WHERE u.relpersistence = 'u')"#,
         r#") AS objects"#,
         )
     };
@@ -312,7 +320,7 @@ macro_rules! catalog_query_text {
 ///    schema, name, a definition the engine judges as a statement, and a kind (`v` view, `p` a
 ///    table's row-level security policies, `d` domain, `c` user cast, `o` user operator, `f`
 ///    user function's body, `h` the user code behind a relation or a type, `F` a foreign table
-///    or an ancestor of one)
+///    or an ancestor of one, `U` an unlogged relation or an ancestor of one)
 ///    — for `polarsplit_engine_set_object_catalog`.
 ///
 /// It starts with `SET LOCAL lock_timeout = '100ms'` (the Query is one implicit transaction):

@@ -482,7 +482,9 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 ///   expressions, with those of its descendants (partitions, inheritance children);
 /// - `F` a foreign table, or a table one is a partition or an inheritance child of:
 ///   `SELECT pg_catalog.pg_is_in_recovery()` (server-dependent: its wrapper reads where the
-///   statement runs).
+///   statement runs);
+/// - `U` an unlogged relation, or a table one is a partition or an inheritance child of: the
+///   same (its rows are the primary's alone; a standby refuses to read it).
 ///
 /// `objects` is an array of `n` structs, `object_size` bytes apart: pass
 /// `sizeof(polarsplit_object)` (the growth rule). The library copies what it keeps; the array

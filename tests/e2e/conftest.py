@@ -37,9 +37,9 @@ CREATE FUNCTION log_note(t text) RETURNS text LANGUAGE sql AS $$
   INSERT INTO audit (note) VALUES (t) RETURNING note || '@' || inet_server_port()::text
 $$;
 -- An unlogged table: a standby refuses to read it ("cannot access temporary or unlogged relations
--- during recovery", 0A000) before sending any RowDescription, and nothing tells the engine which
--- tables are unlogged: its reads go to the standby, which refuses them, and run again on the
--- primary (F-2).
+-- during recovery", 0A000) before sending any RowDescription. The catalogue names it (kind `U`):
+-- its reads go to the primary; one a hint sends to a reader is refused there and runs again on
+-- the primary (F-2).
 CREATE UNLOGGED TABLE scratch (n int);
 INSERT INTO scratch VALUES (1);
 GRANT ALL ON ALL TABLES IN SCHEMA public TO PUBLIC;

@@ -96,9 +96,9 @@ def test_s4_advisory_locks_pin_reads_to_the_primary_until_unlocked(pair, asan_pr
 
 def test_s4_temporary_tables_stay_on_the_primary(pair, asan_proxy):
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
-        c.execute("CREATE TEMP TABLE scratch AS SELECT 1 AS x")
+        c.execute("CREATE TEMP TABLE s4_scratch AS SELECT 1 AS x")
         before = reasons(asan_proxy)
-        place, row = ran_on(pair, c, "SELECT x, inet_server_port() FROM scratch")
+        place, row = ran_on(pair, c, "SELECT x, inet_server_port() FROM s4_scratch")
         assert (place, row[0]) == ("primary", 1)
         assert delta(reasons(asan_proxy), before) == {"SESSION_HAZARD": 1}
         c.execute("DISCARD TEMP")
@@ -148,15 +148,14 @@ def test_f2_a_function_the_standby_refuses_is_answered_by_the_primary(pair, asan
     assert stats["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) >= 1
 
 
-def test_f2_a_statement_the_standby_refuses_before_any_row_is_rerun_on_the_primary(pair, asan_proxy):
+def test_s7_a_read_of_an_unlogged_table_goes_to_the_primary_without_a_refusal(pair, asan_proxy):
     before = asan_proxy.stats()
     with psycopg.connect(asan_proxy.dsn(), autocommit=True) as c:
         assert where(c) == "standby"
         place, row = ran_on(pair, c, "SELECT n, inet_server_port() FROM scratch")
         assert place == "primary" and row[0] == 1
     after = asan_proxy.stats()
-    assert after["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) == before["reason"].get("RETRY_PRIMARY_AFTER_ERROR", 0) + 1
-    assert after["counter"]["failures_reusable_error"] == before["counter"]["failures_reusable_error"] + 1
+    assert after["counter"]["failures_reusable_error"] == before["counter"]["failures_reusable_error"]
 
 
 def test_p3_multi_statement_queries_run_on_the_primary(pair, conn):
