@@ -59,15 +59,18 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// `superuser`-context setting `pg_settings` shows the session (those of a loaded library's
 /// `ext.name` aside: a writer session that ran plpgsql has them, a fresh reader not yet; the
 /// transaction's own, the session authorization and role, replayed and checked apart; and the
-/// LSN wait's settings, which the engine sets on readers; and the `log_*` settings, which decide
-/// only what the server writes to its own log — a primary that logs slow statements and a standby
-/// that does not still serve the same answers), sorted by name bytewise, one `name=value`
+/// LSN wait's settings, which the engine sets on readers; and the `log_*` settings while the
+/// session's `client_min_messages` is above `log`, when they decide only what the server writes
+/// to its own log — a primary that logs slow statements and a standby that does not still serve
+/// the same answers; at `log` or below the client gets those LOG lines too, and a standby that
+/// logs what the primary does not would send it lines the primary never sends — an examiner's
+/// finding of 2026-12-05), sorted by name bytewise, one `name=value`
 /// a line, SHA-256, hex. The capture takes the writer session's; the replay's last statement
 /// compares the reader connection's with it. Measured on PostgreSQL 15: a primary and its standby
 /// differ only in `transaction_read_only`.
 macro_rules! settings_digest {
     () => {
-        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms') AND pg_catalog.strpos(name, 'polar_xact_split_') <> 1 AND pg_catalog.strpos(name, 'log_') <> 1)"
+        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms') AND pg_catalog.strpos(name, 'polar_xact_split_') <> 1 AND (pg_catalog.strpos(name, 'log_') <> 1 OR pg_catalog.current_setting('client_min_messages') IN ('log', 'debug1', 'debug2', 'debug3', 'debug4', 'debug5')))"
     };
 }
 

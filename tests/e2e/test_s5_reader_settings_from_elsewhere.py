@@ -202,3 +202,36 @@ def test_s5_a_session_refused_by_a_misconfigured_standby_reads_there_again_once_
             assert text == expected
             where.append(port)
     assert sum(p in STANDBY_PORTS for p in where[-20:]) >= 18, (where, proxy.stats()["reason"])
+
+
+def log_lines(dsn: str) -> list:
+    """A session that asks for LOG messages, three reads: the notices it got, the answers."""
+    notices, answers = [], []
+    with psycopg.connect(dsn, autocommit=True) as c, bounded(c, 30, "log reads"):
+        c.add_notice_handler(lambda d: notices.append((d.severity_nonlocalized, d.message_primary[:9])))
+        c.execute("SET client_min_messages = log")
+        time.sleep(0.3)
+        for _ in range(3):
+            answers.append(c.execute("SELECT count(*) FROM accounts").fetchone())
+            c.execute("SELECT count(*) FROM accounts", prepare=True).fetchone()
+    return notices, answers
+
+
+@pytest.mark.timeout(120)
+def test_s5_a_standby_only_log_setting_sends_no_log_line_to_a_client_that_asks_for_them(pair, proxy):
+    """`log_*` settings only decide what a server writes to its own log — unless the client lowers
+    `client_min_messages` to `log`: then the server sends the lines to it too. A standby that logs
+    every statement where the primary logs none sent a client at that level `LOG: duration: …`
+    lines (naming the engine's statements) the primary never sends (an examiner's finding of
+    2026-12-05, 10/10). For such a session the `log_*` settings are in the settings digest."""
+    direct = log_lines(dsn_as(pair.primary.dsn(dbname="app"), "app_trust"))
+    assert direct[0] == [], direct
+    try:
+        on_standby(pair, "ALTER SYSTEM SET log_min_duration_statement = 0", "SELECT pg_reload_conf()")
+        time.sleep(1)
+        for _ in range(3):
+            assert log_lines(dsn_as(proxy.dsn(), "app_trust")) == direct
+    finally:
+        on_standby(pair, "ALTER SYSTEM RESET log_min_duration_statement", "SELECT pg_reload_conf()")
+    time.sleep(0.5)
+    standby_reads_again(dsn_as(proxy.dsn(), "app_trust"))
