@@ -367,6 +367,9 @@ pub(crate) struct Conn {
     pub portals: BTreeMap<String, Portal>,
     pub skip_until_sync: bool,
     pub advisory: BTreeSet<i64>,
+    /// A `CREATE TEMP` ran (the simulated server keeps no temporary relations; the capture
+    /// reports them, S-4) — until `DISCARD ALL`.
+    pub temp: bool,
     /// LISTEN channels.
     pub listening: BTreeSet<String>,
     /// Notifications not yet sent: (notifying pid, channel, payload).
@@ -404,6 +407,7 @@ impl Conn {
             portals: BTreeMap::new(),
             skip_until_sync: false,
             advisory: BTreeSet::new(),
+            temp: false,
             listening: BTreeSet::new(),
             notifies: VecDeque::new(),
             hold_from: None,

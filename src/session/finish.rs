@@ -110,12 +110,18 @@ impl Session {
                 self.keep_spare_execs(u.execs);
             }
         }
+        self.update_writer_pin();
+        self.pump(None);
+    }
+
+    /// Tells the host whether the session's writer connection holds state a reader cannot have
+    /// (S-4), when that changed.
+    pub(super) fn update_writer_pin(&mut self) {
         let pinned = self.hazards.any() || self.statements.any_on_writer();
         if pinned != self.pinned_writer {
             self.pinned_writer = pinned;
             self.out.pin_writer(pinned);
         }
-        self.pump(None);
     }
 
     /// Keeps a finished batch's Execute list (emptied; a small one only) for the next batch.

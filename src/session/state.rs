@@ -228,6 +228,11 @@ impl Hazards {
         self.0 &= !h.0;
     }
 
+    /// Whether any of `h` is set.
+    pub(crate) fn has(self, h: Hazards) -> bool {
+        self.0 & h.0 != 0
+    }
+
     /// Clears every hazard but those of `keep`.
     pub(crate) fn retain(&mut self, keep: &[Hazards]) {
         self.0 &= keep.iter().fold(0, |m, h| m | h.0);
@@ -446,6 +451,9 @@ impl Backoff {
     /// A replay refused twice: again after 16, 32, 64, 128 units (each attempt costs a reader
     /// connection's replay, and a refused read runs again on the writer).
     pub(crate) const REPLAY: (u8, u8) = (16, 128);
+    /// While temporary objects or SQL-prepared statements may be left (S-4): a capture after
+    /// 1, 2, 4, … 64 units asks the writer whether they still are.
+    pub(crate) const HAZARD: (u8, u8) = (1, 64);
 
     /// It failed.
     pub(crate) fn failed(&mut self) {

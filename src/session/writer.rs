@@ -584,6 +584,7 @@ impl Session {
             } else {
                 let mut entries = Vec::new();
                 let (mut auth, mut role, mut digest) = (None, None, None);
+                let (mut temp, mut prepared) = (false, false);
                 for (k, (n, v)) in rows {
                     match k {
                         2 => auth = Some(v),
@@ -593,19 +594,41 @@ impl Session {
                         5 => digest = Some(v),
                         // S-4: temporary relations exist, perhaps created by code the engine
                         // could not see: the same hazard as a CREATE TEMP it saw.
-                        4 => self.hazards.set(Hazards::TEMP),
+                        4 => temp = true,
+                        // S-4: statements prepared by SQL exist.
+                        6 => prepared = true,
                         _ => {
                             // S-4: with pg_temp on the search_path a plain CREATE makes a
                             // temporary object — whatever set the path (a SET, set_config).
                             if n[..].eq_ignore_ascii_case(b"search_path")
                                 && v.windows(7).any(|w| w.eq_ignore_ascii_case(b"pg_temp"))
                             {
-                                self.hazards.set(Hazards::TEMP);
+                                temp = true;
                             }
                             entries.push((n, v))
                         }
                     }
                 }
+                // S-4: the writer says whether the session still has temporary objects and
+                // SQL-prepared statements: a hazard the engine set when it saw one created ends
+                // when the writer shows none left (a temporary table dropped, rolled back or
+                // dropped at COMMIT; `DEALLOCATE name`) — before, only `DISCARD` and
+                // `DEALLOCATE ALL` ended them, and a pooled connection that had bulk-loaded
+                // through a temporary table read on the writer for good (an examiner's finding
+                // of 2026-12-05, 0 of 100 against 100 of 100 for a fresh session).
+                for (h, there) in [(Hazards::TEMP, temp), (Hazards::PREPARE, prepared)] {
+                    if there {
+                        self.hazards.set(h);
+                    } else {
+                        self.hazards.clear(h);
+                    }
+                }
+                if self.hazards.has(Hazards::TEMP) || self.hazards.has(Hazards::PREPARE) {
+                    self.hazard_check.failed();
+                } else {
+                    self.hazard_check.succeeded();
+                }
+                self.update_writer_pin();
                 if let Some(i) = entries
                     .iter()
                     .find(|(n, _)| n[..].eq_ignore_ascii_case(b"default_transaction_isolation"))
@@ -841,6 +864,13 @@ impl Session {
             }
             if self.settings.refusals >= 2 && self.replay_retry.due(Backoff::REPLAY) {
                 self.settings.refusals = 1;
+            }
+            // S-4: while the session has temporary objects or SQL-prepared statements, a
+            // capture now and then asks the writer whether they are still there.
+            if (self.hazards.has(Hazards::TEMP) || self.hazards.has(Hazards::PREPARE))
+                && self.hazard_check.due(Backoff::HAZARD)
+            {
+                self.settings.mark_due();
             }
         }
         if rfq.status == TxStatus::Idle && !probe_after {

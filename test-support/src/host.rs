@@ -41,6 +41,18 @@ pub fn capture_answer_as(
     settings: &[(&str, &str)],
     role: Option<&str>,
 ) -> Vec<u8> {
+    capture_answer_with(parsed, user, settings, role, &[])
+}
+
+/// [`capture_answer_as`] with rows of other kinds too: `(kind, name)` with an empty value —
+/// `(4, "temp")` the session has temporary objects, `(6, "prepared")` SQL-prepared statements.
+pub fn capture_answer_with(
+    parsed: bool,
+    user: &str,
+    settings: &[(&str, &str)],
+    role: Option<&str>,
+    others: &[(u8, &str)],
+) -> Vec<u8> {
     let mut b = Vec::new();
     if parsed {
         b.extend(be::parse_complete());
@@ -54,9 +66,12 @@ pub fn capture_answer_as(
     }
     b.extend(row("2", "session_authorization", user));
     b.extend(row("3", "role", role.unwrap_or("none")));
+    for (k, n) in others {
+        b.extend(row(&k.to_string(), n, ""));
+    }
     b.extend(be::command_complete(&format!(
         "SELECT {}",
-        settings.len() + 2
+        settings.len() + 2 + others.len()
     )));
     b.extend(be::rfq(b'I', None, None));
     b

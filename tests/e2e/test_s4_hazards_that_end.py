@@ -158,3 +158,53 @@ def test_s4_listen_then_unlisten_lets_reads_go_to_the_standby_and_notifications_
     assert direct == [[], [("y",)], [("y", "kept")], [], [("Mixed",)], [("Mixed", "still")]], direct
     proxied = run(proxy.dsn(), True)
     assert proxied == direct, f"through the proxy {proxied}\nthe primary alone {direct}"
+
+
+# An examiner's finding of 2026-12-05 (h24): a temporary table created and dropped (also one
+# dropped at COMMIT, or rolled back) and `PREPARE p …; DEALLOCATE p` kept a long-lived session's
+# reads on the primary for good — 0 of 100 against 100 of 100 for a fresh session at the same
+# time (psycopg, node-postgres, an asyncpg pool). Only DISCARD / DEALLOCATE ALL lifted them. The
+# capture now asks the writer whether temporary objects and SQL-prepared statements are left, and
+# a hazard ends when none is.
+GONE = {
+    "temp_dropped": ["CREATE TEMP TABLE s4e_t (a int)", "INSERT INTO s4e_t VALUES (1)", "DROP TABLE s4e_t"],
+    "temp_on_commit_drop": ["BEGIN", "CREATE TEMP TABLE s4e_t (a int) ON COMMIT DROP", "COMMIT"],
+    "temp_rolled_back": ["BEGIN", "CREATE TEMP TABLE s4e_t (a int)", "ROLLBACK"],
+    # (An EXECUTE of it runs code the engine does not see, a hazard of its own: README.)
+    "prepare_deallocated": ["PREPARE s4e_p AS SELECT 1", "DEALLOCATE s4e_p"],
+}
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("case", list(GONE))
+def test_s4_temporary_objects_and_prepared_statements_gone_let_reads_go_to_the_standby(pair, proxy, case):
+    def run(dsn: str, proxied: bool) -> list:
+        out = []
+        with psycopg.connect(dsn, autocommit=True) as c, bounded(c, 60, case):
+            if proxied:
+                settle()
+                assert where(c) == "standby", "the session's reads did not offload to begin with"
+            for sql in GONE[case]:
+                c.execute(sql)
+            out.append(c.execute(
+                "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()").fetchone())
+            out.append(c.execute("SELECT count(*) FROM pg_prepared_statements WHERE from_sql").fetchone())
+            if proxied:
+                settle()
+                ports = [c.execute(WHERE).fetchone()[0] for _ in range(100)]
+                out.append(sum(p in STANDBY_PORTS for p in ports) >= 90)
+            else:
+                out.append(True)
+        return out
+
+    assert run(proxy.dsn(), True) == run(pair.primary.dsn(dbname="app", user="app_trust"), False)
+
+
+@pytest.mark.timeout(90)
+def test_s4_a_temporary_table_still_there_keeps_reads_on_the_primary(pair, proxy):
+    with psycopg.connect(proxy.dsn(), autocommit=True) as c, bounded(c, 60, "temp kept"):
+        c.execute("CREATE TEMP TABLE s4e_k (a int)")
+        c.execute("INSERT INTO s4e_k VALUES (1)")
+        # However many statements later: the table is there, and its reads are the primary's.
+        for _ in range(80):
+            assert c.execute("SELECT count(*), inet_server_port() FROM s4e_k").fetchone() == (1, pair.primary.port)

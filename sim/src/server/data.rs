@@ -321,6 +321,7 @@ impl Cluster {
         let t = tx(c);
         t.last_wal = Some(lsn);
         t.cid_used = true;
+        c.temp = true;
         Ok("CREATE TABLE".into())
     }
 

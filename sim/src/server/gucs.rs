@@ -365,6 +365,9 @@ impl Cluster {
         rows.push((2, "session_authorization".into(), c.session_user()));
         let role = c.guc("role").filter(|r| !r.is_empty()).unwrap_or("none");
         rows.push((3, "role".into(), role.to_string()));
+        if c.temp {
+            rows.push((4, "temp".into(), String::new()));
+        }
         let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
         let mut rows: Vec<(u8, String, String)> = rows
             .into_iter()
@@ -486,6 +489,7 @@ impl Cluster {
         }
         c.gucs = Gucs::default();
         c.advisory.clear();
+        c.temp = false;
         c.prepared.clear();
         c.portals.clear();
         c.listening.clear();
