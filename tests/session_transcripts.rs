@@ -916,3 +916,87 @@ fn p2_a_read_reaches_the_reader_the_same_decided_as_it_arrives_or_after_waiting(
     h.attach(R1);
     assert_eq!(h.take_sent(R1), alone);
 }
+
+/// S-4: a session-level advisory lock keeps the session's reads on the writer while it is held;
+/// the capture asks the writer whether one is (only while one may be: the empty name in its
+/// `$1`), and the hazard ends when none is — `pg_advisory_unlock(key)` too, not only
+/// `pg_advisory_unlock_all()` (an examiner's finding of 2026-12-05: a job queue's lock and
+/// unlock on a pooled connection kept its reads on the primary for good, 0 of 100).
+#[test]
+fn s4_an_advisory_lock_released_by_key_ends_the_hazard() {
+    let mut h = host();
+    h.take_sent(WRITER);
+    h.client(&query("SELECT pg_advisory_lock(42)"));
+    let acts = h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
+    assert!(acts.contains(&A::PinWriter(true)), "{acts:?}");
+    // Held: the capture asks, the writer says so.
+    let sent = h.take_sent(WRITER);
+    assert!(sends_capture(&sent), "{}", tags(&sent));
+    assert!(
+        sent.windows(3).any(|w| w == b"\"\"}"),
+        "the capture asks for the advisory row"
+    );
+    h.backend(
+        WRITER,
+        &capture_answer_with(false, "app", &[], None, &[(7, "advisory")]),
+    );
+    h.client(&query("SELECT a FROM t"));
+    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+    h.writer_answers("SELECT 0", b'I', Some(0x2000), None);
+    if sends_capture(&h.take_sent(WRITER)) {
+        h.backend(
+            WRITER,
+            &capture_answer_with(false, "app", &[], None, &[(7, "advisory")]),
+        );
+    }
+    // Released by key: the next check finds none.
+    h.client(&query("SELECT pg_advisory_unlock(42)"));
+    h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
+    let mut n = 0;
+    while !sends_capture(&h.take_sent(WRITER)) {
+        n += 1;
+        assert!(n <= 8, "a check within 8 statements");
+        h.client(&query("SELECT a FROM t"));
+        h.writer_answers("SELECT 0", b'I', Some(0x2000), None);
+    }
+    let acts = h.backend(WRITER, &capture_answer_with(false, "app", &[], None, &[]));
+    assert!(acts.contains(&A::PinWriter(false)), "{acts:?}");
+    let acts = h.client(&query("SELECT a FROM t"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+}
+
+/// S-5/W-7: hidden work is never pipelined behind a statement that follows one still in flight
+/// that drops every prepared statement (`DISCARD ALL`): the capture and the probe there were
+/// bound by names the writer no longer had and failed (measured through the example proxy:
+/// `DISCARD ALL` and `SELECT pg_advisory_lock(7)` in one packet, both hidden statements failed).
+/// The capture follows `DISCARD ALL`'s answer, parsed again. Sent before the lock was known, it
+/// does not ask about advisory locks — and so ends no such hazard (S-4).
+#[test]
+fn s5_no_hidden_work_behind_a_statement_that_follows_discard_all_in_flight() {
+    let mut h = host();
+    h.take_sent(WRITER);
+    let mut both = query("DISCARD ALL");
+    both.extend(query("SELECT pg_advisory_lock(7)"));
+    h.client(&both);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "QQ",
+        "nothing hidden behind either"
+    );
+    h.writer_answers("DISCARD ALL", b'I', Some(0x2000), None);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PBES", "the capture, parsed again");
+    assert!(
+        !sent.windows(3).any(|w| w == b"\"\"}"),
+        "not asked: no lock known yet"
+    );
+    h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
+    h.take_sent(WRITER);
+    h.backend(WRITER, &capture_answer_with(true, "app", &[], None, &[]));
+    h.take_client();
+    h.client(&query("SELECT a FROM t"));
+    assert_eq!(h.last_decision().reason, Reason::SessionHazard);
+}

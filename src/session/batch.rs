@@ -925,7 +925,7 @@ impl Session {
     /// Whether a unit in flight ahead of `id` may drop every statement (`DEALLOCATE ALL`,
     /// `DISCARD ALL`, or a Query the engine could not classify): what is tracked now may be gone
     /// by the time the writer reads the next message.
-    fn statements_cleared_ahead(&self, id: u32) -> bool {
+    pub(super) fn statements_cleared_ahead(&self, id: u32) -> bool {
         // None in flight at all (counted as the queue changes): nothing ahead to look at.
         if !self.units.any_clearing_statements() {
             return false;

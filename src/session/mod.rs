@@ -595,9 +595,11 @@ pub struct Session {
     /// When a failed capture is tried again, and a replay refused twice (S-5).
     capture_retry: state::Backoff,
     replay_retry: state::Backoff,
-    /// When a capture asks again whether temporary objects or SQL-prepared statements are
-    /// left (S-4).
+    /// When a capture asks again whether temporary objects, SQL-prepared statements or
+    /// advisory locks are left (S-4).
     hazard_check: state::Backoff,
+    /// The capture in flight asks whether the session holds an advisory lock (S-4).
+    capture_asked_advisory: bool,
     /// The capture that follows the writer's startup is in flight (S-5): once it answers, the
     /// action arena gives back the room its Parse took (an idle session keeps none of it).
     startup_capture: bool,
@@ -678,6 +680,7 @@ impl Session {
             capture_retry: state::Backoff::default(),
             replay_retry: state::Backoff::default(),
             hazard_check: state::Backoff::default(),
+            capture_asked_advisory: false,
             startup_capture: false,
             out: ActionQueue::default(),
             last_error: String::new(),

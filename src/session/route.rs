@@ -507,7 +507,11 @@ impl Session {
     pub(super) fn after_writer_send(&mut self, id: u32, may_write: bool, pipelinable: bool) {
         let no_edge = !self.units.any_may_open_txn();
         let outside = !self.txn.active && self.writer_status == TxStatus::Idle && no_edge;
-        if !pipelinable || self.unit_drops_statements(id) {
+        // Nor behind a unit that follows one still in flight that drops them: the probe and
+        // the capture would be bound by names the writer no longer has, each failing (measured:
+        // `DISCARD ALL` and a statement pipelined behind it, the capture and the probe behind
+        // that both failed). They follow this unit's RFQ, parsed again.
+        if !pipelinable || self.unit_drops_statements(id) || self.statements_cleared_ahead(id) {
             return;
         }
         if !outside {
@@ -702,6 +706,8 @@ impl Session {
         let sync_who = if capture { Who::Capture } else { Who::Probe };
         w.resp.push(Req::Sync, sync_who, 0);
         let names = &self.settings.custom_names;
+        // S-4: while the session may hold an advisory lock, the capture asks the writer.
+        let advisory = capture && self.hazards.has(Hazards::ADVISORY_LOCK);
         self.out.send_backend_with(conn, |o| {
             if probe {
                 if parse_probe {
@@ -713,7 +719,7 @@ impl Session {
                 if parse_capture {
                     hidden::capture_parse(o);
                 }
-                hidden::capture_run(o, names);
+                hidden::capture_run(o, names, advisory);
             }
             hidden::sync(o);
         });
@@ -729,6 +735,7 @@ impl Session {
             self.settings.known = Known::Capturing;
             self.capture_rows.clear();
             self.capture_failed = false;
+            self.capture_asked_advisory = advisory;
             self.engine.stats().inc(Counter::CapturesSent);
         }
     }

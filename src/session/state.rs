@@ -215,6 +215,10 @@ impl Hazards {
     /// can — set a role or a placeholder, LISTEN, PREPARE, `setseed()` — and no capture sees all
     /// of that, so the session's reads stay on the writer for the rest of the session (S-4, S-5).
     pub(crate) const UNREAD: Hazards = Hazards(1 << 7);
+    /// The hazards a capture can tell ended: it asks the writer whether temporary objects,
+    /// SQL-prepared statements and advisory locks are left.
+    pub(crate) const ENDS_BY_CAPTURE: Hazards =
+        Hazards(Self::TEMP.0 | Self::PREPARE.0 | Self::ADVISORY_LOCK.0);
 
     pub(crate) fn any(self) -> bool {
         self.0 != 0

@@ -584,7 +584,7 @@ impl Session {
             } else {
                 let mut entries = Vec::new();
                 let (mut auth, mut role, mut digest) = (None, None, None);
-                let (mut temp, mut prepared) = (false, false);
+                let (mut temp, mut prepared, mut advisory) = (false, false, false);
                 for (k, (n, v)) in rows {
                     match k {
                         2 => auth = Some(v),
@@ -597,6 +597,8 @@ impl Session {
                         4 => temp = true,
                         // S-4: statements prepared by SQL exist.
                         6 => prepared = true,
+                        // S-4: an advisory lock is held (asked only while one may be).
+                        7 => advisory = true,
                         _ => {
                             // S-4: with pg_temp on the search_path a plain CREATE makes a
                             // temporary object — whatever set the path (a SET, set_config).
@@ -616,14 +618,22 @@ impl Session {
                 // `DEALLOCATE ALL` ended them, and a pooled connection that had bulk-loaded
                 // through a temporary table read on the writer for good (an examiner's finding
                 // of 2026-12-05, 0 of 100 against 100 of 100 for a fresh session).
-                for (h, there) in [(Hazards::TEMP, temp), (Hazards::PREPARE, prepared)] {
+                let asked_advisory = std::mem::take(&mut self.capture_asked_advisory);
+                for (h, there, asked) in [
+                    (Hazards::TEMP, temp, true),
+                    (Hazards::PREPARE, prepared, true),
+                    (Hazards::ADVISORY_LOCK, advisory, asked_advisory),
+                ] {
+                    if !asked {
+                        continue;
+                    }
                     if there {
                         self.hazards.set(h);
                     } else {
                         self.hazards.clear(h);
                     }
                 }
-                if self.hazards.has(Hazards::TEMP) || self.hazards.has(Hazards::PREPARE) {
+                if self.hazards.has(Hazards::ENDS_BY_CAPTURE) {
                     self.hazard_check.failed();
                 } else {
                     self.hazard_check.succeeded();
@@ -867,8 +877,7 @@ impl Session {
             }
             // S-4: while the session has temporary objects or SQL-prepared statements, a
             // capture now and then asks the writer whether they are still there.
-            if (self.hazards.has(Hazards::TEMP) || self.hazards.has(Hazards::PREPARE))
-                && self.hazard_check.due(Backoff::HAZARD)
+            if self.hazards.has(Hazards::ENDS_BY_CAPTURE) && self.hazard_check.due(Backoff::HAZARD)
             {
                 self.settings.mark_due();
             }

@@ -161,17 +161,18 @@ def test_s4_listen_then_unlisten_lets_reads_go_to_the_standby_and_notifications_
 
 
 # An examiner's finding of 2026-12-05 (h24): a temporary table created and dropped (also one
-# dropped at COMMIT, or rolled back) and `PREPARE p …; DEALLOCATE p` kept a long-lived session's
-# reads on the primary for good — 0 of 100 against 100 of 100 for a fresh session at the same
-# time (psycopg, node-postgres, an asyncpg pool). Only DISCARD / DEALLOCATE ALL lifted them. The
-# capture now asks the writer whether temporary objects and SQL-prepared statements are left, and
-# a hazard ends when none is.
+# dropped at COMMIT, or rolled back), `PREPARE p …; DEALLOCATE p` and an advisory lock released by
+# key kept a long-lived session's reads on the primary for good — 0 of 100 against 100 of 100 for a fresh session at the same
+# time (psycopg, node-postgres, an asyncpg pool). Only DISCARD / DEALLOCATE ALL /
+# pg_advisory_unlock_all() lifted them. The capture now asks the writer whether temporary objects,
+# SQL-prepared statements and advisory locks are left, and a hazard ends when none is.
 GONE = {
     "temp_dropped": ["CREATE TEMP TABLE s4e_t (a int)", "INSERT INTO s4e_t VALUES (1)", "DROP TABLE s4e_t"],
     "temp_on_commit_drop": ["BEGIN", "CREATE TEMP TABLE s4e_t (a int) ON COMMIT DROP", "COMMIT"],
     "temp_rolled_back": ["BEGIN", "CREATE TEMP TABLE s4e_t (a int)", "ROLLBACK"],
     # (An EXECUTE of it runs code the engine does not see, a hazard of its own: README.)
     "prepare_deallocated": ["PREPARE s4e_p AS SELECT 1", "DEALLOCATE s4e_p"],
+    "advisory_unlocked_by_key": ["SELECT pg_advisory_lock(4242)", "SELECT pg_advisory_unlock(4242)"],
 }
 
 
@@ -189,6 +190,8 @@ def test_s4_temporary_objects_and_prepared_statements_gone_let_reads_go_to_the_s
             out.append(c.execute(
                 "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()").fetchone())
             out.append(c.execute("SELECT count(*) FROM pg_prepared_statements WHERE from_sql").fetchone())
+            out.append(c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                 " AND pid = pg_backend_pid()").fetchone())
             if proxied:
                 settle()
                 ports = [c.execute(WHERE).fetchone()[0] for _ in range(100)]

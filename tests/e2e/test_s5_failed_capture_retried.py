@@ -70,3 +70,26 @@ def test_s5_a_failed_capture_is_tried_again_and_the_sessions_reads_return_to_the
     # standby's (each with the session's lock_timeout replayed). Before: 0 of 50.
     reasons = {k: v for k, v in st["reason"].items() if v}
     assert on_standby >= READS * 0.8, (on_standby, reasons)
+
+
+@pytest.mark.timeout(60)
+def test_s5_no_hidden_statement_fails_behind_a_statement_pipelined_after_discard_all(pair, proxy):
+    """`DISCARD ALL` drops the engine's prepared hidden statements too: the capture and the probe
+    pipelined behind the next statement, sent while `DISCARD ALL` was still in flight, were bound
+    by names the writer no longer had and both failed (each costing the session its offload for
+    a while). Hidden work now follows that statement's answer, parsed again."""
+    from test_red2_findings import Client, query
+
+    before = proxy.stats()["counter"]
+    c = Client(proxy.port)
+    try:
+        c.send(query("DISCARD ALL"), query("SELECT pg_advisory_lock(77), pg_advisory_unlock(77)"))
+        got = c.answers(2)
+        assert [m[0] for m in got] == ["C", "Z", "T", "D", "C", "Z"], got
+        c.send(query("SELECT 1"))
+        assert c.answers(1)[-1][0] == "Z"
+    finally:
+        c.close()
+    after = proxy.stats()["counter"]
+    assert after["hidden_failures"] == before["hidden_failures"]
+    assert after["captures_failed"] == before["captures_failed"]

@@ -357,10 +357,17 @@ impl Cluster {
             }
             rows.push((1, display_name(name), c.guc_or_default(name)));
         }
+        // The empty name asks whether the session holds an advisory lock (kind 7, S-4).
+        let mut ask_advisory = false;
         for name in names.into_iter().flatten() {
-            if let Ok(v) = self.show(c, &name) {
+            if name.is_empty() {
+                ask_advisory = true;
+            } else if let Ok(v) = self.show(c, &name) {
                 rows.push((1, name, v));
             }
+        }
+        if ask_advisory && !c.advisory.is_empty() {
+            rows.push((7, "advisory".into(), String::new()));
         }
         rows.push((2, "session_authorization".into(), c.session_user()));
         let role = c.guc("role").filter(|r| !r.is_empty()).unwrap_or("none");
