@@ -273,3 +273,49 @@ fn e4_outside_a_block_a_row_limited_read_is_forwarded_as_it_comes() {
     assert_eq!(tags(&h.take_client()), "DsZ");
     assert!(h.take_sent(WRITER).is_empty());
 }
+
+/// E-4 with asyncpg's `statement_cache_size=0` (what runs behind pgbouncer): `fetchrow` in a
+/// transaction sends Parse/Describe/Flush of the unnamed statement, then Parse (the same text
+/// again)/Bind/Execute(limit 1)/Sync. The first part went to a reader; the second's Parse joined
+/// it and was answered by the engine (already prepared there), but that answer was left queued
+/// behind nothing: when the row-limited Execute could not follow and a hidden Sync closed the
+/// part, the reader's ReadyForQuery met the engine's own answer at the front, the reader was
+/// taken as broken and the client's block aborted with 55000 — its COMMIT answered ROLLBACK
+/// (an examiner's finding of 2026-12-05, 10/10). Now the ParseComplete goes out at once, and the
+/// rest of the batch is routed anew as a batch of its own.
+#[test]
+fn e4_a_reparse_joining_a_flushed_part_then_a_row_limited_execute_is_answered() {
+    let mut h = host_in_txn();
+    let mut first = parse("", "SELECT v FROM t WHERE k = $1");
+    first.extend(describe(b'S', ""));
+    first.extend(flush());
+    h.client(&first);
+    h.attach_fresh(R1);
+    h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
+    h.take_sent(WRITER);
+    assert_eq!(tags(&h.take_sent(R1)).trim_start_matches('Q'), "PDH");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+    ans.extend(row_description(1));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1tT");
+    h.client(&limited_batch("SELECT v FROM t WHERE k = $1", 1));
+    // The Parse is answered at once; the part is closed by the engine's Sync.
+    assert_eq!(tags(&h.take_client()), "1");
+    assert_eq!(tags(&h.take_sent(R1)), "S");
+    h.backend(R1, &rfq(b'I', Some(0x1000), None));
+    // The rest runs as a batch of its own on the reader.
+    assert_eq!(tags(&h.take_sent(R1)), "BES");
+    let mut ans = msg(b'2', b"");
+    ans.extend(data_row(&["7"]));
+    ans.extend(msg(b's', b""));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    let client = h.take_client();
+    assert_eq!(tags(&client), "2DsZ");
+    assert_eq!(
+        client_rfq_statuses(&client),
+        vec![b'T'],
+        "still in the block"
+    );
+}

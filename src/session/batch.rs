@@ -1048,9 +1048,17 @@ impl Session {
                     closed: None,
                 });
                 if local {
-                    // Already prepared on this connection: the client's ParseComplete is ours.
+                    // Already prepared on this connection: the client's ParseComplete is ours —
+                    // sent at once when nothing is ahead of it. Left queued, a part that joined
+                    // an open batch with this Parse and was then closed by a hidden Sync (the
+                    // next message could not follow) met the reader's ReadyForQuery with the
+                    // engine's own answer still at the front: the reader was taken as broken
+                    // and the client's block aborted with 55000 (asyncpg `fetchrow` in a
+                    // transaction with `statement_cache_size=0`; an examiner's finding of
+                    // 2026-12-05, 10/10).
                     b.resp
                         .push(Req::Local(tag::PARSE_COMPLETE), Who::Client, id);
+                    self.drain_locals(conn);
                     return;
                 }
                 self.prepare_on_reader(i, conn, id, hash, rest, Who::Client);
