@@ -740,31 +740,12 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
         acts.iter().any(|a| matches!(a, A::Acquire { .. })),
         "{acts:?}"
     );
-    h.event(
-        R2,
-        Event::ReaderAttached {
-            server: 1,
-            fresh: true,
-            needs_reset: false,
-        },
-    );
-    h.take_sent(R2);
-    let mut b = error(
-        "ERROR",
+    let acts = replay_refused_then_read_on_the_writer(
+        &mut h,
         "22P02",
         "invalid input syntax for type integer: \"polarsplit: the reader connection has app.tenant from its login, which the session on the primary does not have\"",
-        None,
-        None,
     );
-    b.extend(rfq(b'I', Some(0x1000), None));
-    let acts = h.backend(R2, &b);
     assert!(acts.contains(&A::CloseBackend(R2)), "{acts:?}");
-    h.take_sent(WRITER);
-    h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
-    h.backend(
-        WRITER,
-        &capture_answer(false, &[("search_path", "app")], None),
-    );
     h.take_client();
     // Refused twice: the session's reads stay on the writer — for 16 statements answered there
     // (the refused read's own run among them); then a reader is tried again (the cause may have
@@ -774,24 +755,7 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
         let acts = h.client(&query("SELECT v FROM t"));
         if acts.iter().any(|a| matches!(a, A::Acquire { .. })) {
             attempts.push(n);
-            h.event(
-                R2,
-                Event::ReaderAttached {
-                    server: 1,
-                    fresh: true,
-                    needs_reset: false,
-                },
-            );
-            h.take_sent(R2);
-            let mut b = error("ERROR", "22023", "polarsplit: settings digest", None, None);
-            b.extend(rfq(b'I', Some(0x1000), None));
-            h.backend(R2, &b);
-            h.take_sent(WRITER);
-            h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
-            h.backend(
-                WRITER,
-                &capture_answer(false, &[("search_path", "app")], None),
-            );
+            replay_refused_then_read_on_the_writer(&mut h, "22023", "polarsplit: settings digest");
         } else {
             assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
             h.take_sent(WRITER);
@@ -800,6 +764,31 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
         h.take_client();
     }
     assert_eq!(attempts, vec![15, 47], "{attempts:?}");
+}
+
+/// A fresh reader connection R2 attached for the read refuses the settings replay
+/// (`sqlstate`, `message`); the writer runs the read, and the capture behind it answers the
+/// session's state. The actions of the reader's refusal.
+fn replay_refused_then_read_on_the_writer(h: &mut Host, sqlstate: &str, message: &str) -> Vec<A> {
+    h.event(
+        R2,
+        Event::ReaderAttached {
+            server: 1,
+            fresh: true,
+            needs_reset: false,
+        },
+    );
+    h.take_sent(R2);
+    let mut b = error("ERROR", sqlstate, message, None, None);
+    b.extend(rfq(b'I', Some(0x1000), None));
+    let acts = h.backend(R2, &b);
+    h.take_sent(WRITER);
+    h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
+    h.backend(
+        WRITER,
+        &capture_answer(false, &[("search_path", "app")], None),
+    );
+    acts
 }
 
 fn hex(s: &str) -> String {

@@ -455,7 +455,7 @@ impl Backoff {
     /// A replay refused twice: again after 16, 32, 64, 128 units (each attempt costs a reader
     /// connection's replay, and a refused read runs again on the writer).
     pub(crate) const REPLAY: (u8, u8) = (16, 128);
-    /// While temporary objects or SQL-prepared statements may be left (S-4): a capture after
+    /// While temporary objects, SQL-prepared statements or advisory locks may be left (S-4): a capture after
     /// 1, 2, 4, … 64 units asks the writer whether they still are.
     pub(crate) const HAZARD: (u8, u8) = (1, 64);
 

@@ -547,6 +547,54 @@ impl Session {
         Ok(())
     }
 
+    /// S-4: the capture's answer says whether the session still has temporary objects,
+    /// SQL-prepared statements and (when it asked) advisory locks: a hazard the engine set when
+    /// it saw one taken ends when the writer shows none left (a temporary table dropped, rolled
+    /// back or dropped at COMMIT; `DEALLOCATE name`; `pg_advisory_unlock(key)`) — before, only
+    /// `DISCARD`, `DEALLOCATE ALL` and `pg_advisory_unlock_all()` ended them, and a pooled
+    /// connection read on the writer for good (an examiner's finding of 2026-12-05, 0 of 100
+    /// against 100 of 100 for a fresh session).
+    fn hazards_told_by_capture(&mut self, temp: bool, prepared: bool, advisory: bool) {
+        let asked_advisory = std::mem::take(&mut self.capture_asked_advisory);
+        for (h, there, asked) in [
+            (Hazards::TEMP, temp, true),
+            (Hazards::PREPARE, prepared, true),
+            (Hazards::ADVISORY_LOCK, advisory, asked_advisory),
+        ] {
+            if !asked {
+                continue;
+            }
+            if there {
+                self.hazards.set(h);
+            } else {
+                self.hazards.clear(h);
+            }
+        }
+        if self.hazards.has(Hazards::ENDS_BY_CAPTURE) {
+            self.hazard_check.failed();
+        } else {
+            self.hazard_check.succeeded();
+        }
+        self.update_writer_pin();
+    }
+
+    /// A writer unit answered outside a transaction block: what failed is tried again, each by
+    /// its [`Backoff`] — a failed capture (behind this RFQ, or before the next read when a
+    /// probe is in flight), a replay refused twice (on the session's next read), and, while
+    /// the session has temporary objects, SQL-prepared statements or advisory locks, a capture
+    /// that asks the writer whether they are still there (S-4, S-5).
+    fn try_again_after_idle_rfq(&mut self) {
+        if self.settings.known == Known::Failed && self.capture_retry.due(Backoff::CAPTURE) {
+            self.settings.mark_due();
+        }
+        if self.settings.refusals >= 2 && self.replay_retry.due(Backoff::REPLAY) {
+            self.settings.refusals = 1;
+        }
+        if self.hazards.has(Hazards::ENDS_BY_CAPTURE) && self.hazard_check.due(Backoff::HAZARD) {
+            self.settings.mark_due();
+        }
+    }
+
     /// The hidden probe/capture batch answered (`capture_batch`: the batch held the capture —
     /// its Sync is the capture's).
     fn learned(&mut self, _rfq: Rfq<'_>, capture_batch: bool) {
@@ -611,34 +659,7 @@ impl Session {
                         }
                     }
                 }
-                // S-4: the writer says whether the session still has temporary objects and
-                // SQL-prepared statements: a hazard the engine set when it saw one created ends
-                // when the writer shows none left (a temporary table dropped, rolled back or
-                // dropped at COMMIT; `DEALLOCATE name`) — before, only `DISCARD` and
-                // `DEALLOCATE ALL` ended them, and a pooled connection that had bulk-loaded
-                // through a temporary table read on the writer for good (an examiner's finding
-                // of 2026-12-05, 0 of 100 against 100 of 100 for a fresh session).
-                let asked_advisory = std::mem::take(&mut self.capture_asked_advisory);
-                for (h, there, asked) in [
-                    (Hazards::TEMP, temp, true),
-                    (Hazards::PREPARE, prepared, true),
-                    (Hazards::ADVISORY_LOCK, advisory, asked_advisory),
-                ] {
-                    if !asked {
-                        continue;
-                    }
-                    if there {
-                        self.hazards.set(h);
-                    } else {
-                        self.hazards.clear(h);
-                    }
-                }
-                if self.hazards.has(Hazards::ENDS_BY_CAPTURE) {
-                    self.hazard_check.failed();
-                } else {
-                    self.hazard_check.succeeded();
-                }
-                self.update_writer_pin();
+                self.hazards_told_by_capture(temp, prepared, advisory);
                 if let Some(i) = entries
                     .iter()
                     .find(|(n, _)| n[..].eq_ignore_ascii_case(b"default_transaction_isolation"))
@@ -866,21 +887,7 @@ impl Session {
         let committed_write =
             rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
         if rfq.status == TxStatus::Idle {
-            // S-5: a failed capture is tried again (with a backoff) behind this RFQ, or before
-            // the next read when a probe is in flight; a replay refused twice is tried again on
-            // the session's next read.
-            if self.settings.known == Known::Failed && self.capture_retry.due(Backoff::CAPTURE) {
-                self.settings.mark_due();
-            }
-            if self.settings.refusals >= 2 && self.replay_retry.due(Backoff::REPLAY) {
-                self.settings.refusals = 1;
-            }
-            // S-4: while the session has temporary objects or SQL-prepared statements, a
-            // capture now and then asks the writer whether they are still there.
-            if self.hazards.has(Hazards::ENDS_BY_CAPTURE) && self.hazard_check.due(Backoff::HAZARD)
-            {
-                self.settings.mark_due();
-            }
+            self.try_again_after_idle_rfq();
         }
         if rfq.status == TxStatus::Idle && !probe_after {
             let capture = self.settings.known == Known::Due;
