@@ -289,6 +289,46 @@ fn i11_stock_transaction_reads_before_the_first_write_only() {
 }
 
 #[test]
+fn i11_deallocate_and_discard_plans_keep_a_blocks_read_only_prefix() {
+    // PHP PDO with native prepares sends `DEALLOCATE pdo_stmt_N` inside the block whenever a
+    // statement object is dropped: the block's later reads stay pre-write reads.
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    h.engine.reader_sample(2, Lsn(0x100), h.now);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_client();
+    for (i, between) in ["DEALLOCATE pdo_stmt_00000001", "DISCARD PLANS"]
+        .iter()
+        .enumerate()
+    {
+        let acts = h.client(&query(&format!("SELECT {i}")));
+        if i == 0 {
+            assert!(
+                acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+                "{acts:?}"
+            );
+            h.attach(R1);
+            h.writer_answers_touch(None, None);
+        }
+        assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
+        let mut b = select_result(&["1"]);
+        b.extend(rfq(b'I', None, None));
+        h.backend(R1, &b);
+        assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'T']);
+        h.client(&query(between));
+        assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+        let tag = between.split(' ').next().unwrap();
+        h.writer_answers(tag, b'T', None, None);
+        h.take_client();
+    }
+    h.client(&query("SELECT 3"));
+    assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
+    let sent = h.take_sent(R1);
+    assert!(sent.ends_with(&query("SELECT 3")), "on the block's reader");
+}
+
+#[test]
 fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() {
     let mut h = stock(&[]);
     h.engine.set_server_version(1, 190_000);

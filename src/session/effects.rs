@@ -381,6 +381,9 @@ impl Session {
                 self.hazards.clear(Hazards::ADVISORY_LOCK);
             }
             if in_txn {
+                // Statements that leave the block's transaction as a reader would see it (no
+                // XID, no lock, no setting) keep its read-only prefix: `DEALLOCATE` among them,
+                // which PHP PDO sends inside a block whenever a prepared statement is dropped.
                 let keeps_prefix = s.is_replica_safe()
                     || matches!(
                         s.kind,
@@ -390,6 +393,8 @@ impl Session {
                             | Kind::SetTransaction(_)
                             | Kind::Show
                             | Kind::Empty
+                            | Kind::Deallocate { .. }
+                            | Kind::Discard(DiscardWhat::Plans)
                     );
                 if !keeps_prefix {
                     self.txn.read_only_prefix = false;

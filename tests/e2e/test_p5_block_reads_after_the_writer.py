@@ -166,3 +166,38 @@ def test_w7_p5_a_blocks_reads_return_to_the_standby_after_other_clients_wal_kept
         sum(p == pair.standby.port for p in ports),
         proxy.stats()["reason"],
     )
+
+
+def pdo_block(dsn: str, standby_port: int) -> tuple[list, list[bool]]:
+    """One block as PHP PDO with native prepares runs it (libpq: PQprepare, PQexecPrepared, then
+    `DEALLOCATE` as a simple Query when the statement object is dropped, inside the block)."""
+    with psycopg.connect(dsn) as c:
+        pg = c.pgconn
+        got, on_standby = [], []
+        assert pg.exec_(b"BEGIN").status == psycopg.pq.ExecStatus.COMMAND_OK
+        for i in range(20):
+            name = b"pdo_stmt_%08x" % i
+            r = pg.prepare(name, ROWS.replace("%s", "$1").encode())
+            assert r.status == psycopg.pq.ExecStatus.COMMAND_OK, r.error_message
+            r = pg.exec_prepared(name, [str(i % 50 + 1).encode()])
+            assert r.status == psycopg.pq.ExecStatus.TUPLES_OK, r.error_message
+            got.append((r.get_value(0, 0), r.get_value(0, 1)))
+            on_standby.append(int(r.get_value(0, 2)) == standby_port)
+            r = pg.exec_(b"DEALLOCATE " + name)
+            assert r.status == psycopg.pq.ExecStatus.COMMAND_OK, r.error_message
+            got.append(r.command_status)
+        assert pg.exec_(b"COMMIT").status == psycopg.pq.ExecStatus.COMMAND_OK
+    return got, on_standby
+
+
+@pytest.mark.timeout(60)
+def test_p5_a_blocks_reads_stay_pre_write_reads_after_deallocate(caught_up, proxy):
+    # An examiner's probe (PHP PDO, native prepares, 2026-12-05): the block's first read on the
+    # standby, every later one on the primary (`SPLIT_NO_MARKER`): `DEALLOCATE` ended the
+    # block's read-only prefix though it changes nothing a reader would see.
+    pair = caught_up
+    direct, _ = pdo_block(pair.primary.dsn(dbname="app", user="app_trust"), pair.standby.port)
+    settled(pair)
+    through, on_standby = pdo_block(proxy.dsn(), pair.standby.port)
+    assert through == direct
+    assert sum(on_standby) >= 18, (on_standby, proxy.stats()["reason"])
