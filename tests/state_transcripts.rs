@@ -1422,6 +1422,64 @@ fn s5_the_writer_is_touched_before_its_idle_timeout_while_the_session_reads_on_a
     );
 }
 
+/// The same timeout with pauses between reads each shorter than it (an examiner's probe,
+/// 2026-12-05: reads 0.45 T, 0.9 T and 0.9 T apart ended with 57P05 from the writer, 11 of 11,
+/// where the primary alone answered every read): a read that starts before the writer has
+/// been idle half the timeout touches nothing, and the pause after it added to the writer's
+/// idle time. After a reader answered the client the session keeps a deadline half the timeout
+/// after the writer went idle, and touches it then — once: the client idle since, the writer
+/// is left to time out no earlier than the client's own session would.
+#[test]
+fn s5_the_writer_is_touched_after_a_read_so_pauses_shorter_than_its_idle_timeout_never_end_the_session(
+) {
+    let mut h = host();
+    h.client(&query("SET idle_session_timeout = '1s'"));
+    let mut ans = command_complete("SET");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(capture_answer(
+        false,
+        &[("idle_session_timeout", "1000")],
+        None,
+    ));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    h.take_sent(WRITER);
+    h.engine.reader_sample(1, polarsplit::Lsn(0x1000), h.now);
+    // Idle 450 ms, then a read the reader answers at once: no touch yet.
+    h.now += 450;
+    assert!(acquired(&h.client(&query("SELECT v FROM t"))));
+    h.attach(R1);
+    let mut b = select_result(&["1"]);
+    b.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &b);
+    assert_eq!(tags(&h.take_client()), "TDCZ");
+    assert!(h.take_sent(WRITER).is_empty());
+    // The client now idles: the session still has a deadline, half the timeout after the
+    // writer's last answer, and touches the writer there.
+    let deadline = h
+        .session
+        .next_deadline()
+        .expect("a deadline after the read");
+    assert_eq!(deadline, h.now - 450 + 500);
+    h.now = deadline;
+    h.timeout();
+    assert_eq!(
+        sent_queries(&h.take_sent(WRITER)),
+        vec!["SELECT 1".to_string()]
+    );
+    h.writer_answers_touch_idle();
+    assert!(h.take_client().is_empty(), "nothing of the touch");
+    // Touched after the client's last answer: nothing more is due however long it idles.
+    assert_eq!(h.session.next_deadline(), None);
+    h.now += 5_000;
+    h.timeout();
+    assert!(h.take_sent(WRITER).is_empty());
+    assert_eq!(
+        h.engine.stats().get(polarsplit::Counter::WriterKeepalives),
+        1
+    );
+}
+
 /// S-5: a configuration reload on the writer (the host's monitor reads a later
 /// `pg_conf_load_time()`) may change settings the session has from the configuration without a
 /// ParameterStatus. The session's state is captured again before its next read leaves the

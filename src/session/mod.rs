@@ -537,6 +537,10 @@ pub struct Session {
     backend_key: Option<(i32, Box<[u8]>)>,
     /// The client's user cannot log in on the readers: never ask again.
     readers_forbidden: bool,
+    /// A reader answered the client since the writer last went idle: the client has been idle
+    /// for less time than the writer's backend, whose idle timeout must not end the session
+    /// first (see `keep_writer_alive`).
+    reader_answered_since_writer: bool,
     pin: Option<Pin>,
     /// A reader attempt's messages held until its result begins.
     held: Vec<u8>,
@@ -655,6 +659,7 @@ impl Session {
             session_isolation: None,
             backend_key: None,
             readers_forbidden: false,
+            reader_answered_since_writer: false,
             pin: None,
             held: Vec::new(),
             held_tail: None,
@@ -891,8 +896,9 @@ impl Session {
     /// not answer either. `None`: no deadline. It moves later whenever the reader's monitor
     /// answers: ask again after every input and after each monitor sample.
     ///
-    /// Also, while the session reads on a reader and its writer session has an idle timeout,
-    /// the time the writer must be touched by (see `keep_writer_alive`).
+    /// Also, while the session reads on a reader or after a reader answered it, when its writer
+    /// session has an idle timeout, the time the writer must be touched by (see
+    /// `keep_writer_alive`).
     pub fn next_deadline(&self) -> Option<u64> {
         let timeout = self.config.reader_response_timeout_ms;
         let readers = if timeout == 0 || !self.units.any_on_reader() {
@@ -915,25 +921,37 @@ impl Session {
     }
 
     /// When the writer must be touched next: half its session's idle timeout after it went
-    /// idle, while a unit runs on a reader and the writer has nothing in flight (`None`: no idle
-    /// timeout, nothing on a reader, or the writer busy — its answer moves the time — or in a
-    /// failed block, where a statement only errors and no read is split off).
+    /// idle, while a unit runs on a reader or after one answered the client, and the writer has
+    /// nothing in flight (`None`: no idle timeout, no reader since the writer went idle, or the
+    /// writer busy — its answer moves the time — or in a failed block, where a statement only
+    /// errors and no read is split off).
     fn writer_touch_due(&self) -> Option<u64> {
         let t = u64::from(self.settings.idle_timeout_ms);
         let idle = self
             .writer
             .as_ref()
             .is_some_and(|w| w.resp.is_empty() && self.writer_status != TxStatus::Failed);
-        (t > 0 && idle && self.reader_in_flight())
-            .then(|| self.writer_idle_at.saturating_add(t / 2))
+        let reader = self.reader_answered_since_writer || self.reader_in_flight();
+        (t > 0 && idle && reader).then(|| self.writer_idle_at.saturating_add(t / 2))
+    }
+
+    /// The writer went idle now: it answered a request or was touched.
+    pub(super) fn writer_went_idle(&mut self) {
+        self.writer_idle_at = self.now;
+        self.reader_answered_since_writer = false;
     }
 
     /// `idle_session_timeout` and `idle_in_transaction_session_timeout` count the writer
-    /// backend's idle time, and while the session reads on a reader its writer sees nothing:
-    /// a client busy reading would be disconnected where the primary alone would not (an
-    /// examiner's probe, 2026-12-05). Once the writer has been idle half its timeout, a hidden
-    /// `SELECT 1` (its answer swallowed) runs there, at a reader unit's start and at the
-    /// deadline [`Session::next_deadline`] gives while one runs.
+    /// backend's idle time, and while the session reads on a reader its writer sees nothing.
+    /// The client's idle time starts at its last answer; the writer's must never pass its
+    /// timeout while the client's has not, or the client is disconnected where the primary
+    /// alone would not disconnect it (examiners' probes, 2026-12-05: a client busy reading,
+    /// and a client whose pauses between reads were each shorter than the timeout). So while a
+    /// unit runs on a reader, and after one answered the client, the writer is touched once it
+    /// has been idle half its timeout: a hidden `SELECT 1` (its answer swallowed), at a reader
+    /// unit's start and at the deadline [`Session::next_deadline`] gives. The last touch comes
+    /// within half the timeout after the client's last answer, so the writer's backend ends
+    /// the session no earlier than the primary alone would, and at most half the timeout later.
     pub(super) fn keep_writer_alive(&mut self) {
         let Some(due) = self.writer_touch_due() else {
             return;
@@ -950,7 +968,7 @@ impl Session {
         self.out.send_backend_with(conn, |o| {
             crate::protocol::encode::query(o, &[hidden::TOUCH_STATEMENT]);
         });
-        self.writer_idle_at = self.now;
+        self.writer_went_idle();
         self.engine.stats().inc(crate::Counter::WriterKeepalives);
     }
 

@@ -461,6 +461,7 @@ impl Session {
         }
         let settings_unknown =
             std::mem::take(&mut self.backend_mut(i).settings_pending) && saw_error;
+        self.reader_answered_since_writer = true;
         self.with_reader_ref(i, |e, r, s| e.readers().end_use_via(r, s));
         match rfq.lsn {
             LsnField::At(l) => {

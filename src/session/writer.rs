@@ -90,7 +90,7 @@ impl Session {
             );
         }
         if matches!(msg, BackendMessage::ReadyForQuery(_)) {
-            self.writer_idle_at = self.now;
+            self.writer_went_idle();
         }
         let fatal = matches!(msg, BackendMessage::ErrorResponse(f) if f.is_fatal());
         let a = match answer {

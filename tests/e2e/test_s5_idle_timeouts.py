@@ -3,9 +3,14 @@ count its backend's idle time; while the session reads on the standby its writer
 a client busy reading was disconnected (57P05 / 25P03) where the primary alone would not (an
 examiner-style probe of 2026-12-05). The engine now touches the writer (a hidden `SELECT 1`)
 once it has been idle half its timeout, at a read's start and at the deadline it gives the host
-while the read runs."""
+while the read runs. A second probe the same day: reads 0.45 T, 0.9 T and 0.9 T apart, each pause
+shorter than the timeout T, ended with 57P05 (11 of 11) — a read that started before the writer
+had been idle T/2 touched nothing, and the pause after it added to the writer's idle time. The
+deadline now also stands after a read the standby answered, until the writer is touched."""
 
 from __future__ import annotations
+
+import time
 
 import psycopg
 import pytest
@@ -46,8 +51,24 @@ def outside_a_block(dsn: str) -> list:
     return out
 
 
+def pauses_shorter_than_the_timeout(dsn: str) -> list:
+    """Short reads with pauses between them, each shorter than the session's idle timeout."""
+    out = []
+    with psycopg.connect(dsn, autocommit=True) as c, bounded(c, 30, "idle_session_timeout"):
+        c.execute("SET idle_session_timeout = '1s'")
+        try:
+            for pause in (0.45, 0.9, 0.9, 0.9):
+                time.sleep(pause)
+                out.append(c.execute(READ.format(0)).fetchone())
+            out.append(c.execute("SELECT 'still alive'").fetchone()[0])
+        except psycopg.Error as e:
+            out.append(e.sqlstate)
+    return out
+
+
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("scenario", [in_a_block, outside_a_block], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("scenario", [in_a_block, outside_a_block, pauses_shorter_than_the_timeout],
+                         ids=lambda f: f.__name__)
 def test_s5_a_client_reading_on_the_standby_is_never_idle_on_the_primary(pair, proxy, scenario):
     direct = scenario(pair.primary.dsn(user="app_trust", dbname="app"))
     proxied = scenario(proxy.dsn())
