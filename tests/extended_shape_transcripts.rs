@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use polarsplit::{ConnId, Outcome};
+use polarsplit::{ConnId, Outcome, Reason};
 use polarsplit_test_support::be::{self, oid, Column};
 
 const R1: ConnId = 701;
@@ -353,4 +353,86 @@ fn e2_the_shape_is_learned_behind_a_fresh_readers_settings_replay_and_asyncpgs_f
     assert_eq!(sqlstates(&got), vec!["0A000"]);
     assert_eq!(tags(&got), "EZ");
     assert!(h.streams.balanced());
+}
+
+/// S-6/S-7/F-policy for a prepared statement (an examiner's probe, 2026-12-05): the server
+/// plans it again after DDL on what it names, so its verdict is finished again too — DDL keeps
+/// it on the writer like any read of the database until the next catalogue report, and that
+/// report, which may say what the DDL made of the view, judges it afresh. Before, the verdict
+/// of its Parse held for the connection's life: a view made to read `pg_is_in_recovery()` ran
+/// on the standby.
+#[test]
+fn s6_a_prepared_statements_verdict_follows_ddl_and_the_next_catalogue_report() {
+    let mut h = host();
+    let e = h.engine.clone();
+    e.set_function_catalog(b"db", []).unwrap();
+    prepared_on_a_reader(&mut h);
+    h.client(&query("CREATE OR REPLACE VIEW t AS SELECT 1::int8 AS a"));
+    h.writer_answers("CREATE VIEW", b'I', Some(0x2000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    h.client(&named_execute("s1"));
+    // (A Bind of a statement that is not a read tells `NOT_A_READ`.)
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PDS",
+        "checked on the writer first (E-2)"
+    );
+    h.backend(WRITER, &described(oid::INT8, b'I', 0x2000));
+    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
+    h.backend(WRITER, &rows(oid::INT8, b'I', 0x2000));
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
+    // The host's next load reports the database: the statement is a plain read again.
+    e.catalog_load_started(b"db");
+    e.set_function_catalog(b"db", []).unwrap();
+    h.engine.reader_sample(1, polarsplit::Lsn(0x2000), h.now);
+    let acts = h.client(&named_execute("s1"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_ne!(h.last_decision().reason, Reason::CatalogChanged);
+}
+
+/// The same for a read queued behind the DDL in one input (a pipeline): it was classified when
+/// it arrived, before the DDL's answer; it is finished again before it is routed.
+#[test]
+fn s6_a_read_pipelined_behind_ddl_is_judged_after_it() {
+    let mut h = host();
+    let e = h.engine.clone();
+    e.set_function_catalog(b"db", []).unwrap();
+    let mut b = parse(
+        "",
+        "CREATE OR REPLACE VIEW v AS SELECT pg_is_in_recovery() AS a",
+    );
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    b.extend(parse("", "SELECT a FROM v"));
+    b.extend(bind("", ""));
+    b.extend(describe(b'P', ""));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("CREATE VIEW"));
+    ans.extend(rfq(b'I', Some(0x2000), None));
+    let mut acts = h.backend(WRITER, &ans);
+    h.engine.reader_sample(1, polarsplit::Lsn(0x2000), h.now);
+    h.engine
+        .writer_sample(0, polarsplit::Lsn(0x2000), h.now + 1);
+    h.now += 2;
+    acts.extend(h.timeout());
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    let d = h.last_decision();
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::ForcePrimary, Reason::CatalogChanged),
+        "{d:?}"
+    );
 }

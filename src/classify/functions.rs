@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -616,7 +616,7 @@ pub enum CatalogError {
 }
 
 /// The user functions of one database, by name.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct FunctionSet {
     /// Name → whether every reported function of that name is read-safe.
     names: FxHashMap<Box<str>, bool>,
@@ -629,7 +629,7 @@ struct FunctionSet {
 
 /// The sequence relations of one database, by [`short_name_hash`] (a collision only keeps a
 /// read on the primary).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct SequenceSet {
     hashes: FxHashSet<u32>,
     sequences: usize,
@@ -637,7 +637,7 @@ struct SequenceSet {
 
 /// The objects of one database that hide code, with their definitions and what naming each adds
 /// (by [`short_name_hash`]: a collision only joins two verdicts).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct ObjectSet {
     /// Each object's name hash (one per SQL spelling of a built-in type's name) and definition,
     /// kept to judge again when the database's functions or sequences, or the policy, change.
@@ -658,7 +658,7 @@ impl ObjectSet {
 
 /// What the host reported of one database: its user functions, its sequences and its objects
 /// that hide code, each replaced (or forgotten) on its own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct DbCatalog {
     functions: Option<Arc<FunctionSet>>,
     sequences: Option<Arc<SequenceSet>>,
@@ -775,6 +775,10 @@ pub struct FunctionCatalogs {
     policy: RwLock<Option<(FunctionPolicy, Limits)>>,
     /// DDL sessions ran per reported database, against the host's loads.
     changes: parking_lot::Mutex<BTreeMap<Box<[u8]>, Changes>>,
+    /// Counts every change of what a classification is finished against — a report, DDL seen,
+    /// the end of a catalogue's staleness, a new policy — in any database: a verdict kept from
+    /// before (a prepared statement's) is judged again once it moved ([`Self::generation`]).
+    generation: AtomicU64,
     /// Databases whose catalogue a session's DDL may have made stale: while 0, no statement
     /// looks its database up for that.
     stale: AtomicUsize,
@@ -812,6 +816,14 @@ impl FunctionCatalogs {
             c.stale = true;
             self.stale.fetch_add(1, Ordering::AcqRel);
         }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many times what classifications are finished against changed (any database): a
+    /// session that keeps a verdict (a prepared statement's) finishes its text again when this
+    /// moved since, so DDL and a new report reach statements prepared before them.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The host starts a load of `database`'s catalogue: its report ends the staleness of DDL
@@ -839,6 +851,7 @@ impl FunctionCatalogs {
             if c.stale && c.load_started.is_none_or(|e| e == c.epoch) {
                 c.stale = false;
                 self.stale.fetch_sub(1, Ordering::AcqRel);
+                self.generation.fetch_add(1, Ordering::AcqRel);
             }
             c.load_started = None;
         }
@@ -1027,6 +1040,8 @@ impl FunctionCatalogs {
         }
         new.judge_objects(&policy, &limits);
         let (shadows, named) = (new.shadows_builtins(), new.has_names());
+        // A host reloads every catalogue on a timer: a report like the last changes no verdict.
+        let same = keep && dbs.get(database).is_some_and(|o| **o == new);
         let old = if keep {
             dbs.insert(Box::from(database), Arc::new(new))
         } else {
@@ -1048,6 +1063,9 @@ impl FunctionCatalogs {
             shadows,
         );
         count(&self.named, old.is_some_and(DbCatalog::has_names), named);
+        if !same {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
         Ok(())
     }
 

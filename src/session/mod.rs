@@ -541,6 +541,9 @@ pub struct Session {
     /// for less time than the writer's backend, whose idle timeout must not end the session
     /// first (see `keep_writer_alive`).
     reader_answered_since_writer: bool,
+    /// The classifier's catalogue generation the session's kept verdicts were finished at
+    /// (its low 32 bits; see `judge_kept_verdicts_again`).
+    catalog_generation: u32,
     pin: Option<Pin>,
     /// A reader attempt's messages held until its result begins.
     held: Vec<u8>,
@@ -660,6 +663,7 @@ impl Session {
             backend_key: None,
             readers_forbidden: false,
             reader_answered_since_writer: false,
+            catalog_generation: 0,
             pin: None,
             held: Vec::new(),
             held_tail: None,
@@ -1024,6 +1028,46 @@ impl Session {
     fn classify_sql(&self, sql: &str) -> Classification {
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
         self.classifier.classify_in(db, sql)
+    }
+
+    /// The verdicts the session keeps — its prepared statements', and those of the queued
+    /// messages that may still go to a reader — were finished against the catalogue of their
+    /// time. Once it changed (DDL this session or another one ran, a report, a new policy:
+    /// [`crate::classify::FunctionCatalogs::generation`]) they are finished again before any of
+    /// them routes another statement; one atomic load otherwise.
+    fn judge_kept_verdicts_again(&mut self) {
+        let generation = self.classifier.catalogs().generation() as u32;
+        if generation == self.catalog_generation {
+            return;
+        }
+        self.catalog_generation = generation;
+        let classifier = &self.classifier;
+        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
+        self.statements
+            .judge_again(|t| classifier.classify_in(db, t));
+        for m in self.queue.iter_mut() {
+            let (MsgInfo::Query { class: Some(c), .. } | MsgInfo::Parse { class: Some(c) }) =
+                &mut m.info
+            else {
+                continue;
+            };
+            // A message queued without its bytes is one that may not leave the writer.
+            let Some(body) = m
+                .copy
+                .clone()
+                .and_then(|r| self.pending.get(r.start + 5..r.end))
+            else {
+                continue;
+            };
+            let text = match crate::protocol::FrontendMessage::reread(m.tag, body, m.names) {
+                Ok(crate::protocol::FrontendMessage::Query { sql }) => sql,
+                Ok(crate::protocol::FrontendMessage::Parse { sql, .. }) => sql,
+                _ => continue,
+            };
+            if let Ok(t) = std::str::from_utf8(text) {
+                *c = classifier.classify_in(db, t);
+            }
+        }
     }
 
     fn new_unit_id(&mut self) -> u32 {
