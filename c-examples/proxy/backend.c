@@ -267,7 +267,9 @@ static void feed_backend(client_t *c, backend_t *b, size_t old) {
         backend_close(b);
         return;
     }
-    if (st != POLARSPLIT_OK) {
+    /* CLOSED: the client's Terminate ended the session while a hidden statement's answer (an
+     * LSN probe's) was still on its way; the connection closes with the client, nothing is lost. */
+    if (st != POLARSPLIT_OK && st != POLARSPLIT_ERR_CLOSED) {
         char err[256];
         c->router.ops->last_error(c->router.st, err, sizeof err);
         logf_("client %llu: recv_backend: %s (%s)", (unsigned long long)c->id, polarsplit_status_str(st), err);
