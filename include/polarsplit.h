@@ -1366,7 +1366,10 @@ const char *polarsplit_reason_name(polarsplit_reason reason);
 // 1. one column: the writer's `server_version_num`;
 // 2. three columns — schema, name, volatility (`i`, `s`, `v`) — every user function, one row per
 //    overload, for `polarsplit_engine_set_function_catalog` (the query there);
-// 3. two columns — schema, name — every sequence, for `polarsplit_engine_set_sequence_catalog`;
+// 3. two columns — schema, name — every sequence, for `polarsplit_engine_set_sequence_catalog`,
+//    and one more row, `pg_catalog` and `polarsplit_relations_<md5>`: a fingerprint of the
+//    database's relations, so that DDL run on the primary directly makes the report differ
+//    and statements prepared on pooled readers before it are prepared again;
 // 4. four columns — schema, name, definition, kind (`v` view, `p` row-level security policies,
 //    `d` domain, `c` user cast, `o` user operator, `f` user function's body, `h` the user code
 //    behind a relation or a type, `F` a foreign table or an ancestor of one) — for

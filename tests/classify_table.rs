@@ -183,14 +183,16 @@ const TABLE: &[Row] = &[
     ("SELECT update FROM t", RN, Ns::DataModifyingCte, N, false),
 
     // ---- SELECT INTO ----
-    ("SELECT * INTO new_t FROM t", RN, Ns::SelectInto, N, false),
-    ("SELECT a INTO b FROM t", RN, Ns::SelectInto, N, false),
+    // A table in the catalogue (it may shadow a name statements resolved: an examiner's
+    // probe, 2026-12-05), or a temporary one.
+    ("SELECT * INTO new_t FROM t", RN, Ns::SelectInto, DDL, false),
+    ("SELECT a INTO b FROM t", RN, Ns::SelectInto, DDL, false),
     ("SELECT * INTO TEMP tmp FROM t", RN, Ns::SelectInto, TMP, false),
     ("SELECT * INTO TEMPORARY TABLE tmp FROM t", RN, Ns::SelectInto, TMP, false),
     ("SELECT * INTO LOCAL TEMP tmp FROM t", RN, Ns::SelectInto, TMP, false),
     ("SELECT * INTO pg_temp.tmp FROM t", RN, Ns::SelectInto, TMP, false),
     ("SELECT * INTO TABLE \"pg_temp\".tmp FROM t", RN, Ns::SelectInto, TMP, false),
-    ("SELECT * INTO UNLOGGED u FROM t", RN, Ns::SelectInto, N, false),
+    ("SELECT * INTO UNLOGGED u FROM t", RN, Ns::SelectInto, DDL, false),
     ("WITH x AS (SELECT 1) SELECT * INTO TEMP y FROM x", RN, Ns::SelectInto, TMP, false),
 
     // ---- write-list functions (every default) ----
@@ -295,6 +297,8 @@ const TABLE: &[Row] = &[
     ("EXPLAIN ANALYZE DELETE FROM t", RN, Ns::ExplainAnalyze, N, false),
     ("EXPLAIN ANALYZE SELECT pg_advisory_lock(1)", RN, Ns::ExplainAnalyze, AL, false),
     ("EXPLAIN ANALYZE SELECT * INTO TEMP x FROM t", RN, Ns::ExplainAnalyze, TMP, false),
+    ("EXPLAIN ANALYZE SELECT * INTO x FROM t", RN, Ns::ExplainAnalyze, DDL, false),
+    ("IMPORT FOREIGN SCHEMA s FROM SERVER f INTO public", W, Ns::NotARead, DDL, false),
     ("EXPLAIN ANALYZE CREATE TEMP TABLE x AS SELECT 1", RN, Ns::ExplainAnalyze, TMP, false),
     ("EXPLAIN SELECT * INTO TEMP x FROM t", RN, Ns::SelectInto, N, false),
     ("EXPLAIN CREATE TEMP TABLE x AS SELECT 1", W, Ns::NotARead, N, false),

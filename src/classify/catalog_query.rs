@@ -52,7 +52,16 @@ macro_rules! catalog_query_text {
         r#"AND d.objid = p.oid AND d.deptype = 'e');"#,
         r#"SELECT n.nspname, c.relname "#,
         r#"FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "#,
-        r#"WHERE c.relkind = 'S';"#,
+        r#"WHERE c.relkind = 'S' "#,
+        // One more row, a fingerprint of the database's relations (their OIDs and row
+        // versions: created, dropped, renamed, moved or altered, never by VACUUM or ANALYZE,
+        // which update in place): DDL run on the primary without passing through an engine
+        // makes the report differ, and statements prepared on pooled readers before it are
+        // prepared again (E-2, S-6). As a sequence's name it only keeps reads of a relation so
+        // named on the primary.
+        r#"UNION ALL SELECT 'pg_catalog', 'polarsplit_relations_' || pg_catalog.md5(COALESCE("#,
+        r#"pg_catalog.string_agg(c.oid::pg_catalog.text || '.' || c.xmin::pg_catalog.text, ',' ORDER BY c.oid), '')) "#,
+        r#"FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p');"#,
         // The fourth result shares its closures (`WITH RECURSIVE`, each a UNION: it ends):
         // `tc`, which type holds which (an array its element, a domain its base type, a range
         // its subtype, a multirange its range, a user composite type or a relation's row type

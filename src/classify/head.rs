@@ -267,6 +267,9 @@ pub(super) fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
             Effects::CHANGES_CATALOG
         };
         Some((Kind::Write, NotSafe::NotARead, fx))
+    } else if is("import") {
+        // IMPORT FOREIGN SCHEMA creates foreign tables.
+        Some((Kind::Write, NotSafe::NotARead, Effects::CHANGES_CATALOG))
     } else {
         // INSERT/UPDATE/DELETE/MERGE/ALTER/DROP/…/NOTIFY/CALL/DO/VACUUM/ANALYZE/…: or any
         // word we do not know. Never a read.
@@ -395,6 +398,8 @@ fn explain(c: &mut Cursor, scan: &Scan) -> Option<Head> {
             fx |= create_effects(c);
         } else if scan.into_temp {
             fx |= Effects::CREATES_TEMP;
+        } else if scan.has_into && !scan.has_dml {
+            fx |= Effects::CHANGES_CATALOG;
         }
         return Some((Kind::ReadNotSafe, NotSafe::ExplainAnalyze, fx));
     }

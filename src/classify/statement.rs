@@ -387,8 +387,12 @@ fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> State
     if is_read_start(first_kw) {
         let (kind, why) = read_verdict(scan, first_kw);
         if kind != Kind::Write {
+            // SELECT … INTO creates a table: a temporary one (S-4), or one in the database's
+            // catalogue, which may shadow a name other statements resolved (S-6, E-2).
             if scan.into_temp {
                 fx |= Effects::CREATES_TEMP;
+            } else if why == NotSafe::SelectInto {
+                fx |= Effects::CHANGES_CATALOG;
             }
             if scan.unlock_all {
                 fx |= Effects::ADVISORY_UNLOCK_ALL;

@@ -172,7 +172,22 @@ impl Conns {
     /// 0A000 after an `ALTER TABLE` where a new session on the primary prepares afresh (an
     /// examiner's finding, 2026-12-05).
     pub(crate) fn take(&self, conn: ConnId) -> Option<ConnStatements> {
-        let epoch = self.ddl_epoch.load(std::sync::atomic::Ordering::Acquire) as u32;
+        self.take_at(conn, 0)
+    }
+
+    /// [`Self::take`] where the statements are also forgotten once the classifier's catalogue
+    /// generation moved (`catalog_generation`: a report that differs from the last shows DDL
+    /// run on the primary without passing through any engine, a new relation among it). A
+    /// server keeps a prepared statement's resolution of the names it read: a relation created
+    /// since in a schema earlier on the `search_path` does not make it look again, where a new
+    /// session on the primary prepares afresh (an examiner's probe, 2026-12-05: another
+    /// session's statement on a pooled reader read `public.t` for a new session whose
+    /// `search_path` resolved `t` to a table created directly on the primary, for good).
+    pub(crate) fn take_at(&self, conn: ConnId, catalog_generation: u64) -> Option<ConnStatements> {
+        let epoch = self
+            .ddl_epoch
+            .load(std::sync::atomic::Ordering::Acquire)
+            .wrapping_add(catalog_generation) as u32;
         let mut s = self.shard(conn).lock().take(conn)?;
         if s.epoch != epoch {
             if !s.names.is_empty() {
@@ -249,6 +264,23 @@ mod tests {
         r.put(1, after);
         let mut later = r.take(1).unwrap();
         assert!(later.has(7), "prepared after the DDL: kept");
+    }
+
+    #[test]
+    fn e2_statements_prepared_before_a_catalogue_report_that_differs_are_prepared_again() {
+        let r = Conns::default();
+        r.put(1, ConnStatements::fresh());
+        let mut s = r.take_at(1, 5).unwrap();
+        s.add(7);
+        r.put(1, s);
+        let mut same = r.take_at(1, 5).unwrap();
+        assert!(same.has(7), "the same catalogue: kept");
+        r.put(1, same);
+        let mut moved = r.take_at(1, 6).unwrap();
+        assert!(
+            !moved.has(7) && !moved.complete,
+            "a report that differs: prepared again"
+        );
     }
 
     #[test]

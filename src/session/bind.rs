@@ -335,7 +335,8 @@ impl Session {
             self.engine.conns().forget(conn);
             None
         } else {
-            self.engine.conns().take(conn)
+            let generation = self.classifier.catalogs().generation();
+            self.engine.conns().take_at(conn, generation)
         };
         b.prepared = match known {
             Some(k) => k,

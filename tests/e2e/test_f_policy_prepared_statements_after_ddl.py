@@ -119,3 +119,57 @@ def test_f_policy_a_statement_prepared_before_ddl_on_the_primary_follows_the_nex
     finally:
         stop_proxy(proxy)
     assert got == [0] * 5, got
+
+
+# A statement another session prepared on a pooled reader keeps the names it resolved there: a
+# relation created since in a schema earlier on the search_path does not make the server look
+# again, where a new session on the primary prepares afresh (an examiner's probe, 2026-12-05:
+# the new session read `public.fpd_sh` from the standby, for good). DDL the engine sees — `SELECT
+# … INTO` among it now — and a catalogue report that differs make pooled readers prepare again.
+SHADOWED = "SELECT v FROM fpd_sh"
+
+
+def prepared_read(dsn: str) -> str:
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=0) as c:
+        c.execute("SET search_path = fpd_s2, public")
+        return c.execute(SHADOWED, prepare=True).fetchone()[0]
+
+
+@pytest.fixture
+def shadowed(pair):
+    drop = ["DROP SCHEMA IF EXISTS fpd_s2 CASCADE", "DROP TABLE IF EXISTS public.fpd_sh"]
+    on_primary(pair, *drop, "CREATE SCHEMA fpd_s2", "GRANT ALL ON SCHEMA fpd_s2 TO PUBLIC",
+               "CREATE TABLE public.fpd_sh (v text)", "INSERT INTO public.fpd_sh VALUES ('public')",
+               "GRANT SELECT ON public.fpd_sh TO PUBLIC")
+    pair.wait_replayed()
+    yield
+    on_primary(pair, *drop)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["select_into_through_the_proxy", "create_on_the_primary"])
+def test_e2_s6_a_new_session_resolves_names_afresh_after_a_shadowing_relation_appears(
+        pair, shadowed, tmp_path, how):
+    proxy = start_proxy(pair, tmp_path, extra=["--catalog-refresh-ms", "1000"])
+    try:
+        def first_on_standby():
+            with psycopg.connect(proxy.dsn(), autocommit=True, prepare_threshold=0) as c:
+                c.execute("SET search_path = fpd_s2, public")
+                v, port = c.execute("SELECT v, inet_server_port() FROM fpd_sh", prepare=True).fetchone()
+            return port in STANDBY_PORTS, (v, port)
+        wait_until(first_on_standby, "the prepared read reaches the standby")
+        # Sessions that prepared the statement on the pooled standby connections.
+        assert [prepared_read(proxy.dsn()) for _ in range(4)] == ["public"] * 4
+        if how == "select_into_through_the_proxy":
+            with psycopg.connect(proxy.dsn(user="postgres"), autocommit=True) as admin:
+                admin.execute("SELECT 's2'::text AS v INTO fpd_s2.fpd_sh")
+                admin.execute("GRANT SELECT ON fpd_s2.fpd_sh TO PUBLIC")
+        else:
+            on_primary(pair, "CREATE TABLE fpd_s2.fpd_sh (v text)", "INSERT INTO fpd_s2.fpd_sh VALUES ('s2')",
+                       "GRANT SELECT ON fpd_s2.fpd_sh TO PUBLIC")
+        pair.wait_replayed()
+        time.sleep(2.5)  # more than two catalogue loads
+        got = [prepared_read(proxy.dsn()) for _ in range(4)]
+    finally:
+        stop_proxy(proxy)
+    assert got == ["s2"] * 4, got
