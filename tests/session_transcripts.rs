@@ -421,6 +421,9 @@ fn s6_ddl_keeps_the_databases_reads_on_the_writer_until_the_next_catalogue_repor
     let e = h.engine.clone();
     e.set_function_catalog(b"db", []).unwrap();
     h.client(&query("CREATE VIEW v AS SELECT 1"));
+    // Marked when sent: a standby may replay it before its answer reaches the engine, and
+    // another session's read decided meanwhile would run the new definition there.
+    assert!(e.catalog_changed(b"db"), "marked when sent");
     h.writer_answers("CREATE VIEW", b'I', Some(0x2000), None);
     assert!(e.catalog_changed(b"db"));
     h.client(&query("SELECT 1"));

@@ -698,6 +698,9 @@ impl Session {
                 .find_map(effects::txn_block_edge)
                 == Some(true);
         self.record(d);
+        if shape.execs.iter().flatten().any(effects::changes_catalog) {
+            self.catalog_changing();
+        }
         let id = self.push_unit(UnitKind::Batch, d, None, Attempt::Writer);
         if let Some(u) = self.unit_mut(id) {
             u.execs = shape.execs;

@@ -361,6 +361,9 @@ impl Session {
             return;
         };
         self.record(d);
+        if class.as_ref().is_some_and(effects::changes_catalog) {
+            self.catalog_changing();
+        }
         let sql = self.keep_sql_if_needed(&class, fresh);
         let known = class.is_some();
         let no_copy_in = class
