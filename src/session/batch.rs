@@ -615,8 +615,14 @@ impl Session {
             },
             Some(r) => StatementView::not_safe(r),
         };
-        let (d, view) = self.decide(stmt, Protocol::Extended);
-        if self.must_wait(&d, stmt.replica_safe) {
+        let (mut d, view) = self.decide(stmt, Protocol::Extended);
+        if self.writer_continuation && d.outcome != Outcome::Passthrough {
+            // The writer's implicit transaction is still open (a simple Query followed extended
+            // messages without a Sync, and may have been discarded with them after an error:
+            // the server skips this batch too, up to its Sync).
+            d = Decision::primary(Reason::ExtendedInProgress);
+        }
+        if self.must_wait(&d, stmt.replica_safe && !self.writer_continuation) {
             self.keep_spare_execs(shape.execs);
             return false;
         }

@@ -936,7 +936,15 @@ impl Session {
             .as_ref()
             .is_some_and(|w| w.resp.is_empty() && self.writer_status != TxStatus::Failed);
         let reader = self.reader_answered_since_writer || self.reader_in_flight();
-        (t > 0 && idle && reader).then(|| self.writer_idle_at.saturating_add(t / 2))
+        (t > 0 && idle && reader && !self.writer_skipping())
+            .then(|| self.writer_idle_at.saturating_add(t / 2))
+    }
+
+    /// The writer's server skips to the client's next Sync after an extended-protocol error:
+    /// nothing hidden goes there meanwhile — its own Sync would end the skip early, and what
+    /// the client sends before its Sync would run where the primary alone runs nothing (E-1).
+    pub(super) fn writer_skipping(&self) -> bool {
+        self.writer.as_ref().is_some_and(|w| w.resp.skipping())
     }
 
     /// The writer went idle now: it answered a request or was touched.

@@ -99,6 +99,14 @@ impl Req {
         )
     }
 
+    /// What the server discards after an extended-protocol error until the next Sync: the
+    /// extended requests, and a simple Query or FunctionCall sent before that Sync too
+    /// (PostgreSQL reads every message up to the Sync and runs none; the primary alone answers
+    /// nothing for them — an examiner's differential test, 2026-12-05).
+    fn discarded_after_error(self) -> bool {
+        self.skippable() || matches!(self, Req::Query { .. } | Req::FunctionCall)
+    }
+
     /// Extended-protocol requests: after an error the server skips them until the next Sync.
     fn skippable(self) -> bool {
         matches!(
@@ -197,6 +205,9 @@ pub(crate) struct Responses {
     /// The front request (a client's Execute or Query) is in COPY IN and the client has not
     /// ended it yet: a Sync or Flush the client sends now is one the server ignores (E-1).
     copy_open: bool,
+    /// A simple Query or FunctionCall was dropped unanswered: sent after an extended-protocol
+    /// error and before the next Sync, the server discarded it ([`Self::take_dropped_query`]).
+    dropped_query: bool,
 }
 
 impl Responses {
@@ -214,6 +225,37 @@ impl Responses {
     }
 
     /// Whether any request of `unit` is still unanswered.
+    /// Pops the requests the server discards after an extended-protocol error, up to the next
+    /// Sync; returns how many extended ones there were.
+    fn drop_discarded(&mut self) -> u16 {
+        let mut skipped = 0u16;
+        while let Some(n) = self.queue.front().copied() {
+            if !n.req.discarded_after_error() {
+                break;
+            }
+            if n.req.skippable() {
+                skipped += 1;
+            } else {
+                self.dropped_query = true;
+            }
+            self.pop();
+        }
+        skipped
+    }
+
+    /// Whether a simple Query or FunctionCall was discarded unanswered since the last call:
+    /// its unit is over, with nothing for the client.
+    pub(crate) fn take_dropped_query(&mut self) -> bool {
+        std::mem::take(&mut self.dropped_query)
+    }
+
+    /// The server skips everything up to a Sync not yet sent (an extended-protocol error was
+    /// answered with none in flight behind it): nothing hidden may go there, its Sync would end
+    /// the skip early (E-1).
+    pub(crate) fn skipping(&self) -> bool {
+        self.skipping
+    }
+
     pub(crate) fn has_unit(&self, unit: u32) -> bool {
         self.queue.iter().any(|e| e.unit == unit)
     }
@@ -435,12 +477,10 @@ impl Responses {
             shape: e.shape,
         };
         if t == tag::READY_FOR_QUERY {
-            if self.skipping && e.req.skippable() {
+            if self.skipping && e.req.discarded_after_error() {
                 // What was sent after the error and before the Sync was skipped by the server:
                 // this ReadyForQuery answers that Sync.
-                while self.queue.front().is_some_and(|n| n.req.skippable()) {
-                    self.pop();
-                }
+                self.drop_discarded();
                 self.skipping = false;
                 return match self.queue.front().copied() {
                     Some(s) if s.req == Req::Sync => {
@@ -469,11 +509,7 @@ impl Responses {
         if t == tag::ERROR_RESPONSE {
             if e.req.skippable() {
                 self.pop();
-                let mut skipped = 0u16;
-                while self.queue.front().is_some_and(|n| n.req.skippable()) {
-                    self.pop();
-                    skipped += 1;
-                }
+                let skipped = self.drop_discarded();
                 // No Sync in flight behind it: the server skips what comes next, up to one.
                 self.skipping = self.queue.is_empty();
                 return Ok(answer(Kind::Error { skipped }, false));

@@ -484,7 +484,7 @@ impl Session {
     /// Sends hidden Parses of `todo` (name, Parse body after the name) and one Sync to the
     /// writer, their answers swallowed, and marks them prepared there.
     fn mirror_statements(&mut self, w: ConnId, todo: &[super::state::Setting]) {
-        if todo.is_empty() {
+        if todo.is_empty() || self.writer_skipping() {
             return;
         }
         for (name, _) in todo {
@@ -514,7 +514,15 @@ impl Session {
         // the capture would be bound by names the writer no longer has, each failing (measured:
         // `DISCARD ALL` and a statement pipelined behind it, the capture and the probe behind
         // that both failed). They follow this unit's RFQ, parsed again.
-        if !pipelinable || self.unit_drops_statements(id) || self.statements_cleared_ahead(id) {
+        // Nor behind a Query that follows extended messages sent without a Sync: after an error
+        // among them the server discards everything up to the client's Sync, and the hidden
+        // work's own Sync would end that early — the Query, and what the client sends before
+        // its Sync, would run where the primary alone runs nothing (E-1).
+        if !pipelinable
+            || self.writer_continuation
+            || self.unit_drops_statements(id)
+            || self.statements_cleared_ahead(id)
+        {
             return;
         }
         if !outside {
@@ -681,7 +689,7 @@ impl Session {
 
     /// Sends the hidden probe and/or capture as one batch on the writer (W-7, S-5).
     pub(super) fn send_learning(&mut self, probe: bool, capture: bool) {
-        if self.never_routed() {
+        if self.never_routed() || self.writer_skipping() {
             return;
         }
         let Some(w) = self.writer.as_mut() else {

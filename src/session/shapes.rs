@@ -284,7 +284,7 @@ impl Session {
     /// `queued`: the batch is the first `count` queued messages; otherwise the kept messages of
     /// a reader attempt. Returns whether the batch must wait for a check's answer.
     pub(super) fn writer_check_first(&mut self, queued: Option<usize>) -> bool {
-        if !self.statements.may_check {
+        if !self.statements.may_check || self.writer_skipping() {
             return false;
         }
         let mut parsed: Vec<&[u8]> = Vec::new();

@@ -151,6 +151,49 @@ impl Session {
         if a.req == Some(Req::Startup) {
             return self.writer_startup_message(conn, t, body, msg, a);
         }
+        let r = self.writer_answer(conn, t, body, msg, a, fatal);
+        self.finish_dropped_queries();
+        r
+    }
+
+    /// E-1: a simple Query (or FunctionCall) the client sent after an extended-protocol error
+    /// and before its Sync is discarded by the server, unanswered, as by the primary alone: its
+    /// unit ends with nothing for the client. (Before, its RFQ was taken for the Sync's, and
+    /// every answer after it for the request before: a protocol violation, a hang, a hidden
+    /// statement's row for the client, or — with the engine's probe behind it ending the
+    /// server's skip — a write the primary discards, committed.)
+    fn finish_dropped_queries(&mut self) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        if !w.resp.take_dropped_query() {
+            return;
+        }
+        let dropped: Vec<u32> = self
+            .units
+            .iter()
+            .filter(|u| {
+                u.attempt == Attempt::Writer
+                    && matches!(u.kind, UnitKind::Query | UnitKind::FunctionCall)
+                    && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(u.id))
+            })
+            .map(|u| u.id)
+            .collect();
+        for id in dropped {
+            self.finish_unit(id);
+        }
+    }
+
+    /// An answer of the writer to a request the tracker matched, by whose it is.
+    fn writer_answer(
+        &mut self,
+        conn: ConnId,
+        t: u8,
+        body: &[u8],
+        msg: BackendMessage<'_>,
+        a: Answer,
+        fatal: bool,
+    ) -> Result<(), SessionError> {
         match a.who {
             Who::Client | Who::Prepare => self.writer_client_message(conn, t, body, msg, a),
             Who::Probe | Who::Capture => self.writer_learning_message(conn, t, body, msg, a),
@@ -879,7 +922,10 @@ impl Session {
         if !now_in_txn {
             self.held_block_over();
         }
-        if self.writer_continuation && kind != UnitKind::Batch {
+        // The implicit transaction of extended messages sent without a Sync ends with the
+        // Query's RFQ that followed them — or, when the server discarded that Query after an
+        // error (`finish_dropped_queries`), with the client's next Sync.
+        if self.writer_continuation && (kind != UnitKind::Batch || !engines_sync) {
             self.writer_continuation = false;
         }
         // Hidden writer work that could not be pipelined behind the unit follows its RFQ, if
