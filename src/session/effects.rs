@@ -96,35 +96,20 @@ pub(super) fn may_revert_settings(c: &Classification) -> bool {
     })
 }
 
-/// The name a `DEALLOCATE [PREPARE] name` statement closes, case-folded unless quoted.
+/// The statement a `DEALLOCATE [PREPARE] name` deallocates, read as the server reads a name —
+/// comments skipped, `U&"…"` decoded, `""` undoubled, only ASCII folded, cut to 63 bytes — by
+/// the same reading that finds the statements SQL names ([`prepared_mentions`]): the last name
+/// after the keyword (`DEALLOCATE PREPARE prepare` deallocates `prepare`). `None` for any other
+/// text. (A hand-made reading took `DEALLOCATE /* c */ s1`, `U&"…"`, `"a""b"`, `Ä1` and long
+/// names for other names than the server: an examiner's probe, 2026-12-05, 14 of 14 spellings.)
 pub(super) fn deallocate_target(stmt: &str) -> Option<Vec<u8>> {
-    let t = stmt.trim_start();
-    let rest = t
-        .get(..10)
-        .filter(|p| p.eq_ignore_ascii_case("deallocate"))?;
-    let mut rest = t[rest.len()..].trim_start();
-    if rest.len() >= 7 && rest[..7].eq_ignore_ascii_case("prepare") {
-        let after = &rest[7..];
-        if after.starts_with(|c: char| c.is_whitespace()) {
-            rest = after.trim_start();
+    let mut last = None;
+    crate::classify::prepared_mentions(stmt, |m| {
+        if let crate::classify::Mention::Name(n) = m {
+            last = Some(n);
         }
-    }
-    statement_name(rest)
-}
-
-/// The statement name at the start of `rest`: a quoted identifier as written, or an unquoted
-/// one case-folded.
-fn statement_name(rest: &str) -> Option<Vec<u8>> {
-    let rest = rest.trim_end_matches([';', ' ', '\n', '\t', '\r']);
-    if let Some(q) = rest.strip_prefix('"') {
-        let end = q.find('"')?;
-        return Some(q.as_bytes()[..end].to_vec());
-    }
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
-        .collect();
-    (!name.is_empty()).then(|| name.to_lowercase().into_bytes())
+    });
+    last
 }
 
 impl Session {
@@ -503,15 +488,28 @@ impl Session {
                     }
                 }
                 Kind::Deallocate { all: false } if success => {
-                    if let Some(name) = text.and_then(|t| deallocate_target(s.span.of(t))) {
-                        self.statements.remove(&name);
-                        if let Some(w) = self.writer.as_mut() {
-                            if name == super::hidden::PROBE_NAME {
-                                w.probe_parsed = false;
+                    match text.and_then(|t| deallocate_target(s.span.of(t))) {
+                        Some(name) => {
+                            self.statements.remove(&name);
+                            if let Some(w) = self.writer.as_mut() {
+                                if name == super::hidden::PROBE_NAME {
+                                    w.probe_parsed = false;
+                                }
+                                if name == super::hidden::CAPTURE_NAME {
+                                    w.capture_parsed = false;
+                                }
                             }
-                            if name == super::hidden::CAPTURE_NAME {
-                                w.capture_parsed = false;
-                            }
+                        }
+                        // Its text is not at hand (a DEALLOCATE sent as an extended-protocol
+                        // statement: PQexecParams, pgjdbc, psycopg's pipeline) or names nothing
+                        // readable. It succeeded on the writer, so it deallocated a statement
+                        // there: the engine stops answering for any of those names, and the
+                        // writer answers them — a dropped statement kept would run on a reader
+                        // (an examiner's probe: `SELECT 'old'` answered for the client's new
+                        // `s1`, 5 of 5).
+                        None => {
+                            self.statements.forget_named_on_writer();
+                            self.update_writer_pin();
                         }
                     }
                 }
@@ -568,5 +566,33 @@ mod tests {
             Some(b"Mixed".to_vec())
         );
         assert_eq!(deallocate_target("DEALLOCATE"), None);
+        // As the server reads names (an examiner's probe, 2026-12-05).
+        assert_eq!(
+            deallocate_target("DEALLOCATE /* c */ s1"),
+            Some(b"s1".to_vec())
+        );
+        assert_eq!(
+            deallocate_target(r#"DEALLOCATE U&"\0073\0031""#),
+            Some(b"s1".to_vec())
+        );
+        assert_eq!(
+            deallocate_target(r#"DEALLOCATE "a""b""#),
+            Some(b"a\"b".to_vec())
+        );
+        assert_eq!(
+            deallocate_target("DEALLOCATE Ä1"),
+            Some("Ä1".as_bytes().to_vec()),
+            "only ASCII folds"
+        );
+        let long = "s".repeat(70);
+        assert_eq!(
+            deallocate_target(&format!("DEALLOCATE {long}")),
+            Some(long.as_bytes()[..63].to_vec()),
+            "cut to 63 bytes"
+        );
+        assert_eq!(
+            deallocate_target("DEALLOCATE PREPARE prepare"),
+            Some(b"prepare".to_vec())
+        );
     }
 }

@@ -478,6 +478,21 @@ impl ClientStatements {
     }
 
     /// `DISCARD ALL` / `DEALLOCATE ALL`.
+    /// Forgets every named statement that exists on the writer: one of them was deallocated
+    /// there, the engine could not tell which. Their names are the writer's to answer from now
+    /// on (a statement the engine does not track runs on the writer).
+    pub(super) fn forget_named_on_writer(&mut self) {
+        let gone: Vec<Box<[u8]>> = self
+            .map
+            .iter()
+            .filter(|(_, s)| s.on_writer)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in gone {
+            self.remove(&n);
+        }
+    }
+
     pub(super) fn clear(&mut self) {
         self.map.clear();
         self.unnamed = None;
