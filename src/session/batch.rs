@@ -616,13 +616,19 @@ impl Session {
             Some(r) => StatementView::not_safe(r),
         };
         let (mut d, view) = self.decide(stmt, Protocol::Extended);
-        if self.writer_continuation && d.outcome != Outcome::Passthrough {
-            // The writer's implicit transaction is still open (a simple Query followed extended
-            // messages without a Sync, and may have been discarded with them after an error:
-            // the server skips this batch too, up to its Sync).
+        if self.writer_continuation && !self.writer_skipping() && self.writer_query_in_flight() {
+            // A simple Query that followed extended messages sent without a Sync is still in
+            // flight: whether the server runs it (and this batch after it) or discards both
+            // after an error among those messages is known from its answer.
+            self.keep_spare_execs(shape.execs);
+            return false;
+        }
+        if self.writer_skipping() && d.outcome != Outcome::Passthrough {
+            // The server skips everything up to the client's next Sync, this batch too: only
+            // the writer can answer it as the primary alone would (E-1).
             d = Decision::primary(Reason::ExtendedInProgress);
         }
-        if self.must_wait(&d, stmt.replica_safe && !self.writer_continuation) {
+        if self.must_wait(&d, stmt.replica_safe && !self.writer_skipping()) {
             self.keep_spare_execs(shape.execs);
             return false;
         }

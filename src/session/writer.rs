@@ -184,6 +184,14 @@ impl Session {
         }
     }
 
+    /// A client's simple Query (or FunctionCall) runs on the writer, unanswered yet.
+    pub(super) fn writer_query_in_flight(&self) -> bool {
+        self.units.iter().any(|u| {
+            u.attempt == Attempt::Writer
+                && matches!(u.kind, UnitKind::Query | UnitKind::FunctionCall)
+        })
+    }
+
     /// An answer of the writer to a request the tracker matched, by whose it is.
     fn writer_answer(
         &mut self,
