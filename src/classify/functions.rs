@@ -776,8 +776,9 @@ pub struct FunctionCatalogs {
     /// DDL sessions ran per reported database, against the host's loads.
     changes: parking_lot::Mutex<BTreeMap<Box<[u8]>, Changes>>,
     /// Counts every change of what a classification is finished against — a report, DDL seen,
-    /// the end of a catalogue's staleness, a new policy — in any database: a verdict kept from
-    /// before (a prepared statement's) is judged again once it moved ([`Self::generation`]).
+    /// the end of a catalogue's staleness, a new policy — in any database: verdicts kept from
+    /// before (a session's queued messages') are finished again, and statements on pooled
+    /// readers prepared again, once it moved ([`Self::generation`]).
     generation: AtomicU64,
     /// Databases whose catalogue a session's DDL may have made stale: while 0, no statement
     /// looks its database up for that.
@@ -819,9 +820,9 @@ impl FunctionCatalogs {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// How many times what classifications are finished against changed (any database): a
-    /// session that keeps a verdict (a prepared statement's) finishes its text again when this
-    /// moved since, so DDL and a new report reach statements prepared before them.
+    /// How many times what classifications are finished against changed (any database): what
+    /// was judged or prepared before it moved is judged or prepared again, so DDL and a new
+    /// report reach it.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }

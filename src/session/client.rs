@@ -39,7 +39,6 @@ impl Session {
     /// violation, then send the 08P01 FATAL and close (nothing after the violation is covered).
     pub fn recv_client(&mut self, bytes: &[u8], now_ms: u64) -> Result<usize, SessionError> {
         self.check_input(now_ms)?;
-        self.judge_kept_verdicts_again();
         if self.client_ended || self.input_ended() {
             // After its Terminate (or its end) nothing the client sends is read (PostgreSQL has exited).
             if !bytes.is_empty() {

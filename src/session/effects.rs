@@ -536,8 +536,7 @@ impl Session {
     /// DDL ran in this session's database (S-6, S-7, F-policy): until the host reports the
     /// database's catalogue again, its reads stay on the writer.
     fn catalog_changed(&self) {
-        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
-        self.classifier.catalogs().mark_changed(db);
+        self.catalog_changing();
         self.engine.conns().ddl_ran();
     }
 }

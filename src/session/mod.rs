@@ -353,6 +353,13 @@ struct UnitExtra {
 }
 
 impl Unit {
+    /// A client's simple Query or FunctionCall sent to the writer (E-1: the server discards it
+    /// after an extended-protocol error before the Sync).
+    fn is_writer_query(&self) -> bool {
+        self.attempt == Attempt::Writer
+            && matches!(self.kind, UnitKind::Query | UnitKind::FunctionCall)
+    }
+
     fn extra_mut(&mut self) -> &mut UnitExtra {
         self.extra.get_or_insert_default()
     }
@@ -541,7 +548,7 @@ pub struct Session {
     /// for less time than the writer's backend, whose idle timeout must not end the session
     /// first (see `keep_writer_alive`).
     reader_answered_since_writer: bool,
-    /// The classifier's catalogue generation the session's kept verdicts were finished at
+    /// The classifier's catalogue generation the queued messages' verdicts were finished at
     /// (its low 32 bits; see `judge_kept_verdicts_again`).
     catalog_generation: u32,
     pin: Option<Pin>,
@@ -1054,11 +1061,6 @@ impl Session {
         self.catalog_generation = generation;
         let classifier = &self.classifier;
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
-        // The tracked statements' verdicts are not finished again yet: a statement that lives
-        // only on readers and turns unsafe meets the E-2 row-shape check on the writer, which
-        // then let a statement whose result type changed run there without the primary's
-        // 0A000 in 4 of 6 runs (`test_red1_findings.py`); open (README "Known open defects").
-
         for m in self.queue.iter_mut() {
             let (MsgInfo::Query { class: Some(c), .. } | MsgInfo::Parse { class: Some(c) }) =
                 &mut m.info

@@ -224,7 +224,6 @@ impl Responses {
         self.queue.front()
     }
 
-    /// Whether any request of `unit` is still unanswered.
     /// Pops the requests the server discards after an extended-protocol error, up to the next
     /// Sync; returns how many extended ones there were.
     fn drop_discarded(&mut self) -> u16 {
@@ -256,6 +255,7 @@ impl Responses {
         self.skipping
     }
 
+    /// Whether any request of `unit` is still unanswered.
     pub(crate) fn has_unit(&self, unit: u32) -> bool {
         self.queue.iter().any(|e| e.unit == unit)
     }

@@ -457,7 +457,6 @@ impl ClientStatements {
         self.entries().any(|(_, s)| s.on_writer)
     }
 
-    /// `DISCARD ALL` / `DEALLOCATE ALL`.
     /// Forgets every named statement that exists on the writer: one of them was deallocated
     /// there, the engine could not tell which. Their names are the writer's to answer from now
     /// on (a statement the engine does not track runs on the writer).
@@ -473,6 +472,7 @@ impl ClientStatements {
         }
     }
 
+    /// `DISCARD ALL` / `DEALLOCATE ALL`.
     pub(super) fn clear(&mut self) {
         self.map.clear();
         self.unnamed = None;

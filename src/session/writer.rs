@@ -173,9 +173,7 @@ impl Session {
             .units
             .iter()
             .filter(|u| {
-                u.attempt == Attempt::Writer
-                    && matches!(u.kind, UnitKind::Query | UnitKind::FunctionCall)
-                    && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(u.id))
+                u.is_writer_query() && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(u.id))
             })
             .map(|u| u.id)
             .collect();
@@ -186,10 +184,7 @@ impl Session {
 
     /// A client's simple Query (or FunctionCall) runs on the writer, unanswered yet.
     pub(super) fn writer_query_in_flight(&self) -> bool {
-        self.units.iter().any(|u| {
-            u.attempt == Attempt::Writer
-                && matches!(u.kind, UnitKind::Query | UnitKind::FunctionCall)
-        })
+        self.units.iter().any(Unit::is_writer_query)
     }
 
     /// An answer of the writer to a request the tracker matched, by whose it is.
