@@ -1597,3 +1597,154 @@ fn e2_a_close_the_server_skips_after_an_error_leaves_the_statement_tracked() {
     h.client(&named_execute("b"));
     assert_eq!(h.last_decision().reason, Reason::BatchUnknownStatement);
 }
+
+/// E-4 outside a transaction block, after a Flush: a Bind of a named portal joins no reader part
+/// that is already open, as none is bound in a first part a Flush ends. The portal lives to the
+/// client's Sync, and a later message the reader cannot take closes the part with the engine's
+/// Sync, which destroys it. An examiner's finding of 2026-12-05: in
+/// `P s5, Flush, P s2, B pA s2, P s3 (INSERT), B pA s3, E pA, S` the primary refuses the second
+/// Bind (42P03) and skips the INSERT; through the engine the reader took `B pA s2`, the INSERT
+/// closed its part, and the writer, without the portal, bound and ran the INSERT.
+#[test]
+fn e4_a_named_portal_joins_no_part_a_flush_left_open_outside_a_block() {
+    let mut h = host();
+    let mut b = parse("s5", "SELECT 1");
+    b.extend(flush());
+    b.extend(parse("s2", "SELECT 2"));
+    b.extend(bind("pA", "s2"));
+    b.extend(parse("s3", "INSERT INTO t VALUES (1)"));
+    b.extend(bind("pA", "s3"));
+    b.extend(execute("pA"));
+    b.extend(sync());
+    let acts = h.client(&b);
+    assert!(acquired(&acts), "{acts:?}");
+    h.attach_fresh(R1);
+    let sent = h.take_sent(R1);
+    assert!(
+        !tags(&sent).contains('B'),
+        "the named portal's Bind stays off the reader's open part: {}",
+        tags(&sent)
+    );
+    assert!(
+        tags(&sent).ends_with('S'),
+        "the part is closed: {}",
+        tags(&sent)
+    );
+    let mut ans = Vec::new();
+    for _ in tags(&sent).chars().filter(|&t| t == 'P') {
+        ans.extend(msg(b'1', &[]));
+    }
+    ans.extend(rfq(b'I', None, None));
+    h.backend(R1, &ans);
+    // The rest of the batch heads a batch of its own, on the writer, with both Binds of `pA`
+    // (the writer refuses the second as the primary alone does).
+    let to_writer = h.take_sent(WRITER);
+    assert_eq!(
+        to_writer.windows(3).filter(|w| w == b"pA\0").count(),
+        3,
+        "two Binds of pA and its Execute: {to_writer:?}"
+    );
+    assert!(tags(&to_writer).ends_with("PBPBES"), "{}", tags(&to_writer));
+}
+
+/// E-2: a Close of a statement whose Parse the server refused, skipped after that error, closed
+/// nothing: the name is free again. An examiner's finding of 2026-12-05: after
+/// `P s2 (refused), C s2, S`, the skipped Close put the refused text back as `s2`, the client's
+/// next Parse of `s2` went to the writer as a name in use, and the engine's check there replayed
+/// the refused text: the client got its 42P01 again for a valid statement.
+#[test]
+fn e2_a_skipped_close_of_a_refused_parse_puts_nothing_back() {
+    let mut h = host();
+    let mut b = parse("s3", "SELECT v FROM t");
+    b.extend(bind("", "s3"));
+    b.extend(execute(""));
+    b.extend(parse("s2", "SELECT v FROM nosuch"));
+    b.extend(close(b'S', "s2"));
+    b.extend(sync());
+    let acts = h.client(&b);
+    assert!(acquired(&acts), "{acts:?}");
+    h.attach_fresh(R1);
+    let sent = h.take_sent(R1);
+    assert!(tags(&sent).ends_with("EPS"), "{}", tags(&sent));
+    let mut ans = msg(b'1', &[]);
+    ans.extend(msg(b'2', &[]));
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(error(
+        "ERROR",
+        "42P01",
+        "relation \"nosuch\" does not exist",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "12DCEZ");
+    // The name is free: a new Parse of it is an ordinary read, and the refused text is never
+    // sent again.
+    let mut b = parse("s2", "SELECT 2");
+    b.extend(bind("", "s2"));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    let d = h.last_decision();
+    assert_ne!(d.reason, Reason::BatchStatementOnWriter, "{d:?}");
+    let writer = h.take_sent(WRITER);
+    assert!(
+        !writer.windows(6).any(|w| w == b"nosuch"),
+        "the refused text is not replayed on the writer"
+    );
+}
+
+/// E-1: a part a Flush sent fails, and what follows it in the same packet up to the Sync is
+/// skipped as the server skips it — a Parse of the refused name, or a Bind of a statement that
+/// does not exist — and the client's Sync answered. An examiner's finding of 2026-12-05: no
+/// ReadyForQuery came. The reader's 42P01 sends the part to the writer (the standby may not
+/// have replayed the table yet, F-2), and the rest of the batch, queued since, had nothing to
+/// route it but the client's next bytes, which a client waiting for its answer never sends.
+#[test]
+fn e1_after_a_refused_flushed_part_the_rest_up_to_the_sync_is_skipped_and_answered() {
+    let refused = || {
+        error(
+            "ERROR",
+            "42P01",
+            "relation \"nosuch\" does not exist",
+            None,
+            None,
+        )
+    };
+    for more in [parse("s2", "SELECT 1"), bind("", "")] {
+        let mut h = host();
+        let mut b = parse("s2", "SELECT v FROM nosuch");
+        b.extend(flush());
+        b.extend(more.clone());
+        b.extend(sync());
+        let acts = h.client(&b);
+        assert!(acquired(&acts), "{acts:?}");
+        h.attach_fresh(R1);
+        let sent = h.take_sent(R1);
+        assert_eq!(tags(&sent), "PHS", "the part, closed by the engine's Sync");
+        let mut ans = refused();
+        ans.extend(rfq(b'I', None, None));
+        h.backend(R1, &ans);
+        // Retried on the writer, and the rest of the batch behind it, with no client input.
+        let to_writer = h.take_sent(WRITER);
+        assert_eq!(
+            tags(&to_writer),
+            format!("PH{}S", tags(&more)),
+            "{more:?}: {:?}",
+            named(&to_writer)
+        );
+        assert!(
+            h.take_client().is_empty(),
+            "nothing of the reader's attempt"
+        );
+        let mut ans = refused();
+        ans.extend(rfq(b'I', None, None));
+        h.backend(WRITER, &ans);
+        assert_eq!(tags(&h.take_client()), "EZ", "{more:?}");
+        let decided = h.decisions().len();
+        h.client(&query("SELECT 'next'"));
+        assert_eq!(h.decisions().len(), decided + 1, "the session goes on");
+    }
+}

@@ -411,7 +411,8 @@ fn a_password_message_after_authentication_waits_its_turn_and_is_never_cut_into(
         },
     )
     .unwrap();
-    // The statement goes to the writer whole, nothing of the 'p' before it.
+    // The statement goes to the writer whole, nothing of the 'p' before it or behind it while
+    // it runs.
     assert_eq!(l.seen.send_backend.len(), 1);
     assert_eq!(l.seen.send_backend[0], (WRITER, query(b"SELECT 1")));
     assert!(l.seen.client_fwd.is_empty());

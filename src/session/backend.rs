@@ -192,6 +192,9 @@ impl Session {
         if let Some(i) = self.backend_index(conn) {
             self.backend_mut(i).framer = framer;
         }
+        if result.is_ok() {
+            self.settle();
+        }
         // F-1: the answer may have let held work run (the probe's, a reader's RFQ).
         self.deliver_pending_cancel();
         result
@@ -264,12 +267,7 @@ impl Session {
                 server,
                 fresh,
                 needs_reset,
-            } => self
-                .reader_attached(conn, server, fresh, needs_reset)
-                // E-1: messages of an open batch (after a Flush, or past max_batch_bytes) that
-                // arrived while the connection was being acquired follow it now; nothing else
-                // would route them until the client sends more.
-                .map(|()| self.pump(None)),
+            } => self.reader_attached(conn, server, fresh, needs_reset),
             Event::ReaderUnavailable { no_credentials } => self.reader_unavailable(no_credentials),
             Event::ReaderConnectFailed { starting_up } => self.reader_connect_failed(starting_up),
             Event::ConnectionLost => match self.backend_index(conn) {
@@ -295,6 +293,12 @@ impl Session {
                 }
             },
         };
+        if r.is_ok() {
+            // E-1: messages of an open batch (after a Flush, or past max_batch_bytes) that
+            // arrived while a reader was being acquired follow it now, or go elsewhere after
+            // its loss.
+            self.settle();
+        }
         // F-1: a reader attached, or the writer took the batch for want of one.
         self.deliver_pending_cancel();
         r.map_err(|e| self.fail(e))
@@ -309,6 +313,7 @@ impl Session {
         self.keep_writer_alive();
         let timeout = self.config.reader_response_timeout_ms;
         if timeout == 0 {
+            self.settle();
             return Ok(());
         }
         let due: Vec<ConnId> = self
@@ -334,6 +339,7 @@ impl Session {
             // An outage and a failure of the reader (R-1a, R-1b), then F-2/F-3.
             self.reader_lost(conn);
         }
+        self.settle();
         Ok(())
     }
 

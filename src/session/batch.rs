@@ -1508,6 +1508,14 @@ impl Session {
                     // follows it up to the Sync has arrived and says so).
                     && (!self.txn.active
                         || (portal.is_empty() && self.unnamed_portal_completed_ahead() == Some(true)))
+                    // E-4 outside a block, as for a batch's first part that a Flush ends
+                    // (`BatchPortalOutlivesPart`): a named portal lives to the client's Sync,
+                    // and a later message the reader cannot take closes this part with the
+                    // engine's Sync, which destroys it. An examiner's finding of 2026-12-05:
+                    // the primary refused a second Bind of the name (42P03) and skipped the
+                    // INSERT behind it; the writer, without the portal, bound and ran it. Not
+                    // joining, the Bind closes the part and heads the rest of the batch.
+                    && portal.is_empty()
             }
             FrontendMessage::Describe { kind: b'S', name } => safe_name(name),
             // Portals of this batch live on this reader; Executes of them run the statements

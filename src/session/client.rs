@@ -422,6 +422,19 @@ impl Session {
         self.close_when_answered();
     }
 
+    /// At the end of an input that is not the client's (a backend's bytes or fact, a host
+    /// event, time): the client's queued messages are routed as far as they can go now, as the
+    /// arrival of each client message routes them. Without it a change that lets queued work
+    /// move — a unit retried on another connection, an error that ended a part, a reader
+    /// attached — waited for the client's next bytes, which a client waiting for its answer
+    /// never sends (an examiner's finding of 2026-12-05: a refused Parse, a Flush and the rest
+    /// of the batch in one packet got no ReadyForQuery). With nothing queued it costs a check.
+    pub(super) fn settle(&mut self) {
+        if !self.queue.is_empty() && self.phase != Phase::Closed {
+            self.pump(None);
+        }
+    }
+
     /// The client's end of input ([`Session::client_eof`]): an input. Every byte the client
     /// sent has been fed. As PostgreSQL at the end of its input, the session runs and answers
     /// everything the client sent before it, in order, then closes (a `CloseClient` action, after
@@ -652,10 +665,14 @@ impl Session {
                 MsgInfo::CopyData | MsgInfo::CopyDone | MsgInfo::CopyFail | MsgInfo::Password => {
                     // Outside COPY the server ignores or refuses them; keep the stream in order:
                     // they follow whatever runs on the writer, never overtake a reader's unit.
+                    // A password waits for everything before it to answer: it is never
+                    // streamed behind a statement still running, whose ReadyForQuery would then
+                    // arrive while the client's message is cut.
+                    let password = matches!(head.info, MsgInfo::Password);
                     if self
                         .units
                         .iter()
-                        .any(|u| u.attempt != Attempt::Writer || u.open)
+                        .any(|u| password || u.attempt != Attempt::Writer || u.open)
                     {
                         return;
                     }

@@ -470,31 +470,59 @@ impl Session {
     /// A Parse on `backend` (0: the writer) failed: what it was to create does not exist, nor
     /// do the Parses the server skipped after it.
     pub(super) fn parse_failed(&mut self, i: usize, id: u32, _skipped: u16) {
-        if self.backend_index_valid(i) {
-            if let Some(n) = statements::pop_parse(&mut self.backend_mut(i).parses) {
-                self.undo_parse(i, &n);
-            }
+        if !self.backend_index_valid(i) {
+            return;
         }
-        self.parses_skipped(i, id);
+        let failed = statements::pop_parse(&mut self.backend_mut(i).parses);
+        if let Some(n) = &failed {
+            self.undo_parse(i, n);
+        }
+        self.undo_skipped(i, id, failed.as_ref());
     }
 
     /// The server skipped the rest of unit `id`'s batch: its Parses never ran.
     pub(super) fn parses_skipped(&mut self, i: usize, id: u32) {
-        if !self.backend_index_valid(i) {
-            return;
+        if self.backend_index_valid(i) {
+            self.undo_skipped(i, id, None);
         }
+    }
+
+    /// Undoes unit `id`'s notes the server skipped, after `failed` (its refused Parse, if one
+    /// was): a skipped Parse creates nothing, a skipped Close leaves its statement. A Close of a
+    /// name that a Parse of the unit which never ran (refused or skipped) made closed nothing
+    /// that exists: its statement is not put back (an examiner's finding of 2026-12-05: after
+    /// `Parse s2` refused and `Close s2` skipped, the refused text came back as `s2`, and the
+    /// writer's check replayed it against the client's next Parse of the name).
+    fn undo_skipped(&mut self, i: usize, id: u32, failed: Option<&statements::ParseNote>) {
         let skipped: Vec<statements::ParseNote> = {
             let b = self.backend_mut(i);
             let (gone, keep): (Vec<_>, Vec<_>) = b.parses.drain(..).partition(|n| n.unit == id);
             b.parses.extend(keep);
             gone
         };
+        // Which skipped Closes closed a statement of a Parse that never ran, in wire order.
+        // A Parse of a name in use (`kept`) made nothing: a Close after it closed the old one.
+        let mut never_ran: Vec<&[u8]> = failed
+            .iter()
+            .filter(|n| !n.kept)
+            .map(|n| &*n.name)
+            .collect();
+        let mut closed_nothing = vec![false; skipped.len()];
+        for (k, n) in skipped.iter().enumerate() {
+            if !n.close {
+                if !n.kept {
+                    never_ran.push(&n.name);
+                }
+            } else if never_ran.contains(&&*n.name) {
+                closed_nothing[k] = true;
+            }
+        }
         // Latest first: a skipped Parse of a name is undone before a skipped Close of the
         // same name puts the old statement back.
-        for n in skipped.into_iter().rev() {
+        for (n, nothing) in skipped.into_iter().zip(closed_nothing).rev() {
             if !n.close {
                 self.undo_parse(i, &n);
-            } else if let Some(stmt) = n.closed {
+            } else if let (Some(stmt), false) = (n.closed, nothing) {
                 self.statements.put_back(&n.name, *stmt);
             }
         }

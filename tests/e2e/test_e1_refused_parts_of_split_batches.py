@@ -1,15 +1,19 @@
-"""Known open defects (README "Known open defects"): extended-protocol sequences around errors and
-Flushes that an examiner's differential test of 2026-12-05 found answered otherwise than by the
-primary alone. Each is an `xfail(strict=True)`: it fails today, and the day it passes the marker
-must go (and the README's entry with it).
+"""E-1/E-2/E-4: extended-protocol sequences around errors and Flushes that an examiner's
+differential test of 2026-12-05 found answered otherwise than by the primary alone (each failed
+before the fix of 2026-12-06; random wire sessions, each run against the primary and through the
+proxy):
 
 - A named portal bound twice in one batch that a Flush splits after a read part: the primary
-  refuses the second Bind (42P03) and skips the rest; the engine closes its writer parts with its
-  own Sync, the portal is gone by the second Bind, and the INSERT behind it is run and committed.
+  refuses the second Bind (42P03) and skips the rest; the engine had closed the reader's part with
+  its own Sync after the first Bind, so the portal was gone on the writer and the INSERT behind
+  the second Bind ran and committed. A named portal now joins no part a Flush left open.
 - A Parse the server refuses, a Flush, then a Parse of the same name (or a Bind of a statement
-  that does not exist) before the Sync, in one packet: the client never gets its ReadyForQuery.
-- A refused Parse whose name is parsed again with a valid text in the next batch: the engine's
-  check on the writer replays the old text, and its 42P01 answers the client's new Parse.
+  that does not exist) before the Sync, in one packet: the refused part was retried on the
+  writer and the rest of the batch, queued, waited for client bytes that never came (no
+  ReadyForQuery). Every input now routes what is queued.
+- A refused Parse whose name is parsed again with a valid text in the next batch: a Close of the
+  name skipped after the refusal put the refused text back, and the engine's check on the writer
+  replayed it (the client got the old 42P01).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ def close_statement(name: str) -> bytes:
     return _msg(b"C", b"S" + _z(name))
 
 
-@pytest.mark.xfail(strict=True, reason="open: a Flush-split batch's writer parts are closed with the engine's Sync")
 @pytest.mark.timeout(60)
 def test_e1_a_write_behind_a_refused_rebind_of_a_portal_is_never_run(pair, proxy):
     on_primary(pair, "CREATE TABLE IF NOT EXISTS e1od_rows (k text)", "GRANT ALL ON e1od_rows TO PUBLIC")
@@ -46,7 +49,6 @@ def test_e1_a_write_behind_a_refused_rebind_of_a_portal_is_never_run(pair, proxy
     assert runs["proxy"] == runs["primary"], runs
 
 
-@pytest.mark.xfail(strict=True, reason="open: no ReadyForQuery after a refused Parse, a Flush and a Parse of its name")
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("after", ["parse_same_name", "bind_of_no_statement"])
 def test_e1_a_refused_parse_then_a_flush_then_more_before_the_sync_is_answered(pair, proxy, after):
@@ -57,7 +59,6 @@ def test_e1_a_refused_parse_then_a_flush_then_more_before_the_sync_is_answered(p
     ])
 
 
-@pytest.mark.xfail(strict=True, reason="open: the writer check replays a refused Parse's old text")
 @pytest.mark.timeout(60)
 def test_e2_a_name_whose_parse_was_refused_is_parsed_afresh(pair, proxy):
     same_as_primary(pair, proxy, [
@@ -65,4 +66,16 @@ def test_e2_a_name_whose_parse_was_refused_is_parsed_afresh(pair, proxy):
           parse("e1od_s2", "SELECT * FROM nosuch_table"), close_statement("e1od_s2"), SYNC], 1),
         ([parse("e1od_s2", "SELECT 2"), execute("e1od_pa", 1), SYNC], 1),
         ([query("SELECT 'next'")], 1),
+    ])
+
+
+@pytest.mark.timeout(60)
+def test_e2_a_name_whose_parse_was_refused_is_parsed_afresh_inside_a_block(pair, proxy):
+    same_as_primary(pair, proxy, [
+        ([parse("e1od_s3", "SELECT g FROM generate_series(1, 3) g"), bind("", "e1od_s3"), execute("", 1),
+          parse("e1od_s2", "SELECT * FROM nosuch_table"), close_statement("e1od_s2"), SYNC], 1),
+        ([query("BEGIN")], 1),
+        ([parse("e1od_s2", "SELECT 2"), bind("", "e1od_s2"), execute(""), SYNC], 1),
+        ([query("SELECT 'still in the block'")], 1),
+        ([query("COMMIT")], 1),
     ])
