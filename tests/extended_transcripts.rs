@@ -1748,3 +1748,41 @@ fn e1_after_a_refused_flushed_part_the_rest_up_to_the_sync_is_skipped_and_answer
         assert_eq!(h.decisions().len(), decided + 1, "the session goes on");
     }
 }
+
+/// E-2: an error a reader raises about a statement the engine prepared there under its own name
+/// names the client's statement, as the primary's would. An examiner's differential test of
+/// 2026-12-05/06: `bind message supplies 0 parameters, but prepared statement
+/// "polarsplit_s_2019b5b988ca9387" requires 1` where the primary says `"s1"`.
+#[test]
+fn e2_a_readers_error_names_the_clients_statement_not_the_engines() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    for _ in 0..2 {
+        b.extend(bind("", "s1"));
+        b.extend(execute(""));
+    }
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    let sent = h.take_sent(R1);
+    assert!(tags(&sent).ends_with("PBEBES"), "{}", tags(&sent));
+    let engine = engine_name_of(&sent);
+    let mut ans = msg(b'1', &[]);
+    ans.extend(msg(b'2', &[]));
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    let text = format!(
+        "bind message supplies 0 parameters, but prepared statement \"{engine}\" requires 1"
+    );
+    ans.extend(error("ERROR", "08P01", &text, None, None));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(R1, &ans);
+    let got = h.take_client();
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.contains("prepared statement \"s1\" requires 1"),
+        "{text:?}"
+    );
+    assert!(!text.contains("polarsplit_s_"), "{text:?}");
+    assert!(tags(&got).ends_with("EZ"), "{}", tags(&got));
+}

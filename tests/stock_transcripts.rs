@@ -1385,3 +1385,37 @@ fn s5_a_failed_capture_is_tried_again_behind_reads_that_carry_probes() {
         "{acts:?}"
     );
 }
+
+/// E-1: after an extended message the writer refused (a Flush released its error), a further
+/// extended message, a simple Query and the Sync, each in its own packet, are discarded by the
+/// server up to the Sync, which alone is answered; the session goes on after it. An examiner's
+/// differential test of 2026-12-06 (seed 33, shrunk): the batch the Query closed waited for its
+/// discarded Execute for ever, and every later statement behind it.
+#[test]
+fn e1_messages_sent_one_by_one_after_a_refused_flushed_execute_are_skipped_to_the_sync() {
+    let missing = || error("ERROR", "34000", "portal \"\" does not exist", None, None);
+    let mut h = stock(&[]);
+    let mut b = execute_rows("", 2);
+    b.extend(flush());
+    h.client(&b);
+    assert_eq!(h.take_sent(WRITER), b);
+    h.backend(WRITER, &missing());
+    assert_eq!(tags(&h.take_client()), "E");
+    for m in [execute_rows("", 2), query("SELECT 1"), sync()] {
+        h.client(&m);
+        assert_eq!(h.take_sent(WRITER), m, "to the writer, which skips it");
+    }
+    h.backend(WRITER, &rfq(b'I', None, None));
+    assert_eq!(tags(&h.take_client()), "Z", "the Sync's answer alone");
+    // The session goes on: the next statement is routed (behind the capture the unknown
+    // Execute made due), to the reader.
+    h.client(&query("SELECT 'end'"));
+    if !h.take_sent(WRITER).is_empty() {
+        h.backend(WRITER, &capture_answer(false, &[], None));
+    }
+    assert!(
+        matches!(h.log.last(), Some(A::Acquire { .. })),
+        "{:?}",
+        h.log.last()
+    );
+}

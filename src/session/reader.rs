@@ -357,6 +357,14 @@ impl Session {
                 // that names the engine's statement.
                 self.apply_disp(conn, t, body, Disp::Discard);
                 self.send_cancelled_error();
+            } else if let Some(named) = self.statements.client_names_in(body) {
+                // E-2: an error about a statement the engine prepared on the reader (a Bind
+                // with the wrong number of parameters, a statement gone) names it by the
+                // client's name, as the primary's would.
+                self.apply_disp(conn, t, body, Disp::Discard);
+                self.out.send_client_with(|o| {
+                    crate::protocol::encode::message(o, t, |o| o.extend_from_slice(&named));
+                });
             } else {
                 self.apply_disp(conn, t, body, Disp::Forward);
             }

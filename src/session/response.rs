@@ -205,9 +205,9 @@ pub(crate) struct Responses {
     /// The front request (a client's Execute or Query) is in COPY IN and the client has not
     /// ended it yet: a Sync or Flush the client sends now is one the server ignores (E-1).
     copy_open: bool,
-    /// A simple Query or FunctionCall was dropped unanswered: sent after an extended-protocol
-    /// error and before the next Sync, the server discarded it ([`Self::take_dropped_query`]).
-    dropped_query: bool,
+    /// Requests were dropped unanswered: sent after an extended-protocol error and before the
+    /// next Sync, the server discarded them ([`Self::take_dropped`]).
+    dropped: bool,
 }
 
 impl Responses {
@@ -234,18 +234,18 @@ impl Responses {
             }
             if n.req.skippable() {
                 skipped += 1;
-            } else {
-                self.dropped_query = true;
             }
+            self.dropped = true;
             self.pop();
         }
         skipped
     }
 
-    /// Whether a simple Query or FunctionCall was discarded unanswered since the last call:
-    /// its unit is over, with nothing for the client.
-    pub(crate) fn take_dropped_query(&mut self) -> bool {
-        std::mem::take(&mut self.dropped_query)
+    /// Whether requests were discarded unanswered since the last call: the units they belonged
+    /// to may be over (a simple Query's, with nothing for the client; a batch's whose last
+    /// answered request came before them).
+    pub(crate) fn take_dropped(&mut self) -> bool {
+        std::mem::take(&mut self.dropped)
     }
 
     /// The server skips everything up to a Sync not yet sent (an extended-protocol error was

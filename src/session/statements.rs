@@ -227,6 +227,44 @@ impl ClientStatements {
             .chain(self.map.iter().map(|(n, s)| (&n[..], s)))
     }
 
+    /// The client's name of the statement a reader knows by engine name `hash` (the first
+    /// tracked, where equal texts under several names share one engine name).
+    pub(super) fn client_name_of(&self, hash: u64) -> Option<&[u8]> {
+        self.entries().find(|(_, s)| s.hash == hash).map(|(n, _)| n)
+    }
+
+    /// `text` (a server's message about statements) with every engine statement name in it
+    /// replaced by the client's name for that statement (E-2: the client never sees the
+    /// engine's names). `None`: it names none.
+    pub(super) fn client_names_in(&self, text: &[u8]) -> Option<Vec<u8>> {
+        const NAME: &[u8] = b"polarsplit_s_";
+        let mut out: Option<Vec<u8>> = None;
+        let mut from = 0;
+        let mut i = 0;
+        while let Some(at) = text
+            .get(i..)
+            .and_then(|t| t.windows(NAME.len()).position(|w| w == NAME))
+        {
+            let start = i + at;
+            let hex = text.get(start + NAME.len()..start + NAME.len() + 16);
+            let hash = hex
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u64::from_str_radix(h, 16).ok());
+            i = start + NAME.len();
+            let Some(name) = hash.and_then(|h| self.client_name_of(h)) else {
+                continue;
+            };
+            let o = out.get_or_insert_with(Vec::new);
+            o.extend_from_slice(&text[from..start]);
+            o.extend_from_slice(name);
+            from = start + NAME.len() + 16;
+            i = from;
+        }
+        let mut o = out?;
+        o.extend_from_slice(&text[from..]);
+        Some(o)
+    }
+
     /// The client has no statement tracked.
     pub(super) fn is_empty(&self) -> bool {
         self.len() == 0

@@ -156,29 +156,41 @@ impl Session {
         r
     }
 
-    /// E-1: a simple Query (or FunctionCall) the client sent after an extended-protocol error
-    /// and before its Sync is discarded by the server, unanswered, as by the primary alone: its
-    /// unit ends with nothing for the client. (Before, its RFQ was taken for the Sync's, and
-    /// every answer after it for the request before: a protocol violation, a hang, a hidden
-    /// statement's row for the client, or — with the engine's probe behind it ending the
-    /// server's skip — a write the primary discards, committed.)
+    /// E-1: what the client sent after an extended-protocol error and before its Sync is
+    /// discarded by the server, unanswered, as by the primary alone. A simple Query (or
+    /// FunctionCall) among it ends its unit with nothing for the client. (Before, its RFQ was
+    /// taken for the Sync's, and every answer after it for the request before: a protocol
+    /// violation, a hang, a hidden statement's row for the client, or — with the engine's probe
+    /// behind it ending the server's skip — a write the primary discards, committed.) A batch
+    /// closed by that Query whose last requests were discarded is over too: it had waited for
+    /// them, and nothing else would end it (an examiner's finding of 2026-12-06: `Execute,
+    /// Flush` refused, then an Execute, a Query and the Sync each in its own packet; the
+    /// session's next statement waited for ever behind that batch).
     fn finish_dropped_queries(&mut self) {
         let Some(w) = self.writer.as_mut() else {
             return;
         };
-        if !w.resp.take_dropped_query() {
+        if !w.resp.take_dropped() {
             return;
         }
-        let dropped: Vec<u32> = self
+        let over: Vec<(u32, bool)> = self
             .units
             .iter()
             .filter(|u| {
-                u.is_writer_query() && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(u.id))
+                u.attempt == Attempt::Writer
+                    && !u.open
+                    && u.check_then.is_none()
+                    && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(u.id))
             })
-            .map(|u| u.id)
+            .map(|u| (u.id, u.is_writer_query()))
             .collect();
-        for id in dropped {
-            self.finish_unit(id);
+        for (id, query) in over {
+            if query {
+                self.finish_unit(id);
+            } else {
+                // A batch ends as when its last answer came (a no-op for anything else).
+                self.writer_unit_maybe_done(id);
+            }
         }
     }
 

@@ -79,3 +79,31 @@ def test_e2_a_name_whose_parse_was_refused_is_parsed_afresh_inside_a_block(pair,
         ([query("SELECT 'still in the block'")], 1),
         ([query("COMMIT")], 1),
     ])
+
+
+@pytest.mark.timeout(60)
+def test_e1_messages_sent_one_by_one_after_a_refused_flushed_execute_are_skipped_to_the_sync(pair, proxy):
+    """The differential test of 2026-12-06 (seed 33, shrunk): an Execute of no portal and a Flush,
+    then an Execute, a simple Query and the Sync, each in its own packet. The primary discards
+    everything up to the Sync and answers it; through the proxy the batch the Query closed waited
+    for its discarded Execute, and the session's next statement got no answer."""
+    same_as_primary(pair, proxy, [
+        ([execute("", 2), FLUSH], 0),
+        ([execute("", 2)], 0),
+        ([query("SELECT 1.0::float8 / 3, 0.1::float4")], 0),
+        ([SYNC], 1),
+        ([query("SELECT 'next'")], 1),
+    ])
+
+
+@pytest.mark.timeout(60)
+def test_e2_a_readers_error_names_the_clients_statement(pair, proxy):
+    """The differential test (seed 127): a Bind with too few parameters of a statement that runs
+    on the standby under the engine's name got an error naming `polarsplit_s_…`; the primary's
+    names the client's statement."""
+    stmt = "SELECT g FROM generate_series(1, $1::int) g"
+    same_as_primary(pair, proxy, [
+        ([parse("e2n_s1", stmt), bind("", "e2n_s1", ("2",)), execute(""), SYNC], 1),
+        ([bind("", "e2n_s1", ("1",)), execute(""), bind("", "e2n_s1"), execute(""), SYNC], 1),
+        ([query("SELECT 'next'")], 1),
+    ])
