@@ -1786,3 +1786,43 @@ fn e2_a_readers_error_names_the_clients_statement_not_the_engines() {
     assert!(!text.contains("polarsplit_s_"), "{text:?}");
     assert!(tags(&got).ends_with("EZ"), "{}", tags(&got));
 }
+
+/// E-2: a Close of a statement that lives on a reader, skipped by the writer after an error in
+/// its batch, leaves the statement — even though the engine's own Parse of it in front of a Bind
+/// (skipped too) never ran on the writer: that Parse stood in for a statement that exists. An
+/// examiner's differential test of 2026-12-06 (seed 1043, shrunk): `s2` was forgotten, and a
+/// new Parse of the name ran where the primary answers 42P05.
+#[test]
+fn e2_a_skipped_close_behind_the_engines_skipped_parse_leaves_the_statement() {
+    let mut h = host();
+    let mut b = parse("s2", "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    assert!(tags(&h.take_sent(R1)).ends_with("PS"));
+    let mut ans = msg(b'1', &[]);
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1Z");
+    // An Execute of no portal (the writer's), then a Bind and a Close of s2, one batch.
+    let mut b = execute_rows("pA", 1);
+    b.extend(bind("", "s2"));
+    b.extend(close(b'S', "s2"));
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(
+        tags(&sent),
+        "EPBCS",
+        "the engine's Parse of s2 in front of its Bind"
+    );
+    let mut ans = error("ERROR", "34000", "portal \"pA\" does not exist", None, None);
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "EZ");
+    // s2 still exists: a new Parse of the name is the writer's to refuse (42P05).
+    let mut b = parse("s2", "SELECT k FROM t");
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.last_decision().reason, Reason::BatchStatementOnWriter);
+}

@@ -513,16 +513,22 @@ impl Session {
             gone
         };
         // Which skipped Closes closed a statement of a Parse that never ran, in wire order.
-        // A Parse of a name in use (`kept`) made nothing: a Close after it closed the old one.
+        // Only the client's Parse makes a new statement: a Parse of a name in use (`kept`)
+        // made nothing (a Close after it closed the old one), and the engine's own Parse of a
+        // tracked statement (E-2) stands in for one that exists elsewhere (an examiner's
+        // differential test, 2026-12-06: after `Execute` of no portal, a Bind of `s2` behind
+        // its hidden Parse on the writer, and `Close s2`, all skipped, `s2` was forgotten and
+        // a new Parse of the name succeeded where the primary answers 42P05).
+        let makes_new = |n: &statements::ParseNote| !n.kept && n.who == Who::Client;
         let mut never_ran: Vec<&[u8]> = failed
             .iter()
-            .filter(|n| !n.kept)
+            .filter(|n| makes_new(n))
             .map(|n| &*n.name)
             .collect();
         let mut closed_nothing = vec![false; skipped.len()];
         for (k, n) in skipped.iter().enumerate() {
             if !n.close {
-                if !n.kept {
+                if makes_new(n) {
                     never_ran.push(&n.name);
                 }
             } else if never_ran.contains(&&*n.name) {
