@@ -1826,3 +1826,43 @@ fn e2_a_skipped_close_behind_the_engines_skipped_parse_leaves_the_statement() {
     h.client(&b);
     assert_eq!(h.last_decision().reason, Reason::BatchStatementOnWriter);
 }
+
+/// E-2, as above, where the unnamed statement has the same text (one engine name for both): the
+/// error names the statement the failing batch used (the differential test, seed 1064: `""`
+/// where the primary says `"s3"`).
+#[test]
+fn e2_a_readers_error_names_the_statement_the_batch_used_when_texts_are_equal() {
+    let sql = "SELECT v FROM t WHERE k = $1";
+    let mut h = host();
+    // The unnamed statement, then s1, both with the same text: one engine name.
+    let mut b = parse("", sql);
+    b.extend(parse("s1", sql));
+    for _ in 0..2 {
+        b.extend(bind("", "s1"));
+        b.extend(execute(""));
+    }
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    let sent = h.take_sent(R1);
+    let engine = engine_name_of(&sent);
+    let mut ans = Vec::new();
+    for t in tags(&sent).chars().filter(|&t| t == 'P') {
+        let _ = t;
+        ans.extend(msg(b'1', &[]));
+    }
+    ans.extend(msg(b'2', &[]));
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    let text = format!(
+        "bind message supplies 0 parameters, but prepared statement \"{engine}\" requires 1"
+    );
+    ans.extend(error("ERROR", "08P01", &text, None, None));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(R1, &ans);
+    let text = String::from_utf8_lossy(&h.take_client()).into_owned();
+    assert!(
+        text.contains("prepared statement \"s1\" requires 1"),
+        "{text:?}"
+    );
+}

@@ -9,6 +9,7 @@ use super::*;
 use crate::cluster::stats::Counter;
 use crate::policy::ErrorFacts;
 use crate::protocol::backend::{BackendMessage, ErrorFields};
+use crate::protocol::frontend::FrontendMessage;
 use crate::protocol::{tag, LsnField, Rfq};
 
 /// The WARNING a backend sends just before its server closes the connection under it
@@ -263,6 +264,26 @@ impl Session {
         }
     }
 
+    /// A reader's error `body` with the engine's statement names replaced by the client's
+    /// (E-2), preferring the names the unit's own messages use; `None`: it names none.
+    fn client_names_in_error(&self, body: &[u8]) -> Option<Vec<u8>> {
+        if !body.windows(13).any(|w| w == b"polarsplit_s_") {
+            return None;
+        }
+        let mut used: Vec<&[u8]> = Vec::new();
+        for (r, names) in &self.orig_msgs {
+            let Some(b) = self.orig.get(r.clone()).filter(|b| b.len() >= 5) else {
+                continue;
+            };
+            match FrontendMessage::reread(b[0], &b[5..], *names) {
+                Ok(FrontendMessage::Bind { statement, .. }) => used.push(statement),
+                Ok(FrontendMessage::Describe { kind: b'S', name }) => used.push(name),
+                _ => {}
+            }
+        }
+        self.statements.client_names_in(body, &used)
+    }
+
     fn reader_error(
         &mut self,
         conn: ConnId,
@@ -357,7 +378,7 @@ impl Session {
                 // that names the engine's statement.
                 self.apply_disp(conn, t, body, Disp::Discard);
                 self.send_cancelled_error();
-            } else if let Some(named) = self.statements.client_names_in(body) {
+            } else if let Some(named) = self.client_names_in_error(body) {
                 // E-2: an error about a statement the engine prepared on the reader (a Bind
                 // with the wrong number of parameters, a statement gone) names it by the
                 // client's name, as the primary's would.

@@ -227,16 +227,21 @@ impl ClientStatements {
             .chain(self.map.iter().map(|(n, s)| (&n[..], s)))
     }
 
-    /// The client's name of the statement a reader knows by engine name `hash` (the first
-    /// tracked, where equal texts under several names share one engine name).
-    pub(super) fn client_name_of(&self, hash: u64) -> Option<&[u8]> {
-        self.entries().find(|(_, s)| s.hash == hash).map(|(n, _)| n)
+    /// The client's name of the statement a reader knows by engine name `hash`. Equal texts
+    /// under several names share one engine name: the first of `used` (the names the failing
+    /// unit's messages use) that has it, else the first tracked.
+    pub(super) fn client_name_of<'a>(&'a self, hash: u64, used: &[&'a [u8]]) -> Option<&'a [u8]> {
+        let has = |n: &[u8]| self.slot(n).is_some_and(|s| s.hash == hash);
+        used.iter()
+            .copied()
+            .find(|n| has(n))
+            .or_else(|| self.entries().find(|(_, s)| s.hash == hash).map(|(n, _)| n))
     }
 
     /// `text` (a server's message about statements) with every engine statement name in it
     /// replaced by the client's name for that statement (E-2: the client never sees the
-    /// engine's names). `None`: it names none.
-    pub(super) fn client_names_in(&self, text: &[u8]) -> Option<Vec<u8>> {
+    /// engine's names; `used`: as for [`Self::client_name_of`]). `None`: it names none.
+    pub(super) fn client_names_in(&self, text: &[u8], used: &[&[u8]]) -> Option<Vec<u8>> {
         const NAME: &[u8] = b"polarsplit_s_";
         let mut out: Option<Vec<u8>> = None;
         let mut from = 0;
@@ -251,7 +256,7 @@ impl ClientStatements {
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u64::from_str_radix(h, 16).ok());
             i = start + NAME.len();
-            let Some(name) = hash.and_then(|h| self.client_name_of(h)) else {
+            let Some(name) = hash.and_then(|h| self.client_name_of(h, used)) else {
                 continue;
             };
             let o = out.get_or_insert_with(Vec::new);
