@@ -1419,3 +1419,37 @@ fn e1_messages_sent_one_by_one_after_a_refused_flushed_execute_are_skipped_to_th
         h.log.last()
     );
 }
+
+/// E-1, S-5: a SET sent as extended messages without a Sync, then a simple Query behind them:
+/// both run in one implicit transaction on the primary. The capture the SET made due waits for
+/// the Query's ReadyForQuery; sent between them, its Sync ended that transaction (an examiner's
+/// differential test, 2026-12-06, seed 288 shrunk: the `application_name` report arrived before
+/// the Query's answer; with a write in place of the SET and a Query that fails, the write the
+/// primary rolls back would commit).
+#[test]
+fn e1_nothing_hidden_runs_between_unsynced_extended_messages_and_the_query_behind_them() {
+    let mut h = stock(&[]);
+    let mut b = parse("s2", "SET application_name = 'x'");
+    b.extend(bind("", "s2"));
+    b.extend(execute(""));
+    b.extend(flush());
+    h.client(&b);
+    assert_eq!(h.take_sent(WRITER), b);
+    let mut ans = msg(b'1', &[]);
+    ans.extend(msg(b'2', &[]));
+    ans.extend(command_complete("SET"));
+    h.backend(WRITER, &ans);
+    let q = query("SELECT 1");
+    h.client(&q);
+    assert_eq!(
+        h.take_sent(WRITER),
+        q,
+        "the Query alone, nothing hidden in front of it"
+    );
+    let mut ans = param_status("application_name", "x");
+    ans.extend(select_result(&["1"]));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    // The capture follows the Query's answer.
+    assert!(sends_capture(&h.take_sent(WRITER)));
+}

@@ -943,7 +943,7 @@ impl Session {
             .as_ref()
             .is_some_and(|w| w.resp.is_empty() && self.writer_status != TxStatus::Failed);
         let reader = self.reader_answered_since_writer || self.reader_in_flight();
-        (t > 0 && idle && reader && !self.writer_skipping())
+        (t > 0 && idle && reader && !self.writer_mid_batch())
             .then(|| self.writer_idle_at.saturating_add(t / 2))
     }
 
@@ -952,6 +952,17 @@ impl Session {
     /// the client sends before its Sync would run where the primary alone runs nothing (E-1).
     pub(super) fn writer_skipping(&self) -> bool {
         self.writer.as_ref().is_some_and(|w| w.resp.skipping())
+    }
+
+    /// The writer's server is inside something only the client closes: skipping to its Sync
+    /// after an error, or the implicit transaction of extended messages sent without a Sync
+    /// that a simple Query behind them runs in. Hidden work of the engine's own accord (the
+    /// capture a change of state made due, a touch before an idle timeout) waits: its Sync would
+    /// end that transaction early — a write the client's failing statement should roll back
+    /// would commit (an examiner's differential test, 2026-12-06: the capture due after an
+    /// unsynced `SET` ran between it and the Query behind it). It follows the Query's answer.
+    pub(super) fn writer_mid_batch(&self) -> bool {
+        self.writer_skipping() || self.writer_continuation
     }
 
     /// The writer went idle now: it answered a request or was touched.

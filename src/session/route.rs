@@ -760,6 +760,7 @@ impl Session {
             && self.writer_status == TxStatus::Idle
             && self.units.is_empty()
             && self.writer.as_ref().is_some_and(|w| w.resp.is_empty())
+            && !self.writer_mid_batch()
         {
             self.send_learning(false, true);
         }

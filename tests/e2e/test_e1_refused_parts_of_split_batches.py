@@ -107,3 +107,16 @@ def test_e2_a_readers_error_names_the_clients_statement(pair, proxy):
         ([bind("", "e2n_s1", ("1",)), execute(""), bind("", "e2n_s1"), execute(""), SYNC], 1),
         ([query("SELECT 'next'")], 1),
     ])
+
+
+@pytest.mark.timeout(60)
+def test_e1_an_unsynced_set_and_a_failing_query_behind_it_roll_back_together(pair, proxy):
+    """The differential test (seed 288, shrunk): a SET sent as extended messages up to a Flush
+    and a simple Query behind it run in one implicit transaction. The engine's capture, made due
+    by the SET, ran between them, and its Sync ended that transaction: here the Query fails, and
+    on the primary the SET is rolled back with it, while through the proxy it had committed."""
+    same_as_primary(pair, proxy, [
+        ([parse("e1s_s", "SET application_name = 'e1s_changed'"), bind("", "e1s_s"), execute(""), FLUSH], 0),
+        ([query("SELECT 1/0")], 1),
+        ([query("SHOW application_name")], 1),
+    ])
