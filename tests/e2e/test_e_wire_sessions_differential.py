@@ -1,0 +1,85 @@
+"""E-1…E-5, P-8, S-4…S-7 as a property over whole wire sessions: a seeded generator makes random
+client sessions (`wire_difftest.py`), each runs on the primary alone and through the proxy on
+the same fresh data, and every message the client receives must be the same, in order, with no
+hang and no writer backend left behind.
+
+The examiners' version of this tester found, on 2026-12-05, a Query after an extended error
+taken for the Sync (30 of 400 sessions), a committed write the primary refuses, hangs, and a
+refused Parse replayed; re-run on 2026-12-06 it found a batch stuck behind discarded requests
+(seed 33), a statement forgotten after a skipped Close (1043), engine names in errors (127,
+1064) and the capture ending an implicit transaction early (288). Each has its own test; this
+one keeps the class covered. Bounded: `WIRE_DIFFTEST_SEEDS` (default 0-49, about 40 s on the
+shared pair); a divergence of a documented open defect (`wire_difftest.KNOWN`) is counted, not
+failed. Reads of `pg_prepared_statements` are left out of the generated sessions (README "Known
+open defects": the engine's hidden statements are listed there)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psycopg
+import pytest
+
+import wire_difftest as wd
+from e2e_support import REPORT, start_proxy, stop_proxy
+
+
+def _seeds() -> list[int]:
+    spec = os.environ.get("WIRE_DIFFTEST_SEEDS", "0-49")
+    out: list[int] = []
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def harness(pair, tmp_path_factory):
+    su = pair.primary.dsn(dbname="app")
+    with psycopg.connect(su, autocommit=True) as c:
+        c.execute(wd.SETUP_SQL)
+    pair.wait_replayed()
+    proxy = start_proxy(pair, tmp_path_factory.mktemp("wire-difftest"))
+    args = type("Args", (), {})()
+    args.proxy_dsn = proxy.dsn()
+    args.primary_dsn = pair.primary.dsn(user="app_trust", dbname="app")
+    args.standby_dsn = pair.standby.dsn(user="app_trust", dbname="app")
+    args.proxy_log = str(proxy.log)
+    args.answer_s = 4.0
+    h = wd.Harness(args)
+    try:
+        yield h
+    finally:
+        h.su.close()
+        if h.sb is not None:
+            h.sb.close()
+        stop_proxy(proxy)
+        with psycopg.connect(su, autocommit=True) as c:
+            c.execute("ALTER ROLE app_trust IN DATABASE app RESET search_path")
+            c.execute("DROP SCHEMA IF EXISTS dtw CASCADE")
+            c.execute("DROP SCHEMA IF EXISTS dtwalt CASCADE")
+        pair.wait_replayed()
+
+
+@pytest.mark.timeout(600)
+def test_e_random_wire_sessions_answer_as_the_primary_alone(harness):
+    t0 = time.monotonic()
+    seeds = _seeds()
+    failures, known, on_standby = [], {}, 0
+    for seed in seeds:
+        steps = wd.gen_session(seed, 18, {"prepstmts"}, 0.40)
+        d = harness.check(steps)
+        on_standby += harness.last_replica
+        if d is None:
+            continue
+        name = wd.known_finding(d)
+        if name:
+            known[name] = known.get(name, 0) + 1
+            continue
+        failures.append(f"seed {seed}: {d['kind']} {d.get('detail', '')} at step {d.get('step')}\n"
+                        f"  primary: {d.get('ref_at')}\n  proxy:   {d.get('got_at')}\n  steps: {steps}")
+    REPORT.setdefault("wire sessions, primary alone vs through the proxy", []).append(
+        f"{len(seeds)} sessions in {time.monotonic() - t0:.0f} s: {len(failures)} new divergences, "
+        f"known {known or 0}, {on_standby} statements on the standby; decisions {dict(harness.decisions)}")
+    assert not failures, "\n".join(failures[:5])
