@@ -362,7 +362,7 @@ fn e2_the_shape_is_learned_behind_a_fresh_readers_settings_replay_and_asyncpgs_f
 /// of its Parse held for the connection's life: a view made to read `pg_is_in_recovery()` ran
 /// on the standby.
 #[test]
-#[ignore = "open: tracked statements' verdicts are not finished again (README, Known open defects)"]
+
 fn s6_a_prepared_statements_verdict_follows_ddl_and_the_next_catalogue_report() {
     let mut h = host();
     let e = h.engine.clone();
@@ -435,5 +435,31 @@ fn s6_a_read_pipelined_behind_ddl_is_judged_after_it() {
         (d.outcome, d.reason),
         (Outcome::ForcePrimary, Reason::CatalogChanged),
         "{d:?}"
+    );
+}
+
+/// E-2: a batch waiting for the check of its statement's shape on the writer still waits when
+/// something else makes the session route its queue again before the check's answer (here the
+/// host's timer; in an examiner's run the answer of the probe sent before it). Sending the check
+/// marks the statement prepared on the writer, and the batch went on without the check: the
+/// statement ran there in its new shape, where the primary answers 0A000
+/// (`test_red1_findings.py`'s result-type case).
+#[test]
+fn e2_a_batch_waits_for_the_shape_check_whatever_else_routes_the_queue() {
+    let mut h = host();
+    prepared_on_a_reader(&mut h);
+    in_a_writing_transaction(&mut h);
+    h.client(&named_execute("s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDS", "the check alone");
+    h.timeout();
+    assert!(
+        h.take_sent(WRITER).is_empty(),
+        "nothing of the batch before the check answered"
+    );
+    h.backend(WRITER, &described(FLOAT8, b'T', 0x2000));
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "CPBDES",
+        "refused, as the primary refuses it"
     );
 }

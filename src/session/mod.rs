@@ -1056,14 +1056,14 @@ impl Session {
         self.classifier.classify_in(db, sql)
     }
 
-    /// The verdicts of the queued messages that may still go to a reader were finished against
-    /// the catalogue of their arrival. Once it changed (DDL this session or another one ran, a
-    /// report, a new policy: [`crate::classify::FunctionCatalogs::generation`]) they are
-    /// finished again before any of them routes; one atomic load otherwise. The tracked
-    /// prepared statements' verdicts are not (yet): one that lives only on readers and turns
-    /// unsafe meets the E-2 row-shape check on the writer, which then let a statement whose
-    /// result type changed run there without the primary's 0A000 (`test_red1_findings.py`, 4 of
-    /// 6 runs) — open, README "Known open defects".
+    /// The verdicts the session keeps — its prepared statements', and those of the queued
+    /// messages that may still go to a reader — were finished against the catalogue of their
+    /// time. Once it changed (DDL this session or another one ran, a report, a new policy:
+    /// [`crate::classify::FunctionCatalogs::generation`]) they are finished again before any of
+    /// them routes another statement; one atomic load otherwise. (A server plans a prepared
+    /// statement again after DDL on what it names: an examiner's probe of 2026-12-05 had a
+    /// statement prepared before a view was made to read `pg_is_in_recovery()` run the new view
+    /// on the standby.)
     fn judge_kept_verdicts_again(&mut self) {
         let generation = self.classifier.catalogs().generation() as u32;
         if generation == self.catalog_generation {
@@ -1072,6 +1072,8 @@ impl Session {
         self.catalog_generation = generation;
         let classifier = &self.classifier;
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
+        self.statements
+            .judge_again(|t| classifier.classify_in(db, t));
         for m in self.queue.iter_mut() {
             let (MsgInfo::Query { class: Some(c), .. } | MsgInfo::Parse { class: Some(c) }) =
                 &mut m.info

@@ -340,12 +340,18 @@ impl Session {
             return;
         }
         if let Some(s) = self.statements.peek(name) {
-            if !s.on_writer && s.shape != 0 {
-                match s.check {
-                    WriterCheck::None if !due.iter().any(|d| **d == *name) => due.push(name.into()),
-                    WriterCheck::Pending => *pending = true,
-                    _ => {}
-                }
+            // A check in flight counts whatever else is known: sending it marks the statement
+            // prepared on the writer, and a batch routed again before its answer (any input
+            // pumps the queue) went on without it — the statement ran in its new shape where
+            // the primary refuses it (`test_red1_findings.py`'s result-type case).
+            if s.check == WriterCheck::Pending {
+                *pending = true;
+            } else if !s.on_writer
+                && s.shape != 0
+                && s.check == WriterCheck::None
+                && !due.iter().any(|d| **d == *name)
+            {
+                due.push(name.into());
             }
         }
     }

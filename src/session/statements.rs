@@ -405,6 +405,26 @@ impl ClientStatements {
         }
     }
 
+    /// Finishes every tracked statement's classification again (`judge`: its text's), after
+    /// what classifications are finished against changed since it was parsed (the database's
+    /// catalogue: DDL, a report). A server plans a prepared statement again after DDL on what
+    /// it names; a verdict kept from its Parse would send it where the primary alone would
+    /// run it otherwise (an examiner's probe, 2026-12-05: a view made to read
+    /// `pg_is_in_recovery()`, a function made to call `set_config`).
+    pub(super) fn judge_again(&mut self, mut judge: impl FnMut(&str) -> Classification) {
+        let all = self
+            .unnamed
+            .iter_mut()
+            .map(|s| &mut **s)
+            .chain(self.map.values_mut());
+        for s in all {
+            let text = s.rest.split(|&b| b == 0).next().unwrap_or_default();
+            if let Ok(t) = std::str::from_utf8(text) {
+                s.class = Some(judge(t));
+            }
+        }
+    }
+
     /// Whether any statement tracked may be a token statement (`token::may_be_command`).
     pub(super) fn may_hold_command(&self) -> bool {
         self.commands > 0

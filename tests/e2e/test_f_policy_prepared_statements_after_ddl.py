@@ -10,12 +10,12 @@ read prepared before a row-level security policy on `pg_is_in_recovery()` counte
 the primary counts 10 — however long after the catalogue's reload, for as long as the
 connection lived. Unnamed statements and simple queries were judged at every use and were right.
 
-Open (README "Known open defects", strict xfail): finishing the tracked statements' verdicts
-again once the catalogue moved (built on 2026-12-05, the catalogue generation) let a statement
-that lives only on readers and turns unsafe meet the E-2 row-shape check on the writer, which
-then let one whose result type changed run without the primary's 0A000 (4 of 6 runs of
-`test_red1_findings.py`); it is off until that interplay is fixed. Each case compares the answers
-with the primary's."""
+Fixed on 2026-12-06: a tracked statement's verdict is finished again once the catalogue moved
+(the catalogue generation). Built the evening before, it had let a statement that lives only
+on readers and turns unsafe run on the writer in its new result type (`test_red1_findings.py`,
+4 of 6 runs): a batch routed again while the writer check of its statement's shape was in flight
+went on without it. It now waits for the check. Each case compares the answers with the
+primary's."""
 
 from __future__ import annotations
 
@@ -89,11 +89,6 @@ def run(dsn: str, case, ddl, pair, proxy=None) -> tuple[list, list]:
     return before, after
 
 
-OPEN = pytest.mark.xfail(strict=True, reason="open: a prepared statement's verdict is not finished again "
-                                             "after DDL (README, Known open defects)")
-
-
-@OPEN
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", list(CASES))
 def test_f_policy_a_statement_prepared_before_ddl_through_the_proxy_runs_as_on_the_primary(
@@ -105,7 +100,6 @@ def test_f_policy_a_statement_prepared_before_ddl_through_the_proxy_runs_as_on_t
     assert through == direct, f"through the proxy {through}, the primary {direct}"
 
 
-@OPEN
 @pytest.mark.timeout(120)
 def test_f_policy_a_statement_prepared_before_ddl_on_the_primary_follows_the_next_catalogue_load(
         pair, objects, tmp_path):
