@@ -1749,6 +1749,24 @@ fn e1_after_a_refused_flushed_part_the_rest_up_to_the_sync_is_skipped_and_answer
     }
 }
 
+/// A reader's answer to `parses` Parses and a Bind/Execute that returned one row, then an error
+/// about the engine's statement `engine` (a Bind with too few parameters), then the RFQ.
+fn wrong_arity_answer(parses: usize, engine: &str) -> Vec<u8> {
+    let mut ans = Vec::new();
+    for _ in 0..parses {
+        ans.extend(msg(b'1', &[]));
+    }
+    ans.extend(msg(b'2', &[]));
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    let text = format!(
+        "bind message supplies 0 parameters, but prepared statement \"{engine}\" requires 1"
+    );
+    ans.extend(error("ERROR", "08P01", &text, None, None));
+    ans.extend(rfq(b'I', None, None));
+    ans
+}
+
 /// E-2: an error a reader raises about a statement the engine prepared there under its own name
 /// names the client's statement, as the primary's would. An examiner's differential test of
 /// 2026-12-05/06: `bind message supplies 0 parameters, but prepared statement
@@ -1767,16 +1785,7 @@ fn e2_a_readers_error_names_the_clients_statement_not_the_engines() {
     let sent = h.take_sent(R1);
     assert!(tags(&sent).ends_with("PBEBES"), "{}", tags(&sent));
     let engine = engine_name_of(&sent);
-    let mut ans = msg(b'1', &[]);
-    ans.extend(msg(b'2', &[]));
-    ans.extend(data_row(&["1"]));
-    ans.extend(command_complete("SELECT 1"));
-    let text = format!(
-        "bind message supplies 0 parameters, but prepared statement \"{engine}\" requires 1"
-    );
-    ans.extend(error("ERROR", "08P01", &text, None, None));
-    ans.extend(rfq(b'I', None, None));
-    h.backend(R1, &ans);
+    h.backend(R1, &wrong_arity_answer(1, &engine));
     let got = h.take_client();
     let text = String::from_utf8_lossy(&got);
     assert!(
@@ -1846,20 +1855,8 @@ fn e2_a_readers_error_names_the_statement_the_batch_used_when_texts_are_equal() 
     h.attach_fresh(R1);
     let sent = h.take_sent(R1);
     let engine = engine_name_of(&sent);
-    let mut ans = Vec::new();
-    for t in tags(&sent).chars().filter(|&t| t == 'P') {
-        let _ = t;
-        ans.extend(msg(b'1', &[]));
-    }
-    ans.extend(msg(b'2', &[]));
-    ans.extend(data_row(&["1"]));
-    ans.extend(command_complete("SELECT 1"));
-    let text = format!(
-        "bind message supplies 0 parameters, but prepared statement \"{engine}\" requires 1"
-    );
-    ans.extend(error("ERROR", "08P01", &text, None, None));
-    ans.extend(rfq(b'I', None, None));
-    h.backend(R1, &ans);
+    let parses = tags(&sent).chars().filter(|&t| t == 'P').count();
+    h.backend(R1, &wrong_arity_answer(parses, &engine));
     let text = String::from_utf8_lossy(&h.take_client()).into_owned();
     assert!(
         text.contains("prepared statement \"s1\" requires 1"),

@@ -10,7 +10,7 @@
 use super::hidden;
 use super::plan::{Protocol, StatementView};
 use super::response::{Req, Who};
-use super::statements::{engine_name, WriterCheck, ENGINE_PREFIX};
+use super::statements::{engine_name, WriterCheck, ENGINE_PREFIX, ENGINE_STATEMENT_PREFIX};
 use super::*;
 use crate::classify::Kind;
 use crate::cluster::stats::Counter;
@@ -99,7 +99,7 @@ fn engine_name_array(hash: u64) -> [u8; 29] {
     const LANES: u128 = 0x0101_0101_0101_0101_0101_0101_0101_0101;
     let mut out = [0u8; 29];
     let (prefix, hex) = out.split_at_mut(13);
-    prefix.copy_from_slice(b"polarsplit_s_");
+    prefix.copy_from_slice(ENGINE_STATEMENT_PREFIX);
     // Nibble k of the hash (from the lowest) into byte k of `v`.
     let mut v = u128::from(hash);
     v = (v | (v << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;

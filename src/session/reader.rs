@@ -267,7 +267,8 @@ impl Session {
     /// A reader's error `body` with the engine's statement names replaced by the client's
     /// (E-2), preferring the names the unit's own messages use; `None`: it names none.
     fn client_names_in_error(&self, body: &[u8]) -> Option<Vec<u8>> {
-        if !body.windows(13).any(|w| w == b"polarsplit_s_") {
+        let prefix = super::statements::ENGINE_STATEMENT_PREFIX;
+        if !body.windows(prefix.len()).any(|w| w == prefix) {
             return None;
         }
         let mut used: Vec<&[u8]> = Vec::new();

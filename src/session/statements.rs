@@ -21,8 +21,11 @@ use crate::token::may_be_command;
 pub(crate) const ENGINE_PREFIX: &[u8] = b"polarsplit_";
 
 /// The engine's name for a client statement on readers.
+/// The start of every engine statement name; 16 hex digits of the hash follow.
+pub(crate) const ENGINE_STATEMENT_PREFIX: &[u8] = b"polarsplit_s_";
+
 pub(crate) fn engine_name(hash: u64, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"polarsplit_s_");
+    out.extend_from_slice(ENGINE_STATEMENT_PREFIX);
     const HEX: &[u8; 16] = b"0123456789abcdef";
     for i in (0..16).rev() {
         out.push(HEX[((hash >> (i * 4)) & 0xf) as usize]);
@@ -242,7 +245,7 @@ impl ClientStatements {
     /// replaced by the client's name for that statement (E-2: the client never sees the
     /// engine's names; `used`: as for [`Self::client_name_of`]). `None`: it names none.
     pub(super) fn client_names_in(&self, text: &[u8], used: &[&[u8]]) -> Option<Vec<u8>> {
-        const NAME: &[u8] = b"polarsplit_s_";
+        const NAME: &[u8] = ENGINE_STATEMENT_PREFIX;
         let mut out: Option<Vec<u8>> = None;
         let mut from = 0;
         let mut i = 0;

@@ -152,7 +152,7 @@ impl Session {
             return self.writer_startup_message(conn, t, body, msg, a);
         }
         let r = self.writer_answer(conn, t, body, msg, a, fatal);
-        self.finish_dropped_queries();
+        self.finish_dropped_units();
         r
     }
 
@@ -166,7 +166,7 @@ impl Session {
     /// them, and nothing else would end it (an examiner's finding of 2026-12-06: `Execute,
     /// Flush` refused, then an Execute, a Query and the Sync each in its own packet; the
     /// session's next statement waited for ever behind that batch).
-    fn finish_dropped_queries(&mut self) {
+    fn finish_dropped_units(&mut self) {
         let Some(w) = self.writer.as_mut() else {
             return;
         };
@@ -973,7 +973,7 @@ impl Session {
         }
         // The implicit transaction of extended messages sent without a Sync ends with the
         // Query's RFQ that followed them — or, when the server discarded that Query after an
-        // error (`finish_dropped_queries`), with the client's next Sync.
+        // error (`finish_dropped_units`), with the client's next Sync.
         if self.writer_continuation && (kind != UnitKind::Batch || !engines_sync) {
             self.writer_continuation = false;
         }

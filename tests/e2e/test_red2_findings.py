@@ -34,10 +34,14 @@ def parse(name: str, sql: str) -> bytes:
     return _msg(b"P", _z(name) + _z(sql) + struct.pack(">H", 0))
 
 
-def bind(portal: str, stmt: str, params: tuple[str, ...] = ()) -> bytes:
+def bind(portal: str, stmt: str, params: tuple[str | None, ...] = ()) -> bytes:
+    """A Bind of text parameters (None: NULL)."""
     body = _z(portal) + _z(stmt) + struct.pack(">H", 0) + struct.pack(">H", len(params))
     for p in params:
-        body += struct.pack(">i", len(p.encode())) + p.encode()
+        if p is None:
+            body += struct.pack(">i", -1)
+        else:
+            body += struct.pack(">i", len(p.encode())) + p.encode()
     return _msg(b"B", body + struct.pack(">H", 0))
 
 

@@ -33,29 +33,18 @@ LOG_DIR = os.environ.get("WIRE_DIFFTEST_LOG_DIR", tempfile.gettempdir())
 
 # ---------------------------------------------------------------- wire helpers
 
-def _msg(tag: bytes, body: bytes = b"") -> bytes:
-    return tag + struct.pack(">I", len(body) + 4) + body
+from test_red2_findings import FLUSH as M_FLUSH  # noqa: E402
+from test_red2_findings import SYNC as M_SYNC  # noqa: E402
+from test_red2_findings import _msg, _z  # noqa: E402
+from test_red2_findings import bind as m_bind  # noqa: E402
+from test_red2_findings import describe as m_describe  # noqa: E402
+from test_red2_findings import execute as m_execute  # noqa: E402
+from test_red2_findings import parse as m_parse  # noqa: E402
+from test_red2_findings import query as m_query  # noqa: E402
 
 
-def _z(s: str) -> bytes:
-    return s.encode() + b"\0"
-
-
-def m_query(sql): return _msg(b"Q", _z(sql))
-def m_parse(name, sql): return _msg(b"P", _z(name) + _z(sql) + struct.pack(">H", 0))
-def m_bind(portal, stmt, params=()):
-    body = _z(portal) + _z(stmt) + struct.pack(">H", 0) + struct.pack(">H", len(params))
-    for p in params:
-        if p is None:
-            body += struct.pack(">i", -1)
-        else:
-            body += struct.pack(">i", len(p.encode())) + p.encode()
-    return _msg(b"B", body + struct.pack(">H", 0))
-def m_execute(portal="", max_rows=0): return _msg(b"E", _z(portal) + struct.pack(">I", max_rows))
-def m_describe(kind, name=""): return _msg(b"D", kind + _z(name))
-def m_close(kind, name=""): return _msg(b"C", kind + _z(name))
-M_SYNC = _msg(b"S")
-M_FLUSH = _msg(b"H")
+def m_close(kind, name=""):
+    return _msg(b"C", kind + _z(name))
 
 
 def encode_step(step):
