@@ -474,3 +474,144 @@ fn e1_f3_after_a_writer_error_a_flush_released_the_rest_of_the_batch_is_skipped_
         assert_eq!(tags(&h.take_sent(WRITER)), "BES", "in_txn {in_txn}");
     }
 }
+
+/// A Bind of `stmt` to `portal` with one text parameter of `n` bytes.
+fn large_bind(portal: &str, stmt: &str, n: usize) -> Vec<u8> {
+    let mut b = format!("{portal}\0{stmt}\0").into_bytes();
+    b.extend_from_slice(&0i16.to_be_bytes());
+    b.extend_from_slice(&1i16.to_be_bytes());
+    b.extend_from_slice(&(n as i32).to_be_bytes());
+    b.extend(std::iter::repeat_n(b'x', n));
+    b.extend_from_slice(&0i16.to_be_bytes());
+    msg(b'B', &b)
+}
+
+/// `s1` parsed (and described) in a read batch: it lives on reader R1 only.
+fn host_with_s1_on_a_reader_only() -> Host {
+    let mut h = Host::new(config(&[("max_inspected_message_bytes", "1024")]));
+    h.engine.remove_reader(2);
+    h.connect();
+    let mut b = parse("s1", "SELECT length($1::text)");
+    b.extend(describe(b'S', "s1"));
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 25]));
+    ans.extend(row_description(1));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1tTZ");
+    h.take_sent(WRITER);
+    h
+}
+
+/// Feeds `bytes` to the client side cut at `cuts` (bytes may arrive split anywhere).
+fn client_in_pieces(h: &mut Host, bytes: &[u8], cuts: &[usize]) {
+    let mut at = 0;
+    for &c in cuts.iter().chain([&bytes.len()]) {
+        if c > at {
+            h.client(&bytes[at..c]);
+            at = c;
+        }
+    }
+}
+
+/// E-2 (asyncpg's test_standard_codecs through the example proxy, 2026-12-06): a Bind too large
+/// to inspect streams to the writer by count; the statement it names lives on a reader only, so
+/// the writer gets it first, under the client's name — wherever the client's bytes are cut (in
+/// the names too). Before, the engine did not read the name and the writer answered 26000.
+#[test]
+fn e2_a_bind_too_large_to_inspect_of_a_statement_on_a_reader_only_is_prepared_on_the_writer_first()
+{
+    for cuts in [&[][..], &[3, 8, 9, 12, 700], &[6, 7]] {
+        let mut h = host_with_s1_on_a_reader_only();
+        let mut b = large_bind("", "s1", 4000);
+        let bind_len = b.len();
+        b.extend(execute(""));
+        b.extend(sync());
+        client_in_pieces(&mut h, &b, cuts);
+        // The client was shown s1's row shape: the writer's copy is checked first (E-2).
+        let sent = h.take_sent(WRITER);
+        assert_eq!(tags(&sent), "PDS", "cuts {cuts:?}");
+        assert_eq!(named(&sent)[0], ('P', "s1".to_string()), "cuts {cuts:?}");
+        let mut check = msg(b'1', b"");
+        check.extend(msg(b't', &[0, 1, 0, 0, 0, 25]));
+        check.extend(row_description(1));
+        check.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &check);
+        assert!(h.take_client().is_empty(), "cuts {cuts:?}");
+        let sent = h.take_sent(WRITER);
+        assert_eq!(
+            &sent[..bind_len],
+            &b[..bind_len],
+            "the client's Bind as it sent it"
+        );
+        assert_eq!(tags(&sent), "BES", "cuts {cuts:?}");
+        let mut ans = msg(b'2', b"");
+        ans.extend(data_row(&["4000"]));
+        ans.extend(command_complete("SELECT 1"));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+        assert_eq!(tags(&h.take_client()), "2DCZ", "cuts {cuts:?}");
+        assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+        assert!(h.streams.balanced(), "cuts {cuts:?}");
+    }
+}
+
+/// E-2: a Parse too large to inspect has a text the engine does not read, which may name any
+/// statement (`EXECUTE s1`): every statement that lives only on readers is prepared on the
+/// writer before it, and the name it parses is the writer's from then on.
+#[test]
+fn e2_a_parse_too_large_to_inspect_has_every_statement_on_a_reader_only_prepared_on_the_writer_first(
+) {
+    let mut h = host_with_s1_on_a_reader_only();
+    let text = format!("EXECUTE s1('a') /* {} */", "x".repeat(3000));
+    let mut b = parse("s2", &text);
+    b.extend(bind("", "s2"));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(
+        named(&sent)[..2],
+        [('P', "s1".to_string()), ('P', "s2".to_string())],
+        "s1 under the client's name before the large Parse"
+    );
+    assert_eq!(tags(&sent), "PPBES");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'1', b""));
+    ans.extend(msg(b'2', b""));
+    ans.extend(data_row(&["1"]));
+    ans.extend(command_complete("SELECT 1"));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(
+        tags(&h.take_client()),
+        "12DCZ",
+        "the hidden ParseComplete swallowed"
+    );
+    // An unread text may have changed the session's state: the capture follows (S-5).
+    assert!(sends_capture(&h.take_sent(WRITER)));
+    // s2's text was not read: a Bind of it is the writer's.
+    h.client(&named_execute("s2"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
+    assert!(h.streams.balanced());
+}
+
+/// E-2: a simple Query too large to inspect may name any statement too.
+#[test]
+fn e2_a_query_too_large_to_inspect_has_every_statement_on_a_reader_only_prepared_on_the_writer_first(
+) {
+    let mut h = host_with_s1_on_a_reader_only();
+    let text = format!("EXECUTE s1('a') /* {} */", "x".repeat(3000));
+    h.client(&query(&text));
+    let sent = h.take_sent(WRITER);
+    assert_eq!(named(&sent)[0], ('P', "s1".to_string()));
+    assert!(
+        tags(&sent).starts_with("PSQ"),
+        "a hidden Parse and Sync before the Query: {}",
+        tags(&sent)
+    );
+}

@@ -93,6 +93,7 @@ fn run(chunks: &[&[u8]]) -> Result<Vec<Seen>, ProtocolError> {
                         open = Some((tag, body_len, 0));
                     }
                 }
+                Step::NamedStart { .. } => panic!("not asked for"),
                 Step::Opaque { tag, body_len } => {
                     assert!(open.is_none(), "a whole message inside another");
                     seen.push(Seen::Opaque(tag, body_len));
@@ -254,4 +255,80 @@ fn w2_every_truncation_parses_as_specified() {
         Rfq::parse(&x_list, ext).unwrap().status,
         TxStatus::InTransaction
     );
+}
+
+/// What the framer says of a stream of Parses and Binds read with `BodyMode::StreamNamed`:
+/// each message's tag, length and head, and that its remaining bytes were all counted.
+fn run_named(limits: Limits, chunks: &[&[u8]]) -> Vec<(u8, usize, Vec<u8>)> {
+    let mut f = Framer::new(limits);
+    let mut seen = Vec::new();
+    let mut left = 0usize;
+    let mode = |t: u8, _| BodyMode::StreamNamed(if t == b'B' { 2 } else { 1 });
+    for chunk in chunks {
+        let mut pos = 0;
+        loop {
+            let (step, n) = f.step(&chunk[pos..], mode).unwrap();
+            pos += n;
+            match step {
+                Step::NeedMore => {
+                    assert_eq!(pos, chunk.len(), "NeedMore must consume everything");
+                    break;
+                }
+                Step::NamedStart {
+                    tag,
+                    body_len,
+                    head,
+                } => {
+                    assert_eq!(left, 0, "a start inside another message");
+                    assert!(head.len() <= body_len.min(limits.max_inspected_len));
+                    left = body_len - head.len();
+                    seen.push((tag, body_len, head.to_vec()));
+                }
+                Step::OpaqueBytes { n, done } => {
+                    assert!(n <= left, "more bytes than the body has");
+                    left -= n;
+                    assert_eq!(done, left == 0);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(left, 0, "a body not counted to its end");
+    seen
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// E-2: a Parse or Bind too large to inspect still has its names read, however its bytes
+    /// are cut — the statement name (and a Bind's portal) with their NULs, or as many bytes as
+    /// the limit allows when they are longer — and every other byte of it is counted.
+    #[test]
+    fn e2_the_names_of_a_streamed_parse_or_bind_are_read_however_it_is_split(
+        msgs in prop::collection::vec(
+            (any::<bool>(), "[a-z_0-9]{0,40}", "[a-z_0-9]{0,40}", prop::collection::vec(any::<u8>(), 0..100)),
+            1..6,
+        ),
+        limit in 1usize..90,
+        points in prop::collection::vec(any::<usize>(), 0..20),
+    ) {
+        let limits = Limits { max_inspected_len: limit, ..Limits::default() };
+        let mut stream = Vec::new();
+        let mut want = Vec::new();
+        for (is_bind, a, b, rest) in &msgs {
+            let names = if *is_bind { format!("{a}\0{b}\0") } else { format!("{a}\0") };
+            let mut body = names.clone().into_bytes();
+            body.extend_from_slice(rest);
+            let head = names.len().min(limit);
+            let tag = if *is_bind { b'B' } else { b'P' };
+            want.push((tag, body.len(), body[..head].to_vec()));
+            stream.extend(msg(tag, &body));
+        }
+        prop_assert_eq!(&run_named(limits, &[&stream]), &want);
+        let pieces = split_at_points(&stream, &points);
+        let refs: Vec<&[u8]> = pieces.iter().map(|p| p.as_slice()).collect();
+        prop_assert_eq!(&run_named(limits, &refs), &want);
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        prop_assert_eq!(&run_named(limits, &bytes), &want);
+    }
 }

@@ -18,17 +18,21 @@ use super::input::Input;
 enum Seen {
     Msg(u8, Vec<u8>),
     Opaque(u8, usize),
+    Named(u8, usize, Vec<u8>),
     Bytes(usize),
     Err(ProtocolError),
 }
 
-/// Inspect, stream or skip, decided by the tag and a mask from the input (as the session does by tag
+/// Inspect, stream (names first or not) or skip, decided by the tag and a mask from the input (as the session does by tag
 /// and length).
 fn mode(mask: u8, t: u8, len: usize) -> BodyMode {
     if (t.rotate_left(u32::from(mask & 7)) ^ mask) & 1 == 0 && len % 3 != 1 {
         BodyMode::Inspect
     } else if (t ^ mask) & 2 == 0 {
         BodyMode::Skip
+    } else if (t ^ mask) & 4 == 0 {
+        // A large Parse's or Bind's names read before the rest streams.
+        BodyMode::StreamNamed(mask >> 6)
     } else {
         BodyMode::Stream
     }
@@ -76,6 +80,14 @@ fn drive(payload: &[u8], cuts: &[usize], startup: bool, limits: Limits, mask: u8
                 }
                 Step::Message { tag, body } => Some(Seen::Msg(tag, body.to_vec())),
                 Step::OpaqueStart { tag, body_len } => Some(Seen::Opaque(tag, body_len)),
+                Step::NamedStart {
+                    tag,
+                    body_len,
+                    head,
+                } => {
+                    assert!(head.len() <= body_len.min(limits.max_inspected_len));
+                    Some(Seen::Named(tag, body_len, head.to_vec()))
+                }
                 // The same as a start and its whole body, however the input was cut.
                 Step::Opaque { tag, body_len } => {
                     push(&mut seen, Seen::Opaque(tag, body_len));

@@ -19,6 +19,10 @@ pub enum BodyMode {
     /// Only count its bytes, and when the whole message is in the input take it in one step
     /// ([`Step::Opaque`]): small rows pass without a second step each.
     Skip,
+    /// Only count its bytes after its first `n` NUL-terminated names, which are read first and
+    /// come with [`Step::NamedStart`] (at most [`Limits::max_inspected_len`] bytes of them): a
+    /// Parse or Bind too large to inspect still says which statement and portal it names.
+    StreamNamed(u8),
 }
 
 /// One framing step.
@@ -37,13 +41,33 @@ pub enum Step<'a> {
     Opaque { tag: u8, body_len: usize },
     /// `n` more bytes of a streamed body; `done` when it is complete.
     OpaqueBytes { n: usize, done: bool },
+    /// The header and the first bytes of a message asked for with [`BodyMode::StreamNamed`]:
+    /// `head` is its body up to the NUL that ends the last name asked for (or as much as the
+    /// limit allowed, when they are longer: then fewer NULs are in it), counted as consumed;
+    /// the rest of the body follows as [`Step::OpaqueBytes`] (none when `head` is all of it).
+    NamedStart {
+        tag: u8,
+        body_len: usize,
+        head: &'a [u8],
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Header,
-    Buffering { tag: u8, body_len: usize },
-    Streaming { remaining: usize },
+    Buffering {
+        tag: u8,
+        body_len: usize,
+    },
+    /// Reading the names of a [`BodyMode::StreamNamed`] body into `buf`: `left` NULs to go.
+    Naming {
+        tag: u8,
+        body_len: usize,
+        left: u8,
+    },
+    Streaming {
+        remaining: usize,
+    },
 }
 
 /// A stateful framer for one direction of one connection.
@@ -113,7 +137,7 @@ impl Framer {
         match self.state {
             State::Header => self.hdr_len as usize,
             State::Buffering { tag: 0, .. } => 4 + body,
-            State::Buffering { .. } => 5 + body,
+            State::Buffering { .. } | State::Naming { .. } => 5 + body,
             State::Streaming { .. } => 0,
         }
     }
@@ -154,6 +178,11 @@ impl Framer {
                     n,
                 ))
             }
+            State::Naming {
+                tag,
+                body_len,
+                left,
+            } => Ok(self.name_more(input, tag, body_len, left)),
             State::Streaming { remaining } => {
                 let n = remaining.min(input.len());
                 if n == 0 {
@@ -248,6 +277,11 @@ impl Framer {
             BodyMode::Skip if input.len() - take >= body_len => {
                 Ok((Step::Opaque { tag, body_len }, take + body_len))
             }
+            BodyMode::StreamNamed(names) => {
+                self.buf.clear();
+                let (step, n) = self.name_more(&input[take..], tag, body_len, names);
+                Ok((step, take + n))
+            }
             BodyMode::Stream | BodyMode::Skip => {
                 if body_len > 0 {
                     self.state = State::Streaming {
@@ -257,6 +291,53 @@ impl Framer {
                 Ok((Step::OpaqueStart { tag, body_len }, take))
             }
         }
+    }
+
+    /// Reads names of a [`BodyMode::StreamNamed`] body into `buf` from `input` (`left` NULs to
+    /// go); once they are read, or the body or the limit ends first, the body streams.
+    fn name_more<'a>(
+        &'a mut self,
+        input: &'a [u8],
+        tag: u8,
+        body_len: usize,
+        mut left: u8,
+    ) -> (Step<'a>, usize) {
+        let room = body_len.min(self.limits.max_inspected_len) - self.buf.len();
+        let avail = &input[..room.min(input.len())];
+        let mut n = if left == 0 { 0 } else { avail.len() };
+        for (i, &b) in avail[..n].iter().enumerate() {
+            if b == 0 {
+                left = left.saturating_sub(1);
+                if left == 0 {
+                    n = i + 1;
+                    break;
+                }
+            }
+        }
+        self.buf.extend_from_slice(&avail[..n]);
+        if left > 0 && self.buf.len() < body_len.min(self.limits.max_inspected_len) {
+            self.state = State::Naming {
+                tag,
+                body_len,
+                left,
+            };
+            return (Step::NeedMore, n);
+        }
+        let remaining = body_len - self.buf.len();
+        self.state = if remaining == 0 {
+            State::Header
+        } else {
+            State::Streaming { remaining }
+        };
+        self.clear_buf = true;
+        (
+            Step::NamedStart {
+                tag,
+                body_len,
+                head: &self.buf,
+            },
+            n,
+        )
     }
 
     fn check_len(&self, tag: u8, len: u32) -> Result<usize, ProtocolError> {

@@ -166,6 +166,20 @@ impl Session {
                 Step::OpaqueStart { tag, body_len } => self
                     .on_backend_opaque_start(conn, i, tag, body_len, false)
                     .map(|_| ()),
+                // Not asked for (`backend_body_mode`); a start and its first bytes.
+                Step::NamedStart {
+                    tag,
+                    body_len,
+                    head,
+                } => {
+                    let n = head.len();
+                    self.on_backend_opaque_start(conn, i, tag, body_len, false)
+                        .map(|_| {
+                            if n > 0 && self.phase != Phase::Closed {
+                                self.on_backend_opaque_bytes(conn, i, n, n == body_len);
+                            }
+                        })
+                }
                 Step::Opaque { tag, body_len } => self
                     .on_backend_opaque_start(conn, i, tag, body_len, true)
                     .map(|d| {

@@ -152,7 +152,7 @@ impl Session {
             match m.info {
                 MsgInfo::Sync => return Some((i + 1, true, false)),
                 MsgInfo::Flush => return Some((i + 1, false, false)),
-                MsgInfo::LargeExtended => return Some((i + 1, false, false)),
+                MsgInfo::LargeExtended(_) => return Some((i + 1, false, false)),
                 _ => {}
             }
             if bytes > self.config.max_batch_bytes {
@@ -764,24 +764,71 @@ impl Session {
                 self.advance_head(Some(w));
             }
             None => {
-                // Too large to inspect (a Parse or Bind streamed by count): its statement is
-                // whatever the server makes of it.
-                if matches!(head.info, MsgInfo::LargeExtended) {
-                    let req = if head.tag == tag::PARSE {
-                        Req::Parse
-                    } else {
-                        Req::Bind
-                    };
-                    if let Some(wb) = self.writer.as_mut() {
-                        wb.resp.push(req, Who::Client, id);
-                    }
-                    if head.tag == tag::PARSE {
-                        // Which name it parses is unknown: nothing tracked can be trusted.
-                        self.statements.clear();
-                    }
+                if let MsgInfo::LargeExtended(names) = &head.info {
+                    let (t, names) = (head.tag, names.clone());
+                    self.note_large_writer_msg(id, w, t, names.as_deref());
                 }
                 self.advance_head(Some(w));
             }
+        }
+    }
+
+    /// Bookkeeping for a Parse or Bind too large to inspect, about to stream to the writer by
+    /// count: only its names were read (`names`, as they begin its body; `None`: longer than
+    /// the framer reads). A Bind is noted as any Bind of its statement is — the statement
+    /// prepared on the writer first when the client prepared it on a reader only (E-2; asyncpg's
+    /// own codec tests through the example proxy, 2026-12-06: a 1 MiB `text[]` parameter bound
+    /// to a statement parsed on the standby met 26000 on the writer). A Parse's text is unread:
+    /// it may name any statement (`EXECUTE s`), so every statement that exists only on readers
+    /// is prepared on the writer first; the statement it parses is not tracked (its text is
+    /// unknown: whatever names it runs on the writer), unless the name is in use — then the
+    /// server refuses it (42P05) and the one tracked stays.
+    fn note_large_writer_msg(&mut self, id: u32, w: ConnId, t: u8, names: Option<&[u8]>) {
+        if t == tag::BIND {
+            match names.map(|n| FrontendMessage::parse(t, n)) {
+                Some(Ok(msg)) => self.note_writer_message(id, w, msg, &[], true),
+                _ => {
+                    // Longer names than the framer reads than any tracked statement has
+                    // (those came in messages that were inspected whole).
+                    if let Some(wb) = self.writer.as_mut() {
+                        wb.resp.push(Req::Bind, Who::Client, id);
+                    }
+                }
+            }
+            return;
+        }
+        let cleared = self.statements_cleared_ahead(id);
+        if !cleared {
+            for name in self.reader_only_named() {
+                self.ensure_on_writer(id, w, &name, false);
+            }
+        }
+        let statement = names.map(|n| &n[..n.len() - 1]);
+        let in_use =
+            statement.is_some_and(|s| !s.is_empty() && self.statements.contains(s) && !cleared);
+        if let Some(wb) = self.writer.as_mut() {
+            wb.resp.push(Req::Parse, Who::Client, id);
+            if let Some(s) = statement {
+                wb.parses.push_back(statements::ParseNote {
+                    unit: id,
+                    name: s.into(),
+                    hash: 0,
+                    who: Who::Client,
+                    local: false,
+                    kept: in_use,
+                    close: false,
+                    closed: None,
+                });
+            }
+        }
+        match statement {
+            Some(s) if !in_use => {
+                self.statements.remove(s);
+            }
+            Some(_) => {}
+            // Which name it parses is unknown: nothing tracked can be trusted (every statement
+            // that exists only on readers is on the writer now).
+            None => self.statements.clear(),
         }
     }
 
@@ -801,6 +848,18 @@ impl Session {
         let Ok(msg) = FrontendMessage::reread(t, body, names) else {
             return;
         };
+        self.note_writer_message(id, w, msg, body, fresh);
+    }
+
+    /// [`Self::note_writer_msg`] of message `msg` read from `body`.
+    fn note_writer_message(
+        &mut self,
+        id: u32,
+        w: ConnId,
+        msg: FrontendMessage<'_>,
+        body: &[u8],
+        fresh: bool,
+    ) {
         let limit = self.config.max_prepared_statements;
         // A Close of a statement the writer never had needs nothing: the server answers
         // CloseComplete for a name it does not know.

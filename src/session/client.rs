@@ -27,8 +27,24 @@ fn client_body_mode(t: u8, len: usize, limits: &crate::protocol::Limits) -> Body
         // For the function's object ID (S-5: which code it runs); a larger one (a large-object
         // write of more than the bound) passes by count, taken for code the engine cannot see.
         tag::FUNCTION_CALL if len <= limits.max_inspected_len => BodyMode::Inspect,
+        // Too large to inspect, but the statement (and portal) it names is read (E-2: the
+        // writer must have a statement the client prepared on a reader only before a Bind of it).
+        tag::PARSE => BodyMode::StreamNamed(1),
+        tag::BIND => BodyMode::StreamNamed(2),
         _ => BodyMode::Stream,
     }
+}
+
+/// The first `n` names at the start of a large Parse's or Bind's body (each with its NUL), as
+/// the framer read them; `None` when they were longer than it reads.
+fn large_names(head: &[u8], n: usize) -> Option<Box<[u8]>> {
+    let end = head
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == 0)
+        .nth(n - 1)
+        .map(|(i, _)| i + 1)?;
+    Some(head[..end].into())
 }
 
 impl Session {
@@ -73,11 +89,18 @@ impl Session {
                     Err(e) => Err(e),
                 },
                 Step::Message { tag, body } => self.on_client_message(tag, body),
-                Step::OpaqueStart { tag, body_len } => self.on_client_opaque_start(tag, body_len),
+                Step::OpaqueStart { tag, body_len } => {
+                    self.on_client_opaque_start(tag, body_len, None)
+                }
+                Step::NamedStart {
+                    tag,
+                    body_len,
+                    head,
+                } => self.on_client_opaque_start(tag, body_len, Some(head)),
                 // Not asked for (client bodies stream, `client_body_mode`); taken as its start
                 // and its whole body.
                 Step::Opaque { tag, body_len } => {
-                    self.on_client_opaque_start(tag, body_len).map(|()| {
+                    self.on_client_opaque_start(tag, body_len, None).map(|()| {
                         if body_len > 0 && self.phase != Phase::Closed {
                             self.on_client_opaque_bytes(body_len);
                         }
@@ -305,7 +328,15 @@ impl Session {
         }
     }
 
-    fn on_client_opaque_start(&mut self, t: u8, body_len: usize) -> Result<(), SessionError> {
+    /// A message streamed by count begins; `head`: its body's first bytes the framer read
+    /// (a large Parse's or Bind's names, `BodyMode::StreamNamed`), already consumed.
+    fn on_client_opaque_start(
+        &mut self,
+        t: u8,
+        body_len: usize,
+        head: Option<&[u8]>,
+    ) -> Result<(), SessionError> {
+        let head = head.unwrap_or_default();
         let info = match t {
             tag::QUERY => {
                 self.unread_statement();
@@ -317,9 +348,9 @@ impl Session {
             }
             tag::PARSE => {
                 self.unread_statement();
-                MsgInfo::LargeExtended
+                MsgInfo::LargeExtended(large_names(head, 1))
             }
-            tag::BIND => MsgInfo::LargeExtended,
+            tag::BIND => MsgInfo::LargeExtended(large_names(head, 2)),
             tag::COPY_DATA => MsgInfo::CopyData,
             tag::COPY_FAIL => MsgInfo::CopyFail,
             tag::FUNCTION_CALL => MsgInfo::FunctionCall(None),
@@ -343,7 +374,7 @@ impl Session {
             names: Names::default(),
             may_be_token: false,
             len: body_len + 5,
-            arrived: 5,
+            arrived: 5 + head.len(),
             acted: 0,
             info,
             copy: None,

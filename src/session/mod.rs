@@ -186,8 +186,10 @@ enum MsgInfo {
     CopyFail,
     /// The function's object ID (`None`: too large to inspect, or too short to hold one).
     FunctionCall(Option<u32>),
-    /// A Parse or Bind too large to inspect: streamed by count.
-    LargeExtended,
+    /// A Parse or Bind too large to inspect: streamed by count. Its names as they begin its
+    /// body (a Parse's statement, a Bind's portal and statement, each with its NUL; `None`:
+    /// longer than the framer reads).
+    LargeExtended(Option<Box<[u8]>>),
     Password,
     Terminate,
 }
@@ -203,7 +205,7 @@ impl MsgInfo {
                 | MsgInfo::Close
                 | MsgInfo::Sync
                 | MsgInfo::Flush
-                | MsgInfo::LargeExtended
+                | MsgInfo::LargeExtended(_)
         )
     }
 

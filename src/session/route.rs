@@ -371,10 +371,12 @@ impl Session {
             .is_some_and(|c| !c.statements().iter().any(|s| s.kind == Kind::Copy));
         let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
         let changes_state = class.as_ref().is_some_and(|c| self.changes_state(c));
-        let named = self
-            .head_query_text(fresh)
-            .map(|t| self.reader_only_named_in(t))
-            .unwrap_or_default();
+        // A text not at hand (too large to inspect, or queued without a copy) may name any
+        // statement: all that exist only on readers go to the writer first.
+        let named = match self.head_query_text(fresh) {
+            Some(t) => self.reader_only_named_in(t),
+            None => self.reader_only_named(),
+        };
         self.mirror_named(w, &named);
         let rules = self.changes_parse_rules(class.as_ref());
         let ends = rules && class.as_ref().and_then(effects::txn_block_edge) == Some(true);
@@ -450,15 +452,22 @@ impl Session {
                 }
             }
             Mention::All => {
-                // The unnamed statement is not listed there.
-                for (n, _) in self.statements.reader_only() {
-                    if !n.is_empty() && !out.contains(&n) {
+                for n in self.reader_only_named() {
+                    if !out.contains(&n) {
                         out.push(n);
                     }
                 }
             }
         });
         out
+    }
+
+    /// Every statement that exists only on readers and that a text can name (not the unnamed
+    /// one, which no text names and `pg_prepared_statements` does not list).
+    pub(super) fn reader_only_named(&self) -> Vec<Box<[u8]>> {
+        let mut v = self.statements.reader_only();
+        v.retain(|(n, _)| !n.is_empty());
+        v.into_iter().map(|(n, _)| n).collect()
     }
 
     /// The SQL of the simple Query at the head of the queue (or arriving as `fresh`).

@@ -293,15 +293,28 @@ impl Session {
         match queued {
             Some(count) => {
                 for m in self.queue.iter().take(count) {
-                    if let Some(b) = self.msg_bytes(m) {
-                        self.look_for_check(b, m.names, &mut parsed, &mut pending, &mut due);
+                    let msg = match (&m.info, self.msg_bytes(m)) {
+                        // One too large to inspect: the names the framer read.
+                        (MsgInfo::LargeExtended(Some(names)), _) if m.tag == tag::BIND => {
+                            FrontendMessage::parse(m.tag, names).ok()
+                        }
+                        (_, Some(b)) if b.len() >= 5 => {
+                            FrontendMessage::reread(b[0], &b[5..], m.names).ok()
+                        }
+                        _ => None,
+                    };
+                    if let Some(msg) = msg {
+                        self.look_for_check(msg, &mut parsed, &mut pending, &mut due);
                     }
                 }
             }
             None => {
                 for (r, names) in &self.orig_msgs {
-                    if let Some(b) = self.orig.get(r.clone()) {
-                        self.look_for_check(b, *names, &mut parsed, &mut pending, &mut due);
+                    let b = self.orig.get(r.clone()).filter(|b| b.len() >= 5);
+                    if let Some(msg) =
+                        b.and_then(|b| FrontendMessage::reread(b[0], &b[5..], *names).ok())
+                    {
+                        self.look_for_check(msg, &mut parsed, &mut pending, &mut due);
                     }
                 }
             }
@@ -316,24 +329,20 @@ impl Session {
     /// (`due`) or has one in flight (`pending`); `parsed`: the names the batch parsed so far.
     fn look_for_check<'a>(
         &self,
-        bytes: &'a [u8],
-        names: Names,
+        msg: FrontendMessage<'a>,
         parsed: &mut Vec<&'a [u8]>,
         pending: &mut bool,
         due: &mut Vec<Box<[u8]>>,
     ) {
-        if bytes.len() < 5 {
-            return;
-        }
-        let name = match FrontendMessage::reread(bytes[0], &bytes[5..], names) {
-            Ok(FrontendMessage::Parse { statement, .. }) => {
+        let name = match msg {
+            FrontendMessage::Parse { statement, .. } => {
                 if !statement.is_empty() {
                     parsed.push(statement);
                 }
                 return;
             }
-            Ok(FrontendMessage::Bind { statement, .. }) => statement,
-            Ok(FrontendMessage::Describe { kind: b'S', name }) => name,
+            FrontendMessage::Bind { statement, .. } => statement,
+            FrontendMessage::Describe { kind: b'S', name } => name,
             _ => return,
         };
         if name.is_empty() || parsed.contains(&name) {

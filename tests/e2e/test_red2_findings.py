@@ -455,6 +455,40 @@ def test_e2_sql_naming_a_statement_prepared_on_a_reader_runs_as_on_the_primary(p
     assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] > before
 
 
+# -- E-2: a message too large to inspect that names a statement prepared on a reader only --------
+# Found by asyncpg's own test suite through the proxy (test_standard_codecs, in CI 2 of 2 runs, then
+# 6 of 6 under recording): `text[]` and `bytea` samples of 1 MiB bound to a statement asyncpg had
+# parsed in a read batch (on the standby only). A Parse or Bind larger than the engine inspects
+# (`max_inspected_len`, 1 MiB) streams to the writer by count, and the engine did not read which
+# statement it named: the writer answered 26000 where the primary runs it. The framer now reads the
+# names of such a message before it streams; a Parse's or Query's unread text may name any
+# statement, so every statement that lives only on readers is prepared on the writer first.
+
+HUGE = "x" * ((1 << 20) + 1000)
+
+TOO_LARGE_TO_INSPECT = {
+    "bind": [([bind("", "red2_l", (HUGE,)), execute(), SYNC], 1)],
+    "bind_named_portal": [([bind("red2_lp", "red2_l", (HUGE,)), execute("red2_lp"), SYNC], 1)],
+    "parse_of_execute": [([parse("", f"EXECUTE red2_l('a') /* {HUGE} */"), bind("", ""), execute(), SYNC], 1)],
+    "parse_of_the_name_in_use": [([parse("red2_l", f"SELECT '{HUGE}'"), SYNC], 1),
+                                 ([bind("", "red2_l", ("abc",)), execute(), SYNC], 1)],
+    "query_of_execute": [([query(f"EXECUTE red2_l('a') /* {HUGE} */")], 1)],
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(TOO_LARGE_TO_INSPECT))
+def test_e2_a_message_too_large_to_inspect_naming_a_statement_prepared_on_a_reader(pair, proxy, case):
+    before = proxy.stats()["outcome"]["REPLICA_WITH_WAIT"]
+    same_as_primary(pair, proxy, [
+        ([parse("red2_l", "SELECT length($1::text) AS n"), describe(b"S", "red2_l"), SYNC], 1),
+        *TOO_LARGE_TO_INSPECT[case],
+        ([bind("", "red2_l", ("abcd",)), execute(), SYNC], 1),
+    ])
+    # The Parse batch ran on the reader (else the case proves nothing).
+    assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] > before
+
+
 @pytest.mark.timeout(60)
 def test_e2_asyncpg_explicitly_named_statement_executed_by_sql(pair, proxy):
     """asyncpg's test_prepare_explicitly_named, through the proxy and directly."""
