@@ -1571,20 +1571,31 @@ fn s5_e1_a_set_whose_execute_joins_a_batch_opened_at_a_flush_is_captured() {
 /// S-5: a capture row too large for the engine to read whole (a setting's value of kilobytes,
 /// streamed past the client) fails the capture: the session's reads stay on the writer rather
 /// than run on readers without that setting (an examiner's finding of 2026-12-05: a 2.8 KB
-/// placeholder used as a deny-list was missing on the standby, 3/3).
+/// placeholder used as a deny-list was missing on the standby, 3/3). Also where
+/// `max_inspected_message_bytes` is below the 4 KiB the engine reads a capture row up to: the
+/// row streams rather than the framer refusing it (the wire differential test with the limit
+/// at 1 KiB, 2026-12-06: a 1.1 KB `app.tag` closed the session with 08P01).
 #[test]
 fn s5_a_capture_row_too_large_to_read_fails_the_capture() {
-    let mut h = host();
-    let big = "x".repeat(70_000);
-    h.client(&query(&format!("SET app.deny = '{big}'")));
-    h.writer_answers("SET", b'I', Some(0x1000), None);
-    assert!(sends_capture(&h.take_sent(WRITER)));
-    h.backend(
-        WRITER,
-        &capture_answer(false, &[("app.deny", big.as_str())], None),
-    );
-    assert!(!acquired(&h.client(&query("SELECT 1"))));
-    assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
+    for (limit, size) in [(None, 70_000), (Some("1024"), 1_000)] {
+        let settings: Vec<_> = limit
+            .map(|l| ("max_inspected_message_bytes", l))
+            .into_iter()
+            .collect();
+        let mut h = Host::new(config(&settings));
+        h.engine.remove_reader(2);
+        h.connect();
+        let big = "x".repeat(size);
+        h.client(&query(&format!("SET app.deny = '{big}'")));
+        h.writer_answers("SET", b'I', Some(0x1000), None);
+        assert!(sends_capture(&h.take_sent(WRITER)));
+        h.backend(
+            WRITER,
+            &capture_answer(false, &[("app.deny", big.as_str())], None),
+        );
+        assert!(!acquired(&h.client(&query("SELECT 1"))), "{limit:?}");
+        assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
+    }
 }
 
 /// S-5: a placeholder setting under a name the engine cannot spell as the server reads it (a

@@ -127,13 +127,15 @@ impl Session {
                 }
             };
             let step = framer.step(&bytes[pos..], |t, len| {
-                if learning_rows && t == tag::DATA_ROW && len <= 4096
+                // Never more than the framer reads whole (`max_inspected_message_bytes` may be
+                // set below these bounds): a longer one streams, as any message too large.
+                let inspect = (learning_rows && t == tag::DATA_ROW && len <= 4096
                     || holding && len + 5 <= MAX_HELD
-                {
-                    BodyMode::Inspect
-                } else if (i > 0 || shape_front) && shapes::reads_shape(t, len) {
                     // A reader's RowDescription may be held until the first row or the
                     // command's end (F-3); one a shape is read from is read whole (E-2).
+                    || (i > 0 || shape_front) && shapes::reads_shape(t, len))
+                    && len <= limits.max_inspected_len;
+                if inspect {
                     BodyMode::Inspect
                 } else {
                     backend_body_mode(t, len, &limits)

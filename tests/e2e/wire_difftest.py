@@ -197,10 +197,14 @@ def _txt(s):
 TZS = ["UTC", "America/New_York", "Asia/Kolkata", "'Europe/Paris'"]
 
 
-def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40):
+def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large_bytes=1100):
     """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2), "unsynced" (every batch
-    ends in a Sync, so no Query follows a failed batch before its Sync: finding 1)."""
+    ends in a Sync, so no Query follows a failed batch before its Sync: finding 1). large: the
+    share of Queries, Parses and Binds (with a parameter) made `large_bytes` longer — a comment
+    before the text, or the first parameter's value padded (which may make it fail: the same on
+    both sides) — so that a proxy inspecting less than that streams them by count."""
     R = random.Random(seed)
+    pad = "/*" + "p" * large_bytes + "*/ "
     st = {"named": [], "portals": [], "tmp": False, "cursors": [], "prepared": []}
     steps = []
 
@@ -380,6 +384,12 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40):
                 msgs.append(("C", "S", name))
                 if name in st["named"]:
                     st["named"].remove(name)
+        if large:
+            for i, m in enumerate(msgs):
+                if m[0] == "P" and R.random() < large:
+                    msgs[i] = ("P", m[1], pad + m[2])
+                elif m[0] == "B" and m[3] and m[3][0] is not None and R.random() < large:
+                    msgs[i] = ("B", m[1], m[2], [m[3][0] + "p" * large_bytes, *m[3][1:]])
         y = R.random()
         if "unsynced" in avoid and y >= 0.82:
             if y < 0.92:
@@ -397,7 +407,10 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40):
         x = R.random()
         if x < 0.55:
             k = 1 if R.random() < 0.7 else R.randint(2, 3)
-            steps.append({"msgs": [("Q", "; ".join(any_sql() for _ in range(k)))]})
+            sql = "; ".join(any_sql() for _ in range(k))
+            if large and R.random() < large:
+                sql = pad + sql
+            steps.append({"msgs": [("Q", sql)]})
         elif x < 0.93:
             steps.append(ext_batch())
         elif x < 0.97:
