@@ -562,42 +562,61 @@ fn e2_a_bind_too_large_to_inspect_of_a_statement_on_a_reader_only_is_prepared_on
 
 /// E-2: a Parse too large to inspect has a text the engine does not read, which may name any
 /// statement (`EXECUTE s1`): every statement that lives only on readers is prepared on the
-/// writer before it, and the name it parses is the writer's from then on.
+/// writer before it, and the name it parses is the writer's from then on. At the head of a batch
+/// they are prepared as before a Query, with a Sync of their own and their answers swallowed: one
+/// that fails there now (its table dropped since) is not the client's error.
 #[test]
 fn e2_a_parse_too_large_to_inspect_has_every_statement_on_a_reader_only_prepared_on_the_writer_first(
 ) {
-    let mut h = host_with_s1_on_a_reader_only();
-    let text = format!("EXECUTE s1('a') /* {} */", "x".repeat(3000));
-    let mut b = parse("s2", &text);
-    b.extend(bind("", "s2"));
-    b.extend(execute(""));
-    b.extend(sync());
-    h.client(&b);
-    let sent = h.take_sent(WRITER);
-    assert_eq!(
-        named(&sent)[..2],
-        [('P', "s1".to_string()), ('P', "s2".to_string())],
-        "s1 under the client's name before the large Parse"
-    );
-    assert_eq!(tags(&sent), "PPBES");
-    let mut ans = msg(b'1', b"");
-    ans.extend(msg(b'1', b""));
-    ans.extend(msg(b'2', b""));
-    ans.extend(data_row(&["1"]));
-    ans.extend(command_complete("SELECT 1"));
-    ans.extend(rfq(b'I', Some(0x1000), None));
-    h.backend(WRITER, &ans);
-    assert_eq!(
-        tags(&h.take_client()),
-        "12DCZ",
-        "the hidden ParseComplete swallowed"
-    );
-    // An unread text may have changed the session's state: the capture follows (S-5).
-    assert!(sends_capture(&h.take_sent(WRITER)));
-    // s2's text was not read: a Bind of it is the writer's.
-    h.client(&named_execute("s2"));
-    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
-    assert!(h.streams.balanced());
+    for fails in [false, true] {
+        let mut h = host_with_s1_on_a_reader_only();
+        let text = format!("EXECUTE s1('a') /* {} */", "x".repeat(3000));
+        let mut b = parse("s2", &text);
+        b.extend(bind("", "s2"));
+        b.extend(execute(""));
+        b.extend(sync());
+        h.client(&b);
+        let sent = h.take_sent(WRITER);
+        assert_eq!(
+            named(&sent)[..3],
+            [
+                ('P', "s1".to_string()),
+                ('S', String::new()),
+                ('P', "s2".to_string())
+            ],
+            "s1 under the client's name before the large Parse"
+        );
+        assert_eq!(tags(&sent), "PSPBES");
+        let mut ans = if fails {
+            error(
+                "ERROR",
+                "42P01",
+                "relation \"t\" does not exist",
+                None,
+                None,
+            )
+        } else {
+            msg(b'1', b"")
+        };
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(msg(b'1', b""));
+        ans.extend(msg(b'2', b""));
+        ans.extend(data_row(&["1"]));
+        ans.extend(command_complete("SELECT 1"));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+        assert_eq!(
+            tags(&h.take_client()),
+            "12DCZ",
+            "fails {fails}: the hidden answers swallowed"
+        );
+        // An unread text may have changed the session's state: the capture follows (S-5).
+        assert!(sends_capture(&h.take_sent(WRITER)), "fails {fails}");
+        // s2's text was not read: a Bind of it is the writer's.
+        h.client(&named_execute("s2"));
+        assert_eq!(tags(&h.take_sent(WRITER)), "BDES", "fails {fails}");
+        assert!(h.streams.balanced());
+    }
 }
 
 /// E-2: a simple Query too large to inspect may name any statement too.

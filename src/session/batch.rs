@@ -780,7 +780,8 @@ impl Session {
     /// own codec tests through the example proxy, 2026-12-06: a 1 MiB `text[]` parameter bound
     /// to a statement parsed on the standby met 26000 on the writer). A Parse's text is unread:
     /// it may name any statement (`EXECUTE s`), so every statement that exists only on readers
-    /// is prepared on the writer first; the statement it parses is not tracked (its text is
+    /// is prepared on the writer first (answers swallowed where the Parse heads a batch);
+    /// the statement it parses is not tracked (its text is
     /// unknown: whatever names it runs on the writer), unless the name is in use — then the
     /// server refuses it (42P05) and the one tracked stays.
     fn note_large_writer_msg(&mut self, id: u32, w: ConnId, t: u8, names: Option<&[u8]>) {
@@ -798,9 +799,26 @@ impl Session {
             return;
         }
         let cleared = self.statements_cleared_ahead(id);
-        if !cleared {
-            for name in self.reader_only_named() {
-                self.ensure_on_writer(id, w, &name, false);
+        let todo = if cleared {
+            Vec::new()
+        } else {
+            self.reader_only_named()
+        };
+        if !todo.is_empty() {
+            // Nothing of the client's open on the writer (the Parse heads a batch of its own):
+            // prepared as before a Query, their answers swallowed — one that fails there now
+            // (its table dropped since) is not this Parse's error, which the primary would not
+            // give. Inside a batch a hidden error would skip the client's messages: there they
+            // answer in the place of the Parse.
+            let boundary = !self.writer_mid_batch()
+                && self.writer.as_ref().is_some_and(|wb| !wb.resp.has_unit(id))
+                && !self.units.iter().any(|u| u.id != id && u.open);
+            if boundary {
+                self.mirror_named(w, &todo);
+            } else {
+                for name in todo {
+                    self.ensure_on_writer(id, w, &name, false);
+                }
             }
         }
         let statement = names.map(|n| &n[..n.len() - 1]);

@@ -482,7 +482,7 @@ impl Session {
 
     /// Prepares statements `names` (tracked, reader-only) on the writer under the client's
     /// names ahead of a simple Query: hidden, answers swallowed.
-    fn mirror_named(&mut self, w: ConnId, names: &[Box<[u8]>]) {
+    pub(super) fn mirror_named(&mut self, w: ConnId, names: &[Box<[u8]>]) {
         let todo: Vec<_> = names
             .iter()
             .filter_map(|n| Some((n.clone(), self.statements.peek(n)?.rest.clone())))
