@@ -1184,8 +1184,15 @@ fn e1_p5_a_batch_opening_a_block_then_reading_runs_its_begin_on_the_writer_and_t
     let w = h.take_sent(WRITER);
     assert_eq!(
         tags(&w),
-        "Q",
+        "PBECCS",
         "the writer's block touched (P-5), nothing of the read"
+    );
+    assert!(
+        named(&w)
+            .iter()
+            .all(|(_, n)| n == "polarsplit_touch" || n.is_empty()),
+        "under the engine's name, not the client's unnamed statement or portal: {:?}",
+        named(&w)
     );
     assert_eq!(h.engine.stats().get(Counter::BeginsSplitOff), 1);
 }

@@ -206,12 +206,7 @@ fn f3_failure_inside_a_transaction_leaves_it_failed() {
     h.client(&query(SQL));
     h.attach(R1);
     // P-5: the split read touches the writer's block (its answer swallowed).
-    assert_eq!(
-        sent_queries(&h.take_sent(WRITER))
-            .last()
-            .map(String::as_str),
-        Some("SELECT 1")
-    );
+    assert!(ends_with_touch(&h.take_sent(WRITER)));
     h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     let mut b = row_description(1);
     b.extend(data_row(&["1"]));

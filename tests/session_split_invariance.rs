@@ -37,7 +37,7 @@ fn script() -> Vec<Step> {
     let mut begin = command_complete("BEGIN");
     begin.extend(rfq(b'T', Some(0x5100), Some((b'x', ""))));
     // The writer's answer to the hidden touch of its block the first split read sends (P-5).
-    let mut touch = select_result(&["1"]);
+    let mut touch = touch_answer();
     touch.extend(rfq(b'T', Some(0x5100), Some((b'x', ""))));
     let mut pre = select_result(&["x"]);
     pre.extend(rfq(b'I', Some(0x5200), None));

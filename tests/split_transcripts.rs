@@ -478,10 +478,7 @@ fn p5_a_read_split_off_a_block_touches_the_writers_block() {
     h.client(&query("SELECT 1"));
     h.attach(R1);
     assert_eq!(h.last_decision().reason, Reason::SplitPreWrite);
-    assert_eq!(
-        sent_queries(&h.take_sent(WRITER)),
-        vec!["SELECT 1".to_string()]
-    );
+    assert!(ends_with_touch(&h.take_sent(WRITER)));
     h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x1100);
     let got = h.take_client();
@@ -494,10 +491,7 @@ fn p5_a_read_split_off_a_block_touches_the_writers_block() {
     // One after the interval: touched again.
     h.now += 100;
     h.client(&query("SELECT 3"));
-    assert_eq!(
-        sent_queries(&h.take_sent(WRITER)),
-        vec!["SELECT 1".to_string()]
-    );
+    assert!(ends_with_touch(&h.take_sent(WRITER)));
     h.writer_answers_touch(Some(0x1000), Some((b'x', "")));
     reader_rows(&mut h, R1, 0, 0x1100);
     assert_eq!(tags(&h.take_client()), "TDCZTDCZ");

@@ -1393,10 +1393,7 @@ fn s5_the_writer_is_touched_before_its_idle_timeout_while_the_session_reads_on_a
     assert!(deadline <= h.now + 500, "{deadline}");
     h.now = deadline;
     h.timeout();
-    assert_eq!(
-        sent_queries(&h.take_sent(WRITER)),
-        vec!["SELECT 1".to_string()]
-    );
+    assert!(is_keepalive(&h.take_sent(WRITER)));
     // The writer is busy with it: no deadline in the past for the host to spin on.
     assert!(
         h.session.next_deadline().is_none_or(|d| d > h.now),
@@ -1412,10 +1409,7 @@ fn s5_the_writer_is_touched_before_its_idle_timeout_while_the_session_reads_on_a
     h.now += 600;
     assert!(acquired(&h.client(&query("SELECT v FROM t"))));
     h.attach(R1);
-    assert_eq!(
-        sent_queries(&h.take_sent(WRITER)),
-        vec!["SELECT 1".to_string()]
-    );
+    assert!(is_keepalive(&h.take_sent(WRITER)));
     assert_eq!(
         h.engine.stats().get(polarsplit::Counter::WriterKeepalives),
         2
@@ -1463,10 +1457,7 @@ fn s5_the_writer_is_touched_after_a_read_so_pauses_shorter_than_its_idle_timeout
     assert_eq!(deadline, h.now - 450 + 500);
     h.now = deadline;
     h.timeout();
-    assert_eq!(
-        sent_queries(&h.take_sent(WRITER)),
-        vec!["SELECT 1".to_string()]
-    );
+    assert!(is_keepalive(&h.take_sent(WRITER)));
     h.writer_answers_touch_idle();
     assert!(h.take_client().is_empty(), "nothing of the touch");
     // Touched after the client's last answer: nothing more is due however long it idles.

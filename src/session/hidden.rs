@@ -38,12 +38,14 @@ pub(super) struct Hidden<'a> {
     pub wait: Option<Wait>,
 }
 
-/// A statement that always fails without side effects: it aborts the writer's transaction
-/// after an error reached the client (F-3). Its result is swallowed.
 /// P-5: the statement that gives the writer's transaction block its first snapshot, and keeps it
 /// from being idle, while the block's reads run on readers (`Session::touch_writer`).
 pub(super) const TOUCH_STATEMENT: &[u8] = b"SELECT 1";
+/// The touch's statement and portal name on the writer, both closed in the same batch.
+pub(super) const TOUCH_NAME: &[u8] = b"polarsplit_touch";
 
+/// A statement that always fails without side effects: it aborts the writer's transaction
+/// after an error reached the client (F-3). Its result is swallowed.
 pub(super) const ABORT_STATEMENT: &[u8] =
     b"DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$";
 
@@ -340,6 +342,29 @@ pub(super) fn describe_statement(out: &mut Vec<u8>, name: &[u8]) {
         o.extend_from_slice(name);
         o.push(0);
     });
+}
+
+/// The touch of the writer's transaction block (P-5): [`TOUCH_STATEMENT`] parsed, bound, run
+/// and closed under a name of its own, then a Sync. Not a simple Query, which drops the client's
+/// unnamed statement, nor the unnamed portal, which may be the client's open one (pg8000's own
+/// tests through the example proxy, 2026-12-06: its unnamed statement, parsed on the writer
+/// inside a block, was gone when it bound it after a read the engine sent to the standby).
+/// Answers: ParseComplete, BindComplete, a row, CommandComplete, two CloseCompletes, RFQ.
+pub(super) fn touch(out: &mut Vec<u8>) {
+    parse_fixed(out, TOUCH_NAME, TOUCH_STATEMENT, &[]);
+    bind(out, TOUCH_NAME, TOUCH_NAME, &[]);
+    encode::message(out, tag::EXECUTE, |o| {
+        o.extend_from_slice(TOUCH_NAME);
+        o.push(0);
+        o.extend_from_slice(&0i32.to_be_bytes());
+    });
+    encode::message(out, tag::CLOSE, |o| {
+        o.push(b'P');
+        o.extend_from_slice(TOUCH_NAME);
+        o.push(0);
+    });
+    close_statement(out, TOUCH_NAME);
+    sync(out);
 }
 
 /// The probe's Parse (once per writer connection).

@@ -980,7 +980,9 @@ impl Session {
     /// alone would not disconnect it (examiners' probes, 2026-12-05: a client busy reading,
     /// and a client whose pauses between reads were each shorter than the timeout). So while a
     /// unit runs on a reader, and after one answered the client, the writer is touched once it
-    /// has been idle half its timeout: a hidden `SELECT 1` (its answer swallowed), at a reader
+    /// has been idle half its timeout: a lone hidden Sync (its ReadyForQuery swallowed; the
+    /// backend reads a message and starts its idle time again, and nothing of the client's —
+    /// its unnamed statement, which a simple Query drops, its portals — is touched), at a reader
     /// unit's start and at the deadline [`Session::next_deadline`] gives. The last touch comes
     /// within half the timeout after the client's last answer, so the writer's backend ends
     /// the session no earlier than the primary alone would, and at most half the timeout later.
@@ -995,11 +997,8 @@ impl Session {
             return;
         };
         let conn = w.conn;
-        w.resp
-            .push(response::Req::Query { hidden: 0 }, response::Who::Touch, 0);
-        self.out.send_backend_with(conn, |o| {
-            crate::protocol::encode::query(o, &[hidden::TOUCH_STATEMENT]);
-        });
+        w.resp.push(response::Req::Sync, response::Who::Touch, 0);
+        self.out.send_backend_with(conn, hidden::sync);
         self.writer_went_idle();
         self.engine.stats().inc(crate::Counter::WriterKeepalives);
     }

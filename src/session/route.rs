@@ -632,7 +632,7 @@ impl Session {
     /// P-5: a read split off a transaction block runs on a reader, so the writer's block would
     /// see no statement for it. Ahead of the block's first split read, and of any that comes
     /// [`TOUCH_INTERVAL_MS`] or more after the last touch, a hidden `SELECT 1` runs in the writer's
-    /// block, its answer swallowed: the block has taken its first snapshot as on one server (a
+    /// block ([`hidden::touch`]: nothing of the client's is touched), its answer swallowed: the block has taken its first snapshot as on one server (a
     /// later `SET TRANSACTION ISOLATION LEVEL`, `READ WRITE` or `DEFERRABLE` fails with 25001 as
     /// the primary's would), and the writer is not idle in transaction while the client reads
     /// (`idle_in_transaction_session_timeout`). Splits run only under READ COMMITTED, where the
@@ -650,11 +650,18 @@ impl Session {
             return;
         };
         self.txn.touched_at = Some(now);
-        self.out.send_backend_with(w, |o| {
-            crate::protocol::encode::query(o, &[hidden::TOUCH_STATEMENT]);
-        });
+        self.out.send_backend_with(w, hidden::touch);
         if let Some(wb) = self.writer.as_mut() {
-            wb.resp.push(Req::Query { hidden: 0 }, Who::Touch, 0);
+            for req in [
+                Req::Parse,
+                Req::Bind,
+                Req::Execute,
+                Req::Close,
+                Req::Close,
+                Req::Sync,
+            ] {
+                wb.resp.push(req, Who::Touch, 0);
+            }
         }
     }
 

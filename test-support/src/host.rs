@@ -86,6 +86,41 @@ pub fn sends_capture(bytes: &[u8]) -> bool {
 
 /// The writer's answer to a startup: AuthenticationOk, `extra` (ParameterStatus, BackendKeyData),
 /// and an idle RFQ with LSN 0x1000.
+/// The writer's answers to the P-5 touch before its RFQ: ParseComplete, BindComplete, one row,
+/// CommandComplete, and the CloseCompletes of its portal and statement.
+pub fn touch_answer() -> Vec<u8> {
+    let mut b = be::parse_complete();
+    b.extend(be::bind_complete());
+    b.extend(be::data_row(&[Some("1")]));
+    b.extend(be::command_complete("SELECT 1"));
+    b.extend(be::close_complete());
+    b.extend(be::close_complete());
+    b
+}
+
+/// Whether `bytes` end with the engine's P-5 touch of the writer's block (`polarsplit_touch`
+/// parsed, bound, run and closed, then a Sync): never a simple Query or anything unnamed.
+pub fn ends_with_touch(bytes: &[u8]) -> bool {
+    let m = crate::decode::messages(bytes);
+    let Some(tail) = m.len().checked_sub(6).map(|i| &m[i..]) else {
+        return false;
+    };
+    let tags: Vec<u8> = tail.iter().map(|(t, _)| *t).collect();
+    tags == b"PBECCS"
+        && tail[0].1.starts_with(b"polarsplit_touch\0")
+        && tail[1]
+            .1
+            .starts_with(b"polarsplit_touch\0polarsplit_touch\0")
+        && tail[2].1.starts_with(b"polarsplit_touch\0")
+        && tail[3].1 == b"Ppolarsplit_touch\0"
+        && tail[4].1 == b"Spolarsplit_touch\0"
+}
+
+/// Whether `bytes` are the engine's keepalive of an idle writer: one lone Sync.
+pub fn is_keepalive(bytes: &[u8]) -> bool {
+    crate::decode::messages(bytes) == [(b'S', Vec::new())]
+}
+
 pub fn writer_auth(extra: &[Vec<u8>]) -> Vec<u8> {
     let mut auth = be::auth_ok();
     for m in extra {
@@ -296,18 +331,17 @@ impl Host {
         self.backend(WRITER, &b)
     }
 
-    /// The writer answers the hidden `SELECT 1` a read split off its transaction block sent
-    /// (P-5): one row, then its RFQ (`T`, with `lsn` and `xact`).
-    /// The writer answers the engine's hidden `SELECT 1` outside a transaction block (its
-    /// keepalive while the session reads on a reader).
+    /// The writer answers the engine's keepalive outside a transaction block (a lone Sync while
+    /// the session reads on a reader): its RFQ.
     pub fn writer_answers_touch_idle(&mut self) -> Vec<A> {
-        let mut b = be::select_result(&["1"]);
-        b.extend(be::rfq(b'I', Some(0x1000), None));
-        self.backend(WRITER, &b)
+        self.backend(WRITER, &be::rfq(b'I', Some(0x1000), None))
     }
 
+    /// The writer answers the hidden `SELECT 1` a read split off its transaction block sent
+    /// (P-5; parsed, bound, run and closed under the engine's name): one row, then its RFQ
+    /// (`T`, with `lsn` and `xact`).
     pub fn writer_answers_touch(&mut self, lsn: Option<u64>, xact: Option<(u8, &str)>) -> Vec<A> {
-        let mut b = be::select_result(&["1"]);
+        let mut b = touch_answer();
         b.extend(be::rfq(b'T', lsn, xact.map(|(m, x)| (m, x.as_bytes()))));
         self.backend(WRITER, &b)
     }

@@ -65,7 +65,10 @@ pub fn capture_answer(parsed: bool, settings: &[(&str, &str)], role: Option<&str
     capture_answer_as(parsed, "app", settings, role)
 }
 
-pub use polarsplit_test_support::host::{capture_answer_as, capture_answer_with, sends_capture};
+pub use polarsplit_test_support::host::{
+    capture_answer_as, capture_answer_with, ends_with_touch, is_keepalive, sends_capture,
+    touch_answer,
+};
 
 // --- Extended-protocol client messages --------------------------------------------------------
 

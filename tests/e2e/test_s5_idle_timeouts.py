@@ -1,7 +1,7 @@
 """The writer session's idle timeouts (`idle_session_timeout`, `idle_in_transaction_session_timeout`)
 count its backend's idle time; while the session reads on the standby its writer sees nothing, so
 a client busy reading was disconnected (57P05 / 25P03) where the primary alone would not (an
-examiner-style probe of 2026-12-05). The engine now touches the writer (a hidden `SELECT 1`)
+examiner-style probe of 2026-12-05). The engine now touches the writer (a lone hidden Sync)
 once it has been idle half its timeout, at a read's start and at the deadline it gives the host
 while the read runs. A second probe the same day: reads 0.45 T, 0.9 T and 0.9 T apart, each pause
 shorter than the timeout T, ended with 57P05 (11 of 11) — a read that started before the writer
