@@ -583,9 +583,8 @@ fn f1_a_cancelled_split_read_fails_the_transaction_block_as_on_the_primary() {
     assert!(cancel_unplaced(&mut h));
     // The engine fails the writer's block (its hidden abort), and the client sees the error,
     // then the writer's RFQ: the block failed, as after a cancel on the primary.
-    let sent = sent_queries(&h.take_sent(WRITER));
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert!(sent[0].starts_with("DO $polarsplit$"), "{sent:?}");
+    assert!(is_abort(&h.take_sent(WRITER)));
+    // (An error at its Parse: the rest of it is skipped, as when the block has failed already.)
     let mut w = error(
         "ERROR",
         "P0001",

@@ -828,14 +828,8 @@ impl Session {
             wb.resp.push(Req::Parse, Who::Client, id);
             if let Some(s) = statement {
                 wb.parses.push_back(statements::ParseNote {
-                    unit: id,
-                    name: s.into(),
-                    hash: 0,
-                    who: Who::Client,
-                    local: false,
                     kept: in_use,
-                    close: false,
-                    closed: None,
+                    ..statements::ParseNote::parse(id, s, Who::Client)
                 });
             }
         }
@@ -945,14 +939,8 @@ impl Session {
                 };
                 wb.resp.push(Req::Parse, Who::Client, id);
                 wb.parses.push_back(statements::ParseNote {
-                    unit: id,
-                    name: statement.into(),
-                    hash: 0,
-                    who: Who::Client,
-                    local: false,
                     kept: in_use,
-                    close: false,
-                    closed: None,
+                    ..statements::ParseNote::parse(id, statement, Who::Client)
                 });
                 if in_use {
                     return;
@@ -1053,16 +1041,8 @@ impl Session {
             .send_backend_with(w, |o| hidden::parse_as(o, name, &rest));
         if let Some(wb) = self.writer.as_mut() {
             wb.resp.push(Req::Parse, Who::Prepare, id);
-            wb.parses.push_back(statements::ParseNote {
-                unit: id,
-                name: name.into(),
-                hash: 0,
-                who: Who::Prepare,
-                local: false,
-                kept: false,
-                close: false,
-                closed: None,
-            });
+            wb.parses
+                .push_back(statements::ParseNote::parse(id, name, Who::Prepare));
         }
         self.engine.stats().inc(Counter::StatementsPrepared);
     }
@@ -1130,14 +1110,9 @@ impl Session {
                 let b = self.backend_mut(i);
                 let local = b.prepared.has(hash);
                 b.parses.push_back(statements::ParseNote {
-                    unit: id,
-                    name: statement.into(),
                     hash,
-                    who: Who::Client,
                     local,
-                    kept: false,
-                    close: false,
-                    closed: None,
+                    ..statements::ParseNote::parse(id, statement, Who::Client)
                 });
                 if local {
                     // Already prepared on this connection: the client's ParseComplete is ours —
@@ -1239,14 +1214,8 @@ impl Session {
             // Copied only when it is sent (the borrow of the statements ends here).
             let rest = self.statements.peek(name).map(|s| s.rest.clone())?;
             self.backend_mut(i).parses.push_back(statements::ParseNote {
-                unit: id,
-                name: name.into(),
                 hash,
-                who: Who::Prepare,
-                local: false,
-                kept: false,
-                close: false,
-                closed: None,
+                ..statements::ParseNote::parse(id, name, Who::Prepare)
             });
             self.prepare_on_reader(i, conn, id, hash, &rest, Who::Prepare);
             if shape != 0 {
@@ -1461,14 +1430,9 @@ impl Session {
     fn note_close(&mut self, i: usize, id: u32, name: Option<&[u8]>) {
         let stmt = name.and_then(|n| self.statements.remove(n));
         self.backend_mut(i).parses.push_back(statements::ParseNote {
-            unit: id,
-            name: name.unwrap_or_default().into(),
-            hash: 0,
-            who: Who::Client,
-            local: false,
-            kept: false,
             close: true,
             closed: stmt.map(Box::new),
+            ..statements::ParseNote::parse(id, name.unwrap_or_default(), Who::Client)
         });
     }
 

@@ -70,11 +70,11 @@ impl Session {
             self.finish_unit(id);
             return;
         };
-        self.out.send_backend_with(w, |o| {
-            encode::query(o, &[hidden::ABORT_STATEMENT]);
-        });
+        self.out.send_backend_with(w, hidden::abort);
         if let Some(wb) = self.writer.as_mut() {
-            wb.resp.push(Req::Query { hidden: 0 }, Who::Abort, id);
+            for req in [Req::Parse, Req::Bind, Req::Close, Req::Execute, Req::Sync] {
+                wb.resp.push(req, Who::Abort, id);
+            }
         }
         if let Some(u) = self.unit_mut(id) {
             u.attempt = Attempt::Local;

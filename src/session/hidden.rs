@@ -46,6 +46,8 @@ pub(super) const TOUCH_NAME: &[u8] = b"polarsplit_touch";
 
 /// A statement that always fails without side effects: it aborts the writer's transaction
 /// after an error reached the client (F-3). Its result is swallowed.
+/// The abort's statement and portal name on the writer (closed, and destroyed by its error).
+pub(super) const ABORT_NAME: &[u8] = b"polarsplit_abort";
 pub(super) const ABORT_STATEMENT: &[u8] =
     b"DO $polarsplit$ BEGIN RAISE EXCEPTION 'polarsplit: transaction aborted after a failed replica read'; END $polarsplit$";
 
@@ -353,11 +355,7 @@ pub(super) fn describe_statement(out: &mut Vec<u8>, name: &[u8]) {
 pub(super) fn touch(out: &mut Vec<u8>) {
     parse_fixed(out, TOUCH_NAME, TOUCH_STATEMENT, &[]);
     bind(out, TOUCH_NAME, TOUCH_NAME, &[]);
-    encode::message(out, tag::EXECUTE, |o| {
-        o.extend_from_slice(TOUCH_NAME);
-        o.push(0);
-        o.extend_from_slice(&0i32.to_be_bytes());
-    });
+    execute_portal(out, TOUCH_NAME);
     encode::message(out, tag::CLOSE, |o| {
         o.push(b'P');
         o.extend_from_slice(TOUCH_NAME);
@@ -365,6 +363,28 @@ pub(super) fn touch(out: &mut Vec<u8>) {
     });
     close_statement(out, TOUCH_NAME);
     sync(out);
+}
+
+/// The F-3 abort of the writer's block: [`ABORT_STATEMENT`] parsed and bound under a name of
+/// its own, the statement closed (the portal keeps its plan), the portal run — it fails, which
+/// aborts the block and destroys the portal — and a Sync. Not a simple Query, which drops the
+/// client's unnamed statement (the one server keeps it after the client's failed statement).
+/// Answers: ParseComplete, BindComplete, CloseComplete, the error, RFQ (or an error sooner).
+pub(super) fn abort(out: &mut Vec<u8>) {
+    parse_fixed(out, ABORT_NAME, ABORT_STATEMENT, &[]);
+    bind(out, ABORT_NAME, ABORT_NAME, &[]);
+    close_statement(out, ABORT_NAME);
+    execute_portal(out, ABORT_NAME);
+    sync(out);
+}
+
+/// Execute of portal `name`, all rows.
+fn execute_portal(out: &mut Vec<u8>, name: &[u8]) {
+    encode::message(out, tag::EXECUTE, |o| {
+        o.extend_from_slice(name);
+        o.push(0);
+        o.extend_from_slice(&0i32.to_be_bytes());
+    });
 }
 
 /// The probe's Parse (once per writer connection).

@@ -386,16 +386,7 @@ impl Session {
             wb.resp.push(Req::Parse, Who::Check, 0);
             wb.resp.push_shape(Req::DescribeStatement, Who::Check, 0);
             wb.resp.push(Req::Sync, Who::Check, 0);
-            wb.parses.push_back(ParseNote {
-                unit: 0,
-                name: name.into(),
-                hash: 0,
-                who: Who::Check,
-                local: false,
-                kept: false,
-                close: false,
-                closed: None,
-            });
+            wb.parses.push_back(ParseNote::parse(0, name, Who::Check));
         }
         self.shape_notes.push(ShapeNote {
             conn: w,

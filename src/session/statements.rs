@@ -86,6 +86,23 @@ pub(crate) struct ParseNote {
     pub closed: Option<Box<ClientStmt>>,
 }
 
+impl ParseNote {
+    /// The note of a Parse of `name` by `who` for unit `unit`; the other fields as most
+    /// notes have them (on the writer, not local, not kept, not a Close).
+    pub(crate) fn parse(unit: u32, name: &[u8], who: super::response::Who) -> ParseNote {
+        ParseNote {
+            unit,
+            name: name.into(),
+            hash: 0,
+            who,
+            local: false,
+            kept: false,
+            close: false,
+            closed: None,
+        }
+    }
+}
+
 /// The oldest note of a Parse in `notes` (answered in wire order, with Closes between them).
 pub(crate) fn pop_parse(notes: &mut std::collections::VecDeque<ParseNote>) -> Option<ParseNote> {
     let i = notes.iter().position(|n| !n.close)?;

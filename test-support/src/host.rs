@@ -116,6 +116,18 @@ pub fn ends_with_touch(bytes: &[u8]) -> bool {
         && tail[4].1 == b"Spolarsplit_touch\0"
 }
 
+/// Whether `bytes` are the engine's F-3 abort of the writer's block: `polarsplit_abort` parsed,
+/// bound, closed and run (it raises), then a Sync — never a simple Query.
+pub fn is_abort(bytes: &[u8]) -> bool {
+    let m = crate::decode::messages(bytes);
+    let tags: Vec<u8> = m.iter().map(|(t, _)| *t).collect();
+    tags == b"PBCES"
+        && m[0].1.starts_with(b"polarsplit_abort\0DO $polarsplit$")
+        && m[1].1.starts_with(b"polarsplit_abort\0polarsplit_abort\0")
+        && m[2].1 == b"Spolarsplit_abort\0"
+        && m[3].1.starts_with(b"polarsplit_abort\0")
+}
+
 /// Whether `bytes` are the engine's keepalive of an idle writer: one lone Sync.
 pub fn is_keepalive(bytes: &[u8]) -> bool {
     crate::decode::messages(bytes) == [(b'S', Vec::new())]

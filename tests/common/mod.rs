@@ -66,7 +66,7 @@ pub fn capture_answer(parsed: bool, settings: &[(&str, &str)], role: Option<&str
 }
 
 pub use polarsplit_test_support::host::{
-    capture_answer_as, capture_answer_with, ends_with_touch, is_keepalive, sends_capture,
+    capture_answer_as, capture_answer_with, ends_with_touch, is_abort, is_keepalive, sends_capture,
     touch_answer,
 };
 
