@@ -780,17 +780,18 @@ impl Session {
     /// own codec tests through the example proxy, 2026-12-06: a 1 MiB `text[]` parameter bound
     /// to a statement parsed on the standby met 26000 on the writer). A Parse's text is unread:
     /// it may name any statement (`EXECUTE s`), so every statement that exists only on readers
-    /// is prepared on the writer first (answers swallowed where the Parse heads a batch);
-    /// the statement it parses is not tracked (its text is
-    /// unknown: whatever names it runs on the writer), unless the name is in use — then the
-    /// server refuses it (42P05) and the one tracked stays.
+    /// is prepared on the writer first (answers swallowed where the Parse heads a batch); the
+    /// statement it parses is not tracked (its text is unknown: whatever names it runs on the
+    /// writer), unless the name is in use — then the server refuses it (42P05) and the one
+    /// tracked stays.
     fn note_large_writer_msg(&mut self, id: u32, w: ConnId, t: u8, names: Option<&[u8]>) {
         if t == tag::BIND {
             match names.map(|n| FrontendMessage::parse(t, n)) {
                 Some(Ok(msg)) => self.note_writer_message(id, w, msg, &[], true),
                 _ => {
-                    // Longer names than the framer reads than any tracked statement has
-                    // (those came in messages that were inspected whole).
+                    // Names longer than the framer reads (a megabyte): no tracked statement
+                    // has such a name (those came in messages inspected whole), unless a
+                    // portal's name alone was that long.
                     if let Some(wb) = self.writer.as_mut() {
                         wb.resp.push(Req::Bind, Who::Client, id);
                     }

@@ -372,10 +372,13 @@ impl Session {
         let may_write = class.as_ref().is_none_or(|c| self.unit_may_write(c));
         let changes_state = class.as_ref().is_some_and(|c| self.changes_state(c));
         // A text not at hand (too large to inspect, or queued without a copy) may name any
-        // statement: all that exist only on readers go to the writer first.
+        // statement: all that exist only on readers go to the writer first — unless the Query
+        // joins the implicit transaction of extended messages sent without a Sync, which the
+        // mirror's own Sync would end early.
         let named = match self.head_query_text(fresh) {
             Some(t) => self.reader_only_named_in(t),
-            None => self.reader_only_named(),
+            None if !self.writer_mid_batch() => self.reader_only_named(),
+            None => Vec::new(),
         };
         self.mirror_named(w, &named);
         let rules = self.changes_parse_rules(class.as_ref());
@@ -632,9 +635,10 @@ impl Session {
     /// P-5: a read split off a transaction block runs on a reader, so the writer's block would
     /// see no statement for it. Ahead of the block's first split read, and of any that comes
     /// [`TOUCH_INTERVAL_MS`] or more after the last touch, a hidden `SELECT 1` runs in the writer's
-    /// block ([`hidden::touch`]: nothing of the client's is touched), its answer swallowed: the block has taken its first snapshot as on one server (a
-    /// later `SET TRANSACTION ISOLATION LEVEL`, `READ WRITE` or `DEFERRABLE` fails with 25001 as
-    /// the primary's would), and the writer is not idle in transaction while the client reads
+    /// block ([`hidden::touch`]: nothing of the client's is touched), its answer swallowed:
+    /// the block has taken its first snapshot as on one server (a later `SET TRANSACTION
+    /// ISOLATION LEVEL`, `READ WRITE` or `DEFERRABLE` fails with 25001 as the primary's
+    /// would), and the writer is not idle in transaction while the client reads
     /// (`idle_in_transaction_session_timeout`). Splits run only under READ COMMITTED, where the
     /// statement holds no snapshot after it ends.
     pub(super) fn touch_writer(&mut self) {
