@@ -330,8 +330,13 @@ pub(super) fn parse_fixed(out: &mut Vec<u8>, name: &[u8], sql: &[u8], types: &[u
 
 /// A Close of statement `name`.
 pub(super) fn close_statement(out: &mut Vec<u8>, name: &[u8]) {
+    close(out, b'S', name);
+}
+
+/// A Close of `kind` (`S` statement, `P` portal) `name`.
+fn close(out: &mut Vec<u8>, kind: u8, name: &[u8]) {
     encode::message(out, tag::CLOSE, |o| {
-        o.push(b'S');
+        o.push(kind);
         o.extend_from_slice(name);
         o.push(0);
     });
@@ -356,11 +361,7 @@ pub(super) fn touch(out: &mut Vec<u8>) {
     parse_fixed(out, TOUCH_NAME, TOUCH_STATEMENT, &[]);
     bind(out, TOUCH_NAME, TOUCH_NAME, &[]);
     execute_portal(out, TOUCH_NAME);
-    encode::message(out, tag::CLOSE, |o| {
-        o.push(b'P');
-        o.extend_from_slice(TOUCH_NAME);
-        o.push(0);
-    });
+    close(out, b'P', TOUCH_NAME);
     close_statement(out, TOUCH_NAME);
     sync(out);
 }

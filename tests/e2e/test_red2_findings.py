@@ -61,23 +61,26 @@ SYNC = _msg(b"S")
 FLUSH = _msg(b"H")
 
 
-class Client:
-    """A v3 client on a raw socket: logs in (trust), sends bytes, reads answers with a deadline."""
+class RawConn:
+    """A v3 connection on a raw socket: its StartupMessage sent, bytes sent as given, whole
+    messages read with a deadline (also `wire_difftest.py`'s connection)."""
 
-    def __init__(self, port: int):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=ANSWER_S)
-        body = struct.pack(">I", 196608) + _z("user") + _z("app_trust") + _z("database") + _z("app") + b"\0"
+    def __init__(self, host: str, port: int, user: str, db: str, timeout: float):
+        self.s = socket.create_connection((host, port), timeout=timeout)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = struct.pack(">I", 196608) + _z("user") + _z(user) + _z("database") + _z(db) + b"\0"
         self.s.sendall(struct.pack(">I", len(body) + 4) + body)
         self.buf = b""
-        login = self.answers(1)
-        assert login[-1][0] == "Z", f"login failed: {login}"
+        self.eof = False
 
     def send(self, *parts: bytes) -> None:
         # One sendall: the messages reach the proxy in one packet (one read), as a pipelining
         # driver sends them.
         self.s.sendall(b"".join(parts))
 
-    def _one(self, deadline: float):
+    def one(self, deadline: float):
+        """The next message `(tag, body)`; `(b"EOF", b"")` once the peer closed; None when
+        nothing whole came by `deadline`."""
         while True:
             if len(self.buf) >= 5:
                 n = struct.unpack(">I", self.buf[1:5])[0]
@@ -85,6 +88,8 @@ class Client:
                     t, body = self.buf[:1], self.buf[5:n + 1]
                     self.buf = self.buf[n + 1:]
                     return t, body
+            if self.eof:
+                return b"EOF", b""
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
@@ -93,9 +98,31 @@ class Client:
                 chunk = self.s.recv(65536)
             except socket.timeout:
                 return None
+            except OSError:
+                chunk = b""
             if not chunk:
-                return b"EOF", b""
+                self.eof = True
+                continue
             self.buf += chunk
+
+    def close(self) -> None:
+        try:
+            self.s.sendall(_msg(b"X"))
+        except OSError:
+            pass
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+
+class Client(RawConn):
+    """A client of the test database (trust login): answers read up to ReadyForQuery."""
+
+    def __init__(self, port: int):
+        super().__init__("127.0.0.1", port, "app_trust", "app", ANSWER_S)
+        login = self.answers(1)
+        assert login[-1][0] == "Z", f"login failed: {login}"
 
     def answers(self, rfqs: int) -> list[tuple]:
         """Messages up to the `rfqs`-th ReadyForQuery, each as a comparable tuple; ('HANG',) when
@@ -103,14 +130,14 @@ class Client:
         connection has been quiet for QUIET_S."""
         out: list[tuple] = []
         if rfqs == 0:
-            while (m := self._one(time.monotonic() + QUIET_S)) is not None:
+            while (m := self.one(time.monotonic() + QUIET_S)) is not None:
                 out.append(describe_message(*m) if m[0] != b"EOF" else ("EOF",))
                 if m[0] == b"EOF":
                     break
             return out
         deadline = time.monotonic() + ANSWER_S
         while rfqs > 0:
-            m = self._one(deadline)
+            m = self.one(deadline)
             if m is None:
                 out.append(("HANG",))
                 return out
@@ -122,13 +149,6 @@ class Client:
             if t == b"Z":
                 rfqs -= 1
         return out
-
-    def close(self) -> None:
-        try:
-            self.s.sendall(_msg(b"X"))
-        except OSError:
-            pass
-        self.s.close()
 
 
 def describe_message(t: bytes, body: bytes) -> tuple:

@@ -20,7 +20,6 @@ import json
 import os
 import random
 import re
-import socket
 import struct
 import sys
 import time
@@ -35,6 +34,7 @@ LOG_DIR = os.environ.get("WIRE_DIFFTEST_LOG_DIR", tempfile.gettempdir())
 
 from test_red2_findings import FLUSH as M_FLUSH  # noqa: E402
 from test_red2_findings import SYNC as M_SYNC  # noqa: E402
+from test_red2_findings import RawConn as Conn  # noqa: E402
 from test_red2_findings import _msg, _z  # noqa: E402
 from test_red2_findings import bind as m_bind  # noqa: E402
 from test_red2_findings import describe as m_describe  # noqa: E402
@@ -72,54 +72,6 @@ def ends_open(step):
     """True when the step's last message leaves answers pending a Flush (no RFQ closes it)."""
     last = step["msgs"][-1][0] if step["msgs"] else None
     return last == "H"
-
-
-class Conn:
-    def __init__(self, host, port, user, db, timeout=4.0):
-        self.s = socket.create_connection((host, port), timeout=timeout)
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        body = struct.pack(">I", 196608) + _z("user") + _z(user) + _z("database") + _z(db) + b"\0"
-        self.s.sendall(struct.pack(">I", len(body) + 4) + body)
-        self.buf = b""
-        self.eof = False
-
-    def send(self, data):
-        self.s.sendall(data)
-
-    def one(self, deadline):
-        while True:
-            if len(self.buf) >= 5:
-                n = struct.unpack(">I", self.buf[1:5])[0]
-                if len(self.buf) >= n + 1:
-                    t, body = self.buf[:1], self.buf[5:n + 1]
-                    self.buf = self.buf[n + 1:]
-                    return t, body
-            if self.eof:
-                return b"EOF", b""
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            self.s.settimeout(left)
-            try:
-                chunk = self.s.recv(65536)
-            except socket.timeout:
-                return None
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.eof = True
-                continue
-            self.buf += chunk
-
-    def close(self):
-        try:
-            self.s.sendall(_msg(b"X"))
-        except OSError:
-            pass
-        try:
-            self.s.close()
-        except OSError:
-            pass
 
 
 # ---------------------------------------------------------------- normalisation
