@@ -19,7 +19,7 @@ import uuid
 import psycopg
 import pytest
 
-from test_red2_findings import Client, _msg, bind, execute, parse, query
+from test_red2_findings import Client, RawConn, _msg, bind, execute, parse, query
 
 SLEEP_S = 3
 SYNC = _msg(b"S")
@@ -43,10 +43,7 @@ class KeyedClient(Client):
 
     def __init__(self, port: int):
         self.port = port
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        body = struct.pack(">I", 196608) + b"user\0app_trust\0database\0app\0\0"
-        self.s.sendall(struct.pack(">I", len(body) + 4) + body)
-        self.buf = b""
+        RawConn.__init__(self, "127.0.0.1", port, "app_trust", "app", 10)
         login = self.answers(1)
         assert login[-1][0] == "Z", f"login failed: {login}"
         key = [m[1] for m in login if m[0] == "K"]
