@@ -634,3 +634,105 @@ fn e2_a_query_too_large_to_inspect_has_every_statement_on_a_reader_only_prepared
         tags(&sent)
     );
 }
+
+/// E-1, E-2: a Close in a batch the server skips whole — sent after an error of an earlier batch
+/// that no Sync had ended (a Flush released it), a Query between that the server discards — leaves
+/// its statement: the client's next Parse of the name meets it (42P05 on the writer, as on the
+/// primary alone). Found by the wire differential test with more reads (2026-12-06, seeds 476 and
+/// 478): the engine undid skipped Closes only at the Sync of the batch that saw the error, forgot
+/// the statement, and the new Parse was answered ParseComplete on a reader.
+#[test]
+fn e1_e2_a_close_skipped_after_an_earlier_batchs_error_leaves_the_statement() {
+    let mut h = host();
+    let mut b = parse("s2", "SELECT v FROM t WHERE k = $1");
+    b.extend(bind("", "s2"));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("SELECT 0"));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "12CZ");
+    // A write, then a refused read, ended by a Flush: the writer skips to the next Sync.
+    let mut b = parse("", "UPDATE t SET v = 1");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("", "SELECT v FROM nosuch"));
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(flush());
+    h.client(&b);
+    h.take_sent(WRITER);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("UPDATE 1"));
+    ans.extend(error(
+        "ERROR",
+        "42P01",
+        "relation \"nosuch\" does not exist",
+        None,
+        None,
+    ));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12CE");
+    h.client(&query("ROLLBACK"));
+    let mut b = bind("", "s2");
+    b.extend(execute(""));
+    b.extend(close(b'S', "s2"));
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert!(tags(&sent).ends_with("BECS"), "{}", tags(&sent));
+    // Everything up to the Sync skipped: one ReadyForQuery.
+    h.backend(WRITER, &rfq(b'I', None, None));
+    assert_eq!(tags(&h.take_client()), "Z");
+    // s2 still exists where the statement went: a new Parse of the name goes to the writer
+    // behind the statement's own (which the writer refuses, 42P05, as the primary alone would).
+    let mut b = parse("s2", "SELECT 2");
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PPS", "{:?}", named(&sent));
+    let at = |text: &[u8]| sent.windows(text.len()).position(|w| w == text);
+    assert!(
+        matches!((at(b"FROM t WHERE"), at(b"SELECT 2")), (Some(a), Some(b)) if a < b),
+        "the statement's own Parse first, then the client's: {:?}",
+        String::from_utf8_lossy(&sent)
+    );
+}
+
+/// E-2: a server tells statement names apart by their first 63 bytes (`NAMEDATALEN`): a Parse of
+/// a name that shares them with one living only on a reader is a Parse of that name, refused by
+/// the writer behind the statement's own Parse, as on the primary alone. Before, the engine
+/// compared names whole and parsed the second on a reader, where it succeeded.
+#[test]
+fn e2_a_parse_of_a_name_sharing_63_bytes_with_one_on_a_reader_is_refused_by_the_writer() {
+    let stem = "s".repeat(63);
+    let (first, second) = (format!("{stem}A"), format!("{stem}B"));
+    let mut h = host();
+    let mut b = parse(&first, "SELECT v FROM t");
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1Z");
+    let mut b = parse(&second, "SELECT 2");
+    b.extend(sync());
+    h.client(&b);
+    let names: Vec<(char, String)> = named(&h.take_sent(WRITER))
+        .into_iter()
+        .map(|(t, n)| (t, n.chars().take(63).collect()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![('P', stem.clone()), ('P', stem), ('S', String::new())],
+        "a hidden Parse of the reader's statement ahead of the client's"
+    );
+}

@@ -10,7 +10,9 @@
 use super::hidden;
 use super::plan::{Protocol, StatementView};
 use super::response::{Req, Who};
-use super::statements::{engine_name, WriterCheck, ENGINE_PREFIX, ENGINE_STATEMENT_PREFIX};
+use super::statements::{
+    engine_name, same_name, WriterCheck, ENGINE_PREFIX, ENGINE_STATEMENT_PREFIX,
+};
 use super::*;
 use crate::classify::Kind;
 use crate::cluster::stats::Counter;
@@ -196,7 +198,7 @@ impl Session {
         parsed: &Few<(&[u8], usize), 4>,
         name: &[u8],
     ) -> Option<Option<&Classification>> {
-        if let Some(&(_, at)) = parsed.iter().rev().find(|(n, _)| *n == name) {
+        if let Some(&(_, at)) = parsed.iter().rev().find(|(n, _)| same_name(n, name)) {
             return Some(self.parsed_class(at));
         }
         self.statements.peek(name).map(|s| s.class.as_ref())
@@ -312,7 +314,7 @@ impl Session {
                     }
                     let reused = !statement.is_empty()
                         && (self.statements.contains(statement)
-                            || parsed.iter().any(|(n, _)| *n == statement));
+                            || parsed.iter().any(|(n, _)| same_name(n, statement)));
                     if reused || statement.starts_with(ENGINE_PREFIX) {
                         // The server answers 42P05 (a name in use): only the writer can.
                         refuse(&mut shape, Reason::BatchStatementOnWriter);
@@ -326,7 +328,7 @@ impl Session {
                     statements += 1;
                     // One lookup of the name for both questions (`resolve` and
                     // `lexed_otherwise` each looked it up).
-                    let earlier = parsed.iter().rev().find(|(n, _)| *n == statement);
+                    let earlier = parsed.iter().rev().find(|(n, _)| same_name(n, statement));
                     let resolved = match earlier {
                         Some(&(_, at)) => Some(self.parsed_class(at)),
                         None => {
@@ -370,13 +372,13 @@ impl Session {
                             Some(_) => {}
                             None => refuse(&mut shape, Reason::BatchUnknownStatement),
                         }
-                    } else if !portals.iter().any(|(p, ..)| *p == name) {
+                    } else if !portals.iter().any(|(p, ..)| same_name(p, name)) {
                         refuse(&mut shape, Reason::BatchPortalElsewhere);
                     }
                 }
                 FrontendMessage::Execute { portal, max_rows } => {
                     statements += 1;
-                    let bound = portals.iter().rev().find(|(p, ..)| *p == portal);
+                    let bound = portals.iter().rev().find(|(p, ..)| same_name(p, portal));
                     let stmt = bound.map(|p| p.1);
                     let class = match bound {
                         Some(&(_, _, resolved, n)) if n == parsed.count() => resolved.flatten(),
@@ -447,7 +449,11 @@ impl Session {
                     refuse(&mut shape, Reason::BatchStatementOnWriter);
                 }
                 FrontendMessage::Close { kind: b'P', name }
-                    if txn && !portals.iter().skip(head_portals).any(|(p, ..)| *p == name) =>
+                    if txn
+                        && !portals
+                            .iter()
+                            .skip(head_portals)
+                            .any(|(p, ..)| same_name(p, name)) =>
                 {
                     // E-4: in a block a portal outlives its batch where it was bound (an
                     // earlier batch's, a cut head's): its Close must reach that connection (an
@@ -1419,7 +1425,7 @@ impl Session {
             .bound
             .iter()
             .rev()
-            .find(|(p, _)| **p == *portal)
+            .find(|(p, _)| same_name(p, portal))
             .and_then(|(_, c)| c.clone())
     }
 

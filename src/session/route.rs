@@ -6,6 +6,7 @@ use super::hidden;
 use super::plan::{plan, PlanInput, Protocol, StatementView, TxnView};
 use super::response::{Req, Who};
 use super::state::Known;
+use super::statements::same_name;
 use super::*;
 use crate::classify::{prepared_mentions, Kind, Mention};
 use crate::cluster::stats::Counter;
@@ -450,7 +451,7 @@ impl Session {
         prepared_mentions(text, |m| match m {
             Mention::Name(n) => {
                 let only_readers = self.statements.peek(&n).is_some_and(|s| !s.on_writer);
-                if only_readers && !n.is_empty() && !out.iter().any(|o| **o == *n) {
+                if only_readers && !n.is_empty() && !out.iter().any(|o| same_name(o, &n)) {
                     out.push(n.into());
                 }
             }

@@ -22,7 +22,7 @@
 use super::backend::Disp;
 use super::hidden;
 use super::response::{Req, Who};
-use super::statements::{row_shape, ParseNote, WriterCheck};
+use super::statements::{row_shape, same_name, ParseNote, WriterCheck};
 use super::*;
 use crate::cluster::stats::Counter;
 use crate::protocol::backend::BackendMessage;
@@ -95,7 +95,9 @@ impl Session {
             return;
         };
         let notes = &mut u.extra_mut().portal_notes;
-        notes.retain(|n| !(n.conn == conn && n.portal.as_deref() == Some(portal)));
+        notes.retain(|n| {
+            !(n.conn == conn && n.portal.as_deref().is_some_and(|p| same_name(p, portal)))
+        });
         notes.push(ShapeNote {
             conn,
             unit: id,
@@ -121,10 +123,9 @@ impl Session {
         else {
             return false;
         };
-        let Some(at) = notes
-            .iter()
-            .rposition(|n| n.conn == conn && n.portal.as_deref() == Some(portal))
-        else {
+        let Some(at) = notes.iter().rposition(|n| {
+            n.conn == conn && n.portal.as_deref().is_some_and(|p| same_name(p, portal))
+        }) else {
             return false;
         };
         // In flight now: it joins the notes in wire order.
@@ -345,7 +346,7 @@ impl Session {
             FrontendMessage::Describe { kind: b'S', name } => name,
             _ => return,
         };
-        if name.is_empty() || parsed.contains(&name) {
+        if name.is_empty() || parsed.iter().any(|p| same_name(p, name)) {
             return;
         }
         if let Some(s) = self.statements.peek(name) {
@@ -358,7 +359,7 @@ impl Session {
             } else if !s.on_writer
                 && s.shape != 0
                 && s.check == WriterCheck::None
-                && !due.iter().any(|d| **d == *name)
+                && !due.iter().any(|d| same_name(d, name))
             {
                 due.push(name.into());
             }

@@ -24,6 +24,25 @@ pub(crate) const ENGINE_PREFIX: &[u8] = b"polarsplit_";
 /// The start of every engine statement name; 16 hex digits of the hash follow.
 pub(crate) const ENGINE_STATEMENT_PREFIX: &[u8] = b"polarsplit_s_";
 
+/// How many leading bytes of a statement or portal name a server tells names apart by: it keys
+/// both in hash tables of `NAMEDATALEN` (64) byte keys, so two names that share their first 63
+/// bytes are one name there (checked on PostgreSQL 15: a Parse of the second gets 42P05, a Bind
+/// of it runs the first). The engine keys and compares names the same way ([`name_key`]).
+pub(crate) const NAME_SIGNIFICANT: usize = 63;
+
+/// `name` as a server tells it apart from others: its first [`NAME_SIGNIFICANT`] bytes. Every
+/// lookup and comparison of a client's statement or portal name goes through this or
+/// [`same_name`] (a name the engine compared whole would be two statements where the server has
+/// one, and a Parse the primary refuses could succeed on a reader).
+pub(crate) fn name_key(name: &[u8]) -> &[u8] {
+    &name[..name.len().min(NAME_SIGNIFICANT)]
+}
+
+/// Whether two statement or portal names are one name to a server ([`name_key`]).
+pub(crate) fn same_name(a: &[u8], b: &[u8]) -> bool {
+    name_key(a) == name_key(b)
+}
+
 pub(crate) fn engine_name(hash: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(ENGINE_STATEMENT_PREFIX);
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -227,7 +246,7 @@ impl ClientStatements {
         if name.is_empty() {
             self.unnamed.as_deref()
         } else {
-            self.map.get(name)
+            self.map.get(name_key(name))
         }
     }
 
@@ -235,7 +254,7 @@ impl ClientStatements {
         if name.is_empty() {
             self.unnamed.as_deref_mut()
         } else {
-            self.map.get_mut(name)
+            self.map.get_mut(name_key(name))
         }
     }
 
@@ -421,7 +440,7 @@ impl ClientStatements {
         if name.is_empty() {
             self.unnamed = Some(Box::new(stmt));
         } else {
-            self.map.insert(name.into(), stmt);
+            self.map.insert(name_key(name).into(), stmt);
         }
     }
 
@@ -518,7 +537,7 @@ impl ClientStatements {
         if name.is_empty() {
             self.unnamed = Some(Box::new(stmt));
         } else {
-            self.map.insert(name.into(), stmt);
+            self.map.insert(name_key(name).into(), stmt);
         }
     }
 
@@ -526,7 +545,7 @@ impl ClientStatements {
         let s = if name.is_empty() {
             self.unnamed.take().map(|s| *s)
         } else {
-            self.map.remove(name)
+            self.map.remove(name_key(name))
         };
         if s.as_ref().is_some_and(|s| may_be_command(&s.rest)) {
             self.commands -= 1;
@@ -694,6 +713,34 @@ mod tests {
         s.remove(b"c");
         s.insert(b"e", b"SELECT 5\0\0\0", None, false, 2);
         assert!(!s.has_room(2), "full of reader-only statements");
+    }
+
+    proptest! {
+        /// E-2: names are one statement exactly when their first 63 bytes are equal, as on a
+        /// server (its hash tables' keys are `NAMEDATALEN` bytes): tracked under one spelling,
+        /// found, replaced and closed under any other, and never found under a name that differs
+        /// within the first 63 bytes.
+        #[test]
+        fn e2_names_are_one_statement_when_their_first_63_bytes_are_equal(
+            stem in prop::collection::vec(b'a'..=b'c', 55..70),
+            tails in prop::collection::vec(prop::collection::vec(b'x'..=b'z', 0..4), 3),
+        ) {
+            let spell = |t: &[u8]| [&stem[..], t].concat();
+            let (a, b, c) = (spell(&tails[0]), spell(&tails[1]), spell(&tails[2]));
+            let one = |x: &[u8], y: &[u8]| x[..x.len().min(63)] == y[..y.len().min(63)];
+            let mut s = ClientStatements::default();
+            s.insert(&a, b"SELECT 1\0\0\0", None, false, 8);
+            prop_assert_eq!(s.contains(&b), one(&a, &b));
+            s.insert(&b, b"SELECT 2\0\0\0", None, false, 8);
+            prop_assert_eq!(s.len(), if one(&a, &b) { 1 } else { 2 });
+            let got = s.peek(&a).map(|st| st.rest.clone());
+            let want: &[u8] = if one(&a, &b) { b"SELECT 2\0\0\0" } else { b"SELECT 1\0\0\0" };
+            prop_assert_eq!(got.as_deref(), Some(want));
+            let closed = s.remove(&c).is_some();
+            prop_assert_eq!(closed, one(&a, &c) || one(&b, &c));
+            prop_assert_eq!(s.contains(&a), !one(&a, &c));
+            prop_assert!(same_name(&a, &b) == one(&a, &b) && same_name(&b, &c) == one(&b, &c));
+        }
     }
 
     #[test]

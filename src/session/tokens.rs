@@ -9,6 +9,7 @@
 //! the target (C-2): of the current writer history, to its position; of another history (a
 //! failover since), to the writer's latest known position, with a NOTICE.
 
+use super::statements::same_name;
 use super::*;
 use crate::cluster::stats::Counter;
 use crate::cluster::WriterView;
@@ -425,7 +426,7 @@ impl Session {
             .portals
             .iter()
             .rev()
-            .find(|(p, _)| p[..] == *name)
+            .find(|(p, _)| same_name(p, name))
             .map(|(_, c)| c.clone())
     }
 

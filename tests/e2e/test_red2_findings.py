@@ -610,3 +610,69 @@ def test_e1_f3_messages_after_an_error_released_by_a_flush_are_skipped_to_the_sy
     if in_txn:
         steps = [([query("BEGIN")], 1), *steps, ([query("ROLLBACK")], 1)]
     same_as_primary(pair, proxy, steps)
+
+
+# -- E-1, E-2: a Close skipped in a later batch, after an error no Sync had ended ---------------------
+# Found by the wire differential test with more reads (2026-12-06, seeds 476 and 478): an error in a
+# batch ended by a Flush, then a Query (the server discards it), then a batch that closes a statement
+# and Syncs: the server skips all of it. The engine undid a skipped Close only at the Sync of the
+# batch that saw the error, so it forgot the statement, and the client's next Parse of the name was
+# answered ParseComplete where the primary answers 42P05.
+
+SKIPPED_LATER = {
+    "query_between": [([query("ROLLBACK")], 0)],
+    "no_query": [],
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(SKIPPED_LATER))
+@pytest.mark.parametrize("first", ["SELECT 1", "UPDATE kv SET v = v WHERE false"], ids=["read", "write"])
+def test_e1_e2_a_close_skipped_after_an_earlier_batchs_error_leaves_the_statement(pair, proxy, case, first):
+    same_as_primary(pair, proxy, [
+        ([parse("red2_sk", "SELECT $1::text"), bind("", "red2_sk", ("a",)), execute(), SYNC], 1),
+        ([parse("", first), bind("", ""), execute(),
+          parse("", "SELECT v FROM red2_nosuch"), bind("", ""), execute(), FLUSH], 0),
+        *SKIPPED_LATER[case],
+        ([bind("", "red2_sk", ("b",)), execute(), _msg(b"C", b"S" + _z("red2_sk")), SYNC], 1),
+        ([parse("red2_sk", "SELECT 2"), SYNC], 1),
+        ([bind("", "red2_sk", ("c",)), execute(), SYNC], 1),
+    ])
+
+
+# -- E-2, E-4: names told apart by their first 63 bytes, as the server does ------------------------
+# PostgreSQL keys prepared statements and portals in hash tables of NAMEDATALEN (64) byte keys:
+# two names that share their first 63 bytes are one name there. The engine compared names whole,
+# so a second Parse under such a name was a new statement (parsed on a reader, where the primary
+# refuses it with 42P05), a Bind of it found no statement (sent to the writer, 26000, where the
+# primary runs the first), and a Close of it closed nothing the engine knew of.
+
+LONG = "red2_" + "n" * 58          # 63 bytes
+LONG_A, LONG_B = LONG + "_first", LONG + "_second"
+LONG_READ = "SELECT 'long', g FROM generate_series(1, 3) g"
+
+LONG_NAMES = {
+    "parse_again": [([parse(LONG_B, "SELECT 2"), SYNC], 1),
+                    ([bind("", LONG_B), execute(), SYNC], 1)],
+    "bind": [([bind("", LONG_B), execute(), SYNC], 1)],
+    "describe": [([describe(b"S", LONG_B), SYNC], 1)],
+    "close": [([_msg(b"C", b"S" + _z(LONG_B)), SYNC], 1),
+              ([bind("", LONG_A), execute(), SYNC], 1)],
+    "execute_sql": [([query(f"EXECUTE {LONG_B}")], 1)],
+    "portal_in_a_block": [([query("BEGIN")], 1),
+                          ([bind(LONG_A, LONG_A), execute(LONG_A, 1), SYNC], 1),
+                          ([execute(LONG_B, 1), SYNC], 1),
+                          ([query("COMMIT")], 1)],
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(LONG_NAMES))
+def test_e2_names_sharing_their_first_63_bytes_are_one_name_as_on_the_primary(pair, proxy, case):
+    before = proxy.stats()["outcome"]["REPLICA_WITH_WAIT"]
+    same_as_primary(pair, proxy, [
+        ([parse(LONG_A, LONG_READ), describe(b"S", LONG_A), SYNC], 1),
+        *LONG_NAMES[case],
+    ])
+    # The first Parse ran on the reader only (else the case proves nothing).
+    assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] > before

@@ -149,12 +149,16 @@ def _txt(s):
 TZS = ["UTC", "America/New_York", "Asia/Kolkata", "'Europe/Paris'"]
 
 
-def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large_bytes=1100):
+def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large_bytes=1100,
+                long_names=False):
     """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2), "unsynced" (every batch
     ends in a Sync, so no Query follows a failed batch before its Sync: finding 1). large: the
     share of Queries, Parses and Binds (with a parameter) made `large_bytes` longer — a comment
     before the text, or the first parameter's value padded (which may make it fail: the same on
-    both sides) — so that a proxy inspecting less than that streams them by count."""
+    both sides) — so that a proxy inspecting less than that streams them by count. long_names:
+    every statement and portal name of the extended protocol is made 63 bytes long, and at each
+    use a random suffix is added that the server ignores (it tells names apart by their first 63
+    bytes): the same session to the server, different names to an engine that compares whole."""
     R = random.Random(seed)
     pad = "/*" + "p" * large_bytes + "*/ "
     st = {"named": [], "portals": [], "tmp": False, "cursors": [], "prepared": []}
@@ -369,7 +373,26 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
             steps.append({"msgs": [("S",)]})
         else:
             steps.append({"msgs": [], "sleep": R.choice([0.03, 0.08, 0.15])})
+    if long_names:
+        lengthen_names(steps, random.Random(seed * 7919 + 1))
     return steps
+
+
+# The positions of the statement and portal names in each message of a generated step.
+NAME_FIELDS = {"P": (1,), "B": (1, 2), "E": (1,), "D": (2,), "C": (2,)}
+
+
+def lengthen_names(steps, L):
+    """Every non-empty name made 63 bytes long (`dtw_<name>~~…`), with a suffix that varies by use."""
+    for step in steps:
+        for i, m in enumerate(step["msgs"]):
+            fields = NAME_FIELDS.get(m[0], ())
+            if any(m[f] for f in fields):
+                m = list(m)
+                for f in fields:
+                    if m[f]:
+                        m[f] = ("dtw_" + m[f]).ljust(63, "~") + L.choice(["", "a", "bb"])
+                step["msgs"][i] = tuple(m)
 
 
 FINAL_STEP = {"msgs": [("S",), ("Q", "SELECT 'dtw-end'")]}
@@ -618,7 +641,18 @@ class Harness:
 KNOWN = {
     "F4b-25P02-for-bind-error": "25P02 or 26000 through the proxy where the primary reports a Bind's "
     "own error inside a failed block",
+    "E2-error-names-another-spelling": "a reader's error about a statement names it by another of the "
+    "names the batch used for it, all one name to the server (they share their first 63 bytes)",
 }
+
+
+def _one_long_name_apart(a: str, b: str) -> bool:
+    """The texts differ only in a quoted name, each spelling sharing the same first 63 bytes."""
+    qa, qb = a.split('"'), b.split('"')
+    if len(qa) != len(qb):
+        return False
+    apart = [(x, y) for x, y in zip(qa, qb) if x != y]
+    return len(apart) == 1 and all(len(n) >= 63 for n in apart[0]) and apart[0][0][:63] == apart[0][1][:63]
 
 
 def known_finding(d):
@@ -634,4 +668,7 @@ def known_finding(d):
         gf.get("C") == "26000" and rf.get("C") == "08P01"
     ):
         return "F4b-25P02-for-bind-error"
+    if g[0] == r[0] == "E" and set(gf) == set(rf) and all(gf[k] == rf[k] for k in gf if k != "M") \
+            and _one_long_name_apart(gf["M"], rf["M"]):
+        return "E2-error-names-another-spelling"
     return None
