@@ -54,6 +54,17 @@ fn probe_answer(lsn: &str) -> Vec<u8> {
     probe_answer_first(true, lsn)
 }
 
+/// [`probe_answer_first`] inside a transaction block: the probe's portal is its own there, and
+/// closed (CloseComplete before the RFQ, which says `T`).
+fn probe_answer_in_block(parsed: bool, lsn: &str) -> Vec<u8> {
+    let mut b = probe_answer_first(parsed, lsn);
+    let rfq_len = rfq(b'T', None, None).len();
+    b.truncate(b.len() - rfq_len);
+    b.extend(msg(b'3', b""));
+    b.extend(rfq(b'T', None, None));
+    b
+}
+
 /// The tags and names of what the engine sent after the client's own bytes.
 fn probe_sent(bytes: &[u8], client: &[u8]) -> String {
     assert!(bytes.starts_with(client), "the client's message first");
@@ -1006,7 +1017,18 @@ fn p5_s1a_a_read_the_writer_serves_in_a_read_committed_block_gets_a_probe_behind
     let q = query("SELECT v, now() FROM t");
     h.client(&q);
     assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
-    assert_eq!(probe_sent(&h.take_sent(WRITER), &q), "PBES probe");
+    // Under a portal of its own, closed: never the unnamed portal, which may be the client's.
+    let sent = h.take_sent(WRITER);
+    assert_eq!(probe_sent(&sent, &q), "PBECS probe");
+    assert!(
+        messages(&sent[q.len()..])
+            .iter()
+            .all(|(t, b)| !matches!(t, b'B' | b'E' | b'C')
+                || b.starts_with(b"polarsplit_probe\0")
+                || b.starts_with(b"Ppolarsplit_probe\0")),
+        "{:?}",
+        named(&sent)
+    );
     h.writer_answers("SELECT 1", b'T', None, None);
     // The next read waits for the probe's answer.
     let acts = h.client(&query("SELECT v FROM t"));
@@ -1014,9 +1036,7 @@ fn p5_s1a_a_read_the_writer_serves_in_a_read_committed_block_gets_a_probe_behind
         !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
         "{acts:?}"
     );
-    let mut p = probe_answer("0/4800");
-    let n = p.len();
-    p[n - 1] = b'T'; // the probe's Sync answers inside the block
+    let p = probe_answer_in_block(true, "0/4800");
     h.engine.reader_sample(1, Lsn(0x4800), h.now);
     h.engine.reader_sample(2, Lsn(0x4000), h.now);
     let acts = h.backend(WRITER, &p);
@@ -1255,12 +1275,10 @@ fn w7_adaptive_probe_backoff_counts_reads_left_unpositioned_so_a_reading_block_i
             .any(|(m, b)| *m == b'B' && b.windows(16).any(|w| w == b"polarsplit_probe"));
         h.writer_answers("SELECT 1", b'T', None, None);
         if probed {
-            let mut p = probe_answer_first(
+            let p = probe_answer_in_block(
                 h.engine.stats().get(Counter::ProbesSent) == 1,
                 &format!("0/{at:X}"),
             );
-            let n = p.len();
-            p[n - 1] = b'T';
             h.backend(WRITER, &p);
             *at += 0x100;
         }
@@ -1452,4 +1470,54 @@ fn e1_nothing_hidden_runs_between_unsynced_extended_messages_and_the_query_behin
     h.backend(WRITER, &ans);
     // The capture follows the Query's answer.
     assert!(sends_capture(&h.take_sent(WRITER)));
+}
+
+/// E-4, P-5: the probe behind a row-limited read the writer serves in a block (suspended, its
+/// unnamed portal the client's to run on) binds a portal of its own and closes it: the client's
+/// next Execute of the unnamed portal reaches the writer with that portal intact. Before, the
+/// probe bound the unnamed portal, and the client's Execute ran the probe's spent portal
+/// (`SELECT 0` where the primary alone returns the rest of the rows; found 2026-12-06).
+#[test]
+fn e4_p5_the_probe_behind_a_suspended_read_in_a_block_binds_a_portal_of_its_own() {
+    let mut h = stock(&[("lsn_probe", "on")]);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_sent(WRITER);
+    h.take_client();
+    let mut b = parse("", "SELECT v, now() FROM t");
+    b.extend(bind("", ""));
+    b.extend(execute_rows("", 1));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(probe_sent(&sent, &b), "PBECS probe");
+    let hidden = messages(&sent[b.len()..]);
+    let bound = hidden
+        .iter()
+        .find(|(t, _)| *t == b'B')
+        .map(|(_, b)| b.clone());
+    assert!(
+        bound.is_some_and(|b| b.starts_with(b"polarsplit_probe\0polarsplit_probe\0")),
+        "the probe's Bind names its own portal: {:?}",
+        named(&sent)
+    );
+    // The client's part: suspended after one row; then the probe's answer.
+    let mut a = msg(b'1', b"");
+    a.extend(msg(b'2', b""));
+    a.extend(data_row(&["1", "now"]));
+    a.extend(msg(b's', b""));
+    a.extend(rfq(b'T', None, None));
+    a.extend(probe_answer_in_block(true, "0/4800"));
+    h.backend(WRITER, &a);
+    assert_eq!(
+        tags(&h.take_client()),
+        "12DsZ",
+        "the probe's answers swallowed"
+    );
+    // The client's next Execute of its unnamed portal goes to the writer, where it still is.
+    let mut b = execute_rows("", 1);
+    b.extend(sync());
+    h.client(&b);
+    assert!(h.take_sent(WRITER).starts_with(&b));
 }

@@ -393,10 +393,22 @@ pub(super) fn probe_parse(out: &mut Vec<u8>) {
     parse_fixed(out, PROBE_NAME, PROBE_STATEMENT, &[]);
 }
 
-/// The probe's Bind and Execute.
-pub(super) fn probe_run(out: &mut Vec<u8>) {
-    bind(out, b"", PROBE_NAME, &[]);
-    execute(out);
+/// The probe's Bind and Execute. Inside a transaction block (`in_block`) under a portal of its
+/// own, closed at once (a portal outlives its Sync in a block): never the unnamed portal there,
+/// which may be the client's — a row-limited read suspended in the block, which the writer
+/// serves and the probe follows (P-5): bound over, the client's next Execute of it was answered
+/// `SELECT 0` where the primary alone returns the rest of its rows (found 2026-12-06). Outside a
+/// block the unnamed portal is free: the client's ended with its Sync's implicit transaction.
+/// Answers: BindComplete, the row, CommandComplete, and CloseComplete in a block.
+pub(super) fn probe_run(out: &mut Vec<u8>, in_block: bool) {
+    if in_block {
+        bind(out, PROBE_NAME, PROBE_NAME, &[]);
+        execute_portal(out, PROBE_NAME);
+        close(out, b'P', PROBE_NAME);
+    } else {
+        bind(out, b"", PROBE_NAME, &[]);
+        execute(out);
+    }
 }
 
 /// The capture's Parse (once per writer connection).
@@ -404,7 +416,8 @@ pub(super) fn capture_parse(out: &mut Vec<u8>) {
     parse_fixed(out, CAPTURE_NAME, CAPTURE_STATEMENT, &[TEXT_ARRAY_OID]);
 }
 
-/// The capture's Bind (with the placeholder names as a text array) and Execute. Names are
+/// The capture's Bind (with the placeholder names as a text array) and Execute, in the unnamed
+/// portal: a capture runs only outside a transaction block (S-5). Names are
 /// validated placeholder names (letters, digits, `_`, `.`), so they need no quoting beyond the
 /// array literal's double quotes.
 pub(super) fn capture_run(out: &mut Vec<u8>, names: &[Box<[u8]>], advisory: bool) {

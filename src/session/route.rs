@@ -717,6 +717,9 @@ impl Session {
             return;
         };
         let conn = w.conn;
+        // A probe inside a transaction block (P-5) runs under a portal of its own
+        // (`hidden::probe_run`); so does one sent while the engine is unsure of it.
+        let in_block = self.txn.active || self.writer_status != TxStatus::Idle;
         let parse_probe = probe && !w.probe_parsed;
         let parse_capture = capture && !w.capture_parsed;
         if probe {
@@ -726,6 +729,9 @@ impl Session {
             }
             w.resp.push(Req::Bind, Who::Probe, 0);
             w.resp.push(Req::Execute, Who::Probe, 0);
+            if in_block {
+                w.resp.push(Req::Close, Who::Probe, 0);
+            }
         }
         if capture {
             w.capture_parsed = true;
@@ -745,7 +751,7 @@ impl Session {
                 if parse_probe {
                     hidden::probe_parse(o);
                 }
-                hidden::probe_run(o);
+                hidden::probe_run(o, in_block);
             }
             if capture {
                 if parse_capture {

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from e2e_support import Proxy
+from e2e_support import Proxy, start_proxy, stop_proxy
 
 # A healthy answer takes milliseconds.
 ANSWER_S = 4.0
@@ -638,6 +638,44 @@ def test_e1_e2_a_close_skipped_after_an_earlier_batchs_error_leaves_the_statemen
         ([parse("red2_sk", "SELECT 2"), SYNC], 1),
         ([bind("", "red2_sk", ("c",)), execute(), SYNC], 1),
     ])
+
+
+# -- E-4, P-5: the probe behind a read the writer serves in a block keeps the client's portal ------
+# Found 2026-12-06 while checking what hidden work binds: inside a READ COMMITTED block, a read the
+# writer serves (here a row-limited one, suspended: E-4 keeps it there) gets the LSN probe behind it
+# (P-5), and the probe bound the unnamed portal — the client's suspended one. Its next Execute then
+# ran the probe's spent portal: `SELECT 0` where the primary alone returns the rest of the rows.
+# Inside a block the probe now runs under a portal of its own, closed at once.
+
+SUSPENDED = "SELECT g, now() IS NOT NULL FROM generate_series(1, 10) g"
+AFTER_SUSPENDED = {
+    "read": ([parse("red2_pr", "SELECT 41 + 1"), bind("red2_pq", "red2_pr"), execute("red2_pq"), SYNC], 1),
+    "set_config": ([parse("red2_pc", "SELECT set_config('application_name', 'red2', false)"),
+                    bind("red2_pq", "red2_pc"), execute("red2_pq"), SYNC], 1),
+    "write": ([parse("red2_pw", "UPDATE kv SET v = v WHERE false"), bind("red2_pq", "red2_pw"),
+               execute("red2_pq"), SYNC], 1),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("then", sorted(AFTER_SUSPENDED))
+@pytest.mark.parametrize("probe", ["adaptive", "on"])
+def test_e4_p5_the_probe_behind_a_read_in_a_block_keeps_the_clients_unnamed_portal(
+        pair, tmp_path_factory, then, probe):
+    p = start_proxy(pair, tmp_path_factory.mktemp("red2-probe"), settings={"lsn_probe": probe})
+    try:
+        for _ in range(3):
+            same_as_primary(pair, p, [
+                ([query("BEGIN ISOLATION LEVEL READ COMMITTED")], 1),
+                ([parse("", SUSPENDED), bind("", ""), execute("", 2), SYNC], 1),
+                AFTER_SUSPENDED[then],
+                ([execute("", 3), SYNC], 1),
+                ([query("COMMIT")], 1),
+            ])
+        # The probe ran behind the suspended read (else the case proves nothing).
+        assert p.stats()["counter"]["probes_sent"] > 0
+    finally:
+        stop_proxy(p)
 
 
 # -- E-2, E-4: names told apart by their first 63 bytes, as the server does ------------------------
