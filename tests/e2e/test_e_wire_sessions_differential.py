@@ -39,9 +39,10 @@ def _seeds(spec: str) -> list[int]:
 # of the Queries, Parses and Binds longer than the proxy inspects (`max_inspected_message_bytes`
 # lowered to its least, 1 KiB), so they stream by count — the path asyncpg's 1 MiB codec samples
 # took when a Bind of a statement on the standby only met 26000 on the writer (CI, 2026-12-06).
-# The third runs every session with its statement and portal names 63 bytes long and a suffix per
-# use that the server ignores (names sharing 63 bytes are one name to it; the engine compared them
-# whole, 2026-12-06).
+# The third runs read-heavy sessions with every statement and portal name 63 bytes long and a
+# suffix per use that the server ignores (names sharing 63 bytes are one name to it; the engine
+# compared them whole, 2026-12-06), and row-limited named portals run again in later batches, half
+# of them inside a READ COMMITTED block (`wire_difftest.resume_portals`).
 PROFILES = {
     "inspected": ({}, 0.0, False, "WIRE_DIFFTEST_SEEDS", "0-49"),
     "streamed": ({"max_inspected_message_bytes": "1024"}, 0.2, False, "WIRE_DIFFTEST_STREAMED_SEEDS", "0-24"),
@@ -85,7 +86,8 @@ def test_e_random_wire_sessions_answer_as_the_primary_alone(harness):
     profile, large, long_names, seeds = harness.profile
     failures, known, on_standby = [], {}, 0
     for seed in seeds:
-        steps = wd.gen_session(seed, 18, {"prepstmts"}, 0.85 if long_names else 0.40, large=large, long_names=long_names)
+        steps = wd.gen_session(seed, 18, {"prepstmts"}, 0.85 if long_names else 0.40, large=large,
+                               long_names=long_names, resume=long_names)
         d = harness.check(steps)
         on_standby += harness.last_replica
         if d is None:

@@ -150,7 +150,7 @@ TZS = ["UTC", "America/New_York", "Asia/Kolkata", "'Europe/Paris'"]
 
 
 def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large_bytes=1100,
-                long_names=False):
+                long_names=False, resume=False):
     """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2), "unsynced" (every batch
     ends in a Sync, so no Query follows a failed batch before its Sync: finding 1). large: the
     share of Queries, Parses and Binds (with a parameter) made `large_bytes` longer — a comment
@@ -158,7 +158,8 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
     both sides) — so that a proxy inspecting less than that streams them by count. long_names:
     every statement and portal name of the extended protocol is made 63 bytes long, and at each
     use a random suffix is added that the server ignores (it tells names apart by their first 63
-    bytes): the same session to the server, different names to an engine that compares whole."""
+    bytes): the same session to the server, different names to an engine that compares whole.
+    resume: row-limited portals are run again in later steps (`resume_portals`)."""
     R = random.Random(seed)
     pad = "/*" + "p" * large_bytes + "*/ "
     st = {"named": [], "portals": [], "tmp": False, "cursors": [], "prepared": []}
@@ -373,9 +374,33 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
             steps.append({"msgs": [("S",)]})
         else:
             steps.append({"msgs": [], "sleep": R.choice([0.03, 0.08, 0.15])})
+    if resume:
+        resume_portals(steps, random.Random(seed * 7919 + 2))
     if long_names:
         lengthen_names(steps, random.Random(seed * 7919 + 1))
     return steps
+
+
+def resume_portals(steps, L):
+    """After half the steps that run a named portal with a row limit, a later step (the next, or
+    the one after) runs that portal again, alone with a Sync: inside a block the portal is still
+    there, suspended (E-4), and whatever ran between — reads split off, the engine's probe behind a
+    read the writer served — must have left it as the primary alone does. Not the unnamed portal:
+    run again after a reader ran it, it is the choice E-4 documents (README); and PostgreSQL 15.20
+    itself crashes (SIGSEGV, every backend restarted) on `BEGIN; MOVE 1 IN c1` (fails), Parse, Sync,
+    then Execute of the unnamed portal — found by this option on 2026-12-06."""
+    i = 0
+    while i < len(steps):
+        limited = [m[1] for m in steps[i]["msgs"] if m[0] == "E" and m[2] > 0 and m[1]]
+        if limited and L.random() < 0.5:
+            at = min(len(steps), i + 1 + L.randint(0, 1))
+            steps.insert(at, {"msgs": [("E", L.choice(limited), L.choice([0, 1, 2])), ("S",)]})
+            if L.random() < 0.5:
+                # In a READ COMMITTED block, whose reads the engine may split off (P-5).
+                steps.insert(at + 1, {"msgs": [("Q", L.choice(["COMMIT", "ROLLBACK"]))]})
+                steps.insert(i, {"msgs": [("Q", "BEGIN ISOLATION LEVEL READ COMMITTED")]})
+                i += 1
+        i += 1
 
 
 # The positions of the statement and portal names in each message of a generated step.
