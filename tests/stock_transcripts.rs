@@ -39,6 +39,13 @@ fn stock_as(more: &[(&str, &str)], params: &[(&str, &str)]) -> Host {
 /// The writer's answer to the probe batch: ParseComplete the first time on the connection,
 /// BindComplete, the row, CommandComplete, RFQ.
 fn probe_answer_first(parsed: bool, lsn: &str) -> Vec<u8> {
+    let mut b = probe_rows(parsed, lsn);
+    b.extend(rfq(b'I', None, None));
+    b
+}
+
+/// The probe's answers up to its CommandComplete.
+fn probe_rows(parsed: bool, lsn: &str) -> Vec<u8> {
     let mut b = Vec::new();
     if parsed {
         b.extend(msg(b'1', b""));
@@ -46,7 +53,6 @@ fn probe_answer_first(parsed: bool, lsn: &str) -> Vec<u8> {
     b.extend(msg(b'2', b""));
     b.extend(data_row(&[lsn]));
     b.extend(command_complete("SELECT 1"));
-    b.extend(rfq(b'I', None, None));
     b
 }
 
@@ -57,9 +63,7 @@ fn probe_answer(lsn: &str) -> Vec<u8> {
 /// [`probe_answer_first`] inside a transaction block: the probe's portal is its own there, and
 /// closed (CloseComplete before the RFQ, which says `T`).
 fn probe_answer_in_block(parsed: bool, lsn: &str) -> Vec<u8> {
-    let mut b = probe_answer_first(parsed, lsn);
-    let rfq_len = rfq(b'T', None, None).len();
-    b.truncate(b.len() - rfq_len);
+    let mut b = probe_rows(parsed, lsn);
     b.extend(msg(b'3', b""));
     b.extend(rfq(b'T', None, None));
     b

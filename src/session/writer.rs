@@ -498,9 +498,10 @@ impl Session {
         self.undo_skipped(i, id, failed.as_ref());
     }
 
-    /// The server skipped the rest of unit `id`'s batch: its Parses never ran.
+    /// The server skipped the rest of unit `id`'s batch: its Parses never ran. Called at every
+    /// writer Sync's RFQ: a unit with no note left costs one look through the notes in flight.
     pub(super) fn parses_skipped(&mut self, i: usize, id: u32) {
-        if self.backend_index_valid(i) {
+        if self.backend_index_valid(i) && self.backend(i).parses.iter().any(|n| n.unit == id) {
             self.undo_skipped(i, id, None);
         }
     }
