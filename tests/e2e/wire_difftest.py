@@ -149,9 +149,15 @@ def _txt(s):
 TZS = ["UTC", "America/New_York", "Asia/Kolkata", "'Europe/Paris'"]
 
 
+# Statements that leave a session hazard (SPEC S-4), left out with avoid={"hazards"}.
+HAZARD = re.compile(r"TEMP TABLE|tmp1|advisory_(?:xact_)?lock|advisory_unlock|LISTEN|PREPARE|EXECUTE|WITH HOLD")
+
+
 def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large_bytes=1100,
                 long_names=False, resume=False):
-    """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2), "unsynced" (every batch
+    """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2), "hazards" (none of the
+    statements that keep a session's reads on the writer until cleared, S-4: temporary tables,
+    advisory locks, LISTEN, SQL-level PREPARE, WITH HOLD cursors), "unsynced" (every batch
     ends in a Sync, so no Query follows a failed batch before its Sync: finding 1). large: the
     share of Queries, Parses and Binds (with a parameter) made `large_bytes` longer — a comment
     before the text, or the first parameter's value padded (which may make it fail: the same on
@@ -209,9 +215,14 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
             "SELECT to_char(1234.5, '9G999D9'), 1234.5::money IS NOT NULL",
         ])
 
+    def pick(options):
+        if "hazards" in avoid:
+            options = [o for o in options if not HAZARD.search(o)]
+        return R.choice(options)
+
     def write_sql():
         i = r_id(); n = R.randint(-50, 50)
-        return R.choice([
+        return pick([
             f"INSERT INTO ev(acct, amt, note) VALUES ({i}, {n}, 'w{n}') RETURNING id",
             f"UPDATE acct SET bal = bal + {n} WHERE id = {i}",
             f"DELETE FROM ev WHERE id = {R.randint(1, 14)}",
@@ -259,7 +270,7 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
 
     def misc_sql():
         i = r_id()
-        return R.choice([
+        return pick([
             "PREPARE p1(int) AS SELECT id, owner, bal FROM acct WHERE id = $1", f"EXECUTE p1({i})",
             "DEALLOCATE p1", "DEALLOCATE ALL",
             f"PREPARE p2 AS UPDATE acct SET bal = bal + 1 WHERE id = {i}", "EXECUTE p2",
@@ -476,6 +487,8 @@ class Harness:
             if a.standby_dsn else None
         self.reasons = Counter()
         self.decisions = Counter()
+        # The logins whose backends a session may leave on the primary (reset, lingers).
+        self.users = ("app_trust",)
 
     def setup(self):
         self.su.execute(SETUP_SQL)
@@ -507,8 +520,9 @@ class Harness:
             time.sleep(0.005)
 
     def app_backends(self):
-        return self.su.execute("SELECT pid, state, left(query, 60) FROM pg_stat_activity WHERE usename = 'app_trust' "
-                               "AND datname = current_database() AND pid <> pg_backend_pid()").fetchall()
+        return self.su.execute("SELECT pid, state, left(query, 60) FROM pg_stat_activity WHERE usename = ANY(%s) "
+                               "AND datname = current_database() AND pid <> pg_backend_pid()",
+                               (list(self.users),)).fetchall()
 
     def wait_gone(self, limit=3.0):
         """Waits for the previous session's backends to leave the primary; returns those that did not."""
@@ -522,8 +536,8 @@ class Harness:
     def reset(self):
         rows = self.wait_gone()
         if rows:  # clean up so the next session starts fresh (the caller reports the linger)
-            self.su.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'app_trust' "
-                            "AND datname = current_database()")
+            self.su.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s) "
+                            "AND datname = current_database()", (list(self.users),))
             self.wait_gone(5.0)
         self.su.execute(RESET_SQL)
         self.wait_standby()
