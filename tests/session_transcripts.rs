@@ -990,15 +990,22 @@ fn s5_no_hidden_work_behind_a_statement_that_follows_discard_all_in_flight() {
         "nothing hidden behind either"
     );
     h.writer_answers("DISCARD ALL", b'I', Some(0x2000), None);
-    let sent = h.take_sent(WRITER);
-    assert_eq!(tags(&sent), "PBES", "the capture, parsed again");
-    assert!(
-        !sent.windows(3).any(|w| w == b"\"\"}"),
-        "not asked: no lock known yet"
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "",
+        "nothing hidden while the client's next statement is queued on the writer"
     );
     h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
-    h.take_sent(WRITER);
-    h.backend(WRITER, &capture_answer_with(true, "app", &[], None, &[]));
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PBES", "the capture, parsed again, behind it");
+    assert!(
+        sent.windows(3).any(|w| w == b"\"\"}"),
+        "asked: the lock statement ran before it"
+    );
+    h.backend(
+        WRITER,
+        &capture_answer_with(true, "app", &[], None, &[(7, "advisory")]),
+    );
     h.take_client();
     h.client(&query("SELECT a FROM t"));
     assert_eq!(h.last_decision().reason, Reason::SessionHazard);

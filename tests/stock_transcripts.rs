@@ -10,6 +10,8 @@ use polarsplit::Counter;
 use polarsplit::Lsn;
 use polarsplit::{Event, Outcome, Reason};
 use polarsplit::{ServerDialect, StartupProfile};
+use polarsplit_test_support::host::sends_capture;
+use polarsplit_test_support::{be, fe};
 
 const R1: u64 = 801;
 
@@ -185,6 +187,72 @@ fn w7_no_probe_is_pipelined_into_a_transaction_block_or_copy() {
             &probe_answer_first(h.engine.stats().get(Counter::ProbesSent) == 1, "0/7000"),
         );
     }
+}
+
+#[test]
+fn w7_no_hidden_work_behind_client_requests_queued_on_the_writer() {
+    // A client that pipelines: a COPY's data and CopyDone, and in the same packet its next
+    // COPY. The first COPY's RFQ makes a probe due (a committed write of unknown position);
+    // sent then, it would reach the server behind the second COPY, in copy-in mode, where its
+    // Bind is a protocol violation that ends the session. It follows the last RFQ instead.
+    let mut h = stock(&[]);
+    let copy = query("COPY t FROM STDIN");
+    h.client(&copy);
+    assert_eq!(h.take_sent(WRITER), copy);
+    h.backend(WRITER, &be::copy_response(b'G', 1));
+    let mut more = fe::copy_data(b"1\n");
+    more.extend(fe::copy_done());
+    more.extend(query("COPY t FROM STDIN"));
+    h.client(&more);
+    assert_eq!(h.take_sent(WRITER), more, "the client's, nothing else");
+    h.writer_answers("COPY 1", b'I', None, None);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "",
+        "nothing behind the COPY queued on the writer"
+    );
+    h.backend(WRITER, &be::copy_response(b'G', 1));
+    h.client(&fe::copy_done());
+    assert_eq!(tags(&h.take_sent(WRITER)), "c");
+    h.writer_answers("COPY 0", b'I', None, None);
+    assert_eq!(
+        probe_sent(&h.take_sent(WRITER), b""),
+        "PBES probe",
+        "the owed probe, once nothing of the client's is queued"
+    );
+    h.backend(WRITER, &probe_answer("0/5000"));
+    assert!(!h.session.lsn_state().write_unknown);
+    assert!(h.streams.balanced());
+}
+
+#[test]
+fn s5_no_capture_inside_a_block_the_client_pipelined() {
+    // `DISCARD ALL` (its capture cannot ride behind it: it drops the capture's statement, so
+    // the capture follows its RFQ) and, pipelined behind it, `BEGIN ISOLATION LEVEL REPEATABLE
+    // READ`: the capture must not run inside the block — the block's snapshot would be the
+    // capture's, taken before the client's first statement.
+    let mut h = stock(&[]);
+    let mut q = query("DISCARD ALL");
+    q.extend(query("BEGIN ISOLATION LEVEL REPEATABLE READ"));
+    h.client(&q);
+    assert_eq!(h.take_sent(WRITER), q);
+    h.writer_answers("DISCARD ALL", b'I', None, None);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "",
+        "nothing behind the BEGIN queued on the writer"
+    );
+    h.writer_answers("BEGIN", b'T', None, None);
+    assert_eq!(tags(&h.take_sent(WRITER)), "", "nothing inside the block");
+    h.client(&query("COMMIT"));
+    let mut sent = h.take_sent(WRITER);
+    h.writer_answers("COMMIT", b'I', None, None);
+    sent.extend(h.take_sent(WRITER));
+    assert!(
+        sends_capture(&sent),
+        "the capture follows the block's end: {}",
+        tags(&sent)
+    );
 }
 
 #[test]

@@ -608,6 +608,10 @@ pub struct Session {
     /// The capture's rows so far `(kind, name, value)`, and whether it failed.
     capture_rows: Vec<(u8, state::Setting)>,
     capture_failed: bool,
+    /// A committed write's probe waits for the client's requests pipelined behind the write to
+    /// be answered (W-7: hidden work goes to the writer only when nothing of the client's is
+    /// queued there).
+    probe_owed: bool,
     /// When a failed capture is tried again, and a replay refused twice (S-5).
     capture_retry: state::Backoff,
     replay_retry: state::Backoff,
@@ -695,6 +699,7 @@ impl Session {
             pinned_writer: false,
             capture_rows: Vec::new(),
             capture_failed: false,
+            probe_owed: false,
             capture_retry: state::Backoff::default(),
             replay_retry: state::Backoff::default(),
             hazard_check: state::Backoff::default(),

@@ -985,13 +985,27 @@ impl Session {
             self.writer_continuation = false;
         }
         // Hidden writer work that could not be pipelined behind the unit follows its RFQ, if
-        // that RFQ says the connection is outside a transaction block (W-7, S-5).
+        // that RFQ says the connection is outside a transaction block (W-7, S-5) — and if
+        // nothing of the client's is queued on the writer behind the unit. Sent now, it would
+        // run after what the client pipelined: inside the block a pipelined `BEGIN` opens, or
+        // in the middle of a `COPY … FROM STDIN`, where the server takes its Bind for a
+        // protocol violation and ends the session (an examiner-style differential test,
+        // 2026-12-06: a probe due after a COPY's RFQ, a streamed Query behind it, then the
+        // client's next COPY). It waits for the last of those requests' RFQ: the capture stays
+        // due, a committed write's probe is owed.
         let committed_write =
             rfq.status == TxStatus::Idle && (may_write || (was_active && txn_wrote));
         if rfq.status == TxStatus::Idle {
             self.try_again_after_idle_rfq();
         }
-        if rfq.status == TxStatus::Idle && !probe_after {
+        let client_queued = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.resp.has_who(Who::Client));
+        if rfq.status == TxStatus::Idle && !probe_after && client_queued {
+            self.probe_owed |= committed_write && self.lsn.write_unknown;
+        } else if rfq.status == TxStatus::Idle && !probe_after {
+            let committed_write = committed_write || std::mem::take(&mut self.probe_owed);
             let capture = self.settings.known == Known::Due;
             // As in `after_writer_send`: a probe rides in a capture's batch behind a read —
             // or behind the end of a block whose reads the writer served (no probe can follow

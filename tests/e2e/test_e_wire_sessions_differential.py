@@ -11,7 +11,7 @@ refused Parse replayed; re-run on 2026-12-06 it found a batch stuck behind disca
 one keeps the class covered, also with messages longer than the proxy inspects and with names
 only their first 63 bytes tell apart (`PROFILES`). Bounded: `WIRE_DIFFTEST_SEEDS` (default 0-49,
 about 40 s on the shared pair), `WIRE_DIFFTEST_STREAMED_SEEDS` (0-24) and
-`WIRE_DIFFTEST_LONG_NAME_SEEDS` (0-19); a divergence of a documented open defect
+`WIRE_DIFFTEST_LONG_NAME_SEEDS` (0-19) and `WIRE_DIFFTEST_COPY_SEEDS` (0-19); a divergence of a documented open defect
 (`wire_difftest.KNOWN`) is counted, not failed. Reads of `pg_prepared_statements` are left out of the generated sessions (README "Known
 open defects": the engine's hidden statements are listed there)."""
 
@@ -43,16 +43,21 @@ def _seeds(spec: str) -> list[int]:
 # suffix per use that the server ignores (names sharing 63 bytes are one name to it; the engine
 # compared them whole, 2026-12-06), and row-limited named portals run again in later batches, half
 # of them inside a READ COMMITTED block (`wire_difftest.resume_portals`).
+# The fourth adds COPY FROM STDIN to the streamed profile (`wire_difftest.copy_in_steps`): the
+# data pipelined behind the COPY or sent after its CopyInResponse, by Query or Parse/Bind/Execute,
+# ended by CopyDone or CopyFail (found, 2026-12-06: hidden work sent at an RFQ while the client's
+# next COPY was queued on the writer reached the server in copy-in mode, which ended the session).
 PROFILES = {
-    "inspected": ({}, 0.0, False, "WIRE_DIFFTEST_SEEDS", "0-49"),
-    "streamed": ({"max_inspected_message_bytes": "1024"}, 0.2, False, "WIRE_DIFFTEST_STREAMED_SEEDS", "0-24"),
-    "long_names": ({}, 0.0, True, "WIRE_DIFFTEST_LONG_NAME_SEEDS", "0-19"),
+    "inspected": ({}, 0.0, False, 0.0, "WIRE_DIFFTEST_SEEDS", "0-49"),
+    "streamed": ({"max_inspected_message_bytes": "1024"}, 0.2, False, 0.0, "WIRE_DIFFTEST_STREAMED_SEEDS", "0-24"),
+    "long_names": ({}, 0.0, True, 0.0, "WIRE_DIFFTEST_LONG_NAME_SEEDS", "0-19"),
+    "copy_in": ({"max_inspected_message_bytes": "1024"}, 0.2, False, 0.4, "WIRE_DIFFTEST_COPY_SEEDS", "0-19"),
 }
 
 
 @pytest.fixture(scope="module", params=sorted(PROFILES))
 def harness(request, pair, tmp_path_factory):
-    settings, large, long_names, env, default = PROFILES[request.param]
+    settings, large, long_names, copy, env, default = PROFILES[request.param]
     su = pair.primary.dsn(dbname="app")
     with psycopg.connect(su, autocommit=True) as c:
         c.execute(wd.SETUP_SQL)
@@ -65,7 +70,7 @@ def harness(request, pair, tmp_path_factory):
     args.proxy_log = str(proxy.log)
     args.answer_s = 4.0
     h = wd.Harness(args)
-    h.profile = (request.param, large, long_names, _seeds(os.environ.get(env, default)))
+    h.profile = (request.param, large, long_names, copy, _seeds(os.environ.get(env, default)))
     try:
         yield h
     finally:
@@ -83,11 +88,11 @@ def harness(request, pair, tmp_path_factory):
 @pytest.mark.timeout(600)
 def test_e_random_wire_sessions_answer_as_the_primary_alone(harness):
     t0 = time.monotonic()
-    profile, large, long_names, seeds = harness.profile
+    profile, large, long_names, copy, seeds = harness.profile
     failures, known, on_standby = [], {}, 0
     for seed in seeds:
         steps = wd.gen_session(seed, 18, {"prepstmts"}, 0.85 if long_names else 0.40, large=large,
-                               long_names=long_names, resume=long_names)
+                               long_names=long_names, resume=long_names, copy=copy)
         d = harness.check(steps)
         on_standby += harness.last_replica
         if d is None:

@@ -49,7 +49,8 @@ def m_close(kind, name=""):
 
 def encode_step(step):
     """step = {"msgs": [("Q", sql) | ("P", name, sql) | ("B", portal, stmt, params) | ("E", portal, n)
-                        | ("D", kind, name) | ("C", kind, name) | ("S",) | ("H",)], "sleep": s}"""
+                        | ("D", kind, name) | ("C", kind, name) | ("S",) | ("H",)
+                        | ("d", copy data) | ("c",) | ("f", CopyFail message)], "sleep": s}"""
     out = []
     for m in step["msgs"]:
         k = m[0]
@@ -61,6 +62,9 @@ def encode_step(step):
         elif k == "C": out.append(m_close(m[1].encode(), m[2]))
         elif k == "S": out.append(M_SYNC)
         elif k == "H": out.append(M_FLUSH)
+        elif k == "d": out.append(_msg(b"d", m[1].encode()))
+        elif k == "c": out.append(_msg(b"c"))
+        elif k == "f": out.append(_msg(b"f", _z(m[1])))
     return b"".join(out)
 
 
@@ -154,7 +158,7 @@ HAZARD = re.compile(r"TEMP TABLE|tmp1|advisory_(?:xact_)?lock|advisory_unlock|LI
 
 
 def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large_bytes=1100,
-                long_names=False, resume=False):
+                long_names=False, resume=False, copy=0.0):
     """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2), "hazards" (none of the
     statements that keep a session's reads on the writer until cleared, S-4: temporary tables,
     advisory locks, LISTEN, SQL-level PREPARE, WITH HOLD cursors), "unsynced" (every batch
@@ -165,7 +169,8 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
     every statement and portal name of the extended protocol is made 63 bytes long, and at each
     use a random suffix is added that the server ignores (it tells names apart by their first 63
     bytes): the same session to the server, different names to an engine that compares whole.
-    resume: row-limited portals are run again in later steps (`resume_portals`)."""
+    resume: row-limited portals are run again in later steps (`resume_portals`). copy: the share of
+    steps that are a COPY FROM STDIN (`copy_in_steps`)."""
     R = random.Random(seed)
     pad = "/*" + "p" * large_bytes + "*/ "
     st = {"named": [], "portals": [], "tmp": False, "cursors": [], "prepared": []}
@@ -372,6 +377,9 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
 
     n = R.randint(3, max_steps)
     for _ in range(n):
+        if copy and R.random() < copy:
+            steps.extend(copy_in_steps(R, any_sql))
+            continue
         x = R.random()
         if x < 0.55:
             k = 1 if R.random() < 0.7 else R.randint(2, 3)
@@ -390,6 +398,55 @@ def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large
     if long_names:
         lengthen_names(steps, random.Random(seed * 7919 + 1))
     return steps
+
+
+COPY_TARGETS = ["COPY kv FROM STDIN", "COPY dtw.kv (k, v) FROM STDIN", "COPY ev (acct, amt, note) FROM STDIN",
+                "COPY tmp1 FROM STDIN", "COPY acct FROM STDIN", "COPY nosuch FROM STDIN",
+                "COPY kv FROM STDIN WITH (FORMAT csv)", "COPY (SELECT 1) TO STDOUT"]
+
+
+def copy_in_steps(R, any_sql):
+    """A COPY FROM STDIN (the client's data goes where its COPY runs; an error or CopyFail ends it
+    as on one server), sent the ways clients send it: the data pipelined behind the Query in one
+    packet, or after the CopyInResponse in a step of its own; by simple Query (alone, or before or
+    after another statement in it) or by Parse/Bind/Execute with a Sync after the data; ended by
+    CopyDone or CopyFail; with rows that fit, that clash with a key or that do not parse. Copy
+    messages with no COPY in progress are ignored by the server."""
+    target = R.choice(COPY_TARGETS)
+    rows = []
+    for _ in range(R.randint(0, 3)):
+        k = R.choice("abcdxyz") + str(R.randint(0, 3))
+        rows.append(R.choice([
+            f"{k}\tc{R.randint(0, 9)}\n",
+            f"{R.randint(1, 9)}\t{R.randint(-5, 5)}\tc{k}\n",
+            f"{R.randint(1, 12)}\to{k}\t{R.randint(0, 99)}\n",
+            f"{k},csv{R.randint(0, 9)}\n",
+            "only-one-column\n",
+            "a\tdup\n",
+        ]))
+    data = [("d", r) for r in rows]
+    if data and R.random() < 0.3:
+        # one row split over two CopyData messages
+        r = data[-1][1]
+        cut = R.randint(0, len(r))
+        data[-1:] = [("d", r[:cut]), ("d", r[cut:])]
+    end = [("c",)] if R.random() < 0.8 else [("f", "client gave up")]
+    x = R.random()
+    if x < 0.05:
+        return [{"msgs": [*data, ("c",)]}]  # no COPY in progress: ignored
+    if x < 0.5:
+        q = target
+        if R.random() < 0.25:
+            q = R.choice([f"{any_sql()}; {target}", f"{target}; SELECT 'after copy'"])
+        head = [("Q", q)]
+        tail = []
+    else:
+        name = R.choice(["", "", "s1", "cp"])
+        head = [("P", name, target), ("B", "", name, []), ("E", "", 0)]
+        tail = [("S",)]
+    if R.random() < 0.5:
+        return [{"msgs": head + data + end + tail}]
+    return [{"msgs": head}, {"msgs": data + end + tail}]
 
 
 def resume_portals(steps, L):
@@ -682,6 +739,8 @@ KNOWN = {
     "own error inside a failed block",
     "E2-error-names-another-spelling": "a reader's error about a statement names it by another of the "
     "names the batch used for it, all one name to the server (they share their first 63 bytes)",
+    "E2-error-names-another-name-of-the-text": "a reader's error about a statement names it by another "
+    "name the batch used for the same text (one statement on the reader under one engine name)",
 }
 
 
@@ -710,4 +769,13 @@ def known_finding(d):
     if g[0] == r[0] == "E" and set(gf) == set(rf) and all(gf[k] == rf[k] for k in gf if k != "M") \
             and _one_long_name_apart(gf["M"], rf["M"]):
         return "E2-error-names-another-spelling"
+    if g[0] == r[0] == "E" and set(gf) == set(rf) and all(gf[k] == rf[k] for k in gf if k != "M") \
+            and _one_statement_name_apart(gf["M"], rf["M"]):
+        return "E2-error-names-another-name-of-the-text"
     return None
+
+
+def _one_statement_name_apart(a: str, b: str) -> bool:
+    """The texts differ only in the name of the `prepared statement "…"` they mention."""
+    pat = re.compile(r'prepared statement "[^"]*"')
+    return len(pat.findall(a)) == len(pat.findall(b)) == 1 and pat.sub("", a) == pat.sub("", b)
