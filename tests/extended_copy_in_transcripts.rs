@@ -384,3 +384,41 @@ fn e1_w7_no_hidden_message_is_pipelined_behind_a_sync_read_in_copy_in_mode() {
     assert!(!h.session.is_closed(), "closed: {}", h.session.last_error());
     assert!(h.streams.balanced());
 }
+
+#[test]
+fn e1_a_message_other_than_copy_traffic_in_copy_in_mode_reaches_the_server() {
+    // The client's protocol violation: a Query (or a Parse) while its COPY IN is open. The
+    // primary alone refuses it (08P01) and ends the session; held back as the next unit, it
+    // waited for a CopyDone that never comes, and the client for its answer, for ever.
+    for next in [
+        query("SELECT 1"),
+        cat(&[sync(), query("SELECT 1")]),
+        parse("", "SELECT 1"),
+    ] {
+        let mut h = host();
+        to_writer(&mut h, &query("COPY t FROM STDIN"));
+        h.backend(WRITER, &copy_in());
+        assert_eq!(tags(&h.take_client()), "G");
+        to_writer(&mut h, &next);
+        let mut answer = error(
+            "ERROR",
+            "08P01",
+            "unexpected message type 0x51 during COPY from stdin",
+            None,
+            None,
+        );
+        answer.extend(error(
+            "FATAL",
+            "08P01",
+            "terminating connection because protocol synchronization was lost",
+            None,
+            None,
+        ));
+        h.backend(WRITER, &answer);
+        assert_eq!(
+            tags(&h.take_client()),
+            "EE",
+            "the server's refusal, as it sent it"
+        );
+    }
+}

@@ -685,6 +685,20 @@ impl Session {
                     self.advance_head(Some(w));
                     continue;
                 }
+                if last.copy_in
+                    && last.attempt == Attempt::Writer
+                    && self
+                        .writer
+                        .as_ref()
+                        .is_some_and(|w| w.resp.in_client_copy())
+                {
+                    // Any other message in COPY IN mode is the client's protocol violation:
+                    // the server refuses it (08P01) and ends the session, as the primary alone
+                    // does. Held back as the next unit, it waited for the COPY to end, and the
+                    // client for its answer, for ever.
+                    self.advance_head(Some(w));
+                    continue;
+                }
                 if last.open {
                     if self.continue_batch() {
                         continue;

@@ -410,8 +410,9 @@ def copy_in_steps(R, any_sql):
     as on one server), sent the ways clients send it: the data pipelined behind the Query in one
     packet, or after the CopyInResponse in a step of its own; by simple Query (alone, or before or
     after another statement in it) or by Parse/Bind/Execute with a Sync after the data; ended by
-    CopyDone or CopyFail; with rows that fit, that clash with a key or that do not parse. Copy
-    messages with no COPY in progress are ignored by the server."""
+    CopyDone or CopyFail; with rows that fit, that clash with a key or that do not parse; rarely a
+    Query in COPY IN mode, which the server refuses by ending the session. Copy messages with no
+    COPY in progress are ignored by the server."""
     target = R.choice(COPY_TARGETS)
     rows = []
     for _ in range(R.randint(0, 3)):
@@ -446,6 +447,9 @@ def copy_in_steps(R, any_sql):
         tail = [("S",)]
     if R.random() < 0.5:
         return [{"msgs": head + data + end + tail}]
+    if R.random() < 0.06:
+        # The client's protocol violation: a Query in COPY IN mode ends the session (08P01).
+        return [{"msgs": head}, {"msgs": [("Q", "SELECT 'in copy'")]}]
     return [{"msgs": head}, {"msgs": data + end + tail}]
 
 
