@@ -736,3 +736,37 @@ fn e2_a_parse_of_a_name_sharing_63_bytes_with_one_on_a_reader_is_refused_by_the_
         "a hidden Parse of the reader's statement ahead of the client's"
     );
 }
+
+#[test]
+fn e2_an_execute_runs_what_its_portal_was_bound_to_not_a_statement_parsed_after() {
+    // The unnamed statement parsed again between the portal's Bind and its Execute: the
+    // Execute runs the bound SELECT, not the `DEALLOCATE ALL` parsed since, so `s2` (parsed
+    // after it) still exists, and a second Parse of `s2` is the writer's to refuse (42P05).
+    let mut h = host();
+    let mut b = parse("", "SELECT v FROM t WHERE k = $1");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("", "DEALLOCATE ALL"));
+    b.extend(execute(""));
+    b.extend(parse("s2", "SELECT v FROM t WHERE k = $1"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBEPEPS");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("SELECT 0"));
+    ans.extend(msg(b'1', b""));
+    ans.extend(command_complete("SELECT 0"));
+    ans.extend(msg(b'1', b""));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12C1C1Z");
+    let mut again = parse("s2", "SELECT v FROM t");
+    again.extend(sync());
+    h.client(&again);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PS",
+        "the writer has s2: its Parse answers 42P05 there"
+    );
+}

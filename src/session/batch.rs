@@ -242,12 +242,10 @@ impl Session {
         };
         let mut parsed: Few<(&[u8], usize), 4> = Few::new();
         // Portals bound in this batch and the statement each was bound to (the latest wins),
-        // with what the name resolved to and how many statements were parsed in the batch at
-        // the time: an Execute of the portal takes that resolution while the count is the same
-        // (the same name resolves the same way), instead of looking the name up again.
+        // with what the name resolved to at the Bind: an Execute of the portal runs that, even
+        // if the name was parsed again since.
         #[allow(clippy::type_complexity)]
-        let mut portals: Few<(&[u8], &[u8], Option<Option<&Classification>>, usize), 4> =
-            Few::new();
+        let mut portals: Few<(&[u8], &[u8], Option<Option<&Classification>>), 4> = Few::new();
         let mut statements = 0usize;
         // Portals bound before `first` (a cut head's): they live on the writer.
         let mut head_portals = 0usize;
@@ -362,7 +360,7 @@ impl Session {
                         refuse(&mut shape, Reason::BatchPortalOutlivesPart);
                     }
                     unnamed_open |= txn && portal.is_empty();
-                    portals.push((portal, statement, resolved, parsed.count()));
+                    portals.push((portal, statement, resolved));
                 }
                 FrontendMessage::Describe { kind, name } => {
                     statements += 1;
@@ -380,11 +378,13 @@ impl Session {
                     statements += 1;
                     let bound = portals.iter().rev().find(|(p, ..)| same_name(p, portal));
                     let stmt = bound.map(|p| p.1);
-                    let class = match bound {
-                        Some(&(_, _, resolved, n)) if n == parsed.count() => resolved.flatten(),
-                        _ => stmt.and_then(|s| self.resolve(&parsed, s)).flatten(),
-                    };
-                    debug_assert_eq!(class, stmt.and_then(|s| self.resolve(&parsed, s)).flatten());
+                    // The portal runs its statement as it was bound: a Parse of the same name
+                    // between the Bind and this Execute (the unnamed statement parsed again)
+                    // changes the statement, not the portal. Judged by the later Parse, an
+                    // Execute that ran a SELECT counted as the `DEALLOCATE ALL` parsed after
+                    // it, and the engine forgot statements the server kept (a differential
+                    // test, 2026-12-06: ParseComplete where the primary answers 42P05).
+                    let class = bound.and_then(|&(_, _, resolved)| resolved).flatten();
                     match (stmt, class) {
                         (None, _) => {
                             refuse(&mut shape, Reason::BatchPortalElsewhere);
