@@ -673,29 +673,17 @@ impl Session {
                 }
                 if last.copy_in
                     && last.attempt == Attempt::Writer
-                    && matches!(head.info, MsgInfo::Sync | MsgInfo::Flush)
                     && self
                         .writer
                         .as_ref()
                         .is_some_and(|w| w.resp.in_client_copy())
                 {
-                    // The server ignores a Sync or Flush it reads in COPY IN mode (drivers
-                    // such as libpq may send one without noticing the command was a COPY):
-                    // COPY traffic, answered by nothing, ending no batch (E-1).
-                    self.advance_head(Some(w));
-                    continue;
-                }
-                if last.copy_in
-                    && last.attempt == Attempt::Writer
-                    && self
-                        .writer
-                        .as_ref()
-                        .is_some_and(|w| w.resp.in_client_copy())
-                {
-                    // Any other message in COPY IN mode is the client's protocol violation:
-                    // the server refuses it (08P01) and ends the session, as the primary alone
-                    // does. Held back as the next unit, it waited for the COPY to end, and the
-                    // client for its answer, for ever.
+                    // In COPY IN mode the server ignores a Sync or Flush (drivers such as
+                    // libpq may send one without noticing the command was a COPY): COPY
+                    // traffic, answered by nothing, ending no batch (E-1). Any other message
+                    // is the client's protocol violation: the server refuses it (08P01) and
+                    // ends the session, as the primary alone does; held back as the next unit,
+                    // it waited for the COPY to end, and the client for its answer, for ever.
                     self.advance_head(Some(w));
                     continue;
                 }
