@@ -770,3 +770,218 @@ fn e2_an_execute_runs_what_its_portal_was_bound_to_not_a_statement_parsed_after(
         "the writer has s2: its Parse answers 42P05 there"
     );
 }
+
+/// E-2: a `DEALLOCATE ALL` executed in an extended batch drops the statements that existed when
+/// it ran, not those the same batch parses after it: `s2`, parsed behind it, exists on the
+/// writer, and a second Parse of `s2` is the writer's to refuse (42P05). Before, the engine
+/// applied the clearing at the batch's ReadyForQuery and forgot `s2` with the rest.
+#[test]
+fn e2_a_deallocate_all_executed_in_a_batch_keeps_the_statements_parsed_after_it() {
+    let mut h = host();
+    let mut b = parse("", "DEALLOCATE ALL");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("s2", "SELECT v FROM t WHERE k = $1"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBEPS");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("DEALLOCATE ALL"));
+    ans.extend(msg(b'1', b""));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12C1Z");
+    let mut again = parse("s2", "SELECT v FROM t");
+    again.extend(sync());
+    h.client(&again);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PS",
+        "the writer has s2: its Parse answers 42P05 there"
+    );
+}
+
+/// E-2: a name in use parsed again behind a `DEALLOCATE ALL` of the same batch is a new
+/// statement (the server accepts the Parse): the engine tracks the new text under the name,
+/// and a later Parse of it is the writer's to refuse.
+#[test]
+fn e2_a_name_parsed_again_behind_a_deallocate_all_of_its_batch_is_the_new_statement() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1Z");
+    let mut b = parse("", "DEALLOCATE ALL");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("s1", "SELECT 3"));
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert!(tags(&sent).ends_with("PBEPS"), "{}", tags(&sent));
+    let hidden = tags(&sent).len() - 5;
+    let mut ans = Vec::new();
+    for _ in 0..hidden {
+        ans.extend(msg(b'1', b""));
+    }
+    ans.extend(msg(b'1', b""));
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("DEALLOCATE ALL"));
+    ans.extend(msg(b'1', b""));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12C1Z");
+    let mut again = parse("s1", "SELECT 4");
+    again.extend(sync());
+    h.client(&again);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PS",
+        "the writer has the new s1: its Parse answers 42P05 there"
+    );
+}
+
+/// E-2: a `DEALLOCATE ALL` sent as a Query and a batch the client pipelined behind it: the
+/// batch's statement was parsed after the clearing, and survives it.
+#[test]
+fn e2_a_statement_parsed_behind_a_pipelined_deallocate_all_query_survives_it() {
+    let mut h = host();
+    let mut b = query("DEALLOCATE ALL");
+    b.extend(parse("s2", "SELECT v FROM t WHERE k = $1"));
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    let mut ans = command_complete("DEALLOCATE ALL");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    if tags(&sent) == "QPS" {
+        ans.extend(msg(b'1', b""));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+    } else {
+        assert_eq!(tags(&sent), "Q", "{:?}", named(&sent));
+        h.backend(WRITER, &ans);
+        h.attach_fresh(R1);
+        let sent = tags(&h.take_sent(R1));
+        assert!(sent.ends_with("PS"), "{sent}");
+        // Hidden SETs (the settings a fresh reader is given) ahead of the client's Parse.
+        let mut ans = hidden_sets_answer((sent.len() - 2) / 3);
+        ans.extend(msg(b'1', b""));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(R1, &ans);
+    }
+    assert_eq!(tags(&h.take_client()), "CZ1Z");
+    let mut again = parse("s2", "SELECT v FROM t");
+    again.extend(sync());
+    h.client(&again);
+    let sent = tags(&h.take_sent(WRITER));
+    assert!(
+        sent.ends_with("PS") && !sent.is_empty(),
+        "s2 exists: its Parse answers 42P05 on the writer: {sent}"
+    );
+}
+
+/// E-2: as above, with the batch behind the Query pipelined on the writer (it writes): its
+/// statement is noted before the Query's ReadyForQuery applies the clearing, and survives it.
+#[test]
+fn e2_a_statement_pipelined_on_the_writer_behind_a_deallocate_all_query_survives_it() {
+    let mut h = host();
+    let mut b = query("DEALLOCATE ALL");
+    b.extend(parse("s2", "INSERT INTO t VALUES ($1)"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "QPS");
+    let mut ans = command_complete("DEALLOCATE ALL");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(msg(b'1', b""));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "CZ1Z");
+    let mut again = parse("s2", "SELECT v FROM t");
+    again.extend(sync());
+    h.client(&again);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PS",
+        "s2 exists on the writer: its Parse answers 42P05 there"
+    );
+}
+
+/// `s1`, parsed on a reader, tracked by the engine.
+fn with_s1_on_a_reader() -> Host {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    h.take_sent(R1);
+    let mut ans = msg(b'1', b"");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(R1, &ans);
+    assert_eq!(tags(&h.take_client()), "1Z");
+    h
+}
+
+/// E-2: a Parse of a name in use behind a `DEALLOCATE ALL` that failed was skipped: the
+/// statement that has the name stays, and a later Parse of it is refused by the writer.
+#[test]
+fn e2_a_parse_skipped_behind_a_failed_deallocate_all_leaves_the_statement_it_would_replace() {
+    let mut h = with_s1_on_a_reader();
+    let mut b = parse("", "DEALLOCATE ALL");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(parse("s1", "SELECT 3"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PBEPS");
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(error(
+        "ERROR",
+        "25P02",
+        "current transaction is aborted",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12EZ");
+    let mut again = parse("s1", "SELECT 4");
+    again.extend(sync());
+    h.client(&again);
+    let names = named(&h.take_sent(WRITER));
+    assert_eq!(
+        names,
+        vec![
+            ('P', "s1".to_string()),
+            ('P', "s1".to_string()),
+            ('S', String::new())
+        ],
+        "s1 still exists: prepared on the writer, where the client's Parse answers 42P05"
+    );
+}
+
+/// E-2: a Bind behind a `DEALLOCATE ALL` of its batch names a statement that no longer exists:
+/// the writer answers it (26000) as the primary alone would. The engine does not prepare the
+/// reader's statement on the writer for it first, which made the Bind succeed.
+#[test]
+fn e2_a_bind_behind_a_deallocate_all_of_its_batch_is_not_given_the_dropped_statement() {
+    let mut h = with_s1_on_a_reader();
+    let mut b = parse("", "DEALLOCATE ALL");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(bind("", "s1"));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(
+        tags(&h.take_sent(WRITER)),
+        "PBEBES",
+        "no hidden Parse of s1 behind the DEALLOCATE ALL"
+    );
+}

@@ -486,7 +486,7 @@ impl Session {
         let (generation_changed, reader_retries, forwarded) = match self.unit(id) {
             Some(u) => (
                 self.engine.writer_view(self.writer_hostgroup).generation != u.generation,
-                u.reader_retries,
+                u32::from(u.reader_retries),
                 u.forwarded || u.result_started,
             ),
             None => (false, 0, false),

@@ -882,9 +882,12 @@ impl Session {
         let limit = self.config.max_prepared_statements;
         // A Close of a statement the writer never had needs nothing: the server answers
         // CloseComplete for a name it does not know.
+        // Behind a statement that drops them all, a name is the server's to answer: what the
+        // engine tracks is gone by then (a Bind of it is refused with 26000, as on the primary).
+        let dropped = || self.statements_surely_dropped_ahead(id);
         let named = match msg {
-            FrontendMessage::Bind { statement, .. } => Some((statement, true)),
-            FrontendMessage::Describe { kind: b'S', name } => Some((name, true)),
+            FrontendMessage::Bind { statement, .. } if !dropped() => Some((statement, true)),
+            FrontendMessage::Describe { kind: b'S', name } if !dropped() => Some((name, true)),
             // A client Parse reusing the name of a statement that lives only on readers: the
             // writer must have it to answer 42P05 as the one server would (E-2), not create
             // it. Not on a retry or fallback (`fresh` false): a name this batch parsed on the
@@ -939,14 +942,24 @@ impl Session {
                 // A name in use: the server refuses the Parse (42P05), and the statement that
                 // has the name stays what it was (E-2; an examiner's finding of 2026-12-05: the
                 // refused or skipped Parse made the engine forget, or replace, the live one).
-                let in_use = fresh && !statement.is_empty() && self.statements.contains(statement);
-                let in_use = in_use && !self.statements_cleared_ahead(id);
+                let exists = fresh && !statement.is_empty() && self.statements.contains(statement);
+                let cleared = exists && self.statements_cleared_ahead(id);
+                let in_use = exists && !cleared;
+                // Behind a statement that drops them all, the name is free when the Parse runs:
+                // a new statement. The one it replaces here is kept with the note, put back
+                // if the server skips the Parse (the drop then failed, or never ran).
+                let replaced = if cleared {
+                    self.statements.remove(statement).map(Box::new)
+                } else {
+                    None
+                };
                 let Some(wb) = self.writer.as_mut() else {
                     return;
                 };
                 wb.resp.push(Req::Parse, Who::Client, id);
                 wb.parses.push_back(statements::ParseNote {
                     kept: in_use,
+                    closed: replaced,
                     ..statements::ParseNote::parse(id, statement, Who::Client)
                 });
                 if in_use {
@@ -992,7 +1005,16 @@ impl Session {
                     }
                 }
             }
-            FrontendMessage::Execute { .. } => wb.resp.push(Req::Execute, Who::Client, id),
+            FrontendMessage::Execute { .. } => {
+                wb.resp.push(Req::Execute, Who::Client, id);
+                if let Some(u) = self.unit_mut(id) {
+                    // What the unit parses behind a `DEALLOCATE ALL` is new (E-2).
+                    let k = u.execs_sent as usize;
+                    u.execs_sent = u.execs_sent.saturating_add(1);
+                    let class = u.execs.get(k).and_then(Option::as_ref);
+                    u.clears_sent |= class.is_some_and(super::units::drops_statements);
+                }
+            }
             FrontendMessage::Close { kind, name } => {
                 wb.resp.push(Req::Close, Who::Client, id);
                 // Every Close is noted: CloseCompletes answer them in order.
@@ -1010,9 +1032,13 @@ impl Session {
     }
 
     /// Whether a unit in flight ahead of `id` may drop every statement (`DEALLOCATE ALL`,
-    /// `DISCARD ALL`, or a Query the engine could not classify): what is tracked now may be gone
-    /// by the time the writer reads the next message.
+    /// `DISCARD ALL`, or a Query the engine could not classify), or an Execute of `id` sent
+    /// already does: what is tracked now may be gone by the time the writer reads the next
+    /// message.
     pub(super) fn statements_cleared_ahead(&self, id: u32) -> bool {
+        if self.unit(id).is_some_and(|u| u.clears_sent) {
+            return true;
+        }
         // None in flight at all (counted as the queue changes): nothing ahead to look at.
         if !self.units.any_clearing_statements() {
             return false;
@@ -1021,6 +1047,19 @@ impl Session {
             .iter()
             .take_while(|u| u.id != id)
             .any(super::units::clears_statements)
+    }
+
+    /// Whether a `DEALLOCATE ALL` or `DISCARD ALL` runs on the writer before unit `id`'s next
+    /// message: one of its Executes sent already, or a Query ahead of it.
+    fn statements_surely_dropped_ahead(&self, id: u32) -> bool {
+        if self.unit(id).is_some_and(|u| u.clears_sent) {
+            return true;
+        }
+        self.units.any_clearing_statements()
+            && self.units.iter().take_while(|u| u.id != id).any(|u| {
+                u.kind == UnitKind::Query
+                    && u.class.as_ref().is_some_and(super::units::drops_statements)
+            })
     }
 
     /// A statement the client prepared on a reader only is prepared on the writer under the

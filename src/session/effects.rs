@@ -465,7 +465,8 @@ impl Session {
                             Hazards::SEEDED,
                             Hazards::UNREAD,
                         ]);
-                        self.statements.clear();
+                        // The client's statements were dropped when its CommandComplete
+                        // came (`writer_dropped_statements`).
                         if let Some(w) = self.writer.as_mut() {
                             w.probe_parsed = false;
                             w.capture_parsed = false;
@@ -481,7 +482,6 @@ impl Session {
                 Kind::Prepare => self.hazards.set(Hazards::PREPARE),
                 Kind::Deallocate { all: true } if success => {
                     self.hazards.clear(Hazards::PREPARE);
-                    self.statements.clear();
                     if let Some(w) = self.writer.as_mut() {
                         w.probe_parsed = false;
                         w.capture_parsed = false;

@@ -210,7 +210,7 @@ impl Session {
                 let view = self.collect();
                 let (d, excluded) = match self.unit_mut(id) {
                     Some(u) => {
-                        u.reader_retries += 1;
+                        u.reader_retries = u.reader_retries.saturating_add(1);
                         if let Attempt::Reader { server, .. } | Attempt::AwaitReader { server } =
                             u.attempt
                         {

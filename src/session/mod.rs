@@ -273,10 +273,15 @@ struct Unit {
     execs: Vec<Option<Classification>>,
     attempt: Attempt,
     /// Reader retries so far, and readers that failed this unit.
-    reader_retries: u32,
+    /// (A byte: `reader_retry_limit` is at most 16; saturates.)
+    reader_retries: u8,
     excluded: Vec<ServerId>,
     /// A batch whose Sync has not arrived: the client's next extended messages join it.
     open: bool,
+    /// A statement that drops every prepared statement (`DEALLOCATE ALL`, `DISCARD ALL`) of
+    /// this unit was sent to the writer: what the unit parses after it is a new statement, not
+    /// one in use (E-2).
+    clears_sent: bool,
     /// The writer said CopyInResponse: client COPY data flows to it.
     copy_in: bool,
     /// An error was forwarded to the client for this unit.
@@ -332,6 +337,9 @@ struct Unit {
     /// Sent to the writer again once the check of a statement's row shape there answered
     /// (E-2), for this reason.
     check_then: Option<Reason>,
+    /// Batch: its Executes noted on the writer so far (the next one runs `execs[execs_sent]`;
+    /// saturates).
+    execs_sent: u16,
     /// What few units have (portals bound in an open batch, Binds waiting for a Describe, a
     /// failure's text): boxed, as the texts above — units stay allocated in an idle session's
     /// queue (issue 20).

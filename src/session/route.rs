@@ -333,6 +333,8 @@ impl Session {
             reader_refused: false,
             cancel_forwarded: false,
             check_then: None,
+            execs_sent: 0,
+            clears_sent: false,
             extra: None,
         });
         id
@@ -623,14 +625,7 @@ impl Session {
         u.class
             .iter()
             .chain(u.execs.iter().flatten())
-            .flat_map(|c| c.statements())
-            .any(|s| {
-                matches!(
-                    s.kind,
-                    Kind::Deallocate { all: true }
-                        | Kind::Discard(crate::classify::DiscardWhat::All)
-                )
-            })
+            .any(super::units::drops_statements)
     }
 
     /// P-5: a read split off a transaction block runs on a reader, so the writer's block would

@@ -101,7 +101,9 @@ pub(crate) struct ParseNote {
     pub close: bool,
     /// A Close of the client's statement `name`, tracked no more from when it was sent: the
     /// statement, put back if the server skips the Close after an error in its batch (the
-    /// statement then still exists) — E-2.
+    /// statement then still exists) — E-2. A Parse of a name in use sent behind a statement
+    /// that drops every statement (`DEALLOCATE ALL`): the statement it replaced, put back if
+    /// the server skips the Parse. Emptied when the drop runs (the statement is gone then).
     pub closed: Option<Box<ClientStmt>>,
 }
 
@@ -571,6 +573,27 @@ impl ClientStatements {
             .collect();
         for n in gone {
             self.remove(&n);
+        }
+    }
+
+    /// `DISCARD ALL` / `DEALLOCATE ALL` ran, with Parses of `after` sent behind it still in
+    /// flight: the statements those make survive it, every other is gone.
+    pub(super) fn clear_except(&mut self, after: &[&[u8]]) {
+        if after.is_empty() {
+            self.clear();
+            return;
+        }
+        let mut kept: Vec<(&[u8], ClientStmt)> = Vec::new();
+        for n in after {
+            if let Some(s) = self.remove(n) {
+                kept.push((n, s));
+            }
+        }
+        self.clear();
+        // Sticky, as everywhere: a look through them costs little.
+        self.may_check = true;
+        for (n, s) in kept {
+            self.put_back(n, s);
         }
     }
 

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::ops::Deref;
 
 use super::{Attempt, Unit, UnitKind};
-use crate::classify::Kind;
+use crate::classify::{Classification, Kind};
 
 /// What a unit counts for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,16 +56,18 @@ fn on_reader(u: &Unit) -> bool {
 /// A Query that drops every prepared statement (`DEALLOCATE ALL`, `DISCARD ALL`), or one the
 /// engine could not classify (E-2).
 pub(super) fn clears_statements(u: &Unit) -> bool {
-    u.kind == UnitKind::Query
-        && u.class.as_ref().is_none_or(|c| {
-            c.statements().iter().any(|s| {
-                matches!(
-                    s.kind,
-                    Kind::Deallocate { all: true }
-                        | Kind::Discard(crate::classify::DiscardWhat::All)
-                )
-            })
-        })
+    u.kind == UnitKind::Query && u.class.as_ref().is_none_or(drops_statements)
+}
+
+/// Whether `c` drops every prepared statement of the connection it runs on (`DEALLOCATE ALL`,
+/// `DISCARD ALL`).
+pub(super) fn drops_statements(c: &Classification) -> bool {
+    c.statements().iter().any(|s| {
+        matches!(
+            s.kind,
+            Kind::Deallocate { all: true } | Kind::Discard(crate::classify::DiscardWhat::All)
+        )
+    })
 }
 
 impl Marks {

@@ -414,6 +414,11 @@ impl Session {
                 self.pump(None);
             }
             _ => {
+                if let BackendMessage::CommandComplete { tag } = msg {
+                    if a.who == Who::Client && (tag == b"DEALLOCATE ALL" || tag == b"DISCARD ALL") {
+                        self.writer_dropped_statements(id);
+                    }
+                }
                 if matches!(msg, BackendMessage::CloseComplete)
                     && a.req == Some(Req::Close)
                     && a.who == Who::Client
@@ -506,6 +511,41 @@ impl Session {
         }
     }
 
+    /// The writer ran a `DEALLOCATE ALL` or `DISCARD ALL` of unit `id` (its CommandComplete
+    /// came): every statement the client prepared is gone there, in the order the server ran
+    /// the client's messages — those the client parses behind it, whose Parses are still
+    /// unanswered, are new and stay (E-2; before, the drop was applied at the unit's RFQ and
+    /// took them too: a later Parse of such a name succeeded on a reader where the primary
+    /// answers 42P05). A Close still unanswered closes nothing older then. Statements parsed
+    /// on readers by a later unit were parsed after it too.
+    fn writer_dropped_statements(&mut self, id: u32) {
+        let mut after: Vec<Box<[u8]>> = Vec::new();
+        if let Some(w) = self.writer.as_mut() {
+            for n in w.parses.iter_mut() {
+                if n.close {
+                    if !after.iter().any(|a| same_name(a, &n.name)) {
+                        n.closed = None;
+                    }
+                } else {
+                    n.closed = None;
+                    if n.who == Who::Client && !n.kept {
+                        after.push(n.name.clone());
+                    }
+                }
+            }
+        }
+        for r in self.readers.iter() {
+            let later = r.parses.iter().filter(|n| n.unit > id && !n.close);
+            after.extend(
+                later
+                    .filter(|n| n.who == Who::Client)
+                    .map(|n| n.name.clone()),
+            );
+        }
+        let after: Vec<&[u8]> = after.iter().map(|n| &**n).collect();
+        self.statements.clear_except(&after);
+    }
+
     /// Undoes unit `id`'s notes the server skipped, after `failed` (its refused Parse, if one
     /// was): a skipped Parse creates nothing, a skipped Close leaves its statement. A Close of a
     /// name that a Parse of the unit which never ran (refused or skipped) made closed nothing
@@ -570,6 +610,9 @@ impl Session {
                 self.statements.remove(&n.name);
                 if i > 0 && !n.local {
                     self.backend_mut(i).prepared.forget(n.hash);
+                }
+                if let Some(old) = n.closed.as_deref() {
+                    self.statements.put_back(&n.name, old.clone());
                 }
             }
             (0, _) => {

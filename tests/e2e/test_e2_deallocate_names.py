@@ -43,3 +43,40 @@ def test_e2_a_statement_deallocated_then_parsed_again_runs_its_new_text(pair, pr
         (prepared(name, "SELECT 'new'"), 1),
         ([bind("", name), execute(""), SYNC], 1),
     ])
+
+
+# -- A statement that drops them all, and Parses behind it ------------------------------------------
+# The engine applied `DEALLOCATE ALL` / `DISCARD ALL` at the ReadyForQuery of their unit, so it
+# forgot the statements the same batch (or one pipelined behind it) parsed after them; a second
+# Parse of such a name got ParseComplete where the primary answers 42P05 (the differential test's
+# sweep with COPY steps, seed 3063). It is applied when the server ran it now.
+
+def run(text: str) -> list[bytes]:
+    return [parse("", text), bind("", ""), execute("")]
+
+
+DROPS = {
+    "deallocate_all_in_the_batch": lambda: run("DEALLOCATE ALL") + [parse("s2", "SELECT 2"), SYNC],
+    "deallocate_all_then_the_name_in_use": lambda: run("DEALLOCATE ALL") + [parse("s1", "SELECT 3"), SYNC],
+    "deallocate_all_as_a_query_then_a_batch": lambda: [query("DEALLOCATE ALL"), parse("s2", "SELECT 2"), SYNC],
+    "discard_all_as_a_query_then_the_name_in_use": lambda: [query("DISCARD ALL"), parse("s1", "SELECT 3"), SYNC],
+    "failed_deallocate_all_then_the_name_in_use":
+        lambda: run("DEALLOCATE ALL") + [parse("", "SELECT 1/0"), bind("", ""), execute(""),
+                                          parse("s1", "SELECT 3"), SYNC],
+    "deallocate_all_then_a_bind_of_a_dropped_name":
+        lambda: run("DEALLOCATE ALL") + [bind("", "s1"), execute(""), SYNC],
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", list(DROPS))
+def test_e2_statements_parsed_behind_a_deallocate_all_exist_and_dropped_ones_do_not(pair, proxy, case):
+    steps = DROPS[case]()
+    same_as_primary(pair, proxy, [
+        (prepared("s1", "SELECT 'old'"), 1),
+        (steps, steps.count(SYNC) + sum(1 for m in steps if m[:1] == b"Q")),
+        # Each name again: refused where it exists (42P05), new where it does not.
+        ([parse("s1", "SELECT 4"), SYNC], 1),
+        ([parse("s2", "SELECT 5"), SYNC], 1),
+        ([bind("", "s1"), execute(""), SYNC], 1),
+    ])
