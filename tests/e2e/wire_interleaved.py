@@ -74,12 +74,30 @@ def gen_interleaved(seed, sessions=3, max_steps=10, read_weight=0.55, hazards=Tr
     all_steps = [wd.gen_session(seed * 1000 + j, max_steps, avoid, read_weight) for j in range(sessions)]
     users = [(USERS[j % 2] if R.random() < 0.8 else R.choice(USERS), R.choice(LOGIN_OPTIONS))
              for j in range(sessions)]
+    # A step that leaves an Execute behind its last Sync, Flush or Query: the primary alone may
+    # run it as it arrives, the proxy holds the batch until it is routed (E-1) — when its Sync
+    # comes. Within the session nothing tells the two apart (no answer comes before the Sync),
+    # but another session may (a sequence's next value, a lock): the session's next step
+    # follows at once, and a session never ends with such a batch open.
+    for steps in all_steps:
+        if steps and leaves_batch_open(steps[-1]):
+            steps.append({"msgs": [("S",)]})
     left = [list(range(len(s))) for s in all_steps]
     order = []
+    open_in = None
     while any(left):
-        j = R.choice([k for k in range(sessions) if left[k]])
-        order.append((j, left[j].pop(0)))
+        j = open_in if open_in is not None else R.choice([k for k in range(sessions) if left[k]])
+        i = left[j].pop(0)
+        order.append((j, i))
+        open_in = j if leaves_batch_open(all_steps[j][i]) and left[j] else None
     return all_steps, users, order
+
+
+def leaves_batch_open(step) -> bool:
+    """Whether the step sends an Execute after its last Sync, Flush or Query."""
+    tags = [m[0] for m in step.get("msgs", [])]
+    last = max((i for i, t in enumerate(tags) if t in ("S", "H", "Q")), default=-1)
+    return "E" in tags[last + 1:]
 
 
 class Interleaved:
