@@ -1803,6 +1803,36 @@ fn e2_a_readers_error_names_the_clients_statement_not_the_engines() {
     assert!(tags(&got).ends_with("EZ"), "{}", tags(&got));
 }
 
+/// E-2: two names of one text in a batch are one statement on the reader, under one engine name:
+/// the reader's error about it names the statement of the message that failed, as the
+/// primary's would — not the other name. Found by the interleaved-sessions differential test
+/// (six read-heavy sessions, 1 run in 150; counted as known until now).
+#[test]
+fn e2_a_readers_error_names_the_failing_messages_statement_among_two_names_of_one_text() {
+    let mut h = host();
+    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
+    b.extend(parse("s2", "SELECT v FROM t WHERE k = $1"));
+    for name in ["s1", "s2", "s1"] {
+        b.extend(bind("", name));
+        b.extend(execute(""));
+    }
+    b.extend(sync());
+    h.client(&b);
+    h.attach_fresh(R1);
+    let sent = h.take_sent(R1);
+    assert!(tags(&sent).ends_with("BEBEBES"), "{}", tags(&sent));
+    let engine = engine_name_of(&sent);
+    let parses = tags(&sent).matches('P').count();
+    h.backend(R1, &wrong_arity_answer(parses, &engine));
+    let got = h.take_client();
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.contains("prepared statement \"s2\" requires 1"),
+        "the second Bind failed, of s2: {text:?}"
+    );
+    assert!(tags(&got).ends_with("EZ"), "{}", tags(&got));
+}
+
 /// E-2: a Close of a statement that lives on a reader, skipped by the writer after an error in
 /// its batch, leaves the statement — even though the engine's own Parse of it in front of a Bind
 /// (skipped too) never ran on the writer: that Parse stood in for a statement that exists. An

@@ -85,7 +85,7 @@ impl Session {
                     a.req,
                     Some(Req::Query { .. } | Req::Sync | Req::Startup | Req::FunctionCall) | None
                 );
-                if let (Some(i), AKind::Error { skipped }, true) =
+                if let (Some(i), AKind::Error { skipped, .. }, true) =
                     (self.backend_index(conn), a.kind, extended)
                 {
                     if a.req == Some(Req::Parse) {
@@ -265,8 +265,11 @@ impl Session {
     }
 
     /// A reader's error `body` with the engine's statement names replaced by the client's
-    /// (E-2), preferring the names the unit's own messages use; `None`: it names none.
-    fn client_names_in_error(&self, body: &[u8]) -> Option<Vec<u8>> {
+    /// (E-2), preferring the names the unit's own messages use — first the one of the message
+    /// that failed, when that is a Bind or a statement Describe (one text under two names of
+    /// the batch is one statement on the reader: the name is the failing message's, as on the
+    /// primary); `None`: it names none.
+    fn client_names_in_error(&self, a: Answer, body: &[u8]) -> Option<Vec<u8>> {
         let prefix = super::statements::ENGINE_STATEMENT_PREFIX;
         if !body.windows(prefix.len()).any(|w| w == prefix) {
             return None;
@@ -280,6 +283,15 @@ impl Session {
                 Ok(FrontendMessage::Bind { statement, .. }) => used.push(statement),
                 Ok(FrontendMessage::Describe { kind: b'S', name }) => used.push(name),
                 _ => {}
+            }
+        }
+        if let (Some(Req::Bind | Req::DescribeStatement), AKind::Error { named, .. }) =
+            (a.req, a.kind)
+        {
+            // The failing message is followed by those the server skipped.
+            if let Some(k) = used.len().checked_sub(usize::from(named) + 1) {
+                let failed = used.remove(k);
+                used.insert(0, failed);
             }
         }
         self.statements.client_names_in(body, &used)
@@ -379,7 +391,7 @@ impl Session {
                 // that names the engine's statement.
                 self.apply_disp(conn, t, body, Disp::Discard);
                 self.send_cancelled_error();
-            } else if let Some(named) = self.client_names_in_error(body) {
+            } else if let Some(named) = self.client_names_in_error(a, body) {
                 // E-2: an error about a statement the engine prepared on the reader (a Bind
                 // with the wrong number of parameters, a statement gone) names it by the
                 // client's name, as the primary's would.

@@ -152,9 +152,11 @@ pub(crate) enum Kind {
     /// (the first row, or the completion when there are none).
     Done,
     /// An ErrorResponse. In the extended protocol it completes the front request and the server
-    /// skips every request after it up to the next Sync (`skipped` of them were removed). In a
-    /// Query or FunctionCall the request stays until its ReadyForQuery.
-    Error { skipped: u16 },
+    /// skips every request after it up to the next Sync (`skipped` of them were removed,
+    /// `named` of those the client's Binds and statement Describes: which message failed,
+    /// counted from the end). In a Query or FunctionCall the request stays until its
+    /// ReadyForQuery.
+    Error { skipped: u16, named: u16 },
     /// The ReadyForQuery that ends the front request (a Query, Sync, FunctionCall or startup).
     Ready,
 }
@@ -225,9 +227,10 @@ impl Responses {
     }
 
     /// Pops the requests the server discards after an extended-protocol error, up to the next
-    /// Sync; returns how many extended ones there were.
-    fn drop_discarded(&mut self) -> u16 {
-        let mut skipped = 0u16;
+    /// Sync; returns how many extended ones there were, and how many of those were the client's
+    /// Binds or statement Describes.
+    fn drop_discarded(&mut self) -> (u16, u16) {
+        let (mut skipped, mut named) = (0u16, 0u16);
         while let Some(n) = self.queue.front().copied() {
             if !n.req.discarded_after_error() {
                 break;
@@ -235,10 +238,13 @@ impl Responses {
             if n.req.skippable() {
                 skipped += 1;
             }
+            if n.who == Who::Client && matches!(n.req, Req::Bind | Req::DescribeStatement) {
+                named = named.saturating_add(1);
+            }
             self.dropped = true;
             self.pop();
         }
-        skipped
+        (skipped, named)
     }
 
     /// Whether requests were discarded unanswered since the last call: the units they belonged
@@ -509,17 +515,23 @@ impl Responses {
         if t == tag::ERROR_RESPONSE {
             if e.req.skippable() {
                 self.pop();
-                let skipped = self.drop_discarded();
+                let (skipped, named) = self.drop_discarded();
                 // No Sync in flight behind it: the server skips what comes next, up to one.
                 self.skipping = self.queue.is_empty();
-                return Ok(answer(Kind::Error { skipped }, false));
+                return Ok(answer(Kind::Error { skipped, named }, false));
             }
             // A Query, Sync (an error raised at commit), FunctionCall or startup: its
             // ReadyForQuery follows. An error in a hidden statement aborts the rest of the Query,
             // and an error in a COPY ends its COPY IN: the server answers a Sync read after it.
             self.hidden_left = 0;
             self.copy_open = false;
-            return Ok(answer(Kind::Error { skipped: 0 }, false));
+            return Ok(answer(
+                Kind::Error {
+                    skipped: 0,
+                    named: 0,
+                },
+                false,
+            ));
         }
         match e.req {
             Req::Startup => Ok(answer(Kind::Part, false)),
@@ -705,7 +717,18 @@ mod tests {
     fn error_in_hidden_prefix_aborts_the_query() {
         let mut r = with(&[(Req::Query { hidden: 3 }, Client, 1)]);
         let got = feed(&mut r, "CEZ");
-        assert_eq!(got[1], Ok((Error { skipped: 0 }, Wait, 1, false)));
+        assert_eq!(
+            got[1],
+            Ok((
+                Error {
+                    skipped: 0,
+                    named: 0
+                },
+                Wait,
+                1,
+                false
+            ))
+        );
         assert_eq!(got[2], Ok((Ready, Client, 1, false)));
     }
 
@@ -765,7 +788,18 @@ mod tests {
             (Req::Sync, Client, 2),
         ]);
         let got = feed(&mut r, "12E");
-        assert_eq!(got[2], Ok((Error { skipped: 3 }, Wait, 1, false)));
+        assert_eq!(
+            got[2],
+            Ok((
+                Error {
+                    skipped: 3,
+                    named: 1
+                },
+                Wait,
+                1,
+                false
+            ))
+        );
         assert_eq!(r.front().map(|e| e.req), Some(Req::Sync));
         let got = feed(&mut r, "Z1Z");
         assert_eq!(got[0], Ok((Ready, Client, 1, false)));
@@ -825,7 +859,15 @@ mod tests {
             vec![
                 Ok((Done, Client, 1, false)),
                 Ok((Done, Client, 1, false)),
-                Ok((Error { skipped: 0 }, Client, 1, false)),
+                Ok((
+                    Error {
+                        skipped: 0,
+                        named: 0
+                    },
+                    Client,
+                    1,
+                    false
+                )),
             ]
         );
         for (q, w) in [
@@ -857,7 +899,15 @@ mod tests {
         assert_eq!(
             feed(&mut r, "EZ"),
             vec![
-                Ok((Error { skipped: 0 }, Client, 1, false)),
+                Ok((
+                    Error {
+                        skipped: 0,
+                        named: 0
+                    },
+                    Client,
+                    1,
+                    false
+                )),
                 Ok((Ready, Who::Sync, 1, false))
             ]
         );
@@ -934,7 +984,15 @@ mod tests {
         ]);
         assert_eq!(
             feed(&mut r, "E")[0],
-            Ok((Error { skipped: 1 }, Client, 1, false))
+            Ok((
+                Error {
+                    skipped: 1,
+                    named: 0
+                },
+                Client,
+                1,
+                false
+            ))
         );
         assert_eq!(r.take_local(), None);
     }

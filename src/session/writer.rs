@@ -376,7 +376,7 @@ impl Session {
                 }
                 self.writer_unit_rfq(id, conn, body, rfq);
             }
-            (AKind::Error { skipped }, BackendMessage::ErrorResponse(f)) => {
+            (AKind::Error { skipped, .. }, BackendMessage::ErrorResponse(f)) => {
                 if let Some(u) = self.unit_mut(id) {
                     u.errored = true;
                     u.saw_error = true;

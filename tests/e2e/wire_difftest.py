@@ -741,20 +741,7 @@ class Harness:
 KNOWN = {
     "F4b-25P02-for-bind-error": "25P02 or 26000 through the proxy where the primary reports a Bind's "
     "own error inside a failed block",
-    "E2-error-names-another-spelling": "a reader's error about a statement names it by another of the "
-    "names the batch used for it, all one name to the server (they share their first 63 bytes)",
-    "E2-error-names-another-name-of-the-text": "a reader's error about a statement names it by another "
-    "name the batch used for the same text (one statement on the reader under one engine name)",
 }
-
-
-def _one_long_name_apart(a: str, b: str) -> bool:
-    """The texts differ only in a quoted name, each spelling sharing the same first 63 bytes."""
-    qa, qb = a.split('"'), b.split('"')
-    if len(qa) != len(qb):
-        return False
-    apart = [(x, y) for x, y in zip(qa, qb) if x != y]
-    return len(apart) == 1 and all(len(n) >= 63 for n in apart[0]) and apart[0][0][:63] == apart[0][1][:63]
 
 
 def known_finding(d):
@@ -770,16 +757,4 @@ def known_finding(d):
         gf.get("C") == "26000" and rf.get("C") == "08P01"
     ):
         return "F4b-25P02-for-bind-error"
-    if g[0] == r[0] == "E" and set(gf) == set(rf) and all(gf[k] == rf[k] for k in gf if k != "M") \
-            and _one_long_name_apart(gf["M"], rf["M"]):
-        return "E2-error-names-another-spelling"
-    if g[0] == r[0] == "E" and set(gf) == set(rf) and all(gf[k] == rf[k] for k in gf if k != "M") \
-            and _one_statement_name_apart(gf["M"], rf["M"]):
-        return "E2-error-names-another-name-of-the-text"
     return None
-
-
-def _one_statement_name_apart(a: str, b: str) -> bool:
-    """The texts differ only in the name of the `prepared statement "…"` they mention."""
-    pat = re.compile(r'prepared statement "[^"]*"')
-    return len(pat.findall(a)) == len(pat.findall(b)) == 1 and pat.sub("", a) == pat.sub("", b)
