@@ -985,3 +985,36 @@ fn e2_a_bind_behind_a_deallocate_all_of_its_batch_is_not_given_the_dropped_state
         "no hidden Parse of s1 behind the DEALLOCATE ALL"
     );
 }
+
+/// E-2: a read batch the client pipelined behind a `DEALLOCATE ALL` Query binds a statement the
+/// Query drops: it is the writer's to refuse (26000), never run on the reader that still has it,
+/// nor given the statement again by a hidden Parse.
+#[test]
+fn e2_a_bind_pipelined_behind_a_deallocate_all_query_meets_the_dropped_statement_on_the_writer() {
+    let mut h = with_s1_on_a_reader();
+    let mut b = query("DEALLOCATE ALL");
+    b.extend(bind("", "s1"));
+    b.extend(execute(""));
+    b.extend(sync());
+    h.client(&b);
+    let mut sent = h.take_sent(WRITER);
+    assert!(tags(&sent).starts_with('Q'), "{}", tags(&sent));
+    assert!(h.take_sent(R1).is_empty(), "nothing on the reader before the Query ran");
+    let mut ans = command_complete("DEALLOCATE ALL");
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    h.backend(WRITER, &ans);
+    sent.extend(h.take_sent(WRITER));
+    assert!(h.take_sent(R1).is_empty(), "the Bind does not run on the reader");
+    assert_eq!(
+        named(&sent)
+            .into_iter()
+            .filter(|(t, _)| *t != 'Q')
+            .collect::<Vec<_>>(),
+        vec![
+            ('B', "s1".to_string()),
+            ('E', String::new()),
+            ('S', String::new())
+        ],
+        "the Bind reaches the writer with no Parse of s1 in front"
+    );
+}
