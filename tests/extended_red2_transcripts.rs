@@ -999,12 +999,18 @@ fn e2_a_bind_pipelined_behind_a_deallocate_all_query_meets_the_dropped_statement
     h.client(&b);
     let mut sent = h.take_sent(WRITER);
     assert!(tags(&sent).starts_with('Q'), "{}", tags(&sent));
-    assert!(h.take_sent(R1).is_empty(), "nothing on the reader before the Query ran");
+    assert!(
+        h.take_sent(R1).is_empty(),
+        "nothing on the reader before the Query ran"
+    );
     let mut ans = command_complete("DEALLOCATE ALL");
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
     sent.extend(h.take_sent(WRITER));
-    assert!(h.take_sent(R1).is_empty(), "the Bind does not run on the reader");
+    assert!(
+        h.take_sent(R1).is_empty(),
+        "the Bind does not run on the reader"
+    );
     assert_eq!(
         named(&sent)
             .into_iter()
