@@ -48,15 +48,7 @@ fn e1_the_rest_of_a_batch_that_arrived_with_its_flush_follows_once_the_reader_is
 #[test]
 fn e2_a_parse_of_a_name_that_lives_only_on_a_reader_is_refused_by_the_writer() {
     let mut h = host();
-    let mut b = parse("s1", "SELECT v FROM t");
-    b.extend(sync());
-    h.client(&b);
-    h.attach_fresh(R1);
-    h.take_sent(R1);
-    let mut ans = msg(b'1', b"");
-    ans.extend(rfq(b'I', Some(0x1000), None));
-    h.backend(R1, &ans);
-    assert_eq!(tags(&h.take_client()), "1Z");
+    put_s1_on_r1(&mut h, "SELECT v FROM t", false);
     // The same name again, another text: only a server can refuse it, and the writer must
     // have the name to do so.
     let mut b = parse("s1", "SELECT 2");
@@ -491,20 +483,31 @@ fn host_with_s1_on_a_reader_only() -> Host {
     let mut h = Host::new(config(&[("max_inspected_message_bytes", "1024")]));
     h.engine.remove_reader(2);
     h.connect();
-    let mut b = parse("s1", "SELECT length($1::text)");
-    b.extend(describe(b'S', "s1"));
+    put_s1_on_r1(&mut h, "SELECT length($1::text)", true);
+    h.take_sent(WRITER);
+    h
+}
+
+/// The client parses `s1` as `sql` (and describes it, when `described`) in a read batch of its
+/// own, which reader R1 answers: the statement lives there only.
+fn put_s1_on_r1(h: &mut Host, sql: &str, described: bool) {
+    let mut b = parse("s1", sql);
+    if described {
+        b.extend(describe(b'S', "s1"));
+    }
     b.extend(sync());
     h.client(&b);
     h.attach_fresh(R1);
     h.take_sent(R1);
     let mut ans = msg(b'1', b"");
-    ans.extend(msg(b't', &[0, 1, 0, 0, 0, 25]));
-    ans.extend(row_description(1));
+    if described {
+        ans.extend(msg(b't', &[0, 1, 0, 0, 0, 25]));
+        ans.extend(row_description(1));
+    }
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(R1, &ans);
-    assert_eq!(tags(&h.take_client()), "1tTZ");
-    h.take_sent(WRITER);
-    h
+    let want = if described { "1tTZ" } else { "1Z" };
+    assert_eq!(tags(&h.take_client()), want);
 }
 
 /// Feeds `bytes` to the client side cut at `cuts` (bytes may arrive split anywhere).
@@ -771,6 +774,40 @@ fn e2_an_execute_runs_what_its_portal_was_bound_to_not_a_statement_parsed_after(
     );
 }
 
+/// `s1`, parsed on reader R1 only (default settings), tracked by the engine.
+fn with_s1_on_a_reader() -> Host {
+    let mut h = host();
+    put_s1_on_r1(&mut h, "SELECT v FROM t WHERE k = $1", false);
+    h
+}
+
+/// Parse, Bind and Execute of `DEALLOCATE ALL` as the unnamed statement (no Sync).
+fn deallocate_all_executed() -> Vec<u8> {
+    let mut b = parse("", "DEALLOCATE ALL");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b
+}
+
+/// The writer's answers to [`deallocate_all_executed`], then to one Parse and the Sync.
+fn deallocate_all_then_parse_answer() -> Vec<u8> {
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("DEALLOCATE ALL"));
+    ans.extend(msg(b'1', b""));
+    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans
+}
+
+/// A Parse of `name` (with a Sync) goes to the writer alone: the writer has the statement, and
+/// refuses the Parse (42P05) as the primary does.
+fn assert_parse_again_is_the_writers(h: &mut Host, name: &str, why: &str) {
+    let mut again = parse(name, "SELECT 4");
+    again.extend(sync());
+    h.client(&again);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PS", "{why}");
+}
+
 /// E-2: a `DEALLOCATE ALL` executed in an extended batch drops the statements that existed when
 /// it ran, not those the same batch parses after it: `s2`, parsed behind it, exists on the
 /// writer, and a second Parse of `s2` is the writer's to refuse (42P05). Before, the engine
@@ -778,27 +815,17 @@ fn e2_an_execute_runs_what_its_portal_was_bound_to_not_a_statement_parsed_after(
 #[test]
 fn e2_a_deallocate_all_executed_in_a_batch_keeps_the_statements_parsed_after_it() {
     let mut h = host();
-    let mut b = parse("", "DEALLOCATE ALL");
-    b.extend(bind("", ""));
-    b.extend(execute(""));
+    let mut b = deallocate_all_executed();
     b.extend(parse("s2", "SELECT v FROM t WHERE k = $1"));
     b.extend(sync());
     h.client(&b);
     assert_eq!(tags(&h.take_sent(WRITER)), "PBEPS");
-    let mut ans = msg(b'1', b"");
-    ans.extend(msg(b'2', b""));
-    ans.extend(command_complete("DEALLOCATE ALL"));
-    ans.extend(msg(b'1', b""));
-    ans.extend(rfq(b'I', Some(0x1000), None));
-    h.backend(WRITER, &ans);
+    h.backend(WRITER, &deallocate_all_then_parse_answer());
     assert_eq!(tags(&h.take_client()), "12C1Z");
-    let mut again = parse("s2", "SELECT v FROM t");
-    again.extend(sync());
-    h.client(&again);
-    assert_eq!(
-        tags(&h.take_sent(WRITER)),
-        "PS",
-        "the writer has s2: its Parse answers 42P05 there"
+    assert_parse_again_is_the_writers(
+        &mut h,
+        "s2",
+        "the writer has s2: its Parse answers 42P05 there",
     );
 }
 
@@ -807,19 +834,8 @@ fn e2_a_deallocate_all_executed_in_a_batch_keeps_the_statements_parsed_after_it(
 /// and a later Parse of it is the writer's to refuse.
 #[test]
 fn e2_a_name_parsed_again_behind_a_deallocate_all_of_its_batch_is_the_new_statement() {
-    let mut h = host();
-    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
-    b.extend(sync());
-    h.client(&b);
-    h.attach_fresh(R1);
-    h.take_sent(R1);
-    let mut ans = msg(b'1', b"");
-    ans.extend(rfq(b'I', Some(0x1000), None));
-    h.backend(R1, &ans);
-    assert_eq!(tags(&h.take_client()), "1Z");
-    let mut b = parse("", "DEALLOCATE ALL");
-    b.extend(bind("", ""));
-    b.extend(execute(""));
+    let mut h = with_s1_on_a_reader();
+    let mut b = deallocate_all_executed();
     b.extend(parse("s1", "SELECT 3"));
     b.extend(sync());
     h.client(&b);
@@ -830,20 +846,13 @@ fn e2_a_name_parsed_again_behind_a_deallocate_all_of_its_batch_is_the_new_statem
     for _ in 0..hidden {
         ans.extend(msg(b'1', b""));
     }
-    ans.extend(msg(b'1', b""));
-    ans.extend(msg(b'2', b""));
-    ans.extend(command_complete("DEALLOCATE ALL"));
-    ans.extend(msg(b'1', b""));
-    ans.extend(rfq(b'I', Some(0x1000), None));
+    ans.extend(deallocate_all_then_parse_answer());
     h.backend(WRITER, &ans);
     assert_eq!(tags(&h.take_client()), "12C1Z");
-    let mut again = parse("s1", "SELECT 4");
-    again.extend(sync());
-    h.client(&again);
-    assert_eq!(
-        tags(&h.take_sent(WRITER)),
-        "PS",
-        "the writer has the new s1: its Parse answers 42P05 there"
+    assert_parse_again_is_the_writers(
+        &mut h,
+        "s1",
+        "the writer has the new s1: its Parse answers 42P05 there",
     );
 }
 
@@ -902,29 +911,11 @@ fn e2_a_statement_pipelined_on_the_writer_behind_a_deallocate_all_query_survives
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
     assert_eq!(tags(&h.take_client()), "CZ1Z");
-    let mut again = parse("s2", "SELECT v FROM t");
-    again.extend(sync());
-    h.client(&again);
-    assert_eq!(
-        tags(&h.take_sent(WRITER)),
-        "PS",
-        "s2 exists on the writer: its Parse answers 42P05 there"
+    assert_parse_again_is_the_writers(
+        &mut h,
+        "s2",
+        "s2 exists on the writer: its Parse answers 42P05 there",
     );
-}
-
-/// `s1`, parsed on a reader, tracked by the engine.
-fn with_s1_on_a_reader() -> Host {
-    let mut h = host();
-    let mut b = parse("s1", "SELECT v FROM t WHERE k = $1");
-    b.extend(sync());
-    h.client(&b);
-    h.attach_fresh(R1);
-    h.take_sent(R1);
-    let mut ans = msg(b'1', b"");
-    ans.extend(rfq(b'I', Some(0x1000), None));
-    h.backend(R1, &ans);
-    assert_eq!(tags(&h.take_client()), "1Z");
-    h
 }
 
 /// E-2: a Parse of a name in use behind a `DEALLOCATE ALL` that failed was skipped: the
@@ -932,9 +923,7 @@ fn with_s1_on_a_reader() -> Host {
 #[test]
 fn e2_a_parse_skipped_behind_a_failed_deallocate_all_leaves_the_statement_it_would_replace() {
     let mut h = with_s1_on_a_reader();
-    let mut b = parse("", "DEALLOCATE ALL");
-    b.extend(bind("", ""));
-    b.extend(execute(""));
+    let mut b = deallocate_all_executed();
     b.extend(parse("s1", "SELECT 3"));
     b.extend(sync());
     h.client(&b);
@@ -972,9 +961,7 @@ fn e2_a_parse_skipped_behind_a_failed_deallocate_all_leaves_the_statement_it_wou
 #[test]
 fn e2_a_bind_behind_a_deallocate_all_of_its_batch_is_not_given_the_dropped_statement() {
     let mut h = with_s1_on_a_reader();
-    let mut b = parse("", "DEALLOCATE ALL");
-    b.extend(bind("", ""));
-    b.extend(execute(""));
+    let mut b = deallocate_all_executed();
     b.extend(bind("", "s1"));
     b.extend(execute(""));
     b.extend(sync());

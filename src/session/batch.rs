@@ -884,7 +884,7 @@ impl Session {
         // CloseComplete for a name it does not know.
         // Behind a statement that drops them all, a name is the server's to answer: what the
         // engine tracks is gone by then (a Bind of it is refused with 26000, as on the primary).
-        let dropped = || self.statements_surely_dropped_ahead(id);
+        let dropped = || self.statements_dropped_ahead(id, false);
         let named = match msg {
             FrontendMessage::Bind { statement, .. } if !dropped() => Some((statement, true)),
             FrontendMessage::Describe { kind: b'S', name } if !dropped() => Some((name, true)),
@@ -1036,6 +1036,12 @@ impl Session {
     /// already does: what is tracked now may be gone by the time the writer reads the next
     /// message.
     pub(super) fn statements_cleared_ahead(&self, id: u32) -> bool {
+        self.statements_dropped_ahead(id, true)
+    }
+
+    /// As [`Self::statements_cleared_ahead`]; `unread`: a Query the engine could not classify
+    /// counts (it may drop them), else only one known to (the drop surely runs first).
+    fn statements_dropped_ahead(&self, id: u32, unread: bool) -> bool {
         if self.unit(id).is_some_and(|u| u.clears_sent) {
             return true;
         }
@@ -1043,23 +1049,12 @@ impl Session {
         if !self.units.any_clearing_statements() {
             return false;
         }
-        self.units
-            .iter()
-            .take_while(|u| u.id != id)
-            .any(super::units::clears_statements)
-    }
-
-    /// Whether a `DEALLOCATE ALL` or `DISCARD ALL` runs on the writer before unit `id`'s next
-    /// message: one of its Executes sent already, or a Query ahead of it.
-    fn statements_surely_dropped_ahead(&self, id: u32) -> bool {
-        if self.unit(id).is_some_and(|u| u.clears_sent) {
-            return true;
-        }
-        self.units.any_clearing_statements()
-            && self.units.iter().take_while(|u| u.id != id).any(|u| {
-                u.kind == UnitKind::Query
-                    && u.class.as_ref().is_some_and(super::units::drops_statements)
-            })
+        self.units.iter().take_while(|u| u.id != id).any(|u| {
+            u.kind == UnitKind::Query
+                && u.class
+                    .as_ref()
+                    .map_or(unread, super::units::drops_statements)
+        })
     }
 
     /// A statement the client prepared on a reader only is prepared on the writer under the

@@ -658,6 +658,12 @@ impl Responses {
 mod tests {
     use super::*;
 
+    /// An extended-protocol error's answer kind: `skipped` requests removed, `named` of them
+    /// the client's Binds and statement Describes.
+    fn err(skipped: u16, named: u16) -> Kind {
+        Error { skipped, named }
+    }
+
     fn with(reqs: &[(Req, Who, u32)]) -> Responses {
         let mut r = Responses::default();
         for &(q, w, u) in reqs {
@@ -717,18 +723,7 @@ mod tests {
     fn error_in_hidden_prefix_aborts_the_query() {
         let mut r = with(&[(Req::Query { hidden: 3 }, Client, 1)]);
         let got = feed(&mut r, "CEZ");
-        assert_eq!(
-            got[1],
-            Ok((
-                Error {
-                    skipped: 0,
-                    named: 0
-                },
-                Wait,
-                1,
-                false
-            ))
-        );
+        assert_eq!(got[1], Ok((err(0, 0), Wait, 1, false)));
         assert_eq!(got[2], Ok((Ready, Client, 1, false)));
     }
 
@@ -788,18 +783,7 @@ mod tests {
             (Req::Sync, Client, 2),
         ]);
         let got = feed(&mut r, "12E");
-        assert_eq!(
-            got[2],
-            Ok((
-                Error {
-                    skipped: 3,
-                    named: 1
-                },
-                Wait,
-                1,
-                false
-            ))
-        );
+        assert_eq!(got[2], Ok((err(3, 1), Wait, 1, false)));
         assert_eq!(r.front().map(|e| e.req), Some(Req::Sync));
         let got = feed(&mut r, "Z1Z");
         assert_eq!(got[0], Ok((Ready, Client, 1, false)));
@@ -859,15 +843,7 @@ mod tests {
             vec![
                 Ok((Done, Client, 1, false)),
                 Ok((Done, Client, 1, false)),
-                Ok((
-                    Error {
-                        skipped: 0,
-                        named: 0
-                    },
-                    Client,
-                    1,
-                    false
-                )),
+                Ok((err(0, 0), Client, 1, false)),
             ]
         );
         for (q, w) in [
@@ -899,15 +875,7 @@ mod tests {
         assert_eq!(
             feed(&mut r, "EZ"),
             vec![
-                Ok((
-                    Error {
-                        skipped: 0,
-                        named: 0
-                    },
-                    Client,
-                    1,
-                    false
-                )),
+                Ok((err(0, 0), Client, 1, false)),
                 Ok((Ready, Who::Sync, 1, false))
             ]
         );
@@ -982,18 +950,7 @@ mod tests {
             (Req::Local(b'3'), Client, 1),
             (Req::Sync, Client, 1),
         ]);
-        assert_eq!(
-            feed(&mut r, "E")[0],
-            Ok((
-                Error {
-                    skipped: 1,
-                    named: 0
-                },
-                Client,
-                1,
-                false
-            ))
-        );
+        assert_eq!(feed(&mut r, "E")[0], Ok((err(1, 0), Client, 1, false)));
         assert_eq!(r.take_local(), None);
     }
 
