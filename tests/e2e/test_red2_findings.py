@@ -183,6 +183,36 @@ def same_as_primary(pair, proxy: Proxy, steps: list[tuple[list[bytes], int]]) ->
     assert got == want, f"through the proxy:\n{got}\nthe primary alone:\n{want}"
 
 
+STANDBY_OUTCOMES = ("REPLICA_WITH_WAIT", "REPLICA_TXN_SPLIT")
+
+
+def same_as_primary_on_the_standby(pair, proxy: Proxy, steps: list[tuple[list[bytes], int]],
+                                   at_least: int = 1, outcomes=("REPLICA_WITH_WAIT",)) -> None:
+    """`same_as_primary`, and at least `at_least` decisions of the proxy's session were one of
+    `outcomes` (else the case proves nothing). Where a read runs is the engine's choice at the
+    time: a standby still replaying an earlier test's writes, or a reader the host does not connect
+    to during a back-off after an earlier test's fault, sends it to the primary, which is right but
+    proves nothing. So the
+    exchange is repeated (each time compared with the primary) after the standby replayed
+    everything, a few times, before the test fails with the reasons the engine gave (a CI run
+    met one such run on the primary in 2026-12, not reproduced in some 50 runs of the module here)."""
+    tries = 4
+    for attempt in range(tries):
+        time.sleep(0.5 * attempt)  # a reader held out after an earlier test's fault comes back
+        pair.wait_replayed()
+        before = proxy.stats()
+        same_as_primary(pair, proxy, steps)
+        after = proxy.stats()
+        ran = sum(after["outcome"].get(o, 0) - before["outcome"].get(o, 0) for o in outcomes)
+        if ran >= at_least:
+            return
+    changed = {f"{section}.{k}": v - before[section].get(k, 0) for section in ("reason", "proxy")
+               for k, v in after[section].items() if v != before[section].get(k, 0)}
+    pytest.fail(f"{ran} of the session's decisions were {'/'.join(outcomes)} in each of {tries} "
+                f"tries, {at_least} needed (the case proves nothing); the last try's reasons and "
+                f"proxy counters: {changed}")
+
+
 READ = "SELECT g FROM generate_series(1, 3) g"
 
 
@@ -466,13 +496,11 @@ NAMED_BY_SQL = {
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", sorted(NAMED_BY_SQL))
 def test_e2_sql_naming_a_statement_prepared_on_a_reader_runs_as_on_the_primary(pair, proxy, case):
-    before = proxy.stats()["outcome"]["REPLICA_WITH_WAIT"]
-    same_as_primary(pair, proxy, [
+    # The Parse batch runs on the reader.
+    same_as_primary_on_the_standby(pair, proxy, [
         ([parse("red2_n", "SELECT 41 + 1 AS answer"), describe(b"S", "red2_n"), SYNC], 1),
         *NAMED_BY_SQL[case],
     ])
-    # The Parse batch ran on the reader (else the case proves nothing).
-    assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] > before
 
 
 # -- E-2: a message too large to inspect that names a statement prepared on a reader only --------
@@ -502,14 +530,12 @@ TOO_LARGE_TO_INSPECT = {
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", sorted(TOO_LARGE_TO_INSPECT))
 def test_e2_a_message_too_large_to_inspect_naming_a_statement_prepared_on_a_reader(pair, proxy, case):
-    before = proxy.stats()["outcome"]["REPLICA_WITH_WAIT"]
-    same_as_primary(pair, proxy, [
+    # The Parse batch runs on the reader.
+    same_as_primary_on_the_standby(pair, proxy, [
         ([parse("red2_l", "SELECT length($1::text) AS n"), describe(b"S", "red2_l"), SYNC], 1),
         *TOO_LARGE_TO_INSPECT[case],
         ([bind("", "red2_l", ("abcd",)), execute(), SYNC], 1),
     ])
-    # The Parse batch ran on the reader (else the case proves nothing).
-    assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] > before
 
 
 # -- P-5: the writer's block touched without dropping the client's unnamed statement -------------
@@ -547,14 +573,10 @@ UNNAMED_IN_A_BLOCK = {
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", sorted(UNNAMED_IN_A_BLOCK))
 def test_p5_the_touch_of_the_writers_block_keeps_the_clients_unnamed_statement(pair, proxy, case):
-    def on_standby():
-        o = proxy.stats()["outcome"]
-        return o["REPLICA_TXN_SPLIT"] + o["REPLICA_WITH_WAIT"]
-    before = on_standby()
-    for _ in range(3):
+    for _ in range(2):
         same_as_primary(pair, proxy, UNNAMED_IN_A_BLOCK[case])
-    # Something of the block ran on the standby (else the case proves nothing).
-    assert on_standby() > before
+    # Something of the block runs on the standby.
+    same_as_primary_on_the_standby(pair, proxy, UNNAMED_IN_A_BLOCK[case], outcomes=STANDBY_OUTCOMES)
 
 
 @pytest.mark.timeout(60)
@@ -707,13 +729,11 @@ LONG_NAMES = {
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", sorted(LONG_NAMES))
 def test_e2_names_sharing_their_first_63_bytes_are_one_name_as_on_the_primary(pair, proxy, case):
-    before = proxy.stats()["outcome"]["REPLICA_WITH_WAIT"]
-    same_as_primary(pair, proxy, [
+    # The first Parse runs on the reader only.
+    same_as_primary_on_the_standby(pair, proxy, [
         ([parse(LONG_A, LONG_READ), describe(b"S", LONG_A), SYNC], 1),
         *LONG_NAMES[case],
     ])
-    # The first Parse ran on the reader only (else the case proves nothing).
-    assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] > before
 
 
 # -- E-2: a reader's error names the failing message's statement -----------------------------------
@@ -730,11 +750,9 @@ ONE_TEXT = "SELECT g FROM generate_series(1, $1::int) g"
 def test_e2_a_readers_error_names_the_statement_of_the_failing_bind(pair, proxy, names):
     first, second = ("s1", "s2") if names == "two_names" else (LONG_A, LONG_B)
     setup = [parse(first, ONE_TEXT)] + ([parse(second, ONE_TEXT)] if names == "two_names" else [])
-    before = proxy.stats()["outcome"]["REPLICA_WITH_WAIT"]
-    same_as_primary(pair, proxy, [
+    # Both batches run on the reader.
+    same_as_primary_on_the_standby(pair, proxy, [
         (setup + [SYNC], 1),
         ([bind("", first, ("2",)), execute(), bind("", second), execute(),
           bind("", first, ("1",)), execute(), SYNC], 1),
-    ])
-    # The batch ran on the reader (else the case proves nothing).
-    assert proxy.stats()["outcome"]["REPLICA_WITH_WAIT"] >= before + 2
+    ], at_least=2)
