@@ -748,25 +748,30 @@ fn e2_a_literal_parsed_under_other_settings_runs_where_its_parse_lives() {
     // its Parse, `'01/02/2020'::date` its DateStyle, `x = NULL` its transform_null_equals,
     // `'{NULL}'::text[]` its array_nulls (measured on PostgreSQL 15 through the example proxy:
     // each read on the standby showed the new setting's reading, the primary the old one's).
-    for (set, reported, text) in [
+    // The capture after the SET finds the setting (source `session`), as the server answers it.
+    for (set, reported, captured, text) in [
         (
             "SET TimeZone = 'Asia/Tokyo'",
             Some(("TimeZone", "Asia/Tokyo")),
+            ("TimeZone", "Asia/Tokyo"),
             "SELECT '2020-01-01 00:00'::timestamptz::text",
         ),
         (
             "SET DateStyle = 'ISO, DMY'",
             Some(("DateStyle", "ISO, DMY")),
+            ("DateStyle", "ISO, DMY"),
             "SELECT '01/02/2020'::date::text",
         ),
         (
             "SET transform_null_equals = on",
             None,
+            ("transform_null_equals", "on"),
             "SELECT (NULL = NULL)::text",
         ),
         (
             "SET array_nulls = off",
             None,
+            ("array_nulls", "off"),
             "SELECT ('{NULL}'::text[])[1] IS NULL",
         ),
     ] {
@@ -799,7 +804,7 @@ fn e2_a_literal_parsed_under_other_settings_runs_where_its_parse_lives() {
             ans.extend(param_status(name, value));
         }
         ans.extend(rfq(b'I', Some(0x1000), None));
-        ans.extend(capture_answer(false, &[], None));
+        ans.extend(capture_answer(false, &[captured], None));
         h.backend(WRITER, &ans);
         h.take_client();
         h.take_sent(WRITER);
@@ -1899,4 +1904,61 @@ fn e2_a_readers_error_names_the_statement_the_batch_used_when_texts_are_equal() 
         text.contains("prepared statement \"s1\" requires 1"),
         "{text:?}"
     );
+}
+
+#[test]
+fn e2_s5_a_capture_finding_the_state_unchanged_after_unseen_code_makes_earlier_parses_current() {
+    // Code the engine cannot see into may change the settings a statement is parsed under: a
+    // statement with a literal prepared before it runs where its parse lives (the writer) from
+    // then on — until the capture that follows finds the writer's state as the one before:
+    // then a reader parses it as the server did (found with SQLAlchemy on asyncpg through the
+    // example proxy, 2026-12-06: every read of a statement prepared before such a point stayed
+    // on the primary for the rest of the connection). A capture that finds a change keeps it
+    // on the writer. (`custom_settings` names the application's placeholders, so the code is
+    // no hazard for the rest of the session, S-5.)
+    for (captured, back) in [(None, true), (Some(("transform_null_equals", "on")), false)] {
+        let mut h = Host::new(config(&[("custom_settings", "app.tenant")]));
+        h.engine.remove_reader(2);
+        h.connect();
+        let mut b = parse("lit", "SELECT (NULL = NULL)::text");
+        b.extend(named_execute("lit"));
+        h.client(&b);
+        h.attach_fresh(R1);
+        h.backend(R1, &parsed_answer(&["x"], Some(0x1000)));
+        h.take_client();
+        h.take_sent(WRITER);
+        h.client(&query("SELECT app_code()"));
+        let sent = h.take_sent(WRITER);
+        assert_eq!(tags(&sent), "PSQBES", "mirror, the code, its capture");
+        assert_eq!(named(&sent)[0], ('P', "lit".to_string()));
+        let mut ans = msg(b'1', b"");
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(row_description(1));
+        ans.extend(data_row(&["t"]));
+        ans.extend(command_complete("SELECT 1"));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(false, captured.as_slice(), None));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        h.take_sent(WRITER);
+        h.client(&named_execute("lit"));
+        if back {
+            assert!(
+                acquired(&h.log[h.log.len().saturating_sub(3)..]),
+                "a reader is asked for: {:?}",
+                h.last_decision()
+            );
+            assert!(
+                h.take_sent(WRITER).is_empty(),
+                "nothing of it on the writer"
+            );
+        } else {
+            assert_eq!(h.last_decision().reason, Reason::StatementLexedOtherwise);
+            assert_eq!(
+                tags(&h.take_sent(WRITER)),
+                "BDES",
+                "the writer holds its parse"
+            );
+        }
+    }
 }

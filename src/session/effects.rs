@@ -4,7 +4,7 @@
 
 use super::state::{Hazards, HeldNames, MAX_CUSTOM_NAMES};
 use super::*;
-use crate::classify::{DiscardWhat, Effects, Kind, StatementInfo, Var};
+use crate::classify::{DiscardWhat, Effects, Kind, NotSafe, StatementInfo, Var};
 
 /// Whether the statements' text is needed after they ran (SET/RESET names and values,
 /// DEALLOCATE targets).
@@ -22,8 +22,24 @@ pub(super) fn keeps_text(c: &Classification) -> bool {
 pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
     // A read that calls only functions known to be read-safe (reported stable or immutable,
     // configured, hinted) runs code too, but code the engine was told is safe: no capture.
-    (s.effects.contains(Effects::RUNS_CODE) && !s.is_replica_safe())
+    // So does one kept off readers only because DDL ran since the catalogue's last report
+    // ([`runs_code_of_a_changed_catalog`]).
+    (s.effects.contains(Effects::RUNS_CODE)
+        && !s.is_replica_safe()
+        && s.not_safe != NotSafe::CatalogChanged)
         || s.effects.contains(Effects::CALLS_SET_CONFIG) && !sets_config_by_name(s)
+}
+
+/// A read whose code the catalogue's last report judged read-safe, run while DDL since may
+/// have replaced it (`CATALOG_CHANGED` is its only reason: the engine marks only reads that
+/// were otherwise safe). The session's state may have changed with it, so a capture follows
+/// and the parse rules count a change — both undone by what the capture finds — but it is no
+/// hazard for the rest of the session. (Found running SQLAlchemy's suite through the proxy,
+/// 2026-12-06: in a database with `citext` installed, whose functions share built-ins' names,
+/// every session that read with one of those names while another session's DDL was not yet
+/// reported kept all its reads on the primary for good, as code the engine could not see into.)
+pub(super) fn runs_code_of_a_changed_catalog(s: &StatementInfo) -> bool {
+    s.effects.contains(Effects::RUNS_CODE) && s.not_safe == NotSafe::CatalogChanged
 }
 
 /// Whether a statement's `set_config` calls all name their settings in its text (an examiner's
@@ -70,7 +86,9 @@ pub(super) fn may_change_parse_rules(c: &Classification) -> bool {
             _ => false,
         };
         // set_config: code the engine cannot see into, or a setting its text names that may.
-        sets || runs_unseen_code(s) || s.effects.contains(Effects::SETS_PARSE_SETTING_BY_NAME)
+        sets || runs_unseen_code(s)
+            || runs_code_of_a_changed_catalog(s)
+            || s.effects.contains(Effects::SETS_PARSE_SETTING_BY_NAME)
     })
 }
 
@@ -180,6 +198,7 @@ impl Session {
                     | Kind::SetSessionCharacteristics(_)
                     | Kind::Unknown
             ) || runs_unseen_code(s)
+                || runs_code_of_a_changed_catalog(s)
                 || s.effects.contains(Effects::CALLS_SET_CONFIG)
                 || (self.config.capture_after_dml && s.may_write())
         })
@@ -356,7 +375,9 @@ impl Session {
             }
             if runs_unseen_code(s) {
                 self.ran_unseen_code(in_txn);
-            } else if e.contains(Effects::CALLS_SET_CONFIG) && sets_config_by_name(s) {
+            } else if runs_code_of_a_changed_catalog(s)
+                || e.contains(Effects::CALLS_SET_CONFIG) && sets_config_by_name(s)
+            {
                 self.state_may_have_changed_in(in_txn);
             }
             if e.contains(Effects::PREPARES_TXN) {
@@ -549,6 +570,58 @@ pub(super) fn changes_catalog(c: &Classification) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classify::{
+        Classifier, FunctionCatalogs, FunctionPolicy, Limits, UserFunction, Volatility,
+    };
+
+    fn citext_like(catalogs: &FunctionCatalogs, volatility: Volatility) {
+        // `citext` installs a `replace` of its own beside the built-in one.
+        let f = UserFunction {
+            schema: "public".into(),
+            name: "replace".into(),
+            volatility,
+        };
+        catalogs.load_started(b"db");
+        catalogs.set(b"db", [f]).expect("a catalogue");
+    }
+
+    #[test]
+    fn s5_code_a_report_judged_read_safe_is_no_unseen_code_while_ddl_is_unreported() {
+        let catalogs = Arc::new(FunctionCatalogs::new());
+        citext_like(&catalogs, Volatility::Immutable);
+        let c = Classifier::with_policy(
+            FunctionPolicy::default(),
+            64,
+            Limits::default(),
+            catalogs.clone(),
+        );
+        let sql = "SELECT replace($1::text, 'a', 'b')";
+        let safe = c.classify_in(b"db", sql);
+        let s = safe.first();
+        assert!(s.effects.contains(Effects::RUNS_CODE) && safe.is_replica_safe());
+        assert!(!runs_unseen_code(s) && !runs_code_of_a_changed_catalog(s));
+        assert!(!may_change_parse_rules(&safe));
+        // Another session's DDL, not yet reported: the read stays on the writer, its code may
+        // have been replaced — the state may have changed (a capture, the parse rules), but it
+        // is not code the engine cannot see into for the rest of the session (S-4 hazard).
+        catalogs.mark_changed(b"db");
+        let during = c.classify_in(b"db", sql);
+        let s = during.first();
+        assert_eq!(s.not_safe, NotSafe::CatalogChanged);
+        assert!(!runs_unseen_code(s) && runs_code_of_a_changed_catalog(s));
+        assert!(may_change_parse_rules(&during));
+        // A report that the function is volatile: code the engine cannot see into.
+        citext_like(&catalogs, Volatility::Volatile);
+        let volatile = c.classify_in(b"db", sql);
+        let s = volatile.first();
+        assert_eq!(s.not_safe, NotSafe::UserFunction);
+        assert!(runs_unseen_code(s) && !runs_code_of_a_changed_catalog(s));
+        // And while DDL is unreported after that, the volatile verdict holds (the engine marks
+        // only reads that were otherwise safe).
+        catalogs.mark_changed(b"db");
+        let s = c.classify_in(b"db", sql);
+        assert!(runs_unseen_code(s.first()));
+    }
 
     #[test]
     fn deallocate_targets() {

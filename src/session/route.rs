@@ -766,6 +766,7 @@ impl Session {
             // What this capture sees is the configuration of at least this epoch (S-5).
             self.settings.conf_epoch = self.writer_group.as_ref().map_or(0, |g| g.config_epoch());
             self.settings.known = Known::Capturing;
+            self.settings.rules_at_capture = self.statements.rules();
             self.capture_rows.clear();
             self.capture_failed = false;
             self.capture_asked_advisory = advisory;

@@ -527,8 +527,18 @@ pub(crate) struct SessionSettings {
     /// config_epoch`, its low 16 bits: room an idle session has): another one is a reload that
     /// capture may not have seen.
     pub conf_epoch: u16,
+    /// E-2: the parse-rules count ([`ClientStatements::rules`](super::statements::ClientStatements))
+    /// plus one under which a capture found the state held now (0: none known; any change of
+    /// the state drops it). A later capture that finds the same state proves the rules
+    /// unchanged since, whatever the engine feared in between (code it could not see into):
+    /// the statements parsed then are parsed as now.
+    pub rules_captured: u16,
+    /// The parse-rules count when the capture in flight was sent.
+    pub rules_at_capture: u16,
     /// Bumped on every change of what a reader must replay (caches derived from it compare).
-    version: u64,
+    /// (`u32`, not wider: the two counts above share its word; 2^32 changes of a session's
+    /// settings would take a capture round trip each.)
+    version: u32,
 }
 
 impl SessionSettings {
@@ -543,7 +553,7 @@ impl SessionSettings {
     }
 
     pub(crate) fn version(&self) -> u64 {
-        self.version
+        u64::from(self.version)
     }
 
     /// Settings in name order.
@@ -608,7 +618,7 @@ impl SessionSettings {
             self.entries = entries;
             self.authorization = authorization;
             self.role = role;
-            self.version += 1;
+            self.version = self.version.wrapping_add(1);
         }
         self.known = Known::Yes;
         true
@@ -617,8 +627,9 @@ impl SessionSettings {
     /// `DISCARD ALL` / a fresh start: the startup state.
     pub(crate) fn reset(&mut self) {
         if !self.is_empty() {
-            self.version += 1;
+            self.version = self.version.wrapping_add(1);
         }
+        self.rules_captured = 0;
         self.entries.clear();
         self.authorization = None;
         self.role = None;

@@ -345,6 +345,29 @@ impl ClientStatements {
         (s.rules != self.rules || self.rules == u16::MAX) && rules_may_matter(&s.rest)
     }
 
+    /// The parse rules in force ([`Self::rules`]).
+    pub(super) fn rules(&self) -> u16 {
+        self.rules
+    }
+
+    /// The parse rules `to` (in force now) are proven to be those of `from`: statements
+    /// parsed under `from` are parsed as they would be now.
+    pub(super) fn rules_same_as(&mut self, from: u16, to: u16) {
+        if from == to {
+            return;
+        }
+        if let Some(s) = self.unnamed.as_deref_mut() {
+            if s.rules == from {
+                s.rules = to;
+            }
+        }
+        for s in self.map.values_mut() {
+            if s.rules == from {
+                s.rules = to;
+            }
+        }
+    }
+
     /// The parse rules may have changed from here on ([`Self::rules`]).
     pub(super) fn rules_changed(&mut self) {
         self.rules = self.rules.saturating_add(1);
@@ -838,6 +861,26 @@ mod tests {
         assert!(!s.peek(b"").expect("tracked").on_writer);
         s.clear();
         assert!(!s.contains(b"") && !s.contains(b"c") && s.has_room(1));
+    }
+
+    #[test]
+    fn e2_rules_proven_unchanged_make_statements_parsed_under_them_current() {
+        let mut s = ClientStatements::default();
+        s.insert(b"before", b"SELECT 'a'\0\0\0", None, true, 8);
+        let first = s.rules();
+        s.rules_changed(); // code the engine could not see into
+        s.insert(b"between", b"SELECT 'b'\0\0\0", None, true, 8);
+        s.rules_changed(); // the end of its block
+        let now = s.rules();
+        assert!(s.lexed_otherwise(b"before") && s.lexed_otherwise(b"between"));
+        // A capture found the state of `first` again: what was parsed then is parsed as now;
+        // what was parsed in between (under rules no capture saw) still is not.
+        s.rules_same_as(first, now);
+        assert_eq!(s.rules(), now, "the count never goes back");
+        assert!(!s.lexed_otherwise(b"before"));
+        assert!(s.lexed_otherwise(b"between"));
+        s.rules_changed();
+        assert!(s.lexed_otherwise(b"before"), "a later change counts again");
     }
 
     #[test]

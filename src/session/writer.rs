@@ -813,8 +813,10 @@ impl Session {
                     self.session_isolation =
                         self.startup.as_ref().and_then(|s| s.default_isolation);
                 }
+                let before = self.settings.version();
                 if self.settings.replace(entries, auth, role, digest) {
                     self.capture_retry.succeeded();
+                    self.settle_parse_rules(self.settings.version() == before);
                 } else {
                     self.capture_retry.failed();
                     self.engine.stats().inc(Counter::CapturesFailed);
@@ -826,6 +828,32 @@ impl Session {
                 // StartupMessage (S-5): an idle session keeps no room for it.
                 self.out.release_arena_room();
             }
+        }
+    }
+
+    /// E-2: a capture answered (`unchanged`: with the state the one before found). The parse
+    /// rules count a possible change wherever the engine cannot tell (code it cannot see into,
+    /// the end of a block that ran some), and a statement parsed before it then runs only where
+    /// its parse is — for good, the count never goes back. A capture is evidence: the state of
+    /// the reference (the rules count of an earlier capture that no change of the state has
+    /// followed since), found again with no possible change sent after this capture, means the
+    /// rules now are those of then, so what was parsed then is parsed as now. A capture with
+    /// possible changes pipelined behind it says nothing of now, and keeps the reference while
+    /// the state is the same. (Found running SQLAlchemy's suite through the proxy, 2026-12-06:
+    /// on asyncpg, every read of a statement prepared right after DDL stayed on the primary
+    /// for the rest of the connection.)
+    fn settle_parse_rules(&mut self, unchanged: bool) {
+        let now = self.statements.rules();
+        let same = now == self.settings.rules_at_capture && now != u16::MAX;
+        if !unchanged {
+            // Another state: a new reference, or none.
+            self.settings.rules_captured = if same { now + 1 } else { 0 };
+        } else if same {
+            if self.settings.rules_captured != 0 {
+                self.statements
+                    .rules_same_as(self.settings.rules_captured - 1, now);
+            }
+            self.settings.rules_captured = now + 1;
         }
     }
 

@@ -1,0 +1,91 @@
+"""SPEC E-2, S-4, S-5 end to end, with asyncpg: a read whose code the catalogue's last report judged
+read-safe, run while DDL of the database is not yet reported, keeps the session's reads — also of
+statements it prepared before — off the standby only until the report, not for good.
+
+Found running SQLAlchemy's own suite through the proxy (2026-12-06): in a database with `citext`
+installed (its `replace`, `strpos`, `regexp_*`, … share built-ins' names), every session that read
+with such a name right after DDL (SQLAlchemy creates tables, then reads; asyncpg prepares each
+statement once and binds it again) kept all its reads on the primary for the rest of the connection:
+the read counted as code the engine could not see into (a hazard for the session, S-4) and as a
+possible change of the parse rules, which made the statement prepared then run only on the writer
+(E-2, STATEMENT_LEXED_OTHERWISE). Now such a read makes a capture due and counts a possible change;
+the capture finds the writer's state unchanged and the statement parsed before is current again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncpg
+import pytest
+
+from e2e_support import STANDBY_PORTS, report
+
+DB = "e2r"
+# Calls citext's `replace` (reported immutable): code the catalogue judged read-safe.
+CODE = "SELECT inet_server_port(), replace($1::text, 'a', 'b')"
+# Built-ins only, and a literal (the parse rules may change what it means).
+PLAIN = "SELECT inet_server_port(), 'lit:' || $1::text"
+# The catalogue is reported every 300 ms by the example proxy: well within this.
+REACH_STANDBY_S = 8.0
+
+
+@pytest.fixture(scope="module")
+def citext_db(pair):
+    pair.primary.psql(f"DROP DATABASE IF EXISTS {DB}")
+    pair.primary.psql(f"CREATE DATABASE {DB}")
+    for sql in ["CREATE EXTENSION citext", "GRANT ALL ON SCHEMA public TO PUBLIC"]:
+        pair.primary.psql(sql, dbname=DB)
+    pair.wait_replayed()
+    return pair
+
+
+async def session(port: int, in_block: bool, table: str) -> tuple[list, list]:
+    """The reads of PLAIN (and, outside blocks, of CODE: inside one a user function keeps a read
+    on the writer, P-5) after DDL: those at once, then until the last five ran on the standby."""
+    c = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database=DB, ssl=False,
+                              timeout=10, command_timeout=10)
+
+    async def read(sql):
+        if in_block:
+            async with c.transaction():
+                return tuple(await c.fetchrow(sql, "abc"))
+        return tuple(await c.fetchrow(sql, "abc"))
+
+    try:
+        # A migration's DDL, in a block as SQLAlchemy's asyncpg dialect sends it.
+        async with c.transaction():
+            await c.execute(f"CREATE TABLE {table} (id int)")
+        # Read at once, while the DDL is not reported yet: both statements are prepared now,
+        # and CODE runs code whose definition may have changed.
+        first = [await read(PLAIN), await read(CODE), await read(PLAIN), await read(CODE)]
+        later: list = []
+        deadline = time.time() + REACH_STANDBY_S
+        while time.time() < deadline:
+            later.append(await read(PLAIN))
+            if not in_block:
+                later.append(await read(CODE))
+            if len(later) >= 6 and all(p in STANDBY_PORTS for p, _ in later[-6:]):
+                break
+            await asyncio.sleep(0.1)
+        return first, later
+    finally:
+        await c.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("in_block", [True, False], ids=["in_a_block", "autocommit"])
+def test_s5_e2_a_read_during_unreported_ddl_does_not_keep_the_session_on_the_primary(
+        citext_db, proxy, in_block):
+    table = f"e2r_{'b' if in_block else 'a'}_{int(time.time() * 1000)}"
+    first, later = asyncio.run(session(proxy.port, in_block, table))
+    assert all(v in ("bbc", "lit:abc") for _, v in first + later), (first, later)
+    on_standby = [p in STANDBY_PORTS for p, _ in later]
+    report("E-2/S-5: reads after unreported DDL",
+           f"asyncpg {'in blocks' if in_block else 'autocommit'}: reads at once {len(first)} "
+           f"({sum(p in STANDBY_PORTS for p, _ in first)} on the standby); then "
+           f"{sum(on_standby)} of {len(later)} on the standby, the last 6 "
+           f"{'all' if all(on_standby[-6:]) else 'not all'} there")
+    assert len(later) >= 6 and all(on_standby[-6:]), (
+        f"the prepared read never came back to the standby in {REACH_STANDBY_S} s: {later} "
+        f"(reasons {proxy.stats()['reason']})")
