@@ -14,10 +14,28 @@ const R1: ConnId = 701;
 const R2: ConnId = 702;
 
 fn host() -> Host {
-    let mut h = Host::new(config(&[]));
+    host_with(&[])
+}
+
+/// [`host`] with these settings.
+fn host_with(settings: &[(&str, &str)]) -> Host {
+    let mut h = Host::new(config(settings));
     h.engine.remove_reader(2);
     h.connect();
     h
+}
+
+/// The client prepares `name` as `sql` and runs it once on reader R1 (a fresh connection, the
+/// statement's only home), answered with one row `row`; what reached the client and the writer
+/// is taken.
+fn prepared_on_r1(h: &mut Host, name: &str, sql: &str, row: &str) {
+    let mut b = parse(name, sql);
+    b.extend(named_execute(name));
+    h.client(&b);
+    h.attach_fresh(R1);
+    h.backend(R1, &parsed_answer(&[row], Some(0x1000)));
+    h.take_client();
+    h.take_sent(WRITER);
 }
 
 /// Attaches `conn` for the last AcquireReader as a connection opened for this request.
@@ -695,13 +713,7 @@ fn e2_a_statement_lexed_under_other_string_rules_runs_where_its_parse_lives() {
     // A server keeps a prepared statement's parse: `'a\b'` means what it meant when the client
     // prepared it. After `standard_conforming_strings` changed, a reader would lex it anew.
     let mut h = host();
-    let mut b = parse("s1", "SELECT length('a\\b')");
-    b.extend(named_execute("s1"));
-    h.client(&b);
-    h.attach_fresh(R1);
-    h.backend(R1, &parsed_answer(&["3"], Some(0x1000)));
-    h.take_client();
-    h.take_sent(WRITER);
+    prepared_on_r1(&mut h, "s1", "SELECT length('a\\b')", "3");
     h.client(&query("SET standard_conforming_strings = off"));
     // Before the SET runs, s1 is prepared on the writer under the rules it was parsed with.
     let sent = h.take_sent(WRITER);
@@ -1917,16 +1929,8 @@ fn e2_s5_a_capture_finding_the_state_unchanged_after_unseen_code_makes_earlier_p
     // on the writer. (`custom_settings` names the application's placeholders, so the code is
     // no hazard for the rest of the session, S-5.)
     for (captured, back) in [(None, true), (Some(("transform_null_equals", "on")), false)] {
-        let mut h = Host::new(config(&[("custom_settings", "app.tenant")]));
-        h.engine.remove_reader(2);
-        h.connect();
-        let mut b = parse("lit", "SELECT (NULL = NULL)::text");
-        b.extend(named_execute("lit"));
-        h.client(&b);
-        h.attach_fresh(R1);
-        h.backend(R1, &parsed_answer(&["x"], Some(0x1000)));
-        h.take_client();
-        h.take_sent(WRITER);
+        let mut h = host_with(&[("custom_settings", "app.tenant")]);
+        prepared_on_r1(&mut h, "lit", "SELECT (NULL = NULL)::text", "x");
         h.client(&query("SELECT app_code()"));
         let sent = h.take_sent(WRITER);
         assert_eq!(tags(&sent), "PSQBES", "mirror, the code, its capture");

@@ -42,6 +42,12 @@ pub(super) fn runs_code_of_a_changed_catalog(s: &StatementInfo) -> bool {
     s.effects.contains(Effects::RUNS_CODE) && s.not_safe == NotSafe::CatalogChanged
 }
 
+/// Code that may have changed the session's state: unseen, or judged safe by a report that DDL
+/// may have outdated.
+fn runs_code_that_may_change_state(s: &StatementInfo) -> bool {
+    runs_unseen_code(s) || runs_code_of_a_changed_catalog(s)
+}
+
 /// Whether a statement's `set_config` calls all name their settings in its text (an examiner's
 /// finding of 2026-12-05: Django's `SELECT set_config('TimeZone', 'UTC', false)` at connect, as
 /// unseen code, kept every read of the session on the primary): it changes the session's state
@@ -86,8 +92,7 @@ pub(super) fn may_change_parse_rules(c: &Classification) -> bool {
             _ => false,
         };
         // set_config: code the engine cannot see into, or a setting its text names that may.
-        sets || runs_unseen_code(s)
-            || runs_code_of_a_changed_catalog(s)
+        sets || runs_code_that_may_change_state(s)
             || s.effects.contains(Effects::SETS_PARSE_SETTING_BY_NAME)
     })
 }
@@ -197,8 +202,7 @@ impl Session {
                     | Kind::Discard(DiscardWhat::All)
                     | Kind::SetSessionCharacteristics(_)
                     | Kind::Unknown
-            ) || runs_unseen_code(s)
-                || runs_code_of_a_changed_catalog(s)
+            ) || runs_code_that_may_change_state(s)
                 || s.effects.contains(Effects::CALLS_SET_CONFIG)
                 || (self.config.capture_after_dml && s.may_write())
         })
