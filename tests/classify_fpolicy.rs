@@ -898,3 +898,97 @@ fn f_policy_catalogue_bounds_are_enforced() {
     assert_eq!(Volatility::from_provolatile(b's'), Some(Volatility::Stable));
     assert_eq!(Volatility::from_provolatile(b'x'), None);
 }
+
+/// The calls of the code property below: (text, whether nothing judges its code read-safe
+/// without the hint, with it).
+const CODE_CALLS: &[(&str, bool, bool)] = &[
+    ("lower(x)", false, false),
+    // Shadowed built-ins (`citext`): `replace` reported immutable, `strpos` volatile.
+    ("replace(x, 'a', 'b')", false, false),
+    ("strpos(x, 'a')", true, false),
+    ("stable_fn(x)", false, false),
+    ("volatile_fn(x)", true, false),
+    ("unknown_fn(x)", true, false),
+    // On the write list, reported stable: never judged read-safe, not even under the hint.
+    ("listed_fn(x)", true, true),
+    // On the `read_functions` list.
+    ("report_x(x)", false, false),
+    ("clock_timestamp()", false, false),
+    ("now()", false, false),
+];
+
+/// The same expression in statements routed to the writer for other reasons (a write, a
+/// server-dependent answer, a locking clause) and in a plain read.
+const CODE_FORMS: &[&str] = &[
+    "SELECT {e}",
+    "UPDATE t SET x = {e}",
+    "INSERT INTO t SELECT {e}",
+    "DELETE FROM t WHERE x = {e} RETURNING x",
+    "SELECT {e}, pg_is_in_recovery()",
+    "SELECT {e} FROM t FOR UPDATE",
+    "WITH w AS (UPDATE t SET x = 1 RETURNING x) SELECT {e} FROM w",
+];
+
+fn code_engine() -> std::sync::Arc<Engine> {
+    let mut b = ConfigBuilder::new();
+    b.set("read_functions", "report_*").unwrap();
+    b.set("write_functions", "listed_fn").unwrap();
+    let engine = Engine::new(b.build().unwrap());
+    engine
+        .set_function_catalog(
+            b"app",
+            [
+                f("public", "replace", Volatility::Immutable),
+                f("public", "strpos", Volatility::Volatile),
+                f("public", "stable_fn", Volatility::Stable),
+                f("public", "volatile_fn", Volatility::Volatile),
+                f("public", "listed_fn", Volatility::Stable),
+            ],
+        )
+        .unwrap();
+    engine
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// SPEC S-4, S-5, F-policy: whether a statement runs code nothing judged read-safe
+    /// (`UNSEEN_CODE`: a capture, and a hazard for the session) is the verdict of its calls, the
+    /// same in every statement they stand in — a read, a write, a read kept on the writer for
+    /// another reason — and never set where a report, the configuration or the hint judged all
+    /// of them (an UPDATE calling `citext`'s `replace` kept a session off the standby for good).
+    /// While DDL is unreported, code a report judged is marked as judged before it, in every form.
+    #[test]
+    fn s5_the_code_verdict_is_the_calls_not_the_statements_routing(
+        calls in proptest::collection::vec(0..CODE_CALLS.len(), 1..4),
+        hint in any::<bool>(),
+        ddl in any::<bool>(),
+    ) {
+        let engine = code_engine();
+        let cl = engine.classifier();
+        if ddl {
+            cl.catalogs().mark_changed(b"app");
+        }
+        let e = calls.iter().map(|&i| CODE_CALLS[i].0).collect::<Vec<_>>().join(" || ");
+        let unseen = calls
+            .iter()
+            .any(|&i| if hint { CODE_CALLS[i].2 } else { CODE_CALLS[i].1 });
+        let user_code = calls.iter().any(|&i| CODE_CALLS[i].0 != "lower(x)"
+            && !CODE_CALLS[i].0.ends_with("()"));
+        for form in CODE_FORMS {
+            let sql = format!("{}{}", if hint { "/* route=reader */ " } else { "" },
+                form.replace("{e}", &e));
+            let c = cl.classify_in(b"app", &sql);
+            let fx = c.effects();
+            prop_assert_eq!(fx.contains(Effects::UNSEEN_CODE), unseen, "{}", sql);
+            prop_assert_eq!(fx.contains(Effects::RUNS_CODE), user_code, "{}", sql);
+            prop_assert_eq!(fx.contains(Effects::CODE_JUDGED_BEFORE_DDL), ddl && user_code,
+                "{}", sql);
+            if form == &"SELECT {e}" && !ddl {
+                // A plain read: replica-safe exactly when no call is unjudged (the clock's
+                // volatile built-ins are on the reviewed list).
+                prop_assert_eq!(c.is_replica_safe(), !unseen, "{}", sql);
+            }
+        }
+    }
+}

@@ -16,7 +16,8 @@ const SCP: Effects = Effects(SCN.0 | Effects::SETS_PLACEHOLDER_BY_NAME.0);
 /// `set_config` of a built-in setting that may change how a statement parses (E-2).
 const SCR: Effects = Effects(SCN.0 | Effects::SETS_PARSE_SETTING_BY_NAME.0);
 const AL: Effects = Effects::ADVISORY_LOCK;
-const CODE: Effects = Effects::RUNS_CODE;
+// Code nothing judged read-safe (the table has no catalogue: a user function is unknown).
+const CODE: Effects = Effects(Effects::RUNS_CODE.0 | Effects::UNSEEN_CODE.0);
 const AX: Effects = Effects::ADVISORY_XACT_LOCK;
 const AU: Effects = Effects::ADVISORY_UNLOCK_ALL;
 const TMP: Effects = Effects::CREATES_TEMP;

@@ -280,14 +280,6 @@ impl<'a> Rules<'a> {
     /// What one call adds to its statement (`None`: nothing).
     fn resolve(&self, call: &Call, catalog: Option<&DbCatalog>) -> (u32, Option<Verdict>) {
         let (stmt, verdict) = self.resolve_call(call, catalog);
-        let verdict = verdict.map(|(why, unseen)| Verdict {
-            why,
-            effects: if unseen {
-                Effects::RUNS_CODE
-            } else {
-                Effects::NONE
-            },
-        });
         match call {
             Call::Names { hashes, .. } => {
                 let objects = catalog
@@ -299,13 +291,19 @@ impl<'a> Rules<'a> {
         }
     }
 
-    /// What one call adds of the functions and sequences: `None` nothing; `Some((why, unseen))`
-    /// a reason (`NotSafe::None` for none) and whether user code may run.
-    fn resolve_call(
-        &self,
-        call: &Call,
-        catalog: Option<&DbCatalog>,
-    ) -> (u32, Option<(NotSafe, bool)>) {
+    /// What one call adds of the functions and sequences: `None` nothing; otherwise a reason
+    /// (`NotSafe::None` for none) and effects: [`Effects::RUNS_CODE`] where user code may run,
+    /// with [`Effects::UNSEEN_CODE`] where nothing judged that code read-safe.
+    fn resolve_call(&self, call: &Call, catalog: Option<&DbCatalog>) -> (u32, Option<Verdict>) {
+        // A function on the write list is never judged read-safe, whatever the catalogue says
+        // (for a read the write list already decided its routing; this is its code's verdict).
+        let code = |why: NotSafe, never_safe: bool| {
+            if why != NotSafe::None || never_safe {
+                Effects::RUNS_CODE | Effects::UNSEEN_CODE
+            } else {
+                Effects::RUNS_CODE
+            }
+        };
         match call {
             Call::Builtin { stmt, id, hint } => {
                 let name = self.builtins.name_at(*id);
@@ -320,7 +318,10 @@ impl<'a> Rules<'a> {
                         } else {
                             NotSafe::UserFunction
                         };
-                        (why, true)
+                        Verdict {
+                            why,
+                            effects: code(why, self.write_functions.contains(name)),
+                        }
                     });
                 (*stmt, verdict)
             }
@@ -338,9 +339,19 @@ impl<'a> Rules<'a> {
                     },
                 };
                 // RUNS_CODE was set from the text already.
-                (*stmt, (why != NotSafe::None).then_some((why, false)))
+                let listed = self.write_functions.contains(name);
+                let effects = code(why, listed).without(Effects::RUNS_CODE);
+                (
+                    *stmt,
+                    (effects != Effects::NONE).then_some(Verdict { why, effects }),
+                )
             }
-            Call::Attr { stmt, hash, hint } => {
+            Call::Attr {
+                stmt,
+                hash,
+                hint,
+                never_safe,
+            } => {
                 let verdict = catalog
                     .and_then(DbCatalog::function_set)
                     .and_then(|f| f.attrs.get(hash))
@@ -350,7 +361,10 @@ impl<'a> Rules<'a> {
                         } else {
                             NotSafe::UserFunction
                         };
-                        (why, true)
+                        Verdict {
+                            why,
+                            effects: code(why, *never_safe),
+                        }
                     });
                 (*stmt, verdict)
             }
@@ -363,7 +377,10 @@ impl<'a> Rules<'a> {
                         .is_some_and(|s| hashes.iter().any(|h| s.hashes.contains(h)));
                 (
                     *stmt,
-                    names_sequence.then_some((NotSafe::ServerDependent, false)),
+                    names_sequence.then_some(Verdict {
+                        why: NotSafe::ServerDependent,
+                        effects: Effects::NONE,
+                    }),
                 )
             }
         }
@@ -434,11 +451,16 @@ fn join_opt(a: Option<Verdict>, b: Option<Verdict>) -> Option<Verdict> {
 }
 
 /// `c` with every replica-safe read made not replica-safe for `why` (a database-wide reason).
+/// With `NotSafe::CatalogChanged`, the code any statement runs was also judged by a report
+/// DDL may have outdated ([`Effects::CODE_JUDGED_BEFORE_DDL`]).
 pub(crate) fn keep_reads_off_replicas(mut c: Classification, why: NotSafe) -> Classification {
     let mark = |s: &mut super::StatementInfo| {
         if s.kind == Kind::Read && s.not_safe == NotSafe::None {
             s.kind = Kind::ReadNotSafe;
             s.not_safe = why;
+        }
+        if why == NotSafe::CatalogChanged && s.effects.contains(Effects::RUNS_CODE) {
+            s.effects |= Effects::CODE_JUDGED_BEFORE_DDL;
         }
     };
     match &mut c.statements {
@@ -466,7 +488,16 @@ pub(crate) enum Call {
         hint: bool,
     },
     /// `x.name` that is not a built-in: a column, unless the catalogue has a function of the name.
-    Attr { stmt: u32, hash: u64, hint: bool },
+    /// Also a built-in that is never read-safe (`never_safe`: `set_config`) called where a user
+    /// function of its name may be the one called: that function is code nothing judged safe,
+    /// whatever the catalogue reports of it — it stands in for one that changes the session's
+    /// state (S-5).
+    Attr {
+        stmt: u32,
+        hash: u64,
+        hint: bool,
+        never_safe: bool,
+    },
     /// The [`short_name_hash`]es of the names a statement mentions — every identifier but the
     /// reserved keywords, wherever it stands (FROM, JOIN, a subquery, a CTE, a column, a type
     /// after `::`), and every operator symbol (sorted, distinct): a read is not replica-safe if
@@ -493,10 +524,16 @@ impl Call {
                 name,
                 hint,
             },
-            Call::Attr { hash, hint, .. } => Call::Attr {
+            Call::Attr {
+                hash,
+                hint,
+                never_safe,
+                ..
+            } => Call::Attr {
                 stmt: i,
                 hash,
                 hint,
+                never_safe,
             },
             Call::Names { hashes, hint, .. } => Call::Names {
                 stmt: i,
@@ -1156,7 +1193,7 @@ impl DbCatalog {
             // Every object: one not judged yet may be the next link of the chain.
             let worst = Verdict {
                 why: NotSafe::TooComplex,
-                effects: Effects::RUNS_CODE,
+                effects: Effects(Effects::RUNS_CODE.0 | Effects::UNSEEN_CODE.0),
             };
             for (h, _) in &classified {
                 let v = verdicts.entry(*h).or_insert(worst);

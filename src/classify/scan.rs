@@ -758,6 +758,7 @@ impl Scan {
                         stmt: 0,
                         hash: name_hash("set_config"),
                         hint: self.hint_reader,
+                        never_safe: true,
                     });
                 }
                 Tok::Colon => self.config_name = ConfigName::Cast(1),
@@ -909,6 +910,7 @@ impl Scan {
                 stmt,
                 hash: name_hash(s),
                 hint,
+                never_safe: false,
             }),
         }
     }

@@ -244,7 +244,7 @@ fn classify_lexed(sql: &str, policy: Rules<'_>, limits: &Limits) -> (Classificat
 fn merge_ambiguous(on: Classification, off: &Classification, runs_code: bool) -> Classification {
     let mut extra = Effects(off.effects().0 & !Effects::UNAMBIGUOUS_ONLY.0);
     if runs_code {
-        extra |= Effects::RUNS_CODE;
+        extra |= Effects::RUNS_CODE | Effects::UNSEEN_CODE;
     }
     let mut v: Vec<StatementInfo> = on.statements().to_vec();
     for (i, s) in v.iter_mut().enumerate() {
@@ -355,7 +355,10 @@ fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> State
     }
     // S-5/S-6: code the engine cannot see into (EXECUTE runs a prepared statement whose calls
     // are not tracked).
-    if scan.unseen || is_do || first_is(b"call") || first_is(b"execute") {
+    if scan.executes_sql || is_do || first_is(b"call") || first_is(b"execute") {
+        fx |= Effects::RUNS_CODE | Effects::UNSEEN_CODE;
+    } else if scan.unseen {
+        // Functions: judged when the classification is finished for a database.
         fx |= Effects::RUNS_CODE;
     }
     if fx.contains(Effects::CALLS_SET_CONFIG)

@@ -408,6 +408,19 @@ impl Effects {
     /// change how a statement text parses ([`Var::leaves_parse_alone`], E-2). A placeholder
     /// changes no parse.
     pub const SETS_PARSE_SETTING_BY_NAME: Effects = Effects(1 << 12);
+    /// With [`Effects::RUNS_CODE`]: some of that code nothing judged read-safe — DO, CALL,
+    /// EXECUTE, SQL text a built-in runs, a function on the `write_functions` list, or one that
+    /// neither the database's reported catalogue, the `read_functions` list, a hint nor
+    /// `unknown_functions = replica` makes read-safe (F-policy). It may change the session's
+    /// state in ways no text shows (S-5). Kept apart from the routing reason, which a write or a
+    /// read kept off readers for another reason records first (found running SQLAlchemy's suite,
+    /// 2026-12-06: an `UPDATE … SET x = replace(x, …)` in a database with `citext`, whose
+    /// `replace` the catalogue reports stable, counted as code the engine could not see into and
+    /// kept every later read of the session on the primary).
+    pub const UNSEEN_CODE: Effects = Effects(1 << 13);
+    /// With [`Effects::RUNS_CODE`]: the report that judged that code is older than DDL a session
+    /// ran in the database since (F-policy, `CATALOG_CHANGED`): the code may have been replaced.
+    pub const CODE_JUDGED_BEFORE_DDL: Effects = Effects(1 << 14);
 
     /// What only a text read one way is believed to do: a lock release, settings named in it.
     pub const UNAMBIGUOUS_ONLY: Effects = Effects(

@@ -4,7 +4,7 @@
 
 use super::state::{Hazards, HeldNames, MAX_CUSTOM_NAMES};
 use super::*;
-use crate::classify::{DiscardWhat, Effects, Kind, NotSafe, StatementInfo, Var};
+use crate::classify::{DiscardWhat, Effects, Kind, StatementInfo, Var};
 
 /// Whether the statements' text is needed after they ran (SET/RESET names and values,
 /// DEALLOCATE targets).
@@ -20,26 +20,26 @@ pub(super) fn keeps_text(c: &Classification) -> bool {
 /// Whether a statement runs code the engine cannot see into (DO, CALL, a user function not
 /// known to be read-safe): it may change the session's state in ways no text shows (S-5).
 pub(super) fn runs_unseen_code(s: &StatementInfo) -> bool {
-    // A read that calls only functions known to be read-safe (reported stable or immutable,
-    // configured, hinted) runs code too, but code the engine was told is safe: no capture.
-    // So does one kept off readers only because DDL ran since the catalogue's last report
-    // ([`runs_code_of_a_changed_catalog`]).
-    (s.effects.contains(Effects::RUNS_CODE)
-        && !s.is_replica_safe()
-        && s.not_safe != NotSafe::CatalogChanged)
+    // Code a report, the configuration or a hint judged read-safe (a stable user function,
+    // `citext`'s `replace`) is code the engine was told is safe, in a read, a write or a read
+    // kept off readers for another reason alike: the statement's own verdict on its code, not
+    // its routing reason, says which ([`Effects::UNSEEN_CODE`]).
+    s.effects.contains(Effects::UNSEEN_CODE)
         || s.effects.contains(Effects::CALLS_SET_CONFIG) && !sets_config_by_name(s)
 }
 
-/// A read whose code the catalogue's last report judged read-safe, run while DDL since may
-/// have replaced it (`CATALOG_CHANGED` is its only reason: the engine marks only reads that
-/// were otherwise safe). The session's state may have changed with it, so a capture follows
-/// and the parse rules count a change — both undone by what the capture finds — but it is no
-/// hazard for the rest of the session. (Found running SQLAlchemy's suite through the proxy,
-/// 2026-12-06: in a database with `citext` installed, whose functions share built-ins' names,
-/// every session that read with one of those names while another session's DDL was not yet
-/// reported kept all its reads on the primary for good, as code the engine could not see into.)
+/// Code the catalogue's last report judged read-safe, run while DDL since may have replaced it
+/// ([`Effects::CODE_JUDGED_BEFORE_DDL`]). The session's state may have changed with it, so a
+/// capture follows and the parse rules count a change — both undone by what the capture finds —
+/// but it is no hazard for the rest of the session. (Found running SQLAlchemy's suite through
+/// the proxy, 2026-12-06: in a database with `citext` installed, whose functions share
+/// built-ins' names, every session that read with one of those names while another session's
+/// DDL was not yet reported kept all its reads on the primary for good, as code the engine
+/// could not see into.)
 pub(super) fn runs_code_of_a_changed_catalog(s: &StatementInfo) -> bool {
-    s.effects.contains(Effects::RUNS_CODE) && s.not_safe == NotSafe::CatalogChanged
+    s.effects.contains(Effects::RUNS_CODE)
+        && s.effects.contains(Effects::CODE_JUDGED_BEFORE_DDL)
+        && !s.effects.contains(Effects::UNSEEN_CODE)
 }
 
 /// Code that may have changed the session's state: unseen, or judged safe by a report that DDL
@@ -575,7 +575,7 @@ pub(super) fn changes_catalog(c: &Classification) -> bool {
 mod tests {
     use super::*;
     use crate::classify::{
-        Classifier, FunctionCatalogs, FunctionPolicy, Limits, UserFunction, Volatility,
+        Classifier, FunctionCatalogs, FunctionPolicy, Limits, NotSafe, UserFunction, Volatility,
     };
 
     fn citext_like(catalogs: &FunctionCatalogs, volatility: Volatility) {
@@ -625,6 +625,88 @@ mod tests {
         catalogs.mark_changed(b"db");
         let s = c.classify_in(b"db", sql);
         assert!(runs_unseen_code(s.first()));
+    }
+
+    #[test]
+    fn s5_code_a_report_judged_read_safe_is_no_unseen_code_in_writes_and_reads_kept_off_readers() {
+        let catalogs = Arc::new(FunctionCatalogs::new());
+        let report = |replace: Volatility| {
+            let f = |name: &str, volatility| UserFunction {
+                schema: "public".into(),
+                name: name.into(),
+                volatility,
+            };
+            catalogs.load_started(b"db");
+            let fns = [
+                f("replace", replace),
+                f("stable_fn", Volatility::Stable),
+                f("listed_fn", Volatility::Stable),
+            ];
+            catalogs.set(b"db", fns).expect("a catalogue");
+        };
+        report(Volatility::Immutable);
+        let mut policy = FunctionPolicy::default();
+        assert!(policy.write_functions.add("listed_fn"));
+        let c = Classifier::with_policy(policy, 64, Limits::default(), catalogs.clone());
+        let unseen = |sql: &str| {
+            let k = c.classify_in(b"db", sql);
+            assert!(!k.is_replica_safe(), "{sql}");
+            k.statements().iter().any(runs_unseen_code)
+        };
+        // The routing reason of these is recorded before their calls are judged (a write, a
+        // server-dependent answer, a lock): their code's own verdict decides.
+        let judged_safe = [
+            "UPDATE t SET x = replace(x, 'a', 'b')",
+            "INSERT INTO t SELECT stable_fn(1)",
+            "SELECT replace(x, 'a', 'b'), pg_last_wal_replay_lsn() FROM t",
+            "SELECT stable_fn(x) FROM t FOR UPDATE",
+            "DELETE FROM t WHERE x = replace($1, 'a', 'b') RETURNING stable_fn(x)",
+        ];
+        for sql in judged_safe {
+            assert!(!unseen(sql), "{sql}");
+            let k = c.classify_in(b"db", sql);
+            assert!(!may_change_parse_rules(&k), "{sql}");
+        }
+        let not_judged = [
+            "UPDATE t SET x = unknown_fn(x)",
+            "INSERT INTO t SELECT listed_fn(1)",
+            "SELECT listed_fn(1)",
+            "SELECT unknown_fn(x), pg_last_wal_replay_lsn() FROM t",
+            "DO $$ BEGIN PERFORM 1; END $$",
+            "CALL stable_fn(1)",
+            "UPDATE t SET x = (SELECT query_to_xml('select 1', true, true, ''))::text",
+        ];
+        for sql in not_judged {
+            assert!(unseen(sql), "{sql}");
+        }
+        // A report that `replace` is volatile: the same write runs code nothing judged safe.
+        report(Volatility::Volatile);
+        assert!(unseen(judged_safe[0]));
+        assert!(unseen(judged_safe[2]));
+        assert!(!unseen(judged_safe[1]));
+        // DDL not reported yet: the code a report judged safe may have been replaced since — a
+        // capture and a parse-rules change, no hazard — in a write as in a read.
+        report(Volatility::Immutable);
+        catalogs.mark_changed(b"db");
+        for sql in judged_safe.iter().chain(["SELECT stable_fn(1)"].iter()) {
+            let k = c.classify_in(b"db", sql);
+            assert!(!k.statements().iter().any(runs_unseen_code), "{sql}");
+            assert!(
+                k.statements().iter().any(runs_code_of_a_changed_catalog),
+                "{sql}"
+            );
+            assert!(may_change_parse_rules(&k), "{sql}");
+        }
+        for sql in not_judged {
+            let k = c.classify_in(b"db", sql);
+            assert!(k.statements().iter().any(runs_unseen_code), "{sql}");
+        }
+        // Statements that run no user code are untouched by the DDL's mark.
+        let plain = c.classify_in(b"db", "UPDATE t SET x = 1");
+        assert!(!plain
+            .statements()
+            .iter()
+            .any(runs_code_of_a_changed_catalog));
     }
 
     #[test]

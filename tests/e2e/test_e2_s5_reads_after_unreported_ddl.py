@@ -9,7 +9,13 @@ statement once and binds it again) kept all its reads on the primary for the res
 the read counted as code the engine could not see into (a hazard for the session, S-4) and as a
 possible change of the parse rules, which made the statement prepared then run only on the writer
 (E-2, STATEMENT_LEXED_OTHERWISE). Now such a read makes a capture due and counts a possible change;
-the capture finds the writer's state unchanged and the statement parsed before is current again."""
+the capture finds the writer's state unchanged and the statement parsed before is current again.
+
+The same code in a write, or in a read kept on the writer for another reason (a server-dependent
+call), was still counted as code the engine could not see into — its routing reason (a write, a
+server-dependent answer) said nothing of its code — and kept the session's reads on the primary
+for good (S-4 `SESSION_HAZARD`). Code nothing judged read-safe (a volatile user function) still
+does, as the last case checks."""
 
 from __future__ import annotations
 
@@ -89,3 +95,87 @@ def test_s5_e2_a_read_during_unreported_ddl_does_not_keep_the_session_on_the_pri
     assert len(later) >= 6 and all(on_standby[-6:]), (
         f"the prepared read never came back to the standby in {REACH_STANDBY_S} s: {later} "
         f"(reasons {proxy.stats()['reason']})")
+
+
+# Code the catalogue judged read-safe, in statements that run on the writer for other reasons.
+WRITES_WITH_JUDGED_CODE = [
+    # A write: citext's `replace` (the column is citext).
+    "UPDATE {t} SET v = replace(v, 'a', 'b') WHERE id::text = $1",
+    # A server-dependent read (S-7) calling it.
+    "SELECT replace($1::text, 'a', 'b'), pg_is_in_recovery()",
+]
+# A volatile user function: code nothing judged read-safe.
+WRITE_WITH_UNSEEN_CODE = "UPDATE {t} SET v = e2r_volatile(v) WHERE id::text = $1"
+
+
+@pytest.fixture(scope="module")
+def code_db(citext_db):
+    pair = citext_db
+    pair.primary.psql("CREATE OR REPLACE FUNCTION e2r_volatile(citext) RETURNS citext "
+                      "VOLATILE LANGUAGE sql AS $$ SELECT $1 $$", dbname=DB)
+    pair.wait_replayed()
+    # The example proxy reports each database's catalogue every 300 ms: the function is in it.
+    time.sleep(1.0)
+    return pair
+
+
+async def reads_after(port: int, table: str, statements: list[str], ddl: bool,
+                      max_s: float = REACH_STANDBY_S) -> list:
+    """Runs `statements` (right after DDL when `ddl`), then reads PLAIN until the last six ran on
+    the standby or `max_s` passed: the ports the reads ran on."""
+    c = await asyncpg.connect(host="127.0.0.1", port=port, user="app_trust", database=DB, ssl=False,
+                              timeout=10, command_timeout=10)
+    try:
+        if ddl:
+            await c.execute(f"ALTER TABLE {table} ADD COLUMN w int")
+        for sql in statements:
+            await c.fetch(sql.format(t=table), "1")
+        ports: list = []
+        deadline = time.time() + max_s
+        while time.time() < deadline:
+            ports.append((await c.fetchrow(PLAIN, "x"))[0])
+            if len(ports) >= 6 and all(p in STANDBY_PORTS for p in ports[-6:]):
+                break
+            await asyncio.sleep(0.1)
+        return ports
+    finally:
+        await c.close()
+
+
+def new_table(pair, prefix: str) -> str:
+    """A table of one citext row, created outside the session under test, and a pause for the
+    catalogue's next report (DDL keeps reads off the standby until then)."""
+    table = f"{prefix}_{int(time.time() * 1000)}"
+    pair.primary.psql(f"CREATE TABLE {table} (id int, v citext); "
+                      f"INSERT INTO {table} VALUES (1, 'abc'); ALTER TABLE {table} OWNER TO app_trust",
+                      dbname=DB)
+    pair.wait_replayed()
+    time.sleep(1.0)
+    return table
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ddl", [False, True], ids=["reported", "during_unreported_ddl"])
+def test_s5_code_judged_read_safe_in_a_write_does_not_keep_the_session_on_the_primary(
+        code_db, proxy, ddl):
+    table = new_table(code_db, "e2w_d" if ddl else "e2w_r")
+    ports = asyncio.run(reads_after(proxy.port, table, WRITES_WITH_JUDGED_CODE, ddl))
+    on_standby = [p in STANDBY_PORTS for p in ports]
+    report("S-4/S-5: code judged read-safe in writes",
+           f"asyncpg, {'after unreported DDL' if ddl else 'catalogue reported'}: "
+           f"{sum(on_standby)} of {len(ports)} later reads on the standby")
+    assert len(ports) >= 6 and all(on_standby[-6:]), (
+        f"reads never came back to the standby in {REACH_STANDBY_S} s: {ports} "
+        f"(reasons {proxy.stats()['reason']})")
+
+
+@pytest.mark.timeout(60)
+def test_s5_unseen_code_in_a_write_keeps_the_session_on_the_primary(code_db, proxy):
+    table = new_table(code_db, "e2u")
+    before = proxy.stats()["reason"].get("SESSION_HAZARD", 0)
+    # The judged cases above reach the standby well within this.
+    ports = asyncio.run(reads_after(proxy.port, table, [WRITE_WITH_UNSEEN_CODE], False, 2.5))
+    after = proxy.stats()["reason"].get("SESSION_HAZARD", 0)
+    assert not any(p in STANDBY_PORTS for p in ports), ports
+    # Every later read stayed on the primary for the session's hazard (S-4), not by chance.
+    assert after - before >= len(ports), (before, after, len(ports))
