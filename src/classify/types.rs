@@ -368,11 +368,13 @@ impl Effects {
     /// Creates a temporary object (CREATE TEMP/TEMPORARY TABLE/VIEW/SEQUENCE, SELECT INTO TEMP,
     /// CREATE TABLE pg_temp.…).
     pub const CREATES_TEMP: Effects = Effects(1 << 4);
-    /// Runs code the engine cannot see into (DO, CALL, and — with the F-policy — any function
+    /// Runs code other than the built-ins (DO, CALL, and — with the F-policy — any function
     /// that is not a built-in, or that a reported user function of the database may answer to;
-    /// EXECUTE of a prepared statement; SQL text a built-in runs, `query_to_xml`): it may change
-    /// session state (S-5: a capture follows it on the writer; S-6: a reader that ran it is
-    /// state-checked or reset before another session gets it).
+    /// EXECUTE of a prepared statement; SQL text a built-in runs, `query_to_xml`): even code
+    /// judged read-safe may change session state (S-6: a reader that ran it is state-checked or
+    /// reset before another session gets it). Whether nothing judged it, so that a capture
+    /// follows it on the writer and it is a hazard for the session (S-5, S-4), is
+    /// [`Effects::UNSEEN_CODE`].
     pub const RUNS_CODE: Effects = Effects(1 << 5);
     /// Reads a value of the client's transaction (P-5, S-7): its start time (`now()`,
     /// `transaction_timestamp()`, `CURRENT_TIMESTAMP`/`CURRENT_DATE`/`CURRENT_TIME`,
@@ -415,7 +417,7 @@ impl Effects {
     /// state in ways no text shows (S-5). Kept apart from the routing reason, which a write or a
     /// read kept off readers for another reason records first (found running SQLAlchemy's suite,
     /// 2026-12-06: an `UPDATE … SET x = replace(x, …)` in a database with `citext`, whose
-    /// `replace` the catalogue reports stable, counted as code the engine could not see into and
+    /// `replace` the catalogue reports immutable, counted as code the engine could not see into and
     /// kept every later read of the session on the primary).
     pub const UNSEEN_CODE: Effects = Effects(1 << 13);
     /// With [`Effects::RUNS_CODE`]: the report that judged that code is older than DDL a session
