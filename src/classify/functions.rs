@@ -296,7 +296,8 @@ impl<'a> Rules<'a> {
     /// with [`Effects::UNSEEN_CODE`] where nothing judged that code read-safe.
     fn resolve_call(&self, call: &Call, catalog: Option<&DbCatalog>) -> (u32, Option<Verdict>) {
         // A function on the write list is never judged read-safe, whatever the catalogue says
-        // (for a read the write list already decided its routing; this is its code's verdict).
+        // (for a read the write list already decided its routing; this is its code's verdict):
+        // a user function so at its scan, a shadowed built-in here.
         let code = |why: NotSafe, never_safe: bool| {
             if why != NotSafe::None || never_safe {
                 Effects::RUNS_CODE | Effects::UNSEEN_CODE
@@ -338,9 +339,9 @@ impl<'a> Rules<'a> {
                         UnknownFunctions::Replica => NotSafe::None,
                     },
                 };
-                // RUNS_CODE was set from the text already.
-                let listed = self.write_functions.contains(name);
-                let effects = code(why, listed).without(Effects::RUNS_CODE);
+                // RUNS_CODE was set from the text already, and UNSEEN_CODE for a function on
+                // the write list.
+                let effects = code(why, false).without(Effects::RUNS_CODE);
                 (
                     *stmt,
                     (effects != Effects::NONE).then_some(Verdict { why, effects }),

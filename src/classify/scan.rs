@@ -333,6 +333,8 @@ pub(super) struct Scan {
     pub(super) executes_sql: bool,
     /// Runs code the engine cannot see into (a function that is not a built-in, SQL text).
     pub(super) unseen: bool,
+    /// Calls a user function on the `write_functions` list.
+    pub(super) listed_code: bool,
     pub(super) effects: Effects,
     pub(super) unlock_all: bool,
     /// Calls whose verdict depends on the database (`functions.rs`).
@@ -406,6 +408,7 @@ impl Scan {
             bad_ident: false,
             executes_sql: false,
             unseen: false,
+            listed_code: false,
             effects: Effects::NONE,
             unlock_all: false,
             calls: Vec::new(),
@@ -850,6 +853,8 @@ impl Scan {
         let verdict = policy.builtins.verdict(s);
         if verdict != Builtin::NeverSafe && policy.write_functions.contains(s) {
             self.write_fn = true;
+            // A user function on the write list: code never judged read-safe (S-5).
+            self.listed_code |= call && verdict == Builtin::Unknown;
         }
         match verdict {
             Builtin::NeverSafe => {

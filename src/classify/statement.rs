@@ -355,7 +355,7 @@ fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> State
     }
     // S-5/S-6: code the engine cannot see into (EXECUTE runs a prepared statement whose calls
     // are not tracked).
-    if scan.executes_sql || is_do || first_is(b"call") || first_is(b"execute") {
+    if scan.executes_sql || scan.listed_code || is_do || first_is(b"call") || first_is(b"execute") {
         fx |= Effects::RUNS_CODE | Effects::UNSEEN_CODE;
     } else if scan.unseen {
         // Functions: judged when the classification is finished for a database.
