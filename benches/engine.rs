@@ -197,7 +197,7 @@ fn ready_session(engine: &Arc<Engine>) -> Session {
     s.recv_backend(WRITER, &auth, 0).unwrap();
     while s.poll_action().is_some() {}
     // The capture of the writer session's login-time state that follows its startup (S-5).
-    let capture = polarsplit_test_support::host::capture_answer_as(true, "app", &[], None);
+    let capture = polarsplit_test_support::host::capture_answer_as("app", &[], None);
     s.recv_backend(WRITER, &capture, 0).unwrap();
     while s.poll_action().is_some() {}
     s

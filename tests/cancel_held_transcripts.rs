@@ -255,10 +255,7 @@ fn f1_a_cancel_of_a_read_waiting_for_the_probe_is_forwarded_once_the_read_runs()
         "nothing runs it yet: {acts:?}"
     );
     // The probe answers: the read is placed, and the cancel follows it.
-    let mut p = msg(b'1', b"");
-    p.extend(msg(b'2', b""));
-    p.extend(data_row(&["0/7000"]));
-    p.extend(command_complete("SELECT 1"));
+    let mut p = probe_answer_rows("0/7000", false);
     p.extend(rfq(b'I', None, None));
     let mut acts = h.backend(WRITER, &p);
     if acts.iter().any(|a| matches!(a, A::Acquire { .. })) {

@@ -718,7 +718,7 @@ fn e2_a_statement_lexed_under_other_string_rules_runs_where_its_parse_lives() {
     // Before the SET runs, s1 is prepared on the writer under the rules it was parsed with.
     let sent = h.take_sent(WRITER);
     // The capture is parsed on the writer since the session's start (S-5): Bind/Execute/Sync.
-    assert_eq!(tags(&sent), "PSQBES", "mirror, the SET, its capture");
+    assert_eq!(tags(&sent), "PSQCPBCES", "mirror, the SET, its capture");
     assert_eq!(named(&sent)[0], ('P', "s1".to_string()));
     let mut ans = msg(b'1', b"");
     ans.extend(rfq(b'I', Some(0x1000), None));
@@ -726,7 +726,6 @@ fn e2_a_statement_lexed_under_other_string_rules_runs_where_its_parse_lives() {
     ans.extend(param_status("standard_conforming_strings", "off"));
     ans.extend(rfq(b'I', Some(0x1000), None));
     ans.extend(capture_answer(
-        false,
         &[("standard_conforming_strings", "off")],
         None,
     ));
@@ -803,7 +802,11 @@ fn e2_a_literal_parsed_under_other_settings_runs_where_its_parse_lives() {
         h.take_sent(WRITER);
         h.client(&query(set));
         let sent = h.take_sent(WRITER);
-        assert_eq!(tags(&sent), "PSQBES", "{set}: mirror, the SET, its capture");
+        assert_eq!(
+            tags(&sent),
+            "PSQCPBCES",
+            "{set}: mirror, the SET, its capture"
+        );
         assert_eq!(
             named(&sent)[0],
             ('P', "lit".to_string()),
@@ -816,7 +819,7 @@ fn e2_a_literal_parsed_under_other_settings_runs_where_its_parse_lives() {
             ans.extend(param_status(name, value));
         }
         ans.extend(rfq(b'I', Some(0x1000), None));
-        ans.extend(capture_answer(false, &[captured], None));
+        ans.extend(capture_answer(&[captured], None));
         h.backend(WRITER, &ans);
         h.take_client();
         h.take_sent(WRITER);
@@ -1092,8 +1095,8 @@ fn e2_a_set_local_counts_as_a_parse_rule_change_until_its_block_ends() {
     );
     // The capture of the session's state follows the block that ran a SET (S-5).
     let capture = tags(&h.take_sent(WRITER));
-    assert_eq!(capture, "BES", "the capture");
-    h.backend(WRITER, &capture_answer(false, &[], None));
+    assert_eq!(capture, "CPBCES", "the capture");
+    h.backend(WRITER, &capture_answer(&[], None));
     // The block ended: a statement parsed now reads on a reader, also after a block without a
     // SET of a parse setting.
     literal(&mut h, "s1");
@@ -1933,7 +1936,7 @@ fn e2_s5_a_capture_finding_the_state_unchanged_after_unseen_code_makes_earlier_p
         prepared_on_r1(&mut h, "lit", "SELECT (NULL = NULL)::text", "x");
         h.client(&query("SELECT app_code()"));
         let sent = h.take_sent(WRITER);
-        assert_eq!(tags(&sent), "PSQBES", "mirror, the code, its capture");
+        assert_eq!(tags(&sent), "PSQCPBCES", "mirror, the code, its capture");
         assert_eq!(named(&sent)[0], ('P', "lit".to_string()));
         let mut ans = msg(b'1', b"");
         ans.extend(rfq(b'I', Some(0x1000), None));
@@ -1941,7 +1944,7 @@ fn e2_s5_a_capture_finding_the_state_unchanged_after_unseen_code_makes_earlier_p
         ans.extend(data_row(&["t"]));
         ans.extend(command_complete("SELECT 1"));
         ans.extend(rfq(b'I', Some(0x1000), None));
-        ans.extend(capture_answer(false, captured.as_slice(), None));
+        ans.extend(capture_answer(captured.as_slice(), None));
         h.backend(WRITER, &ans);
         h.take_client();
         h.take_sent(WRITER);

@@ -297,7 +297,7 @@ fn f1_a_cancel_that_lands_in_a_hidden_statement_in_front_of_the_read_cancels_it_
             h.client(&query("SET search_path = app"));
             let mut ans = command_complete("SET");
             ans.extend(rfq(b'I', Some(0x5000), None));
-            ans.extend(capture_answer(false, &[("search_path", "app")], None));
+            ans.extend(capture_answer(&[("search_path", "app")], None));
             h.backend(WRITER, &ans);
             h.take_client();
         }

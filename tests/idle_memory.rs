@@ -43,7 +43,7 @@ fn connected(engine: &Arc<Engine>) -> Box<Session> {
     auth.extend(be::rfq(b'I', Some(0x1000), None));
     s.recv_backend(WRITER, &auth, 0).unwrap();
     drain(&mut s);
-    s.recv_backend(WRITER, &capture_answer_as(true, "app", &[], None), 0)
+    s.recv_backend(WRITER, &capture_answer_as("app", &[], None), 0)
         .unwrap();
     drain(&mut s);
     s

@@ -135,7 +135,7 @@ fn reader_key(engine: &std::sync::Arc<Engine>, spec: &Spec) -> [u64; 4] {
         .find(|(k, _)| *k == "user")
         .map_or("", |(_, v)| *v);
     // The capture that follows the writer's startup (S-5): no login-time settings.
-    s.recv_backend(WRITER, &common::capture_answer_as(true, user, &[], None), 1)
+    s.recv_backend(WRITER, &common::capture_answer_as(user, &[], None), 1)
         .unwrap();
     drain(&mut s);
     // The writer's state after each statement, as its capture reports it (S-5).
@@ -163,7 +163,7 @@ fn reader_key(engine: &std::sync::Arc<Engine>, spec: &Spec) -> [u64; 4] {
             .map(|(k, v)| (*k, *v))
             .collect();
         // Parsed on the writer by the capture at the session's start.
-        b.extend(common::capture_answer_as(false, user, &settings, role));
+        b.extend(common::capture_answer_as(user, &settings, role));
         s.recv_backend(WRITER, &b, 1).unwrap();
         drain(&mut s);
     }

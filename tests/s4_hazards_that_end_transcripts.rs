@@ -50,9 +50,10 @@ fn run(h: &mut Host, sql: &str, tags: &[&str], status: u8) {
     h.take_client();
 }
 
-/// The answer to the capture in `sent` (with its ParseComplete when it was parsed again).
+/// The answer to the capture in `sent`.
 fn capture(sent: &[u8]) -> Vec<u8> {
-    capture_answer(tags(sent).contains('P'), &[], None)
+    assert!(sends_capture(sent), "{}", tags(sent));
+    capture_answer(&[], None)
 }
 
 /// A simple Query the writer refuses (an ErrorResponse), then `status`.
@@ -280,7 +281,7 @@ fn s4_close_all_and_discard_all_end_every_cursor_and_discard_temp_none() {
     h.take_sent(WRITER);
     let mut b = command_complete("DISCARD ALL");
     b.extend(rfq(b'I', Some(0x2000), None));
-    b.extend(capture_answer(true, &[], None));
+    b.extend(capture_answer(&[], None));
     h.backend(WRITER, &b);
     h.take_client();
     assert!(!pinned(&h));

@@ -64,7 +64,7 @@ fn script() -> Vec<Step> {
         Step::Client(startup(&[("user", "app"), ("database", "db")])),
         Step::Backend(WRITER, auth),
         // The capture of the writer session's login-time state that follows its startup (S-5).
-        Step::Backend(WRITER, capture_answer(true, &[], None)),
+        Step::Backend(WRITER, capture_answer(&[], None)),
         Step::Client(query("INSERT INTO t VALUES (1)")),
         Step::Backend(WRITER, ins),
         Step::Client(query("SELECT v FROM t")),

@@ -297,7 +297,7 @@ fn s4_hazard_keeps_reads_on_the_writer_until_cleared() {
         if sends_capture(&h.take_sent(WRITER)) {
             h.backend(
                 WRITER,
-                &capture_answer_with(false, "app", &[], None, &[(4, "temp")]),
+                &capture_answer_with("app", &[], None, &[(4, "temp")]),
             );
         }
     };
@@ -357,7 +357,7 @@ fn s4_temp_and_prepare_hazards_end_when_the_writer_shows_none_left() {
                 checked.push(n);
                 h.backend(
                     WRITER,
-                    &capture_answer_with(false, "app", &[], None, &[(kind, name)]),
+                    &capture_answer_with("app", &[], None, &[(kind, name)]),
                 );
             }
             h.client(&query("SELECT a FROM t"));
@@ -376,7 +376,7 @@ fn s4_temp_and_prepare_hazards_end_when_the_writer_shows_none_left() {
             h.client(&query("SELECT a FROM t"));
             h.writer_answers("SELECT 0", b'I', Some(0x2000), None);
         }
-        let acts = h.backend(WRITER, &capture_answer_with(false, "app", &[], None, &[]));
+        let acts = h.backend(WRITER, &capture_answer_with("app", &[], None, &[]));
         assert!(acts.contains(&A::PinWriter(false)), "{make}: {acts:?}");
         let acts = h.client(&query("SELECT a FROM t"));
         assert!(
@@ -662,7 +662,7 @@ fn s5_captured_state_is_replayed_on_a_fresh_reader_as_its_own_message_and_keys_i
     let acts = h.backend(
         WRITER,
         // Not parsed again: the capture at the session's start parsed it (S-5).
-        &capture_answer(false, &[("search_path", "app, public")], None),
+        &capture_answer(&[("search_path", "app, public")], None),
     );
     let (server, key_after) = acts
         .iter()
@@ -713,7 +713,7 @@ fn s5_captured_state_is_replayed_on_a_fresh_reader_as_its_own_message_and_keys_i
     h.client(&query("RESET search_path"));
     let mut ans = command_complete("RESET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[], None));
+    ans.extend(capture_answer(&[], None));
     h.backend(WRITER, &ans);
     let acts = h.client(&query("SELECT 3"));
     let key_reset = acts
@@ -741,7 +741,7 @@ fn s5_captured_state_is_replayed_on_a_fresh_reader_as_its_own_message_and_keys_i
     );
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[("myapp.tenant", "5")], None));
+    ans.extend(capture_answer(&[("myapp.tenant", "5")], None));
     h.backend(WRITER, &ans);
     let acts = h.client(&query("SELECT 4"));
     assert!(
@@ -819,10 +819,7 @@ fn s5_a_failed_capture_is_tried_again_with_a_backoff_and_the_reads_come_back() {
         h.writer_answers("SELECT 1", b'I', Some(0x1000), None);
         if sends_capture(&h.take_sent(WRITER)) {
             last = n;
-            h.backend(
-                WRITER,
-                &capture_answer(false, &[("search_path", "app")], None),
-            );
+            h.backend(WRITER, &capture_answer(&[("search_path", "app")], None));
             break;
         }
         h.take_client();
@@ -941,7 +938,7 @@ fn s4_an_advisory_lock_released_by_key_ends_the_hazard() {
     );
     h.backend(
         WRITER,
-        &capture_answer_with(false, "app", &[], None, &[(7, "advisory")]),
+        &capture_answer_with("app", &[], None, &[(7, "advisory")]),
     );
     h.client(&query("SELECT a FROM t"));
     assert_eq!(h.last_decision().reason, Reason::SessionHazard);
@@ -949,7 +946,7 @@ fn s4_an_advisory_lock_released_by_key_ends_the_hazard() {
     if sends_capture(&h.take_sent(WRITER)) {
         h.backend(
             WRITER,
-            &capture_answer_with(false, "app", &[], None, &[(7, "advisory")]),
+            &capture_answer_with("app", &[], None, &[(7, "advisory")]),
         );
     }
     // Released by key: the next check finds none.
@@ -962,7 +959,7 @@ fn s4_an_advisory_lock_released_by_key_ends_the_hazard() {
         h.client(&query("SELECT a FROM t"));
         h.writer_answers("SELECT 0", b'I', Some(0x2000), None);
     }
-    let acts = h.backend(WRITER, &capture_answer_with(false, "app", &[], None, &[]));
+    let acts = h.backend(WRITER, &capture_answer_with("app", &[], None, &[]));
     assert!(acts.contains(&A::PinWriter(false)), "{acts:?}");
     let acts = h.client(&query("SELECT a FROM t"));
     assert!(
@@ -997,14 +994,14 @@ fn s5_no_hidden_work_behind_a_statement_that_follows_discard_all_in_flight() {
     );
     h.writer_answers("SELECT 1", b'I', Some(0x2000), None);
     let sent = h.take_sent(WRITER);
-    assert_eq!(tags(&sent), "PBES", "the capture, parsed again, behind it");
+    assert_eq!(tags(&sent), "CPBCES", "the capture behind it");
     assert!(
         sent.windows(3).any(|w| w == b"\"\"}"),
         "asked: the lock statement ran before it"
     );
     h.backend(
         WRITER,
-        &capture_answer_with(true, "app", &[], None, &[(7, "advisory")]),
+        &capture_answer_with("app", &[], None, &[(7, "advisory")]),
     );
     h.take_client();
     h.client(&query("SELECT a FROM t"));

@@ -178,11 +178,7 @@ fn p5_each_check_refuses_in_order() {
     // S-5: the session default comes back with the capture of the writer's state.
     h.backend(
         WRITER,
-        &capture_answer(
-            false,
-            &[("default_transaction_isolation", "serializable")],
-            None,
-        ),
+        &capture_answer(&[("default_transaction_isolation", "serializable")], None),
     );
     begin(&mut h, "BEGIN", Some((b'x', "")));
     h.client(&query("SELECT 1"));
@@ -535,7 +531,6 @@ fn p5_s3_session_characteristics_set_inside_a_block_rule_the_blocks_after_it() {
     h.backend(
         WRITER,
         &capture_answer(
-            false,
             &[("default_transaction_isolation", "repeatable read")],
             None,
         ),

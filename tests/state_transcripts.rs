@@ -56,9 +56,11 @@ fn p8_notifications_and_parameter_status_during_the_probe_reach_the_client() {
     h.client(&query("INSERT INTO t VALUES (1)"));
     let mut ans = command_complete("INSERT 0 1");
     ans.extend(rfq(b'I', None, None));
+    ans.extend(msg(b'3', b""));
     ans.extend(msg(b'1', b""));
     ans.extend(notification("jobs", "a"));
     ans.extend(msg(b'2', b""));
+    ans.extend(msg(b'3', b""));
     ans.extend(param_status("application_name", "x"));
     ans.extend(notice("NOTICE", "from the probe", None));
     ans.extend(data_row(&["0/5000"]));
@@ -80,12 +82,18 @@ fn authorization_and_role(h: &mut Host) {
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
-    h.backend(WRITER, &capture_answer(false, &[], None));
+    h.backend(WRITER, &capture_answer(&[], None));
     h.client(&query("SET ROLE rr"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
-    let mut cap = msg(b'2', b"");
+    let mut cap = [
+        msg(b'3', b""),
+        msg(b'1', b""),
+        msg(b'2', b""),
+        msg(b'3', b""),
+    ]
+    .concat();
     cap.extend(data_row(&["1", &hex("timezone"), &hex("UTC")]));
     cap.extend(data_row(&["2", &hex("session_authorization"), &hex("ru")]));
     cap.extend(data_row(&["3", &hex("role"), &hex("rr")]));
@@ -129,7 +137,7 @@ fn s5_reset_all_keeps_role_because_the_capture_says_so() {
     h.client(&query("SET ROLE readonly"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[], Some("readonly")));
+    ans.extend(capture_answer(&[], Some("readonly")));
     h.backend(WRITER, &ans);
     let k1 = {
         let acts = h.client(&query("SELECT 1"));
@@ -151,7 +159,7 @@ fn s5_reset_all_keeps_role_because_the_capture_says_so() {
     assert!(sends_capture(&h.take_sent(WRITER)));
     let mut ans = command_complete("RESET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[], Some("readonly")));
+    ans.extend(capture_answer(&[], Some("readonly")));
     h.backend(WRITER, &ans);
     let acts = h.client(&query("SELECT 2"));
     let k2 = acts
@@ -190,7 +198,7 @@ fn s5_a_set_inside_a_transaction_is_captured_after_it_ends_and_its_reads_stay_on
             "{set}: captured once it ended"
         );
         // Rolled back: the writer says nothing changed, and the read goes to a reader.
-        h.backend(WRITER, &capture_answer(false, &[], None));
+        h.backend(WRITER, &capture_answer(&[], None));
         assert!(acquired(&h.client(&query("SELECT 2"))), "{set}");
     }
 }
@@ -204,7 +212,7 @@ fn s5_code_the_engine_cannot_see_into_keeps_the_session_on_the_writer_unless_cov
     assert!(sends_capture(&h.take_sent(WRITER)));
     let mut ans = command_complete("DO");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[], Some("r2")));
+    ans.extend(capture_answer(&[], Some("r2")));
     h.backend(WRITER, &ans);
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::SessionHazard);
@@ -223,7 +231,7 @@ fn s5_code_the_engine_cannot_see_into_keeps_the_session_on_the_writer_unless_cov
     );
     let mut ans = command_complete("DO");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[("app.tenant", "acme")], None));
+    ans.extend(capture_answer(&[("app.tenant", "acme")], None));
     h.backend(WRITER, &ans);
     assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
 }
@@ -258,7 +266,7 @@ fn s5_set_config_of_a_setting_named_in_its_text_is_followed_as_a_set_of_it() {
         let mut ans = select_result(&[""]);
         ans.extend(rfq(b'I', Some(0x1000), None));
         let (n, v) = placeholder.map_or(("TimeZone", "UTC"), |n| (n, "acme"));
-        ans.extend(capture_answer(false, &[(n, v)], None));
+        ans.extend(capture_answer(&[(n, v)], None));
         h.backend(WRITER, &ans);
         h.take_client();
         let acts = h.client(&query("SELECT * FROM orders"));
@@ -275,7 +283,7 @@ fn s5_set_config_of_a_setting_named_in_its_text_is_followed_as_a_set_of_it() {
         assert!(sends_capture(&h.take_sent(WRITER)), "{sql}");
         let mut ans = select_result(&[""]);
         ans.extend(rfq(b'I', Some(0x1000), None));
-        ans.extend(capture_answer(false, &[], None));
+        ans.extend(capture_answer(&[], None));
         h.backend(WRITER, &ans);
         h.take_client();
         h.client(&query("SELECT * FROM orders"));
@@ -290,11 +298,7 @@ fn s5_set_config_of_a_setting_named_in_its_text_is_followed_as_a_set_of_it() {
     assert!(sends_capture(&h.take_sent(WRITER)));
     let mut ans = select_result(&[""]);
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(
-        false,
-        &[("search_path", "pg_temp, public")],
-        None,
-    ));
+    ans.extend(capture_answer(&[("search_path", "pg_temp, public")], None));
     h.backend(WRITER, &ans);
     h.take_client();
     h.client(&query("SELECT * FROM orders"));
@@ -354,7 +358,7 @@ fn s5_set_config_by_name_is_unseen_code_where_a_user_function_has_the_name() {
         assert!(sends_capture(&h.take_sent(WRITER)), "{sql}");
         let mut ans = select_result(&["v1"]);
         ans.extend(rfq(b'I', Some(0x1000), None));
-        ans.extend(capture_answer(false, &[("app.x", "v1")], None));
+        ans.extend(capture_answer(&[("app.x", "v1")], None));
         h.backend(WRITER, &ans);
         h.take_client();
         h.client(&query("SELECT * FROM orders"));
@@ -362,12 +366,9 @@ fn s5_set_config_by_name_is_unseen_code_where_a_user_function_has_the_name() {
     }
 }
 
-/// The writer's answer to the probe batch on a connection that has not parsed it yet.
+/// The writer's answer to the probe batch ([`probe_answer_rows`]), then an idle RFQ.
 fn probe_answer_parsing(lsn: &str) -> Vec<u8> {
-    let mut b = msg(b'1', b"");
-    b.extend(msg(b'2', b""));
-    b.extend(data_row(&[lsn]));
-    b.extend(command_complete("SELECT 1"));
+    let mut b = probe_answer_rows(lsn, false);
     b.extend(rfq(b'I', None, None));
     b
 }
@@ -390,7 +391,7 @@ fn s5_a_probe_batch_answered_while_a_later_capture_is_in_flight_does_not_end_the
     h.client(&query("SELECT set_config('app.t', 'x', false)"));
     let sent = h.take_sent(WRITER);
     assert!(!sends_capture(&sent), "one capture at a time");
-    h.backend(WRITER, &capture_answer(false, &[("app.other", "o")], None));
+    h.backend(WRITER, &capture_answer(&[("app.other", "o")], None));
     let mut a = select_result(&["x"]);
     a.extend(rfq(b'I', None, None));
     h.backend(WRITER, &a);
@@ -404,10 +405,8 @@ fn s5_a_probe_batch_answered_while_a_later_capture_is_in_flight_does_not_end_the
     h.backend(WRITER, &probe_answer_parsing("0/5000"));
     let mut a = command_complete("UPDATE 0");
     a.extend(rfq(b'I', None, None));
-    a.extend(msg(b'2', b""));
-    a.extend(data_row(&["0/6000"]));
-    a.extend(command_complete("SELECT 1"));
-    let capture = capture_answer(false, &[("app.other", "o"), ("app.t", "x")], None);
+    a.extend(probe_answer_rows("0/6000", false));
+    let capture = capture_answer(&[("app.other", "o"), ("app.t", "x")], None);
     a.extend(&capture[..capture.len() - 6]); // the batch's one RFQ follows
     a.extend(rfq(b'I', None, None));
     h.backend(WRITER, &a);
@@ -441,7 +440,6 @@ fn s3_a_serializable_session_default_keeps_reads_outside_blocks_on_the_writer() 
         let mut ans = command_complete("SET");
         ans.extend(rfq(b'I', Some(0x1000), None));
         ans.extend(capture_answer(
-            false,
             &[("default_transaction_isolation", "serializable")],
             None,
         ));
@@ -460,7 +458,6 @@ fn s3_a_serializable_session_default_keeps_reads_outside_blocks_on_the_writer() 
         let mut ans = command_complete("SET");
         ans.extend(rfq(b'I', Some(0x1000), None));
         ans.extend(capture_answer(
-            false,
             &[("default_transaction_isolation", "read committed")],
             None,
         ));
@@ -495,7 +492,7 @@ fn s4_a_temp_table_created_by_code_the_engine_cannot_see_keeps_the_sessions_read
     assert!(sends_capture(&h.take_sent(WRITER)));
     let mut ans = select_result(&[""]);
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(with_temp_row(&capture_answer(false, &[], None)));
+    ans.extend(with_temp_row(&capture_answer(&[], None)));
     h.backend(WRITER, &ans);
     h.take_client();
     let acts = h.client(&query("SELECT count(*) FROM accounts"));
@@ -508,7 +505,7 @@ fn s4_a_temp_table_created_by_code_the_engine_cannot_see_keeps_the_sessions_read
     h.client(&query("SELECT make_scratch()"));
     let mut ans = select_result(&[""]);
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[], None));
+    ans.extend(capture_answer(&[], None));
     h.backend(WRITER, &ans);
     h.take_client();
     assert!(acquired(&h.client(&query("SELECT count(*) FROM accounts"))));
@@ -603,15 +600,9 @@ fn f1_a_cancelled_split_read_fails_the_transaction_block_as_on_the_primary() {
     assert_eq!(client_rfq_statuses(&got), vec![b'E']);
 }
 /// The writer's answer to the probe the engine pipelines behind a possible write on stock
-/// PostgreSQL (W-7), its first on the connection: ParseComplete, BindComplete, the row, its
-/// completion, RFQ.
+/// PostgreSQL (W-7, [`probe_answer_rows`]), then an idle RFQ.
 fn first_probe_answer(lsn: &str) -> Vec<u8> {
-    let mut b = msg(b'1', b"");
-    b.extend(msg(b'2', b""));
-    b.extend(data_row(&[lsn]));
-    b.extend(command_complete("SELECT 1"));
-    b.extend(rfq(b'I', None, None));
-    b
+    probe_answer_parsing(lsn)
 }
 
 #[test]
@@ -695,7 +686,7 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
     h.client(&query("SET search_path = app"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[("search_path", "app")], None));
+    ans.extend(capture_answer(&[("search_path", "app")], None));
     h.backend(WRITER, &ans);
     h.take_client();
     h.take_sent(WRITER);
@@ -729,10 +720,7 @@ fn s5_settings_replay_failure_closes_the_reader_and_the_read_runs_elsewhere() {
     assert!(sends_capture(&sent[query("SELECT v FROM t").len()..]));
     h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
     assert_eq!(tags(&h.take_client()), "CZ");
-    h.backend(
-        WRITER,
-        &capture_answer(false, &[("search_path", "app")], None),
-    );
+    h.backend(WRITER, &capture_answer(&[("search_path", "app")], None));
     // Refused a second time: the session's reads stay on the writer from now on.
     let acts = h.client(&query("SELECT v FROM t"));
     assert!(
@@ -783,10 +771,7 @@ fn replay_refused_then_read_on_the_writer(h: &mut Host, sqlstate: &str, message:
     let acts = h.backend(R2, &b);
     h.take_sent(WRITER);
     h.writer_answers("SELECT 0", b'I', Some(0x1000), None);
-    h.backend(
-        WRITER,
-        &capture_answer(false, &[("search_path", "app")], None),
-    );
+    h.backend(WRITER, &capture_answer(&[("search_path", "app")], None));
     acts
 }
 
@@ -936,7 +921,7 @@ fn s6_a_reader_pooled_before_alter_role_set_never_serves_a_session_that_logged_i
         sends_capture(&sent),
         "S-5: the login state is captured at the session's start"
     );
-    assert_eq!(tags(&sent), "PBES", "the capture alone, as its own batch");
+    assert_eq!(tags(&sent), "CPBCES", "the capture alone, as its own batch");
     // B's first read arrives before the capture answered: it waits (no decision yet).
     let acts = b.client(&query("SELECT v FROM red1_t"));
     assert!(
@@ -954,7 +939,7 @@ fn s6_a_reader_pooled_before_alter_role_set_never_serves_a_session_that_logged_i
         ("search_path", "red1_s, public"),
         ("statement_timeout", "1234"),
     ];
-    let acts = b.backend(WRITER, &capture_answer(true, &login, None));
+    let acts = b.backend(WRITER, &capture_answer(&login, None));
     let key_b = acquire_key(&acts).expect("the read goes to a reader once the state is known");
     assert_ne!(key_a, key_b, "P-9: A's pooled connection cannot serve B");
     assert_eq!(key_a.auth_hash, key_b.auth_hash, "same user and database");
@@ -1038,7 +1023,7 @@ fn s5_reset_returns_a_setting_to_its_login_default_and_the_reader_key_follows() 
         h.client(&query(set));
         let mut ans = command_complete("SET");
         ans.extend(rfq(b'I', Some(0x1000), None));
-        ans.extend(capture_answer(false, &[("search_path", "other")], None));
+        ans.extend(capture_answer(&[("search_path", "other")], None));
         h.backend(WRITER, &ans);
         let key_set = acquire_key(&h.client(&query("SELECT 2"))).expect("a reader");
         assert_ne!(key_set, key_login, "{set}");
@@ -1053,8 +1038,8 @@ fn s5_reset_returns_a_setting_to_its_login_default_and_the_reader_key_follows() 
         h.client(&query(reset));
         let discard = reset == "DISCARD ALL";
         let sent = h.take_sent(WRITER);
-        // DISCARD ALL drops the capture statement too: the capture follows its RFQ, parsed
-        // again, rather than naming a statement the DISCARD removes ahead of it.
+        // Behind DISCARD ALL the capture follows its RFQ (the engine pipelines no hidden work
+        // behind a statement that drops every prepared statement).
         assert_eq!(sends_capture(&sent), !discard, "{reset}: {}", tags(&sent));
         let tag = reset.split(' ').next().unwrap_or_default();
         let mut ans = command_complete(tag);
@@ -1063,11 +1048,11 @@ fn s5_reset_returns_a_setting_to_its_login_default_and_the_reader_key_follows() 
         if discard {
             assert_eq!(
                 tags(&h.take_sent(WRITER)),
-                "PBES",
+                "CPBCES",
                 "{reset}: captured again"
             );
         }
-        h.backend(WRITER, &capture_answer(discard, &login, None));
+        h.backend(WRITER, &capture_answer(&login, None));
         let key_reset = acquire_key(&h.client(&query("SELECT 3"))).expect("a reader");
         assert_eq!(key_reset, key_login, "{reset}: back to the login default");
         h.event(
@@ -1092,7 +1077,7 @@ fn s5_a_failed_startup_capture_keeps_reads_on_the_writer_until_a_capture_succeed
     h.backend(WRITER, &auth);
     h.take_client();
     assert!(sends_capture(&h.take_sent(WRITER)));
-    let mut ans = msg(b'1', b"");
+    let mut ans = msg(b'3', b"");
     ans.extend(error("ERROR", "42501", "permission denied", None, None));
     ans.extend(rfq(b'I', None, None));
     h.backend(WRITER, &ans);
@@ -1107,7 +1092,7 @@ fn s5_a_failed_startup_capture_keeps_reads_on_the_writer_until_a_capture_succeed
     // The failed capture is tried again behind the next statement on the writer (S-5's
     // retry); once it succeeds, reads may go to readers.
     assert!(sends_capture(&h.take_sent(WRITER)), "tried again");
-    h.backend(WRITER, &capture_answer(false, &[], None));
+    h.backend(WRITER, &capture_answer(&[], None));
     assert!(acquired(&h.client(&query("SELECT 2"))));
 }
 
@@ -1136,9 +1121,9 @@ fn s5_a_first_write_or_begin_is_pipelined_behind_the_startup_capture_and_sees_no
         // The capture first (outside any block: it was sent before the client's statement),
         // then the client's statement, in one stream.
         let sent = h.take_sent(WRITER);
-        assert_eq!(tags(&sent), "PBESQ", "{sql}");
+        assert_eq!(tags(&sent), "CPBCESQ", "{sql}");
         assert!(sent.ends_with(&q), "{sql}");
-        let mut ans = capture_answer(true, &[("search_path", "app")], None);
+        let mut ans = capture_answer(&[("search_path", "app")], None);
         ans.extend(command_complete(tag));
         ans.extend(rfq(
             status,
@@ -1171,10 +1156,7 @@ fn s5_a_function_call_runs_code_the_engine_cannot_see_into_unless_it_is_a_large_
         sends_capture(&h.take_sent(WRITER)),
         "the capture follows its ReadyForQuery"
     );
-    h.backend(
-        WRITER,
-        &capture_answer(false, &[("TimeZone", "Asia/Tokyo")], None),
-    );
+    h.backend(WRITER, &capture_answer(&[("TimeZone", "Asia/Tokyo")], None));
     h.take_client();
     h.client(&query("SELECT 1"));
     assert_eq!(h.last_decision().reason, Reason::SessionHazard);
@@ -1230,7 +1212,7 @@ fn s4_a_statement_the_engine_cannot_read_keeps_the_sessions_reads_on_the_writer_
         h.backend(WRITER, &answer);
         let after = h.take_sent(WRITER);
         if sends_capture(&after) {
-            h.backend(WRITER, &capture_answer(false, &[], Some("r")));
+            h.backend(WRITER, &capture_answer(&[], Some("r")));
         }
         h.take_client();
         h.client(&query("SELECT * FROM orders"));
@@ -1246,7 +1228,7 @@ fn s4_a_statement_the_engine_cannot_read_keeps_the_sessions_reads_on_the_writer_
             sends_capture(&h.take_sent(WRITER)),
             "{what}: captured again"
         );
-        h.backend(WRITER, &capture_answer(true, &[], None));
+        h.backend(WRITER, &capture_answer(&[], None));
         h.take_client();
         h.client(&query("SELECT * FROM orders"));
         assert_eq!(
@@ -1261,7 +1243,7 @@ fn s4_a_statement_the_engine_cannot_read_keeps_the_sessions_reads_on_the_writer_
     h.take_sent(WRITER);
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[], Some("r")));
+    ans.extend(capture_answer(&[], Some("r")));
     h.backend(WRITER, &ans);
     h.take_client();
     assert!(acquired(&h.client(&query("SELECT * FROM orders"))));
@@ -1291,7 +1273,7 @@ fn s5_a_set_in_a_block_that_ends_in_the_same_query_or_one_the_classifier_cannot_
         }
         ans.extend(rfq(b'I', Some(0x1000), None));
         if pipelined {
-            ans.extend(capture_answer(false, &[], Some("r")));
+            ans.extend(capture_answer(&[], Some("r")));
             h.backend(WRITER, &ans);
         } else {
             h.backend(WRITER, &ans);
@@ -1299,7 +1281,7 @@ fn s5_a_set_in_a_block_that_ends_in_the_same_query_or_one_the_classifier_cannot_
                 sends_capture(&h.take_sent(WRITER)),
                 "{sql}: the capture follows its ReadyForQuery"
             );
-            h.backend(WRITER, &capture_answer(false, &[], Some("r")));
+            h.backend(WRITER, &capture_answer(&[], Some("r")));
         }
         h.take_client();
         assert!(acquired(&h.client(&query("SELECT * FROM orders"))), "{sql}");
@@ -1325,7 +1307,7 @@ fn s5_a_reported_setting_the_writer_changes_on_its_own_is_captured_again() {
     );
     let acts = h.backend(
         WRITER,
-        &capture_answer(false, &[("IntervalStyle", "postgres_verbose")], None),
+        &capture_answer(&[("IntervalStyle", "postgres_verbose")], None),
     );
     assert!(acquired(&acts), "then it goes to a reader: {acts:?}");
 }
@@ -1350,7 +1332,7 @@ fn s5_a_set_local_outside_a_block_is_captured_for_the_placeholder_it_creates() {
     );
     ans.extend(command_complete("SET"));
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(false, &[("app.s5x", "")], None));
+    ans.extend(capture_answer(&[("app.s5x", "")], None));
     h.backend(WRITER, &ans);
     assert_eq!(tags(&h.take_client()), "NCZ");
     let acts = h.client(&query("SELECT current_setting('app.s5x', true)"));
@@ -1370,11 +1352,7 @@ fn s5_the_writer_is_touched_before_its_idle_timeout_while_the_session_reads_on_a
     h.client(&query("SET idle_session_timeout = '1s'"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(
-        false,
-        &[("idle_session_timeout", "1000")],
-        None,
-    ));
+    ans.extend(capture_answer(&[("idle_session_timeout", "1000")], None));
     h.backend(WRITER, &ans);
     h.take_client();
     h.take_sent(WRITER);
@@ -1429,11 +1407,7 @@ fn s5_the_writer_is_touched_after_a_read_so_pauses_shorter_than_its_idle_timeout
     h.client(&query("SET idle_session_timeout = '1s'"));
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
-    ans.extend(capture_answer(
-        false,
-        &[("idle_session_timeout", "1000")],
-        None,
-    ));
+    ans.extend(capture_answer(&[("idle_session_timeout", "1000")], None));
     h.backend(WRITER, &ans);
     h.take_client();
     h.take_sent(WRITER);
@@ -1482,10 +1456,7 @@ fn s5_a_configuration_reload_the_monitor_reports_makes_the_state_captured_again(
     // The first report of the time: the state captured at login may predate it.
     assert!(!acquired(&h.client(&query("SELECT 1"))));
     assert!(sends_capture(&h.take_sent(WRITER)), "captured again first");
-    let acts = h.backend(
-        WRITER,
-        &capture_answer(false, &[("bytea_output", "escape")], None),
-    );
+    let acts = h.backend(WRITER, &capture_answer(&[("bytea_output", "escape")], None));
     assert!(acquired(&acts), "then the read leaves the writer");
     h.attach(R1);
     h.take_sent(R1);
@@ -1541,7 +1512,7 @@ fn s5_e1_a_set_whose_execute_joins_a_batch_opened_at_a_flush_is_captured() {
     let sent = h.take_sent(WRITER);
     assert_eq!(
         tags(&sent),
-        "BESBES",
+        "BESCPBCES",
         "the client's batch, and the capture pipelined behind it"
     );
     assert!(
@@ -1554,7 +1525,7 @@ fn s5_e1_a_set_whose_execute_joins_a_batch_opened_at_a_flush_is_captured() {
     ans.extend(command_complete("SET"));
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
-    let acts = h.backend(WRITER, &capture_answer(false, &[], Some("r")));
+    let acts = h.backend(WRITER, &capture_answer(&[], Some("r")));
     assert!(acquired(&acts), "then it leaves the writer");
 }
 
@@ -1579,10 +1550,7 @@ fn s5_a_capture_row_too_large_to_read_fails_the_capture() {
         h.client(&query(&format!("SET app.deny = '{big}'")));
         h.writer_answers("SET", b'I', Some(0x1000), None);
         assert!(sends_capture(&h.take_sent(WRITER)));
-        h.backend(
-            WRITER,
-            &capture_answer(false, &[("app.deny", big.as_str())], None),
-        );
+        h.backend(WRITER, &capture_answer(&[("app.deny", big.as_str())], None));
         assert!(!acquired(&h.client(&query("SELECT 1"))), "{limit:?}");
         assert_eq!(h.last_decision().reason, Reason::SessionStateUnknown);
     }
@@ -1604,10 +1572,7 @@ fn s5_a_placeholder_the_capture_cannot_name_keeps_the_sessions_reads_on_the_writ
         h.client(&query(set));
         h.writer_answers("SET", b'I', Some(0x1000), None);
         assert!(sends_capture(&h.take_sent(WRITER)), "{set}");
-        h.backend(
-            WRITER,
-            &capture_answer(false, &[("app.tenant", "acme")], None),
-        );
+        h.backend(WRITER, &capture_answer(&[("app.tenant", "acme")], None));
         assert_eq!(acquired(&h.client(&query("SELECT 1"))), offloaded, "{set}");
     }
 }

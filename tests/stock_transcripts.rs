@@ -38,35 +38,22 @@ fn stock_as(more: &[(&str, &str)], params: &[(&str, &str)]) -> Host {
     h
 }
 
-/// The writer's answer to the probe batch: ParseComplete the first time on the connection,
-/// BindComplete, the row, CommandComplete, RFQ.
-fn probe_answer_first(parsed: bool, lsn: &str) -> Vec<u8> {
-    let mut b = probe_rows(parsed, lsn);
+/// The writer's answer to the probe batch ([`probe_answer_rows`]), then an idle RFQ.
+fn probe_answer(lsn: &str) -> Vec<u8> {
+    let mut b = probe_rows(lsn);
     b.extend(rfq(b'I', None, None));
     b
 }
 
-/// The probe's answers up to its CommandComplete.
-fn probe_rows(parsed: bool, lsn: &str) -> Vec<u8> {
-    let mut b = Vec::new();
-    if parsed {
-        b.extend(msg(b'1', b""));
-    }
-    b.extend(msg(b'2', b""));
-    b.extend(data_row(&[lsn]));
-    b.extend(command_complete("SELECT 1"));
-    b
+/// The probe's answers up to its CommandComplete, outside a block.
+fn probe_rows(lsn: &str) -> Vec<u8> {
+    probe_answer_rows(lsn, false)
 }
 
-fn probe_answer(lsn: &str) -> Vec<u8> {
-    probe_answer_first(true, lsn)
-}
-
-/// [`probe_answer_first`] inside a transaction block: the probe's portal is its own there, and
+/// [`probe_answer`] inside a transaction block: the probe's portal is its own there, and
 /// closed (CloseComplete before the RFQ, which says `T`).
-fn probe_answer_in_block(parsed: bool, lsn: &str) -> Vec<u8> {
-    let mut b = probe_rows(parsed, lsn);
-    b.extend(msg(b'3', b""));
+fn probe_answer_in_block(lsn: &str) -> Vec<u8> {
+    let mut b = probe_answer_rows(lsn, true);
     b.extend(rfq(b'T', None, None));
     b
 }
@@ -91,7 +78,7 @@ fn w7_probe_is_pipelined_behind_an_autocommit_write_and_swallowed() {
     let w = query("INSERT INTO t VALUES (1)");
     h.client(&w);
     // Same write as the client's Query: no extra round trip. Parsed once per connection.
-    assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "PBES probe");
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "CPBCES probe");
     let mut b = command_complete("INSERT 0 1");
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
@@ -108,10 +95,10 @@ fn w7_probe_is_pipelined_behind_an_autocommit_write_and_swallowed() {
     assert_eq!(l.write_lsn, Lsn(0x5000));
     assert_eq!(h.engine.stats().get(Counter::ProbesSent), 1);
     assert_eq!(h.engine.stats().get(Counter::TargetsLearned), 1);
-    // The next write reuses the parsed statement.
+    // The next write's probe parses its statement again: none stays prepared (W-7).
     let w2 = query("UPDATE t SET v = 2");
     h.client(&w2);
-    assert_eq!(probe_sent(&h.take_sent(WRITER), &w2), "BES");
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &w2), "CPBCES probe");
     assert!(h.streams.balanced());
 }
 
@@ -181,11 +168,8 @@ fn w7_no_probe_is_pipelined_into_a_transaction_block_or_copy() {
             h.writer_answers("COMMIT", b'I', None, None);
         }
         // After an `I` RFQ, the probe follows.
-        assert_eq!(tags(&h.take_sent(WRITER)).replace('P', ""), "BES", "{sql}");
-        h.backend(
-            WRITER,
-            &probe_answer_first(h.engine.stats().get(Counter::ProbesSent) == 1, "0/7000"),
-        );
+        assert_eq!(tags(&h.take_sent(WRITER)), "CPBCES", "{sql}");
+        h.backend(WRITER, &probe_answer("0/7000"));
     }
 }
 
@@ -217,7 +201,7 @@ fn w7_no_hidden_work_behind_client_requests_queued_on_the_writer() {
     h.writer_answers("COPY 0", b'I', None, None);
     assert_eq!(
         probe_sent(&h.take_sent(WRITER), b""),
-        "PBES probe",
+        "CPBCES probe",
         "the owed probe, once nothing of the client's is queued"
     );
     h.backend(WRITER, &probe_answer("0/5000"));
@@ -275,9 +259,9 @@ fn i11_read_goes_to_a_caught_up_reader_else_stays_on_the_writer() {
     // The writer's read may have shown more than 0/5000 (S-1a: monotonic reads): a probe
     // behind it positions what it saw.
     let sent = h.take_sent(WRITER);
-    assert_eq!(probe_sent(&sent, &query("SELECT v FROM t")), "BES");
+    assert_eq!(probe_sent(&sent, &query("SELECT v FROM t")), "CPBCES probe");
     h.writer_answers("SELECT 1", b'I', None, None);
-    h.backend(WRITER, &probe_answer_first(false, "0/5100"));
+    h.backend(WRITER, &probe_answer("0/5100"));
     assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x5100));
     // A reader at the write's position is behind that read now: the writer again.
     h.engine.reader_sample(2, Lsn(0x5000), h.now);
@@ -285,8 +269,8 @@ fn i11_read_goes_to_a_caught_up_reader_else_stays_on_the_writer() {
     assert_eq!(h.last_decision().reason, Reason::ReadNoBoundedWait);
     let sent = h.take_sent(WRITER);
     h.writer_answers("SELECT 1", b'I', None, None);
-    if probe_sent(&sent, &query("SELECT v FROM t")) == "BES" {
-        h.backend(WRITER, &probe_answer_first(false, "0/5100"));
+    if probe_sent(&sent, &query("SELECT v FROM t")) == "CPBCES probe" {
+        h.backend(WRITER, &probe_answer("0/5100"));
     }
     // Reader 2 catches up with that: it serves the read, unwrapped (stock has no wait
     // before 19).
@@ -368,7 +352,7 @@ fn i11_stock_transaction_reads_before_the_first_write_only() {
         "inside a block: not pipelined"
     );
     h.writer_answers("COMMIT", b'I', None, None);
-    assert_eq!(tags(&h.take_sent(WRITER)), "PBES");
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBCES");
 }
 
 #[test]
@@ -443,10 +427,10 @@ fn i11_pg19_waits_with_wait_for_lsn_and_its_timeout_is_recognised_by_position() 
     // The writer runs it, with a probe behind that positions what it saw (S-1a).
     let sent = h.take_sent(WRITER);
     assert!(sent.starts_with(&query("SELECT v FROM t")));
-    assert_eq!(probe_sent(&sent, &query("SELECT v FROM t")), "BES");
+    assert_eq!(probe_sent(&sent, &query("SELECT v FROM t")), "CPBCES probe");
     assert!(h.take_client().is_empty());
     h.writer_answers("SELECT 0", b'I', None, None);
-    h.backend(WRITER, &probe_answer_first(false, "16/B374D848"));
+    h.backend(WRITER, &probe_answer("16/B374D848"));
     h.take_client();
     // A 57014 answering the client's own statement after the wait is a cancel: forwarded.
     h.client(&query("SELECT v FROM t"));
@@ -615,7 +599,7 @@ fn f2_a_read_the_reader_refused_is_probed_when_the_writer_runs_it() {
     b.extend(rfq(b'I', None, None));
     h.backend(R1, &b);
     assert_eq!(h.last_decision().reason, Reason::RetryPrimaryAfterError);
-    assert_eq!(probe_sent(&h.take_sent(WRITER), &q), "PBES probe");
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &q), "CPBCES probe");
     let mut w = select_result(&["1"]);
     w.extend(rfq(b'I', None, None));
     h.backend(WRITER, &w);
@@ -642,10 +626,7 @@ fn write_maybe_probed(h: &mut Host, lsn: &str) -> bool {
     let probed = sent.len() > w.len();
     h.writer_answers("UPDATE 1", b'I', None, None);
     if probed {
-        h.backend(
-            WRITER,
-            &probe_answer_first(h.engine.stats().get(Counter::ProbesSent) == 1, lsn),
-        );
+        h.backend(WRITER, &probe_answer(lsn));
         assert!(!h.session.lsn_state().write_unknown);
     } else {
         assert!(
@@ -680,10 +661,7 @@ fn read_on_the_writer_at(h: &mut Host, at: u64) -> (Vec<A>, polarsplit::Decision
     };
     h.writer_answers("SELECT 1", b'I', None, None);
     if probe(b'B') {
-        h.backend(
-            WRITER,
-            &probe_answer_first(probe(b'P'), &format!("0/{at:X}")),
-        );
+        h.backend(WRITER, &probe_answer(&format!("0/{at:X}")));
     }
     h.take_client();
     (acts, d, probe(b'B'))
@@ -875,10 +853,10 @@ fn c1_show_token_after_a_write_the_adaptive_probe_skipped_probes_then_answers_it
     h.take_sent(WRITER);
     h.client(&query("SHOW polarsplit.causal_token"));
     // The engine probes the idle writer now, and the SHOW waits for the answer.
-    assert_eq!(tags(&h.take_sent(WRITER)), "BES");
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBCES");
     assert!(h.take_client().is_empty(), "SHOW waits for the position");
     assert_eq!(h.engine.stats().get(Counter::ProbesSent), probes + 1);
-    h.backend(WRITER, &probe_answer_first(false, "0/9000"));
+    h.backend(WRITER, &probe_answer("0/9000"));
     let got = h.take_client();
     assert_eq!(tags(&got), "TDCZ");
     assert!(
@@ -899,9 +877,15 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     until_a_write_goes_unprobed(&mut h);
     h.take_sent(WRITER);
     h.client(&query("SHOW polarsplit.causal_token"));
-    assert_eq!(tags(&h.take_sent(WRITER)), "BES");
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBCES");
     // The probe fails (the writer refuses it): the position stays unknown.
-    let mut b = msg(b'2', b"");
+    let mut b = [
+        msg(b'3', b""),
+        msg(b'1', b""),
+        msg(b'2', b""),
+        msg(b'3', b""),
+    ]
+    .concat();
     b.extend(cancelled_error());
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
@@ -923,7 +907,7 @@ fn w7_a_write_that_fails_still_has_its_pipelined_probe_answered() {
     let mut h = stock(&[]);
     let w = query("INSERT INTO t VALUES (1)");
     h.client(&w);
-    assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "PBES probe");
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &w), "CPBCES probe");
     let mut b = cancelled_error();
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
@@ -1059,7 +1043,7 @@ fn s1a_w7_a_probe_follows_the_end_of_a_block_whose_reads_the_writer_served() {
     h.writer_answers("COMMIT", b'I', None, None);
     assert_eq!(
         probe_sent(&h.take_sent(WRITER), b""),
-        "PBES probe",
+        "CPBCES probe",
         "a probe behind the block's end"
     );
     h.backend(WRITER, &probe_answer("0/4800"));
@@ -1091,13 +1075,14 @@ fn p5_s1a_a_read_the_writer_serves_in_a_read_committed_block_gets_a_probe_behind
     assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
     // Under a portal of its own, closed: never the unnamed portal, which may be the client's.
     let sent = h.take_sent(WRITER);
-    assert_eq!(probe_sent(&sent, &q), "PBECS probe");
+    assert_eq!(probe_sent(&sent, &q), "CPBCECS probe");
     assert!(
         messages(&sent[q.len()..])
             .iter()
             .all(|(t, b)| !matches!(t, b'B' | b'E' | b'C')
                 || b.starts_with(b"polarsplit_probe\0")
-                || b.starts_with(b"Ppolarsplit_probe\0")),
+                || b.starts_with(b"Ppolarsplit_probe\0")
+                || b.starts_with(b"Spolarsplit_probe\0")),
         "{:?}",
         named(&sent)
     );
@@ -1108,7 +1093,7 @@ fn p5_s1a_a_read_the_writer_serves_in_a_read_committed_block_gets_a_probe_behind
         !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
         "{acts:?}"
     );
-    let p = probe_answer_in_block(true, "0/4800");
+    let p = probe_answer_in_block("0/4800");
     h.engine.reader_sample(1, Lsn(0x4800), h.now);
     h.engine.reader_sample(2, Lsn(0x4000), h.now);
     let acts = h.backend(WRITER, &p);
@@ -1347,10 +1332,7 @@ fn w7_adaptive_probe_backoff_counts_reads_left_unpositioned_so_a_reading_block_i
             .any(|(m, b)| *m == b'B' && b.windows(16).any(|w| w == b"polarsplit_probe"));
         h.writer_answers("SELECT 1", b'T', None, None);
         if probed {
-            let p = probe_answer_in_block(
-                h.engine.stats().get(Counter::ProbesSent) == 1,
-                &format!("0/{at:X}"),
-            );
+            let p = probe_answer_in_block(&format!("0/{at:X}"));
             h.backend(WRITER, &p);
             *at += 0x100;
         }
@@ -1463,10 +1445,7 @@ fn s5_a_failed_capture_is_tried_again_behind_reads_that_carry_probes() {
     assert!(probed, "a probe behind the read");
     // Tried again after that read: the capture goes out once the probe has answered.
     assert!(sends_capture(&h.take_sent(WRITER)), "tried again");
-    h.backend(
-        WRITER,
-        &capture_answer(false, &[("search_path", "app")], None),
-    );
+    h.backend(WRITER, &capture_answer(&[("search_path", "app")], None));
     h.take_client();
     // Known again: the next read goes to the reader (replayed past the probe's position).
     let acts = h.client(&query("SELECT v FROM t"));
@@ -1501,7 +1480,7 @@ fn e1_messages_sent_one_by_one_after_a_refused_flushed_execute_are_skipped_to_th
     // Execute made due), to the reader.
     h.client(&query("SELECT 'end'"));
     if !h.take_sent(WRITER).is_empty() {
-        h.backend(WRITER, &capture_answer(false, &[], None));
+        h.backend(WRITER, &capture_answer(&[], None));
     }
     assert!(
         matches!(h.log.last(), Some(A::Acquire { .. })),
@@ -1563,7 +1542,7 @@ fn e4_p5_the_probe_behind_a_suspended_read_in_a_block_binds_a_portal_of_its_own(
     h.client(&b);
     assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
     let sent = h.take_sent(WRITER);
-    assert_eq!(probe_sent(&sent, &b), "PBECS probe");
+    assert_eq!(probe_sent(&sent, &b), "CPBCECS probe");
     let hidden = messages(&sent[b.len()..]);
     let bound = hidden
         .iter()
@@ -1580,7 +1559,7 @@ fn e4_p5_the_probe_behind_a_suspended_read_in_a_block_binds_a_portal_of_its_own(
     a.extend(data_row(&["1", "now"]));
     a.extend(msg(b's', b""));
     a.extend(rfq(b'T', None, None));
-    a.extend(probe_answer_in_block(true, "0/4800"));
+    a.extend(probe_answer_in_block("0/4800"));
     h.backend(WRITER, &a);
     assert_eq!(
         tags(&h.take_client()),
@@ -1592,4 +1571,79 @@ fn e4_p5_the_probe_behind_a_suspended_read_in_a_block_binds_a_portal_of_its_own(
     b.extend(sync());
     h.client(&b);
     assert!(h.take_sent(WRITER).starts_with(&b));
+}
+
+/// W-7, S-5: a client's Parse of a reserved name is refused by the server with 42P05 — the engine
+/// parses its own probe and capture under those names first (they stay only until its next probe
+/// or capture, which closes them before parsing) — except in a failed block, where the server
+/// refuses every Parse (25P02) and the engine's would fail in the client's place.
+#[test]
+fn w7_a_clients_parse_of_a_reserved_name_is_refused_and_the_next_probe_parses_after_closing() {
+    let mut h = stock(&[]);
+    let mut b = parse("polarsplit_probe", "SELECT 1");
+    b.extend(sync());
+    h.client(&b);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PPPS");
+    let names: Vec<String> = named(&sent).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(
+        names[..3],
+        ["polarsplit_probe", "polarsplit_capture", "polarsplit_probe"],
+        "ours first, then the client's"
+    );
+    let mut ans = [msg(b'1', b""), msg(b'1', b"")].concat();
+    ans.extend(error(
+        "ERROR",
+        "42P05",
+        "prepared statement \"polarsplit_probe\" already exists",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    let got = h.take_client();
+    assert_eq!(
+        tags(&got),
+        "EZ",
+        "the client gets the refusal, nothing of ours"
+    );
+    assert!(String::from_utf8_lossy(&got).contains("42P05"));
+    // The next probe closes the name before it parses it.
+    let w = query("UPDATE t SET v = 1");
+    h.client(&w);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(probe_sent(&sent, &w), "CPBCES probe");
+    assert_eq!(
+        named(&sent[w.len()..])[0],
+        ('C', "polarsplit_probe".to_string())
+    );
+    h.writer_answers("UPDATE 1", b'I', None, None);
+    h.backend(WRITER, &probe_answer("0/7000"));
+    assert_eq!(tags(&h.take_client()), "CZ");
+    // In a failed block: the client's Parse alone, refused by the server as any Parse there.
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_sent(WRITER);
+    let w = query("UPDATE t SET v = 1/0");
+    h.client(&w);
+    assert_eq!(h.take_sent(WRITER), w);
+    let mut ans = error("ERROR", "22012", "division by zero", None, None);
+    ans.extend(rfq(b'E', None, None));
+    h.backend(WRITER, &ans);
+    h.take_client();
+    let mut b = parse("polarsplit_capture", "SELECT 1");
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(h.take_sent(WRITER), b, "nothing of ours in a failed block");
+    let mut ans = error(
+        "ERROR",
+        "25P02",
+        "current transaction is aborted",
+        None,
+        None,
+    );
+    ans.extend(rfq(b'E', None, None));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "EZ");
+    assert!(h.streams.balanced());
 }

@@ -258,10 +258,7 @@ fn c1_reported_tokens_cover_the_write_on_stock_the_rfq_waits_for_the_probe() {
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
     assert_eq!(tags(&h.take_client()), "C", "the RFQ waits for the probe");
-    let mut b = msg(b'1', b"");
-    b.extend(msg(b'2', b""));
-    b.extend(data_row(&["0/5000"]));
-    b.extend(command_complete("SELECT 1"));
+    let mut b = probe_answer_rows("0/5000", false);
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
     let got = h.take_client();

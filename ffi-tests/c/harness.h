@@ -55,16 +55,19 @@ static inline size_t wire_command_complete(uint8_t *out, const char *tag) {
 
 /* The writer's answer to the capture of its session's state that the library sends right behind
  * the writer's startup ReadyForQuery (SPEC S-5), for the session user `app` with no login-time
- * settings: ParseComplete, BindComplete, the session authorization and role rows (names and
- * values hex-encoded), CommandComplete, ReadyForQuery. `out` needs 160 bytes. */
+ * settings: CloseComplete, ParseComplete, BindComplete, CloseComplete (its statement closed
+ * before its Parse and after its Bind: none stays prepared), the session authorization and role
+ * rows (names and values hex-encoded), CommandComplete, ReadyForQuery (152 bytes). `out` needs 160 bytes. */
 static inline size_t wire_startup_capture_answer(uint8_t *out) {
     static const char *const rows[2][3] = {
         {"2", "73657373696f6e5f617574686f72697a6174696f6e", "617070"}, /* session_authorization app */
         {"3", "726f6c65", "6e6f6e65"},                                 /* role none */
     };
     size_t n = 0;
+    n += wire_msg(out + n, '3', NULL, 0);
     n += wire_msg(out + n, '1', NULL, 0);
     n += wire_msg(out + n, '2', NULL, 0);
+    n += wire_msg(out + n, '3', NULL, 0);
     for (int r = 0; r < 2; r++) {
         uint8_t row[128];
         size_t m = 0;

@@ -342,11 +342,12 @@ int ctest_facts_input(void) {
     while (polarsplit_session_poll_action(s, &a, sizeof a) == POLARSPLIT_OK)
         if (a.kind == POLARSPLIT_ACTION_DISCARD_BACKEND) saw_discard = (a.discard_backend.n == 1);
     CHECK(saw_discard); /* the extended RFQ is replaced by a standard one */
-    /* SPEC S-5: the writer answers the capture that follows its startup RFQ (ParseComplete,
-     * BindComplete, CommandComplete, RFQ; rows a facts host does not carry): all swallowed. */
+    /* SPEC S-5: the writer answers the capture that follows its startup RFQ (CloseComplete,
+     * ParseComplete, BindComplete, CloseComplete, CommandComplete, RFQ; rows a facts host does
+     * not carry): all swallowed. */
     {
-        const uint8_t other[2] = {'1', '2'};
-        for (int i = 0; i < 2; i++) {
+        const uint8_t other[4] = {'3', '1', '2', '3'};
+        for (int i = 0; i < 4; i++) {
             memset(&f, 0, sizeof f);
             f.kind = POLARSPLIT_FACT_OTHER;
             f.tag = other[i];

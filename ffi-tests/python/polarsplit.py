@@ -564,7 +564,7 @@ class Host:
         """The writer answers the capture the library sends right behind its startup ReadyForQuery
         (SPEC S-5); what was sent to it since the startup is that capture alone, and is taken."""
         sent = self.take_sent(conn)
-        assert tags(sent) == "PBES" and b"polarsplit_capture" in sent, tags(sent)
+        assert tags(sent) == "CPBCES" and b"polarsplit_capture" in sent, tags(sent)
         return self.backend(conn, startup_capture_answer(user))
 
     def balanced(self) -> bool:
@@ -603,14 +603,16 @@ def command_complete(tag: str) -> bytes:
 
 def startup_capture_answer(user: str = "app") -> bytes:
     """The writer's answer to the capture of its session's state that the library sends right
-    behind the writer's startup ReadyForQuery (SPEC S-5): ParseComplete, BindComplete, the session
-    authorization and role rows (names and values hex-encoded), CommandComplete, ReadyForQuery."""
+    behind the writer's startup ReadyForQuery (SPEC S-5): CloseComplete, ParseComplete,
+    BindComplete, CloseComplete (its statement closed before its Parse and after its Bind: none stays
+    prepared), the session authorization and role rows (names and values hex-encoded),
+    CommandComplete, ReadyForQuery."""
 
     def row(kind: str, name: str, value: str) -> bytes:
         cols = [kind.encode(), name.encode().hex().encode(), value.encode().hex().encode()]
         return msg("D", struct.pack(">H", 3) + b"".join(struct.pack(">I", len(c)) + c for c in cols))
 
-    return (msg("1", b"") + msg("2", b"") + row("2", "session_authorization", user) + row("3", "role", "none")
+    return (steps() + row("2", "session_authorization", user) + row("3", "role", "none")
             + command_complete("SELECT 2") + rfq("I"))
 
 
@@ -621,11 +623,16 @@ def select_result(*rows: str) -> bytes:
     return out + command_complete(f"SELECT {len(rows)}")
 
 
-def probe_answer(lsn: str, parsed: bool = True) -> bytes:
-    """The writer's answer to the library's LSN probe (W-7): ParseComplete the first time on the
-    connection, BindComplete, the position's row, CommandComplete, RFQ."""
-    out = msg("1", b"") if parsed else b""
-    out += msg("2", b"") + msg("D", struct.pack(">HI", 1, len(lsn)) + lsn.encode())
+def steps() -> bytes:
+    """The answers to the Close, Parse, Bind and Close in front of the library's probe and capture
+    (W-7, S-5): CloseComplete, ParseComplete, BindComplete, CloseComplete."""
+    return msg("3", b"") + msg("1", b"") + msg("2", b"") + msg("3", b"")
+
+
+def probe_answer(lsn: str) -> bytes:
+    """The writer's answer to the library's LSN probe (W-7) outside a block: [`steps`], the
+    position's row, CommandComplete, RFQ."""
+    out = steps() + msg("D", struct.pack(">HI", 1, len(lsn)) + lsn.encode())
     return out + command_complete("SELECT 1") + rfq("I")
 
 

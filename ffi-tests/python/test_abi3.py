@@ -66,7 +66,7 @@ def test_recv_client_protocol_error_consumes_everything_and_ends_with_the_fatal_
     # own pipelined probe of the write's position (W-7) — never a byte of what followed the bad one.
     assert sent.startswith(write) and b"SELECT 2" not in sent, sent
     rest = sent[len(write):]
-    assert rest == b"" or (ps.tags(rest) == "PBES" and b"polarsplit_probe" in rest), sent
+    assert rest == b"" or (ps.tags(rest) == "CPBCES" and b"polarsplit_probe" in rest), sent
     fatal = host.take_client()
     assert ps.tags(fatal) == "E" and b"VFATAL\0" in fatal and b"C08P01\0" in fatal
     assert host.balanced()

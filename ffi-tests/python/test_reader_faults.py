@@ -45,13 +45,13 @@ def test_r1b_a_host_that_honours_the_back_off_sends_reads_to_the_writer_until_a_
     assert engine.reader_held_out(1) is True
     host.backend(100, ps.select_result("1") + ps.rfq("I"))
     # Behind a read the writer served on a stock server, the library's probe positions what it
-    # saw (S-1a): answered (ParseComplete, BindComplete, the position, CommandComplete, RFQ).
+    # saw (S-1a): answered (the Close, Parse, Bind and Close, the position, CommandComplete, RFQ).
     host.backend(100, ps.probe_answer("0/2000"))
     host.take_client()
     assert acquire(host, "SELECT 2") == []
     assert ps.queries(host.take_sent(100)) == ["SELECT 2"]
     host.backend(100, ps.select_result("2") + ps.rfq("I"))
-    host.backend(100, ps.probe_answer("0/2000", parsed=False))
+    host.backend(100, ps.probe_answer("0/2000"))
     # The monitor samples again (query sent after the latest failure): back in, no back-off.
     assert engine.reader_sample(1, 0x3000, 1500) == ps.OK
     assert engine.reader_held_out(1) is False and engine.reader_retry_after(1) is None

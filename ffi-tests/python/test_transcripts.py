@@ -68,7 +68,7 @@ def test_p3_stock_reads_leave_the_writer_until_the_first_write():
 
     host.client(ps.query("UPDATE t SET v = 2"))
     # W-7: the probe (an engine-named extended statement) rides in the same write.
-    assert ps.tags(host.take_sent(WRITER)) == "QPBES"
+    assert ps.tags(host.take_sent(WRITER)) == "QCPBCES"
     host.backend(WRITER, ps.command_complete("UPDATE 1") + ps.rfq("I"))
     assert engine.counters()["missing_lsn"] == 1
     # A read waits for the probe's answer; no standby is known to have replayed the write,
@@ -77,7 +77,7 @@ def test_p3_stock_reads_leave_the_writer_until_the_first_write():
     host.client(ps.query("SELECT v FROM t"))
     assert len(host.decisions()) == n, "not decided before the probe answered"
     row = ps.msg("D", b"\x00\x01\x00\x00\x00\x060/5000")
-    host.backend(WRITER, ps.msg("1", b"") + ps.msg("2", b"") + row + ps.command_complete("SELECT 1") + ps.rfq("I"))
+    host.backend(WRITER, ps.steps() + row + ps.command_complete("SELECT 1") + ps.rfq("I"))
     d = host.decisions()[-1]
     assert (d.outcome, d.reason) == ("FORCE_PRIMARY", "READ_NO_BOUNDED_WAIT")
     assert ps.queries(host.take_sent(WRITER))[-1] == "SELECT v FROM t"

@@ -59,11 +59,6 @@ NODE_FILE_TIMEOUT_S = 120
 
 # Tests that differ through the proxy for a reason that is not a defect, with that reason.
 ALLOWED = {
-    # SPEC W-7: the hidden probe and capture are named statements on the writer, visible there.
-    "tests.native.test_query::test_close_prepared_statement":
-        "W-7: polarsplit_probe/polarsplit_capture are listed in pg_prepared_statements",
-    "tests.legacy.test_query::test_close_prepared_statement":
-        "W-7: polarsplit_probe/polarsplit_capture are listed in pg_prepared_statements",
     # The client stops sending rows once it sees the server's error; with a proxy in the path
     # (its 1 MiB of buffering, the engine's 64 KiB batch hold) it has sent all 4 MiB by then. The
     # outcome (the error, no row written) is the primary's.

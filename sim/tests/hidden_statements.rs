@@ -25,19 +25,20 @@ fn unhex(h: &str) -> String {
     String::from_utf8(b).unwrap()
 }
 
-/// Parse (once), Bind with text parameters, Execute, Sync of a named statement.
+/// A named statement as the engine runs its probe and capture: Close, Parse, Bind with text
+/// parameters, Close, Execute, Sync — nothing stays prepared, so the next run parses again
+/// (and would fail 42P05 if the first had left its statement behind).
 fn run_named(
     c: &mut Cluster,
     conn: &mut Conn,
     name: &str,
-    sql: Option<&str>,
+    sql: &str,
     params: &[Option<&str>],
 ) -> Vec<Msg> {
-    let mut b = Vec::new();
-    if let Some(sql) = sql {
-        b.extend(client::parse(name, sql));
-    }
+    let mut b = client::close(false, name);
+    b.extend(client::parse(name, sql));
     b.extend(client::bind_params("", name, params));
+    b.extend(client::close(false, name));
     b.extend(client::execute(""));
     b.extend(client::sync());
     c.write(conn.id, &b).unwrap();
@@ -45,14 +46,8 @@ fn run_named(
 }
 
 /// The capture's rows, decoded: (kind, name, value).
-fn capture(
-    c: &mut Cluster,
-    conn: &mut Conn,
-    names: &str,
-    parse: bool,
-) -> Vec<(String, String, String)> {
-    let sql = parse.then_some(CAPTURE_TEXT);
-    let m = run_named(c, conn, "polarsplit_capture", sql, &[Some(names)]);
+fn capture(c: &mut Cluster, conn: &mut Conn, names: &str) -> Vec<(String, String, String)> {
+    let m = run_named(c, conn, "polarsplit_capture", CAPTURE_TEXT, &[Some(names)]);
     assert!(error(&m).is_none(), "{m:?}");
     rows(&m)
         .into_iter()
@@ -82,13 +77,14 @@ fn w7_probe_is_the_insert_position_on_the_primary_and_55000_on_a_standby() {
     let mut c = cluster(Dialect::Stock);
     let mut w = plain(&mut c, ServerRef::Primary);
     w.ok(&mut c, "INSERT INTO kv VALUES (100, 1)");
-    let m = run_named(&mut c, &mut w, "polarsplit_probe", Some(PROBE), &[]);
+    let m = run_named(&mut c, &mut w, "polarsplit_probe", PROBE, &[]);
     assert_eq!(value(&m), Some(c.insert_lsn().to_string()), "{m:?}");
-    // Bound again without a new Parse (the engine parses it once per connection).
-    let m = run_named(&mut c, &mut w, "polarsplit_probe", None, &[]);
+    // Run again the same way: parsed again, for the first run left nothing prepared.
+    let m = run_named(&mut c, &mut w, "polarsplit_probe", PROBE, &[]);
+    assert!(error(&m).is_none(), "{m:?}");
     assert_eq!(value(&m), Some(c.insert_lsn().to_string()));
     let mut r = plain(&mut c, ServerRef::Reader(0));
-    let m = run_named(&mut c, &mut r, "polarsplit_probe", Some(PROBE), &[]);
+    let m = run_named(&mut c, &mut r, "polarsplit_probe", PROBE, &[]);
     assert_eq!(code(&m).as_deref(), Some("55000"), "{m:?}");
 }
 
@@ -107,7 +103,7 @@ fn s5_capture_returns_session_settings_placeholders_and_users_as_postgresql_15()
     );
     // A fresh session: only the users (startup parameters are not session-sourced).
     assert_eq!(
-        capture(&mut c, &mut w, "{}", true),
+        capture(&mut c, &mut w, "{}"),
         owned(&[("2", "session_authorization", "app"), ("3", "role", "none")])
     );
     w.ok(
@@ -119,7 +115,7 @@ fn s5_capture_returns_session_settings_placeholders_and_users_as_postgresql_15()
     // PostgreSQL 15.18 answered exactly these rows (ordered by kind, then hex name: upper
     // case sorts first).
     assert_eq!(
-        capture(&mut c, &mut w, "{\"app.tenant\",\"app.other\"}", false),
+        capture(&mut c, &mut w, "{\"app.tenant\",\"app.other\"}"),
         owned(&[
             ("1", "DateStyle", "ISO, YMD"),
             ("1", "app.tenant", "t1"),
@@ -130,10 +126,10 @@ fn s5_capture_returns_session_settings_placeholders_and_users_as_postgresql_15()
         ])
     );
     // A placeholder is only there when asked for.
-    let no_names = capture(&mut c, &mut w, "{}", false);
+    let no_names = capture(&mut c, &mut w, "{}");
     assert!(no_names.iter().all(|(_, n, _)| n != "app.tenant"));
     w.ok(&mut c, "SET SESSION AUTHORIZATION ru; SET ROLE rr");
-    let rows = capture(&mut c, &mut w, "{}", false);
+    let rows = capture(&mut c, &mut w, "{}");
     assert_eq!(
         &rows[rows.len() - 2..],
         &owned(&[("2", "session_authorization", "ru"), ("3", "role", "rr")])[..]
@@ -144,11 +140,17 @@ fn s5_capture_returns_session_settings_placeholders_and_users_as_postgresql_15()
     w.ok(&mut c, "RESET ALL");
     w.ok(&mut c, "BEGIN; SET LOCAL search_path = x; COMMIT");
     assert_eq!(
-        capture(&mut c, &mut w, "{app.tenant}", false),
+        capture(&mut c, &mut w, "{app.tenant}"),
         owned(&[("2", "session_authorization", "ru"), ("3", "role", "rr")])
     );
     // A malformed array is PostgreSQL's 22P02.
-    let m = run_named(&mut c, &mut w, "polarsplit_capture", None, &[Some("{a")]);
+    let m = run_named(
+        &mut c,
+        &mut w,
+        "polarsplit_capture",
+        CAPTURE_TEXT,
+        &[Some("{a")],
+    );
     assert_eq!(code(&m).as_deref(), Some("22P02"), "{m:?}");
 }
 
@@ -160,7 +162,7 @@ fn s5_settings_replay_brings_a_reader_to_the_writers_state_in_order() {
         &mut c,
         "SET TIME ZONE 'Europe/Lisbon'; SET app.tenant = 'a''b'; SET SESSION AUTHORIZATION ru; SET ROLE rr",
     );
-    let captured = capture(&mut c, &mut w, "{app.tenant}", true);
+    let captured = capture(&mut c, &mut w, "{app.tenant}");
     let mut r = plain(&mut c, ServerRef::Reader(0));
     // Settings first, then session authorization, then role: one Query, as the engine sends it.
     let sql: String = captured
@@ -181,7 +183,7 @@ fn s5_settings_replay_brings_a_reader_to_the_writers_state_in_order() {
         value(&r.ok(&mut c, "SELECT current_setting('app.tenant')")).as_deref(),
         Some("a'b")
     );
-    assert_eq!(capture(&mut c, &mut r, "{app.tenant}", true), captured);
+    assert_eq!(capture(&mut c, &mut r, "{app.tenant}"), captured);
 }
 
 #[test]

@@ -914,25 +914,15 @@ impl Session {
         match msg {
             FrontendMessage::Parse { statement, sql, .. } => {
                 if statement == hidden::PROBE_NAME || statement == hidden::CAPTURE_NAME {
-                    // Reserved (W-7, S-5): make sure ours exist, so the server refuses the
-                    // client's with 42P05 as documented.
-                    let (probe, capture) = (!wb.probe_parsed, !wb.capture_parsed);
-                    wb.probe_parsed = true;
-                    wb.capture_parsed = true;
-                    if probe {
+                    // Reserved (W-7, S-5): ours parsed first, so the server refuses the
+                    // client's with 42P05 as documented; the next probe or capture closes them.
+                    // Not in a failed block, where the server refuses any Parse (25P02) and
+                    // ours would fail in the client's place.
+                    if self.writer_status != TxStatus::Failed {
                         wb.resp.push(Req::Parse, Who::Probe, 0);
-                    }
-                    if capture {
                         wb.resp.push(Req::Parse, Who::Capture, 0);
+                        self.out.send_backend_with(w, hidden::reserve);
                     }
-                    self.out.send_backend_with(w, |o| {
-                        if probe {
-                            hidden::probe_parse(o);
-                        }
-                        if capture {
-                            hidden::capture_parse(o);
-                        }
-                    });
                     let Some(wb) = self.writer.as_mut() else {
                         return;
                     };

@@ -328,8 +328,6 @@ impl Session {
         b.cancelled = false;
         b.ran_code = false;
         b.stale_plans = false;
-        b.probe_parsed = false;
-        b.capture_parsed = false;
         // E-2: what the connection has prepared travels with it; a fresh one has nothing.
         let known = if fresh {
             self.engine.conns().forget(conn);

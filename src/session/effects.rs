@@ -492,10 +492,6 @@ impl Session {
                         ]);
                         // The client's statements were dropped when its CommandComplete
                         // came (`writer_dropped_statements`).
-                        if let Some(w) = self.writer.as_mut() {
-                            w.probe_parsed = false;
-                            w.capture_parsed = false;
-                        }
                         self.settings.reset();
                         self.settings.mark_due();
                         self.session_isolation =
@@ -507,23 +503,11 @@ impl Session {
                 Kind::Prepare => self.hazards.set(Hazards::PREPARE),
                 Kind::Deallocate { all: true } if success => {
                     self.hazards.clear(Hazards::PREPARE);
-                    if let Some(w) = self.writer.as_mut() {
-                        w.probe_parsed = false;
-                        w.capture_parsed = false;
-                    }
                 }
                 Kind::Deallocate { all: false } if success => {
                     match text.and_then(|t| deallocate_target(s.span.of(t))) {
                         Some(name) => {
                             self.statements.remove(&name);
-                            if let Some(w) = self.writer.as_mut() {
-                                if name == super::hidden::PROBE_NAME {
-                                    w.probe_parsed = false;
-                                }
-                                if name == super::hidden::CAPTURE_NAME {
-                                    w.capture_parsed = false;
-                                }
-                            }
                         }
                         // Its text is not at hand (a DEALLOCATE sent as an extended-protocol
                         // statement: PQexecParams, pgjdbc, psycopg's pipeline) or names nothing

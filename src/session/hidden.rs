@@ -55,8 +55,8 @@ pub(super) const ABORT_STATEMENT: &[u8] =
 /// position, not `pg_current_wal_lsn()`: with `synchronous_commit = off` the latter can lag the
 /// commit (verified here, NOTES).
 pub(super) const PROBE_STATEMENT: &[u8] = b"SELECT pg_catalog.pg_current_wal_insert_lsn()";
-/// The probe's reserved statement name on the writer (documented; visible in
-/// `pg_prepared_statements`).
+/// The probe's reserved statement name on the writer (documented; prepared only for the length of
+/// the probe's own batch).
 pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 
 /// The digest of every setting a statement can see (S-5): name and value of each `user`- and
@@ -388,46 +388,58 @@ fn execute_portal(out: &mut Vec<u8>, name: &[u8]) {
     });
 }
 
-/// The probe's Parse (once per writer connection).
-pub(super) fn probe_parse(out: &mut Vec<u8>) {
+/// The probe (W-7): [`PROBE_STATEMENT`] parsed under its name, bound, the statement closed (the
+/// portal keeps its plan) and the portal run, behind a Close of the name: nothing of the engine's
+/// stays prepared on the writer, where the client's `pg_prepared_statements` would list it (pg8000's
+/// own tests through the example proxy, 2026-12-06), and a statement of the name left by a batch
+/// that failed before its Close, or by the engine's answer to a client's Parse of the name
+/// ([`reserve`]), is gone before the Parse. Inside a transaction block (`in_block`) under a
+/// portal of its own, closed at once (a portal outlives its Sync in a block): never the unnamed
+/// portal there, which may be the client's — a row-limited read suspended in the block, which the
+/// writer serves and the probe follows (P-5): bound over, the client's next Execute of it was
+/// answered `SELECT 0` where the primary alone returns the rest of its rows (found 2026-12-06).
+/// Outside a block the unnamed portal is free: the client's ended with its Sync's implicit
+/// transaction. Answers: CloseComplete, ParseComplete, BindComplete, CloseComplete, the row,
+/// CommandComplete, and CloseComplete in a block.
+pub(super) fn probe(out: &mut Vec<u8>, in_block: bool) {
+    close_statement(out, PROBE_NAME);
     parse_fixed(out, PROBE_NAME, PROBE_STATEMENT, &[]);
-}
-
-/// The probe's Bind and Execute. Inside a transaction block (`in_block`) under a portal of its
-/// own, closed at once (a portal outlives its Sync in a block): never the unnamed portal there,
-/// which may be the client's — a row-limited read suspended in the block, which the writer
-/// serves and the probe follows (P-5): bound over, the client's next Execute of it was answered
-/// `SELECT 0` where the primary alone returns the rest of its rows (found 2026-12-06). Outside a
-/// block the unnamed portal is free: the client's ended with its Sync's implicit transaction.
-/// Answers: BindComplete, the row, CommandComplete, and CloseComplete in a block.
-pub(super) fn probe_run(out: &mut Vec<u8>, in_block: bool) {
     if in_block {
         bind(out, PROBE_NAME, PROBE_NAME, &[]);
+        close_statement(out, PROBE_NAME);
         execute_portal(out, PROBE_NAME);
         close(out, b'P', PROBE_NAME);
     } else {
         bind(out, b"", PROBE_NAME, &[]);
+        close_statement(out, PROBE_NAME);
         execute(out);
     }
 }
 
-/// The capture's Parse (once per writer connection).
-pub(super) fn capture_parse(out: &mut Vec<u8>) {
-    parse_fixed(out, CAPTURE_NAME, CAPTURE_STATEMENT, &[TEXT_ARRAY_OID]);
-}
-
-/// The capture's Bind (with the placeholder names as a text array) and Execute, in the unnamed
-/// portal: a capture runs only outside a transaction block (S-5). Names are
-/// validated placeholder names (letters, digits, `_`, `.`), so they need no quoting beyond the
-/// array literal's double quotes.
-pub(super) fn capture_run(out: &mut Vec<u8>, names: &[Box<[u8]>], advisory: bool) {
+/// The capture (S-5), as the probe: closed, parsed, bound (the placeholder names as a text
+/// array), closed and run in the unnamed portal — a capture runs only outside a transaction
+/// block. Names are validated placeholder names (letters, digits, `_`, `.`), so they need no
+/// quoting beyond the array literal's double quotes. Answers: CloseComplete, ParseComplete,
+/// BindComplete, CloseComplete, the rows, CommandComplete.
+pub(super) fn capture(out: &mut Vec<u8>, names: &[Box<[u8]>], advisory: bool) {
     let mut arr = Vec::with_capacity(4 + names.len() * 16);
     // The empty name asks for the advisory-lock row (kind 7).
     let empty: &[u8] = b"";
     let ask = advisory.then_some(empty);
     name_array(&mut arr, names.iter().map(|n| &n[..]).chain(ask), false);
+    close_statement(out, CAPTURE_NAME);
+    parse_fixed(out, CAPTURE_NAME, CAPTURE_STATEMENT, &[TEXT_ARRAY_OID]);
     bind(out, b"", CAPTURE_NAME, &[Some(&arr)]);
+    close_statement(out, CAPTURE_NAME);
     execute(out);
+}
+
+/// The engine's answer to a client's Parse of a reserved name (W-7, S-5): the probe's and the
+/// capture's statements parsed under their names, so that the server refuses the client's with
+/// 42P05. They stay until the next probe or capture closes them. Answers: two ParseCompletes.
+pub(super) fn reserve(out: &mut Vec<u8>) {
+    parse_fixed(out, PROBE_NAME, PROBE_STATEMENT, &[]);
+    parse_fixed(out, CAPTURE_NAME, CAPTURE_STATEMENT, &[TEXT_ARRAY_OID]);
 }
 
 /// A `text[]` literal (`{"a.b","c"}`) of setting names, keeping only the characters a validated

@@ -416,9 +416,6 @@ struct Backend {
     settings_pending: bool,
     /// Statements the engine prepared on this connection (E-2).
     prepared: ConnStatements,
-    /// Writer: the engine's probe/capture statements are parsed on it (W-7, S-5).
-    probe_parsed: bool,
-    capture_parsed: bool,
     /// Parses in flight, in wire order (E-2).
     parses: VecDeque<statements::ParseNote>,
     /// A cancel was forwarded to this connection (F-1: closed, never pooled).
@@ -451,8 +448,6 @@ impl Backend {
             settings_pending: false,
             prepared: ConnStatements::default(),
             parses: VecDeque::new(),
-            probe_parsed: false,
-            capture_parsed: false,
             cancelled: false,
             ran_code: false,
             stale_plans: false,

@@ -81,6 +81,11 @@ pub(crate) enum Req {
     DescribePortal,
     Execute,
     Close,
+    /// The engine's own Close, Parse and Bind messages in a row, this many (the probe's and the
+    /// capture's, W-7, S-5): answered by as many CloseComplete, ParseComplete and BindComplete
+    /// messages. One request in the queue rather than one per message, so a session's queue
+    /// keeps the capacity its own requests need.
+    Steps(u8),
     Sync,
     /// FunctionCall: FunctionCallResponse (or an error), then ReadyForQuery.
     FunctionCall,
@@ -117,6 +122,7 @@ impl Req {
                 | Req::DescribePortal
                 | Req::Execute
                 | Req::Close
+                | Req::Steps(_)
                 | Req::Local(_)
         )
     }
@@ -576,6 +582,19 @@ impl Responses {
             Req::Parse => self.complete_if(t == tag::PARSE_COMPLETE, t, answer(Kind::Done, false)),
             Req::Bind => self.complete_if(t == tag::BIND_COMPLETE, t, answer(Kind::Done, false)),
             Req::Close => self.complete_if(t == tag::CLOSE_COMPLETE, t, answer(Kind::Done, false)),
+            Req::Steps(n) => match t {
+                tag::CLOSE_COMPLETE | tag::PARSE_COMPLETE | tag::BIND_COMPLETE if n > 1 => {
+                    if let Some(e) = self.queue.front_mut() {
+                        e.req = Req::Steps(n - 1);
+                    }
+                    Ok(answer(Kind::Part, false))
+                }
+                tag::CLOSE_COMPLETE | tag::PARSE_COMPLETE | tag::BIND_COMPLETE => {
+                    self.pop();
+                    Ok(answer(Kind::Done, false))
+                }
+                _ => Err(Unexpected { tag: t }),
+            },
             Req::DescribeStatement => match t {
                 tag::PARAMETER_DESCRIPTION if !self.described_params => {
                     self.described_params = true;
@@ -744,6 +763,42 @@ mod tests {
         assert_eq!(got[4], Ok((Part, Client, 1, false)));
         assert_eq!(got[5], Ok((Done, Client, 1, false)));
         assert_eq!(got[6], Ok((Ready, Client, 1, false)));
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn w7_s5_steps_are_one_request_answered_by_as_many_completions() {
+        // The probe's Close, Parse, Bind, Close (one request), its Execute, the Sync.
+        let mut r = with(&[
+            (Req::Steps(4), Probe, 0),
+            (Req::Execute, Probe, 0),
+            (Req::Sync, Probe, 0),
+        ]);
+        assert_eq!(r.len(), 3);
+        let got = feed(&mut r, "3123DCZ");
+        assert!(got[..3].iter().all(|g| *g == Ok((Part, Probe, 0, false))));
+        assert_eq!(got[3], Ok((Done, Probe, 0, false)));
+        assert_eq!(got[5], Ok((Done, Probe, 0, false)));
+        assert_eq!(got[6], Ok((Ready, Probe, 0, false)));
+        assert!(r.is_empty());
+        // Anything but a completion among them is unexplained.
+        let mut r = with(&[(Req::Steps(2), Capture, 0), (Req::Sync, Capture, 0)]);
+        assert_eq!(
+            feed(&mut r, "3D"),
+            vec![Ok((Part, Capture, 0, false)), Err(b'D')]
+        );
+        // An error among them ends them, and the server skips the rest to the Sync.
+        let mut r = with(&[
+            (Req::Steps(4), Capture, 0),
+            (Req::Execute, Capture, 0),
+            (Req::Sync, Capture, 0),
+        ]);
+        let got = feed(&mut r, "31EZ");
+        assert!(
+            matches!(got[2], Ok((Error { .. }, Capture, 0, false))),
+            "{got:?}"
+        );
+        assert_eq!(got[3], Ok((Ready, Capture, 0, false)));
         assert!(r.is_empty());
     }
 

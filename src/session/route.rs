@@ -525,10 +525,11 @@ impl Session {
     pub(super) fn after_writer_send(&mut self, id: u32, may_write: bool, pipelinable: bool) {
         let no_edge = !self.units.any_may_open_txn();
         let outside = !self.txn.active && self.writer_status == TxStatus::Idle && no_edge;
-        // Nor behind a unit that follows one still in flight that drops them: the probe and
-        // the capture would be bound by names the writer no longer has, each failing (measured:
-        // `DISCARD ALL` and a statement pipelined behind it, the capture and the probe behind
-        // that both failed). They follow this unit's RFQ, parsed again.
+        // Nor behind a unit that drops every prepared statement, or follows one still in flight
+        // that does: they follow its RFQ. (When the probe and the capture stayed prepared on the
+        // writer, they would have been bound by names the writer no longer had — measured:
+        // `DISCARD ALL` and a statement pipelined behind it, both failed. They are parsed in
+        // their own batch now, so this is only the conservative order kept.)
         // Nor behind a Query that follows extended messages sent without a Sync: after an error
         // among them the server discards everything up to the client's Sync, and the hidden
         // work's own Sync would end that early — the Query, and what the client sends before
@@ -715,25 +716,15 @@ impl Session {
         // A probe inside a transaction block (P-5) runs under a portal of its own
         // (`hidden::probe_run`); so does one sent while the engine is unsure of it.
         let in_block = self.txn.active || self.writer_status != TxStatus::Idle;
-        let parse_probe = probe && !w.probe_parsed;
-        let parse_capture = capture && !w.capture_parsed;
         if probe {
-            w.probe_parsed = true;
-            if parse_probe {
-                w.resp.push(Req::Parse, Who::Probe, 0);
-            }
-            w.resp.push(Req::Bind, Who::Probe, 0);
+            w.resp.push(Req::Steps(4), Who::Probe, 0);
             w.resp.push(Req::Execute, Who::Probe, 0);
             if in_block {
                 w.resp.push(Req::Close, Who::Probe, 0);
             }
         }
         if capture {
-            w.capture_parsed = true;
-            if parse_capture {
-                w.resp.push(Req::Parse, Who::Capture, 0);
-            }
-            w.resp.push(Req::Bind, Who::Capture, 0);
+            w.resp.push(Req::Steps(4), Who::Capture, 0);
             w.resp.push(Req::Execute, Who::Capture, 0);
         }
         let sync_who = if capture { Who::Capture } else { Who::Probe };
@@ -743,16 +734,10 @@ impl Session {
         let advisory = capture && self.hazards.has(Hazards::ADVISORY_LOCK);
         self.out.send_backend_with(conn, |o| {
             if probe {
-                if parse_probe {
-                    hidden::probe_parse(o);
-                }
-                hidden::probe_run(o, in_block);
+                hidden::probe(o, in_block);
             }
             if capture {
-                if parse_capture {
-                    hidden::capture_parse(o);
-                }
-                hidden::capture_run(o, names, advisory);
+                hidden::capture(o, names, advisory);
             }
             hidden::sync(o);
         });

@@ -662,15 +662,6 @@ impl Session {
                     self.close_all();
                     return Ok(());
                 }
-                // A failed Parse of ours: parse again next time.
-                if a.req == Some(Req::Parse) {
-                    if let Some(w) = self.writer.as_mut() {
-                        match a.who {
-                            Who::Probe => w.probe_parsed = false,
-                            _ => w.capture_parsed = false,
-                        }
-                    }
-                }
                 self.engine.stats().inc(Counter::HiddenFailures);
             }
             BackendMessage::ReadyForQuery(rfq) => {

@@ -32,32 +32,25 @@ fn hex(s: &str) -> String {
 }
 
 /// The writer's answer to the engine's capture of the session state (S-5) for a session whose
-/// session user is `user`: ParseComplete when the capture statement is parsed for the first
-/// time on the connection (`parsed`), BindComplete, one row per setting (`kind`, name and value
-/// hex-encoded), CommandComplete, an idle RFQ.
-pub fn capture_answer_as(
-    parsed: bool,
-    user: &str,
-    settings: &[(&str, &str)],
-    role: Option<&str>,
-) -> Vec<u8> {
-    capture_answer_with(parsed, user, settings, role, &[])
+/// session user is `user`: CloseComplete, ParseComplete, BindComplete and CloseComplete (its
+/// statement closed before and after its Parse and Bind, so none stays prepared), one row per
+/// setting (`kind`, name and value hex-encoded), CommandComplete, an idle RFQ.
+pub fn capture_answer_as(user: &str, settings: &[(&str, &str)], role: Option<&str>) -> Vec<u8> {
+    capture_answer_with(user, settings, role, &[])
 }
 
 /// [`capture_answer_as`] with rows of other kinds too: `(kind, name)` with an empty value —
 /// `(4, "temp")` the session has temporary objects, `(6, "prepared")` SQL-prepared statements.
 pub fn capture_answer_with(
-    parsed: bool,
     user: &str,
     settings: &[(&str, &str)],
     role: Option<&str>,
     others: &[(u8, &str)],
 ) -> Vec<u8> {
-    let mut b = Vec::new();
-    if parsed {
-        b.extend(be::parse_complete());
-    }
+    let mut b = be::close_complete();
+    b.extend(be::parse_complete());
     b.extend(be::bind_complete());
+    b.extend(be::close_complete());
     let row = |k: &str, n: &str, v: &str| {
         be::data_row(&[Some(k), Some(hex(n).as_str()), Some(hex(v).as_str())])
     };
@@ -75,6 +68,33 @@ pub fn capture_answer_with(
     )));
     b.extend(be::rfq(b'I', None, None));
     b
+}
+
+/// The writer's answers to the engine's probe (W-7) up to its CommandComplete: CloseComplete,
+/// ParseComplete, BindComplete, CloseComplete (its statement closed before its Parse and after
+/// its Bind), the row with `lsn`, CommandComplete, and the CloseComplete of its own portal
+/// `in_block`.
+pub fn probe_answer_rows(lsn: &str, in_block: bool) -> Vec<u8> {
+    let mut b = be::close_complete();
+    b.extend(be::parse_complete());
+    b.extend(be::bind_complete());
+    b.extend(be::close_complete());
+    b.extend(be::data_row(&[Some(lsn)]));
+    b.extend(be::command_complete("SELECT 1"));
+    if in_block {
+        b.extend(be::close_complete());
+    }
+    b
+}
+
+/// The tags the engine's probe batch (W-7) is sent as: Close, Parse, Bind, Close, Execute, a
+/// Close of its own portal inside a block, Sync.
+pub fn probe_tags(in_block: bool) -> &'static str {
+    if in_block {
+        "CPBCECS"
+    } else {
+        "CPBCES"
+    }
 }
 
 /// Whether `bytes` (sent to the writer) hold the engine's capture (a Bind of it).
@@ -241,10 +261,10 @@ impl Host {
         let sent = self.take_sent(WRITER);
         let tags = crate::decode::tags(&sent);
         assert!(
-            sends_capture(&sent) && tags == "PBES",
+            sends_capture(&sent) && tags == "CPBCES",
             "the capture follows the writer's startup RFQ, alone: {tags}"
         );
-        self.backend(WRITER, &capture_answer_as(true, "app", settings, None))
+        self.backend(WRITER, &capture_answer_as("app", settings, None))
     }
 
     /// Bytes the client received since the last call.

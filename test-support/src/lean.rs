@@ -137,7 +137,7 @@ impl Lean {
     /// The writer answers the capture of its session's login-time state that follows its
     /// startup RFQ (S-5), for the session user `app`, with no settings.
     pub fn writer_answers_startup_capture(&mut self) {
-        self.backend(WRITER, &capture_answer_as(true, "app", &[], None))
+        self.backend(WRITER, &capture_answer_as("app", &[], None))
             .expect("the startup capture's answer");
     }
 

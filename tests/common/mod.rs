@@ -58,16 +58,15 @@ pub fn isolation_rc() -> Option<Isolation> {
     Some(Isolation::ReadCommitted)
 }
 
-/// The writer's answer to the engine's capture of the session state (S-5): ParseComplete when
-/// the capture statement is parsed for the first time on the connection, BindComplete, one
-/// row per setting (`kind`, name and value hex-encoded), CommandComplete, RFQ.
-pub fn capture_answer(parsed: bool, settings: &[(&str, &str)], role: Option<&str>) -> Vec<u8> {
-    capture_answer_as(parsed, "app", settings, role)
+/// The writer's answer to the engine's capture of the session state (S-5) for the session user
+/// `app` ([`capture_answer_as`]).
+pub fn capture_answer(settings: &[(&str, &str)], role: Option<&str>) -> Vec<u8> {
+    capture_answer_as("app", settings, role)
 }
 
 pub use polarsplit_test_support::host::{
-    capture_answer_as, capture_answer_with, ends_with_touch, is_abort, is_keepalive, sends_capture,
-    touch_answer,
+    capture_answer_as, capture_answer_with, ends_with_touch, is_abort, is_keepalive,
+    probe_answer_rows, probe_tags, sends_capture, touch_answer,
 };
 
 // --- Extended-protocol client messages --------------------------------------------------------

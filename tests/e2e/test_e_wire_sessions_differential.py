@@ -12,8 +12,9 @@ one keeps the class covered, also with messages longer than the proxy inspects a
 only their first 63 bytes tell apart (`PROFILES`). Bounded: `WIRE_DIFFTEST_SEEDS` (default 0-49,
 about 40 s on the shared pair), `WIRE_DIFFTEST_STREAMED_SEEDS` (0-24) and
 `WIRE_DIFFTEST_LONG_NAME_SEEDS` (0-19) and `WIRE_DIFFTEST_COPY_SEEDS` (0-19); a divergence of a documented open defect
-(`wire_difftest.KNOWN`) is counted, not failed. Reads of `pg_prepared_statements` are left out of the generated sessions (README "Known
-open defects": the engine's hidden statements are listed there)."""
+(`wire_difftest.KNOWN`) is counted, not failed. The generated sessions read `pg_prepared_statements`
+too (left out until 2026-12-06, while the engine's probe and capture stayed prepared and were
+listed there)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_e_random_wire_sessions_answer_as_the_primary_alone(harness):
     profile, large, long_names, copy, seeds = harness.profile
     failures, known, on_standby = [], {}, 0
     for seed in seeds:
-        steps = wd.gen_session(seed, 18, {"prepstmts"}, 0.85 if long_names else 0.40, large=large,
+        steps = wd.gen_session(seed, 18, set(), 0.85 if long_names else 0.40, large=large,
                                long_names=long_names, resume=long_names, copy=copy)
         d = harness.check(steps)
         on_standby += harness.last_replica
