@@ -35,7 +35,7 @@ def test_replay_recorded_stock_session():
     assert "RELEASE_READER conn=8" in lines
     # Stock servers report no LSN: behind the write the library probes the primary's position
     # with its own named statement (W-7).
-    assert "SEND_BACKEND conn=7 [P B E S]" in lines
+    assert "SEND_BACKEND conn=7 [C P B C E S]" in lines
     assert "CLOSE_CLIENT" in lines
     assert "balanced: yes" in lines
 
