@@ -159,7 +159,8 @@ HAZARD = re.compile(r"TEMP TABLE|tmp1|advisory_(?:xact_)?lock|advisory_unlock|LI
 
 def gen_session(seed, max_steps=18, avoid=(), read_weight=0.40, large=0.0, large_bytes=1100,
                 long_names=False, resume=False, copy=0.0):
-    """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2), "hazards" (none of the
+    """avoid: "prepstmts" (no reads of pg_prepared_statements: finding 2, which listed the engine's
+    probe and capture until 2026-12-06; no caller avoids them now), "hazards" (none of the
     statements that keep a session's reads on the writer until cleared, S-4: temporary tables,
     advisory locks, LISTEN, SQL-level PREPARE, WITH HOLD cursors), "unsynced" (every batch
     ends in a Sync, so no Query follows a failed batch before its Sync: finding 1). large: the

@@ -70,7 +70,7 @@ def gen_interleaved(seed, sessions=3, max_steps=10, read_weight=0.55, hazards=Tr
     (session, step index). Without `hazards` no session takes state that keeps its reads on the writer (S-4), so more of them
     go to the standby's pooled connections."""
     R = random.Random(seed * 104729 + 17)
-    avoid = {"prepstmts"} if hazards else {"prepstmts", "hazards"}
+    avoid = set() if hazards else {"hazards"}
     all_steps = [wd.gen_session(seed * 1000 + j, max_steps, avoid, read_weight) for j in range(sessions)]
     users = [(USERS[j % 2] if R.random() < 0.8 else R.choice(USERS), R.choice(LOGIN_OPTIONS))
              for j in range(sessions)]
