@@ -87,13 +87,7 @@ fn authorization_and_role(h: &mut Host) {
     let mut ans = command_complete("SET");
     ans.extend(rfq(b'I', Some(0x1000), None));
     h.backend(WRITER, &ans);
-    let mut cap = [
-        msg(b'3', b""),
-        msg(b'1', b""),
-        msg(b'2', b""),
-        msg(b'3', b""),
-    ]
-    .concat();
+    let mut cap = steps_answer();
     cap.extend(data_row(&["1", &hex("timezone"), &hex("UTC")]));
     cap.extend(data_row(&["2", &hex("session_authorization"), &hex("ru")]));
     cap.extend(data_row(&["3", &hex("role"), &hex("rr")]));

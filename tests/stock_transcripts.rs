@@ -879,13 +879,7 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     h.client(&query("SHOW polarsplit.causal_token"));
     assert_eq!(tags(&h.take_sent(WRITER)), "CPBCES");
     // The probe fails (the writer refuses it): the position stays unknown.
-    let mut b = [
-        msg(b'3', b""),
-        msg(b'1', b""),
-        msg(b'2', b""),
-        msg(b'3', b""),
-    ]
-    .concat();
+    let mut b = steps_answer();
     b.extend(cancelled_error());
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);

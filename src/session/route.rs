@@ -714,7 +714,7 @@ impl Session {
         };
         let conn = w.conn;
         // A probe inside a transaction block (P-5) runs under a portal of its own
-        // (`hidden::probe_run`); so does one sent while the engine is unsure of it.
+        // (`hidden::probe`); so does one sent while the engine is unsure of it.
         let in_block = self.txn.active || self.writer_status != TxStatus::Idle;
         if probe {
             w.resp.push(Req::Steps(4), Who::Probe, 0);

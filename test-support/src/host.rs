@@ -47,10 +47,7 @@ pub fn capture_answer_with(
     role: Option<&str>,
     others: &[(u8, &str)],
 ) -> Vec<u8> {
-    let mut b = be::close_complete();
-    b.extend(be::parse_complete());
-    b.extend(be::bind_complete());
-    b.extend(be::close_complete());
+    let mut b = steps_answer();
     let row = |k: &str, n: &str, v: &str| {
         be::data_row(&[Some(k), Some(hex(n).as_str()), Some(hex(v).as_str())])
     };
@@ -70,31 +67,28 @@ pub fn capture_answer_with(
     b
 }
 
+/// The writer's answers to the Close, Parse, Bind and Close in front of the engine's probe and
+/// capture (W-7, S-5): CloseComplete, ParseComplete, BindComplete, CloseComplete.
+pub fn steps_answer() -> Vec<u8> {
+    let mut b = be::close_complete();
+    b.extend(be::parse_complete());
+    b.extend(be::bind_complete());
+    b.extend(be::close_complete());
+    b
+}
+
 /// The writer's answers to the engine's probe (W-7) up to its CommandComplete: CloseComplete,
 /// ParseComplete, BindComplete, CloseComplete (its statement closed before its Parse and after
 /// its Bind), the row with `lsn`, CommandComplete, and the CloseComplete of its own portal
 /// `in_block`.
 pub fn probe_answer_rows(lsn: &str, in_block: bool) -> Vec<u8> {
-    let mut b = be::close_complete();
-    b.extend(be::parse_complete());
-    b.extend(be::bind_complete());
-    b.extend(be::close_complete());
+    let mut b = steps_answer();
     b.extend(be::data_row(&[Some(lsn)]));
     b.extend(be::command_complete("SELECT 1"));
     if in_block {
         b.extend(be::close_complete());
     }
     b
-}
-
-/// The tags the engine's probe batch (W-7) is sent as: Close, Parse, Bind, Close, Execute, a
-/// Close of its own portal inside a block, Sync.
-pub fn probe_tags(in_block: bool) -> &'static str {
-    if in_block {
-        "CPBCECS"
-    } else {
-        "CPBCES"
-    }
 }
 
 /// Whether `bytes` (sent to the writer) hold the engine's capture (a Bind of it).

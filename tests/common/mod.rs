@@ -66,7 +66,7 @@ pub fn capture_answer(settings: &[(&str, &str)], role: Option<&str>) -> Vec<u8> 
 
 pub use polarsplit_test_support::host::{
     capture_answer_as, capture_answer_with, ends_with_touch, is_abort, is_keepalive,
-    probe_answer_rows, probe_tags, sends_capture, touch_answer,
+    probe_answer_rows, sends_capture, steps_answer, touch_answer,
 };
 
 // --- Extended-protocol client messages --------------------------------------------------------
