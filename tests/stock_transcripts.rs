@@ -1641,3 +1641,52 @@ fn w7_a_clients_parse_of_a_reserved_name_is_refused_and_the_next_probe_parses_af
     assert_eq!(tags(&h.take_client()), "EZ");
     assert!(h.streams.balanced());
 }
+
+/// W-7, S-5: a client's SQL `PREPARE` of a reserved name is refused by the server with 42P05 as
+/// its Parse of one is: the engine parses its own under those names first (a Sync of their own,
+/// answers swallowed), so its next probe or capture never closes a statement of the client's.
+/// Another name's PREPARE goes as it is.
+#[test]
+fn w7_a_clients_sql_prepare_of_a_reserved_name_is_refused_with_42p05() {
+    let mut h = stock(&[]);
+    let q = query("PREPARE /* c */ POLARSPLIT_CAPTURE AS SELECT 1");
+    h.client(&q);
+    let sent = h.take_sent(WRITER);
+    assert_eq!(tags(&sent), "PPSQ");
+    assert!(sent.ends_with(&q), "the client's Query behind ours");
+    let names: Vec<String> = named(&sent).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(names[..2], ["polarsplit_probe", "polarsplit_capture"]);
+    let mut ans = [msg(b'1', b""), msg(b'1', b"")].concat();
+    ans.extend(rfq(b'I', None, None));
+    ans.extend(error(
+        "ERROR",
+        "42P05",
+        "prepared statement \"polarsplit_capture\" already exists",
+        None,
+        None,
+    ));
+    ans.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &ans);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ", "the refusal and one RFQ, nothing of ours");
+    assert!(String::from_utf8_lossy(&got).contains("42P05"));
+    // Another name: the Query with no Parse of ours in front (the capture the refused PREPARE
+    // made due may go first).
+    let q = query("PREPARE mine AS SELECT 1");
+    h.client(&q);
+    let sent = h.take_sent(WRITER);
+    assert!(sent.ends_with(&q));
+    assert!(
+        !named(&sent)
+            .iter()
+            .any(|(t, n)| *t == 'P' && n == "polarsplit_probe"),
+        "{:?}",
+        named(&sent)
+    );
+    if sends_capture(&sent) {
+        h.backend(WRITER, &capture_answer(&[], None));
+    }
+    h.writer_answers("PREPARE", b'I', None, None);
+    assert_eq!(tags(&h.take_client()), "CZ");
+    assert!(h.streams.balanced());
+}

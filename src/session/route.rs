@@ -384,6 +384,13 @@ impl Session {
             None => Vec::new(),
         };
         self.mirror_named(w, &named);
+        let reserved = class
+            .as_ref()
+            .zip(self.head_query_text(fresh))
+            .is_some_and(|(c, t)| prepares_a_reserved_name(c, t));
+        if reserved {
+            self.reserve_ahead_of_query(w);
+        }
         let rules = self.changes_parse_rules(class.as_ref());
         let ends = rules && class.as_ref().and_then(effects::txn_block_edge) == Some(true);
         self.mirror_before_rules_change(w, rules, ends);
@@ -466,6 +473,31 @@ impl Session {
             }
         });
         out
+    }
+
+    /// W-7, S-5: ahead of a simple Query that prepares a statement under a name reserved for the
+    /// engine's probe or capture (`PREPARE polarsplit_capture AS …`), those are parsed on the
+    /// writer under their names (then a Sync, answers swallowed), so the server refuses the
+    /// client's with 42P05, as it refuses a client's Parse of the name (`hidden::reserve`); the
+    /// engine's next probe or capture then closes its own, never a statement of the client's.
+    /// Not in a failed block (the server refuses the Query there anyway), nor while the server
+    /// skips to a Sync or the Query joins extended messages sent without one (the Sync would end
+    /// them early).
+    fn reserve_ahead_of_query(&mut self, w: ConnId) {
+        if self.writer_status == TxStatus::Failed
+            || self.writer_skipping()
+            || self.writer_mid_batch()
+        {
+            return;
+        }
+        self.out.send_backend_with(w, |o| {
+            hidden::reserve(o);
+            hidden::sync(o);
+        });
+        if let Some(wb) = self.writer.as_mut() {
+            wb.resp.push(Req::Steps(2), Who::Mirror, 0);
+            wb.resp.push(Req::Sync, Who::Mirror, 0);
+        }
     }
 
     /// Every statement that exists only on readers and that a text can name (not the unnamed
@@ -871,4 +903,23 @@ pub(super) fn reads_data(class: Option<&Classification>, execs: &[Option<Classif
         .chain(execs.iter().flatten())
         .flat_map(|c| c.statements())
         .any(|s| s.kind == Kind::Read)
+}
+
+/// Whether `sql`, classified as `class`, prepares a statement (SQL `PREPARE`) and names one of
+/// the engine's reserved statement names (W-7, S-5), read as the server reads a name. Only texts
+/// with a `PREPARE` are read again.
+fn prepares_a_reserved_name(class: &Classification, sql: &[u8]) -> bool {
+    if !class.statements().iter().any(|s| s.kind == Kind::Prepare) {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(sql) else {
+        return false;
+    };
+    let mut found = false;
+    prepared_mentions(text, |m| {
+        if let Mention::Name(n) = m {
+            found |= same_name(&n, hidden::PROBE_NAME) || same_name(&n, hidden::CAPTURE_NAME);
+        }
+    });
+    found
 }

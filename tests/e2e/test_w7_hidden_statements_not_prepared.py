@@ -52,3 +52,31 @@ def test_w7_s5_the_probe_and_capture_leave_nothing_in_pg_prepared_statements(pai
     assert probes + captures >= 2, f"the hidden work ran ({probes} probes, {captures} captures)"
     if case == "autocommit":
         assert probes >= 1 and captures >= 2, f"{probes} probes, {captures} captures"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["sql", "extended"])
+def test_w7_s5_a_reserved_name_is_refused_with_42p05_and_the_session_goes_on(pair, proxy, how):
+    """The names are the engine's (README "The contract"): a client's `PREPARE` of one, or its Parse
+    of one, is refused with 42P05 through the proxy (the primary alone would take it), and the
+    session's probes and captures go on working after it."""
+    exchange(pair.primary.port, [([query("CREATE TABLE IF NOT EXISTS w7_hidden (v int)")], 1)])
+    if how == "sql":
+        refused = [query("PREPARE polarsplit_capture AS SELECT 1")]
+    else:
+        refused = [parse("polarsplit_probe", "SELECT 1"), bind("", "polarsplit_probe"), execute(""), SYNC]
+    before = proxy.stats()["counter"]
+    got = exchange(proxy.port, [
+        (refused, 1),
+        ([query("INSERT INTO w7_hidden VALUES (3)")], 1),
+        ([query("SET application_name = 'w7_reserved'")], 1),
+        ([query("PREPARE mine AS SELECT 1")], 1),
+        ([LIST], 1),
+    ])
+    after = proxy.stats()["counter"]
+    errors = [m for m in got if m[0] == "E"]
+    assert [e[2] for e in errors] == ["42P05"], got
+    rows = [m for m in got if m[0] == "D"]
+    assert len(rows) == 1 and b"mine" in rows[0][1], f"only the client's own statement is listed: {got}"
+    assert after.get("hidden_failures", 0) == before.get("hidden_failures", 0), "ours never failed"
+    assert after.get("captures_sent", 0) > before.get("captures_sent", 0)
