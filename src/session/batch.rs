@@ -914,15 +914,8 @@ impl Session {
         match msg {
             FrontendMessage::Parse { statement, sql, .. } => {
                 if statement == hidden::PROBE_NAME || statement == hidden::CAPTURE_NAME {
-                    // Reserved (W-7, S-5): ours parsed first, so the server refuses the
-                    // client's with 42P05 as documented; the next probe or capture closes them.
-                    // Not in a failed block, where the server refuses any Parse (25P02) and
-                    // ours would fail in the client's place.
-                    if self.writer_status != TxStatus::Failed {
-                        wb.resp.push(Req::Parse, Who::Probe, 0);
-                        wb.resp.push(Req::Parse, Who::Capture, 0);
-                        self.out.send_backend_with(w, hidden::reserve);
-                    }
+                    // Reserved (W-7, S-5): refused with 42P05 as documented.
+                    self.reserve_names(w, false);
                     let Some(wb) = self.writer.as_mut() else {
                         return;
                     };

@@ -378,18 +378,22 @@ impl Session {
         // statement: all that exist only on readers go to the writer first — unless the Query
         // joins the implicit transaction of extended messages sent without a Sync, which the
         // mirror's own Sync would end early.
-        let named = match self.head_query_text(fresh) {
+        let head = self.head_query_text(fresh);
+        let reserved = class
+            .as_ref()
+            .zip(head)
+            .is_some_and(|(c, t)| prepares_a_reserved_name(c, t));
+        let named = match head {
             Some(t) => self.reader_only_named_in(t),
             None if !self.writer_mid_batch() => self.reader_only_named(),
             None => Vec::new(),
         };
         self.mirror_named(w, &named);
-        let reserved = class
-            .as_ref()
-            .zip(self.head_query_text(fresh))
-            .is_some_and(|(c, t)| prepares_a_reserved_name(c, t));
-        if reserved {
-            self.reserve_ahead_of_query(w);
+        // A `PREPARE` of a reserved name: ours first, with a Sync of their own — not while the
+        // server skips to a Sync or the Query joins extended messages sent without one (the
+        // Sync would end them early).
+        if reserved && !self.writer_skipping() && !self.writer_mid_batch() {
+            self.reserve_names(w, true);
         }
         let rules = self.changes_parse_rules(class.as_ref());
         let ends = rules && class.as_ref().and_then(effects::txn_block_edge) == Some(true);
@@ -475,28 +479,28 @@ impl Session {
         out
     }
 
-    /// W-7, S-5: ahead of a simple Query that prepares a statement under a name reserved for the
-    /// engine's probe or capture (`PREPARE polarsplit_capture AS …`), those are parsed on the
-    /// writer under their names (then a Sync, answers swallowed), so the server refuses the
-    /// client's with 42P05, as it refuses a client's Parse of the name (`hidden::reserve`); the
-    /// engine's next probe or capture then closes its own, never a statement of the client's.
-    /// Not in a failed block (the server refuses the Query there anyway), nor while the server
-    /// skips to a Sync or the Query joins extended messages sent without one (the Sync would end
-    /// them early).
-    fn reserve_ahead_of_query(&mut self, w: ConnId) {
-        if self.writer_status == TxStatus::Failed
-            || self.writer_skipping()
-            || self.writer_mid_batch()
-        {
+    /// W-7, S-5: ahead of a client's Parse of a name reserved for the engine's probe or capture,
+    /// or a simple Query's `PREPARE polarsplit_capture AS …`, the engine's own are parsed on the
+    /// writer under those names (`hidden::reserve`; with a Sync of their own ahead of a Query,
+    /// `sync`; answers swallowed), so the server refuses the client's with 42P05 and the
+    /// engine's next probe or capture closes its own, never a statement of the client's. Not in
+    /// a failed block, where the server refuses any Parse (25P02) and ours would fail in the
+    /// client's place.
+    pub(super) fn reserve_names(&mut self, w: ConnId, sync: bool) {
+        if self.writer_status == TxStatus::Failed {
             return;
         }
         self.out.send_backend_with(w, |o| {
             hidden::reserve(o);
-            hidden::sync(o);
+            if sync {
+                hidden::sync(o);
+            }
         });
         if let Some(wb) = self.writer.as_mut() {
             wb.resp.push(Req::Steps(2), Who::Mirror, 0);
-            wb.resp.push(Req::Sync, Who::Mirror, 0);
+            if sync {
+                wb.resp.push(Req::Sync, Who::Mirror, 0);
+            }
         }
     }
 
