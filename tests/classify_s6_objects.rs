@@ -434,3 +434,78 @@ fn s6_reads_after_ddl_wait_for_a_load_that_started_after_it() {
     e.set_function_catalog(b"app", []).unwrap();
     assert_eq!(first(&e, b"app", plain).0, NotSafe::None);
 }
+
+/// After `schema.` any keyword names an object (`public.order`, `public.left`), and a
+/// type/function-name keyword names a function unqualified (`verbose()`): each is looked up like
+/// any other name (an examiner's finding of 2026-12-07, `tests/e2e/test_red6_reads.py`: such a
+/// view, sequence or function was never judged, and its code ran on the standby).
+#[test]
+fn s6_objects_named_by_keywords_are_judged() {
+    let e = engine();
+    // `verbose` a STABLE user function: only its definition (reported as an object, as the
+    // example proxy reports function bodies) says it is server-dependent.
+    e.set_function_catalog(b"app", [func("verbose", Volatility::Stable)])
+        .unwrap();
+    e.set_object_catalog(
+        b"app",
+        [
+            obj(
+                "left",
+                " SELECT set_config('app.x'::text, 'leaked'::text, false) AS r;",
+            ),
+            obj("order", " SELECT pg_is_in_recovery() AS r;"),
+            obj("verbose", " SELECT pg_is_in_recovery();"),
+        ],
+    )
+    .unwrap();
+    for sql in [
+        "SELECT r FROM public.left",
+        "SELECT * FROM public . \"order\"",
+        "SELECT r FROM public.order",
+        "SELECT verbose()",
+        "SELECT public.verbose()",
+    ] {
+        assert_ne!(first(&e, b"app", sql).0, NotSafe::None, "{sql}");
+    }
+    // A keyword where it is one names nothing: plain reads stay plain.
+    for sql in [
+        "SELECT a FROM t ORDER BY a",
+        "SELECT a FROM t LEFT JOIN u USING (a)",
+    ] {
+        assert_eq!(first(&e, b"app", sql).0, NotSafe::None, "{sql}");
+    }
+}
+
+/// A Parse whose parameter types name a user type runs that type's code as the server reads
+/// the parameters (a domain's CHECK): no read of it is replica-safe, and it is code the engine
+/// cannot see into (S-6, §7).
+#[test]
+fn s6_a_parse_with_user_typed_parameters_is_no_replica_read() {
+    let e = engine();
+    let c = e.classifier().classify_in(b"app", "SELECT $1::text");
+    assert!(c.is_replica_safe());
+    let c = c.with_user_typed_parameters();
+    assert!(!c.is_replica_safe());
+    assert_eq!(c.first().not_safe, NotSafe::UserFunction);
+    assert!(c
+        .first()
+        .effects
+        .contains(Effects::RUNS_CODE | Effects::UNSEEN_CODE));
+    // A write stays a write, with the same mark.
+    let w = e
+        .classifier()
+        .classify_in(b"app", "INSERT INTO t VALUES ($1)")
+        .with_user_typed_parameters();
+    assert_eq!(w.first().kind, Kind::Write);
+    assert!(w.first().effects.contains(Effects::UNSEEN_CODE));
+}
+
+/// `LOAD` loads a library into the writer's backend for good (S-4): the session's reads stay
+/// on the writer.
+#[test]
+fn s4_load_is_a_write_that_loads_a_library() {
+    let e = engine();
+    let (why, fx) = first(&e, b"app", "LOAD 'auto_explain'");
+    assert_eq!(why, NotSafe::NotARead);
+    assert!(fx.contains(Effects::LOADS_LIBRARY));
+}

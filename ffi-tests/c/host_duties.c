@@ -40,7 +40,7 @@ static const uint8_t STARTUP[] = {0,   0,   0,   30,  0,   3,   0,   0,   'u', '
                                   'p', 0,   'd', 'a', 't', 'a', 'b', 'a', 's', 'e', 0,   'd', 'b', 0,   0};
 
 typedef struct {
-    uint8_t data[4096];
+    uint8_t data[8192];
     size_t len;
 } bytes_t;
 

@@ -267,6 +267,8 @@ pub(super) fn head(c: &mut Cursor, scan: &Scan) -> Option<Head> {
             Effects::CHANGES_CATALOG
         };
         Some((Kind::Write, NotSafe::NotARead, fx))
+    } else if is("load") {
+        Some((Kind::Write, NotSafe::NotARead, Effects::LOADS_LIBRARY))
     } else if is("import") {
         // IMPORT FOREIGN SCHEMA creates foreign tables.
         Some((Kind::Write, NotSafe::NotARead, Effects::CHANGES_CATALOG))
@@ -497,7 +499,7 @@ fn set(c: &mut Cursor) -> Option<Head> {
 }
 
 /// `seed`, in any case, quoted or not: `SET seed` / `RESET seed` call `setseed()`. It is a
-/// setting `pg_settings` does not list, so no capture sees it (S-4: SEEDED, like `setseed()`).
+/// setting `pg_settings` does not list, so no capture sees it (S-4: BACKEND_LOCAL, like `setseed()`).
 fn names_seed(c: &Cursor, name: Span) -> bool {
     let raw = c
         .src

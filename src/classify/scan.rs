@@ -686,11 +686,17 @@ impl Scan {
         if !candidate && !record {
             return;
         }
+        // After `schema.` PostgreSQL takes any keyword as a name (`public.order`, `public.left`
+        // name a sequence, a view): recorded like any other (an examiner's finding of
+        // 2026-12-07: such objects were never looked up, and their code ran on the standby).
+        let qualified = matches!(self.prev, Some(p) if p.kind == Tok::Dot);
         match normalise(sql, t) {
             Some(n) if candidate && builtins::is_server_dependent_relation(n.as_str()) => {
                 self.server_dependent = true
             }
-            Some(n) if record && !(t.kind == Tok::Ident && is_reserved(n.as_str())) => {
+            Some(n)
+                if record && !(t.kind == Tok::Ident && !qualified && is_reserved(n.as_str())) =>
+            {
                 self.names.insert(short_name_hash(n.as_str()));
             }
             Some(_) => {}
@@ -814,6 +820,11 @@ impl Scan {
             return;
         }
         let s = name.as_str();
+        if policy.record_names && p.kind == Tok::Ident && is_reserved(s) {
+            // A type/function-name keyword calls a function unqualified too (`verbose()`,
+            // `left(…)`): its name is recorded as a call's, which `relation` skipped.
+            self.names.insert(short_name_hash(s));
+        }
         let (fx, unlock_all) = call_effects(s);
         self.effects |= fx;
         if s.eq_ignore_ascii_case("now") || s.eq_ignore_ascii_case("transaction_timestamp") {

@@ -388,6 +388,10 @@ impl Effects {
     /// `random()` is unseeded, and `DISCARD ALL` does not reset the seed), so the session's reads
     /// stay on the writer (S-5, S-4).
     pub const SEEDS_RANDOM: Effects = Effects(1 << 7);
+    /// `LOAD`: a library loaded into the writer's backend acts on every later statement there
+    /// (its hooks: `auto_explain`'s notices), and no reader has it; nothing unloads it, `DISCARD
+    /// ALL` included — the session's reads stay on the writer (S-4, S-5).
+    pub const LOADS_LIBRARY: Effects = Effects(1 << 15);
     /// DDL that may change what the host's catalogues report (CREATE, ALTER or DROP of anything
     /// but an index, a role, a database or a tablespace; a DO body that says CREATE, ALTER or
     /// DROP): until the host reports the database's catalogue again, no read of it is judged by a
@@ -542,6 +546,32 @@ impl Classification {
             hint_reader: false,
             calls: None,
         }
+    }
+
+    /// The classification of a Parse whose parameter types name a user type
+    /// ([`crate::protocol::frontend::names_user_type`]): the server runs that type's code (a
+    /// domain's `CHECK`, a type's input function) as it reads the parameters, code the text
+    /// does not show — no read of it is replica-safe, and it ran code the engine cannot see
+    /// into (S-5, S-6).
+    pub fn with_user_typed_parameters(mut self) -> Classification {
+        let mark = |s: &mut StatementInfo| {
+            if s.kind == Kind::Read {
+                s.kind = Kind::ReadNotSafe;
+                s.not_safe = NotSafe::UserFunction;
+            }
+            if s.kind != Kind::Empty {
+                s.effects |= Effects::RUNS_CODE | Effects::UNSEEN_CODE;
+            }
+        };
+        match &mut self.statements {
+            Statements::One(s) => mark(s),
+            Statements::Many(v) => {
+                let mut all = v.to_vec();
+                all.iter_mut().for_each(mark);
+                *v = all.into();
+            }
+        }
+        self
     }
 
     /// All statements, in order. Empty statements (`;;`, trailing `;`) are not listed unless the

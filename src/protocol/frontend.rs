@@ -15,6 +15,8 @@ pub enum FrontendMessage<'a> {
         statement: &'a [u8],
         sql: &'a [u8],
         param_types: u16,
+        /// A parameter type is a user type ([`names_user_type`]).
+        user_types: bool,
     },
     /// Bind: names only; parameter values and formats stay opaque.
     Bind {
@@ -55,6 +57,26 @@ pub enum FrontendMessage<'a> {
     },
 }
 
+/// The first OID of an object a database creates (PostgreSQL's `FirstNormalObjectId`): below
+/// it, the built-in types (and `information_schema`'s domains, whose checks are built-in
+/// expressions).
+pub const FIRST_USER_OID: u32 = 16384;
+
+/// Whether a Parse's parameter type OIDs (4 bytes each) name a user type: a domain, whose
+/// `CHECK` may call any function, or a composite, an enum, a range or a base type, whose input
+/// may be user code — run when the server reads the parameter, with nothing of it in the
+/// statement's text (SPEC §7, S-6; an examiner's finding of 2026-12-07: a domain's `CHECK` ran
+/// on the standby, where the primary refused the value, and its `set_config` reached other
+/// clients through the pooled reader).
+pub fn names_user_type(after_sql: &[u8]) -> bool {
+    after_sql.get(2..).is_some_and(oids_name_user_type)
+}
+
+fn oids_name_user_type(oids: &[u8]) -> bool {
+    oids.chunks_exact(4)
+        .any(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) >= FIRST_USER_OID)
+}
+
 impl<'a> FrontendMessage<'a> {
     /// Parses a tagged frontend message body.
     pub fn parse(t: u8, body: &'a [u8]) -> Result<FrontendMessage<'a>, ProtocolError> {
@@ -83,12 +105,13 @@ impl<'a> FrontendMessage<'a> {
                         what: "negative parameter type count",
                     });
                 }
-                r.bytes(n as usize * 4, "parameter type list")?;
+                let types = r.bytes(n as usize * 4, "parameter type list")?;
                 r.expect_end("bytes after the parameter types")?;
                 FrontendMessage::Parse {
                     statement,
                     sql,
                     param_types: n as u16,
+                    user_types: oids_name_user_type(types),
                 }
             }
             tag::BIND => {
@@ -182,6 +205,7 @@ impl<'a> FrontendMessage<'a> {
                     statement: &body[..a],
                     sql: &body[a + 1..b],
                     param_types: n as u16,
+                    user_types: oids_name_user_type(&body[b + 3..]),
                 }
             }
             tag::BIND => {
@@ -288,9 +312,25 @@ mod tests {
             FrontendMessage::Parse {
                 statement: b"s1",
                 sql: b"select $1",
-                param_types: 1
+                param_types: 1,
+                user_types: false,
             }
         );
+        // A user type among the parameter types (a domain: OID at or above 16384), told.
+        let mut u = b"s1\0select $1, $2\0".to_vec();
+        u.extend_from_slice(&2i16.to_be_bytes());
+        u.extend_from_slice(&23i32.to_be_bytes());
+        u.extend_from_slice(&16384i32.to_be_bytes());
+        assert!(matches!(
+            FrontendMessage::parse(b'P', &u).unwrap(),
+            FrontendMessage::Parse {
+                user_types: true,
+                param_types: 2,
+                ..
+            }
+        ));
+        assert!(names_user_type(&u[u.len() - 10..]));
+        assert!(!names_user_type(&p[p.len() - 6..]));
         assert_eq!(
             FrontendMessage::parse(b'B', b"\0s1\0\0\0\0\0\0\0").unwrap(),
             FrontendMessage::Bind {
@@ -381,6 +421,7 @@ mod tests {
                     statement,
                     sql,
                     param_types: n as u16,
+                    user_types: oids_name_user_type(&b[2..]),
                 })?
             }
             b'B' => {

@@ -292,7 +292,16 @@ impl Session {
                     // After the client's Terminate the writer ends its connection as
                     // PostgreSQL does (work the client left without a Sync unanswered): the
                     // client hears nothing more.
-                    if !self.client_ended {
+                    // What the writer said before it went (held behind a reader's answer)
+                    // reaches the client first. After the server's own shutdown warning the
+                    // client hears nothing more, as from the primary alone (an examiner's
+                    // finding of 2026-12-07: a FATAL 08006 of the engine's followed the
+                    // server's 57P02); a connection lost without a word gets the engine's
+                    // error, clearer than the bare end of the connection.
+                    if !self.client_mid_message() {
+                        self.flush_held_writer();
+                    }
+                    if !self.client_ended && !self.writer_farewell {
                         self.fatal_to_client(
                             b"08006",
                             b"polarsplit: the connection to the primary was lost",
@@ -514,6 +523,9 @@ impl Session {
                         c == conn && self.out.discard_tail(conn) == Some(mark)
                     });
                 self.out.discard_backend(conn, n);
+                // Callers hold only within `MAX_HELD` (`Session::client_part_disp`); kept as a
+                // bound on memory.
+                debug_assert!(self.held.len() + n <= MAX_HELD, "held past MAX_HELD");
                 if self.held.len() + n <= MAX_HELD {
                     wire(t, body, &mut self.held);
                     self.held_tail = if extends {
@@ -526,8 +538,18 @@ impl Session {
                 }
             }
             Disp::HoldWriter => {
-                self.out.discard_backend(conn, n);
-                if self.held_writer.len() + n <= MAX_HELD {
+                if self.held_writer.len() + n > MAX_HELD && !self.client_mid_message() {
+                    // Never dropped (P-8: every notification the primary would deliver): past
+                    // `MAX_HELD` what the writer said goes to the client now, between two whole
+                    // messages of the reader's answer, where the protocol allows asynchronous
+                    // messages. (An examiner's finding of 2026-12-07: 37 of 100 notifications
+                    // of 1 kB sent during one standby read were lost.)
+                    self.flush_held_writer();
+                    self.out.forward_backend(conn, n);
+                } else {
+                    // Held past `MAX_HELD` only while another message is partly with the
+                    // client: the next one, or the unit's end, sends it all.
+                    self.out.discard_backend(conn, n);
                     wire(t, body, &mut self.held_writer);
                 }
             }
@@ -645,20 +667,19 @@ impl Session {
 
     /// Whether a streamed message is forwarded to the client.
     fn streamed_forward(&mut self, i: usize, t: u8, a: &Answer) -> bool {
-        if a.kind == AKind::Async {
-            // Large asynchronous messages: only the writer's reach the client — a notice when
-            // it belongs to the client's statement, a notification or parameter status unless
-            // a reader is answering the client right now (then it cannot be held: dropped).
-            if i != 0 {
-                return false;
-            }
+        if a.kind == AKind::Async && i == 0 {
+            // Large asynchronous messages of the writer: a notice when it belongs to the
+            // client's statement, a notification or parameter status unless a reader is
+            // answering the client right now (then it cannot be held: dropped — a notification
+            // is inspected, and so held, up to `max_inspected_message_bytes`; PostgreSQL's
+            // payloads are under 8000 bytes).
             return if t == tag::NOTICE_RESPONSE {
                 a.who.is_client()
             } else {
                 !self.reader_in_flight()
             };
         }
-        if !a.who.is_client() {
+        if !a.who.is_client() || (a.kind == AKind::Async && t != tag::NOTICE_RESPONSE) {
             return false;
         }
         if i == 0 {
@@ -675,12 +696,22 @@ impl Session {
             self.row_limited_abandoned(a.unit);
             return false;
         }
-        // Rows and COPY data of a reader: the result has begun.
+        // Rows and COPY data of a reader, or a part of its answer too large to hold (a notice
+        // of its statement): the result has begun, and what was held goes first. Nothing of
+        // the answer is dropped (the primary alone sends it all); the attempt can no longer be
+        // tried again elsewhere (F-3).
         if matches!(
             t,
-            tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COPY_OUT_RESPONSE | tag::COPY_DATA
+            tag::ROW_DESCRIPTION
+                | tag::DATA_ROW
+                | tag::COPY_OUT_RESPONSE
+                | tag::COPY_DATA
+                | tag::NOTICE_RESPONSE
         ) {
             self.result_begins(a.unit);
+        }
+        if let Some(u) = self.unit_mut(a.unit) {
+            u.forwarded = true;
         }
         true
     }

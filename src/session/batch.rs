@@ -912,7 +912,12 @@ impl Session {
             return;
         };
         match msg {
-            FrontendMessage::Parse { statement, sql, .. } => {
+            FrontendMessage::Parse {
+                statement,
+                sql,
+                user_types,
+                ..
+            } => {
                 if statement == hidden::PROBE_NAME || statement == hidden::CAPTURE_NAME {
                     // Reserved (W-7, S-5): refused with 42P05 as documented.
                     self.reserve_names(w, false);
@@ -949,7 +954,7 @@ impl Session {
                     return;
                 }
                 let text = std::str::from_utf8(sql).ok();
-                let class = text.map(|s| self.classify_sql(s));
+                let class = text.map(|s| self.classify_parse(s, user_types));
                 if let (Some(c), Some(t)) = (&class, text) {
                     self.note_custom_names(c, t);
                 }
@@ -1125,10 +1130,17 @@ impl Session {
         };
         let limit = self.config.max_prepared_statements;
         match msg {
-            FrontendMessage::Parse { statement, sql, .. } => {
+            FrontendMessage::Parse {
+                statement,
+                sql,
+                user_types,
+                ..
+            } => {
                 let rest = parse_rest(body, statement);
                 let hash = self.statements.hash_of(statement, rest);
-                let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
+                let class = std::str::from_utf8(sql)
+                    .ok()
+                    .map(|s| self.classify_parse(s, user_types));
                 self.statements
                     .insert_hashed(statement, rest, hash, class, false, limit);
                 let b = self.backend_mut(i);

@@ -199,7 +199,11 @@ impl Session {
                     self.settings.note_custom_name(n.as_bytes());
                 }
                 for n in s.custom_names() {
-                    self.settings.note_custom_name(n);
+                    if !self.settings.note_custom_name(n) {
+                        // A placeholder the capture cannot ask for by name (S-5): reads stay
+                        // on the writer, as after code setting names the engine cannot follow.
+                        self.hazards.set(Hazards::UNSEEN_CODE);
+                    }
                 }
                 self.out
                     .connect_writer_with(|o| s.encode_for(Role::Writer, o));
@@ -239,10 +243,14 @@ impl Session {
                     }
                 }
             },
-            FrontendMessage::Parse { sql, .. } => {
+            FrontendMessage::Parse {
+                sql, user_types, ..
+            } => {
                 names = Names::of(&msg);
                 may_be_token = crate::token::may_be_command(sql);
-                let class = std::str::from_utf8(sql).ok().map(|s| self.classify_sql(s));
+                let class = std::str::from_utf8(sql)
+                    .ok()
+                    .map(|s| self.classify_parse(s, user_types));
                 if class.is_none() {
                     self.unread_statement();
                 }

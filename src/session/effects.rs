@@ -178,9 +178,7 @@ impl Session {
             return;
         }
         let name = written.replace('"', "");
-        let plain = name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'.'));
+        let plain = name.bytes().all(super::hidden::plain_name_byte);
         if !plain || !self.settings.note_custom_name(name.as_bytes()) {
             // Or more placeholder names than the capture follows.
             self.hazards.set(Hazards::UNSEEN_CODE);
@@ -278,6 +276,16 @@ impl Session {
         }
     }
 
+    /// S-4: the capture found the writer listening on a channel. Only added to: a channel
+    /// the engine saw stays until its `UNLISTEN`, as a `LISTEN` inside the open block counts
+    /// already though the server takes it only at COMMIT.
+    pub(super) fn listening_found(&mut self) {
+        if !self.hazards.has(Hazards::LISTEN) {
+            self.held_mut().listening_unseen();
+            self.sync_held();
+        }
+    }
+
     /// S-4: a transaction block ended at this RFQ: what of it the statements did not settle
     /// (an end the engine did not see) is settled on the safe side.
     pub(super) fn held_block_over(&mut self) {
@@ -368,8 +376,8 @@ impl Session {
             if e.contains(Effects::ADVISORY_LOCK) {
                 self.hazards.set(Hazards::ADVISORY_LOCK);
             }
-            if e.contains(Effects::SEEDS_RANDOM) {
-                self.hazards.set(Hazards::SEEDED);
+            if e.contains(Effects::SEEDS_RANDOM) || e.contains(Effects::LOADS_LIBRARY) {
+                self.hazards.set(Hazards::BACKEND_LOCAL);
             }
             if e.contains(Effects::CHANGES_CATALOG) {
                 // Now, and again once the block is over: a load that ran before its COMMIT
@@ -483,11 +491,12 @@ impl Session {
                         // all: NULL from current_setting(name, true) — measured), so it still
                         // cannot be replayed. (SPEC S-4 lists DISCARD ALL as clearing it; this
                         // is the safe side of that.)
-                        // Nor SEEDED: DISCARD ALL does not reset the random seed (measured).
+                        // Nor BACKEND_LOCAL: DISCARD ALL does not reset the random seed (measured), nor
+                        // unload a library.
                         // Nor UNREAD: what the unread statement did is not known.
                         self.hazards.retain(&[
                             Hazards::UNSEEN_CODE,
-                            Hazards::SEEDED,
+                            Hazards::BACKEND_LOCAL,
                             Hazards::UNREAD,
                         ]);
                         // The client's statements were dropped when its CommandComplete

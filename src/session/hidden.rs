@@ -69,12 +69,15 @@ pub(super) const PROBE_NAME: &[u8] = b"polarsplit_probe";
 /// the same answers; at `log` or below the client gets those LOG lines too, and a standby that
 /// logs what the primary does not would send it lines the primary never sends — an examiner's
 /// finding of 2026-12-05), sorted by name bytewise, one `name=value`
-/// a line, SHA-256, hex. The capture takes the writer session's; the replay's last statement
+/// a line, then `identity=` and the OIDs of the session user and the current user — the
+/// replay sets them by name, and a role renamed with another created under its old name is
+/// another role to a reader's login or `SET ROLE` (an examiner's finding of 2026-12-07: reads
+/// ran as the new role, on a table the session's own was refused) — SHA-256, hex. The capture takes the writer session's; the replay's last statement
 /// compares the reader connection's with it. Measured on PostgreSQL 15: a primary and its standby
 /// differ only in `transaction_read_only`.
 macro_rules! settings_digest {
     () => {
-        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\"), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms') AND pg_catalog.strpos(name, 'polar_xact_split_') <> 1 AND (pg_catalog.strpos(name, 'log_') <> 1 OR pg_catalog.current_setting('client_min_messages') IN ('log', 'debug1', 'debug2', 'debug3', 'debug4', 'debug5')))"
+        "(SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(name || '=' || COALESCE(setting, ''), pg_catalog.chr(10) ORDER BY name COLLATE pg_catalog.\"C\") || (SELECT pg_catalog.chr(10) || 'identity=' || pg_catalog.string_agg(i.oid::pg_catalog.text, ',' ORDER BY i.k) FROM (SELECT 1 AS k, oid FROM pg_catalog.pg_roles WHERE rolname = SESSION_USER UNION ALL SELECT 2, oid FROM pg_catalog.pg_roles WHERE rolname = CURRENT_USER) AS i), 'UTF8')), 'hex') FROM pg_catalog.pg_settings WHERE context IN ('user', 'superuser') AND pg_catalog.strpos(name, '.') = 0 AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role', 'polar_consistency_mode', 'polar_proxy_wait_timeout_ms') AND pg_catalog.strpos(name, 'polar_xact_split_') <> 1 AND (pg_catalog.strpos(name, 'log_') <> 1 OR pg_catalog.current_setting('client_min_messages') IN ('log', 'debug1', 'debug2', 'debug3', 'debug4', 'debug5')))"
     };
 }
 
@@ -110,14 +113,20 @@ macro_rules! settings_digest {
 /// too. A row of kind 7 says it holds a session-level advisory lock — asked only when `$1`
 /// holds the empty name (the engine asks while the session may hold one: `pg_locks` is a scan
 /// of the server's shared lock table, and an empty name matches no setting), so a lock released
-/// by `pg_advisory_unlock(key)` ends that hazard too. A row of kind 5 is the digest of every setting a statement
-/// can see ([`settings_digest!`]): the replay ends by asserting the reader connection's equals
+/// by `pg_advisory_unlock(key)` ends that hazard too. A row of kind 8 says it listens on a
+/// channel (S-4), perhaps by code the engine could not see into (a trigger's or a `DO` block's
+/// `LISTEN`): the `LISTEN` hazard, until `UNLISTEN *` or `DISCARD ALL`. A row of kind 9 says the
+/// session set a setting of type `real`: PostgreSQL shows those with 6 significant digits
+/// (`0.2500001` as `0.25`), so no replay can give a reader the session's value — the capture
+/// fails, and the session's reads stay on the writer until it is reset (an examiner's finding
+/// of 2026-12-07: `pg_trgm.similarity_threshold` and `cpu_tuple_cost` answered otherwise on the
+/// standby). A row of kind 5 is the digest of every setting a statement can see ([`settings_digest!`]): the replay ends by asserting the reader connection's equals
 /// it ([`DIGEST_CHECK_HEAD`]), which covers what the replay cannot set or does not know of — a
 /// standby's own configuration, `superuser`-context login defaults of a non-superuser. It runs
 /// right behind the writer's startup RFQ (the login-time state) and whenever the state may have
 /// changed since.
 pub(super) const CAPTURE_STATEMENT: &[u8] = concat!(
-    "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout') AND setting <> '0') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND (EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_type AS t WHERE t.typnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_collation AS t WHERE t.collnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config AS t WHERE t.cfgnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_ts_dict AS t WHERE t.dictnamespace = pg_catalog.pg_my_temp_schema())) UNION ALL SELECT 6, 'prepared', '' WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements AS p WHERE p.from_sql) UNION ALL SELECT 7, 'advisory', '' WHERE '' = ANY ($1::pg_catalog.text[]) AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l WHERE l.locktype = 'advisory' AND l.pid = pg_catalog.pg_backend_pid()) UNION ALL SELECT 5, 'settings', ",
+    "SELECT k, pg_catalog.encode(pg_catalog.convert_to(n, 'UTF8'), 'hex'), pg_catalog.encode(pg_catalog.convert_to(v, 'UTF8'), 'hex') FROM (SELECT 1 AS k, name AS n, setting AS v FROM pg_catalog.pg_settings WHERE (source = 'session' OR source IN ('global', 'user', 'database', 'database user') AND (context = 'user' OR pg_catalog.current_setting('is_superuser') = 'on') OR source IN ('configuration file', 'command line') AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR pg_catalog.lower(name) IN (SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))) AND (context = 'user' OR context = 'superuser' AND pg_catalog.current_setting('is_superuser') = 'on') OR name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout') AND setting <> '0') AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable', 'session_authorization', 'role') UNION ALL SELECT 1, x, pg_catalog.current_setting(x, true) FROM (SELECT pg_catalog.unnest($1::pg_catalog.text[]) UNION SELECT pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) FROM pg_catalog.pg_db_role_setting AS d, pg_catalog.unnest(d.setconfig) AS c WHERE d.setdatabase IN (0, (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())) AND pg_catalog.strpos(pg_catalog.split_part(c, '=', 1), '.') > 0) AS p (x) WHERE pg_catalog.current_setting(x, true) IS NOT NULL UNION ALL SELECT 2, 'session_authorization', pg_catalog.current_setting('session_authorization') UNION ALL SELECT 3, 'role', pg_catalog.current_setting('role') UNION ALL SELECT 4, 'temp', '' WHERE pg_catalog.pg_my_temp_schema() <> 0 AND (EXISTS (SELECT 1 FROM pg_catalog.pg_class AS t WHERE t.relnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_type AS t WHERE t.typnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_collation AS t WHERE t.collnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config AS t WHERE t.cfgnamespace = pg_catalog.pg_my_temp_schema()) OR EXISTS (SELECT 1 FROM pg_catalog.pg_ts_dict AS t WHERE t.dictnamespace = pg_catalog.pg_my_temp_schema())) UNION ALL SELECT 6, 'prepared', '' WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_statements AS p WHERE p.from_sql) UNION ALL SELECT 7, 'advisory', '' WHERE '' = ANY ($1::pg_catalog.text[]) AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l WHERE l.locktype = 'advisory' AND l.pid = pg_catalog.pg_backend_pid()) UNION ALL SELECT 8, 'listen', '' WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_listening_channels()) UNION ALL SELECT 9, 'inexact', '' WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_settings WHERE vartype = 'real' AND source = 'session') UNION ALL SELECT 5, 'settings', ",
     settings_digest!(),
     ") AS s ORDER BY 1, 2"
 )
@@ -445,6 +454,15 @@ pub(super) fn reserve(out: &mut Vec<u8>) {
 /// A `text[]` literal (`{"a.b","c"}`) of setting names, keeping only the characters a validated
 /// placeholder name has (letters, digits, `_`, `.`: nothing to quote beyond the array's double
 /// quotes; a name with others matches nothing), lower-cased when `lower`.
+/// A byte of a setting name the engine follows by name (S-5): what PostgreSQL's identifiers
+/// are made of unquoted (letters, digits, `_`, `$`) and the `.` of a placeholder. Names with
+/// others are never noted ([`Session::note_placeholder_name`](super::Session)), so nothing is
+/// left out of a name the capture asks for. (Until 2026-12-07 the capture left `$` out, and
+/// `app.red6$x` was asked for as `app.red6x`: readers ran without it.)
+pub(super) fn plain_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'.')
+}
+
 fn name_array<'a>(out: &mut Vec<u8>, names: impl Iterator<Item = &'a [u8]>, lower: bool) {
     out.push(b'{');
     for (i, n) in names.enumerate() {
@@ -452,11 +470,13 @@ fn name_array<'a>(out: &mut Vec<u8>, names: impl Iterator<Item = &'a [u8]>, lowe
             out.push(b',');
         }
         out.push(b'"');
-        out.extend(
-            n.iter()
-                .filter(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'.')
-                .map(|b| if lower { b.to_ascii_lowercase() } else { *b }),
-        );
+        out.extend(n.iter().filter(|b| plain_name_byte(**b)).map(|b| {
+            if lower {
+                b.to_ascii_lowercase()
+            } else {
+                *b
+            }
+        }));
         out.push(b'"');
     }
     out.push(b'}');

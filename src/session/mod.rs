@@ -515,6 +515,10 @@ pub struct Session {
     /// ([`Session::client_eof`]): nothing after it is read, and the session closes once
     /// everything before it has answered (as PostgreSQL runs and answers what it read first).
     client_ended: bool,
+    /// The writer's server said it is closing the connection (a shutdown warning, 57P01/57P02,
+    /// was forwarded or held for the client): its loss then needs no error of the engine's —
+    /// the primary alone sends only that warning before the connection closes.
+    writer_farewell: bool,
     startup: Option<Startup>,
     writer: Option<Backend>,
     /// Boxed, as the spares: a reader connection's backend moves between the two lists on
@@ -656,6 +660,7 @@ impl Session {
             pending: Vec::new(),
             client_streaming: None,
             client_ended: false,
+            writer_farewell: false,
             startup: None,
             writer: None,
             readers: Vec::new(),
@@ -1065,6 +1070,16 @@ impl Session {
         self.classifier.classify_in(db, sql)
     }
 
+    /// A Parse's text, with what its parameter types add (`user_types`: one is a user type).
+    fn classify_parse(&self, sql: &str, user_types: bool) -> Classification {
+        let c = self.classify_sql(sql);
+        if user_types {
+            c.with_user_typed_parameters()
+        } else {
+            c
+        }
+    }
+
     /// The verdicts the session keeps — its prepared statements', and those of the queued
     /// messages that may still go to a reader — were finished against the catalogue of their
     /// time. Once it changed (DDL this session or another one ran, a report, a new policy:
@@ -1081,8 +1096,14 @@ impl Session {
         self.catalog_generation = generation;
         let classifier = &self.classifier;
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
-        self.statements
-            .judge_again(|t| classifier.classify_in(db, t));
+        self.statements.judge_again(|t, user_types| {
+            let c = classifier.classify_in(db, t);
+            if user_types {
+                c.with_user_typed_parameters()
+            } else {
+                c
+            }
+        });
         for m in self.queue.iter_mut() {
             let (MsgInfo::Query { class: Some(c), .. } | MsgInfo::Parse { class: Some(c) }) =
                 &mut m.info
@@ -1097,13 +1118,21 @@ impl Session {
             else {
                 continue;
             };
-            let text = match crate::protocol::FrontendMessage::reread(m.tag, body, m.names) {
-                Ok(crate::protocol::FrontendMessage::Query { sql }) => sql,
-                Ok(crate::protocol::FrontendMessage::Parse { sql, .. }) => sql,
-                _ => continue,
-            };
+            let (text, user_types) =
+                match crate::protocol::FrontendMessage::reread(m.tag, body, m.names) {
+                    Ok(crate::protocol::FrontendMessage::Query { sql }) => (sql, false),
+                    Ok(crate::protocol::FrontendMessage::Parse {
+                        sql, user_types, ..
+                    }) => (sql, user_types),
+                    _ => continue,
+                };
             if let Ok(t) = std::str::from_utf8(text) {
-                *c = classifier.classify_in(db, t);
+                let fresh = classifier.classify_in(db, t);
+                *c = if user_types {
+                    fresh.with_user_typed_parameters()
+                } else {
+                    fresh
+                };
             }
         }
     }

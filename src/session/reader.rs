@@ -15,7 +15,7 @@ use crate::protocol::{tag, LsnField, Rfq};
 /// The WARNING a backend sends just before its server closes the connection under it
 /// (PostgreSQL's `quickdie`): an immediate shutdown (57P01) or a crash restart (57P02). No
 /// ErrorResponse follows, only the closed connection.
-fn is_shutdown_warning(f: &ErrorFields<'_>) -> bool {
+pub(super) fn is_shutdown_warning(f: &ErrorFields<'_>) -> bool {
     f.severity() == Some(b"WARNING") && matches!(f.code(), Some(b"57P01" | b"57P02"))
 }
 
@@ -108,7 +108,7 @@ impl Session {
                         // W-5: a best-effort timeout; stale rows follow, the client is told once.
                         self.engine.stats().inc(Counter::BestEffortWarnings);
                     }
-                    self.client_part_disp(id)
+                    self.client_part_disp(id, body.len() + 5)
                 };
                 self.apply_disp(conn, t, body, d);
             }
@@ -131,7 +131,7 @@ impl Session {
                 if a.result_begins {
                     self.result_begins(id);
                 }
-                let d = self.client_part_disp(id);
+                let d = self.client_part_disp(id, body.len() + 5);
                 self.apply_disp(conn, t, body, d);
             }
         }
@@ -233,18 +233,34 @@ impl Session {
         self.unit(id).is_some_and(|u| u.failure.is_some())
     }
 
-    /// A client-visible part of a reader unit's answer: held until the result begins (unless
-    /// a Flush released the batch, E-3), then forwarded.
-    fn client_part_disp(&mut self, id: u32) -> Disp {
+    /// A client-visible part of a reader unit's answer, `n` bytes: held until the result
+    /// begins (unless a Flush released the batch, E-3), then forwarded.
+    ///
+    /// What would take the held bytes past `MAX_HELD` is never dropped: the result begins with
+    /// it — what was held goes to the client, then it — and the attempt can no longer be tried
+    /// again elsewhere (F-3), as once a row reached the client. (An examiner's finding of
+    /// 2026-12-07: a standby read raising 100 notices of 1 kB before its row; the client got
+    /// 57, with no error.) A held row-limited Execute (E-4) is abandoned instead and runs again
+    /// on the writer.
+    fn client_part_disp(&mut self, id: u32, n: usize) -> Disp {
+        let over = self.held.len() + n > MAX_HELD;
         let Some(u) = self.unit_mut(id) else {
             return Disp::Discard;
         };
         if !u.released && !u.result_started {
-            Disp::Hold
-        } else {
-            u.forwarded = true;
-            Disp::Forward
+            if !over {
+                return Disp::Hold;
+            }
+            if u.row_limit > 0 {
+                self.row_limited_abandoned(id);
+                return Disp::Discard;
+            }
+            self.result_begins(id);
         }
+        if let Some(u) = self.unit_mut(id) {
+            u.forwarded = true;
+        }
+        Disp::Forward
     }
 
     /// An answer the engine gives itself in its place in a reader's stream (E-2).
@@ -252,14 +268,13 @@ impl Session {
         if self.unit_failed(id) {
             return;
         }
-        match self.client_part_disp(id) {
+        match self.client_part_disp(id, bytes.len()) {
             Disp::Hold => {
-                if self.held.len() + bytes.len() <= MAX_HELD {
-                    self.held.extend_from_slice(bytes);
-                }
+                self.held.extend_from_slice(bytes);
                 // Bytes of the engine's own, in no backend's stream.
                 self.held_tail = None;
             }
+            Disp::Discard => {}
             _ => self.out.send_client(bytes),
         }
     }

@@ -207,9 +207,10 @@ impl Hazards {
     /// Code the engine cannot see into ran while placeholder settings are not covered by
     /// `custom_settings` (S-5): the writer's state cannot be captured whole.
     pub(crate) const UNSEEN_CODE: Hazards = Hazards(1 << 5);
-    /// `setseed()` ran: the session's random sequence lives on the writer only, for the rest of
-    /// the session (`DISCARD ALL` does not reset it).
-    pub(crate) const SEEDED: Hazards = Hazards(1 << 6);
+    /// `setseed()` ran, or a `LOAD`: state of the writer's backend that no capture sees and
+    /// `DISCARD ALL` does not undo (the session's random sequence, a loaded library's hooks),
+    /// for the rest of the session.
+    pub(crate) const BACKEND_LOCAL: Hazards = Hazards(1 << 6);
     /// A statement the engine could not read ran on the writer (text not UTF-8, or longer than
     /// `max_inspected_message_bytes`, sent as a Query or a Parse): it may have done anything a statement
     /// can — set a role or a placeholder, LISTEN, PREPARE, `setseed()` — and no capture sees all
@@ -350,6 +351,12 @@ impl HeldNames {
         } else {
             self.remove_channel(k);
         }
+    }
+
+    /// The writer listens on a channel the engine did not see named (the capture found one,
+    /// listened on by code: a trigger's or a `DO` block's `LISTEN`).
+    pub(crate) fn listening_unseen(&mut self) {
+        self.channels_unknown = true;
     }
 
     fn add_channel(&mut self, k: u64) {
@@ -636,8 +643,12 @@ impl SessionSettings {
     }
 
     /// Remembers a placeholder setting name (`app.tenant`) for the capture. Returns false when
-    /// the bound is reached (the name cannot be followed).
+    /// the name cannot be followed: the bound is reached, or it has a byte the capture's list of
+    /// names does not carry ([`super::hidden::plain_name_byte`]).
     pub(crate) fn note_custom_name(&mut self, name: &[u8]) -> bool {
+        if !name.iter().all(|&b| super::hidden::plain_name_byte(b)) {
+            return false;
+        }
         if self
             .custom_names
             .iter()

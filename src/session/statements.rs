@@ -475,16 +475,20 @@ impl ClientStatements {
     /// it names; a verdict kept from its Parse would send it where the primary alone would
     /// run it otherwise (an examiner's probe, 2026-12-05: a view made to read
     /// `pg_is_in_recovery()`, a function made to call `set_config`).
-    pub(super) fn judge_again(&mut self, mut judge: impl FnMut(&str) -> Classification) {
+    /// `judge`: a statement's text, and whether its parameter types name a user type.
+    pub(super) fn judge_again(&mut self, mut judge: impl FnMut(&str, bool) -> Classification) {
         let all = self
             .unnamed
             .iter_mut()
             .map(|s| &mut **s)
             .chain(self.map.values_mut());
         for s in all {
-            let text = s.rest.split(|&b| b == 0).next().unwrap_or_default();
+            let mut parts = s.rest.splitn(2, |&b| b == 0);
+            let text = parts.next().unwrap_or_default();
+            let user_types =
+                crate::protocol::frontend::names_user_type(parts.next().unwrap_or_default());
             if let Ok(t) = std::str::from_utf8(text) {
-                s.class = Some(judge(t));
+                s.class = Some(judge(t, user_types));
             }
         }
     }

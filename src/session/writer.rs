@@ -136,8 +136,12 @@ impl Session {
             }
         }
         if a.kind == AKind::Async {
+            // A shutdown warning is about the connection, not the statement in front: the client
+            // hears it whatever runs (the primary alone sends it to an idle session too).
+            let farewell = matches!(&msg, BackendMessage::NoticeResponse(f) if super::reader::is_shutdown_warning(f));
+            self.writer_farewell |= farewell;
             let hidden_notice =
-                matches!(msg, BackendMessage::NoticeResponse(_)) && !a.who.is_client();
+                matches!(msg, BackendMessage::NoticeResponse(_)) && !a.who.is_client() && !farewell;
             let d = if hidden_notice {
                 // Notices raised by the engine's own statements never reach the client.
                 Disp::Discard
@@ -766,6 +770,7 @@ impl Session {
                 let mut entries = Vec::new();
                 let (mut auth, mut role, mut digest) = (None, None, None);
                 let (mut temp, mut prepared, mut advisory) = (false, false, false);
+                let (mut listening, mut inexact) = (false, false);
                 for (k, (n, v)) in rows {
                     match k {
                         2 => auth = Some(v),
@@ -780,6 +785,11 @@ impl Session {
                         6 => prepared = true,
                         // S-4: an advisory lock is held (asked only while one may be).
                         7 => advisory = true,
+                        // S-4: the writer listens on a channel (perhaps by code the engine
+                        // could not see: a trigger's or a `DO` block's `LISTEN`).
+                        8 => listening = true,
+                        // S-5: a `real` setting the session set cannot be replayed exactly.
+                        9 => inexact = true,
                         _ => {
                             // S-4: with pg_temp on the search_path a plain CREATE makes a
                             // temporary object — whatever set the path (a SET, set_config).
@@ -793,6 +803,9 @@ impl Session {
                     }
                 }
                 self.hazards_told_by_capture(temp, prepared, advisory);
+                if listening {
+                    self.listening_found();
+                }
                 if let Some(i) = entries
                     .iter()
                     .find(|(n, _)| n[..].eq_ignore_ascii_case(b"default_transaction_isolation"))
@@ -805,7 +818,11 @@ impl Session {
                         self.startup.as_ref().and_then(|s| s.default_isolation);
                 }
                 let before = self.settings.version();
-                if self.settings.replace(entries, auth, role, digest) {
+                if inexact {
+                    self.settings.known = Known::Failed;
+                    self.capture_retry.failed();
+                    self.engine.stats().inc(Counter::CapturesFailed);
+                } else if self.settings.replace(entries, auth, role, digest) {
                     self.capture_retry.succeeded();
                     self.settle_parse_rules(self.settings.version() == before);
                 } else {
