@@ -204,15 +204,19 @@ macro_rules! catalog_query_text {
         r#"'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "#,
         r#"'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "#,
         r#"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "#,
-        // The SQL value keywords and literals of the transaction's time (a read split off a block
-        // must not answer the reader's own transaction's time): as a call of now().
+        // The SQL value keywords of the transaction's time and the words of the date/time inputs
+        // of its start (`now`, `today`, …) in any quotes or none (`$q$now$q$`), and text that
+        // may join or escape into them (`||`, a literal continued on the next line, a backslash)
+        // — a read split off a block must not answer the reader's own transaction's time: as a
+        // call of now().
         // A user operator the body writes runs its function (the words around it do not show it).
         // (The user operators and their calls are collected once: `uops`.)
         r#"|| COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || u.call, '') "#,
         r#"FROM ROWS FROM (pg_catalog.unnest(uops.names), pg_catalog.unnest(uops.calls)) AS u(name, call) "#,
         r#"WHERE pg_catalog.strpos(b.src, u.name) > 0), '') "#,
-        r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime)\M' "#,
-        r#"OR b.src ~* '''(now|today|tomorrow|yesterday)''' THEN ', now()' ELSE '' END "#,
+        r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime"#,
+        r#"|now|today|tomorrow|yesterday)\M' OR b.src ~ '\|\||\\|''[[:space:]]*\n[[:space:]]*''' "#,
+        r#"THEN ', now()' ELSE '' END "#,
         r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
         r#"pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "#,
         r#"FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "#,
