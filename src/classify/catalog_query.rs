@@ -228,13 +228,17 @@ macro_rules! catalog_query_text {
         // ("set_config"( calls set_config). What the scan cannot read is never judged safe
         // (`b.unreadable`): a `U&` name or string and `UESCAPE` (escapes spell any name), and in
         // plpgsql or SQL what the comment stripping cannot follow — a `/*` or `*/` left (a
-        // nested comment), `\'` (an escaped quote), a dollar quote inside the body.
+        // nested comment), `\'` (an escaped quote), a dollar quote inside the body — and a
+        // quoted name the scan's lower-case words do not spell (`"Seq"`, `"my seq"`: outside
+        // strings, one with a character other than a lower-case letter, a digit, `_` or `$`).
         r#"CROSS JOIN LATERAL (SELECT CASE WHEN l.lanname IN ('plpgsql', 'sql') THEN pg_catalog.regexp_replace("#,
         r#"p.prosrc, '(''([^'']|'''')*''|"[^"]*")|/\*([^*]|\*+[^*/])*\*+/|--[^\n]*', '\1 ', 'g') "#,
         r#"ELSE pg_catalog.replace(pg_catalog.replace(p.prosrc, '/*', ' '), '*/', ' ') END AS code) AS s "#,
         r#"CROSS JOIN LATERAL (SELECT pg_catalog.replace(s.code, '"', '') AS src, "#,
         r#"p.prosrc ~* 'u&[''"]|\muescape\M' OR l.lanname IN ('plpgsql', 'sql') "#,
-        r#"AND (s.code ~ '/\*|\*/' OR p.prosrc ~ '\\''|\$([[:alpha:]_][[:alnum:]_]*)?\$') AS unreadable) AS b "#,
+        r#"AND (s.code ~ '/\*|\*/' OR p.prosrc ~ '\\''|\$([[:alpha:]_][[:alnum:]_]*)?\$' "#,
+        r#"OR pg_catalog.regexp_replace(s.code, '''([^'']|'''')*''|("([^"]|"")*")', '\2', 'g') "#,
+        r#"~ '"[^"]*[^"[:lower:][:digit:]_$][^"]*"|""') AS unreadable) AS b "#,
         r#"CROSS JOIN (SELECT pg_catalog.array_agg(uo.oprname::pg_catalog.text ORDER BY uo.oid), "#,
         r#"pg_catalog.array_agg("#, callable!("op"), r#" ORDER BY uo.oid) FROM pg_catalog.pg_operator uo "#,
         r#"JOIN pg_catalog.pg_proc op ON op.oid = uo.oprcode WHERE uo.oid >= 16384) AS uops(names, calls) "#,
