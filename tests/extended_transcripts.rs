@@ -1022,6 +1022,30 @@ fn e4_a_batch_reading_a_value_of_the_clients_transaction_is_not_split() {
     assert_eq!(h.last_decision().reason, Reason::SplitTxnValue);
 }
 
+#[test]
+fn p5_a_bind_parameter_that_may_be_the_transactions_start_is_not_split() {
+    // P-5: `SELECT $1::timestamptz` with `now` (or a parameter the server infers as a date/time
+    // type) is the block's start on the primary; the text has no literal, the value says so.
+    for (value, split) in [("now", false), (" Today ", false), ("7", true)] {
+        let mut h = host();
+        h.client(&query("BEGIN"));
+        h.writer_answers("BEGIN", b'T', Some(0x1000), Some((b'x', "")));
+        h.client(&query("INSERT INTO t VALUES (1)"));
+        h.writer_answers("INSERT 0 1", b'T', Some(0x5000), Some((b'x', "1,900")));
+        h.take_client();
+        let mut batch = parse("", "SELECT v FROM t WHERE ts < $1");
+        batch.extend(bind_values("", "", &[value]));
+        batch.extend(describe(b'P', ""));
+        batch.extend(execute(""));
+        batch.extend(sync());
+        let acts = h.client(&batch);
+        assert_eq!(acquired(&acts), split, "{value:?}: {acts:?}");
+        if !split {
+            assert_eq!(h.last_decision().reason, Reason::SplitTxnValue, "{value:?}");
+        }
+    }
+}
+
 /// E-1: a batch that grows past `max_batch_bytes` before its Sync (a read with a 66 KB
 /// parameter) goes to the writer, whole, and is answered — measured through the example proxy:
 /// before, its held part went to a reader as an open batch and the client hung.

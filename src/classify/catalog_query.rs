@@ -177,10 +177,11 @@ macro_rules! catalog_query_text {
         // one that says DML or a session command as a statement the engine cannot read; any other
         // as a SELECT that calls every name the body writes before a parenthesis (a STABLE function
         // that PERFORMs a volatile one is then no read) and reads every word it holds (a sequence or
-        // view it reads is judged) — erring on the primary's side.
+        // view it reads is judged) — erring on the primary's side. A body the scan cannot read
+        // (`b.unreadable`, below) counts as a text the engine cannot read, a volatile one as DDL.
         r#"UNION ALL "#,
         r#"SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "#,
-        r#"WHEN p.provolatile = 'v' THEN CASE WHEN p.prosrc ~* "#,
+        r#"WHEN p.provolatile = 'v' THEN CASE WHEN b.unreadable OR p.prosrc ~* "#,
         r#"'\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
         r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
         r#"ELSE 'SELECT NULL' || (SELECT pg_catalog.string_agg(DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) "#,
@@ -188,10 +189,11 @@ macro_rules! catalog_query_text {
         r#"WHERE pg_catalog.lower(m[1]) IN (SELECT un.name FROM un)) END "#,
         r#"WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "#,
         r#"THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "#,
-        r#"WHEN b.src ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
+        r#"WHEN p.prosrc ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
         r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
-        r#"WHEN b.src ~* '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M' "#,
+        r#"WHEN p.prosrc ~* '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M' "#,
         r#"THEN 'polarsplit: the function body may write' "#,
+        r#"WHEN b.unreadable THEN 'polarsplit: the function body cannot be read' "#,
         r#"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("#,
         r#"DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "#,
         r#"FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m "#,
@@ -202,24 +204,41 @@ macro_rules! catalog_query_text {
         r#"'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "#,
         r#"'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "#,
         r#"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "#,
-        // The SQL value keywords and literals of the transaction's time (a read split off a block
-        // must not answer the reader's own transaction's time): as a call of now().
+        // The SQL value keywords of the transaction's time and the words of the date/time inputs
+        // of its start (`now`, `today`, …) in any quotes or none (`$q$now$q$`), and text that
+        // may join or escape into them (`||`, a literal continued on the next line, a backslash)
+        // — a read split off a block must not answer the reader's own transaction's time: as a
+        // call of now().
         // A user operator the body writes runs its function (the words around it do not show it).
         // (The user operators and their calls are collected once: `uops`.)
         r#"|| COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || u.call, '') "#,
         r#"FROM ROWS FROM (pg_catalog.unnest(uops.names), pg_catalog.unnest(uops.calls)) AS u(name, call) "#,
         r#"WHERE pg_catalog.strpos(b.src, u.name) > 0), '') "#,
-        r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime)\M' "#,
-        r#"OR b.src ~* '''(now|today|tomorrow|yesterday)''' THEN ', now()' ELSE '' END "#,
+        r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime"#,
+        r#"|now|today|tomorrow|yesterday)\M' OR b.src ~ '\|\||\\|''[[:space:]]*\n[[:space:]]*''' "#,
+        r#"THEN ', now()' ELSE '' END "#,
         r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
         r#"pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "#,
         r#"FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"JOIN pg_catalog.pg_language l ON l.oid = p.prolang "#,
-        // The scanned text: quoted names unquoted ("set_config"( calls set_config), comment
-        // brackets blanked (name/**/( calls name) — more names, never fewer.
-        r#"CROSS JOIN LATERAL (SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.replace("#,
-        r#"p.prosrc, '"', ''), '/*', ' '), '*/', ' ') AS src) AS b "#,
+        // The scanned text (`b.src`): a plpgsql or SQL body without its comments (a string or a
+        // quoted name is taken whole first, so `'--'` starts none), another language's with
+        // its comment brackets blanked (name/**/( calls name); quoted names unquoted
+        // ("set_config"( calls set_config). What the scan cannot read is never judged safe
+        // (`b.unreadable`): a `U&` name or string and `UESCAPE` (escapes spell any name), and in
+        // plpgsql or SQL what the comment stripping cannot follow — a `/*` or `*/` left (a
+        // nested comment), `\'` (an escaped quote), a dollar quote inside the body — and a
+        // quoted name the scan's lower-case words do not spell (`"Seq"`, `"my seq"`: outside
+        // strings, one with a character other than a lower-case letter, a digit, `_` or `$`).
+        r#"CROSS JOIN LATERAL (SELECT CASE WHEN l.lanname IN ('plpgsql', 'sql') THEN pg_catalog.regexp_replace("#,
+        r#"p.prosrc, '(''([^'']|'''')*''|"[^"]*")|/\*([^*]|\*+[^*/])*\*+/|--[^\n]*', '\1 ', 'g') "#,
+        r#"ELSE pg_catalog.replace(pg_catalog.replace(p.prosrc, '/*', ' '), '*/', ' ') END AS code) AS s "#,
+        r#"CROSS JOIN LATERAL (SELECT pg_catalog.replace(s.code, '"', '') AS src, "#,
+        r#"p.prosrc ~* 'u&[''"]|\muescape\M' OR l.lanname IN ('plpgsql', 'sql') "#,
+        r#"AND (s.code ~ '/\*|\*/' OR p.prosrc ~ '\\''|\$([[:alpha:]_][[:alnum:]_]*)?\$' "#,
+        r#"OR pg_catalog.regexp_replace(s.code, '''([^'']|'''')*''|("([^"]|"")*")', '\2', 'g') "#,
+        r#"~ '"[^"]*[^"[:lower:][:digit:]_$][^"]*"|""') AS unreadable) AS b "#,
         r#"CROSS JOIN (SELECT pg_catalog.array_agg(uo.oprname::pg_catalog.text ORDER BY uo.oid), "#,
         r#"pg_catalog.array_agg("#, callable!("op"), r#" ORDER BY uo.oid) FROM pg_catalog.pg_operator uo "#,
         r#"JOIN pg_catalog.pg_proc op ON op.oid = uo.oprcode WHERE uo.oid >= 16384) AS uops(names, calls) "#,
@@ -355,5 +374,23 @@ mod tests {
         assert!(CATALOG_QUERY.contains(";SET LOCAL jit = off;SELECT "));
         // Four results after the SETs: the version, functions, sequences, objects.
         assert_eq!(CATALOG_QUERY.matches(";SELECT ").count(), 4);
+    }
+
+    /// F-policy, S-7: a non-SQL body the scan cannot read (a `U&` name, `UESCAPE`, what the
+    /// comment stripping cannot follow) is reported with a definition the engine never judges
+    /// read-safe, so calls of the function run on the primary.
+    #[test]
+    fn s7_a_body_the_scan_cannot_read_is_never_judged_safe() {
+        let unreadable = "'polarsplit: the function body cannot be read'";
+        assert_eq!(CATALOG_QUERY.matches(unreadable).count(), 1);
+        assert!(CATALOG_QUERY.contains("WHEN b.unreadable THEN "));
+        let c = crate::classify::classify(
+            unreadable.trim_matches('\''),
+            &crate::classify::WriteFunctions::defaults(),
+        );
+        assert!(!c.is_replica_safe(), "{c:?}");
+        // The scan's text has a plpgsql body's comments taken out, strings and quoted names
+        // taken whole first.
+        assert!(CATALOG_QUERY.contains(r#"/\*([^*]|\*+[^*/])*\*+/|--[^\n]*', '\1 ', 'g')"#));
     }
 }

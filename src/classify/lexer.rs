@@ -110,14 +110,16 @@ static CLASS: [u8; 256] = {
 /// shape cache keeps such literals in the key (`shape.rs`), so a cached verdict never stands for
 /// a text where the word appears.
 pub(crate) fn may_spell_txn_time(raw: &[u8]) -> bool {
-    if raw.contains(&b'\\') || raw.first().is_some_and(|&b| b | 0x20 == b'u') {
-        return true;
-    }
-    let has = |word: &[u8]| {
-        raw.windows(word.len())
-            .any(|w| w.eq_ignore_ascii_case(word))
-    };
-    has(b"now") || has(b"today") || has(b"tomorrow") || has(b"yesterday")
+    raw.first().is_some_and(|&b| b | 0x20 == b'u') || value_may_spell_txn_time(raw)
+}
+
+/// Whether a value a date/time input may be read from — a literal's bytes, a Bind parameter's
+/// (P-5: `SELECT $1::timestamptz` with `now`) — may be one of those inputs or hold one: any of
+/// the words anywhere in it, in any case, or a backslash (an escape of the literal, of an array
+/// or record element, of a JSON string may spell them).
+pub(crate) fn value_may_spell_txn_time(v: &[u8]) -> bool {
+    let has = |word: &[u8]| v.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word));
+    v.contains(&b'\\') || has(b"now") || has(b"today") || has(b"tomorrow") || has(b"yesterday")
 }
 
 #[inline]
@@ -576,6 +578,35 @@ impl Iterator for Lexer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn p5_a_value_that_may_be_the_transactions_start() {
+        for v in [
+            &b"now"[..],
+            b" NOW ",
+            b"Today",
+            b"tomorrow 10:00",
+            b"{yesterday}",
+            b"{\"t\": \"\\u006eow\"}",
+            b"n\\ow",
+        ] {
+            assert!(
+                value_may_spell_txn_time(v),
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
+        }
+        for v in [&b""[..], b"7", b"2026-12-07 10:00", b"no", b"w", b"epoch"] {
+            assert!(
+                !value_may_spell_txn_time(v),
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
+        }
+        // A literal's prefix counts as well.
+        assert!(may_spell_txn_time(b"U&'x'"));
+        assert!(!may_spell_txn_time(b"'x'"));
+    }
 
     fn kinds(sql: &str) -> Vec<(Tok, &str)> {
         Lexer::new(sql)

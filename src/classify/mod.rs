@@ -42,6 +42,7 @@ pub use functions::{
     UnknownFunctions, UserFunction, UserObject, UserSequence, Volatility, MAX_DATABASES,
     MAX_FUNCTIONS_PER_DATABASE, MAX_OBJECTS_PER_DATABASE, MAX_SEQUENCES_PER_DATABASE,
 };
+pub(crate) use lexer::value_may_spell_txn_time;
 pub use mentions::{prepared_mentions, Mention};
 pub use scan::set_config_names;
 pub(crate) use token_statement::token_command;

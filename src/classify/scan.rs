@@ -336,6 +336,10 @@ pub(super) struct Scan {
     /// Calls a user function on the `write_functions` list.
     pub(super) listed_code: bool,
     pub(super) effects: Effects,
+    /// A string or dollar-quoted literal so far, and a `||` so far: text joined from literals
+    /// may spell what none of them spells (`joined_text`).
+    saw_string: bool,
+    saw_concat: bool,
     pub(super) unlock_all: bool,
     /// Calls whose verdict depends on the database (`functions.rs`).
     pub(super) calls: Vec<Call>,
@@ -410,6 +414,8 @@ impl Scan {
             unseen: false,
             listed_code: false,
             effects: Effects::NONE,
+            saw_string: false,
+            saw_concat: false,
             unlock_all: false,
             calls: Vec::new(),
             names: NameSet::default(),
@@ -508,6 +514,7 @@ impl Scan {
             self.in_chain = false;
         }
         let into_state = std::mem::take(&mut self.into_state);
+        self.joined_text(t, src);
         match t.kind {
             Tok::Error(_) | Tok::Other => self.error = true,
             Tok::LParen => {
@@ -572,6 +579,32 @@ impl Scan {
         self.prev2 = self.prev;
         self.prev = Some(t);
         Ok(())
+    }
+
+    /// P-5: a date/time input of the transaction's start that no one literal spells, joined
+    /// from several — a literal continued on the next line (`'no'⏎'w'`, two string tokens in a
+    /// row: one string to the server) or literals and `||` in one statement (`'no' || 'w'`,
+    /// `'no'::text || 'w'`, `OPERATOR(pg_catalog.||)`) — makes the statement read a value of
+    /// its transaction (`Effects::TXN_VALUE`), whatever the literals hold. Token kinds only, so
+    /// a shape (which keeps `||`, white space and each literal's kind) stands for the verdict.
+    fn joined_text(&mut self, t: Token, src: &[u8]) {
+        match t.kind {
+            Tok::String | Tok::DollarString => {
+                let continued =
+                    t.kind == Tok::String && matches!(self.prev, Some(p) if p.kind == Tok::String);
+                if continued || self.saw_concat {
+                    self.effects |= Effects::TXN_VALUE;
+                }
+                self.saw_string = true;
+            }
+            Tok::Operator if bytes(src, t).windows(2).any(|w| w == b"||") => {
+                if self.saw_string {
+                    self.effects |= Effects::TXN_VALUE;
+                }
+                self.saw_concat = true;
+            }
+            _ => {}
+        }
     }
 
     /// Whether the statement's first word is one of `words` (lower case).

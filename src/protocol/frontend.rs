@@ -271,6 +271,25 @@ impl<'a> FrontendMessage<'a> {
     }
 }
 
+/// Whether any parameter value of a Bind (`rest`: its body after the portal and statement names)
+/// satisfies `f` — every value, whatever its format (a text value sent in binary is its bytes);
+/// SQL NULLs are skipped. `None`: the body does not hold the values it announces.
+pub(crate) fn any_bind_value(rest: &[u8], mut f: impl FnMut(&[u8]) -> bool) -> Option<bool> {
+    let mut r = Reader::new(tag::BIND, rest);
+    let formats = usize::try_from(r.i16("formats").ok()?).ok()?;
+    r.bytes(2 * formats, "formats").ok()?;
+    let values = r.i16("values").ok()?;
+    for _ in 0..values {
+        let len = r.i32("value").ok()?;
+        if let Ok(len) = usize::try_from(len) {
+            if f(r.bytes(len, "value").ok()?) {
+                return Some(true);
+            }
+        }
+    }
+    Some(false)
+}
+
 /// Where the text of a Parse or the statement name of a Bind ends in its body (its second NUL):
 /// what [`FrontendMessage::reread`] needs to read the same body again without scanning the text
 /// (the first name, before it, is short). Taken from a parse ([`Names::of`]); every other
@@ -297,6 +316,43 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Bind body after its names: `formats`, then `values` (`None`: NULL), no result formats.
+    fn bind_rest(formats: &[i16], values: &[Option<&[u8]>]) -> Vec<u8> {
+        let mut b = (formats.len() as i16).to_be_bytes().to_vec();
+        formats
+            .iter()
+            .for_each(|f| b.extend_from_slice(&f.to_be_bytes()));
+        b.extend_from_slice(&(values.len() as i16).to_be_bytes());
+        for v in values {
+            match v {
+                Some(v) => {
+                    b.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    b.extend_from_slice(v);
+                }
+                None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        b.extend_from_slice(&0i16.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn p5_any_bind_value_reads_every_value_of_every_format() {
+        let is_now = |v: &[u8]| v == b"now";
+        let rest = bind_rest(&[], &[Some(b"7"), None, Some(b"now")]);
+        assert_eq!(any_bind_value(&rest, is_now), Some(true));
+        let rest = bind_rest(&[0, 1], &[Some(b"7"), Some(b"now")]);
+        assert_eq!(any_bind_value(&rest, is_now), Some(true));
+        let rest = bind_rest(&[1], &[None, Some(b"7")]);
+        assert_eq!(any_bind_value(&rest, is_now), Some(false));
+        assert_eq!(any_bind_value(&bind_rest(&[], &[]), is_now), Some(false));
+        // A body shorter than what it announces.
+        let rest = bind_rest(&[], &[Some(b"now")]);
+        assert_eq!(any_bind_value(&rest[..rest.len() - 4], is_now), None);
+        assert_eq!(any_bind_value(&[0, 2], is_now), None);
+        assert_eq!(any_bind_value(&[], is_now), None);
+    }
 
     #[test]
     fn parses_each_type() {

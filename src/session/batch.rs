@@ -56,6 +56,17 @@ fn bind_rest<'a>(body: &'a [u8], portal: &[u8], statement: &[u8]) -> &'a [u8] {
         .unwrap_or_default()
 }
 
+/// P-5: whether a Bind's parameter values (any of them, any format) may be a date/time input of
+/// the transaction's start (`lexer::value_may_spell_txn_time`); a body that does not hold the
+/// values it announces, too (the server refuses it wherever it runs).
+fn bind_may_spell_txn_time(body: &[u8], portal: &[u8], statement: &[u8]) -> bool {
+    crate::protocol::frontend::any_bind_value(
+        bind_rest(body, portal, statement),
+        crate::classify::value_may_spell_txn_time,
+    )
+    .unwrap_or(true)
+}
+
 /// A short list on the stack, spilling to the heap past `N` (a batch names few statements and
 /// portals): the routing of a batch allocates nothing in the common case.
 struct Few<T: Copy, const N: usize> {
@@ -129,6 +140,10 @@ pub(super) struct Shape {
     changes_state: bool,
     /// The batch can enter COPY IN (an Execute of COPY or of something unknown).
     copy: bool,
+    /// P-5: in a transaction block, a Bind's parameter value may be a date/time input of the
+    /// transaction's start (`SELECT $1::timestamptz` with `now`): as an Execute reading a value
+    /// of the transaction (`Effects::TXN_VALUE`). Not looked for outside a block.
+    txn_param: bool,
     /// E-4: the row limit of its first Execute, a row-limited Execute of the unnamed portal
     /// inside a transaction block that may run on a reader with its answers held until it
     /// ends (0: none).
@@ -233,6 +248,7 @@ impl Session {
             may_write: false,
             changes_state: false,
             copy: false,
+            txn_param: false,
             row_limit: 0,
         };
         let refuse = |shape: &mut Shape, r: Reason| {
@@ -269,6 +285,7 @@ impl Session {
                 shape.may_write = false;
                 shape.changes_state = false;
                 shape.copy = false;
+                shape.txn_param = false;
                 shape.row_limit = 0;
                 executes = 0;
                 statements = 0;
@@ -358,6 +375,9 @@ impl Session {
                         // after it met 34000 on the writer, which also rolled back a write the
                         // client had seen succeed (an examiner's finding of 2026-12-05).
                         refuse(&mut shape, Reason::BatchPortalOutlivesPart);
+                    }
+                    if txn && !shape.txn_param {
+                        shape.txn_param = bind_may_spell_txn_time(body, portal, statement);
                     }
                     unnamed_open |= txn && portal.is_empty();
                     portals.push((portal, statement, resolved));
@@ -552,11 +572,12 @@ impl Session {
             not_safe: Reason::NotARead,
             multi: false,
             hint_primary: rest.hint_primary,
-            txn_value: rest
-                .execs
-                .iter()
-                .flatten()
-                .any(|c| c.effects().contains(crate::classify::Effects::TXN_VALUE)),
+            txn_value: rest.txn_param
+                || rest
+                    .execs
+                    .iter()
+                    .flatten()
+                    .any(|c| c.effects().contains(crate::classify::Effects::TXN_VALUE)),
         };
         // The plan the rest would get inside the block: what is collected is the session's
         // now; its transaction state is the one `BEGIN` opens (a writer RFQ says so when it
@@ -613,11 +634,12 @@ impl Session {
                 not_safe: Reason::NotARead,
                 multi: false,
                 hint_primary: shape.hint_primary,
-                txn_value: shape
-                    .execs
-                    .iter()
-                    .flatten()
-                    .any(|c| c.effects().contains(crate::classify::Effects::TXN_VALUE)),
+                txn_value: shape.txn_param
+                    || shape
+                        .execs
+                        .iter()
+                        .flatten()
+                        .any(|c| c.effects().contains(crate::classify::Effects::TXN_VALUE)),
             },
             Some(r) => StatementView::not_safe(r),
         };
@@ -1584,7 +1606,10 @@ impl Session {
                     // unnamed one joins only when the batch runs it to completion (what
                     // follows it up to the Sync has arrived and says so).
                     && (!self.txn.active
-                        || (portal.is_empty() && self.unnamed_portal_completed_ahead() == Some(true)))
+                        || (portal.is_empty()
+                            && self.unnamed_portal_completed_ahead() == Some(true)
+                            // P-5: its parameters may be the transaction's start (`now`).
+                            && !bind_may_spell_txn_time(body, portal, statement)))
                     // E-4 outside a block, as for a batch's first part that a Flush ends
                     // (`BatchPortalOutlivesPart`): a named portal lives to the client's Sync,
                     // and a later message the reader cannot take closes this part with the

@@ -88,6 +88,19 @@ pub fn bind(portal: &str, stmt: &str) -> Vec<u8> {
     msg(b'B', &b)
 }
 
+/// A Bind of `stmt` to `portal` with text-format `values`.
+pub fn bind_values(portal: &str, stmt: &str, values: &[&str]) -> Vec<u8> {
+    let mut b = format!("{portal}\0{stmt}\0").into_bytes();
+    b.extend_from_slice(&0i16.to_be_bytes()); // parameter formats: all text
+    b.extend_from_slice(&(values.len() as i16).to_be_bytes());
+    for v in values {
+        b.extend_from_slice(&(v.len() as i32).to_be_bytes());
+        b.extend_from_slice(v.as_bytes());
+    }
+    b.extend_from_slice(&0i16.to_be_bytes()); // result formats
+    msg(b'B', &b)
+}
+
 pub fn describe(kind: u8, name: &str) -> Vec<u8> {
     let mut b = vec![kind];
     b.extend_from_slice(name.as_bytes());
