@@ -685,7 +685,7 @@ impl Session {
         if i == 0 {
             return true;
         }
-        let Some(u) = self.unit(a.unit) else {
+        let Some(u) = self.unit_mut(a.unit) else {
             return false;
         };
         if u.failure.is_some() {
@@ -696,22 +696,23 @@ impl Session {
             self.row_limited_abandoned(a.unit);
             return false;
         }
+        let started = u.result_started;
+        u.forwarded = true;
         // Rows and COPY data of a reader, or a part of its answer too large to hold (a notice
         // of its statement): the result has begun, and what was held goes first. Nothing of
         // the answer is dropped (the primary alone sends it all); the attempt can no longer be
         // tried again elsewhere (F-3).
-        if matches!(
-            t,
-            tag::ROW_DESCRIPTION
-                | tag::DATA_ROW
-                | tag::COPY_OUT_RESPONSE
-                | tag::COPY_DATA
-                | tag::NOTICE_RESPONSE
-        ) {
+        if !started
+            && matches!(
+                t,
+                tag::ROW_DESCRIPTION
+                    | tag::DATA_ROW
+                    | tag::COPY_OUT_RESPONSE
+                    | tag::COPY_DATA
+                    | tag::NOTICE_RESPONSE
+            )
+        {
             self.result_begins(a.unit);
-        }
-        if let Some(u) = self.unit_mut(a.unit) {
-            u.forwarded = true;
         }
         true
     }

@@ -247,16 +247,18 @@ impl Session {
         let Some(u) = self.unit_mut(id) else {
             return Disp::Discard;
         };
-        if !u.released && !u.result_started {
-            if !over {
-                return Disp::Hold;
-            }
-            if u.row_limit > 0 {
-                self.row_limited_abandoned(id);
-                return Disp::Discard;
-            }
-            self.result_begins(id);
+        if u.released || u.result_started {
+            u.forwarded = true;
+            return Disp::Forward;
         }
+        if !over {
+            return Disp::Hold;
+        }
+        if u.row_limit > 0 {
+            self.row_limited_abandoned(id);
+            return Disp::Discard;
+        }
+        self.result_begins(id);
         if let Some(u) = self.unit_mut(id) {
             u.forwarded = true;
         }
