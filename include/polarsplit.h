@@ -1023,6 +1023,10 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_BATCH_PORTAL_OUTLIVES_PART 82
 
+// What a reader answered before its result began (notices) outgrew what the engine holds so that a failure can be retried (64 KiB): the statement runs again on the writer, whose answer the client sees (F-3).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_READER_SAID_TOO_MUCH 83
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

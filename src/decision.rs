@@ -174,6 +174,7 @@ reasons! {
     StatementLexedOtherwise = 80, "STATEMENT_LEXED_OTHERWISE", "A prepared statement with a literal, parsed under other parse-time settings than now (standard_conforming_strings, TimeZone, DateStyle, IntervalStyle, client_encoding, any setting the engine does not know): only the writer holds its parse (E-2).";
     SplitTxnValue = 81, "SPLIT_TXN_VALUE", "The read uses a value of the client's transaction (its start time, isolation or deferrability) that only the writer's transaction has (P-5, S-7).";
     BatchPortalOutlivesPart = 82, "BATCH_PORTAL_OUTLIVES_PART", "Outside a transaction block, a batch part a Flush routes binds a named portal or runs a row-limited Execute: the portal lives on in the implicit transaction, past a later part the reader cannot take (E-4).";
+    ReaderSaidTooMuch = 83, "READER_SAID_TOO_MUCH", "What a reader answered before its result began (notices) outgrew what the engine holds so that a failure can be retried (64 KiB): the statement runs again on the writer, whose answer the client sees (F-3).";
 }
 
 impl Reason {

@@ -124,8 +124,9 @@ const TABLE: &[Row] = &[
     ("SELECT ts - 'YESTERDAY'::timestamptz FROM t", R, Ns::None, TV, true),
     ("SELECT $$ now $$::timestamptz", R, Ns::None, TV, true),
     // P-5: text joined from literals may spell what none of them spells — a literal continued on
-    // the next line (one string to the server), literals and `||` anywhere in the statement;
-    // whatever the literals hold (a cached shape stands for the verdict).
+    // the next line (one string to the server), literals and `||` anywhere in the statement —
+    // where the statement casts to something but text or names a date/time type; whatever the
+    // literals hold (a cached shape stands for the verdict).
     ("SELECT 'no'\n'w'::timestamptz", R, Ns::None, TV, true),
     ("SELECT 'ab'\n'cd'::timestamptz", R, Ns::None, TV, true),
     ("SELECT 'no' -- c\n'w'::timestamptz", R, Ns::None, TV, true),
@@ -133,7 +134,14 @@ const TABLE: &[Row] = &[
     ("SELECT ('ab' || 'cd')::timestamptz", R, Ns::None, TV, true),
     ("SELECT ('no'::text || $$w$$)::date FROM t", R, Ns::None, TV, true),
     ("SELECT x FROM t WHERE ts < (v || 'w')::date", R, Ns::None, TV, true),
-    ("SELECT 'n' OPERATOR(pg_catalog.||) 'ow'", R, Ns::None, TV, true),
+    ("SELECT ('n' OPERATOR(pg_catalog.||) 'ow')::timestamp", R, Ns::None, TV, true),
+    ("SELECT CAST('no' || 'w' AS d)", R, Ns::None, TV, true),
+    ("SELECT timestamptz('no' || 'w')", R, Ns::None, TV, true),
+    ("SELECT ('no' || 'w')::my_domain", R, Ns::None, TV, true),
+    // Joined text with no way to become a date/time (no implicit cast from text): no effect.
+    ("SELECT 'n' OPERATOR(pg_catalog.||) 'ow'", R, Ns::None, N, true),
+    ("SELECT inet_server_port(), 'lit:' || $1::text", R, Ns::None, N, true),
+    ("SELECT 'lit:' || $1::pg_catalog.text", R, Ns::None, N, true),
     ("SELECT a || b FROM t", R, Ns::None, N, true),
     ("SELECT x FROM t WHERE a = 'x' AND b = 'y'", R, Ns::None, N, true),
     ("SELECT current_setting('TRANSACTION_ISOLATION')", R, Ns::None, TV, true),
@@ -143,8 +151,8 @@ const TABLE: &[Row] = &[
     ("SELECT x FROM t WHERE y IN (SELECT y FROM u)", R, Ns::None, N, true),
     ("SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.id = t.id)", R, Ns::None, N, true),
     ("SELECT (ARRAY[1,2])[1]", R, Ns::None, N, true),
-    // (Joined literals may spell `now`: P-5, below.)
-    ("SELECT 'a' || 'b' AS \"Update\"", R, Ns::None, TV, true),
+    // (Joined literals may spell `now` only where cast: P-5, below.)
+    ("SELECT 'a' || 'b' AS \"Update\"", R, Ns::None, N, true),
     ("SELECT * FROM t ORDER BY a NULLS LAST LIMIT 10 OFFSET 5", R, Ns::None, N, true),
     ("SELECT * FROM t FETCH FIRST 3 ROWS ONLY", R, Ns::None, N, true),
     ("SELECT c.fullname FROM customers c", R, Ns::None, N, true),
@@ -241,7 +249,7 @@ const TABLE: &[Row] = &[
     ("SELECT \"set_config\"('work_mem', '8MB', false), set_config('app.x', 'y', true)", RN, Ns::WriteFunction, Effects(SCP.0 | SCR.0), false),
     ("SELECT set_config($1, 'UTC', false)", RN, Ns::WriteFunction, SC, false),
     ("SELECT set_config(name, 'x', false) FROM t", RN, Ns::WriteFunction, SC, false),
-    ("SELECT set_config('app.' || 'x', 'y', false)", RN, Ns::WriteFunction, Effects(SC.0 | TV.0), false),
+    ("SELECT set_config('app.' || 'x', 'y', false)", RN, Ns::WriteFunction, SC, false),
     ("SELECT set_config('TimeZone', 'UTC', false), set_config(lower('ROLE'), 'r', false)", RN, Ns::WriteFunction, SC, false),
     ("SELECT set_config('seed', '0.5', false)", RN, Ns::WriteFunction, SC, false),
     ("SELECT set_config('polar_enable_x', 'on', false)", RN, Ns::WriteFunction, SC, false),

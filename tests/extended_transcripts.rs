@@ -1320,7 +1320,7 @@ fn shutdown_under_an_open_batch(immediate: bool) -> Host {
             "57P01",
             "terminating connection due to immediate shutdown command",
             None,
-            None,
+            Some("quickdie"),
         );
         warning[0] = b'N';
         h.backend(R1, &warning);

@@ -183,6 +183,19 @@ enum ConfigName {
 
 /// One token of a cast of a literal to `text` — `::text`, `::pg_catalog.text` — from step 1
 /// (after its first `:`): the next step, 0 once the cast is whole, `None` when it is no such cast.
+/// Built-in date/time types a text may be cast to by name (`P-5`, `Scan::joined_text`).
+const DATE_TIME_TYPES: &[&[u8]] = &[b"date", b"time", b"timetz", b"timestamp", b"timestamptz"];
+/// What a cast of text to keeps it text (`pg_catalog` qualifies the type that follows).
+const TEXT_TYPES: &[&[u8]] = &[
+    b"text",
+    b"varchar",
+    b"bpchar",
+    b"char",
+    b"character",
+    b"name",
+    b"pg_catalog",
+];
+
 fn text_cast_step(step: u8, t: Token, sql: &str) -> Option<u8> {
     let word = |w: &str| {
         matches!(t.kind, Tok::Ident | Tok::QuotedIdent)
@@ -340,6 +353,11 @@ pub(super) struct Scan {
     /// may spell what none of them spells (`joined_text`).
     saw_string: bool,
     saw_concat: bool,
+    /// Text joined from literals (`joined_text`), not yet known to be read as a date/time.
+    joined: bool,
+    /// A cast to something but text (`::t`, `CAST`), or a date/time type named (`timestamptz(…)`,
+    /// `timestamp with time zone`): what joined text could become a date/time through.
+    converts: bool,
     pub(super) unlock_all: bool,
     /// Calls whose verdict depends on the database (`functions.rs`).
     pub(super) calls: Vec<Call>,
@@ -416,6 +434,8 @@ impl Scan {
             effects: Effects::NONE,
             saw_string: false,
             saw_concat: false,
+            joined: false,
+            converts: false,
             unlock_all: false,
             calls: Vec::new(),
             names: NameSet::default(),
@@ -587,23 +607,41 @@ impl Scan {
     /// `'no'::text || 'w'`, `OPERATOR(pg_catalog.||)`) — makes the statement read a value of
     /// its transaction (`Effects::TXN_VALUE`), whatever the literals hold. Token kinds only, so
     /// a shape (which keeps `||`, white space and each literal's kind) stands for the verdict.
+    ///
+    /// Only with a way for that text to become a date/time: a cast to anything but a text type
+    /// (a domain may be a date/time), `CAST`, or a date/time type named — text never becomes
+    /// one implicitly (`ts > 'no' || 'w'` is an error). Without this, every read in a block
+    /// that concatenated a literal (`'lit:' || $1::text`) stayed on the writer
+    /// (`tests/e2e/test_e2_s5_reads_after_unreported_ddl.py`).
     fn joined_text(&mut self, t: Token, src: &[u8]) {
         match t.kind {
             Tok::String | Tok::DollarString => {
                 let continued =
                     t.kind == Tok::String && matches!(self.prev, Some(p) if p.kind == Tok::String);
                 if continued || self.saw_concat {
-                    self.effects |= Effects::TXN_VALUE;
+                    self.joined = true;
                 }
                 self.saw_string = true;
             }
             Tok::Operator if bytes(src, t).windows(2).any(|w| w == b"||") => {
                 if self.saw_string {
-                    self.effects |= Effects::TXN_VALUE;
+                    self.joined = true;
                 }
                 self.saw_concat = true;
             }
+            Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent => {
+                let b = bytes(src, t);
+                let any = |words: &[&[u8]]| words.iter().any(|x| b.eq_ignore_ascii_case(x));
+                let after_cast = matches!((self.prev, self.prev2), (Some(a), Some(c))
+                    if a.kind == Tok::Colon && c.kind == Tok::Colon);
+                if any(&[b"cast"]) || any(DATE_TIME_TYPES) || after_cast && !any(TEXT_TYPES) {
+                    self.converts = true;
+                }
+            }
             _ => {}
+        }
+        if self.joined && self.converts {
+            self.effects |= Effects::TXN_VALUE;
         }
     }
 

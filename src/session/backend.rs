@@ -697,19 +697,18 @@ impl Session {
             return false;
         }
         let started = u.result_started;
+        if t == tag::NOTICE_RESPONSE && !started && !u.released {
+            // Too large to hold before the result: the attempt gives way to the writer
+            // (`Session::client_part_disp`).
+            self.abandon_attempt(a.unit, crate::decision::Reason::ReaderSaidTooMuch);
+            return false;
+        }
         u.forwarded = true;
-        // Rows and COPY data of a reader, or a part of its answer too large to hold (a notice
-        // of its statement): the result has begun, and what was held goes first. Nothing of
-        // the answer is dropped (the primary alone sends it all); the attempt can no longer be
-        // tried again elsewhere (F-3).
+        // Rows and COPY data of a reader: the result has begun, and what was held goes first.
         if !started
             && matches!(
                 t,
-                tag::ROW_DESCRIPTION
-                    | tag::DATA_ROW
-                    | tag::COPY_OUT_RESPONSE
-                    | tag::COPY_DATA
-                    | tag::NOTICE_RESPONSE
+                tag::ROW_DESCRIPTION | tag::DATA_ROW | tag::COPY_OUT_RESPONSE | tag::COPY_DATA
             )
         {
             self.result_begins(a.unit);

@@ -307,7 +307,8 @@ struct Unit {
     result_started: bool,
     /// E-4: a reader attempt's first Execute has this row limit inside a transaction block:
     /// its answers are held until it ends (`Session::row_limited_answer`). -1: it suspended or
-    /// outgrew what may be held, and the batch runs again on the writer at the RFQ.
+    /// outgrew what may be held, and the batch runs again on the writer at the RFQ; -2: the
+    /// attempt's answer outgrew what is held before its result began (same).
     row_limit: i32,
     /// Any ErrorResponse arrived for the attempt (its implicit transaction rolled back, W-6).
     saw_error: bool,

@@ -14,9 +14,13 @@ use crate::protocol::{tag, LsnField, Rfq};
 
 /// The WARNING a backend sends just before its server closes the connection under it
 /// (PostgreSQL's `quickdie`): an immediate shutdown (57P01) or a crash restart (57P02). No
-/// ErrorResponse follows, only the closed connection.
+/// ErrorResponse follows, only the closed connection. Told by its routine too: user code can
+/// raise a WARNING with either code (`RAISE WARNING … USING ERRCODE = '57P01'`), and that one is
+/// the statement's, for the client (an examiner's finding of 2026-12-07).
 pub(super) fn is_shutdown_warning(f: &ErrorFields<'_>) -> bool {
-    f.severity() == Some(b"WARNING") && matches!(f.code(), Some(b"57P01" | b"57P02"))
+    f.severity() == Some(b"WARNING")
+        && matches!(f.code(), Some(b"57P01" | b"57P02"))
+        && f.routine() == Some(b"quickdie")
 }
 
 impl Session {
@@ -192,11 +196,32 @@ impl Session {
     /// rows outgrew what may be held): nothing more of this attempt reaches the client, and
     /// the batch runs on the writer once the reader's RFQ arrives.
     pub(super) fn row_limited_abandoned(&mut self, id: u32) {
+        self.abandon_attempt(id, Reason::BatchRowLimitedInTxn);
+    }
+
+    /// Unit `id`'s reader attempt is abandoned, not failed: nothing more of it reaches the
+    /// client, what was held is dropped, and the batch runs on the writer once the reader's
+    /// RFQ arrives (`row_limited_on_writer`), for `why` — E-4's portal that must outlive its
+    /// batch, or an answer that outgrew what may be held before its result began (F-3: held so
+    /// that a failure could still be retried; forwarded instead, a standby fault after 64 KiB
+    /// of notices became an error the primary alone never gives — an examiner's finding of
+    /// 2026-12-07).
+    pub(super) fn abandon_attempt(&mut self, id: u32, why: Reason) {
         if let Some(u) = self.unit_mut(id) {
-            u.row_limit = -1;
+            // Negative: abandoned (-1 for E-4's portal, -2 for an answer held too long).
+            u.row_limit = if why == Reason::BatchRowLimitedInTxn {
+                -1
+            } else {
+                -2
+            };
             u.failure = Some((FailureClass::ReusableError, Recovery::RetryWriter));
             u.set_failure_text(Some(
-                "a row-limited Execute's portal must outlive its batch".into(),
+                if why == Reason::BatchRowLimitedInTxn {
+                    "a row-limited Execute's portal must outlive its batch"
+                } else {
+                    "the reader's answer outgrew what is held before its result"
+                }
+                .into(),
             ));
         }
     }
@@ -207,11 +232,16 @@ impl Session {
     fn row_limited_on_writer(&mut self, id: u32) {
         self.statements.forget_shapes_of(id);
         self.held.clear();
+        self.held_tail = None;
+        let mut why = Reason::BatchRowLimitedInTxn;
         if let Some(u) = self.unit_mut(id) {
             u.decision.attempt += 1;
+            if u.row_limit == -2 {
+                why = Reason::ReaderSaidTooMuch;
+            }
             u.row_limit = 0;
         }
-        self.send_orig_to_writer(id, Reason::BatchRowLimitedInTxn);
+        self.send_orig_to_writer(id, why);
     }
 
     /// Whether a reader's RFQ ending unit `id` is, byte for byte, the RFQ `client_rfq` would
@@ -254,15 +284,13 @@ impl Session {
         if !over {
             return Disp::Hold;
         }
-        if u.row_limit > 0 {
-            self.row_limited_abandoned(id);
-            return Disp::Discard;
-        }
-        self.result_begins(id);
-        if let Some(u) = self.unit_mut(id) {
-            u.forwarded = true;
-        }
-        Disp::Forward
+        let why = if u.row_limit > 0 {
+            Reason::BatchRowLimitedInTxn
+        } else {
+            Reason::ReaderSaidTooMuch
+        };
+        self.abandon_attempt(id, why);
+        Disp::Discard
     }
 
     /// An answer the engine gives itself in its place in a reader's stream (E-2).
