@@ -58,16 +58,31 @@ macro_rules! uop_calls {
 }
 
 /// In the `'f'` rows: every word of the scanned body (`b.src`) as a relation read (a sequence, a
-/// view, a user function called by attribute notation — `a.f` — is then judged by its name).
+/// view, a user function called by attribute notation — `a.f` — is then judged by its name);
+/// with `un`, only the words that name a user function (a volatile body: what matters is the
+/// code it reaches — a call by attribute notation —, not what it reads, which keeps a
+/// `/* route=reader */` call of it where the hint sends it).
 macro_rules! from_words {
     () => {
+        from_words!("")
+    };
+    (un) => {
+        from_words!(concat!(
+            " WHERE ",
+            fold!("w[1]"),
+            " IN (SELECT un.name FROM un)"
+        ))
+    };
+    ($filter:expr) => {
         concat!(
             r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
             r#"pg_catalog.quote_ident("#,
             fold!("w[1]"),
             r#"), ', ') FROM pg_catalog.regexp_matches(b.src, '("#,
             name_word!(),
-            r#")', 'g') AS w), '')"#
+            r#")', 'g') AS w"#,
+            $filter,
+            r#"), '')"#
         )
     };
 }
@@ -248,7 +263,7 @@ macro_rules! catalog_query_text {
         r#"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || pg_catalog.quote_ident("#,
         fold!("m[1]"), r#") || '()', '') FROM pg_catalog.regexp_matches(b.src, '("#, name_word!(),
         r#")[[:space:]]*\(', 'g') AS m WHERE "#, fold!("m[1]"), r#" IN (SELECT un.name FROM un)), '') "#,
-        uop_calls!(), from_words!(), r#" END "#,
+        uop_calls!(), from_words!(un), r#" END "#,
         r#"WHEN l.lanname = 'sql' AND NOT t.standard THEN p.prosrc "#,
         r#"WHEN t.body ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
         r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
@@ -526,7 +541,8 @@ mod tests {
         assert!(CATALOG_QUERY.contains("pg_catalog.pg_get_functiondef(p.oid)"));
         assert!(!CATALOG_QUERY.contains("'SELECT NULL' || (SELECT"));
         assert_eq!(CATALOG_QUERY.matches(uop_calls!()).count(), 2);
-        assert_eq!(CATALOG_QUERY.matches(from_words!()).count(), 2);
+        assert_eq!(CATALOG_QUERY.matches(from_words!()).count(), 1);
+        assert_eq!(CATALOG_QUERY.matches(from_words!(un)).count(), 1);
         assert!(!CATALOG_QUERY.contains("not judged"));
     }
 
