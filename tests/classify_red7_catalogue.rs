@@ -245,3 +245,52 @@ fn s7_s6_a_call_of_a_non_ascii_name_in_a_body_is_judged() {
     let (_, fx) = not_a_replica_read(&e, "SELECT red7_uni_leak(), inet_server_port()");
     assert!(fx.contains(Effects::UNSEEN_CODE), "{fx:?}");
 }
+
+/// A user implicit cast from a type whose values need no name (`1 + '2'`, `CURRENT_DATE`):
+/// the catalogue reports it under a name no statement spells, and every statement of the
+/// database takes its verdict — a statement that calls and names nothing too.
+#[test]
+fn s7_a_user_cast_from_a_literals_type_is_judged_for_every_statement() {
+    let e = Engine::new(ConfigBuilder::new().build().unwrap());
+    let report = |def: &str| {
+        e.set_object_catalog(
+            b"app",
+            [UserObject {
+                schema: "pg_catalog".into(),
+                name: "polarsplit: every statement".into(),
+                definition: def.into(),
+            }],
+        )
+        .unwrap();
+    };
+    report("SELECT NULL, pg_is_in_recovery()");
+    for sql in [
+        "SELECT 1",
+        "SELECT CASE WHEN true THEN 'a' END + 1",
+        "SELECT 1; SELECT 2",
+    ] {
+        let c = e.classifier().classify_in(b"app", sql);
+        assert!(
+            c.statements()
+                .iter()
+                .all(|s| s.kind == Kind::ReadNotSafe && s.not_safe == NotSafe::ServerDependent),
+            "{sql}: {c:?}"
+        );
+        // Another database is not touched.
+        let other = e.classifier().classify_in(b"other", sql);
+        assert!(
+            other.statements().iter().all(|s| s.kind == Kind::Read),
+            "{sql}: {other:?}"
+        );
+    }
+    // A read-safe cast function: still a read, which runs user code.
+    report("SELECT NULL");
+    let c = e.classifier().classify_in(b"app", "SELECT 1");
+    assert!(c.is_replica_safe(), "{c:?}");
+    e.set_object_catalog(b"app", []).unwrap();
+    let c = e.classifier().classify_in(b"app", "SELECT 1");
+    assert!(
+        c.is_replica_safe() && c.first().effects == Effects::NONE,
+        "{c:?}"
+    );
+}

@@ -421,7 +421,24 @@ macro_rules! catalog_query_text {
         r#"CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(bp.proallargtypes), pg_catalog.unnest(bp.proargmodes)) AS r(typ, mode) "#,
         r#"WHERE bp.pronamespace = 'pg_catalog'::pg_catalog.regnamespace AND r.mode IN ('o', 'b', 't') "#,
         r#"UNION SELECT bo.oprname::pg_catalog.text, bo.oprresult FROM pg_catalog.pg_operator bo "#,
-        r#"WHERE bo.oprnamespace = 'pg_catalog'::pg_catalog.regnamespace) AS x(name, typ) ON x.typ = tf.typ"#,
+        r#"WHERE bo.oprnamespace = 'pg_catalog'::pg_catalog.regnamespace) AS x(name, typ) ON x.typ = tf.typ "#,
+        // … and when a statement makes a value of its source without naming anything — a
+        // literal (`1`, `1.5`, `true`, `'x'` resolved to text), a keyword (`CURRENT_DATE`,
+        // `CURRENT_USER`), an `ARRAY[…]` of them — under a name no statement spells, which the
+        // engine applies to every statement of the database (`EVERY_STATEMENT`).
+        r#"UNION SELECT 'pg_catalog', 'polarsplit: every statement', tf.fid FROM tf "#,
+        r#"JOIN pg_catalog.pg_cast k ON k.castfunc = tf.fid AND k.castsource = tf.typ AND k.casttarget < 16384 "#,
+        r#"JOIN pg_catalog.pg_type st ON st.oid = k.castsource WHERE 'pg_catalog.int4'::pg_catalog.regtype "#,
+        r#"IN (st.oid, st.typelem) OR 'pg_catalog.int8'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.numeric'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.text'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.bool'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.name'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.date'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.time'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.timetz'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.timestamp'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.timestamptz'::pg_catalog.regtype IN (st.oid, st.typelem)"#,
         // An installed extension's C functions (`fx`) are taken at their labels, as when a
         // statement names them (the wrong labels known are reported volatile above): left out
         // here (`fc`, `tf`), so a column of citext, hstore or PostGIS's types keeps its reads on
@@ -566,5 +583,9 @@ mod tests {
     fn s7_code_behind_a_functions_types_and_a_built_in_cast_is_reported() {
         assert!(CATALOG_QUERY.contains("|| p.prorettype) AS a(typ) JOIN tf ON tf.typ = a.typ"));
         assert!(CATALOG_QUERY.contains("AND k.castsource < 16384 AND k.casttarget < 16384"));
+        assert!(CATALOG_QUERY.contains(&format!(
+            "'{}'",
+            crate::classify::functions::EVERY_STATEMENT
+        )));
     }
 }

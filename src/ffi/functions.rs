@@ -483,7 +483,9 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 /// - `h` a relation, a type or a function whose use runs user code its name does not show, under
 ///   its name (a user function: its arguments' and result's types'; a built-in function or
 ///   operator whose result holds the source type of a user cast between two built-in types
-///   that the server applies unasked, implicit or in assignment: that cast's):
+///   that the server applies unasked, implicit or in assignment: that cast's — and when a
+///   literal or a keyword makes values of that source type, under the name
+///   `polarsplit: every statement`, which every statement of the database is judged with):
 ///   `SELECT NULL, <schema>.<function>(NULL, …), …` calling each user function the planner or
 ///   executor may run for it — a range type's `subtype_diff`, `canonical` and `subtype_opclass`,
 ///   a type's I/O functions, default operator classes and casts (a built-in type's: the user
