@@ -1302,3 +1302,35 @@ impl NameSet {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every(definition: &str) -> UserObject {
+        UserObject {
+            schema: "pg_catalog".into(),
+            name: EVERY_STATEMENT.into(),
+            definition: definition.into(),
+        }
+    }
+
+    /// S-7: code a database runs for every statement (a user cast from a literal's type) is
+    /// looked up for a statement that calls and names nothing, and only while a database has
+    /// some.
+    #[test]
+    fn s7_code_for_every_statement_is_looked_up_only_while_reported() {
+        let cats = FunctionCatalogs::new();
+        let write = WriteFunctions::defaults();
+        let rules = Rules::with_write(&write);
+        let bare = super::super::statement::classify_str("SELECT 1", rules, &Limits::DEFAULT);
+        assert!(!cats.needed_for(&bare));
+        cats.set_objects(b"db", [every("SELECT pg_is_in_recovery()")])
+            .unwrap();
+        assert!(cats.needed_for(&bare));
+        let c = FunctionPolicy::default().finish(bare.clone(), cats.get(b"db").as_deref());
+        assert_eq!(c.first().not_safe, NotSafe::ServerDependent);
+        assert!(cats.remove_objects(b"db"));
+        assert!(!cats.needed_for(&bare));
+    }
+}
