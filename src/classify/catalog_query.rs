@@ -325,12 +325,14 @@ macro_rules! catalog_query_text {
         r#"SELECT n.nspname, p.proname, 'SELECT ' || pg_catalog.pg_get_expr(p.proargdefaults, 0), 'f' "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"WHERE p.proargdefaults IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
-        // A function's SET clause (`proconfig`) runs where the call runs: a standby refuses some
-        // (`transaction_read_only = off`: 25001 at each call, after rows when the call is in a
-        // late row), so a call of it is never replica-safe; and one of a placeholder (a name
-        // with a dot) defines it in the session for good (PostgreSQL restores the value when the
-        // call ends, the placeholder stays): a change of the session's state, as set_config.
-        // (A built-in setting's value is restored: no state is left.)
+        // A function's SET clause (`proconfig`) runs where the call runs: a standby refuses a
+        // transaction's settings (`transaction_read_only = off`: 25001 at each call, after rows
+        // when the call is in a late row), so a call of one setting `transaction_*` or
+        // `default_transaction_*` is never replica-safe; and one of a placeholder (a name with a
+        // dot) defines it in the session for good (PostgreSQL restores the value when the call
+        // ends, the placeholder stays): a change of the session's state, as set_config. Any
+        // other built-in setting (`SET search_path = …` of a SECURITY DEFINER function) is
+        // restored and runs alike on a standby: no row.
         r#"UNION ALL "#,
         r#"SELECT n.nspname, p.proname, CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
         r#"WHERE pg_catalog.strpos(pg_catalog.split_part(g.c, '=', 1), '.') > 0) "#,
@@ -338,6 +340,9 @@ macro_rules! catalog_query_text {
         r#"ELSE 'polarsplit: the function has a SET clause' END, 'f' "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"WHERE p.proconfig IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"AND EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
+        r#"WHERE pg_catalog.strpos(pg_catalog.split_part(g.c, '=', 1), '.') > 0 "#,
+        r#"OR pg_catalog.strpos(pg_catalog.lower(pg_catalog.split_part(g.c, '=', 1)), 'transaction_') IN (1, 9)) "#,
         // A domain's CHECK runs where the text never names the domain: a function's argument or
         // result (OUT and TABLE columns too) of a type that holds it (the domain, an array of it, a
         // composite or range over it), and a type or a relation's row type that holds it.
@@ -568,6 +573,8 @@ mod tests {
     #[test]
     fn p1_s5_a_functions_set_clause_is_reported() {
         assert!(CATALOG_QUERY.contains("WHERE p.proconfig IS NOT NULL"));
+        // Only a transaction's settings and placeholders: `SET search_path` is restored.
+        assert!(CATALOG_QUERY.contains("'transaction_') IN (1, 9)"));
         for text in [
             "polarsplit: the function has a SET clause",
             "SELECT pg_catalog.set_config(NULL, NULL, NULL)",
