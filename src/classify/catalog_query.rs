@@ -22,6 +22,71 @@ macro_rules! callable {
     };
 }
 
+/// A name as the body scan reads it (a regular expression): letters, digits, `_` and `$`, and
+/// any non-ASCII character (PostgreSQL takes every byte >= 0x80 as a letter of an unquoted name,
+/// while `[[:alpha:]]` is ASCII-only in a C-locale database; verified on PostgreSQL 15 in UTF8,
+/// LATIN1 and SQL_ASCII databases).
+macro_rules! name_word {
+    () => {
+        r#"[[:alpha:]_\u0080-\U0010ffff][[:alnum:]_$\u0080-\U0010ffff]*"#
+    };
+}
+
+/// The SQL expression `$e` (a name) folded as the server folds an unquoted name: ASCII letters
+/// only (`lower()` also folds non-ASCII letters in a database with another locale).
+macro_rules! fold {
+    ($e:literal) => {
+        concat!(
+            "pg_catalog.translate(",
+            $e,
+            ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+        )
+    };
+}
+
+/// In the `'f'` rows: a call of the function of each user operator the scanned body (`b.src`)
+/// writes (the words around it do not show it; the operators and their calls are collected once,
+/// `uops`).
+macro_rules! uop_calls {
+    () => {
+        concat!(
+            r#"|| COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || u.call, '') "#,
+            r#"FROM ROWS FROM (pg_catalog.unnest(uops.names), pg_catalog.unnest(uops.calls)) AS u(name, call) "#,
+            r#"WHERE pg_catalog.strpos(b.src, u.name) > 0), '') "#
+        )
+    };
+}
+
+/// In the `'f'` rows: every word of the scanned body (`b.src`) as a relation read (a sequence, a
+/// view, a user function called by attribute notation — `a.f` — is then judged by its name);
+/// with `un`, only the words that name a user function (a volatile body: what matters is the
+/// code it reaches — a call by attribute notation —, not what it reads, which keeps a
+/// `/* route=reader */` call of it where the hint sends it).
+macro_rules! from_words {
+    () => {
+        from_words!("")
+    };
+    (un) => {
+        from_words!(concat!(
+            " WHERE ",
+            fold!("w[1]"),
+            " IN (SELECT un.name FROM un)"
+        ))
+    };
+    ($filter:expr) => {
+        concat!(
+            r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
+            r#"pg_catalog.quote_ident("#,
+            fold!("w[1]"),
+            r#"), ', ') FROM pg_catalog.regexp_matches(b.src, '("#,
+            name_word!(),
+            r#")', 'g') AS w"#,
+            $filter,
+            r#"), '')"#
+        )
+    };
+}
+
 /// Expands to the query's text, a string literal (so the C form can append its NUL at compile
 /// time).
 macro_rules! catalog_query_text {
@@ -165,80 +230,91 @@ macro_rules! catalog_query_text {
         r#"JOIN pg_catalog.pg_namespace pn ON pn.oid = f.pronamespace "#,
         r#"JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace "#,
         r#"WHERE o.oid >= 16384 "#,
-        // User functions, under their names (a call names the function). A volatile one is no read
+        // User functions, under their names (a call names the function). The scanned body
+        // (`t.body`) is `prosrc`, or for a SQL-standard body (`BEGIN ATOMIC … END`, `RETURN …`:
+        // prosrc empty, `prosqlbody` set) its text as `pg_get_functiondef` prints it, from its
+        // `BEGIN ATOMIC` or `RETURN` line on (the header above it names no call; should the
+        // header not be found, the whole text says CREATE: DDL). A volatile function is no read
         // anyway: reported as a DO block that says DDL when its body says DDL or dynamic SQL (the
         // catalogue changes when it runs), else as a SELECT calling the user functions its body
-        // names (`un`), so that DDL one of them runs, however deep, changes it too. A STABLE or
-        // IMMUTABLE SQL function's body is its statements, judged as the statement's own (one
-        // over pg_is_in_recovery() or a sequence is then server-dependent, one whose body writes is no read); a BEGIN ATOMIC body (prosrc
-        // empty) is not judged, so its calls stay on the primary. Other languages' bodies are not
-        // SQL: one that says DDL or
-        // dynamic SQL (EXECUTE) counts as a DO block that does (the catalogue changes when it runs),
-        // one that says DML or a session command as a statement the engine cannot read; any other
-        // as a SELECT that calls every name the body writes before a parenthesis (a STABLE function
-        // that PERFORMs a volatile one is then no read) and reads every word it holds (a sequence or
-        // view it reads is judged) — erring on the primary's side. A body the scan cannot read
-        // (`b.unreadable`, below) counts as a text the engine cannot read, a volatile one as DDL.
+        // names (`un`), the user operators it writes, and reading every word it holds (a user
+        // function by attribute notation, `a.f`, is a word; a view it reads), so that DDL or
+        // set_config one of them runs, however deep, reaches its callers too — never dropped (a
+        // body that calls nothing is `SELECT NULL`). A STABLE or IMMUTABLE SQL function's body
+        // with statements in prosrc is its statements, judged as the statement's own (one over
+        // pg_is_in_recovery() or a sequence is then server-dependent, one whose body writes is no
+        // read). Other bodies (other languages, SQL-standard ones) are scanned: one that says DDL
+        // or dynamic SQL (EXECUTE) counts as a DO block that does (the catalogue changes when it
+        // runs), one that says DML, a session command or a cursor command (OPEN, FETCH, MOVE,
+        // CLOSE: a cursor a function opens lives on in the session that ran it) as a statement
+        // the engine cannot read; any other as a SELECT that calls every name the body writes
+        // before a parenthesis (a STABLE function that PERFORMs a volatile one is then no read)
+        // and reads every word it holds (a sequence or view it reads is judged) — erring on the
+        // primary's side. A body the scan cannot read (`b.unreadable`, below) counts as a text
+        // the engine cannot read, a volatile one as DDL. Names are words of letters, digits, `_`,
+        // `$` and any non-ASCII character (PostgreSQL takes every byte >= 0x80 as a letter of an
+        // unquoted name; `[[:alpha:]]` is ASCII-only in a C-locale database), folded to lower
+        // case in ASCII only, as the server folds unquoted names (`fold!`).
         r#"UNION ALL "#,
         r#"SELECT nspname, proname, def, 'f' FROM (SELECT n.nspname, p.proname, CASE "#,
-        r#"WHEN p.provolatile = 'v' THEN CASE WHEN b.unreadable OR p.prosrc ~* "#,
+        r#"WHEN p.provolatile = 'v' THEN CASE WHEN b.unreadable OR t.body ~* "#,
         r#"'\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
         r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
-        r#"ELSE 'SELECT NULL' || (SELECT pg_catalog.string_agg(DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) "#,
-        r#"|| '()', '') FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m "#,
-        r#"WHERE pg_catalog.lower(m[1]) IN (SELECT un.name FROM un)) END "#,
-        r#"WHEN l.lanname = 'sql' THEN CASE WHEN pg_catalog.btrim(p.prosrc) = '' "#,
-        r#"THEN 'polarsplit: a BEGIN ATOMIC body is not judged' ELSE p.prosrc END "#,
-        r#"WHEN p.prosrc ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
+        r#"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || pg_catalog.quote_ident("#,
+        fold!("m[1]"), r#") || '()', '') FROM pg_catalog.regexp_matches(b.src, '("#, name_word!(),
+        r#")[[:space:]]*\(', 'g') AS m WHERE "#, fold!("m[1]"), r#" IN (SELECT un.name FROM un)), '') "#,
+        uop_calls!(), from_words!(un), r#" END "#,
+        r#"WHEN l.lanname = 'sql' AND NOT t.standard THEN p.prosrc "#,
+        r#"WHEN t.body ~* '\m(create|alter|drop|comment|grant|revoke|execute|truncate|reindex|refresh)\M' "#,
         r#"THEN 'DO $polarsplit$ CREATE $polarsplit$' "#,
-        r#"WHEN p.prosrc ~* '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback)\M' "#,
+        r#"WHEN t.body ~* '\m(insert|update|delete|merge|copy|lock|notify|listen|set|reset|discard|commit|rollback"#,
+        r#"|open|fetch|move|close)\M' "#,
         r#"THEN 'polarsplit: the function body may write' "#,
         r#"WHEN b.unreadable THEN 'polarsplit: the function body cannot be read' "#,
         r#"ELSE 'SELECT NULL' || COALESCE((SELECT pg_catalog.string_agg("#,
-        r#"DISTINCT ', ' || pg_catalog.quote_ident(pg_catalog.lower(m[1])) || '()', '') "#,
-        r#"FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)[[:space:]]*\(', 'g') AS m "#,
-        r#"WHERE pg_catalog.lower(m[1]) NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "#,
+        r#"DISTINCT ', ' || pg_catalog.quote_ident("#, fold!("m[1]"), r#") || '()', '') "#,
+        r#"FROM pg_catalog.regexp_matches(b.src, '("#, name_word!(), r#")[[:space:]]*\(', 'g') AS m "#,
+        r#"WHERE "#, fold!("m[1]"), r#" NOT IN ('if', 'elsif', 'while', 'return', 'exists', 'in', 'any', 'all', "#,
         r#"'some', 'values', 'array', 'row', 'not', 'and', 'or', 'when', 'then', 'else', 'case', 'over', "#,
         r#"'filter', 'within', 'using', 'into', 'from', 'select', 'where', 'on', 'as', 'with', 'exception', "#,
         r#"'raise', 'loop', 'query', 'next', 'perform', 'is', 'like', 'between', 'by', 'join', 'lateral', "#,
         r#"'returning', 'default', 'numeric', 'decimal', 'varchar', 'char', 'character', 'interval', "#,
         r#"'timestamp', 'time', 'bit', 'float', 'double', 'precision', 'varying', 'distinct', 'group', "#,
         r#"'having', 'order', 'limit', 'offset', 'union', 'intersect', 'except')), '') "#,
+        uop_calls!(),
         // The SQL value keywords of the transaction's time and the words of the date/time inputs
         // of its start (`now`, `today`, …) in any quotes or none (`$q$now$q$`), and text that
         // may join or escape into them (`||`, a literal continued on the next line, a backslash)
         // — a read split off a block must not answer the reader's own transaction's time: as a
         // call of now().
-        // A user operator the body writes runs its function (the words around it do not show it).
-        // (The user operators and their calls are collected once: `uops`.)
-        r#"|| COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || u.call, '') "#,
-        r#"FROM ROWS FROM (pg_catalog.unnest(uops.names), pg_catalog.unnest(uops.calls)) AS u(name, call) "#,
-        r#"WHERE pg_catalog.strpos(b.src, u.name) > 0), '') "#,
         r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime"#,
         r#"|now|today|tomorrow|yesterday)\M' OR b.src ~ '\|\||\\|''[[:space:]]*\n[[:space:]]*''' "#,
         r#"THEN ', now()' ELSE '' END "#,
-        r#"|| COALESCE(' FROM ' || (SELECT pg_catalog.string_agg(DISTINCT "#,
-        r#"pg_catalog.quote_ident(pg_catalog.lower(w[1])), ', ') "#,
-        r#"FROM pg_catalog.regexp_matches(b.src, '([[:alpha:]_][[:alnum:]_$]*)', 'g') AS w), '') END AS def "#,
+        from_words!(), r#" END AS def "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"JOIN pg_catalog.pg_language l ON l.oid = p.prolang "#,
+        r#"CROSS JOIN LATERAL (SELECT l.lanname = 'sql' AND pg_catalog.btrim(p.prosrc) = '' AS standard) AS t0 "#,
+        r#"CROSS JOIN LATERAL (SELECT t0.standard, CASE WHEN t0.standard THEN pg_catalog.regexp_replace("#,
+        r#"pg_catalog.pg_get_functiondef(p.oid), '^.*?\n(BEGIN ATOMIC|RETURN )', '\1') "#,
+        r#"ELSE p.prosrc END AS body) AS t "#,
         // The scanned text (`b.src`): a plpgsql or SQL body without its comments (a string or a
         // quoted name is taken whole first, so `'--'` starts none), another language's with
         // its comment brackets blanked (name/**/( calls name); quoted names unquoted
         // ("set_config"( calls set_config). What the scan cannot read is never judged safe
         // (`b.unreadable`): a `U&` name or string and `UESCAPE` (escapes spell any name), and in
         // plpgsql or SQL what the comment stripping cannot follow — a `/*` or `*/` left (a
-        // nested comment), `\'` (an escaped quote), a dollar quote inside the body — and a
-        // quoted name the scan's lower-case words do not spell (`"Seq"`, `"my seq"`: outside
-        // strings, one with a character other than a lower-case letter, a digit, `_` or `$`).
+        // nested comment), `\'` (an escaped quote), a dollar quote inside the body (its tag
+        // may hold non-ASCII characters too) — and a quoted name the scan's lower-case words do
+        // not spell (`"Seq"`, `"my seq"`: outside strings, one with a character other than a
+        // lower-case letter, a digit, `_`, `$` or a non-ASCII character).
         r#"CROSS JOIN LATERAL (SELECT CASE WHEN l.lanname IN ('plpgsql', 'sql') THEN pg_catalog.regexp_replace("#,
-        r#"p.prosrc, '(''([^'']|'''')*''|"[^"]*")|/\*([^*]|\*+[^*/])*\*+/|--[^\n]*', '\1 ', 'g') "#,
-        r#"ELSE pg_catalog.replace(pg_catalog.replace(p.prosrc, '/*', ' '), '*/', ' ') END AS code) AS s "#,
+        r#"t.body, '(''([^'']|'''')*''|"[^"]*")|/\*([^*]|\*+[^*/])*\*+/|--[^\n]*', '\1 ', 'g') "#,
+        r#"ELSE pg_catalog.replace(pg_catalog.replace(t.body, '/*', ' '), '*/', ' ') END AS code) AS s "#,
         r#"CROSS JOIN LATERAL (SELECT pg_catalog.replace(s.code, '"', '') AS src, "#,
-        r#"p.prosrc ~* 'u&[''"]|\muescape\M' OR l.lanname IN ('plpgsql', 'sql') "#,
-        r#"AND (s.code ~ '/\*|\*/' OR p.prosrc ~ '\\''|\$([[:alpha:]_][[:alnum:]_]*)?\$' "#,
+        r#"t.body ~* 'u&[''"]|\muescape\M' OR l.lanname IN ('plpgsql', 'sql') "#,
+        r#"AND (s.code ~ '/\*|\*/' OR t.body ~ '\\''|\$("#, name_word!(), r#")?\$' "#,
         r#"OR pg_catalog.regexp_replace(s.code, '''([^'']|'''')*''|("([^"]|"")*")', '\2', 'g') "#,
-        r#"~ '"[^"]*[^"[:lower:][:digit:]_$][^"]*"|""') AS unreadable) AS b "#,
+        r#"~ '"[^"]*[^"[:lower:][:digit:]_$\u0080-\U0010ffff][^"]*"|""') AS unreadable) AS b "#,
         r#"CROSS JOIN (SELECT pg_catalog.array_agg(uo.oprname::pg_catalog.text ORDER BY uo.oid), "#,
         r#"pg_catalog.array_agg("#, callable!("op"), r#" ORDER BY uo.oid) FROM pg_catalog.pg_operator uo "#,
         r#"JOIN pg_catalog.pg_proc op ON op.oid = uo.oprcode WHERE uo.oid >= 16384) AS uops(names, calls) "#,
@@ -249,6 +325,24 @@ macro_rules! catalog_query_text {
         r#"SELECT n.nspname, p.proname, 'SELECT ' || pg_catalog.pg_get_expr(p.proargdefaults, 0), 'f' "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"WHERE p.proargdefaults IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // A function's SET clause (`proconfig`) runs where the call runs: a standby refuses a
+        // transaction's settings (`transaction_read_only = off`: 25001 at each call, after rows
+        // when the call is in a late row), so a call of one setting `transaction_*` or
+        // `default_transaction_*` is never replica-safe; and one of a placeholder (a name with a
+        // dot) defines it in the session for good (PostgreSQL restores the value when the call
+        // ends, the placeholder stays): a change of the session's state, as set_config. Any
+        // other built-in setting (`SET search_path = …` of a SECURITY DEFINER function) is
+        // restored and runs alike on a standby: no row.
+        r#"UNION ALL "#,
+        r#"SELECT n.nspname, p.proname, CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
+        r#"WHERE pg_catalog.strpos(pg_catalog.split_part(g.c, '=', 1), '.') > 0) "#,
+        r#"THEN 'SELECT pg_catalog.set_config(NULL, NULL, NULL)' "#,
+        r#"ELSE 'polarsplit: the function has a SET clause' END, 'f' "#,
+        r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
+        r#"WHERE p.proconfig IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        r#"AND EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
+        r#"WHERE pg_catalog.strpos(pg_catalog.split_part(g.c, '=', 1), '.') > 0 "#,
+        r#"OR pg_catalog.strpos(pg_catalog.lower(pg_catalog.split_part(g.c, '=', 1)), 'transaction_') IN (1, 9)) "#,
         // A domain's CHECK runs where the text never names the domain: a function's argument or
         // result (OUT and TABLE columns too) of a type that holds it (the domain, an array of it, a
         // composite or range over it), and a type or a relation's row type that holds it.
@@ -306,7 +400,50 @@ macro_rules! catalog_query_text {
         r#"WHERE c.relkind IN ('r', 'p', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
         // A type, under its name.
         r#"UNION SELECT n.nspname, t.typname, tf.fid FROM tf JOIN pg_catalog.pg_type t ON t.oid = tf.typ "#,
-        r#"JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace"#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace "#,
+        // A user function, under its name: the code of its arguments' and result's types (OUT
+        // and TABLE columns too, and the types they hold), which its call runs where the text
+        // names no type — a user cast the server applies to an argument (`f(1)`, an implicit
+        // cast from int to the parameter's type) or to what the body returns, the types' I/O
+        // functions (verified on PostgreSQL 15: a plpgsql implicit cast from int to a user enum
+        // answered the standby's value for `SELECT f(1)`).
+        r#"UNION SELECT n.nspname, p.proname, tf.fid FROM pg_catalog.pg_proc p "#,
+        r#"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
+        r#"CROSS JOIN LATERAL pg_catalog.unnest(COALESCE(p.proallargtypes, p.proargtypes::pg_catalog.oid[]) "#,
+        r#"|| p.prorettype) AS a(typ) JOIN tf ON tf.typ = a.typ "#,
+        r#"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
+        // A user cast between two built-in types that the server applies unasked (implicit or
+        // in assignment: `tf`) runs where the text names neither type — `center(c) + 1` with
+        // an implicit cast from point to int: under the name of every built-in function and
+        // operator whose result (or OUT column) is a type that holds its source (`point`,
+        // `box`, `point[]`, …), so that each of their calls is judged with it. (Its source named
+        // is the `tf` row above; a relation with a column of it, `rf`.)
+        r#"UNION SELECT 'pg_catalog', x.name, tf.fid FROM tf JOIN pg_catalog.pg_cast k ON k.castfunc = tf.fid "#,
+        r#"AND k.castsource < 16384 AND k.casttarget < 16384 "#,
+        r#"JOIN (SELECT bp.proname::pg_catalog.text, bp.prorettype FROM pg_catalog.pg_proc bp "#,
+        r#"WHERE bp.pronamespace = 'pg_catalog'::pg_catalog.regnamespace "#,
+        r#"UNION SELECT bp.proname::pg_catalog.text, r.typ FROM pg_catalog.pg_proc bp "#,
+        r#"CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(bp.proallargtypes), pg_catalog.unnest(bp.proargmodes)) AS r(typ, mode) "#,
+        r#"WHERE bp.pronamespace = 'pg_catalog'::pg_catalog.regnamespace AND r.mode IN ('o', 'b', 't') "#,
+        r#"UNION SELECT bo.oprname::pg_catalog.text, bo.oprresult FROM pg_catalog.pg_operator bo "#,
+        r#"WHERE bo.oprnamespace = 'pg_catalog'::pg_catalog.regnamespace) AS x(name, typ) ON x.typ = tf.typ "#,
+        // … and when a statement makes a value of its source without naming anything — a
+        // literal (`1`, `1.5`, `true`, `'x'` resolved to text), a keyword (`CURRENT_DATE`,
+        // `CURRENT_USER`), an `ARRAY[…]` of them — under a name no statement spells, which the
+        // engine applies to every statement of the database (`EVERY_STATEMENT`).
+        r#"UNION SELECT 'pg_catalog', 'polarsplit: every statement', tf.fid FROM tf "#,
+        r#"JOIN pg_catalog.pg_cast k ON k.castfunc = tf.fid AND k.castsource = tf.typ AND k.casttarget < 16384 "#,
+        r#"JOIN pg_catalog.pg_type st ON st.oid = k.castsource WHERE 'pg_catalog.int4'::pg_catalog.regtype "#,
+        r#"IN (st.oid, st.typelem) OR 'pg_catalog.int8'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.numeric'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.text'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.bool'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.name'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.date'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.time'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.timetz'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.timestamp'::pg_catalog.regtype IN (st.oid, st.typelem) "#,
+        r#"OR 'pg_catalog.timestamptz'::pg_catalog.regtype IN (st.oid, st.typelem)"#,
         // An installed extension's C functions (`fx`) are taken at their labels, as when a
         // statement names them (the wrong labels known are reported volatile above): left out
         // here (`fc`, `tf`), so a column of citext, hstore or PostGIS's types keeps its reads on
@@ -347,7 +484,10 @@ macro_rules! catalog_query_text {
 /// 4. four columns: every object whose use runs code the statement's text does not show —
 ///    schema, name, a definition the engine judges as a statement, and a kind (`v` view, `p` a
 ///    table's row-level security policies, `d` domain, `c` user cast, `o` user operator, `f`
-///    user function's body, `h` the user code behind a relation or a type, `F` a foreign table
+///    user function's body or SET clause, `h` the user code behind a relation, a type or a
+///    function — a user function's arguments' and result's types', a built-in function's or
+///    operator's whose result holds the source of a user cast between two built-in types the
+///    server applies unasked —, `F` a foreign table
 ///    or an ancestor of one, `U` an unlogged relation or an ancestor of one)
 ///    — for `polarsplit_engine_set_object_catalog`.
 ///
@@ -392,5 +532,67 @@ mod tests {
         // The scan's text has a plpgsql body's comments taken out, strings and quoted names
         // taken whole first.
         assert!(CATALOG_QUERY.contains(r#"/\*([^*]|\*+[^*/])*\*+/|--[^\n]*', '\1 ', 'g')"#));
+    }
+
+    /// S-7, S-6: every name class of the body scan takes non-ASCII characters (PostgreSQL takes
+    /// any byte >= 0x80 as a letter of an unquoted name; `[[:alpha:]]` is ASCII-only in a
+    /// C-locale database), and names are folded in ASCII only, as the server folds them.
+    #[test]
+    fn s7_the_body_scan_reads_non_ascii_names() {
+        assert!(!CATALOG_QUERY.contains("[[:alpha:]_][[:alnum:]_"));
+        assert!(!CATALOG_QUERY.contains("pg_catalog.lower("));
+        // Calls and words in both branches, the dollar-quote tag.
+        assert_eq!(CATALOG_QUERY.matches(name_word!()).count(), 5);
+        assert!(CATALOG_QUERY.contains(r#"[^"[:lower:][:digit:]_$\u0080-\U0010ffff]"#));
+    }
+
+    /// P-1, S-6: a body that opens, fetches from, moves or closes a cursor leaves a portal in
+    /// the session that ran it: never a read a reader may run.
+    #[test]
+    fn p1_a_body_with_a_cursor_command_may_write() {
+        assert!(CATALOG_QUERY.contains(
+            "|open|fetch|move|close)\\M' THEN 'polarsplit: the function body may write'"
+        ));
+    }
+
+    /// S-6: a SQL-standard body is scanned from `pg_get_functiondef`'s text, and a volatile
+    /// body's row is never dropped by a NULL; its operators and words (attribute notation) are
+    /// read as the other branch's.
+    #[test]
+    fn s6_sql_standard_and_volatile_bodies_are_scanned_whole() {
+        assert!(CATALOG_QUERY.contains("pg_catalog.pg_get_functiondef(p.oid)"));
+        assert!(!CATALOG_QUERY.contains("'SELECT NULL' || (SELECT"));
+        assert_eq!(CATALOG_QUERY.matches(uop_calls!()).count(), 2);
+        assert_eq!(CATALOG_QUERY.matches(from_words!()).count(), 1);
+        assert_eq!(CATALOG_QUERY.matches(from_words!(un)).count(), 1);
+        assert!(!CATALOG_QUERY.contains("not judged"));
+    }
+
+    /// P-1, S-5: a function's SET clause is read: never replica-safe, and a placeholder's is a
+    /// session-state change.
+    #[test]
+    fn p1_s5_a_functions_set_clause_is_reported() {
+        assert!(CATALOG_QUERY.contains("WHERE p.proconfig IS NOT NULL"));
+        // Only a transaction's settings and placeholders: `SET search_path` is restored.
+        assert!(CATALOG_QUERY.contains("'transaction_') IN (1, 9)"));
+        for text in [
+            "polarsplit: the function has a SET clause",
+            "SELECT pg_catalog.set_config(NULL, NULL, NULL)",
+        ] {
+            let c = crate::classify::classify(text, &crate::classify::WriteFunctions::defaults());
+            assert!(!c.is_replica_safe(), "{text}: {c:?}");
+        }
+    }
+
+    /// S-7, S-5: a user function is linked to the code of its arguments' and result's types,
+    /// and a user cast between two built-in types to the built-ins whose result holds its source.
+    #[test]
+    fn s7_code_behind_a_functions_types_and_a_built_in_cast_is_reported() {
+        assert!(CATALOG_QUERY.contains("|| p.prorettype) AS a(typ) JOIN tf ON tf.typ = a.typ"));
+        assert!(CATALOG_QUERY.contains("AND k.castsource < 16384 AND k.casttarget < 16384"));
+        assert!(CATALOG_QUERY.contains(&format!(
+            "'{}'",
+            crate::classify::functions::EVERY_STATEMENT
+        )));
     }
 }

@@ -233,14 +233,25 @@ impl<'a> Rules<'a> {
         mut c: Classification,
         catalog: Option<&DbCatalog>,
     ) -> Classification {
-        let Some(calls) = c.calls.take() else {
+        // Code the database may run for any statement, whatever it names (see
+        // [`EVERY_STATEMENT`]).
+        let every = catalog.and_then(DbCatalog::every_statement);
+        let calls = c.calls.take();
+        if calls.is_none() && every.is_none() {
             return c;
-        };
+        }
         let mut changes: Vec<(u32, Verdict)> = Vec::new();
-        for call in calls.iter() {
+        for call in calls.iter().flat_map(|c| c.iter()) {
             let (stmt, verdict) = self.resolve(call, catalog);
             if let Some(v) = verdict {
                 changes.push((stmt, v));
+            }
+        }
+        if let Some(v) = every {
+            for (i, s) in c.statements().iter().enumerate() {
+                if s.kind != Kind::Empty {
+                    changes.push((i as u32, v));
+                }
             }
         }
         if changes.is_empty() {
@@ -758,11 +769,27 @@ impl DbCatalog {
         self.function_set().is_some_and(|f| f.shadows_builtins)
     }
 
+    /// What the database's code adds to every statement ([`EVERY_STATEMENT`]), if anything.
+    fn every_statement(&self) -> Option<Verdict> {
+        self.object_set()?
+            .verdicts
+            .get(&short_name_hash(EVERY_STATEMENT))
+            .copied()
+    }
+
     /// Whether the names a statement mentions must be looked up.
     fn has_names(&self) -> bool {
         self.sequence_set().is_some() || self.object_set().is_some()
     }
 }
+
+/// The object name under which the host reports code the database may run for any statement,
+/// whatever the statement names (S-7, S-5, S-6): a user cast between two built-in types that
+/// the server applies unasked from a type whose values a statement makes without naming
+/// anything — a literal (`1`, `1.5`, `'x'` resolved to text, `true`), a keyword
+/// (`CURRENT_DATE`, `CURRENT_USER`). Every statement of the database takes its verdict: no
+/// name of a statement spells it (it is no identifier or operator), so only this matches.
+pub(crate) const EVERY_STATEMENT: &str = "polarsplit: every statement";
 
 /// Bounds of what the host may report (every buffer bounded).
 pub const MAX_FUNCTIONS_PER_DATABASE: usize = 1 << 20;
@@ -808,6 +835,9 @@ pub struct FunctionCatalogs {
     /// Reported databases with a sequence or an object that hides code: while 0, the names a
     /// statement mentions are not looked up.
     named: AtomicUsize,
+    /// Reported databases with code run for every statement ([`EVERY_STATEMENT`]): while 0, a
+    /// statement that calls and names nothing is not looked up.
+    everywhere: AtomicUsize,
     /// The policy objects' definitions are classified under (the engine's, see
     /// [`FunctionCatalogs::set_policy`]; the default one until then).
     policy: RwLock<Option<(FunctionPolicy, Limits)>>,
@@ -1078,7 +1108,11 @@ impl FunctionCatalogs {
             return Err(CatalogError::TooManyDatabases(MAX_DATABASES));
         }
         new.judge_objects(&policy, &limits);
-        let (shadows, named) = (new.shadows_builtins(), new.has_names());
+        let (shadows, named, every) = (
+            new.shadows_builtins(),
+            new.has_names(),
+            new.every_statement().is_some(),
+        );
         // A host reloads every catalogue on a timer: a report like the last changes no verdict.
         let same = keep && dbs.get(database).is_some_and(|o| **o == new);
         let old = if keep {
@@ -1102,6 +1136,11 @@ impl FunctionCatalogs {
             shadows,
         );
         count(&self.named, old.is_some_and(DbCatalog::has_names), named);
+        count(
+            &self.everywhere,
+            old.is_some_and(|o| o.every_statement().is_some()),
+            every,
+        );
         if !same {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
@@ -1124,6 +1163,9 @@ impl FunctionCatalogs {
 
     /// Whether finishing `c` needs a catalogue at all (the fast path skips the lookup).
     pub(crate) fn needed_for(&self, c: &Classification) -> bool {
+        if self.everywhere.load(Ordering::Acquire) > 0 {
+            return true;
+        }
         match &c.calls {
             None => false,
             Some(calls) => {
@@ -1258,5 +1300,37 @@ impl NameSet {
             hashes: all.into_boxed_slice(),
             hint,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every(definition: &str) -> UserObject {
+        UserObject {
+            schema: "pg_catalog".into(),
+            name: EVERY_STATEMENT.into(),
+            definition: definition.into(),
+        }
+    }
+
+    /// S-7: code a database runs for every statement (a user cast from a literal's type) is
+    /// looked up for a statement that calls and names nothing, and only while a database has
+    /// some.
+    #[test]
+    fn s7_code_for_every_statement_is_looked_up_only_while_reported() {
+        let cats = FunctionCatalogs::new();
+        let write = WriteFunctions::defaults();
+        let rules = Rules::with_write(&write);
+        let bare = super::super::statement::classify_str("SELECT 1", rules, &Limits::DEFAULT);
+        assert!(!cats.needed_for(&bare));
+        cats.set_objects(b"db", [every("SELECT pg_is_in_recovery()")])
+            .unwrap();
+        assert!(cats.needed_for(&bare));
+        let c = FunctionPolicy::default().finish(bare.clone(), cats.get(b"db").as_deref());
+        assert_eq!(c.first().not_safe, NotSafe::ServerDependent);
+        assert!(cats.remove_objects(b"db"));
+        assert!(!cats.needed_for(&bare));
     }
 }

@@ -462,20 +462,30 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 ///   `SELECT NULL::<domain>`;
 /// - `c` a user cast, under each of its two types' names, and `o` a user operator:
 ///   `SELECT <schema>.<function>(NULL[, NULL])`, a call of the function it runs;
-/// - `f` a user function, under its name (a call names the function), with its body: a volatile
+/// - `f` a user function, under its name (a call names the function), with its body (a
+///   SQL-standard body, `BEGIN ATOMIC` or `RETURN`, as `pg_get_functiondef` prints it): a volatile
 ///   one as a DO block that says DDL when its body says DDL or `EXECUTE`, else as a SELECT
-///   calling the user functions its body names (so DDL they run changes the catalogue); a STABLE or
-///   IMMUTABLE SQL body is the function's statements; a body of another language that says DDL
-///   or `EXECUTE` is reported as a DO block that does, one that says DML or a session command as
-///   text that is no read, any other as a SELECT calling every name the body writes before a
-///   parenthesis and every user operator it contains, from every word it holds; a LANGUAGE
+///   calling the user functions its body names and the user operators it contains, from every
+///   word it holds (so DDL they run, by attribute notation too, changes the catalogue); a STABLE
+///   or IMMUTABLE SQL body in `prosrc` is the function's statements; another body that says DDL
+///   or `EXECUTE` is reported as a DO block that does, one that says DML, a session command or a
+///   cursor command (`OPEN`, `FETCH`, `MOVE`, `CLOSE`) as text that is no read, any other as a
+///   SELECT calling every name the body writes before a parenthesis and every user operator it
+///   contains, from every word it holds (names with non-ASCII characters too); a function with a
+///   SET clause as text that is no read, or as `SELECT pg_catalog.set_config(NULL, NULL, NULL)`
+///   when it sets a placeholder (the session keeps it); a LANGUAGE
 ///   internal function as a call of the built-in whose C code it runs; a function whose
 ///   argument or result (OUT and TABLE columns too) holds a domain as `SELECT NULL::<domain>`;
 ///   a user aggregate as `SELECT NULL, <schema>.<function>(NULL, …), …` calling its user
 ///   support functions (transition, final, combine, …). A STABLE function over
 ///   `pg_is_in_recovery()`, a sequence or a volatile function is then judged by what it runs,
 ///   not only by its label;
-/// - `h` a relation or a type whose use runs user code its name does not show, under its name:
+/// - `h` a relation, a type or a function whose use runs user code its name does not show, under
+///   its name (a user function: its arguments' and result's types'; a built-in function or
+///   operator whose result holds the source type of a user cast between two built-in types
+///   that the server applies unasked, implicit or in assignment: that cast's — and when a
+///   literal or a keyword makes values of that source type, under the name
+///   `polarsplit: every statement`, which every statement of the database is judged with):
 ///   `SELECT NULL, <schema>.<function>(NULL, …), …` calling each user function the planner or
 ///   executor may run for it — a range type's `subtype_diff`, `canonical` and `subtype_opclass`,
 ///   a type's I/O functions, default operator classes and casts (a built-in type's: the user
