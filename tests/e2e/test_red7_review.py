@@ -200,6 +200,8 @@ def _backend_of(server, marker: str, timeout: float = 5) -> int:
 # then only on the reader, and a later batch naming it is routed to the writer.
 
 @pytest.mark.timeout(60)
+@pytest.mark.xfail(strict=True, reason="documented (README, E-4): an unnamed portal run to completion "
+                   "on a reader inside a block is not on the writer for a later batch to Execute again")
 def test_e4_the_unnamed_portal_run_to_completion_in_a_block_runs_again_as_on_the_primary(pair, red7_proxy):
     q = "SELECT g, inet_server_port() > 0 FROM generate_series(1, 5) g"
     steps = [([query("BEGIN")], 1), ([query("SELECT count(*) FROM accounts")], 1),
