@@ -201,3 +201,50 @@ def user_functions(pair: PgPair, functions: dict[str, str], also_drop: list[str]
         finally:
             for name in names:
                 admin.execute(f"DROP FUNCTION IF EXISTS {name}()")
+
+
+# -- A bounded psycopg session, shared by the examiners' modules (red5 onwards) --------------------
+
+BOUND_S = 5.0
+
+
+def connect(dsn: str, **kw) -> psycopg.Connection:
+    """An autocommit connection whose statements are bounded by the server too (5 s)."""
+    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options="-c statement_timeout=5000", **kw)
+
+
+def run(conn, sql, params=None):
+    """The statement's rows (None when it returns none), within BOUND_S or a Hang."""
+    with bounded(conn, BOUND_S, str(sql)[:80]):
+        cur = conn.execute(sql, params)
+        return cur.fetchall() if cur.description else None
+
+
+def answer(conn, sql, params=None):
+    """('ok', rows) or ('error', SQLSTATE); a lost connection still raises."""
+    try:
+        return ("ok", run(conn, sql, params))
+    except psycopg.Error as e:
+        if conn.closed:
+            raise
+        return ("error", e.sqlstate)
+
+
+def warm(conn, seconds: float = 3.0) -> None:
+    """Waits until a plain read of this session runs on the standby: a session's first reads may
+    stay on the writer while its state is learnt or a reader connection is opened (S-5, P-4), and
+    the examiners' findings are about what happens once reads do leave the writer."""
+    import time
+
+    import pytest
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if run(conn, "SELECT inet_server_port()")[0][0] in STANDBY_PORTS:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"no plain read of the session reached the standby within {seconds:g} s")
+
+
+def ran_on(port) -> str:
+    return "standby" if port in STANDBY_PORTS else "primary"

@@ -13,35 +13,14 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded
+from e2e_support import STANDBY_PORTS, bounded, connect, run, warm
 
 BOUND_S = 5.0
-
-
-def connect(dsn: str, **kw) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options="-c statement_timeout=5000", **kw)
-
-
-def run(conn, sql, params=None):
-    with bounded(conn, BOUND_S, str(sql)[:80]):
-        return conn.execute(sql, params).fetchall()
 
 
 def command(conn, sql, params=None) -> None:
     with bounded(conn, BOUND_S, str(sql)[:80]):
         conn.execute(sql, params)
-
-
-def warm(conn) -> None:
-    """Waits (at most 3 s) until a plain read of this session runs on the standby: a session's
-    first reads may stay on the writer while its state is learnt or a reader connection is opened
-    (S-5, P-4), and the findings below are about what happens once reads do leave the writer."""
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if run(conn, "SELECT inet_server_port()")[0][0] in STANDBY_PORTS:
-            return
-        time.sleep(0.05)
-    pytest.fail("no plain read of the session reached the standby within 3 s")
 
 
 # -- Finding 1: a multibyte client encoding hides calls from the lexer -----------------------------

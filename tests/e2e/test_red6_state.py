@@ -16,19 +16,9 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded, on_primary
+from e2e_support import STANDBY_PORTS, bounded, connect, on_primary, run, warm
 
 BOUND_S = 5.0
-
-
-def connect(dsn: str, **kw) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options="-c statement_timeout=5000", **kw)
-
-
-def run(conn, sql, params=None):
-    with bounded(conn, BOUND_S, str(sql)[:80]):
-        cur = conn.execute(sql, params)
-        return cur.fetchall() if cur.description else None
 
 
 def outcome(conn, sql):
@@ -49,17 +39,6 @@ def values(outcomes):
 
 def place(port):
     return "standby" if port in STANDBY_PORTS else "primary"
-
-
-def warm(conn) -> None:
-    """Waits (at most 3 s) until a plain read of this session runs on the standby: a session's
-    first reads may stay on the writer while its state is learnt or a reader connection opened."""
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if run(conn, "SELECT inet_server_port()")[0][0] in STANDBY_PORTS:
-            return
-        time.sleep(0.05)
-    pytest.fail("no plain read of the session reached the standby within 3 s")
 
 
 def twin_and_proxied(pair, proxy, user="app_trust", dbname="app"):

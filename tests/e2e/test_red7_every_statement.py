@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import time
 
-import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, on_primary, start_proxy, stop_proxy
+from e2e_support import STANDBY_PORTS, connect, on_primary, start_proxy, stop_proxy
 
 OBJECTS = [
     "CREATE FUNCTION red7x_d2i(date) RETURNS int IMMUTABLE LANGUAGE sql AS"
@@ -21,10 +20,6 @@ OBJECTS = [
 ]
 DROP = ["DROP CAST IF EXISTS (date AS int)", "DROP FUNCTION IF EXISTS red7x_d2i(date)"]
 SQL = "SELECT int4pl(CURRENT_DATE, 0), inet_server_port()"
-
-
-def connect(dsn: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options="-c statement_timeout=5000")
 
 
 def places(proxy, n=10, sql=SQL):

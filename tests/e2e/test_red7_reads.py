@@ -23,50 +23,10 @@ default operator class whose operators have other names is not"), so not kept.""
 
 from __future__ import annotations
 
-import time
 
-import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded, on_primary, proxy_with_catalogue
-
-BOUND_S = 5.0
-
-
-def connect(dsn: str, **kw) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options="-c statement_timeout=5000", **kw)
-
-
-def run(conn, sql, params=None):
-    with bounded(conn, BOUND_S, str(sql)[:80]):
-        cur = conn.execute(sql, params)
-        return cur.fetchall() if cur.description else None
-
-
-def answer(conn, sql, params=None):
-    """('ok', rows) or ('error', SQLSTATE)."""
-    try:
-        return ("ok", run(conn, sql, params))
-    except psycopg.Error as e:
-        if conn.closed:
-            raise
-        return ("error", e.sqlstate)
-
-
-def warm(conn) -> None:
-    """Waits (at most 3 s) until a plain read of this session runs on the standby: a session's
-    first reads may stay on the writer while its state is learnt or a reader connection is opened
-    (S-5, P-4); the findings are about what happens once reads do leave the writer."""
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if run(conn, "SELECT inet_server_port()")[0][0] in STANDBY_PORTS:
-            return
-        time.sleep(0.05)
-    pytest.fail("no plain read of the session reached the standby within 3 s")
-
-
-def ran_on(port) -> str:
-    return "standby" if port in STANDBY_PORTS else "primary"
+from e2e_support import answer, connect, on_primary, proxy_with_catalogue, ran_on, run, warm
 
 
 TARGET_OLD = "CREATE OR REPLACE FUNCTION red7_target() RETURNS text STABLE LANGUAGE sql AS $$SELECT 'old'$$"
@@ -312,8 +272,6 @@ def test_s7_guard_a_sql_standard_body_is_never_judged_safe(pair, red7_proxy, cal
     assert through[0] == "ok" and through[1][0][0] is True, f"{call}: through the proxy {through}"
 
 
-
-
 # -- Finding 5: a function's SET clause the catalogue never reads ----------------------------------
 #
 # `red7_rw()` is `STABLE LANGUAGE sql SET transaction_read_only = off AS 'SELECT 1'`. The catalogue
@@ -331,7 +289,6 @@ def test_p1_a_functions_set_clause_that_fails_on_a_standby_answers_as_the_primar
     on_primary, through = compare(pair, red7_proxy, sql)
     assert on_primary[0] == "ok" and len(on_primary[1]) == 20_000
     assert through[0] == "ok", f"the primary answers 20000 rows; through the proxy {through}"
-
 
 
 # Finding 5b (the same SET clause, S-5): `red7_ph()` is `STABLE LANGUAGE sql SET app.red7_ph =

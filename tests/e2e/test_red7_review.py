@@ -19,35 +19,10 @@ import uuid
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded, on_primary, proxy_with_catalogue
+from e2e_support import connect, on_primary, proxy_with_catalogue, ran_on, run, warm
 from test_red2_findings import SYNC, Client, bind, exchange, execute, parse, query
 
 pytestmark = pytest.mark.timeout(120)
-
-BOUND_S = 5.0
-
-
-def connect(dsn: str, **kw) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options="-c statement_timeout=5000", **kw)
-
-
-def run(conn, sql, params=None):
-    with bounded(conn, BOUND_S, str(sql)[:80]):
-        return conn.execute(sql, params).fetchall()
-
-
-def warm(conn) -> None:
-    """Waits (at most 3 s) until a plain read of this session runs on the standby."""
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if run(conn, "SELECT inet_server_port()")[0][0] in STANDBY_PORTS:
-            return
-        time.sleep(0.05)
-    pytest.fail("no plain read of the session reached the standby within 3 s")
-
-
-def ran_on(port) -> str:
-    return "standby" if port in STANDBY_PORTS else "primary"
 
 
 BODIES = {
