@@ -15,8 +15,9 @@ pub enum FrontendMessage<'a> {
         statement: &'a [u8],
         sql: &'a [u8],
         param_types: u16,
-        /// A parameter type is a user type ([`names_user_type`]).
-        user_types: bool,
+        /// The parameter type OIDs, 4 bytes each, unread: only where the Parse is classified
+        /// are they asked whether one names a user type ([`oids_name_user_type`]).
+        types: &'a [u8],
     },
     /// Bind: names only; parameter values and formats stay opaque.
     Bind {
@@ -72,7 +73,8 @@ pub fn names_user_type(after_sql: &[u8]) -> bool {
     after_sql.get(2..).is_some_and(oids_name_user_type)
 }
 
-fn oids_name_user_type(oids: &[u8]) -> bool {
+/// [`names_user_type`] of the OIDs alone (a Parse's `types`).
+pub fn oids_name_user_type(oids: &[u8]) -> bool {
     oids.chunks_exact(4)
         .any(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) >= FIRST_USER_OID)
 }
@@ -111,7 +113,7 @@ impl<'a> FrontendMessage<'a> {
                     statement,
                     sql,
                     param_types: n as u16,
-                    user_types: oids_name_user_type(types),
+                    types,
                 }
             }
             tag::BIND => {
@@ -205,7 +207,7 @@ impl<'a> FrontendMessage<'a> {
                     statement: &body[..a],
                     sql: &body[a + 1..b],
                     param_types: n as u16,
-                    user_types: oids_name_user_type(&body[b + 3..]),
+                    types: &body[b + 3..],
                 }
             }
             tag::BIND => {
@@ -369,7 +371,7 @@ mod tests {
                 statement: b"s1",
                 sql: b"select $1",
                 param_types: 1,
-                user_types: false,
+                types: &23i32.to_be_bytes(),
             }
         );
         // A user type among the parameter types (a domain: OID at or above 16384), told.
@@ -380,10 +382,10 @@ mod tests {
         assert!(matches!(
             FrontendMessage::parse(b'P', &u).unwrap(),
             FrontendMessage::Parse {
-                user_types: true,
+                types,
                 param_types: 2,
                 ..
-            }
+            } if oids_name_user_type(types)
         ));
         assert!(names_user_type(&u[u.len() - 10..]));
         assert!(!names_user_type(&p[p.len() - 6..]));
@@ -477,7 +479,7 @@ mod tests {
                     statement,
                     sql,
                     param_types: n as u16,
-                    user_types: oids_name_user_type(&b[2..]),
+                    types: &b[2..],
                 })?
             }
             b'B' => {

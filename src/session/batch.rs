@@ -937,7 +937,7 @@ impl Session {
             FrontendMessage::Parse {
                 statement,
                 sql,
-                user_types,
+                types,
                 ..
             } => {
                 if statement == hidden::PROBE_NAME || statement == hidden::CAPTURE_NAME {
@@ -976,7 +976,7 @@ impl Session {
                     return;
                 }
                 let text = std::str::from_utf8(sql).ok();
-                let class = text.map(|s| self.classify_parse(s, user_types));
+                let class = text.map(|s| self.classify_parse(s, types));
                 if let (Some(c), Some(t)) = (&class, text) {
                     self.note_custom_names(c, t);
                 }
@@ -1155,14 +1155,14 @@ impl Session {
             FrontendMessage::Parse {
                 statement,
                 sql,
-                user_types,
+                types,
                 ..
             } => {
                 let rest = parse_rest(body, statement);
                 let hash = self.statements.hash_of(statement, rest);
                 let class = std::str::from_utf8(sql)
                     .ok()
-                    .map(|s| self.classify_parse(s, user_types));
+                    .map(|s| self.classify_parse(s, types));
                 self.statements
                     .insert_hashed(statement, rest, hash, class, false, limit);
                 let b = self.backend_mut(i);

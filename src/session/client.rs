@@ -243,14 +243,12 @@ impl Session {
                     }
                 }
             },
-            FrontendMessage::Parse {
-                sql, user_types, ..
-            } => {
+            FrontendMessage::Parse { sql, types, .. } => {
                 names = Names::of(&msg);
                 may_be_token = crate::token::may_be_command(sql);
                 let class = std::str::from_utf8(sql)
                     .ok()
-                    .map(|s| self.classify_parse(s, user_types));
+                    .map(|s| self.classify_parse(s, types));
                 if class.is_none() {
                     self.unread_statement();
                 }

@@ -1071,14 +1071,15 @@ impl Session {
         self.classifier.classify_in(db, sql)
     }
 
-    /// A Parse's text, with what its parameter types add (`user_types`: one is a user type).
-    fn classify_parse(&self, sql: &str, user_types: bool) -> Classification {
-        let c = self.classify_sql(sql);
-        if user_types {
-            c.with_user_typed_parameters()
-        } else {
-            c
-        }
+    /// A Parse's text and parameter type OIDs (4 bytes each), classified for this session.
+    fn classify_parse(&self, sql: &str, types: &[u8]) -> Classification {
+        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
+        classify_parse_in(
+            &self.classifier,
+            db,
+            sql,
+            crate::protocol::frontend::oids_name_user_type(types),
+        )
     }
 
     /// The verdicts the session keeps — its prepared statements', and those of the queued
@@ -1097,14 +1098,8 @@ impl Session {
         self.catalog_generation = generation;
         let classifier = &self.classifier;
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
-        self.statements.judge_again(|t, user_types| {
-            let c = classifier.classify_in(db, t);
-            if user_types {
-                c.with_user_typed_parameters()
-            } else {
-                c
-            }
-        });
+        self.statements
+            .judge_again(|t, user_types| classify_parse_in(classifier, db, t, user_types));
         for m in self.queue.iter_mut() {
             let (MsgInfo::Query { class: Some(c), .. } | MsgInfo::Parse { class: Some(c) }) =
                 &mut m.info
@@ -1119,21 +1114,15 @@ impl Session {
             else {
                 continue;
             };
-            let (text, user_types) =
-                match crate::protocol::FrontendMessage::reread(m.tag, body, m.names) {
-                    Ok(crate::protocol::FrontendMessage::Query { sql }) => (sql, false),
-                    Ok(crate::protocol::FrontendMessage::Parse {
-                        sql, user_types, ..
-                    }) => (sql, user_types),
-                    _ => continue,
-                };
+            let (text, types) = match crate::protocol::FrontendMessage::reread(m.tag, body, m.names)
+            {
+                Ok(crate::protocol::FrontendMessage::Query { sql }) => (sql, &[][..]),
+                Ok(crate::protocol::FrontendMessage::Parse { sql, types, .. }) => (sql, types),
+                _ => continue,
+            };
             if let Ok(t) = std::str::from_utf8(text) {
-                let fresh = classifier.classify_in(db, t);
-                *c = if user_types {
-                    fresh.with_user_typed_parameters()
-                } else {
-                    fresh
-                };
+                let user_types = crate::protocol::frontend::oids_name_user_type(types);
+                *c = classify_parse_in(classifier, db, t, user_types);
             }
         }
     }
@@ -1206,5 +1195,23 @@ fn lossy(b: &[u8]) -> String {
 fn reserve_one<T>(q: &mut VecDeque<T>) {
     if q.capacity() == 0 {
         q.reserve_exact(1);
+    }
+}
+
+/// A statement's text classified for database `db` — a Parse's with what its parameter types
+/// add (`user_types`: one names a user type, whose input or `CHECK` the server runs as it reads
+/// the parameters; [`Classification::with_user_typed_parameters`]). The one place the rule is
+/// applied: at a Parse, and when kept verdicts are finished again after the catalogue moved.
+fn classify_parse_in(
+    classifier: &crate::classify::Classifier,
+    db: &[u8],
+    sql: &str,
+    user_types: bool,
+) -> Classification {
+    let c = classifier.classify_in(db, sql);
+    if user_types {
+        c.with_user_typed_parameters()
+    } else {
+        c
     }
 }
