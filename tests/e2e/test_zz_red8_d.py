@@ -18,7 +18,8 @@ Found (2026-12-07):
   its answer (as the writer's reads already use), not the one before it.
 - **R-1b: while the standby accepts no new connection but its established ones answer, every new
   session pays the reader connect timeout.** The standby's postmaster alone frozen (SIGSTOP; as
-  behind a firewall that drops new flows, or a postmaster that cannot fork): the monitor's
+  behind a firewall or a full conntrack table that drops new flows, or a postmaster that cannot
+  fork): the monitor's
   connection keeps sampling, so each sample "taken after the latest failure" lifts the hold-out
   and the back-off at once (`cluster/health.rs`, `State::sample` `back_in` and
   `State::retry_after`); the engine never keeps the reader out, and each new session's first read
@@ -42,7 +43,13 @@ primary: no monotonic-read break); kill -9 and immediate stop of the standby mid
 block (55000, then 25P02 until COMMIT answers ROLLBACK, as F-3 says); the whole standby frozen
 under a psycopg pipeline of three reads (answered by the primary after the 10 s response
 deadline, all three, once each); a session's settings replayed on a reader across an immediate
-stop and a terminated backend (answers as the primary's). A pipelined batch of reads whose reader
+stop and a terminated backend (answers as the primary's); a NOTICE a read raised on the standby
+(an immutable function folded at plan time) before it blocked on a replayed lock, the standby then
+stopped or the backend terminated: retried on the primary, the NOTICE seen once, as directly; the
+whole standby frozen under a proxy with `--monitor-timeout-ms 0` or `--monitor-down-after 1000`
+(the read answered by the primary at the 10 s deadline, a new session at once); the standby's
+pg_hba rejecting the session's user (new sessions' reads answered by the primary in 30 ms, no
+error). A pipelined batch of reads whose reader
 is stopped after the first answered gets 55000 (a documented limit)."""
 
 from __future__ import annotations
