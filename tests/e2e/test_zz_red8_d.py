@@ -19,8 +19,7 @@ Found (2026-12-07):
 - **R-1b: while the standby accepts no new connection but its established ones answer, every new
   session pays the reader connect timeout.** The standby's postmaster alone frozen (SIGSTOP; as
   behind a firewall or a full conntrack table that drops new flows, or a postmaster that cannot
-  fork): the monitor's
-  connection keeps sampling, so each sample "taken after the latest failure" lifts the hold-out
+  fork): the monitor's connection keeps sampling, so each sample "taken after the latest failure" lifts the hold-out
   and the back-off at once (`cluster/health.rs`, `State::sample` `back_in` and
   `State::retry_after`); the engine never keeps the reader out, and each new session's first read
   waits 2.0 s (`--reader-connect-timeout-ms`) for a reader connection before the primary answers
@@ -49,7 +48,8 @@ stopped or the backend terminated: retried on the primary, the NOTICE seen once,
 whole standby frozen under a proxy with `--monitor-timeout-ms 0` or `--monitor-down-after 1000`
 (the read answered by the primary at the 10 s deadline, a new session at once); the standby's
 pg_hba rejecting the session's user (new sessions' reads answered by the primary in 30 ms, no
-error). A pipelined batch of reads whose reader
+error); the standby in a smart shutdown (established connections served, new ones refused with
+57P03): new sessions answered by the primary in 20 ms. A pipelined batch of reads whose reader
 is stopped after the first answered gets 55000 (a documented limit)."""
 
 from __future__ import annotations
