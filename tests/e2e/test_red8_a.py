@@ -4,9 +4,16 @@ with the same driver against the primary alone (the oracle), and where a read ra
 inet_server_port() (replica-safe on purpose, S-7). Every statement is bounded (statement_timeout,
 connect_timeout, e2e_support.bounded, asyncio.wait_for).
 
-Found: no new divergence in this area. The two checks kept below held and guard real risks
-cheaply (a driver's cancel of a read on the standby, F-1 with F-3; notifications while the
-session's state changes, P-8); they are not findings.
+Found (E-2, S-7): a statement the client parsed on the writer answers under another resolution
+of its names once the session's DDL makes a closer one appear — a table earlier on the
+search_path, a closer function overload. The primary alone keeps the statement's first parse (as
+PostgreSQL does for any prepared statement whose dependencies did not change) and answers from
+`public`'s table / the old overload; through the proxy the statement runs on the standby, prepared
+there afresh after the DDL, and answers from the new object (6 of 6, both cases, 3 of 3 runs).
+README's "Two windows stay" paragraph documents this only for a statement "that lives only on
+readers", where no server keeps the first parse; here the writer keeps it. The two checks kept at
+the end held and guard real risks cheaply (a driver's cancel of a read on the standby, F-1 with
+F-3; notifications while the session's state changes, P-8); they are not findings.
 
 What held (measured once each, primary alone vs through the proxy, not kept as tests):
 psycopg 3.3.9 (libpq 18) — prepare_threshold=0 reads, the first statement of a session included,
@@ -60,7 +67,8 @@ a fetch-size portal closed early (pg_cursors equal). Not kept as findings: a ses
 reads, reads after SQL PREPARE or a session advisory lock, and `x || 'literal'` reads in a block
 staying on the primary (README: warm-up, S-4 hazards, P-5's spellings of the transaction's time);
 a psycopg pipeline error surfacing at p.sync() instead of at the next execute() (the engine holds
-a batch until its Sync, E-1 — when the client sees the error is timing on the primary too).
+a batch until its Sync, E-1 — when the client sees the error is timing on the primary too); the
+same resolution change for a statement that lives only on readers (documented, above).
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ import asyncpg
 import psycopg
 import pytest
 
-from e2e_support import answer, bounded, connect, ran_on, run, warm
+from e2e_support import answer, bounded, connect, on_primary, ran_on, run, warm
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,6 +95,90 @@ def asyncpg_targets(pair, proxy) -> dict[str, dict]:
         "primary": dict(host="127.0.0.1", port=pair.primary.port, user="app_trust", database="app"),
         "proxy": dict(host="127.0.0.1", port=proxy.port, user="app_trust", database="app", ssl=False),
     }
+
+
+# -- Finding: a statement parsed on the writer answers under another resolution on readers (E-2) ----
+
+# What appears after the session's statement was parsed: a table earlier on its search_path, or a
+# closer overload of the function it calls (a migration adding one). Each: the prepared read, the
+# DDL (run through the session), what the primary's kept parse answers.
+RESOLUTION = {
+    "shadowing_table": ("SELECT src, inet_server_port() FROM r8a_sh",
+                        ["CREATE TABLE r8a_s.r8a_sh (src text)", "INSERT INTO r8a_s.r8a_sh VALUES ('shadow')"],
+                        ["DROP TABLE IF EXISTS r8a_s.r8a_sh"], "public"),
+    "closer_overload": ("SELECT r8a_f(1), inet_server_port()",
+                        ["CREATE FUNCTION r8a_f(int) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT 'int' $$"],
+                        ["DROP FUNCTION IF EXISTS r8a_f(int)"], "numeric"),
+}
+
+
+@pytest.fixture
+def resolvable(pair):
+    drop = ["DROP SCHEMA IF EXISTS r8a_s CASCADE", "DROP TABLE IF EXISTS public.r8a_sh", "DROP TABLE IF EXISTS public.r8a_w",
+            "DROP FUNCTION IF EXISTS r8a_f(int)", "DROP FUNCTION IF EXISTS r8a_f(numeric)"]
+    on_primary(pair, *drop, "CREATE SCHEMA r8a_s", "GRANT ALL ON SCHEMA r8a_s TO PUBLIC",
+               "CREATE TABLE public.r8a_sh (src text)", "INSERT INTO public.r8a_sh VALUES ('public')",
+               "CREATE TABLE public.r8a_w (n int)", "GRANT ALL ON public.r8a_sh, public.r8a_w TO PUBLIC",
+               "CREATE FUNCTION r8a_f(numeric) RETURNS text IMMUTABLE LANGUAGE sql AS $$ SELECT 'numeric' $$",
+               "GRANT EXECUTE ON FUNCTION r8a_f(numeric) TO PUBLIC")
+    yield
+    on_primary(pair, *drop)
+
+
+@pytest.mark.parametrize("case", sorted(RESOLUTION))
+def test_e2_a_statement_parsed_on_the_writer_keeps_its_parse_when_a_closer_name_appears(pair, proxy, resolvable, case):
+    """psycopg with prepare_threshold=0 (what its automatic preparation does from the 6th use),
+    search_path `r8a_s, public`: the session prepares a read inside a block that wrote (so the
+    Parse runs on the writer, which keeps it), reads with it in autocommit, then creates what its
+    text would now resolve to — `r8a_s.r8a_sh`, a table earlier on its search_path than
+    `public.r8a_sh`, or `r8a_f(int)`, a closer overload than `r8a_f(numeric)` for `r8a_f(1)` — and
+    runs the same prepared statement again. PostgreSQL keeps a prepared statement's resolution of
+    the names it read (neither DDL invalidates what the plan depends on), so the primary alone
+    answers 'public' / 'numeric' every time (6 of 6). Through the proxy the statement runs on the
+    standby, where the engine prepares it again after the session's DDL (cluster/conns.rs
+    `take_at` forgets pooled connections' statements at a DDL epoch; the session's hidden Parse
+    on the reader resolves afresh) and answers 'shadow' / 'int' (6 of 6 on the standby, 3 runs
+    each; in a probe the first run after the DDL stayed on the writer and answered as the
+    primary, the rest did not). README documents this window only for "a session's own
+    statement that lives only on readers", where no server keeps the first parse; this statement
+    lives on the writer, whose parse is the primary's answer."""
+    read, ddl, undo, kept = RESOLUTION[case]
+    answers: dict[str, list] = {}
+    where: dict[str, list] = {}
+    for name, dsn in twins(pair, proxy).items():
+        c = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, connect_timeout=5,
+                            options="-c statement_timeout=5000 -c search_path=r8a_s,public")
+        try:
+            if name == "proxy":
+                warm(c)
+            with bounded(c, 5, "block"):
+                c.execute("BEGIN")
+                c.execute("INSERT INTO public.r8a_w VALUES (1)")
+                first, port = c.execute(read).fetchone()  # parsed here: on the writer
+                c.execute("COMMIT")
+            assert ran_on(port) == "primary", "the block's read after its write runs on the writer"
+            time.sleep(0.4)  # the standby replays the commit (200 ms apply delay)
+            with bounded(c, 5, "reads, then the DDL"):
+                before = [first] + [c.execute(read).fetchone()[0] for _ in range(2)]
+                for sql in ddl:
+                    c.execute(sql)
+            got, ports = [], []
+            for _ in range(6):
+                time.sleep(0.3)
+                with bounded(c, 5, "prepared read after the DDL"):
+                    value, port = c.execute(read).fetchone()
+                got.append(value)
+                ports.append(ran_on(port))
+            assert before == [kept] * 3, (name, before)
+            answers[name], where[name] = got, ports
+        finally:
+            try:
+                for sql in undo:
+                    c.execute(sql)
+            finally:
+                c.close()
+    assert answers["primary"] == [kept] * 6, answers
+    assert answers["proxy"] == answers["primary"], f"through the proxy {answers['proxy']} (ran on {where['proxy']})"
 
 
 # -- Guards that held (not findings) ----------------------------------------------------------------
