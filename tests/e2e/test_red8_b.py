@@ -35,7 +35,13 @@ and raw startup parameters `app.tenant`, `TimeZone`, `search_path`, `role` (and 
 through one proxy got each database's own reader (and a same-named function of another database
 was judged by that database's catalogue). set_config of `app.tenant` spelled `$$…$$`, `$x$…$x$`,
 `E''`, `U&''` (with escapes), `'APP.Tenant'`, `N''`, `::varchar`, `text '…'`, parenthesised,
-COLLATE, a comment inside, `FROM set_config(…)`, quoted `pg_catalog."set_config"`. Advisory lock
+COLLATE, a comment inside, `FROM set_config(…)`, quoted `pg_catalog."set_config"`. SET of the
+placeholder spelled `"app.tenant"`, `app."tenant"`, `"app"."tenant"`, `app.U&"t\\0065nant"`, `app . tenant`,
+`app/*c*/.tenant`, a newline before `tenant`, `app."TENANT"`, `APP.TENANT`, `SET SESSION … TO`, an
+unquoted value, `E''`/`U&''`/`$$…$$` values; a non-ASCII tenant (`chr(233)||chr(8364)`,
+`U&'\\00E9'`) read after `SET client_encoding = 'LATIN9'`. A function name that resolves to the
+login's own schema through `"$user"` (`app_trust.f`, server-dependent) and to `public.f`
+(plain) after SET ROLE: each read answered as on the primary. Advisory lock
 functions (all ten forms, and an xact lock in a block) ran on the primary; `UPDATE pg_settings`
 of TimeZone. Pooled readers: psycopg prepared and parameterised reads of parse-time literals
 (timestamptz, date, '{NULL}', `= NULL`) across five clients switching TimeZone/DateStyle/RESET ALL
