@@ -41,7 +41,14 @@ placeholder spelled `"app.tenant"`, `app."tenant"`, `"app"."tenant"`, `app.U&"t\
 unquoted value, `E''`/`U&''`/`$$…$$` values; a non-ASCII tenant (`chr(233)||chr(8364)`,
 `U&'\\00E9'`) read after `SET client_encoding = 'LATIN9'`. A function name that resolves to the
 login's own schema through `"$user"` (`app_trust.f`, server-dependent) and to `public.f`
-(plain) after SET ROLE: each read answered as on the primary. Advisory lock
+(plain) after SET ROLE: each read answered as on the primary. `plpgsql.check_asserts` set (SET and
+set_config), read through a plpgsql ASSERT on the standby, then RESET / SET TO DEFAULT: the
+next reads of the session and of a new client raised the primary's P0004 (no reader kept the
+dotted setting, which the digest does not cover). `client_min_messages = debug5`: the same DEBUG
+lines as the primary's, also across a replay. A pipelined `DISCARD ALL` / `RESET ALL` /
+`SET SESSION AUTHORIZATION DEFAULT` (behind a Sync, in one Sync, behind a Flush, as a Query
+before a Parse) ruled the read behind it. `LOCK TABLE … IN ACCESS EXCLUSIVE MODE` in a block
+kept the block's later reads on the writer (the standby would wait on the replayed lock). Advisory lock
 functions (all ten forms, and an xact lock in a block) ran on the primary; `UPDATE pg_settings`
 of TimeZone. Pooled readers: psycopg prepared and parameterised reads of parse-time literals
 (timestamptz, date, '{NULL}', `= NULL`) across five clients switching TimeZone/DateStyle/RESET ALL
