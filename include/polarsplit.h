@@ -1027,6 +1027,10 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_READER_SAID_TOO_MUCH 83
 
+// A prepared statement the writer parsed before DDL ran (seen by the engine, or shown by a catalogue report that differs): the writer keeps the names it resolved then, where a reader would resolve them afresh — a table created since earlier on the search_path, a closer overload (E-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_STATEMENT_RESOLVED_BEFORE_DDL 84
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

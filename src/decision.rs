@@ -175,6 +175,7 @@ reasons! {
     SplitTxnValue = 81, "SPLIT_TXN_VALUE", "The read uses a value of the client's transaction (its start time, isolation or deferrability) that only the writer's transaction has (P-5, S-7).";
     BatchPortalOutlivesPart = 82, "BATCH_PORTAL_OUTLIVES_PART", "Outside a transaction block, a batch part a Flush routes binds a named portal or runs a row-limited Execute: the portal lives on in the implicit transaction, past a later part the reader cannot take (E-4).";
     ReaderSaidTooMuch = 83, "READER_SAID_TOO_MUCH", "What a reader answered before its result began (notices) outgrew what the engine holds so that a failure can be retried (64 KiB): the statement runs again on the writer, whose answer the client sees (F-3).";
+    StatementResolvedBeforeDdl = 84, "STATEMENT_RESOLVED_BEFORE_DDL", "A prepared statement the writer parsed before DDL ran (seen by the engine, or shown by a catalogue report that differs): the writer keeps the names it resolved then, where a reader would resolve them afresh — a table created since earlier on the search_path, a closer overload (E-2).";
 }
 
 impl Reason {

@@ -463,3 +463,81 @@ fn e2_a_batch_waits_for_the_shape_check_whatever_else_routes_the_queue() {
         "refused, as the primary refuses it"
     );
 }
+
+/// E-2: a statement the writer parsed keeps the names it resolved then — a server does not
+/// look again when a table is created earlier on the search_path or a closer overload of a
+/// function it calls appears — where a reader would parse it afresh. After DDL (the session's
+/// own, and so after the catalogue report that follows it) it runs on the writer, where its
+/// parse is (an examiner's finding, 2026-12-07: 6 of 6 reads answered from a shadowing table on
+/// the standby). A statement parsed after the DDL goes to readers as before.
+#[test]
+fn e2_a_statement_the_writer_parsed_before_ddl_runs_on_the_writer() {
+    let mut h = host();
+    let e = h.engine.clone();
+    e.set_function_catalog(b"db", []).unwrap();
+    h.engine.reader_sample(1, polarsplit::Lsn(0x9000), h.now);
+    in_a_writing_transaction(&mut h);
+    let mut b = parse("s1", "SELECT a FROM t");
+    b.extend(describe(b'S', "s1"));
+    b.extend(sync());
+    h.client(&b);
+    assert_eq!(tags(&h.take_sent(WRITER)), "PDS", "parsed on the writer");
+    h.backend(WRITER, &described(oid::INT8, b'T', 0x2000));
+    h.take_client();
+    h.client(&query("COMMIT"));
+    h.writer_answers("COMMIT", b'I', Some(0x2000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    // Before any DDL: a read for the reader, as every prepared read.
+    let acts = h.client(&named_execute("s1"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.attach(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "CPDBDES", "prepared there first");
+    let mut a = msg(b'3', b"");
+    a.extend(msg(b'1', b""));
+    a.extend(msg(b't', &[0, 0]));
+    a.extend(shape(oid::INT8));
+    a.extend(rows(oid::INT8, b'I', 0x2000));
+    h.backend(R1, &a);
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
+    // DDL, and the catalogue report after it.
+    h.client(&query("CREATE TABLE s.t (a int8)"));
+    h.writer_answers("CREATE TABLE", b'I', Some(0x3000), None);
+    h.take_client();
+    h.take_sent(WRITER);
+    e.catalog_load_started(b"db");
+    e.set_function_catalog(b"db", []).unwrap();
+    h.engine.reader_sample(1, polarsplit::Lsn(0x9000), h.now);
+    let acts = h.client(&named_execute("s1"));
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(h.last_decision().reason, Reason::StatementResolvedBeforeDdl);
+    assert_eq!(tags(&h.take_sent(WRITER)), "BDES");
+    h.backend(WRITER, &rows(oid::INT8, b'I', 0x3000));
+    h.take_client();
+    // Parsed again after the DDL: a reader's parse is the writer's now.
+    let mut b = parse("s2", "SELECT a FROM t");
+    b.extend(describe(b'S', "s2"));
+    b.extend(sync());
+    let acts = h.client(&b);
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.attach(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "CPDS");
+    let mut a = msg(b'3', b"");
+    a.extend(described(oid::INT8, b'I', 0x3000));
+    h.backend(R1, &a);
+    h.take_client();
+    let acts = h.client(&named_execute("s2"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+}

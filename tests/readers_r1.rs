@@ -295,6 +295,49 @@ fn r1b_a_held_out_reader_sends_new_sessions_straight_to_the_primary_until_a_samp
     assert_eq!((snap.failures, snap.held_out), (0, false));
 }
 
+/// R-1b while the standby accepts no new connection but its established ones answer (a frozen
+/// postmaster, a firewall dropping new connections): the monitor keeps sampling on its old
+/// connection. The first sample after a failure lifts the back-off (as for a standby that was
+/// down and is back); a session's connect that began after it and failed too shows the samples
+/// prove nothing of new connections — from then on the back-off paces new connections whatever
+/// the monitor says, so new sessions do not each wait for a connect that hangs (an examiner's
+/// finding, 2026-12-07: 6 of 7 new sessions waited 2 s where the primary alone answered at once).
+#[test]
+fn r1b_a_monitor_answering_on_an_old_connection_does_not_lift_the_back_off_for_good() {
+    let engine = Engine::new(config(&[]));
+    engine.add_reader(1, 1);
+    engine.reader_sample(1, Lsn(0x6000), 1_000);
+    let session = |engine: &Arc<Engine>, now: u64| {
+        let mut h = Host::on(engine, now);
+        h.connect();
+        h
+    };
+    // A session asks at 1_100; its connect hangs to the host's 2 s timeout.
+    let mut h = session(&engine, 1_100);
+    assert_eq!(acquired(&h.client(&query(SQL))), Some(1));
+    h.take_sent(WRITER);
+    h.now = 3_100;
+    h.event(0, Event::ReaderConnectFailed { starting_up: false });
+    assert_eq!(engine.reader_retry_after(1), Some(3_100 + BACKOFF_BASE_MS));
+    // The monitor answers on its old connection: the back-off is lifted.
+    engine.reader_sample(1, Lsn(0x6000), 3_110);
+    assert_eq!(engine.reader_retry_after(1), None);
+    // The next session's connect began after that sample and hangs too.
+    let mut h = session(&engine, 3_120);
+    assert_eq!(acquired(&h.client(&query(SQL))), Some(1));
+    h.take_sent(WRITER);
+    h.now = 5_120;
+    h.event(0, Event::ReaderConnectFailed { starting_up: false });
+    for t in [5_130, 5_140, 5_300] {
+        engine.reader_sample(1, Lsn(0x6000), t);
+        assert_eq!(
+            engine.reader_retry_after(1),
+            Some(5_120 + 2 * BACKOFF_BASE_MS),
+            "the monitor's samples say nothing of new connections now"
+        );
+    }
+}
+
 /// The back-off grows while the reader keeps failing and is capped; a lost connection, a
 /// deadline and a failed monitor query count like a failed connect.
 #[test]

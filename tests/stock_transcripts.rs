@@ -1288,6 +1288,85 @@ fn s1a_a_reader_that_went_back_does_not_serve_older_data_than_the_session_saw() 
     );
 }
 
+/// S-1a/R-1a on stock servers: a read on a reader may show more than that reader's last sample
+/// (it replayed a commit since, the monitor has not sampled it yet), so the sample is only a
+/// lower bound of what the session saw. Evidence of the reader taken after the read positions
+/// it; an outage of the reader before any such evidence leaves the session's position unknown —
+/// its reads go to the writer until a writer sample sent after that positions it. Before, the
+/// lower bound stood: a standby that went back to a position between its last sample and what
+/// the read showed served the session older data than it had read (an examiner's finding,
+/// 2026-12-07: 30 of 30 reads after the standby was replaced by an older copy).
+#[test]
+fn s1a_a_read_past_the_readers_last_sample_is_not_undone_when_the_reader_goes_back() {
+    let mut h = stock(&[]);
+    writer_samples_arrive(&mut h);
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    h.engine.reader_sample(2, Lsn(0x4000), h.now);
+    read_on_a_reader(&mut h);
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x5000));
+    // No new evidence: the reader keeps serving (the lower bound is what is known).
+    h.now += 5;
+    read_on_a_reader(&mut h);
+    // The reader goes back: an outage, then a sample at the session's lower bound — no more
+    // than what it had sampled, maybe less than the session read there.
+    h.now += 10;
+    h.engine.reader_outage(1, h.now);
+    h.now += 10;
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    let (acts, d, _) = read_on_the_writer_at(&mut h, 0x7000);
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(d.outcome, Outcome::ForcePrimary);
+    // A writer sample sent after that read positions the session at the writer's position;
+    // the reader, at 0x5000, serves it again only once it has replayed that far.
+    h.now += 10;
+    h.engine.writer_sample(0, Lsn(0x7000), h.now);
+    h.now += 1;
+    let (acts, _, _) = read_on_the_writer_at(&mut h, 0x7000);
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x7000));
+    h.now += 10;
+    h.engine.writer_sample(0, Lsn(0x7000), h.now);
+    h.engine.reader_sample(1, Lsn(0x7000), h.now);
+    h.now += 1;
+    read_on_a_reader(&mut h);
+}
+
+/// S-1a on stock servers, the common case: a sample of the reader taken after the read
+/// positions what it showed (its replay then), without an outage between; reads stay on the
+/// reader throughout and another reader behind that position does not serve the session.
+#[test]
+fn s1a_a_sample_taken_after_a_read_positions_what_it_showed() {
+    let mut h = stock(&[]);
+    writer_samples_arrive(&mut h);
+    h.engine.reader_sample(1, Lsn(0x5000), h.now);
+    read_on_a_reader(&mut h);
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x5000));
+    // A sample sent in the same millisecond as the read's answer is not after it.
+    h.engine.reader_sample(1, Lsn(0x5800), h.now);
+    h.now += 1;
+    read_on_a_reader(&mut h);
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x5800));
+    h.now += 1;
+    h.engine.reader_sample(1, Lsn(0x6000), h.now);
+    h.now += 1;
+    // Settled at the next statement: a reader behind 0x6000 does not serve it.
+    h.engine.reader_sample(2, Lsn(0x5f00), h.now);
+    let acts = read_on_a_reader(&mut h);
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x6000));
+    assert!(!h.session.lsn_state().observed_unknown);
+}
+
 /// W-7's adaptive probe in a session that only reads, in READ COMMITTED blocks (P-5, S-1a):
 /// reads the writer serves because the standby has not replayed the last probe's position yet
 /// make probes that do not pay. Once four had not, the backoff counted only committed writes

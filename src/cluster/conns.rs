@@ -184,10 +184,7 @@ impl Conns {
     /// session's statement on a pooled reader read `public.t` for a new session whose
     /// `search_path` resolved `t` to a table created directly on the primary, for good).
     pub(crate) fn take_at(&self, conn: ConnId, catalog_generation: u64) -> Option<ConnStatements> {
-        let epoch = self
-            .ddl_epoch
-            .load(std::sync::atomic::Ordering::Acquire)
-            .wrapping_add(catalog_generation) as u32;
+        let epoch = self.epoch(catalog_generation);
         let mut s = self.shard(conn).lock().take(conn)?;
         if s.epoch != epoch {
             if !s.names.is_empty() {
@@ -197,6 +194,16 @@ impl Conns {
             s.epoch = epoch;
         }
         Some(s)
+    }
+
+    /// The DDL epoch with the classifier's catalogue generation `catalog_generation`: it moves
+    /// at every DDL a session of this engine ran or the host reported, and at every catalogue
+    /// report that differs (32 bits, compared for equality only). A statement a server parsed
+    /// in another epoch may resolve its names otherwise than one parsed now (E-2).
+    pub(crate) fn epoch(&self, catalog_generation: u64) -> u32 {
+        self.ddl_epoch
+            .load(std::sync::atomic::Ordering::Acquire)
+            .wrapping_add(catalog_generation) as u32
     }
 
     /// A session ran DDL (E-2).

@@ -18,7 +18,13 @@
 //! reader is *held out* of reader choice, and only a monitor sample taken after the latest failure
 //! lets it back in. An answered statement resets the count. While failures are not followed by
 //! such a sample, [`State::retry_after`] paces the host's reconnect attempts with a back-off that
-//! doubles per consecutive failure from [`BACKOFF_BASE_MS`] up to [`BACKOFF_CAP_MS`].
+//! doubles per consecutive failure from [`BACKOFF_BASE_MS`] up to [`BACKOFF_CAP_MS`]. A sample
+//! shows the server answering, on the monitor's connection, which may be older than the
+//! failures: once a connect attempt that *began after* such a sample still failed, samples no
+//! longer lift the back-off until a statement is answered — a frozen postmaster or a firewall
+//! dropping new connections leaves old connections answering while new ones hang (an examiner's
+//! finding, 2026-12-07: with samples lifting it, 6 of 7 new sessions waited 2 s each for a
+//! connect that hung).
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
@@ -57,6 +63,11 @@ pub(crate) struct State {
     pub failures: u32,
     pub last_failure: u64,
     pub held_out: bool,
+    /// R-1b: when the first monitor sample taken after the latest failure was taken.
+    pub sample_after_failure: Option<u64>,
+    /// R-1b: a connect attempt that began after such a sample failed too — the monitor's
+    /// answers say nothing of new connections; samples no longer lift the back-off.
+    pub samples_unproven: bool,
 }
 
 /// What a monitor sample did.
@@ -105,6 +116,9 @@ impl State {
         self.lsn = lsn;
         self.at_ms = at;
         self.known = true;
+        if self.failures > 0 && at > self.last_failure && self.sample_after_failure.is_none() {
+            self.sample_after_failure = Some(at);
+        }
         // R-1b: the monitor answered a query sent after the latest failure.
         let back_in = self.held_out && at > self.last_failure;
         if back_in {
@@ -146,9 +160,14 @@ impl State {
         self.outage = Some(max_opt(self.outage, at));
     }
 
-    /// R-1b: a failure reported at `now`. Returns whether it held the reader out just now
-    /// (`threshold` 0: never).
-    pub(super) fn failure(&mut self, now: u64, threshold: u32) -> bool {
+    /// R-1b: a failure reported at `now` — of a connect attempt that began at `began`, when
+    /// known. Returns whether it held the reader out just now (`threshold` 0: never).
+    pub(super) fn failure(&mut self, now: u64, threshold: u32, began: Option<u64>) -> bool {
+        if let (Some(a), Some(s)) = (began, self.sample_after_failure) {
+            // Begun after a sample had shown the server answering, and failed all the same.
+            self.samples_unproven |= s < a;
+        }
+        self.sample_after_failure = None;
         self.failures = self.failures.saturating_add(1);
         self.last_failure = self.last_failure.max(now);
         if threshold != 0 && self.failures >= threshold && !self.held_out {
@@ -161,14 +180,19 @@ impl State {
     /// R-1b: the reader answered a statement: the consecutive count restarts. (Only a monitor
     /// sample ends a hold-out.) Returns whether anything changed.
     pub(super) fn answered(&mut self) -> bool {
+        self.samples_unproven = false;
+        self.sample_after_failure = None;
         std::mem::replace(&mut self.failures, 0) != 0
     }
 
     /// R-1b: the earliest host time at which the host should open a new connection to the
     /// reader; `None`: any time. A monitor sample taken after the latest failure shows the
-    /// server answering, and lifts the back-off.
+    /// server answering, and lifts the back-off — unless a connect attempt begun after such a
+    /// sample failed since the reader last answered (`samples_unproven`).
     pub(super) fn retry_after(&self) -> Option<u64> {
-        if self.failures == 0 || self.last_sample.is_some_and(|t| t > self.last_failure) {
+        if self.failures == 0
+            || !self.samples_unproven && self.last_sample.is_some_and(|t| t > self.last_failure)
+        {
             return None;
         }
         Some(self.last_failure.saturating_add(backoff_ms(self.failures)))
@@ -202,7 +226,8 @@ impl State {
     fn to_words(self) -> [u64; WORDS] {
         let flags = u64::from(self.failures)
             | (u64::from(self.known) << 32)
-            | (u64::from(self.held_out) << 33);
+            | (u64::from(self.held_out) << 33)
+            | (u64::from(self.samples_unproven) << 34);
         [
             self.generation,
             self.lsn,
@@ -211,6 +236,7 @@ impl State {
             self.outage.unwrap_or(NONE),
             self.last_failure,
             flags,
+            self.sample_after_failure.unwrap_or(NONE),
         ]
     }
 
@@ -226,11 +252,13 @@ impl State {
             failures: w[6] as u32,
             known: w[6] & (1 << 32) != 0,
             held_out: w[6] & (1 << 33) != 0,
+            samples_unproven: w[6] & (1 << 34) != 0,
+            sample_after_failure: some(w[7]),
         }
     }
 }
 
-const WORDS: usize = 7;
+const WORDS: usize = 8;
 
 /// A [`State`] shared by threads under a sequence lock: readers never block and always see one
 /// consistent state (an LSN of one generation is never paired with another generation, a
@@ -390,14 +418,14 @@ mod tests {
     #[test]
     fn r1b_held_out_at_the_threshold_back_in_only_on_a_later_sample() {
         let mut s = known(500, 10);
-        assert!(!s.failure(100, 3));
-        assert!(!s.failure(110, 3));
+        assert!(!s.failure(100, 3, None));
+        assert!(!s.failure(110, 3, None));
         assert!(
-            s.failure(120, 3),
+            s.failure(120, 3, None),
             "the third consecutive failure holds it out"
         );
         assert!(s.held_out);
-        assert!(!s.failure(130, 3), "already out");
+        assert!(!s.failure(130, 3, None), "already out");
         // An answer resets the count but does not let it back in.
         assert!(s.answered());
         assert!(s.held_out);
@@ -409,8 +437,8 @@ mod tests {
         // Failures that are not consecutive never reach the threshold.
         let mut s = known(500, 10);
         for t in 0..10 {
-            assert!(!s.failure(100 + t * 10, 3));
-            assert!(!s.failure(105 + t * 10, 3));
+            assert!(!s.failure(100 + t * 10, 3, None));
+            assert!(!s.failure(105 + t * 10, 3, None));
             s.answered();
         }
         assert!(!s.held_out);
@@ -423,7 +451,7 @@ mod tests {
         let mut last = 0;
         for n in 1..=12u32 {
             let now = 1000 * u64::from(n);
-            s.failure(now, 3);
+            s.failure(now, 3, None);
             let wait = s.retry_after().expect("backing off") - now;
             assert!(
                 wait >= last,
@@ -441,10 +469,56 @@ mod tests {
         // stays, so the next failure backs off longer than the first did.
         s.sample(G, 500, 12_001);
         assert_eq!(s.retry_after(), None);
-        s.failure(13_000, 3);
+        s.failure(13_000, 3, None);
         assert_eq!(s.retry_after(), Some(13_000 + BACKOFF_CAP_MS));
         s.answered();
         assert_eq!(s.retry_after(), None);
+    }
+
+    /// R-1b: a monitor answering on a connection older than the failures (a frozen postmaster,
+    /// a firewall dropping new connections: old connections answer, new ones hang) lifts the
+    /// back-off at its first sample after a failure, as for a server that was down and is back;
+    /// but once a connect attempt begun after such a sample failed too, samples no longer lift
+    /// it — only the back-off's own time, or an answered statement, does. An attempt begun
+    /// before the sample (one in flight while the server came back) does not count.
+    #[test]
+    fn r1b_a_connect_begun_after_a_sample_that_fails_stops_samples_lifting_the_back_off() {
+        let mut s = known(500, 10);
+        // The first failure, and the first sample after it: lifted.
+        s.failure(3_000, 3, Some(1_000));
+        assert_eq!(s.retry_after(), Some(3_000 + BACKOFF_BASE_MS));
+        s.sample(G, 500, 3_010);
+        assert_eq!(s.retry_after(), None);
+        // An attempt begun at 3_020, after that sample, hangs to its timeout: not lifted again.
+        s.failure(5_020, 3, Some(3_020));
+        assert!(s.samples_unproven);
+        s.sample(G, 500, 5_030);
+        assert_eq!(s.retry_after(), Some(5_020 + 2 * BACKOFF_BASE_MS));
+        s.failure(7_500, 3, Some(5_500));
+        assert!(s.held_out);
+        assert_eq!(s.sample(G, 500, 7_510), Sampled::Accepted { back_in: true });
+        assert_eq!(s.retry_after(), Some(7_500 + 4 * BACKOFF_BASE_MS));
+        // An answered statement ends it; new failures start afresh.
+        s.answered();
+        assert_eq!(s.retry_after(), None);
+        assert!(!s.samples_unproven);
+        // A server that was down: failures and no sample between them; an attempt begun before
+        // the first sample back fails after it — the next sample lifts the back-off again.
+        let mut d = known(500, 10);
+        for t in [1_000, 1_200, 1_600, 2_400] {
+            d.failure(t, 3, Some(t - 5));
+        }
+        d.sample(G, 500, 2_500);
+        assert_eq!(d.retry_after(), None);
+        d.failure(2_510, 3, Some(2_490));
+        assert!(!d.samples_unproven);
+        d.sample(G, 500, 2_520);
+        assert_eq!(d.retry_after(), None);
+        // Failures whose attempts' start is not known (the monitor's, a lost connection) never
+        // stop samples from lifting it.
+        d.failure(2_600, 3, None);
+        d.sample(G, 500, 2_610);
+        assert_eq!(d.retry_after(), None);
     }
 
     #[test]
@@ -459,6 +533,8 @@ mod tests {
             failures: 4,
             last_failure: 9,
             held_out: true,
+            sample_after_failure: Some(12),
+            samples_unproven: true,
         };
         assert_eq!(State::from_words(s.to_words()), s);
         assert_eq!(
@@ -567,7 +643,7 @@ mod props {
                     }
                     Ev::Failure { dt } => {
                         now += dt;
-                        let out = s.failure(now, threshold);
+                        let out = s.failure(now, threshold, None);
                         failures += 1;
                         last_failure = last_failure.max(now);
                         prop_assert_eq!(out, failures >= threshold && !held);

@@ -651,14 +651,14 @@ impl Engine {
     /// failure toward the hold-out.
     pub fn reader_monitor_failed(&self, server: ServerId, now_ms: u64) {
         self.stats.inc(Counter::MonitorFailures);
-        self.outage_and_failure(server, now_ms);
+        self.outage_and_failure(server, None, now_ms);
     }
 
     /// R-1a, R-1b: a connection to reader `server` broke at host time `now_ms` (sessions report
     /// theirs with `Event::ConnectionLost`; hosts report pooled idle connections here). An
     /// outage and a failure.
     pub fn reader_lost(&self, server: ServerId, now_ms: u64) {
-        self.outage_and_failure(server, now_ms);
+        self.outage_and_failure(server, None, now_ms);
     }
 
     /// R-1a, R-1b: a new connection to reader `server` could not be opened at host time
@@ -666,11 +666,25 @@ impl Engine {
     /// accepts no connections yet). An outage and a failure. Sessions report theirs with
     /// `Event::ReaderConnectFailed`; hosts report their own attempts (warmups, pool refills) here.
     pub fn reader_connect_failed(&self, server: ServerId, now_ms: u64, starting_up: bool) {
+        self.reader_connect_failed_since(server, None, now_ms, starting_up);
+    }
+
+    /// [`Self::reader_connect_failed`] of an attempt that began at host time `began` (a
+    /// session's: when it asked for the connection). R-1b: an attempt begun after a monitor
+    /// sample showed the server answering, that failed all the same, keeps the back-off on
+    /// whatever later samples say, until the reader answers a statement.
+    pub fn reader_connect_failed_since(
+        &self,
+        server: ServerId,
+        began: Option<u64>,
+        now_ms: u64,
+        starting_up: bool,
+    ) {
         self.stats.inc(Counter::ReaderConnectFailures);
         if starting_up {
             self.stats.inc(Counter::ReaderStartingUp);
         }
-        self.outage_and_failure(server, now_ms);
+        self.outage_and_failure(server, began, now_ms);
     }
 
     /// R-1a: reader `server` was out at host time `now_ms` in a way the host noticed and no other
@@ -683,14 +697,18 @@ impl Engine {
         }
     }
 
-    fn outage_and_failure(&self, server: ServerId, now_ms: u64) {
+    fn outage_and_failure(&self, server: ServerId, began: Option<u64>, now_ms: u64) {
         if !self.readers.outage(server, now_ms) {
             return;
         }
         self.stats.inc(Counter::ReaderOutages);
         self.stats.inc(Counter::ReaderFailures);
         let threshold = self.config.read().reader_failure_threshold;
-        if self.readers.failed(server, now_ms, threshold).held_out {
+        if self
+            .readers
+            .failed_since(server, began, now_ms, threshold)
+            .held_out
+        {
             self.stats.inc(Counter::ReadersHeldOut);
         }
     }

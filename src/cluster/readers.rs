@@ -547,10 +547,23 @@ impl Readers {
     /// R-1b: a failure of this reader at host time `now_ms`; at `threshold` consecutive ones it
     /// is held out of choice (0: never).
     pub fn failed(&self, server: ServerId, now_ms: u64, threshold: u32) -> Change {
+        self.failed_since(server, None, now_ms, threshold)
+    }
+
+    /// [`Self::failed`] of a connect attempt that began at host time `began`, when known
+    /// (R-1b: one begun after a monitor sample showed the server answering, that failed all the
+    /// same, stops samples from lifting the back-off).
+    pub fn failed_since(
+        &self,
+        server: ServerId,
+        began: Option<u64>,
+        now_ms: u64,
+        threshold: u32,
+    ) -> Change {
         self.tick(now_ms);
         self.with(server, |m| Change {
             found: true,
-            held_out: m.reader.update(|s| s.failure(now_ms, threshold)),
+            held_out: m.reader.update(|s| s.failure(now_ms, threshold, began)),
             ..Change::default()
         })
         .unwrap_or_default()

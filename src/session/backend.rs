@@ -233,7 +233,7 @@ impl Session {
                 source: e,
             }));
         }
-        self.last_error = format!("reader connection {conn}: protocol violation: {e}");
+        self.last_error = format!("reader connection {conn}: protocol violation: {e}").into();
         self.out.close_backend(conn);
         self.engine.conns().forget(conn);
         self.reader_lost(conn);
@@ -358,7 +358,8 @@ impl Session {
             self.last_error = format!(
                 "reader connection {conn} answered nothing for {timeout} ms and its monitor \
                  neither: treated as lost"
-            );
+            )
+            .into();
             self.out.close_backend(conn);
             self.engine.conns().forget(conn);
             // An outage and a failure of the reader (R-1a, R-1b), then F-2/F-3.
@@ -394,7 +395,8 @@ impl Session {
             // stream cannot be repaired.
             self.last_error = format!(
                 "reader connection {conn} broke in the middle of a message forwarded to the client"
-            );
+            )
+            .into();
             self.engine.stats().inc(Counter::FailuresDisconnected);
             self.close_all();
             return;
@@ -624,7 +626,7 @@ impl Session {
                 self.capture_failed = true;
             }
             if i == 0 && t == tag::DATA_ROW && a.who == Who::Probe {
-                self.probe_lsn = None;
+                self.probe_lsn = Lsn::ZERO;
             }
         }
         let forward = match answer {

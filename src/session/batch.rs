@@ -351,6 +351,11 @@ impl Session {
                             if tracked.is_some_and(|s| self.statements.lexed_otherwise_stmt(s)) {
                                 refuse(&mut shape, Reason::StatementLexedOtherwise);
                             }
+                            if tracked.is_some_and(|s| {
+                                ClientStatements::resolved_before_ddl(s, self.ddl_epoch())
+                            }) {
+                                refuse(&mut shape, Reason::StatementResolvedBeforeDdl);
+                            }
                             tracked.map(|s| s.class.as_ref())
                         }
                     };
@@ -982,6 +987,9 @@ impl Session {
                 }
                 self.statements
                     .insert(statement, parse_rest(body, statement), class, true, limit);
+                // The writer parses it after any DDL seen so far (E-2).
+                let epoch = self.writer_parse_epoch();
+                self.statements.stamp(statement, epoch);
             }
             FrontendMessage::Bind { portal, statement } => {
                 wb.resp.push(Req::Bind, Who::Client, id);
@@ -1084,6 +1092,8 @@ impl Session {
         }
         let rest = s.rest.clone();
         self.statements.set_on_writer(name);
+        let epoch = self.writer_parse_epoch();
+        self.statements.stamp(name, epoch);
         if let Some(s) = self.statements.peek_mut(name) {
             // A check whose Parse failed: prepared as before, its error the client's.
             s.check = WriterCheck::None;
@@ -1602,6 +1612,9 @@ impl Session {
             FrontendMessage::Bind { portal, statement } => {
                 safe_name(statement)
                     && !self.statements.lexed_otherwise(statement)
+                    && !self.statements.peek(statement).is_some_and(|s| {
+                        ClientStatements::resolved_before_ddl(s, self.ddl_epoch())
+                    })
                     // E-4: a portal in a transaction outlives the batch: the writer's. The
                     // unnamed one joins only when the batch runs it to completion (what
                     // follows it up to the Sync has arrived and says so).

@@ -76,7 +76,10 @@ impl Session {
                 self.take_unit_bytes(count, fresh);
                 let attempt = match pinned {
                     Some(conn) => Attempt::Reader { conn, server },
-                    None => Attempt::AwaitReader { server },
+                    None => Attempt::AwaitReader {
+                        server,
+                        since: self.now,
+                    },
                 };
                 let id = self.push_unit(kind, d, class, attempt);
                 self.keep_writer_alive();
@@ -271,8 +274,14 @@ impl Session {
 
     /// The unit waiting for a reader connection.
     fn awaiting_reader(&self) -> Option<(u32, ServerId)> {
+        self.awaiting_reader_since()
+            .map(|(id, server, _)| (id, server))
+    }
+
+    /// [`Self::awaiting_reader`], with when the connection was asked for.
+    fn awaiting_reader_since(&self) -> Option<(u32, ServerId, u64)> {
         self.units.iter().find_map(|u| match u.attempt {
-            Attempt::AwaitReader { server } => Some((u.id, server)),
+            Attempt::AwaitReader { server, since } => Some((u.id, server, since)),
             _ => None,
         })
     }
@@ -357,13 +366,13 @@ impl Session {
     /// The connection `AcquireReader` asked for could not be opened: an outage and a failure of
     /// the reader (R-1a, R-1b); the writer answers, as when no connection can be had.
     pub(super) fn reader_connect_failed(&mut self, starting_up: bool) -> Result<(), SessionError> {
-        let Some((_, server)) = self.awaiting_reader() else {
+        let Some((_, server, since)) = self.awaiting_reader_since() else {
             return Err(SessionError::UnexpectedEvent(
                 "ReaderConnectFailed without AcquireReader",
             ));
         };
         self.engine
-            .reader_connect_failed(server, self.now, starting_up);
+            .reader_connect_failed_since(server, Some(since), self.now, starting_up);
         self.reader_unavailable(false)
     }
 

@@ -211,8 +211,8 @@ impl Session {
                 let (d, excluded) = match self.unit_mut(id) {
                     Some(u) => {
                         u.reader_retries = u.reader_retries.saturating_add(1);
-                        if let Attempt::Reader { server, .. } | Attempt::AwaitReader { server } =
-                            u.attempt
+                        if let Attempt::Reader { server, .. }
+                        | Attempt::AwaitReader { server, .. } = u.attempt
                         {
                             u.excluded.push(server);
                         }
@@ -230,8 +230,9 @@ impl Session {
                     Bound::Reader {
                         decision, server, ..
                     } => {
+                        let now = self.now;
                         if let Some(u) = self.unit_mut(id) {
-                            u.attempt = Attempt::AwaitReader { server };
+                            u.attempt = Attempt::AwaitReader { server, since: now };
                             u.hidden_sync = false;
                             u.decision = Decision {
                                 reason: Reason::RetryOtherReader,

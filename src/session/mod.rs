@@ -244,6 +244,8 @@ enum Attempt {
     /// Waiting for `Event::ReaderAttached` / `ReaderUnavailable`.
     AwaitReader {
         server: ServerId,
+        /// When the connection was asked for (R-1b: when a connect attempt for it began).
+        since: u64,
     },
     Reader {
         conn: ConnId,
@@ -574,11 +576,19 @@ pub struct Session {
     /// that reports none, a read (S-1a): a writer sample sent after it positions the session.
     /// (`u64::MAX`: none; an `Option` would cost an idle session 8 bytes more.)
     write_ack_ms: u64,
+    /// S-1a on a server that reports no positions: the reader that last served the session a
+    /// read, and the host time its answer ended, until evidence of that reader taken later
+    /// positions what the read showed, or an outage of it since makes it unknown
+    /// ([`Session::settle_reader_read`]); `u64::MAX`: none. (Two fields, not a pair: the
+    /// server's 4 bytes fill a hole in the session rather than pad the pair.)
+    reader_read_server: ServerId,
+    reader_read_at: u64,
     /// Host time the writer last answered a request (its RFQ) or was touched: while the session
     /// reads on a reader, the writer's backend counts as idle since then.
     writer_idle_at: u64,
-    /// The LSN the probe in flight answered with.
-    probe_lsn: Option<Lsn>,
+    /// The LSN the probe in flight answered with (`Lsn::ZERO`: none — a probe's answer is never
+    /// zero, `probe_value`; an `Option` would cost an idle session 8 bytes more).
+    probe_lsn: Lsn,
     /// F-1: the reader connection asked for a statement the client cancelled before it had one
     /// ([`Session::cancel_unplaced`]); the host's answer to that request is still to come.
     abandoned_acquire: Option<ServerId>,
@@ -632,7 +642,7 @@ pub struct Session {
     /// action arena gives back the room its Parse took (an idle session keeps none of it).
     startup_capture: bool,
     out: ActionQueue,
-    last_error: String,
+    last_error: Box<str>,
     salt: u64,
 }
 
@@ -691,8 +701,10 @@ impl Session {
             held_tail: None,
             held_writer: Vec::new(),
             write_ack_ms: u64::MAX,
+            reader_read_server: 0,
+            reader_read_at: u64::MAX,
             writer_idle_at: 0,
-            probe_lsn: None,
+            probe_lsn: Lsn::ZERO,
             abandoned_acquire: None,
             cancel: CancelWait::None,
             probe_credit: ProbeCredit::default(),
@@ -715,7 +727,7 @@ impl Session {
             capture_asked_advisory: false,
             startup_capture: false,
             out: ActionQueue::default(),
-            last_error: String::new(),
+            last_error: Box::default(),
             // Deterministic: the configured seed, mixed per statement.
             salt,
             engine,
@@ -782,7 +794,7 @@ impl Session {
         }
         match self.units.front() {
             Some(u) => match (u.kind, u.attempt) {
-                (UnitKind::Query, Attempt::AwaitReader { server }) => {
+                (UnitKind::Query, Attempt::AwaitReader { server, .. }) => {
                     let id = u.id;
                     self.abandoned_acquire = Some(server);
                     self.answer_cancelled(id);
@@ -1060,7 +1072,7 @@ impl Session {
     }
 
     fn fail(&mut self, e: SessionError) -> SessionError {
-        self.last_error = e.to_string();
+        self.last_error = e.to_string().into();
         e
     }
 
@@ -1069,6 +1081,29 @@ impl Session {
     fn classify_sql(&self, sql: &str) -> Classification {
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
         self.classifier.classify_in(db, sql)
+    }
+
+    /// The DDL epoch now ([`crate::cluster::conns::Conns::epoch`], E-2; never
+    /// [`statements::EPOCH_PENDING`]).
+    fn ddl_epoch(&self) -> u32 {
+        let generation = self.classifier.catalogs().generation();
+        self.engine
+            .conns()
+            .epoch(generation)
+            .min(statements::EPOCH_PENDING - 1)
+    }
+
+    /// The stamp of a statement the writer parses now (E-2): the DDL epoch, or
+    /// [`statements::EPOCH_PENDING`] while DDL seen in this database awaits the catalogue
+    /// report that covers it (that report moves the epoch again; `judge_kept_verdicts_again`
+    /// then stamps the statement).
+    fn writer_parse_epoch(&self) -> u32 {
+        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
+        if self.classifier.catalogs().is_changed(db) {
+            statements::EPOCH_PENDING
+        } else {
+            self.ddl_epoch()
+        }
     }
 
     /// A Parse's text and parameter type OIDs (4 bytes each), classified for this session.
@@ -1096,10 +1131,15 @@ impl Session {
             return;
         }
         self.catalog_generation = generation;
+        let epoch = self.ddl_epoch();
         let classifier = &self.classifier;
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
         self.statements
             .judge_again(|t, user_types| classify_parse_in(classifier, db, t, user_types));
+        if !classifier.catalogs().is_changed(db) {
+            // The DDL seen is covered by a report now (E-2, `writer_parse_epoch`).
+            self.statements.stamp_pending(epoch);
+        }
         for m in self.queue.iter_mut() {
             let (MsgInfo::Query { class: Some(c), .. } | MsgInfo::Parse { class: Some(c) }) =
                 &mut m.info

@@ -597,6 +597,14 @@ impl Session {
                 if let Some(l) = seen {
                     self.lsn.reader_positioned(l);
                 }
+                // The read may have shown more than that sample: evidence taken after it, or
+                // an outage of its reader, settles it (`settle_reader_read`). One read at a time
+                // is followed: a read on another reader before the last one is settled keeps
+                // only the lower bound for that one (README, "Known limits").
+                if let Some(server) = self.backend(i).server {
+                    self.settle_reader_read();
+                    (self.reader_read_server, self.reader_read_at) = (server, self.now);
+                }
             }
             _ => {}
         }

@@ -34,8 +34,10 @@ impl Session {
             self.txn.xids.clear();
             self.txn.lsn = Lsn::ZERO;
             self.txn.read_only_prefix = false;
+            self.reader_read_at = u64::MAX;
             self.release_pin(false);
         }
+        self.settle_reader_read();
         // A writer sample whose query was sent after the write was acknowledged bounds the
         // write from above: it positions the session's write (W-7). One sent after a read the
         // writer answered without a position bounds what that read saw (S-1a's monotonic
@@ -65,6 +67,37 @@ impl Session {
             }
         }
         view
+    }
+
+    /// S-1a on a server that reports no positions: what a read a reader served showed is at
+    /// most that reader's position at the read's end. At its RFQ the session only knows a lower
+    /// bound (the reader's last fresh sample, taken before the read); the read may have shown
+    /// more. Evidence of the reader taken after the read positions it; an outage of the reader
+    /// since (a crash and restart, a replacement by an older copy: it may now be behind what
+    /// the read showed, and the lower bound would let it serve the session older data than it
+    /// read — an examiner's finding, 2026-12-07: 30 of 30 reads after the standby went back)
+    /// leaves the session's position unknown until a writer sample sent from now on positions
+    /// it — its reads stay on the writer until then, the safe side.
+    pub(super) fn settle_reader_read(&mut self) {
+        let (server, at) = (self.reader_read_server, self.reader_read_at);
+        if at == u64::MAX {
+            return;
+        }
+        match self.engine.readers().snapshot(server) {
+            Some(r) if r.outage_at_ms.is_none_or(|o| o < at) => {
+                // (Evidence of another writer generation positions nothing; the session's own
+                // change of generation drops the read with everything else, S-2.)
+                if r.known && r.generation == self.lsn.generation && r.sample_at_ms > at {
+                    self.lsn.reader_positioned(r.replay_lsn);
+                    self.reader_read_at = u64::MAX;
+                }
+            }
+            _ => {
+                self.lsn.observed_unknown = true;
+                self.write_ack_ms = self.now;
+                self.reader_read_at = u64::MAX;
+            }
+        }
     }
 
     fn target(&self, view: &WriterView) -> Lsn {
@@ -540,6 +573,8 @@ impl Session {
         }
         for (name, _) in todo {
             self.statements.set_on_writer(name);
+            let epoch = self.writer_parse_epoch();
+            self.statements.stamp(name, epoch);
         }
         self.out.send_backend_with(w, |o| {
             for (name, rest) in todo {
@@ -778,7 +813,7 @@ impl Session {
             hidden::sync(o);
         });
         if probe {
-            self.probe_lsn = None;
+            self.probe_lsn = Lsn::ZERO;
             self.probe_credit.sent();
             self.engine.stats().inc(Counter::ProbesSent);
         }

@@ -372,11 +372,13 @@ impl Session {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             return;
         };
+        let epoch = self.writer_parse_epoch();
         let Some(s) = self.statements.peek_mut(name) else {
             return;
         };
         s.on_writer = true;
         s.check = WriterCheck::Pending;
+        s.epoch = epoch;
         let (rest, hash, shape) = (s.rest.clone(), s.hash, s.shape);
         self.out.send_backend_with(w, |o| {
             hidden::parse_as(o, name, &rest);

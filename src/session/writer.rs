@@ -639,7 +639,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         match msg {
             BackendMessage::DataRow { .. } if a.who == Who::Probe => {
-                self.probe_lsn = probe_value(body);
+                self.probe_lsn = probe_value(body).unwrap_or(Lsn::ZERO);
             }
             BackendMessage::DataRow { .. } => {
                 // Capture rows: (kind, name hex, value hex).
@@ -735,7 +735,7 @@ impl Session {
     /// The hidden probe/capture batch answered (`capture_batch`: the batch held the capture —
     /// its Sync is the capture's).
     fn learned(&mut self, _rfq: Rfq<'_>, capture_batch: bool) {
-        if let Some(l) = self.probe_lsn.take() {
+        if let l @ Lsn(1..) = std::mem::replace(&mut self.probe_lsn, Lsn::ZERO) {
             let l =
                 hidden::probe_position(l, self.config.wal_block_size, self.config.wal_segment_size);
             // Taken after the commit was acknowledged: it bounds the commit from above, so it
