@@ -1,0 +1,94 @@
+"""Defects an adversarial examination found (red8, area c): statements the engine judges
+replica-safe reads that are not (SPEC §7 F-policy, S-6, S-7, P-1). Each is proved against the real
+primary + hot standby through the example proxy and compared with a twin connection to the primary
+alone; where a read ran is told by inet_server_port() (replica-safe on purpose, S-7). Every
+statement is bounded (statement_timeout, connect_timeout, e2e_support.bounded).
+
+Finding: a function called as an XMLTABLE column's PATH expression is not seen. In
+`XMLTABLE('/a' PASSING … COLUMNS x text PATH f(…))` the PATH operand is an ordinary expression that
+PostgreSQL evaluates when the statement runs, but the classifier (src/classify/scan.rs, the call
+detection `Scan::call`/`is_call`: `f(` right after `PATH` is not recorded as a call — spelt
+`PATH '.' || f(…)`, `PATH (SELECT f(…))` or `DEFAULT f(…)` it is) judges the statement a plain
+read whatever `f` is: set_config, nextval, pg_advisory_lock, current_setting of a server-dependent
+setting, pg_is_in_recovery, an unknown user function (`examples/classify` answers `replica NONE`
+for each). So:
+- S-6/F-policy: `set_config('app.x', '.', false)` runs on a pooled standby connection; the session
+  state stays on that reader connection and a *new* client session through the proxy reads
+  `current_setting('app.x', true)` = '.', where on the primary alone it is NULL (3/3).
+- S-7: `PATH current_setting('transaction_read_only')` evaluates 'on' on the standby and 'off' on
+  the primary, so the same statement returns another row ('t' vs 'f').
+
+What held (probed once, not kept): current_setting() of every GUC whose value differs between the
+pair (port, data_directory, config_file, hba/ident_file, primary_conninfo, primary_slot_name,
+recovery_min_apply_delay, in_hot_standby, transaction_read_only), in upper case, E''/U&''/UESCAPE
+spellings, named arguments, VARIADIC, a non-literal name, went to the primary; so did pg_settings,
+pg_show_all_settings(), pg_file_settings, age()/mxid_age() while another session held an XID,
+every server-control and side-effect function of the brief's list in ~90 spellings and positions
+(quoted, U&"…", qualified, FROM/LATERAL/ROWS FROM, VALUES, ORDER BY/GROUP BY/WINDOW/LIMIT/OFFSET/
+FETCH, FILTER, WITHIN GROUP, TABLESAMPLE … REPEATABLE, SEARCH/CYCLE, XMLTABLE's row expression,
+PASSING and DEFAULT, xmlexists, ESCAPE, AT TIME ZONE, COLLATION FOR, comments between name and
+parenthesis); FOR UPDATE/SHARE in subqueries, CTEs, LATERAL, ARRAY(), EXISTS; SELECT INTO in
+every position; data-modifying CTEs nested; EXPLAIN ANALYZE in every option spelling;
+query_to_xml/table_to_xml/ts_stat (dynamic SQL); sequence relations read by TABLE, ONLY, qualified,
+U&"…", a scalar subquery, table_to_xml; statements of 2 MB (padding before or after the call, in a
+comment or a string), 5000 nested parentheses, 50000-row VALUES lists; SET SESSION
+CHARACTERISTICS … SERIALIZABLE, default_transaction_deferrable, synchronous_commit and
+application_name seen through current_setting on the standby; in this stock-dialect pair no read
+in a block left the writer (no split), so current_setting('transaction_isolation') held."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e_support import answer, connect, ran_on, run, warm
+
+SETTER = ("SELECT x, inet_server_port() FROM XMLTABLE('/a' PASSING xml '<a>v</a>'"
+          " COLUMNS x text PATH set_config('app.red8c_tenant', '.', false))")
+TENANT = "SELECT current_setting('app.red8c_tenant', true), inet_server_port()"
+SERVER = ("SELECT x, inet_server_port() FROM XMLTABLE('/r' PASSING xml '<r><on>t</on><off>f</off></r>'"
+          " COLUMNS x text PATH current_setting('transaction_read_only'))")
+
+
+def primary_dsn(pair):
+    return pair.primary.dsn(dbname="app", user="app_trust")
+
+
+@pytest.mark.timeout(60)
+def test_s6_set_config_in_an_xmltable_column_path_stays_in_the_session_that_ran_it(pair, proxy):
+    """F-policy: set_config is never read-safe; S-6: a reader's state never reaches another session.
+    Session A runs SETTER, then a new session B reads the placeholder: on the primary alone B sees
+    NULL; through the proxy SETTER ran on a pooled standby connection that B is handed."""
+    def sessions(dsn, warm_first):
+        with connect(dsn) as a:
+            if warm_first:
+                warm(a)
+            setter = answer(a, SETTER)
+        with connect(dsn) as b:
+            if warm_first:
+                warm(b)
+            return setter, [answer(b, TENANT) for _ in range(3)]
+    alone = sessions(primary_dsn(pair), False)
+    through = sessions(proxy.dsn(), True)
+    assert alone[0] == ("ok", [("v", pair.primary.port)])
+    assert [r[1][0][0] for r in alone[1]] == [None] * 3
+    seen = [(r[1][0][0], ran_on(r[1][0][1])) if r[0] == "ok" else r for r in through[1]]
+    where = ran_on(through[0][1][0][1]) if through[0][0] == "ok" else through[0]
+    assert [s[0] for s in seen] == [None] * 3, (
+        f"session A's set_config in an XMLTABLE PATH ran on the {where}; a new session B then reads "
+        f"app.red8c_tenant = {seen} through the proxy, NULL on the primary alone")
+    assert where == "primary", f"set_config (an XMLTABLE PATH) ran on the {where}"
+
+
+@pytest.mark.timeout(60)
+def test_s7_server_dependent_call_in_an_xmltable_column_path_answers_as_the_primary(pair, proxy):
+    """S-7: current_setting('transaction_read_only') is server-dependent ('off' on the primary, 'on'
+    on a standby); as an XMLTABLE column's PATH it picks the element <off> on the primary."""
+    with connect(primary_dsn(pair)) as direct:
+        alone = run(direct, SERVER)
+    with connect(proxy.dsn()) as c:
+        warm(c)
+        through = [run(c, SERVER)[0] for _ in range(3)]
+    assert alone == [("f", pair.primary.port)]
+    assert [r[0] for r in through] == ["f"] * 3, (
+        f"{SERVER}: the primary alone answers 'f'; through the proxy "
+        f"{[(r[0], ran_on(r[1])) for r in through]}")
