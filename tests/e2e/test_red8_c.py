@@ -17,6 +17,9 @@ for each). So:
   `current_setting('app.x', true)` = '.', where on the primary alone it is NULL (3/3).
 - S-7: `PATH current_setting('transaction_read_only')` evaluates 'on' on the standby and 'off' on
   the primary, so the same statement returns another row ('t' vs 'f').
+- P-1/F-policy: `PATH pg_try_advisory_lock(k)::text` takes the session lock in the standby's pooled
+  backend: another client then gets the same lock on the primary (true where the primary alone
+  says false: mutual exclusion lost), and the client's own `pg_advisory_unlock(k)` answers false.
 
 What held (probed once, not kept): current_setting() of every GUC whose value differs between the
 pair (port, data_directory, config_file, hba/ident_file, primary_conninfo, primary_slot_name,
@@ -45,6 +48,8 @@ from e2e_support import answer, connect, ran_on, run, warm
 SETTER = ("SELECT x, inet_server_port() FROM XMLTABLE('/a' PASSING xml '<a>v</a>'"
           " COLUMNS x text PATH set_config('app.red8c_tenant', '.', false))")
 TENANT = "SELECT current_setting('app.red8c_tenant', true), inet_server_port()"
+LOCK = ("SELECT x, inet_server_port() FROM XMLTABLE('/r' PASSING xml '<r><true>got</true><false>busy</false></r>'"
+        " COLUMNS x text PATH pg_try_advisory_lock(428028)::text)")
 SERVER = ("SELECT x, inet_server_port() FROM XMLTABLE('/r' PASSING xml '<r><on>t</on><off>f</off></r>'"
           " COLUMNS x text PATH current_setting('transaction_read_only'))")
 
@@ -92,3 +97,28 @@ def test_s7_server_dependent_call_in_an_xmltable_column_path_answers_as_the_prim
     assert [r[0] for r in through] == ["f"] * 3, (
         f"{SERVER}: the primary alone answers 'f'; through the proxy "
         f"{[(r[0], ran_on(r[1])) for r in through]}")
+
+
+@pytest.mark.timeout(60)
+def test_p1_advisory_lock_in_an_xmltable_column_path_is_held_by_the_clients_session(pair, proxy):
+    """F-policy: advisory locks are never read-safe (they succeed on a standby). Client A takes
+    the session lock through an XMLTABLE PATH; client B, straight on the primary, must then be
+    refused it, and A's unlock must find it held — as with the primary alone."""
+    def run_with(dsn, warm_first):
+        with connect(dsn) as a:
+            if warm_first:
+                warm(a)
+            took = answer(a, LOCK)
+            with connect(primary_dsn(pair)) as b:
+                other = run(b, "SELECT pg_try_advisory_lock(428028)")[0][0]
+                run(b, "SELECT pg_advisory_unlock_all()")
+            mine = run(a, "SELECT pg_advisory_unlock(428028)")[0][0]
+            return took, other, mine
+    alone = run_with(primary_dsn(pair), False)
+    through = run_with(proxy.dsn(), True)
+    assert alone == (("ok", [("got", pair.primary.port)]), False, True)
+    where = ran_on(through[0][1][0][1]) if through[0][0] == "ok" else through[0]
+    assert through[1:] == (False, True), (
+        f"A's pg_try_advisory_lock in an XMLTABLE PATH ran on the {where}: another client then "
+        f"{'got' if through[1] else 'was refused'} the lock on the primary, and A's unlock answered "
+        f"{through[2]} (the primary alone: refused, true)")
