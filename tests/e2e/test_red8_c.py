@@ -21,7 +21,22 @@ for each). So:
   backend: another client then gets the same lock on the primary (true where the primary alone
   says false: mutual exclusion lost), and the client's own `pg_advisory_unlock(k)` answers false.
 
-What held (probed once, not kept): current_setting() of every GUC whose value differs between the
+Finding 2: code in a table's CHECK constraint that the planner runs for a read. Reading an
+inheritance parent (or a partitioned table) plans each child, and constraint exclusion (the default
+`constraint_exclusion = partition`) const-folds the child's CHECK expressions
+(`get_relation_constraints` → `eval_const_expressions`), calling the IMMUTABLE functions in them.
+The catalogue query (src/classify/catalog_query.rs, `CATALOG_QUERY`) links a relation to views,
+policies, column types, index expressions and operator classes, its partitions and inheritance
+children, but not to its (or its children's) CHECK constraints (`pg_constraint.conbin` is read for
+domains only), so `SELECT … FROM parent WHERE x = 5` is a plain read though a direct call of the
+same function stays on the primary (its plpgsql body is judged):
+- S-7: CHECK (x > red8c_cut()), red8c_cut() = 100 on a standby and 0 on the primary: the standby
+  excludes the child and counts 0 rows where the primary counts 1.
+- S-6: CHECK (x > red8c_set()), red8c_set() calls set_config(…, false): the setting lands on the
+  pooled standby connection, and a new client session reads it (NULL on the primary alone).
+
+What held (probed once, not kept): direct calls of the CHECK functions; views read by TABLE, ONLY,
+qualified, quoted, U&, whole-row, in CTEs/subqueries (after the catalogue refresh); current_setting() of every GUC whose value differs between the
 pair (port, data_directory, config_file, hba/ident_file, primary_conninfo, primary_slot_name,
 recovery_min_apply_delay, in_hot_standby, transaction_read_only), in upper case, E''/U&''/UESCAPE
 spellings, named arguments, VARIADIC, a non-literal name, went to the primary; so did pg_settings,
@@ -43,7 +58,37 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_support import answer, connect, ran_on, run, warm
+from e2e_support import answer, connect, on_primary, proxy_with_catalogue, ran_on, run, warm
+
+OBJECTS = [
+    "CREATE FUNCTION red8c_plain() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'",
+    # Finding 2: IMMUTABLE-labelled plpgsql functions (their bodies judged: a direct call of either
+    # stays on the primary) in an inheritance child's CHECK constraint.
+    "CREATE FUNCTION red8c_set() RETURNS int IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM set_config('app.red8c_chk', 'ran', false); RETURN 0; END $f$",
+    "CREATE FUNCTION red8c_cut() RETURNS int IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN RETURN CASE WHEN pg_is_in_recovery() THEN 100 ELSE 0 END; END $f$",
+    "CREATE TABLE red8c_parent (x int)",
+    "CREATE TABLE red8c_child (CHECK (x > red8c_set())) INHERITS (red8c_parent)",
+    "CREATE TABLE red8c_parent2 (x int)",
+    "CREATE TABLE red8c_child2 (CHECK (x > red8c_cut())) INHERITS (red8c_parent2)",
+    "INSERT INTO red8c_child VALUES (5)",
+    "INSERT INTO red8c_child2 VALUES (5)",
+    "GRANT SELECT ON red8c_parent, red8c_child, red8c_parent2, red8c_child2 TO PUBLIC",
+    "GRANT EXECUTE ON FUNCTION red8c_plain(), red8c_set(), red8c_cut() TO PUBLIC",
+]
+DROP = [
+    "DROP TABLE IF EXISTS red8c_parent, red8c_parent2 CASCADE",
+    "DROP FUNCTION IF EXISTS red8c_plain(), red8c_set(), red8c_cut()",
+]
+
+
+@pytest.fixture(scope="module")
+def red8c_proxy(pair, tmp_path_factory):
+    """A proxy whose catalogue has this module's objects from its first load."""
+    on_primary(pair, *DROP, *OBJECTS)
+    with proxy_with_catalogue(pair, tmp_path_factory.mktemp("red8c"), "red8c_plain()", DROP) as proxy:
+        yield proxy
 
 SETTER = ("SELECT x, inet_server_port() FROM XMLTABLE('/a' PASSING xml '<a>v</a>'"
           " COLUMNS x text PATH set_config('app.red8c_tenant', '.', false))")
@@ -59,7 +104,7 @@ def primary_dsn(pair):
 
 
 @pytest.mark.timeout(60)
-def test_s6_set_config_in_an_xmltable_column_path_stays_in_the_session_that_ran_it(pair, proxy):
+def test_s6_set_config_in_an_xmltable_column_path_stays_in_the_session_that_ran_it(pair, red8c_proxy):
     """F-policy: set_config is never read-safe; S-6: a reader's state never reaches another session.
     Session A runs SETTER, then a new session B reads the placeholder: on the primary alone B sees
     NULL; through the proxy SETTER ran on a pooled standby connection that B is handed."""
@@ -73,7 +118,7 @@ def test_s6_set_config_in_an_xmltable_column_path_stays_in_the_session_that_ran_
                 warm(b)
             return setter, [answer(b, TENANT) for _ in range(3)]
     alone = sessions(primary_dsn(pair), False)
-    through = sessions(proxy.dsn(), True)
+    through = sessions(red8c_proxy.dsn(), True)
     assert alone[0] == ("ok", [("v", pair.primary.port)])
     assert [r[1][0][0] for r in alone[1]] == [None] * 3
     seen = [(r[1][0][0], ran_on(r[1][0][1])) if r[0] == "ok" else r for r in through[1]]
@@ -85,12 +130,12 @@ def test_s6_set_config_in_an_xmltable_column_path_stays_in_the_session_that_ran_
 
 
 @pytest.mark.timeout(60)
-def test_s7_server_dependent_call_in_an_xmltable_column_path_answers_as_the_primary(pair, proxy):
+def test_s7_server_dependent_call_in_an_xmltable_column_path_answers_as_the_primary(pair, red8c_proxy):
     """S-7: current_setting('transaction_read_only') is server-dependent ('off' on the primary, 'on'
     on a standby); as an XMLTABLE column's PATH it picks the element <off> on the primary."""
     with connect(primary_dsn(pair)) as direct:
         alone = run(direct, SERVER)
-    with connect(proxy.dsn()) as c:
+    with connect(red8c_proxy.dsn()) as c:
         warm(c)
         through = [run(c, SERVER)[0] for _ in range(3)]
     assert alone == [("f", pair.primary.port)]
@@ -100,7 +145,7 @@ def test_s7_server_dependent_call_in_an_xmltable_column_path_answers_as_the_prim
 
 
 @pytest.mark.timeout(60)
-def test_p1_advisory_lock_in_an_xmltable_column_path_is_held_by_the_clients_session(pair, proxy):
+def test_p1_advisory_lock_in_an_xmltable_column_path_is_held_by_the_clients_session(pair, red8c_proxy):
     """F-policy: advisory locks are never read-safe (they succeed on a standby). Client A takes
     the session lock through an XMLTABLE PATH; client B, straight on the primary, must then be
     refused it, and A's unlock must find it held — as with the primary alone."""
@@ -115,10 +160,58 @@ def test_p1_advisory_lock_in_an_xmltable_column_path_is_held_by_the_clients_sess
             mine = run(a, "SELECT pg_advisory_unlock(428028)")[0][0]
             return took, other, mine
     alone = run_with(primary_dsn(pair), False)
-    through = run_with(proxy.dsn(), True)
+    through = run_with(red8c_proxy.dsn(), True)
     assert alone == (("ok", [("got", pair.primary.port)]), False, True)
     where = ran_on(through[0][1][0][1]) if through[0][0] == "ok" else through[0]
     assert through[1:] == (False, True), (
         f"A's pg_try_advisory_lock in an XMLTABLE PATH ran on the {where}: another client then "
         f"{'got' if through[1] else 'was refused'} the lock on the primary, and A's unlock answered "
         f"{through[2]} (the primary alone: refused, true)")
+
+
+# -- Finding 2: a CHECK constraint the planner folds for constraint exclusion ------------------------
+
+PARENT2 = "SELECT count(*), inet_server_port() FROM red8c_parent2 WHERE x = 5"
+PARENT = "SELECT count(*), inet_server_port() FROM red8c_parent WHERE x = 5"
+CHK = "SELECT current_setting('app.red8c_chk', true), inet_server_port()"
+
+
+@pytest.mark.timeout(60)
+def test_s7_a_check_constraint_the_planner_folds_answers_as_the_primary(pair, red8c_proxy):
+    """S-7: reading the inheritance parent plans its child, and constraint exclusion (the default
+    `constraint_exclusion = partition`) folds the child's CHECK (x > red8c_cut()) — an IMMUTABLE
+    plpgsql function over pg_is_in_recovery() — with the server's answer: x > 0 on the primary
+    (the child's row x = 5 is read), x > 100 on a standby (the child is excluded: no row)."""
+    with connect(primary_dsn(pair)) as direct:
+        alone = run(direct, PARENT2)
+        control = run(direct, "SELECT red8c_cut()")
+    with connect(red8c_proxy.dsn()) as c:
+        warm(c)
+        direct_call = run(c, "SELECT red8c_cut(), inet_server_port()")[0]
+        through = [run(c, PARENT2)[0] for _ in range(3)]
+    assert alone == [(1, pair.primary.port)] and control == [(0,)]
+    assert direct_call == (0, pair.primary.port), "control: a direct call of red8c_cut() stays on the primary"
+    assert [r[0] for r in through] == [1] * 3, (
+        f"{PARENT2}: the primary alone counts 1; through the proxy {[(r[0], ran_on(r[1])) for r in through]}")
+
+
+@pytest.mark.timeout(60)
+def test_s6_set_config_a_check_constraint_runs_at_plan_time_stays_in_its_session(pair, red8c_proxy):
+    """S-6: the child's CHECK (x > red8c_set()) calls set_config('app.red8c_chk', 'ran', false) when
+    the planner folds it. On the primary alone the reading session has the setting and a new
+    session B has none; through the proxy the plan ran on a pooled standby connection that B gets."""
+    def sessions(dsn, warm_first):
+        with connect(dsn) as a:
+            if warm_first:
+                warm(a)
+            read = run(a, PARENT)[0]
+        with connect(dsn) as b:
+            if warm_first:
+                warm(b)
+            return read, [run(b, CHK)[0] for _ in range(3)]
+    alone = sessions(primary_dsn(pair), False)
+    through = sessions(red8c_proxy.dsn(), True)
+    assert alone[0] == (1, pair.primary.port) and [r[0] for r in alone[1]] == [None] * 3
+    assert [r[0] for r in through[1]] == [None] * 3, (
+        f"session A's read of red8c_parent ran on the {ran_on(through[0][1])}; a new session B then reads "
+        f"app.red8c_chk = {[(r[0], ran_on(r[1])) for r in through[1]]} through the proxy, NULL on the primary alone")
