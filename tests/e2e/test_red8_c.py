@@ -34,6 +34,15 @@ same function stays on the primary (its plpgsql body is judged):
   excludes the child and counts 0 rows where the primary counts 1.
 - S-6: CHECK (x > red8c_set()), red8c_set() calls set_config(…, false): the setting lands on the
   pooled standby connection, and a new client session reads it (NULL on the primary alone).
+  The same for a partition's CHECK and a UNION ALL member's (constraint exclusion folds both).
+
+Finding 3: an extended statistics object's expression (`CREATE STATISTICS s ON (x + f()), y FROM
+t`, analysed): planning any read of `t` loads it and const-folds the expression
+(`get_relation_statistics` → `eval_const_expressions`), calling the IMMUTABLE function. Its
+`pg_depend` row is the statistics object's (classid pg_statistic_ext), which the catalogue's
+relation→function closure (`rf`: only classid pg_class rows, i.e. indexes) never reads, so a read
+of `t` is plain: set_config in f() lands on the pooled standby connection (S-6), the next client
+reads it.
 
 What held (probed once, not kept): direct calls of the CHECK functions; views read by TABLE, ONLY,
 qualified, quoted, U&, whole-row, in CTEs/subqueries (after the catalogue refresh); current_setting() of every GUC whose value differs between the
@@ -72,14 +81,24 @@ OBJECTS = [
     "CREATE TABLE red8c_child (CHECK (x > red8c_set())) INHERITS (red8c_parent)",
     "CREATE TABLE red8c_parent2 (x int)",
     "CREATE TABLE red8c_child2 (CHECK (x > red8c_cut())) INHERITS (red8c_parent2)",
+    "CREATE TABLE red8c_pt (x int) PARTITION BY RANGE (x)",
+    "CREATE TABLE red8c_pt1 PARTITION OF red8c_pt (CHECK (x > red8c_cut())) FOR VALUES FROM (0) TO (50)",
+    # Finding 3: an extended statistics object's expression (the planner folds it too).
+    "CREATE FUNCTION red8c_stset() RETURNS int IMMUTABLE LANGUAGE plpgsql AS"
+    " $f$ BEGIN PERFORM set_config('app.red8c_st', 'ran', false); RETURN 0; END $f$",
+    "CREATE TABLE red8c_st (x int, y int)",
+    "INSERT INTO red8c_st SELECT g, g FROM generate_series(1, 100) g",
+    "CREATE STATISTICS red8c_stx ON (x + red8c_stset()), y FROM red8c_st",
+    "ANALYZE red8c_st",
+    "INSERT INTO red8c_pt VALUES (5)",
     "INSERT INTO red8c_child VALUES (5)",
     "INSERT INTO red8c_child2 VALUES (5)",
-    "GRANT SELECT ON red8c_parent, red8c_child, red8c_parent2, red8c_child2 TO PUBLIC",
-    "GRANT EXECUTE ON FUNCTION red8c_plain(), red8c_set(), red8c_cut() TO PUBLIC",
+    "GRANT SELECT ON red8c_parent, red8c_child, red8c_parent2, red8c_child2, red8c_pt, red8c_pt1, red8c_st TO PUBLIC",
+    "GRANT EXECUTE ON FUNCTION red8c_plain(), red8c_set(), red8c_cut(), red8c_stset() TO PUBLIC",
 ]
 DROP = [
-    "DROP TABLE IF EXISTS red8c_parent, red8c_parent2 CASCADE",
-    "DROP FUNCTION IF EXISTS red8c_plain(), red8c_set(), red8c_cut()",
+    "DROP TABLE IF EXISTS red8c_parent, red8c_parent2, red8c_pt, red8c_st CASCADE",
+    "DROP FUNCTION IF EXISTS red8c_plain(), red8c_set(), red8c_cut(), red8c_stset()",
 ]
 
 
@@ -177,22 +196,26 @@ CHK = "SELECT current_setting('app.red8c_chk', true), inet_server_port()"
 
 
 @pytest.mark.timeout(60)
-def test_s7_a_check_constraint_the_planner_folds_answers_as_the_primary(pair, red8c_proxy):
+@pytest.mark.parametrize("read", [PARENT2, "SELECT count(*), inet_server_port() FROM red8c_pt WHERE x = 5",
+                                  "SELECT count(*), inet_server_port() FROM (SELECT x FROM red8c_pt1 UNION ALL SELECT 7) u WHERE x = 5"],
+                         ids=["inheritance-child", "partition", "union-all-member"])
+def test_s7_a_check_constraint_the_planner_folds_answers_as_the_primary(pair, red8c_proxy, read):
     """S-7: reading the inheritance parent plans its child, and constraint exclusion (the default
     `constraint_exclusion = partition`) folds the child's CHECK (x > red8c_cut()) — an IMMUTABLE
     plpgsql function over pg_is_in_recovery() — with the server's answer: x > 0 on the primary
-    (the child's row x = 5 is read), x > 100 on a standby (the child is excluded: no row)."""
+    (the child's row x = 5 is read), x > 100 on a standby (the child is excluded: no row). The same
+    for a partition's CHECK and for a UNION ALL member's (constraint exclusion covers both)."""
     with connect(primary_dsn(pair)) as direct:
-        alone = run(direct, PARENT2)
+        alone = run(direct, read)
         control = run(direct, "SELECT red8c_cut()")
     with connect(red8c_proxy.dsn()) as c:
         warm(c)
         direct_call = run(c, "SELECT red8c_cut(), inet_server_port()")[0]
-        through = [run(c, PARENT2)[0] for _ in range(3)]
+        through = [run(c, read)[0] for _ in range(3)]
     assert alone == [(1, pair.primary.port)] and control == [(0,)]
     assert direct_call == (0, pair.primary.port), "control: a direct call of red8c_cut() stays on the primary"
     assert [r[0] for r in through] == [1] * 3, (
-        f"{PARENT2}: the primary alone counts 1; through the proxy {[(r[0], ran_on(r[1])) for r in through]}")
+        f"{read}: the primary alone counts 1; through the proxy {[(r[0], ran_on(r[1])) for r in through]}")
 
 
 @pytest.mark.timeout(60)
@@ -215,3 +238,33 @@ def test_s6_set_config_a_check_constraint_runs_at_plan_time_stays_in_its_session
     assert [r[0] for r in through[1]] == [None] * 3, (
         f"session A's read of red8c_parent ran on the {ran_on(through[0][1])}; a new session B then reads "
         f"app.red8c_chk = {[(r[0], ran_on(r[1])) for r in through[1]]} through the proxy, NULL on the primary alone")
+
+
+# -- Finding 3: an extended statistics object's expression the planner folds -------------------------
+
+ST = "SELECT count(*), inet_server_port() FROM red8c_st WHERE y = 5"
+ST_SETTING = "SELECT current_setting('app.red8c_st', true), inet_server_port()"
+
+
+@pytest.mark.timeout(60)
+def test_s6_set_config_a_statistics_expression_runs_at_plan_time_stays_in_its_session(pair, red8c_proxy):
+    """S-6: planning any read of red8c_st loads its statistics object `red8c_stx ON (x +
+    red8c_stset()), y` (analysed) and const-folds the expression (`get_relation_statistics` →
+    `eval_const_expressions`), calling red8c_stset(), whose body calls set_config('app.red8c_st',
+    'ran', false). On the primary alone a new session B has no such setting; through the proxy the
+    read ran on a pooled standby connection that B gets."""
+    def sessions(dsn, warm_first):
+        with connect(dsn) as a:
+            if warm_first:
+                warm(a)
+            read = run(a, ST)[0]
+        with connect(dsn) as b:
+            if warm_first:
+                warm(b)
+            return read, [run(b, ST_SETTING)[0] for _ in range(3)]
+    alone = sessions(primary_dsn(pair), False)
+    through = sessions(red8c_proxy.dsn(), True)
+    assert alone[0] == (1, pair.primary.port) and [r[0] for r in alone[1]] == [None] * 3
+    assert [r[0] for r in through[1]] == [None] * 3, (
+        f"session A's read of red8c_st ran on the {ran_on(through[0][1])}; a new session B then reads "
+        f"app.red8c_st = {[(r[0], ran_on(r[1])) for r in through[1]]} through the proxy, NULL on the primary alone")
