@@ -4,13 +4,16 @@ primary + hot standby through the example proxy and compared with a twin connect
 alone; where a read ran is told by inet_server_port() (replica-safe on purpose, S-7). Every
 statement is bounded (statement_timeout, connect_timeout, e2e_support.bounded).
 
-Finding: a function called as an XMLTABLE column's PATH expression is not seen. In
+Finding 1: a function called as an XMLTABLE column's PATH expression is not seen. In
 `XMLTABLE('/a' PASSING … COLUMNS x text PATH f(…))` the PATH operand is an ordinary expression that
-PostgreSQL evaluates when the statement runs, but the classifier (src/classify/scan.rs, the call
-detection `Scan::call`/`is_call`: `f(` right after `PATH` is not recorded as a call — spelt
-`PATH '.' || f(…)`, `PATH (SELECT f(…))` or `DEFAULT f(…)` it is) judges the statement a plain
-read whatever `f` is: set_config, nextval, pg_advisory_lock, current_setting of a server-dependent
-setting, pg_is_in_recovery, an unknown user function (`examples/classify` answers `replica NONE`
+PostgreSQL evaluates when the statement runs. Its grammar takes the option name as a plain IDENT
+(`xmltable_column_option_el: IDENT b_expr`), so `path` is no keyword (not in pg_get_keywords(), nor
+in the engine's table); the scan (src/classify/scan.rs, `is_operand` / `Scan::is_call`) then takes
+`path` for an operand, and `<operand> name(` for an alias's column list (`FROM t a(x)`), not a
+call. Spelt `PATH '.' || f(…)`, `PATH (SELECT f(…))`, `PATH pg_catalog.f(…)` or `DEFAULT f(…)` the
+call is seen; spelt `PATH f(…)` or `"path" f(…)` the statement is a plain read whatever `f` is:
+set_config, nextval, pg_advisory_lock, current_setting of a server-dependent setting,
+pg_is_in_recovery, an unknown user function (`examples/classify` answers `replica NONE` for
 for each). So:
 - S-6/F-policy: `set_config('app.x', '.', false)` runs on a pooled standby connection; the session
   state stays on that reader connection and a *new* client session through the proxy reads
@@ -44,9 +47,13 @@ relation→function closure (`rf`: only classid pg_class rows, i.e. indexes) nev
 of `t` is plain: set_config in f() lands on the pooled standby connection (S-6), the next client
 reads it.
 
-What held (probed once, not kept): direct calls of the CHECK functions; views read by TABLE, ONLY,
-qualified, quoted, U&, whole-row, in CTEs/subqueries (after the catalogue refresh); current_setting() of every GUC whose value differs between the
-pair (port, data_directory, config_file, hba/ident_file, primary_conninfo, primary_slot_name,
+The verdicts of finding 1 are also a unit table, tests/classify_red8_c.rs.
+
+What held (probed once, not kept): direct calls of the CHECK functions; a partial index whose
+predicate calls such a function; a domain CHECK reached through jsonb_populate_record(NULL::t …),
+a column definition list, a record literal '(5)'::t and ROW(5)::t; views read by TABLE, ONLY,
+qualified, quoted, U&, whole-row, in CTEs and subqueries (after the catalogue refresh);
+current_setting() of every GUC whose value differs between the pair (port, data_directory, config_file, hba/ident_file, primary_conninfo, primary_slot_name,
 recovery_min_apply_delay, in_hot_standby, transaction_read_only), in upper case, E''/U&''/UESCAPE
 spellings, named arguments, VARIADIC, a non-literal name, went to the primary; so did pg_settings,
 pg_show_all_settings(), pg_file_settings, age()/mxid_age() while another session held an XID,
