@@ -13,7 +13,7 @@ in the engine's table); the scan (src/classify/scan.rs, `is_operand` / `Scan::is
 call. Spelt `PATH '.' || f(…)`, `PATH (SELECT f(…))`, `PATH pg_catalog.f(…)` or `DEFAULT f(…)` the
 call is seen; spelt `PATH f(…)` or `"path" f(…)` the statement is a plain read whatever `f` is:
 set_config, nextval, pg_advisory_lock, current_setting of a server-dependent setting,
-pg_is_in_recovery, an unknown user function (`examples/classify` answers `replica NONE` for
+pg_is_in_recovery, an unknown user function (`examples/classify` answers `replica NONE`
 for each). So:
 - S-6/F-policy: `set_config('app.x', '.', false)` runs on a pooled standby connection; the session
   state stays on that reader connection and a *new* client session through the proxy reads
