@@ -42,9 +42,45 @@ fn f_policy_the_forms_that_held_still_hold() {
         "x text PATH pg_catalog.set_config('app.x', '.', false))",
     ] {
         let sql = format!("{XT}{path}");
-        assert!(!classify(&sql, &WriteFunctions::defaults()).is_replica_safe(), "{sql:?}");
+        assert!(
+            !classify(&sql, &WriteFunctions::defaults()).is_replica_safe(),
+            "{sql:?}"
+        );
     }
     // A plain XMLTABLE read stays a read.
     let sql = format!("{XT}x text PATH '.')");
-    assert!(classify(&sql, &WriteFunctions::defaults()).is_replica_safe(), "{sql:?}");
+    assert!(
+        classify(&sql, &WriteFunctions::defaults()).is_replica_safe(),
+        "{sql:?}"
+    );
+}
+
+/// The fix does not cost the offload of an alias with a column list: only a table reference
+/// takes one, and these stay replica-safe reads.
+#[test]
+fn f_policy_alias_column_lists_stay_reads() {
+    for sql in [
+        "SELECT * FROM t a(x, y)",
+        "SELECT * FROM t AS a(x)",
+        "SELECT * FROM s.t a(x)",
+        "SELECT * FROM \"T\" a(x)",
+        "SELECT * FROM ONLY t a(x)",
+        "SELECT * FROM t /* c */ a(x)",
+        "SELECT * FROM a, t b(x)",
+        "SELECT * FROM a JOIN t b(x) ON true",
+        "SELECT * FROM (t a(x) JOIN u ON true)",
+        "SELECT * FROM (a JOIN b ON true) j(x)",
+        "SELECT * FROM generate_series(1, 3) g(i)",
+        "SELECT * FROM (SELECT 1) s(a)",
+        "SELECT * FROM unnest(ARRAY[1]) WITH ORDINALITY o(v, n)",
+        "SELECT * FROM ROWS FROM (generate_series(1, 2)) WITH ORDINALITY r(a, n)",
+        "SELECT * FROM json_to_record('{}') AS t(a int, b mytype(3))",
+        "SELECT * FROM XMLTABLE('/a' PASSING xml '<a>v</a>' COLUMNS x text PATH '.') t(y)",
+        "SELECT interval '1' second(3)",
+    ] {
+        assert!(
+            classify(sql, &WriteFunctions::defaults()).is_replica_safe(),
+            "{sql:?}"
+        );
+    }
 }
