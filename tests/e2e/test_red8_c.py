@@ -4,6 +4,16 @@ primary + hot standby through the example proxy and compared with a twin connect
 alone; where a read ran is told by inet_server_port() (replica-safe on purpose, S-7). Every
 statement is bounded (statement_timeout, connect_timeout, e2e_support.bounded).
 
+All three findings are fixed; the tests stay as guards. Finding 1: the scan takes `name (` for an
+alias's column list only where a table reference ends (after `)`, `WITH ORDINALITY`, or a relation's
+name after FROM, JOIN, ONLY, USING, `,`, `(` or `.`: `Scan::is_alias_column_list`), so a call after
+any other word — `PATH`, `"path"` — is judged; `FROM t a(x, y)`, `AS a(x)` and the other alias
+forms stay reads (tests/classify_red8_c.rs). Findings 2 and 3: the catalogue's relation→function
+link (`rf` in `CATALOG_QUERY`) follows the `pg_depend` rows of a table's CHECK constraints and of
+its statistics objects (their functions and user operators' functions; for a CHECK only the
+IMMUTABLE and SQL ones, which the planner's folding can call), so a read of the table, or of an
+ancestor, is judged with them and goes to the primary here.
+
 Finding 1: a function called as an XMLTABLE column's PATH expression is not seen. In
 `XMLTABLE('/a' PASSING … COLUMNS x text PATH f(…))` the PATH operand is an ordinary expression that
 PostgreSQL evaluates when the statement runs. Its grammar takes the option name as a plain IDENT
