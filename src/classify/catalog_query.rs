@@ -141,7 +141,8 @@ macro_rules! catalog_query_text {
         // extension's functions there); `td`, the domains each
         // type holds; `rd`, each relation with its descendants (partitions of partitions,
         // inheritance children); `rf`, the user functions a relation's own columns' types, its
-        // partition key and its indexes (operator classes, expressions) run; `un`, the user
+        // partition key, its indexes (operator classes, expressions), its CHECK constraints and
+        // its statistics objects' expressions run; `un`, the user
         // functions' names.
         r#"SELECT * FROM (WITH RECURSIVE "#,
         r#"tc(outer_t, inner_t) AS (SELECT t.oid, t.typelem FROM pg_catalog.pg_type t WHERE t.typelem <> 0 "#,
@@ -187,7 +188,24 @@ macro_rules! catalog_query_text {
         r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass "#,
         r#"UNION SELECT COALESCE(i.indrelid, d.objid), oc.fid FROM pg_catalog.pg_depend d JOIN oc ON oc.opc = d.refobjid "#,
         r#"LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = d.objid "#,
-        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_opclass'::pg_catalog.regclass), "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_opclass'::pg_catalog.regclass "#,
+        // A table's CHECK constraints (constraint exclusion, `constraint_exclusion = partition`
+        // by default, const-folds them while planning a read of an inheritance parent, a
+        // partitioned table or a UNION ALL of tables) and its statistics objects' expressions
+        // (const-folded when any read of the table is planned): the functions and user
+        // operators' functions their `pg_depend` rows name — IMMUTABLE ones, which folding
+        // calls, and SQL ones, which it may inline; a STABLE or VOLATILE function in another
+        // language (a plpgsql CHECK function left at the default VOLATILE) runs only for writes.
+        r#"UNION SELECT x.rel, f.oid FROM (SELECT k.conrelid, d.refclassid, d.refobjid FROM pg_catalog.pg_depend d "#,
+        r#"JOIN pg_catalog.pg_constraint k ON k.oid = d.objid "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND k.contype = 'c' AND k.conrelid <> 0 "#,
+        r#"UNION ALL SELECT s.stxrelid, d.refclassid, d.refobjid FROM pg_catalog.pg_depend d "#,
+        r#"JOIN pg_catalog.pg_statistic_ext s ON s.oid = d.objid "#,
+        r#"WHERE d.classid = 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass) AS x(rel, refclassid, refobjid) "#,
+        r#"LEFT JOIN pg_catalog.pg_operator o ON x.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass "#,
+        r#"AND o.oid = x.refobjid JOIN pg_catalog.pg_proc f ON f.oid = CASE "#,
+        r#"WHEN x.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass THEN x.refobjid ELSE o.oprcode::pg_catalog.oid END "#,
+        r#"WHERE f.oid >= 16384 AND (f.provolatile = 'i' OR f.prolang = 14)), "#,
         r#"un(name) AS (SELECT p.proname::pg_catalog.text FROM pg_catalog.pg_proc p "#,
         r#"JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')) "#,
         r#"SELECT n.nspname, c.relname, pg_catalog.pg_get_viewdef(c.oid), 'v' "#,
@@ -387,7 +405,9 @@ macro_rules! catalog_query_text {
         // operator classes, the casts from and to it (an implicit one, `to_json`'s) — for a
         // relation, those of its columns' types and the types they hold (`tf`) — and a relation's
         // partition key and indexes (operator classes and expressions: partition pruning and
-        // index scans run them), with those of its descendants (a read of the parent scans them).
+        // index scans run them), its CHECK constraints and its statistics objects' expressions
+        // (the planner const-folds them: constraint exclusion, extended statistics), with those
+        // of its descendants (a read of the parent plans them).
         // Reported under the relation's and the type's name (a built-in type's too), as a SELECT
         // calling each such user function (verified on PostgreSQL 15: a range's plpgsql
         // `subtype_diff` that called set_config() ran on a pooled reader for
@@ -582,6 +602,21 @@ mod tests {
             let c = crate::classify::classify(text, &crate::classify::WriteFunctions::defaults());
             assert!(!c.is_replica_safe(), "{text}: {c:?}");
         }
+    }
+
+    /// S-6, S-7: a relation is linked to the functions (and user operators' functions) of its
+    /// CHECK constraints and its statistics objects' expressions, which the planner const-folds
+    /// for a read (constraint exclusion, extended statistics) — only IMMUTABLE ones and SQL
+    /// ones (inlined): a VOLATILE plpgsql CHECK function keeps the table's reads offloaded.
+    #[test]
+    fn s7_check_constraints_and_statistics_expressions_are_linked_to_their_relation() {
+        assert!(CATALOG_QUERY.contains(
+            "WHERE d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND k.contype = 'c'"
+        ));
+        assert!(CATALOG_QUERY
+            .contains("WHERE d.classid = 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass)"));
+        assert!(CATALOG_QUERY.contains("THEN x.refobjid ELSE o.oprcode::pg_catalog.oid END"));
+        assert!(CATALOG_QUERY.contains("(f.provolatile = 'i' OR f.prolang = 14)"));
     }
 
     /// S-7, S-5: a user function is linked to the code of its arguments' and result's types,

@@ -1081,15 +1081,14 @@ impl Scan {
     ///   `substring(`, `numeric(10,2)` …): never a function name unless quoted or qualified, and
     ///   the special forms call fixed, immutable or stable `pg_catalog` functions;
     /// - `JOIN (` after a join keyword or a table, `LIKE`/`ILIKE`/`SIMILAR (` after an operand or
-    ///   NOT, `GROUPING SETS (`, `GROUP BY CUBE|ROLLUP (`, `OPERATOR(…)`, `CHARACTER VARYING(n)`, `… TO SECOND(p)`,
-    ///   `FETCH FIRST (n)`, an INSERT's `ON CONFLICT (cols)`, MERGE's `THEN INSERT (cols)`;
+    ///   NOT, `GROUPING SETS (`, `GROUP BY CUBE|ROLLUP (`, `OPERATOR(…)`, `CHARACTER VARYING(n)`,
+    ///   `… TO SECOND(p)`, `INTERVAL '1' SECOND(p)`, `FETCH FIRST (n)`, an INSERT's
+    ///   `ON CONFLICT (cols)`, MERGE's `THEN INSERT (cols)`;
     /// - a name at the start of the statement (`EXPLAIN (…)`, `VACUUM (…)`: utility options);
     /// - a type after `::`, a name after `AS` (alias, cast type), `INTO`/`TABLE`/`COPY`/
     ///   `REFERENCES`/`FUNCTION`… (a relation's or routine's column or argument list);
-    /// - a name right after an operand (an identifier that is not a keyword, a quoted name, `)`,
-    ///   a literal): an alias with a column list (`generate_series(1,3) g(i)`), since PostgreSQL
-    ///   has no postfix operators (removed in 14) nothing else can sit between an operand and a
-    ///   call;
+    /// - a name where a table reference ends: an alias with a column list (`generate_series(1,3)
+    ///   g(i)`, `FROM t a(x)`; see [`Scan::is_alias_column_list`]);
     /// - a CTE name in a WITH list (`WITH t(n) AS …`, `…, u(m) AS …`).
     ///
     /// Everything else — including names after unreserved keywords (`AT TIME ZONE f(x)`), which
@@ -1129,7 +1128,8 @@ impl Scan {
                 }
                 b"operator" => true,
                 b"varying" => matches!(pw, Some("character" | "char" | "nchar" | "bit")),
-                b"second" => pw == Some("to"),
+                // `INTERVAL '1' SECOND(3)`: a precision.
+                b"second" => pw == Some("to") || pred.is_some_and(|p| p.kind == Tok::String),
                 b"first" | b"next" => pw == Some("fetch"),
                 b"conflict" => pw == Some("on") && self.first_is_insert,
                 b"insert" => pw == Some("then"),
@@ -1164,7 +1164,7 @@ impl Scan {
         ) {
             return false;
         }
-        if operand {
+        if self.is_alias_column_list(sql, p, table) {
             return false;
         }
         if self.with_list_open()
@@ -1173,6 +1173,46 @@ impl Scan {
             return false;
         }
         true
+    }
+
+    /// Whether `name (`, after the token `p`, is an alias with a column list: only a table
+    /// reference in FROM (or USING) takes one, so only where one ends — a `)` (`FROM f(1) g(i)`,
+    /// `FROM (SELECT …) s(a)`, `FROM (a JOIN b ON …) j(x)`), `WITH ORDINALITY` (`FROM unnest(a)
+    /// WITH ORDINALITY o(v, n)`), or a relation's name (a non-keyword or quoted identifier) where
+    /// one starts: after `FROM`, `JOIN`, `ONLY`, `USING`, `,`, `(` or a qualifier's `.` (`FROM t
+    /// a(x)`, `JOIN s.t a(x)`; a column definition's type modifier, `AS f(a int, b t(3))`, looks
+    /// the same and calls nothing either).
+    ///
+    /// PostgreSQL has no postfix operators (removed in 14), but a word before a call is not
+    /// always a name that ends an operand: the grammar takes some option names as plain
+    /// identifiers followed by an expression — XMLTABLE's `COLUMNS x text PATH f(…)`
+    /// (`xmltable_column_option_el: IDENT b_expr`; `"path"` too) — so a word anywhere else, and
+    /// a literal, a parameter or a `]` (no valid statement has an alias there), is taken for
+    /// what precedes a call: a call judged where the scan cannot tell is only an offload cost
+    /// (an examiner's finding, red8 area c).
+    fn is_alias_column_list(&self, sql: &str, p: Token, table: &BuiltinTable) -> bool {
+        let src = sql.as_bytes();
+        match p.kind {
+            Tok::RParen => true,
+            Tok::Ident if bytes(src, p).eq_ignore_ascii_case(b"ordinality") => {
+                self.chain_pred2.is_some_and(|w| {
+                    w.kind == Tok::Ident && bytes(src, w).eq_ignore_ascii_case(b"with")
+                })
+            }
+            Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent if is_operand(sql, p, table) => {
+                self.chain_pred2.is_some_and(|b| match b.kind {
+                    Tok::Comma | Tok::LParen | Tok::Dot => true,
+                    Tok::Ident => {
+                        let w = bytes(src, b);
+                        [&b"from"[..], b"join", b"only", b"using"]
+                            .iter()
+                            .any(|k| w.eq_ignore_ascii_case(k))
+                    }
+                    _ => false,
+                })
+            }
+            _ => false,
+        }
     }
 
     pub(super) fn span(&self) -> Span {

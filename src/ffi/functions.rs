@@ -491,8 +491,10 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 ///   a type's I/O functions, default operator classes and casts (a built-in type's: the user
 ///   casts from it and its user default operator classes), with those of the types it holds
 ///   (element, base type, subtype, a multirange's range, a composite's fields); for a relation,
-///   its columns' types', and its partition key's and indexes' operator classes and
-///   expressions, with those of its descendants (partitions, inheritance children);
+///   its columns' types', its partition key's and indexes' operator classes and expressions,
+///   and the IMMUTABLE or SQL functions (a user operator's too) of its CHECK constraints and its
+///   statistics objects' expressions (the planner const-folds them), with those of its
+///   descendants (partitions, inheritance children);
 /// - `F` a foreign table, or a table one is a partition or an inheritance child of:
 ///   `SELECT pg_catalog.pg_is_in_recovery()` (server-dependent: its wrapper reads where the
 ///   statement runs);
