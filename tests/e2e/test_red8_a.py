@@ -15,6 +15,10 @@ readers", where no server keeps the first parse; here the writer keeps it. The t
 the end held and guard real risks cheaply (a driver's cancel of a read on the standby, F-1 with
 F-3; notifications while the session's state changes, P-8); they are not findings.
 
+Fixed the same day: a client's statement is stamped with the DDL epoch of the writer's parse
+(`ClientStatements::stamp`), and once DDL moved it, it runs on the writer, where its first parse
+is (`STATEMENT_RESOLVED_BEFORE_DDL`).
+
 What held (measured once each, primary alone vs through the proxy, not kept as tests):
 psycopg 3.3.9 (libpq 18) — prepare_threshold=0 reads, the first statement of a session included,
 and binary=True parameters and results, all on the standby after warm-up with the primary's answers;
