@@ -1,0 +1,89 @@
+"""Red9 area b: adversarial review of the red8-c classification fixes (scan.rs
+`Scan::is_alias_column_list`, catalog_query.rs CHECK/statistics links). Each test runs a real
+primary + hot standby through the example proxy and compares with a twin connection to the primary
+alone; where a statement ran is told by inet_server_port() (S-7). Every statement is bounded
+(statement_timeout, connect_timeout, e2e_support.bounded).
+
+Finding 1: a call written right after `OPERATOR(schema.op)` is not seen. `Scan::is_call` asks
+`Scan::is_alias_column_list`, which takes any `name (` right after a `)` for an alias's column
+list (`FROM f(1) g(i)`). But `OPERATOR(pg_catalog.||)` (and `OPERATOR(+)`) is an operator, binary or
+prefix, whose right operand follows its `)`: `SELECT 'x' OPERATOR(pg_catalog.||) f(…)` calls f.
+Every call there — bare, quoted (`"set_config"(…)`) or schema-qualified to a user schema
+(`public.f(…)`) — is dropped from the verdict (`examples/classify`-style verdict: replica-safe
+read), so:
+- S-7: `current_setting('transaction_read_only')` is evaluated on the standby: 'xon' through the
+  proxy where the primary alone answers 'xoff';
+- S-6 / F-policy: `set_config('app.red9b', '.', false)` runs on a pooled standby connection; a new
+  client session then reads the placeholder ('.') where on the primary alone it is NULL.
+The verdicts are also a unit table, tests/classify_red9_b.rs (nextval, pg_advisory_lock,
+txid_current, pg_is_in_recovery, a user function: all "replica-safe").
+
+What held (probed once, not kept): the type modifiers of casts and typed literals (`varchar(20)`,
+`timestamp(3)`, `interval(6)`, `numeric(10,2)`, `time(3) with time zone`, `bit varying(3)`,
+`varchar(3)[]`, qualified and quoted type names, `CAST(x AS …)`, `interval(3) '1 s'`) stay reads;
+alias column lists after FROM/JOIN (INNER, NATURAL, LEFT OUTER, CROSS), ONLY, schema-qualified and
+quoted relations, VALUES, ROWS FROM, LATERAL, `WITH ORDINALITY`, json_to_recordset column
+definitions, XMLTABLE columns with typmods, CTE column lists (`WITH x(a,b) AS`, RECURSIVE, several)
+stay reads; TABLESAMPLE SYSTEM(10)/BERNOULLI(10) REPEATABLE(1), FILTER, WITHIN GROUP, OVER w,
+window clauses, FETCH FIRST (n), COLLATE, AT TIME ZONE, ARRAY(), ROW(), xmlelement/xmlparse/
+xmlserialize, extract/substring, OVERLAPS, TREAT stay reads; calls after a WITH list's end (`WITH x
+AS (…) SELECT 1, nextval(…)`, FROM x, nextval(…), MATERIALIZED, SEARCH/CYCLE), in FROM after a
+comma, JOIN or ONLY, `AT TIME ZONE f(x)`, `OPERATOR(-) (f(x))` (parenthesised) and a
+`pg_catalog.`-qualified call after OPERATOR(…) are judged (primary).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e_support import answer, connect, ran_on, run, warm
+
+SERVER = "SELECT 'x' OPERATOR(pg_catalog.||) current_setting('transaction_read_only'), inet_server_port()"
+SETTER = "SELECT 'x' OPERATOR(pg_catalog.||) set_config('app.red9b_op', '.', false), inet_server_port()"
+TENANT = "SELECT current_setting('app.red9b_op', true), inet_server_port()"
+
+
+def primary_dsn(pair):
+    return pair.primary.dsn(dbname="app", user="app_trust")
+
+
+@pytest.mark.timeout(60)
+def test_s7_server_dependent_call_after_an_operator_clause_answers_as_the_primary(pair, proxy):
+    """S-7: current_setting('transaction_read_only') is 'off' on the primary, 'on' on a standby;
+    written as the right operand of OPERATOR(pg_catalog.||) the statement must still answer 'xoff'."""
+    with connect(primary_dsn(pair)) as direct:
+        alone = run(direct, SERVER)
+    with connect(proxy.dsn()) as c:
+        warm(c)
+        through = [run(c, SERVER)[0] for _ in range(3)]
+    assert alone == [("xoff", pair.primary.port)]
+    assert [r[0] for r in through] == ["xoff"] * 3, (
+        f"{SERVER}: the primary alone answers 'xoff'; through the proxy "
+        f"{[(r[0], ran_on(r[1])) for r in through]}")
+
+
+@pytest.mark.timeout(60)
+def test_s6_set_config_after_an_operator_clause_stays_in_the_session_that_ran_it(pair, proxy):
+    """F-policy: set_config is never read-safe; S-6: a reader's state never reaches another session.
+    Session A runs SETTER, then new sessions read the placeholder: NULL on the primary alone."""
+    def sessions(dsn, warm_first):
+        with connect(dsn) as a:
+            if warm_first:
+                warm(a)
+            setter = answer(a, SETTER)
+        seen = []
+        for _ in range(3):
+            with connect(dsn) as b:
+                if warm_first:
+                    warm(b)
+                seen.append(answer(b, TENANT))
+        return setter, seen
+    alone = sessions(primary_dsn(pair), False)
+    through = sessions(proxy.dsn(), True)
+    assert alone[0] == ("ok", [("x.", pair.primary.port)])
+    assert [r[1][0][0] for r in alone[1]] == [None] * 3
+    where = ran_on(through[0][1][0][1]) if through[0][0] == "ok" else through[0]
+    seen = [(r[1][0][0], ran_on(r[1][0][1])) if r[0] == "ok" else r for r in through[1]]
+    assert [s[0] for s in seen] == [None] * 3 and where == "primary", (
+        f"session A's set_config after OPERATOR(pg_catalog.||) ran on the {where}; new sessions then "
+        f"read app.red9b_op = {seen} through the proxy, NULL on the primary alone")
