@@ -3,6 +3,12 @@
 //! other. `Scan::is_alias_column_list` takes every `name (` after a `)` for an alias's column list
 //! (`FROM f(1) g(i)`), but `OPERATOR(…)`'s `)` ends an operator, not a table reference (an
 //! examiner's finding, red9 area b; the e2e proof is `tests/e2e/test_red9_b.py`).
+//!
+//! §7 (offload): the red8-c fix takes `a (` for an alias's column list only when the relation's
+//! name before `a` is a non-keyword identifier; a relation named by an unreserved keyword
+//! (`data`, `version`, `options`, `comments`, …: valid unquoted table names), or the legacy
+//! `t*`, now makes `FROM data d(x)` a call of an unknown function `d` — a plain read sent to the
+//! primary (a replica-safe read before the fix; `FROM data AS d(x)` and `FROM "data" d(x)` still are).
 
 use polarsplit::internals::classify::{classify, WriteFunctions};
 
@@ -59,4 +65,25 @@ fn f_policy_reads_with_type_modifiers_and_column_lists_stay_reads() {
             "{sql:?}"
         );
     }
+}
+
+/// A relation whose name is an unreserved keyword takes an alias with a column list like any
+/// other: these are plain reads (they were before the red8-c fix).
+#[test]
+fn section7_a_keyword_named_relation_with_an_alias_column_list_stays_a_read() {
+    let mut wrong = Vec::new();
+    for sql in [
+        "SELECT * FROM data d(x)",
+        "SELECT * FROM public.data d(x)",
+        "SELECT * FROM t1 JOIN data d(x) ON true",
+        "SELECT * FROM version v(x)",
+        "SELECT * FROM comments c(id) WHERE c.id = 1",
+        "SELECT * FROM options o(x)",
+        "SELECT * FROM t* a(x)",
+    ] {
+        if !classify(sql, &WriteFunctions::defaults()).is_replica_safe() {
+            wrong.push(sql);
+        }
+    }
+    assert!(wrong.is_empty(), "plain reads judged not replica-safe: {wrong:#?}");
 }

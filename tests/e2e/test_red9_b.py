@@ -18,6 +18,14 @@ read), so:
 The verdicts are also a unit table, tests/classify_red9_b.rs (nextval, pg_advisory_lock,
 txid_current, pg_is_in_recovery, a user function: all "replica-safe").
 
+Finding 2 (offload only, unit table tests/classify_red9_b.rs, no e2e: the answers agree): the same
+fix made `FROM data d(x)` a call of an unknown function `d`. `Scan::is_alias_column_list` takes
+`a (` for an alias's column list only when the word before `a` is a non-keyword identifier (or `)`),
+so a relation named by an unreserved keyword — `data`, `version`, `options`, `comments`, all valid
+unquoted table names — or the legacy `t*` form now sends the plain read to the primary (before the
+fix `operand name (` was always an alias list: a replica-safe read). `FROM data AS d(x)` and
+`FROM "data" d(x)` stay reads.
+
 What held (probed once, not kept): the type modifiers of casts and typed literals (`varchar(20)`,
 `timestamp(3)`, `interval(6)`, `numeric(10,2)`, `time(3) with time zone`, `bit varying(3)`,
 `varchar(3)[]`, qualified and quoted type names, `CAST(x AS …)`, `interval(3) '1 s'`) stay reads;
