@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_support import answer, connect, ran_on, run, warm
+from e2e_support import answer, connect, on_primary, proxy_with_catalogue, ran_on, run, warm
 
 SERVER = "SELECT 'x' OPERATOR(pg_catalog.||) current_setting('transaction_read_only'), inet_server_port()"
 SETTER = "SELECT 'x' OPERATOR(pg_catalog.||) set_config('app.red9b_op', '.', false), inet_server_port()"
@@ -95,3 +95,70 @@ def test_s6_set_config_after_an_operator_clause_stays_in_the_session_that_ran_it
     assert [s[0] for s in seen] == [None] * 3 and where == "primary", (
         f"session A's set_config after OPERATOR(pg_catalog.||) ran on the {where}; new sessions then "
         f"read app.red9b_op = {seen} through the proxy, NULL on the primary alone")
+
+
+# -- Finding 3: a btree operator family's other operators, which constraint exclusion runs --------
+
+def _op_fn(name, op, flip=False):
+    ret = f"CASE WHEN pg_is_in_recovery() THEN NOT ($1 {op} $2) ELSE $1 {op} $2 END" if flip else f"$1 {op} $2"
+    return (f"CREATE FUNCTION {name}(int, int) RETURNS boolean IMMUTABLE LANGUAGE plpgsql AS"
+            f" $f$ BEGIN RETURN {ret}; END $f$")
+
+
+OBJECTS = [
+    "CREATE FUNCTION red9b_plain() RETURNS int STABLE LANGUAGE sql AS 'SELECT 1'",
+    # The family's `<`, `<=` and `>=`: honest on the primary, reversed on a standby (IMMUTABLE
+    # labels, as red8-c's cut()); neither the statements nor the CHECK name them.
+    _op_fn("red9b_lt", "<", flip=True),
+    _op_fn("red9b_le", "<=", flip=True),
+    _op_fn("red9b_eq", "="),
+    _op_fn("red9b_ge", ">=", flip=True),
+    _op_fn("red9b_gt", ">"),
+    "CREATE OPERATOR <<< (LEFTARG = int, RIGHTARG = int, FUNCTION = red9b_lt)",
+    "CREATE OPERATOR <<<= (LEFTARG = int, RIGHTARG = int, FUNCTION = red9b_le)",
+    "CREATE OPERATOR =<<< (LEFTARG = int, RIGHTARG = int, FUNCTION = red9b_eq)",
+    "CREATE OPERATOR >>>= (LEFTARG = int, RIGHTARG = int, FUNCTION = red9b_ge)",
+    "CREATE OPERATOR >>> (LEFTARG = int, RIGHTARG = int, FUNCTION = red9b_gt)",
+    "CREATE OPERATOR CLASS red9b_ops FOR TYPE int4 USING btree AS OPERATOR 1 <<<, OPERATOR 2 <<<=,"
+    " OPERATOR 3 =<<<, OPERATOR 4 >>>=, OPERATOR 5 >>>, FUNCTION 1 btint4cmp(int4, int4)",
+    "CREATE TABLE red9b_parent (x int)",
+    "CREATE TABLE red9b_child (CHECK (x >>> 5)) INHERITS (red9b_parent)",
+    "INSERT INTO red9b_child VALUES (7)",
+    "GRANT SELECT ON red9b_parent, red9b_child TO PUBLIC",
+    "GRANT EXECUTE ON FUNCTION red9b_plain(), red9b_lt(int, int), red9b_le(int, int), red9b_eq(int, int),"
+    " red9b_ge(int, int), red9b_gt(int, int) TO PUBLIC",
+]
+DROP = [
+    "DROP TABLE IF EXISTS red9b_parent CASCADE",
+    "DROP OPERATOR FAMILY IF EXISTS red9b_ops USING btree CASCADE",
+    "DROP OPERATOR IF EXISTS <<< (int, int), <<<= (int, int), =<<< (int, int), >>>= (int, int), >>> (int, int)",
+    "DROP FUNCTION IF EXISTS red9b_plain(), red9b_lt(int, int), red9b_le(int, int), red9b_eq(int, int),"
+    " red9b_ge(int, int), red9b_gt(int, int)",
+]
+
+
+@pytest.fixture(scope="module")
+def red9b_proxy(pair, tmp_path_factory):
+    on_primary(pair, *DROP, *OBJECTS)
+    with proxy_with_catalogue(pair, tmp_path_factory.mktemp("red9b"), "red9b_plain()", DROP) as proxy:
+        yield proxy
+
+
+EXCL = "SELECT count(*), inet_server_port() FROM red9b_parent WHERE x =<<< 7"
+
+
+@pytest.mark.timeout(60)
+def test_s7_constraint_exclusion_runs_an_operator_family_member_no_text_names(pair, red9b_proxy):
+    """S-7: planning EXCL tries to refute the child's CHECK (x >>> 5) with x =<<< 7: predtest
+    evaluates the btree family's test operator (`<=`/`<`/`>=` member, red9b_le(7, 5) …) on the two
+    constants, a function neither the statement nor the CHECK names. On the primary the child
+    stays and its row counts (1); the standby's evaluation excludes it."""
+    with connect(primary_dsn(pair)) as direct:
+        alone = run(direct, EXCL)
+    with connect(red9b_proxy.dsn()) as c:
+        warm(c)
+        through = [run(c, EXCL)[0] for _ in range(3)]
+    assert alone == [(1, pair.primary.port)]
+    assert [r[0] for r in through] == [1] * 3, (
+        f"{EXCL}: the primary alone counts 1; through the proxy "
+        f"{[(r[0], ran_on(r[1])) for r in through]}")
