@@ -26,6 +26,27 @@ unquoted table names — or the legacy `t*` form now sends the plain read to the
 fix `operand name (` was always an alias list: a replica-safe read). `FROM data AS d(x)` and
 `FROM "data" d(x)` stay reads.
 
+Finding 3: the planner evaluates members of a btree operator family that no text and no catalogue
+link names. To prove a CHECK constraint false (constraint exclusion of an inheritance child, a
+partition, a UNION ALL member) or a partial index's predicate true from a query's clause, predtest
+(`operator_predicate_proof` → `get_btree_test_op`) picks the *test operator* of the btree family
+the two operators share — `x =<<< 7` against `CHECK (x >>> 5)` evaluates the family's `<=` member on
+7 and 5 — and runs its function on the constants. The catalogue links a relation to its CHECKs'
+functions and operators' own functions (`rf`, red8-c) and to its indexes' functions and operator
+classes, but not to the other operators of those operators' families (nor, for an index predicate,
+to the predicate's operators: only `refclassid = pg_proc` / `pg_opclass` rows of an index are
+followed), and the statement's own operator's row (`'o'`) adds its families' support functions
+(`pg_amproc`), not their operators (`pg_amop`). So with a user btree family on int4 whose `<`, `<=`,
+`>=` (IMMUTABLE plpgsql, server-dependent like red8-c's cut()) the statement never names:
+- S-7: `SELECT count(*) FROM red9b_parent WHERE x =<<< 7` counts 1 on the primary alone (the child,
+  CHECK (x >>> 5), holds 7) and 0 through the proxy: the standby's evaluation excludes the child;
+- S-7: `EXPLAIN (COSTS OFF) SELECT x FROM red9b_pi WHERE x =<<< 7` (partial index WHERE x >>>= 5,
+  enable_seqscan off) answers an Index Only Scan on the primary alone and a Seq Scan through the
+  proxy. Cause: src/classify/catalog_query.rs, `rf` (and the `'o'` rows): a fix would link each
+  operator a CHECK, statistics expression, index predicate or statement uses to every operator
+  function of the btree families it belongs to (`oc` already gathers an opclass's `pg_amop`
+  operators' functions for indexes).
+
 What held (probed once, not kept): the type modifiers of casts and typed literals (`varchar(20)`,
 `timestamp(3)`, `interval(6)`, `numeric(10,2)`, `time(3) with time zone`, `bit varying(3)`,
 `varchar(3)[]`, qualified and quoted type names, `CAST(x AS …)`, `interval(3) '1 s'`) stay reads;
@@ -37,7 +58,10 @@ window clauses, FETCH FIRST (n), COLLATE, AT TIME ZONE, ARRAY(), ROW(), xmleleme
 xmlserialize, extract/substring, OVERLAPS, TREAT stay reads; calls after a WITH list's end (`WITH x
 AS (…) SELECT 1, nextval(…)`, FROM x, nextval(…), MATERIALIZED, SEARCH/CYCLE), in FROM after a
 comma, JOIN or ONLY, `AT TIME ZONE f(x)`, `OPERATOR(-) (f(x))` (parenthesised) and a
-`pg_catalog.`-qualified call after OPERATOR(…) are judged (primary).
+`pg_catalog.`-qualified call after OPERATOR(…) are judged (primary). Catalogue side: a
+set_config in the family member run at plan time did not reach a new session through the proxy
+(the reader's settings digest closed the connection), so finding 3 is shown by answers; foreign
+tables (server-dependent) and a foreign inheritance child stay on the primary.
 """
 
 from __future__ import annotations
@@ -124,12 +148,17 @@ OBJECTS = [
     "CREATE TABLE red9b_parent (x int)",
     "CREATE TABLE red9b_child (CHECK (x >>> 5)) INHERITS (red9b_parent)",
     "INSERT INTO red9b_child VALUES (7)",
-    "GRANT SELECT ON red9b_parent, red9b_child TO PUBLIC",
+    # A partial index whose predicate the planner must prove from the query's clause.
+    "CREATE TABLE red9b_pi (x int)",
+    "INSERT INTO red9b_pi SELECT g FROM generate_series(1, 2000) g",
+    "CREATE INDEX red9b_pi_i ON red9b_pi (x) WHERE x >>>= 5",
+    "ANALYZE red9b_pi",
+    "GRANT SELECT ON red9b_parent, red9b_child, red9b_pi TO PUBLIC",
     "GRANT EXECUTE ON FUNCTION red9b_plain(), red9b_lt(int, int), red9b_le(int, int), red9b_eq(int, int),"
     " red9b_ge(int, int), red9b_gt(int, int) TO PUBLIC",
 ]
 DROP = [
-    "DROP TABLE IF EXISTS red9b_parent CASCADE",
+    "DROP TABLE IF EXISTS red9b_parent, red9b_pi CASCADE",
     "DROP OPERATOR FAMILY IF EXISTS red9b_ops USING btree CASCADE",
     "DROP OPERATOR IF EXISTS <<< (int, int), <<<= (int, int), =<<< (int, int), >>>= (int, int), >>> (int, int)",
     "DROP FUNCTION IF EXISTS red9b_plain(), red9b_lt(int, int), red9b_le(int, int), red9b_eq(int, int),"
@@ -162,3 +191,27 @@ def test_s7_constraint_exclusion_runs_an_operator_family_member_no_text_names(pa
     assert [r[0] for r in through] == [1] * 3, (
         f"{EXCL}: the primary alone counts 1; through the proxy "
         f"{[(r[0], ran_on(r[1])) for r in through]}")
+
+
+
+PLAN = "EXPLAIN (COSTS OFF) SELECT x FROM red9b_pi WHERE x =<<< 7"
+
+
+@pytest.mark.timeout(60)
+def test_s7_partial_index_proof_runs_an_operator_family_member_no_text_names(pair, red9b_proxy):
+    """S-7: planning PLAN proves the partial index's predicate (x >>>= 5) from x =<<< 7 by
+    evaluating the family's `>=` member on the constants (red9b_ge(7, 5)): on the primary the
+    index is usable (with enable_seqscan off, an Index Only Scan); the standby's evaluation
+    rejects it, and the EXPLAIN answers another plan."""
+    def plans(dsn, warm_first):
+        with connect(dsn) as c:
+            if warm_first:
+                warm(c)
+            run(c, "SET enable_seqscan = off")
+            return [(run(c, PLAN)[0][0], run(c, "SELECT inet_server_port()")[0][0]) for _ in range(3)]
+    alone = plans(primary_dsn(pair), False)
+    through = plans(red9b_proxy.dsn(), True)
+    assert [a[0] for a in alone] == ["Index Only Scan using red9b_pi_i on red9b_pi"] * 3
+    assert [t[0] for t in through] == [a[0] for a in alone], (
+        f"{PLAN}: the primary alone plans {alone[0][0]!r}; through the proxy "
+        f"{[(t[0], ran_on(t[1])) for t in through]}")
