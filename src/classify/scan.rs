@@ -377,6 +377,11 @@ pub(super) struct Scan {
     atomic_depth: u32,
     /// Bit d: a WITH list is open at depth d (its CTE names are not calls).
     with_lists: u64,
+    /// Bit d: the parenthesis open at depth d is an `OPERATOR(…)` clause's.
+    operator_parens: u64,
+    /// Where the `)` that last closed an `OPERATOR(…)` clause starts: an operand follows it,
+    /// never an alias (`'x' OPERATOR(pg_catalog.||) f(…)` calls `f`).
+    operator_close: Option<usize>,
     setting: Setting,
     /// The first argument of an open `set_config(` call.
     config_name: ConfigName,
@@ -449,6 +454,8 @@ impl Scan {
             atomic_seen: false,
             atomic_depth: 0,
             with_lists: 0,
+            operator_parens: 0,
+            operator_close: None,
             setting: Setting::None,
             config_name: ConfigName::None,
             set_config_named: 0,
@@ -539,6 +546,13 @@ impl Scan {
             Tok::Error(_) | Tok::Other => self.error = true,
             Tok::LParen => {
                 self.call(sql, policy);
+                if self.depth < 64
+                    && self.prev.is_some_and(|p| {
+                        p.kind == Tok::Ident && bytes(src, p).eq_ignore_ascii_case(b"operator")
+                    })
+                {
+                    self.operator_parens |= 1 << self.depth;
+                }
                 self.depth = self.depth.saturating_add(1);
                 self.set_with_list(false);
                 if self.depth > limits.max_paren_depth {
@@ -551,6 +565,10 @@ impl Scan {
                 }
                 self.set_with_list(false);
                 self.depth = self.depth.saturating_sub(1);
+                if self.depth < 64 && self.operator_parens & (1 << self.depth) != 0 {
+                    self.operator_parens &= !(1 << self.depth);
+                    self.operator_close = Some(t.start);
+                }
             }
             Tok::Comma | Tok::LBracket | Tok::RBracket if !self.arity_calls.is_empty() => {
                 self.count_argument(t.kind)
@@ -1193,13 +1211,16 @@ impl Scan {
     fn is_alias_column_list(&self, sql: &str, p: Token, table: &BuiltinTable) -> bool {
         let src = sql.as_bytes();
         match p.kind {
-            Tok::RParen => true,
+            // (Not the end of an `OPERATOR(…)` clause: its operand follows.)
+            Tok::RParen => self.operator_close != Some(p.start),
             Tok::Ident if bytes(src, p).eq_ignore_ascii_case(b"ordinality") => {
                 self.chain_pred2.is_some_and(|w| {
                     w.kind == Tok::Ident && bytes(src, w).eq_ignore_ascii_case(b"with")
                 })
             }
-            Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent if is_operand(sql, p, table) => {
+            Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent
+                if is_relation_name(sql, p, self.chain_pred2, table) =>
+            {
                 self.chain_pred2.is_some_and(|b| match b.kind {
                     Tok::Comma | Tok::LParen | Tok::Dot => true,
                     Tok::Ident => {
@@ -1217,6 +1238,24 @@ impl Scan {
 
     pub(super) fn span(&self) -> Span {
         Span::new(self.start, self.end)
+    }
+}
+
+/// Whether the word `t` (after `before`) can be a relation's name in a FROM list: a quoted name,
+/// a word after a qualifier's `.` (any keyword: `ColLabel`), or otherwise a `ColId` — a
+/// non-keyword or an unreserved or column-name keyword (`FROM data d(x)`, `FROM version v(x)`:
+/// tables may be named so without quotes).
+fn is_relation_name(sql: &str, t: Token, before: Option<Token>, table: &BuiltinTable) -> bool {
+    match t.kind {
+        Tok::QuotedIdent | Tok::UnicodeIdent => true,
+        Tok::Ident if before.is_some_and(|b| b.kind == Tok::Dot) => true,
+        Tok::Ident => normalise(sql, t).is_some_and(|w| {
+            matches!(
+                table.keyword(w.as_bytes()),
+                None | Some(flags::UNRESERVED | flags::COL_NAME)
+            )
+        }),
+        _ => false,
     }
 }
 
