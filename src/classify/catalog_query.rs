@@ -123,10 +123,12 @@ macro_rules! catalog_query_text {
         // which update in place): DDL run on the primary without passing through an engine
         // makes the report differ, and statements prepared on pooled readers before it are
         // prepared again (E-2, S-6). As a sequence's name it only keeps reads of a relation so
-        // named on the primary.
+        // named on the primary. Temporary relations are left out: each is its own session's,
+        // whose reads stay on the writer, and a session's temporary table must not make every
+        // session's statements look prepared before DDL (E-2's epoch of names).
         r#"UNION ALL SELECT 'pg_catalog', 'polarsplit_relations_' || pg_catalog.md5(COALESCE("#,
         r#"pg_catalog.string_agg(c.oid::pg_catalog.text || '.' || c.xmin::pg_catalog.text, ',' ORDER BY c.oid), '')) "#,
-        r#"FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p');"#,
+        r#"FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND c.relpersistence <> 't';"#,
         // The fourth result shares its closures (`WITH RECURSIVE`, each a UNION: it ends):
         // `tc`, which type holds which (an array its element, a domain its base type, a range
         // its subtype, a multirange its range, a user composite type or a relation's row type

@@ -848,6 +848,9 @@ pub struct FunctionCatalogs {
     /// before (a session's queued messages') are finished again, and statements on pooled
     /// readers prepared again, once it moved ([`Self::generation`]).
     generation: AtomicU64,
+    /// Counts the DDL after which a server's kept parse of a prepared statement may resolve
+    /// its names otherwise than a fresh one ([`Self::names_epoch`], E-2).
+    names_epoch: AtomicU64,
     /// Databases whose catalogue a session's DDL may have made stale: while 0, no statement
     /// looks its database up for that.
     stale: AtomicUsize,
@@ -886,6 +889,23 @@ impl FunctionCatalogs {
             self.stale.fetch_add(1, Ordering::AcqRel);
         }
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// E-2: DDL that may make a name resolve otherwise ran — through a session of this engine
+    /// (not one that only creates temporary objects: those are its own session's, whose reads
+    /// stay on the writer), through another engine (the host said so), or directly on the
+    /// primary (a catalogue report differs from the last of its kind, while no DDL seen through
+    /// the engine awaited it).
+    pub fn names_moved(&self) {
+        self.names_epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// E-2: how many times [`Self::names_moved`] (any database). A server keeps a prepared
+    /// statement's resolution of the names it read — a table created since earlier on the
+    /// `search_path`, a closer overload, does not make it look again — so a statement the
+    /// writer parsed in an earlier epoch runs where its parse is.
+    pub fn names_epoch(&self) -> u64 {
+        self.names_epoch.load(Ordering::Acquire)
     }
 
     /// How many times what classifications are finished against changed (any database): what
@@ -1101,6 +1121,9 @@ impl FunctionCatalogs {
         make: impl FnOnce(Option<&DbCatalog>) -> DbCatalog,
     ) -> Result<(), CatalogError> {
         let (policy, limits) = self.policy_rules();
+        // DDL seen through the engine awaits this report: a difference is that DDL's, already
+        // counted (E-2, `names_epoch`). (Taken before the write lock: never both held.)
+        let awaited = self.changes.lock().get(database).is_some_and(|c| c.stale);
         let mut dbs = self.dbs.write();
         let mut new = make(dbs.get(database).map(|a| &**a));
         let keep = new.functions.is_some() || new.sequences.is_some() || new.objects.is_some();
@@ -1115,6 +1138,13 @@ impl FunctionCatalogs {
         );
         // A host reloads every catalogue on a timer: a report like the last changes no verdict.
         let same = keep && dbs.get(database).is_some_and(|o| **o == new);
+        // A report that differs from the last of its kind shows DDL (a first report does not).
+        let moved = !awaited
+            && dbs.get(database).is_some_and(|o| {
+                (o.functions.is_some() && o.functions != new.functions)
+                    || (o.sequences.is_some() && o.sequences != new.sequences)
+                    || (o.objects.is_some() && o.objects != new.objects)
+            });
         let old = if keep {
             dbs.insert(Box::from(database), Arc::new(new))
         } else {
@@ -1143,6 +1173,9 @@ impl FunctionCatalogs {
         );
         if !same {
             self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        if moved {
+            self.names_moved();
         }
         Ok(())
     }

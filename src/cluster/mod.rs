@@ -376,6 +376,7 @@ impl Engine {
     /// first load is the host's to make).
     pub fn catalog_changed_elsewhere(&self, database: &[u8]) {
         self.catalogs.mark_changed(database);
+        self.catalogs.names_moved();
         self.conns.ddl_elsewhere();
     }
 

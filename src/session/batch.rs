@@ -988,7 +988,7 @@ impl Session {
                 self.statements
                     .insert(statement, parse_rest(body, statement), class, true, limit);
                 // The writer parses it after any DDL seen so far (E-2).
-                let epoch = self.writer_parse_epoch();
+                let epoch = self.ddl_epoch();
                 self.statements.stamp(statement, epoch);
             }
             FrontendMessage::Bind { portal, statement } => {
@@ -1092,7 +1092,7 @@ impl Session {
         }
         let rest = s.rest.clone();
         self.statements.set_on_writer(name);
-        let epoch = self.writer_parse_epoch();
+        let epoch = self.ddl_epoch();
         self.statements.stamp(name, epoch);
         if let Some(s) = self.statements.peek_mut(name) {
             // A check whose Parse failed: prepared as before, its error the client's.

@@ -250,6 +250,7 @@ impl Session {
     pub(super) fn unread_statement(&mut self) {
         self.hazards.set(Hazards::UNREAD);
         self.catalog_changed();
+        self.classifier.catalogs().names_moved();
     }
 
     /// The S-4 names, made room for.
@@ -383,6 +384,10 @@ impl Session {
                 // Now, and again once the block is over: a load that ran before its COMMIT
                 // did not see it.
                 self.catalog_changed();
+                if !e.contains(Effects::CREATES_TEMP) {
+                    // E-2: a name may resolve otherwise from now on.
+                    self.classifier.catalogs().names_moved();
+                }
                 self.ddl_in_block |= in_txn;
             }
             if runs_unseen_code(s) {

@@ -1083,27 +1083,10 @@ impl Session {
         self.classifier.classify_in(db, sql)
     }
 
-    /// The DDL epoch now ([`crate::cluster::conns::Conns::epoch`], E-2; never
-    /// [`statements::EPOCH_PENDING`]).
+    /// The epoch of names now ([`crate::classify::FunctionCatalogs::names_epoch`], E-2; 32
+    /// bits, compared for equality only).
     fn ddl_epoch(&self) -> u32 {
-        let generation = self.classifier.catalogs().generation();
-        self.engine
-            .conns()
-            .epoch(generation)
-            .min(statements::EPOCH_PENDING - 1)
-    }
-
-    /// The stamp of a statement the writer parses now (E-2): the DDL epoch, or
-    /// [`statements::EPOCH_PENDING`] while DDL seen in this database awaits the catalogue
-    /// report that covers it (that report moves the epoch again; `judge_kept_verdicts_again`
-    /// then stamps the statement).
-    fn writer_parse_epoch(&self) -> u32 {
-        let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
-        if self.classifier.catalogs().is_changed(db) {
-            statements::EPOCH_PENDING
-        } else {
-            self.ddl_epoch()
-        }
+        self.classifier.catalogs().names_epoch() as u32
     }
 
     /// A Parse's text and parameter type OIDs (4 bytes each), classified for this session.
@@ -1131,15 +1114,10 @@ impl Session {
             return;
         }
         self.catalog_generation = generation;
-        let epoch = self.ddl_epoch();
         let classifier = &self.classifier;
         let db = self.startup.as_ref().map_or(&[][..], |s| &s.database[..]);
         self.statements
             .judge_again(|t, user_types| classify_parse_in(classifier, db, t, user_types));
-        if !classifier.catalogs().is_changed(db) {
-            // The DDL seen is covered by a report now (E-2, `writer_parse_epoch`).
-            self.statements.stamp_pending(epoch);
-        }
         for m in self.queue.iter_mut() {
             let (MsgInfo::Query { class: Some(c), .. } | MsgInfo::Parse { class: Some(c) }) =
                 &mut m.info

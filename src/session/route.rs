@@ -573,7 +573,7 @@ impl Session {
         }
         for (name, _) in todo {
             self.statements.set_on_writer(name);
-            let epoch = self.writer_parse_epoch();
+            let epoch = self.ddl_epoch();
             self.statements.stamp(name, epoch);
         }
         self.out.send_backend_with(w, |o| {

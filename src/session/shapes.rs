@@ -372,7 +372,7 @@ impl Session {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             return;
         };
-        let epoch = self.writer_parse_epoch();
+        let epoch = self.ddl_epoch();
         let Some(s) = self.statements.peek_mut(name) else {
             return;
         };

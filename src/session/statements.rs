@@ -81,10 +81,6 @@ pub(crate) fn rules_may_matter(rest: &[u8]) -> bool {
     })
 }
 
-/// [`ClientStmt::epoch`] of a statement whose writer parse is not stamped yet (none, or one made
-/// while DDL seen awaited its catalogue report): it never counts as resolved before DDL.
-pub(crate) const EPOCH_PENDING: u32 = u32::MAX;
-
 /// A Parse in flight on a backend connection (the client's, or a hidden one), in wire order:
 /// if the server refuses or skips it, what it was to create is undone.
 #[derive(Clone, Debug)]
@@ -163,9 +159,9 @@ pub(crate) struct ClientStmt {
     pub shape_unit: u32,
     /// Where the writer check of its shape stands (E-2).
     pub check: WriterCheck,
-    /// The DDL epoch when the writer parsed it ([`ClientStatements::stamp`]; [`EPOCH_PENDING`]
-    /// until stamped): while `on_writer`, a reader parsing it in a later epoch could resolve its
-    /// names otherwise than the writer did ([`ClientStatements::resolved_before_ddl`]).
+    /// The epoch of names when the writer parsed it ([`ClientStatements::stamp`]): while
+    /// `on_writer`, a reader parsing it in a later epoch could resolve its names otherwise than
+    /// the writer did ([`ClientStatements::resolved_before_ddl`]).
     pub epoch: u32,
     used: u64,
 }
@@ -361,33 +357,17 @@ impl ClientStatements {
     /// is, on the writer (an examiner's finding, 2026-12-07: 6 of 6 reads answered from a
     /// shadowing table on the standby, the primary alone from the one it first resolved). A
     /// statement on readers only has no such parse anywhere (README, "Two windows stay").
-    /// `now`: the DDL epoch ([`crate::cluster::conns::Conns::epoch`]), read afresh.
+    /// `now`: the epoch of names ([`crate::classify::FunctionCatalogs::names_epoch`]), read
+    /// afresh. (A statement tracked before the writer parsed it carries the epoch of its
+    /// tracking until [`Self::stamp`].)
     pub(super) fn resolved_before_ddl(s: &ClientStmt, now: u32) -> bool {
-        s.on_writer && s.epoch != EPOCH_PENDING && s.epoch != now
+        s.on_writer && s.epoch != now
     }
 
-    /// The writer parsed statement `name` (again) in DDL epoch `epoch` — [`EPOCH_PENDING`]
-    /// while DDL seen is not yet covered by a catalogue report: the report that ends that moves
-    /// the epoch again, and a statement the writer parsed after the DDL must not count as
-    /// parsed before it ([`Self::stamp_pending`] then stamps it).
+    /// The writer parsed statement `name` (again) in epoch of names `epoch`.
     pub(super) fn stamp(&mut self, name: &[u8], epoch: u32) {
         if let Some(s) = self.slot_mut(name) {
             s.epoch = epoch;
-        }
-    }
-
-    /// The catalogue report that covers the DDL seen came: statements the writer parsed while
-    /// it was awaited are stamped with the epoch of now.
-    pub(super) fn stamp_pending(&mut self, epoch: u32) {
-        if let Some(s) = self.unnamed.as_deref_mut() {
-            if s.epoch == EPOCH_PENDING {
-                s.epoch = epoch;
-            }
-        }
-        for s in self.map.values_mut() {
-            if s.epoch == EPOCH_PENDING {
-                s.epoch = epoch;
-            }
         }
     }
 
@@ -465,7 +445,7 @@ impl ClientStatements {
     ) {
         debug_assert_eq!(hash, statement_hash(rest));
         self.clock += 1;
-        let (clock, rules, epoch) = (self.clock, self.rules, EPOCH_PENDING);
+        let (clock, rules, epoch) = (self.clock, self.rules, 0);
         let command = may_be_command(rest);
         if let Some(s) = self.slot_mut(name) {
             let was = may_be_command(&s.rest);
