@@ -17,6 +17,13 @@ helper table), then prepares a read inside a block (on the writer: `public.r9a_s
 parse with the epoch at its parse (the DDL seen so far) and let the report only confirm it, or
 count any epoch move after a pending parse as DDL after it.
 
+Fixed the same day (74bf1ad): the epoch is `FunctionCatalogs::names_epoch`, moved only by DDL
+that may make a name resolve otherwise (not a session's temporary objects; a catalogue report
+that differs only while no DDL seen through the engine awaits it; temporary relations left out of
+the report's fingerprint), and a statement is stamped when the writer parses it — no pending
+stamps. The offload cost below is what the first rule cost; after the fix another session's
+temporary table no longer moves the epoch, an unrelated `CREATE TABLE` still does (README).
+
 Measured offload cost of the E-2 rule (a finding to weigh, not tested as a failure): the epoch is
 `Conns::epoch` = the engine-wide `ddl_epoch` plus the classifier's engine-wide catalogue
 generation, and the catalogue report's relation fingerprint covers every `pg_class` row of kind
