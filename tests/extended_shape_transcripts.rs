@@ -503,6 +503,27 @@ fn e2_a_statement_the_writer_parsed_before_ddl_runs_on_the_writer() {
     a.extend(rows(oid::INT8, b'I', 0x2000));
     h.backend(R1, &a);
     assert_eq!(tags(&h.take_client()), "2TDCZ");
+    // Another session's temporary table is its own: the statement still reads on readers.
+    let mut other = Host::on(&e, h.now);
+    other.connect();
+    other.client(&query("CREATE TEMP TABLE scratch (a int)"));
+    other.writer_answers("CREATE TABLE", b'I', Some(0x2100), None);
+    e.catalog_load_started(b"db");
+    e.set_function_catalog(b"db", []).unwrap();
+    let acts = h.client(&named_execute("s1"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.attach(R1);
+    assert_eq!(tags(&h.take_sent(R1)), "CPDBDES", "prepared again there");
+    let mut a = msg(b'3', b"");
+    a.extend(msg(b'1', b""));
+    a.extend(msg(b't', &[0, 0]));
+    a.extend(shape(oid::INT8));
+    a.extend(rows(oid::INT8, b'I', 0x2100));
+    h.backend(R1, &a);
+    assert_eq!(tags(&h.take_client()), "2TDCZ");
     // DDL, and the catalogue report after it.
     h.client(&query("CREATE TABLE s.t (a int8)"));
     h.writer_answers("CREATE TABLE", b'I', Some(0x3000), None);
