@@ -85,5 +85,8 @@ fn section7_a_keyword_named_relation_with_an_alias_column_list_stays_a_read() {
             wrong.push(sql);
         }
     }
-    assert!(wrong.is_empty(), "plain reads judged not replica-safe: {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "plain reads judged not replica-safe: {wrong:#?}"
+    );
 }
