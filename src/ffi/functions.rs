@@ -461,7 +461,10 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 ///   that holds a domain (a field, an array's element, a range's subtype, at any depth):
 ///   `SELECT NULL::<domain>`;
 /// - `c` a user cast, under each of its two types' names, and `o` a user operator:
-///   `SELECT <schema>.<function>(NULL[, NULL])`, a call of the function it runs;
+///   `SELECT <schema>.<function>(NULL[, NULL])`, a call of the function it runs (for an
+///   operator, then a call of each user support function of its operator families and of each
+///   user function of the operators of its btree families, which sorting, index scans and
+///   planning a clause with it may run);
 /// - `f` a user function, under its name (a call names the function), with its body (a
 ///   SQL-standard body, `BEGIN ATOMIC` or `RETURN`, as `pg_get_functiondef` prints it): a volatile
 ///   one as a DO block that says DDL when its body says DDL or `EXECUTE`, else as a SELECT
@@ -492,8 +495,10 @@ pub unsafe extern "C" fn polarsplit_engine_remove_sequence_catalog(
 ///   casts from it and its user default operator classes), with those of the types it holds
 ///   (element, base type, subtype, a multirange's range, a composite's fields); for a relation,
 ///   its columns' types', its partition key's and indexes' operator classes and expressions,
-///   and the IMMUTABLE or SQL functions (a user operator's too) of its CHECK constraints and its
-///   statistics objects' expressions (the planner const-folds them), with those of its
+///   and the IMMUTABLE or SQL functions (an operator's, and those of the operators of its btree
+///   families, which the planner's predicate prover runs) of its CHECK constraints, its
+///   statistics objects' expressions and its indexes' predicates and expressions (the planner
+///   const-folds them and proves a read's clauses against them), with those of its
 ///   descendants (partitions, inheritance children);
 /// - `F` a foreign table, or a table one is a partition or an inheritance child of:
 ///   `SELECT pg_catalog.pg_is_in_recovery()` (server-dependent: its wrapper reads where the

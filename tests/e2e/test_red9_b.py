@@ -46,6 +46,14 @@ followed), and the statement's own operator's row (`'o'`) adds its families' sup
   operator a CHECK, statistics expression, index predicate or statement uses to every operator
   function of the btree families it belongs to (`oc` already gathers an opclass's `pg_amop`
   operators' functions for indexes).
+Finding 3 is fixed (branch red9-cat): the catalogue query's `om` links each operator to its own
+function and to the functions of every operator of its btree families; `rf` links a relation
+through the operators of its CHECKs, statistics expressions and indexes' predicates and
+expressions (an index's `pg_depend` rows naming `pg_operator`, not followed before) to those
+functions (IMMUTABLE or SQL, as before), and a user operator's `'o'` row calls them too. Both
+statements now run on the primary and answer as it does (offload cost: every read of such a
+relation, and every statement applying such an operator, while a family member is not
+read-safe).
 
 What held (probed once, not kept): the type modifiers of casts and typed literals (`varchar(20)`,
 `timestamp(3)`, `interval(6)`, `numeric(10,2)`, `time(3) with time zone`, `bit varying(3)`,
