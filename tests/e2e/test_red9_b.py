@@ -46,6 +46,9 @@ followed), and the statement's own operator's row (`'o'`) adds its families' sup
   operator a CHECK, statistics expression, index predicate or statement uses to every operator
   function of the btree families it belongs to (`oc` already gathers an opclass's `pg_amop`
   operators' functions for indexes).
+Findings 1 and 2 are fixed (529a3cf): the scan knows which `)` closes an `OPERATOR(…)` clause
+(an operand follows it, never an alias), and a relation's name before an alias column list may
+be an unreserved or column-name keyword (a `ColId`).
 Finding 3 is fixed (branch red9-cat): the catalogue query's `om` links each operator to its own
 function and to the functions of every operator of its btree families; `rf` links a relation
 through the operators of its CHECKs, statistics expressions and indexes' predicates and
