@@ -248,3 +248,21 @@ def warm(conn, seconds: float = 3.0) -> None:
 
 def ran_on(port) -> str:
     return "standby" if port in STANDBY_PORTS else "primary"
+
+
+def own_pair_with_row(table: str, value: int):
+    """A primary + standby pair of a fault module's own (it stops, freezes or replaces servers:
+    never the shared pair), with `table (k int PRIMARY KEY, v int)` holding the row (1, `value`),
+    replayed on the standby; stopped at the end. Used as a module fixture's body:
+    `yield from own_pair_with_row("t", 0)`."""
+    p = PgPair(apply_delay_ms=0)
+    p.start()
+    try:
+        with psycopg.connect(p.primary.dsn(dbname="app"), autocommit=True) as c:
+            c.execute(f"CREATE TABLE {table} (k int PRIMARY KEY, v int NOT NULL)")
+            c.execute(f"INSERT INTO {table} VALUES (1, {int(value)})")
+            c.execute(f"GRANT ALL ON {table} TO PUBLIC")
+        p.wait_replayed()
+        yield p
+    finally:
+        p.stop()

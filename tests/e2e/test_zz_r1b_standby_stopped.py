@@ -30,7 +30,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import PgPair, bounded, report, start_proxy, stop_proxy
+from e2e_support import bounded, own_pair_with_row, report, start_proxy, stop_proxy
 
 READ = "SELECT v, inet_server_port() FROM w WHERE k = 1"
 OUTAGE_S = 6
@@ -40,17 +40,7 @@ READ_BOUND_S = 1.0  # a new session's read while the standby is down (a refused 
 
 @pytest.fixture(scope="module")
 def fault_pair():
-    p = PgPair(apply_delay_ms=0)
-    p.start()
-    try:
-        with psycopg.connect(p.primary.dsn(dbname="app"), autocommit=True) as c:
-            c.execute("CREATE TABLE w (k int PRIMARY KEY, v int NOT NULL)")
-            c.execute("INSERT INTO w VALUES (1, 1)")
-            c.execute("GRANT ALL ON w TO PUBLIC")
-        p.wait_replayed()
-        yield p
-    finally:
-        p.stop()
+    yield from own_pair_with_row("w", 1)
 
 
 def read_once(proxy, port_of_standby: int) -> tuple[str, float]:

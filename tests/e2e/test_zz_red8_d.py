@@ -71,7 +71,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import PgPair, bounded, connect, run, start_proxy, stop_proxy, wait_until
+from e2e_support import PgPair, bounded, connect, own_pair_with_row, run, start_proxy, stop_proxy, wait_until
 from test_zz_reader_faults import postmaster_pid
 from test_zz_standby_went_back import copy
 
@@ -80,17 +80,7 @@ READ = "SELECT v, inet_server_port() FROM d8 WHERE k = 1"
 
 @pytest.fixture(scope="module")
 def fault_pair():
-    p = PgPair(apply_delay_ms=0)
-    p.start()
-    try:
-        with psycopg.connect(p.primary.dsn(dbname="app"), autocommit=True) as c:
-            c.execute("CREATE TABLE d8 (k int PRIMARY KEY, v int NOT NULL)")
-            c.execute("INSERT INTO d8 VALUES (1, 0)")
-            c.execute("GRANT ALL ON d8 TO PUBLIC")
-        p.wait_replayed()
-        yield p
-    finally:
-        p.stop()
+    yield from own_pair_with_row("d8", 0)
 
 
 def set_v(pair: PgPair, v: int) -> None:

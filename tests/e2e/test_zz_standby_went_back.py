@@ -21,24 +21,14 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import PgPair, bounded, start_proxy, stop_proxy, wait_until
+from e2e_support import PgPair, bounded, own_pair_with_row, start_proxy, stop_proxy, wait_until
 
 READ = "SELECT v, inet_server_port() FROM went_back WHERE k = 1"
 
 
 @pytest.fixture(scope="module")
 def own_pair():
-    p = PgPair(apply_delay_ms=0)
-    p.start()
-    try:
-        with psycopg.connect(p.primary.dsn(dbname="app"), autocommit=True) as c:
-            c.execute("CREATE TABLE went_back (k int PRIMARY KEY, v int NOT NULL)")
-            c.execute("INSERT INTO went_back VALUES (1, 0)")
-            c.execute("GRANT ALL ON went_back TO PUBLIC")
-        p.wait_replayed()
-        yield p
-    finally:
-        p.stop()
+    yield from own_pair_with_row("went_back", 0)
 
 
 def copy(src, dst) -> None:
