@@ -893,9 +893,10 @@ impl FunctionCatalogs {
 
     /// E-2: DDL that may make a name resolve otherwise ran — through a session of this engine
     /// (not one that only creates temporary objects: those are its own session's, whose reads
-    /// stay on the writer), through another engine (the host said so), or directly on the
-    /// primary (a catalogue report differs from the last of its kind, while no DDL seen through
-    /// the engine awaited it).
+    /// stay on the writer; not a statement the engine could not read, which marks the
+    /// catalogue changed but would otherwise move this for every unreadable statement), through
+    /// another engine (the host said so), or directly on the primary (a catalogue report
+    /// differs from the last of its kind, while no DDL seen through the engine awaited it).
     pub fn names_moved(&self) {
         self.names_epoch.fetch_add(1, Ordering::AcqRel);
     }

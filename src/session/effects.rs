@@ -250,7 +250,9 @@ impl Session {
     pub(super) fn unread_statement(&mut self) {
         self.hazards.set(Hazards::UNREAD);
         self.catalog_changed();
-        self.classifier.catalogs().names_moved();
+        // Not counted as DDL of names (E-2, `names_epoch`): a client whose every statement is
+        // unreadable (a LATIN1 client's text, bulk statements past the inspection limit) would
+        // otherwise keep every session's writer-parsed statements off readers for good.
     }
 
     /// The S-4 names, made room for.
