@@ -464,6 +464,18 @@ fn e2_a_batch_waits_for_the_shape_check_whatever_else_routes_the_queue() {
     );
 }
 
+/// A reader's answer to Close/Parse/Describe-statement/Bind/Describe/Execute/Sync of `SELECT a
+/// FROM t` prepared there again: CloseComplete, ParseComplete, no parameters, the row shape, then
+/// [`rows`].
+fn prepared_then_rows(lsn: u64) -> Vec<u8> {
+    let mut a = msg(b'3', b"");
+    a.extend(msg(b'1', b""));
+    a.extend(msg(b't', &[0, 0]));
+    a.extend(shape(oid::INT8));
+    a.extend(rows(oid::INT8, b'I', lsn));
+    a
+}
+
 /// E-2: a statement the writer parsed keeps the names it resolved then — a server does not
 /// look again when a table is created earlier on the search_path or a closer overload of a
 /// function it calls appears — where a reader would parse it afresh. After DDL (the session's
@@ -496,12 +508,7 @@ fn e2_a_statement_the_writer_parsed_before_ddl_runs_on_the_writer() {
     );
     h.attach(R1);
     assert_eq!(tags(&h.take_sent(R1)), "CPDBDES", "prepared there first");
-    let mut a = msg(b'3', b"");
-    a.extend(msg(b'1', b""));
-    a.extend(msg(b't', &[0, 0]));
-    a.extend(shape(oid::INT8));
-    a.extend(rows(oid::INT8, b'I', 0x2000));
-    h.backend(R1, &a);
+    h.backend(R1, &prepared_then_rows(0x2000));
     assert_eq!(tags(&h.take_client()), "2TDCZ");
     // Another session's temporary table is its own: the statement still reads on readers.
     let mut other = Host::on(&e, h.now);
@@ -523,12 +530,7 @@ fn e2_a_statement_the_writer_parsed_before_ddl_runs_on_the_writer() {
     );
     h.attach(R1);
     assert_eq!(tags(&h.take_sent(R1)), "CPDBDES", "prepared again there");
-    let mut a = msg(b'3', b"");
-    a.extend(msg(b'1', b""));
-    a.extend(msg(b't', &[0, 0]));
-    a.extend(shape(oid::INT8));
-    a.extend(rows(oid::INT8, b'I', 0x2100));
-    h.backend(R1, &a);
+    h.backend(R1, &prepared_then_rows(0x2100));
     assert_eq!(tags(&h.take_client()), "2TDCZ");
     // DDL, and the catalogue report after it.
     h.client(&query("CREATE TABLE s.t (a int8)"));
