@@ -13,6 +13,14 @@ import pytest
 
 from e2e_support import connect, on_primary, proxy_with_catalogue, ran_on, run, warm
 
+# -- Finding 2 (defined first: the fixture creates its objects) ------------------------------------
+
+# IMMUTABLE as the index predicate requires; its answer depends on the server (as red8-c's cut()).
+CUT = ("CREATE FUNCTION r10b.cut() RETURNS int IMMUTABLE LANGUAGE plpgsql AS"
+       " $f$BEGIN RETURN CASE WHEN pg_is_in_recovery() THEN 0 ELSE 100 END; END$f$")
+INDEX = "CREATE INDEX r10b_t_part ON r10b.t (x) WHERE x > r10b.cut()"
+COUNT = "SELECT count(*), inet_server_port() FROM r10b.t WHERE x > 50"
+
 # -- Finding 1: DDL in a DO block's dollar-quoted string is not seen --------------------------------
 
 PLAIN = "CREATE OR REPLACE FUNCTION r10b.f() RETURNS text IMMUTABLE LANGUAGE sql AS $$SELECT 'plain'::text$$"
@@ -36,6 +44,11 @@ def proxy(pair, tmp_path_factory):
         "CREATE FUNCTION r10b.plain() RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT 1'",
         PLAIN,
         "ALTER FUNCTION r10b.f() OWNER TO app_trust",
+        CUT,
+        "CREATE TABLE r10b.t (x int NOT NULL)",
+        "INSERT INTO r10b.t SELECT g FROM generate_series(1, 200) g",
+        "ALTER TABLE r10b.t OWNER TO app_trust",
+        "ANALYZE r10b.t",
     )
     with proxy_with_catalogue(pair, tmp_path_factory.mktemp("r10b"), "r10b.plain()",
                               ["DROP SCHEMA IF EXISTS r10b CASCADE"]) as p:
@@ -67,3 +80,34 @@ def test_s7_ddl_in_a_do_blocks_dollar_quoted_string_is_seen(pair, proxy):
     assert [r[0] for r in through] == ["false"] * 3, (
         f"after `{DO_DDL[:60]}…` through the proxy, new sessions' {CALL} answered "
         f"{[(r[0], ran_on(r[1])) for r in through]}; the primary alone answers 'false'")
+
+
+@pytest.mark.timeout(60)
+def test_s7_a_partial_index_created_through_the_engine_changes_the_tables_verdict(pair, proxy):
+    """S-7 / F-policy: the catalogue links a relation to its indexes' predicates' functions (red9),
+    so a read of `r10b.t` is judged with r10b.cut() once the index is reported. Created through
+    the engine, CREATE INDEX is no DDL (head.rs `changes_no_catalogue`): nothing is reloaded and
+    reads of the table keep their old verdict. The primary built the index over x > 100; the
+    standby's planner folds the predicate to x > 0, proves `x > 50` implies it and answers from an
+    index that lacks 51..100: a wrong count, where the primary alone counts 150."""
+    with connect(proxy.dsn()) as a:
+        warm(a)
+        run(a, "SET enable_seqscan = off")
+        before = run(a, COUNT)
+        run(a, INDEX)
+    pair.wait_replayed()
+    with connect(primary_dsn(pair)) as direct:
+        run(direct, "SET enable_seqscan = off")
+        alone = run(direct, COUNT)
+    through = []
+    for _ in range(3):
+        with connect(proxy.dsn()) as b:
+            warm(b)
+            run(b, "SET enable_seqscan = off")
+            through.append(run(b, COUNT)[0])
+    on_primary(pair, "DROP INDEX r10b.r10b_t_part")
+    assert before[0][0] == 150 and ran_on(before[0][1]) == "standby", f"control: {before}"
+    assert alone == [(150, pair.primary.port)]
+    assert [r[0] for r in through] == [150] * 3, (
+        f"after `{INDEX}` through the proxy, new sessions' {COUNT} (enable_seqscan off) answered "
+        f"{[(r[0], ran_on(r[1])) for r in through]}; the primary alone counts 150")
