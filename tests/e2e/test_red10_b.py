@@ -30,6 +30,13 @@ SERVER_DEPENDENT = ("CREATE OR REPLACE FUNCTION r10b.f() RETURNS text IMMUTABLE 
 DO_DDL = f"DO $d$BEGIN EXECUTE $e${SERVER_DEPENDENT}$e$; END$d$"
 CALL = "SELECT r10b.f(), inet_server_port()"
 
+# Finding 1b: a DO block that calls a function the catalogue reports as DDL.
+PLAIN_G = PLAIN.replace("r10b.f()", "r10b.g()")
+MK = ("CREATE FUNCTION r10b.mk() RETURNS void VOLATILE LANGUAGE plpgsql AS $b$BEGIN "
+      + SERVER_DEPENDENT.replace("r10b.f()", "r10b.g()") + "; END$b$")
+DO_CALL = "DO $$BEGIN PERFORM r10b.mk(); END$$"
+CALL_G = "SELECT r10b.g(), inet_server_port()"
+
 
 def primary_dsn(pair):
     return pair.primary.dsn(dbname="app", user="app_trust")
@@ -44,6 +51,10 @@ def proxy(pair, tmp_path_factory):
         "CREATE FUNCTION r10b.plain() RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT 1'",
         PLAIN,
         "ALTER FUNCTION r10b.f() OWNER TO app_trust",
+        PLAIN_G,
+        "ALTER FUNCTION r10b.g() OWNER TO app_trust",
+        MK,
+        "ALTER FUNCTION r10b.mk() OWNER TO app_trust",
         CUT,
         "CREATE TABLE r10b.t (x int NOT NULL)",
         "INSERT INTO r10b.t SELECT g FROM generate_series(1, 200) g",
@@ -111,3 +122,35 @@ def test_s7_a_partial_index_created_through_the_engine_changes_the_tables_verdic
     assert [r[0] for r in through] == [150] * 3, (
         f"after `{INDEX}` through the proxy, new sessions' {COUNT} (enable_seqscan off) answered "
         f"{[(r[0], ran_on(r[1])) for r in through]}; the primary alone counts 150")
+
+
+def _after_ddl(pair, proxy, ddl, call):
+    """Session A runs `ddl` through the proxy; once the standby replayed it, three new sessions
+    run `call` through the proxy. Returns (A's call before, the primary alone's answer, theirs)."""
+    with connect(proxy.dsn()) as a:
+        warm(a)
+        before = run(a, call)
+        run(a, ddl)
+    pair.wait_replayed()
+    with connect(primary_dsn(pair)) as direct:
+        alone = run(direct, call)
+    through = []
+    for _ in range(3):
+        with connect(proxy.dsn()) as b:
+            warm(b)
+            through.append(run(b, call)[0])
+    return before, alone, through
+
+
+@pytest.mark.timeout(60)
+def test_s7_a_do_block_calling_a_function_that_runs_ddl_changes_the_catalogue(pair, proxy):
+    """S-7 / F-policy: `SELECT r10b.mk()` — a volatile function whose body says DDL — counts as
+    DDL (the catalogue reports it as a DO block that says so); `DO $$BEGIN PERFORM r10b.mk();
+    END$$` runs the same DDL but its body names no DDL word: r10b.g(), now over
+    pg_is_in_recovery(), keeps its read-safe verdict and new sessions' calls answer 'true'."""
+    before, alone, through = _after_ddl(pair, proxy, DO_CALL, CALL_G)
+    assert ran_on(before[0][1]) == "standby", f"control: the plain function ran on {before}"
+    assert alone == [("false", pair.primary.port)]
+    assert [r[0] for r in through] == ["false"] * 3, (
+        f"after `{DO_CALL}` through the proxy, new sessions' {CALL_G} answered "
+        f"{[(r[0], ran_on(r[1])) for r in through]}; the primary alone answers 'false'")
