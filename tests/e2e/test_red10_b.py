@@ -62,7 +62,12 @@ and FOR loop), pg_stat_activity, pg_replication_slots, txid_current_if_assigned(
 `<=`, `>=`, `<>` on (text, int4) reached by IN, NOT IN, BETWEEN [SYMMETRIC], IS [NOT] DISTINCT
 FROM, NULLIF, CASE x WHEN, = ANY/SOME, IN (subquery), row comparisons; pg_trgm's set_limit()
 then `%` (the session's reads stay on the writer, a new session sees 0.3); parenthesised SELECT
-INTO / FOR UPDATE / data-modifying CTE; the classify example's verdicts for ~120 statements
+INTO / FOR UPDATE / data-modifying CTE; same-named functions in two schemas under SET
+search_path, overloads by argument type and by a defaulted argument; lexer corner cases before a
+pg_is_in_recovery() call (backslash in a standard string, E'\\'', U& with UESCAPE, nested
+dollar tags, nested comments, a literal continued on the next line); an unlogged table created
+by a DO block, read alone and behind another statement in one Query (on the primary: a relation
+the catalogue does not know is not read on the standby); the classify example's verdicts for ~120 statements
 (locking clauses after TABLE/VALUES/parentheses, INTO in every position, server-control, WAL,
 snapshot, large-object, stats and file functions, 36 built-in views in several spellings).
 """
