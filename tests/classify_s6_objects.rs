@@ -356,7 +356,8 @@ fn s6_bad_object_reports_are_refused_whole() {
     );
 }
 
-/// DDL that may change the catalogues is marked; what cannot (an index, a role, a temporary
+/// DDL that may change the catalogues is marked, and every DO block (what runs inside is code the
+/// engine cannot see into); what cannot (an index over plain columns, a role, a temporary
 /// object) is not.
 #[test]
 fn s6_ddl_that_may_change_the_catalogues_is_marked() {
@@ -372,6 +373,10 @@ fn s6_ddl_that_may_change_the_catalogues_is_marked() {
         "DROP FUNCTION f(int)",
         "CREATE EXTENSION citext",
         "DO $$ BEGIN EXECUTE 'create view v2 as select 1'; END $$",
+        // Red10-b: DDL behind a dollar quote, in a function the block calls, or in no word.
+        "DO $d$BEGIN EXECUTE $e$CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'select 1'$e$; END$d$",
+        "DO $$BEGIN PERFORM mk(); END$$",
+        "DO $$ BEGIN PERFORM created_at FROM t; END $$",
     ] {
         let c = e.classifier().classify_in(b"app", sql);
         assert!(
@@ -389,7 +394,6 @@ fn s6_ddl_that_may_change_the_catalogues_is_marked() {
         "ALTER ROLE r SET search_path = a",
         "DROP DATABASE d",
         "INSERT INTO t VALUES (1)",
-        "DO $$ BEGIN PERFORM created_at FROM t; END $$",
         "SELECT 1",
     ] {
         let c = e.classifier().classify_in(b"app", sql);
@@ -398,6 +402,36 @@ fn s6_ddl_that_may_change_the_catalogues_is_marked() {
             "{sql}"
         );
     }
+}
+
+/// S-7 (red10-b): the catalogue links a table to the functions of its indexes' predicates and
+/// expressions (a planner folds an IMMUTABLE predicate and answers from the index), so CREATE
+/// INDEX with either changes the verdicts of the table's reads; it moves no name (E-2).
+#[test]
+fn s7_an_index_with_a_predicate_or_an_expression_changes_the_catalogue_and_keeps_names() {
+    let e = engine();
+    for sql in [
+        "CREATE INDEX i ON t (x) WHERE x > cut()",
+        "CREATE UNIQUE INDEX IF NOT EXISTS i ON ONLY t USING btree (a) INCLUDE (b) WHERE a IS NOT NULL",
+        "CREATE INDEX ON t (lower(a))",
+        "create unique index concurrently i on t ((a + 1), b)",
+        "CREATE INDEX i ON t USING gist (a gist_trgm_ops(siglen = 32))",
+    ] {
+        let fx = e.classifier().classify_in(b"app", sql).first().effects;
+        assert!(fx.contains(Effects::CHANGES_CATALOG), "{sql}: {fx:?}");
+        assert!(fx.contains(Effects::KEEPS_NAMES), "{sql}: {fx:?}");
+    }
+    for sql in [
+        "CREATE INDEX i ON t (a)",
+        "CREATE UNIQUE INDEX i ON t (a, b DESC NULLS LAST) WITH (fillfactor = 70)",
+        "CREATE INDEX i ON t (a COLLATE \"C\" text_pattern_ops)",
+    ] {
+        let fx = e.classifier().classify_in(b"app", sql).first().effects;
+        assert!(!fx.contains(Effects::CHANGES_CATALOG), "{sql}: {fx:?}");
+    }
+    // Other DDL moves names.
+    let fx = e.classifier().classify_in(b"app", "CREATE TABLE t2 (a int)").first().effects;
+    assert!(!fx.contains(Effects::KEEPS_NAMES), "{fx:?}");
 }
 
 /// After a session's DDL the database's reads stay on the writer until the host reports its

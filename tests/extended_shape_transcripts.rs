@@ -521,6 +521,12 @@ fn e2_a_statement_the_writer_parsed_before_ddl_runs_on_the_writer() {
     third.connect();
     third.client(&msg(b'Q', b"SELECT 'caf\xe9'\0"));
     third.writer_answers("SELECT 1", b'I', Some(0x2100), None);
+    // Nor does an index with a predicate: it changes what the catalogue reports of its table
+    // (red10-b), not what a name resolves to.
+    let mut fourth = Host::on(&e, h.now);
+    fourth.connect();
+    fourth.client(&query("CREATE INDEX i ON t (a) WHERE a > 0"));
+    fourth.writer_answers("CREATE INDEX", b'I', Some(0x2100), None);
     e.catalog_load_started(b"db");
     e.set_function_catalog(b"db", []).unwrap();
     let acts = h.client(&named_execute("s1"));

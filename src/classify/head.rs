@@ -128,9 +128,11 @@ fn not_read(kind: Kind) -> Option<Head> {
     Some((kind, NotSafe::NotARead, Effects::NONE))
 }
 
-/// After CREATE/ALTER/DROP: whether the object kind is one no catalogue the host reports holds
-/// (an index, a role, a database, a tablespace, the system's configuration), so the statement
-/// leaves the catalogues as they were. Consumes nothing.
+/// After ALTER/DROP: whether the object kind is one no catalogue the host reports holds (an
+/// index, a role, a database, a tablespace, the system's configuration), so the statement leaves
+/// the catalogues as they were: ALTER INDEX changes no predicate or expression, and an index
+/// dropped only leaves a verdict stricter than it need be until the next report. (CREATE INDEX:
+/// [`index_effects`].) Consumes nothing.
 fn changes_no_catalogue(c: &Cursor) -> bool {
     let Some(t) = c.peek() else {
         return false;
@@ -138,7 +140,6 @@ fn changes_no_catalogue(c: &Cursor) -> bool {
     let w = c.text(t);
     [
         &b"index"[..],
-        b"unique",
         b"role",
         b"user",
         b"group",
@@ -701,6 +702,34 @@ fn prepare(c: &mut Cursor) -> Option<Head> {
     not_read(Kind::Prepare)
 }
 
+/// CREATE [UNIQUE] INDEX …: the host's catalogue links a table to the functions of its indexes'
+/// predicates and expressions, and to the btree operator families of their operators (a
+/// planner folds an IMMUTABLE predicate and proves a read's condition implies it: a standby
+/// whose function answers otherwise answers from an index that lacks rows), so an index with a
+/// `WHERE` or an element in parentheses of its own (`lower(x)`, `(a + b)`; an operator class's
+/// parameters count too) changes the verdicts of its table's reads. One over plain columns
+/// changes none. Neither makes a name resolve otherwise ([`Effects::KEEPS_NAMES`]).
+fn index_effects(c: &mut Cursor) -> Effects {
+    let changes = Effects(Effects::CHANGES_CATALOG.0 | Effects::KEEPS_NAMES.0);
+    let mut depth = 0u32;
+    while let Some(t) = c.next() {
+        match t.kind {
+            Tok::LParen => {
+                depth += 1;
+                if depth >= 2 {
+                    return changes;
+                }
+            }
+            Tok::RParen => depth = depth.saturating_sub(1),
+            Tok::Ident if depth == 0 && c.text(t).eq_ignore_ascii_case(b"where") => {
+                return changes
+            }
+            _ => {}
+        }
+    }
+    Effects::NONE
+}
+
 /// CREATE [OR REPLACE] [GLOBAL|LOCAL] TEMP|TEMPORARY …, or an object named `pg_temp*.x` in the
 /// statement's head (before the first `(` or `AS`): a temporary object; any other CREATE but of
 /// an index, a role, a database or a tablespace may change the host's catalogues.
@@ -713,6 +742,9 @@ fn create_effects(c: &mut Cursor) -> Effects {
     }
     if c.eat_kw("temp") || c.eat_kw("temporary") {
         return Effects::CREATES_TEMP;
+    }
+    if c.eat_kw("unique") || c.eat_kw("index") {
+        return index_effects(c);
     }
     if changes_no_catalogue(c) {
         return Effects::NONE;

@@ -282,20 +282,6 @@ fn info(kind: Kind, not_safe: NotSafe, effects: Effects, span: Span) -> Statemen
     }
 }
 
-/// Whether a DO body may run DDL: the word CREATE, ALTER or DROP anywhere in it, between
-/// non-identifier bytes (over-reporting only sends the database's reads to the writer until the
-/// host's next catalogue report).
-fn says_ddl(text: &[u8]) -> bool {
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
-    [&b"create"[..], b"alter", b"drop"].iter().any(|w| {
-        text.windows(w.len()).enumerate().any(|(i, win)| {
-            win.eq_ignore_ascii_case(w)
-                && (i == 0 || !ident(text[i - 1]))
-                && text.get(i + w.len()).is_none_or(|&b| !ident(b))
-        })
-    })
-}
-
 /// The verdict for a statement whose first word (or EXPLAIN's inner first word) starts a read,
 /// as far as the text tells (the database's catalogue may still make it not safe).
 pub(super) fn read_verdict(scan: &Scan, first_kw: Kw) -> (Kind, NotSafe) {
@@ -350,7 +336,13 @@ fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> State
         *reads_text = true;
         fx |= text_effects(src.get(scan.start..scan.end).unwrap_or(&[]));
     }
-    if is_do && says_ddl(src.get(scan.start..scan.end).unwrap_or(&[])) {
+    if is_do {
+        // A DO block may run DDL whatever its words say: built by `format()` or a string
+        // concatenated at run time, behind a dollar quote, or in a function it calls (an
+        // examiner's probe, 2026-12-07: `DO $$BEGIN PERFORM mk(); END$$` replaced a function
+        // that the standby then ran for every new session until the next periodic report).
+        // The engine cannot see into it, so it counts as DDL: the database's reads stay on the
+        // writer until the host reports the catalogue again.
         fx |= Effects::CHANGES_CATALOG;
     }
     // S-5/S-6: code the engine cannot see into (EXECUTE runs a prepared statement whose calls

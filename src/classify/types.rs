@@ -393,9 +393,9 @@ impl Effects {
     /// ALL` included — the session's reads stay on the writer (S-4, S-5).
     pub const LOADS_LIBRARY: Effects = Effects(1 << 15);
     /// DDL that may change what the host's catalogues report (CREATE, ALTER or DROP of anything
-    /// but an index, a role, a database or a tablespace; a DO body that says CREATE, ALTER or
-    /// DROP): until the host reports the database's catalogue again, no read of it is judged by a
-    /// stale one (S-6, S-7, F-policy).
+    /// but an index, a role, a database or a tablespace; CREATE INDEX with a predicate or an
+    /// expression; every DO block): until the host reports the database's catalogue again, no
+    /// read of it is judged by a stale one (S-6, S-7, F-policy).
     pub const CHANGES_CATALOG: Effects = Effects(1 << 8);
     /// `PREPARE TRANSACTION`: the session's transaction commits when any session runs `COMMIT
     /// PREPARED`, at a time and position the session never learns (S-1a): its reads stay on the
@@ -427,6 +427,11 @@ impl Effects {
     /// With [`Effects::RUNS_CODE`]: the report that judged that code is older than DDL a session
     /// ran in the database since (F-policy, `CATALOG_CHANGED`): the code may have been replaced.
     pub const CODE_JUDGED_BEFORE_DDL: Effects = Effects(1 << 14);
+    /// With [`Effects::CHANGES_CATALOG`]: the DDL makes no name a statement resolves resolve
+    /// otherwise (an index: E-2's epoch of names does not move), though what the catalogue
+    /// reports of a table does change (the functions of its indexes' predicates and
+    /// expressions).
+    pub const KEEPS_NAMES: Effects = Effects(1 << 16);
 
     /// What only a text read one way is believed to do: a lock release, settings named in it.
     pub const UNAMBIGUOUS_ONLY: Effects = Effects(

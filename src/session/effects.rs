@@ -386,8 +386,9 @@ impl Session {
                 // Now, and again once the block is over: a load that ran before its COMMIT
                 // did not see it.
                 self.catalog_changed();
-                if !e.contains(Effects::CREATES_TEMP) {
-                    // E-2: a name may resolve otherwise from now on.
+                // E-2: a name may resolve otherwise from now on — unless the DDL only made
+                // temporary objects or an index.
+                if !e.contains(Effects::CREATES_TEMP) && !e.contains(Effects::KEEPS_NAMES) {
                     self.classifier.catalogs().names_moved();
                 }
                 self.ddl_in_block |= in_txn;

@@ -42,6 +42,11 @@ replays) counts 100 through the proxy (3/3, on the standby) and 150 on the prima
 after the index, the catalogue sends the same read to the primary (150): only the DDL count is
 missing.
 
+Fixed (each test failed on ac6cef3): every DO block counts as DDL (its code is the engine's
+to fear, not to read: src/classify/statement.rs `finish_into`), and CREATE INDEX with a
+predicate or an expression counts as DDL that moves no name (`Effects::KEEPS_NAMES`,
+src/classify/head.rs `index_effects`).
+
 What held (probed once, not kept): DDL counted and reads held on the primary, then judged by the
 new catalogue, for a plain CREATE OR REPLACE FUNCTION, a DO that says CREATE after a space or a
 quote, the DDL as a named prepared statement executed again by Bind only after another DDL, the
