@@ -430,7 +430,11 @@ fn s7_an_index_with_a_predicate_or_an_expression_changes_the_catalogue_and_keeps
         assert!(!fx.contains(Effects::CHANGES_CATALOG), "{sql}: {fx:?}");
     }
     // Other DDL moves names.
-    let fx = e.classifier().classify_in(b"app", "CREATE TABLE t2 (a int)").first().effects;
+    let fx = e
+        .classifier()
+        .classify_in(b"app", "CREATE TABLE t2 (a int)")
+        .first()
+        .effects;
     assert!(!fx.contains(Effects::KEEPS_NAMES), "{fx:?}");
 }
 

@@ -721,9 +721,7 @@ fn index_effects(c: &mut Cursor) -> Effects {
                 }
             }
             Tok::RParen => depth = depth.saturating_sub(1),
-            Tok::Ident if depth == 0 && c.text(t).eq_ignore_ascii_case(b"where") => {
-                return changes
-            }
+            Tok::Ident if depth == 0 && c.text(t).eq_ignore_ascii_case(b"where") => return changes,
             _ => {}
         }
     }
