@@ -1,0 +1,141 @@
+"""Examiner round 10, area c (red10-c): consistency — read-your-writes, reads in transaction
+blocks, causal tokens (SPEC S-1, S-1a, S-3, P-5, P-6, W-7, §11 C-1…C-3) — through the example
+proxy against the real primary + hot standby (200 ms apply delay), each answer compared with what
+the primary alone shows, or with what the session already saw. Every statement is bounded
+(statement_timeout, connect_timeout, e2e_support.bounded).
+
+FINDINGS_PLACEHOLDER
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from e2e_support import bounded, on_primary, ran_on, warm
+
+pytestmark = pytest.mark.timeout(90)
+
+OPTS = "-c statement_timeout=5000"
+REPORT = OPTS + " -c polarsplit.report_token=on"
+
+
+def session(dsn: str, options: str = OPTS) -> psycopg.Connection:
+    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options=options)
+
+
+def wait_identity(proxy, timeout: float = 10) -> None:
+    """Until the proxy's monitor has reported the writer's identity (C-1): tokens then name the
+    writer's history, so a token presented is taken at its position."""
+    deadline = time.monotonic() + timeout
+    while proxy.stats()["proxy"].get("writer_identities", 0) == 0:
+        assert time.monotonic() < deadline, "no writer identity reported"
+        time.sleep(0.05)
+
+
+def present(c, token: str) -> None:
+    with bounded(c, 5, "SET polarsplit.causal_token"):
+        c.execute(sql.SQL("SET polarsplit.causal_token = {}").format(sql.Literal(token)))
+
+
+@pytest.fixture
+def shared_row(pair, proxy):
+    """`r10c_s (k, v)` with the row (1, 0), and `r10c_own` for the session's own writes."""
+    drop = ["DROP TABLE IF EXISTS r10c_s, r10c_own"]
+    on_primary(pair, *drop,
+               "CREATE TABLE r10c_s (k int PRIMARY KEY, v int NOT NULL)",
+               "INSERT INTO r10c_s VALUES (1, 0)",
+               "CREATE TABLE r10c_own (k int PRIMARY KEY, v int NOT NULL)",
+               "INSERT INTO r10c_own VALUES (1, 0)",
+               "GRANT ALL ON r10c_s, r10c_own TO PUBLIC")
+    wait_identity(proxy)
+    yield
+    on_primary(pair, *drop)
+
+
+READ_S = "SELECT v, inet_server_port() FROM r10c_s WHERE k = 1"
+
+
+@pytest.mark.parametrize("how", ["parameter_status", "show"])
+def test_c1_s1a_a_token_covers_what_a_read_the_primary_served_showed(pair, proxy, shared_row, how):
+    """C-1 with S-1/S-1a: the token is the session's *target* — max(write, observed) — and S-1a
+    counts in it everything an earlier statement of the session saw. Another client (here: a
+    direct connection to the primary) commits v = i; session A reads the row with `/* route=primary
+    */` (a fresh read an application asks of the primary) and sees i; A takes its token — as the
+    `polarsplit.causal_token` ParameterStatus it asked for with `polarsplit.report_token=on`, or
+    by `SHOW polarsplit.causal_token` — and hands it to session B, which presents it and reads
+    the row. B must see at least what A saw (i).
+
+    On stock servers a read the primary served leaves the session's observed position unknown
+    until a probe or a writer sample positions it (`observed_unknown`, W-7); the token is issued
+    without it: `Session::current_token` (src/session/tokens.rs) refuses only an unknown *write*
+    position (55000, or `probe_for_token` probes first), and for a reporting client the RFQ is held
+    for the probe only after a write. So B's read goes to the standby at A's older position and
+    shows i - 1: 20 of 20 rounds by ParameterStatus, about 13 of 20 by SHOW (once the adaptive
+    probe has backed off, README W-7: reads the primary served are then left unprobed too)."""
+    options = REPORT if how == "parameter_status" else OPTS
+    behind = []
+    with session(pair.primary.dsn(user="app_trust", dbname="app")) as other, \
+            session(proxy.dsn(), options) as a, session(proxy.dsn()) as b:
+        warm(a)
+        warm(b)
+        if how == "show":
+            # Writes in a row whose probes no read uses: the adaptive probe backs off (W-7).
+            for _ in range(8):
+                with bounded(a, 5, "A's own write"):
+                    a.execute("UPDATE r10c_own SET v = v + 1 WHERE k = 1")
+            time.sleep(0.4)
+        for i in range(1, 13):
+            other.execute("UPDATE r10c_s SET v = %s WHERE k = 1", (i,))
+            with bounded(a, 5, "A's read on the primary"):
+                seen_a, port_a = a.execute("/* route=primary */ " + READ_S).fetchone()
+            assert seen_a == i and ran_on(port_a) == "primary", (seen_a, port_a)
+            if how == "show":
+                with bounded(a, 5, "SHOW polarsplit.causal_token"):
+                    token = a.execute("SHOW polarsplit.causal_token").fetchone()[0]
+            else:
+                token = a.info.parameter_status("polarsplit.causal_token")
+            present(b, token)
+            with bounded(b, 5, "B's read with A's token"):
+                seen_b, port_b = b.execute(READ_S).fetchone()
+            if seen_b < seen_a:
+                behind.append((i, seen_b, ran_on(port_b), token))
+            time.sleep(0.3)  # the standby catches up with A's position before the next round
+    assert not behind, (f"B, presenting A's token, saw less than A had seen in {len(behind)} of 12 "
+                        f"rounds (round, B's value, where, token): {behind}")
+
+
+def test_c1_a_reported_token_covers_a_write_committed_by_commit_and_chain(pair, proxy, shared_row):
+    """C-1: for a client that asked for tokens with its RFQs (`polarsplit.report_token=on`), "the
+    client's RFQ after a write is held until the probe answers, so the token they see covers the
+    write". `COMMIT AND CHAIN` commits the block's write and opens the next block at once (RFQ
+    `T`): the engine carries the old block's state into the chain (`writer_unit_rfq` calls
+    `end_txn` only at an `I` RFQ; src/session/writer.rs), no probe runs inside a block, and writer
+    samples are refused for a block that "may have written" (`Session::collect`), so the
+    committed write stays unpositioned for the whole chained block and the reported token is the
+    one from before it. Session B presenting that token reads the row on the standby without A's
+    committed write (5–6 of 6 rounds); the primary alone — and A itself — show it."""
+    missed = []
+    with session(proxy.dsn(), REPORT) as a, session(proxy.dsn()) as b:
+        warm(a)
+        warm(b)
+        for i in range(1, 7):
+            with bounded(a, 5, "A's block"):
+                a.execute("BEGIN")
+                a.execute("UPDATE r10c_s SET v = %s WHERE k = 1", (i,))
+                a.execute("COMMIT AND CHAIN")
+            token = a.info.parameter_status("polarsplit.causal_token")
+            present(b, token)
+            with bounded(b, 5, "B's read with A's token"):
+                seen_b, port_b = b.execute(READ_S).fetchone()
+            with bounded(a, 5, "A ends the chained block"):
+                a.execute("COMMIT")
+            if seen_b != i:
+                missed.append((i, seen_b, ran_on(port_b), token))
+            time.sleep(0.3)
+    assert not missed, (f"B, presenting the token A was reported after COMMIT AND CHAIN, missed "
+                        f"A's committed write in {len(missed)} of 6 rounds (round, B's value, "
+                        f"where, token): {missed}")
