@@ -139,3 +139,57 @@ def test_c1_a_reported_token_covers_a_write_committed_by_commit_and_chain(pair, 
     assert not missed, (f"B, presenting the token A was reported after COMMIT AND CHAIN, missed "
                         f"A's committed write in {len(missed)} of 6 rounds (round, B's value, "
                         f"where, token): {missed}")
+
+
+@pytest.fixture
+def one_row(pair):
+    drop = ["DROP TABLE IF EXISTS r10c_r"]
+    on_primary(pair, *drop, "CREATE TABLE r10c_r (k int PRIMARY KEY, v int NOT NULL)",
+               "INSERT INTO r10c_r VALUES (1, 1)", "GRANT ALL ON r10c_r TO PUBLIC")
+    yield
+    on_primary(pair, *drop)
+
+
+READ_R = "SELECT v, inet_server_port() FROM r10c_r WHERE k = 1"
+
+
+@pytest.mark.parametrize("begin", ["BEGIN ISOLATION LEVEL REPEATABLE READ",
+                                   "START TRANSACTION ISOLATION LEVEL SERIALIZABLE"])
+def test_s3_p5_a_begin_inside_the_block_sets_its_isolation(pair, proxy, one_row, begin):
+    """S-3/P-5: only a READ COMMITTED block's reads may leave the writer, and the block's
+    isolation is what the server runs. A BEGIN/START TRANSACTION sent inside an open block is
+    answered with a WARNING ("there is already a transaction in progress") — and PostgreSQL
+    applies its options all the same (`standard_ProcessUtility`, TRANS_STMT_BEGIN, sets
+    `transaction_isolation` for each option; no query has run yet, so it is allowed): the block
+    becomes REPEATABLE READ / SERIALIZABLE. This is what psycopg does with autocommit off when the
+    application starts its own block: psycopg sends `BEGIN` before the application's first
+    statement, here `BEGIN ISOLATION LEVEL REPEATABLE READ`.
+
+    The engine takes a block's isolation only from the BEGIN that opened it (`writer_unit_rfq`,
+    `now_in_txn && !was_active`, src/session/writer.rs) and ignores the options of a later one
+    (`apply_effects` matches `Kind::Begin(_)` only to follow `in_txn`, src/session/effects.rs;
+    `SET TRANSACTION` is applied there, BEGIN is not). So the block counts as READ COMMITTED and
+    its reads go to the standby, each in a snapshot of its own: the block reads v = 1, another
+    session commits v = 2, and after the standby replayed it the block reads 2 through the proxy
+    where the primary alone, in one snapshot, reads 1 again (3 of 3 runs)."""
+    seen = {}
+    for name, dsn in {"primary": pair.primary.dsn(user="app_trust", dbname="app"),
+                      "proxy": proxy.dsn()}.items():
+        on_primary(pair, "UPDATE r10c_r SET v = 1 WHERE k = 1")
+        time.sleep(0.3)
+        with session(dsn) as c, session(pair.primary.dsn(dbname="app")) as other:
+            if name == "proxy":
+                warm(c)
+            c.autocommit = False  # psycopg sends BEGIN before the first statement
+            with bounded(c, 5, "the block"):
+                c.execute(begin)
+                first = c.execute(READ_R).fetchone()
+                other.execute("UPDATE r10c_r SET v = 2 WHERE k = 1")
+                time.sleep(0.7)  # past the standby's 200 ms apply delay and the monitor's sample
+                second = c.execute(READ_R).fetchone()
+                c.commit()
+        seen[name] = (first[0], second[0], ran_on(first[1]), ran_on(second[1]))
+    assert seen["primary"][:2] == (1, 1), seen
+    assert seen["proxy"][:2] == seen["primary"][:2], (
+        f"one {begin.split(' LEVEL ')[1]} block read v twice: the primary alone {seen['primary'][:2]}, "
+        f"through the proxy {seen['proxy'][:2]} (ran on {seen['proxy'][2:]})")
