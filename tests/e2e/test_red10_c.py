@@ -9,6 +9,7 @@ FINDINGS_PLACEHOLDER
 
 from __future__ import annotations
 
+import struct
 import time
 
 import psycopg
@@ -16,6 +17,7 @@ import pytest
 from psycopg import sql
 
 from e2e_support import bounded, on_primary, ran_on, warm
+from test_red2_findings import SYNC, Client, bind, execute, parse, query
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -193,3 +195,68 @@ def test_s3_p5_a_begin_inside_the_block_sets_its_isolation(pair, proxy, one_row,
     assert seen["proxy"][:2] == seen["primary"][:2], (
         f"one {begin.split(' LEVEL ')[1]} block read v twice: the primary alone {seen['primary'][:2]}, "
         f"through the proxy {seen['proxy'][:2]} (ran on {seen['proxy'][2:]})")
+
+
+def _pbe(text: str) -> bytes:
+    return parse("", text) + bind("", "") + execute()
+
+
+def _values(answer: list) -> list:
+    """The first column of every DataRow and the SQLSTATE of every error of an answer."""
+    out = []
+    for m in answer:
+        if m[0] == "D":
+            body = m[1]
+            n = struct.unpack(">i", body[2:6])[0]
+            out.append(body[6:6 + n].decode())
+        elif m[0] in ("E", "HANG"):
+            out.append(m)
+    return out
+
+
+def test_s3_p5_set_transaction_in_the_batch_that_begins_the_block_sets_its_isolation(pair, proxy, one_row):
+    """S-3/P-5: `SET TRANSACTION ISOLATION LEVEL` inside the block rules its isolation. pgjdbc
+    with autocommit off sends the `BEGIN` in the same extended batch as the application's first
+    statement — here `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ` (measured with pgjdbc
+    42.x and `Statement.execute`: through the proxy the block's two reads answered 1 then 2 from
+    the standby, the primary alone 1 and 1). This test sends that batch on the wire:
+    Parse/Bind/Execute `BEGIN`, Parse/Bind/Execute `SET TRANSACTION …`, Sync.
+
+    At the batch's RFQ the engine opens the block with BEGIN's options and applies each
+    Execute's effects as if the batch began where the session was (`writer_unit_rfq` passes
+    `was_active` = false to `apply_effects` for every Execute; src/session/writer.rs), so the
+    `SET TRANSACTION`, handled only `if in_txn` (src/session/effects.rs), is dropped: the block
+    counts as READ COMMITTED and its reads go to the standby, each in a snapshot of its own. The
+    block reads v = 1, another session commits v = 2, and once the standby replayed it the block
+    reads 2 through the proxy, 1 on the primary alone (3 of 3 runs)."""
+    seen = {}
+    for name, port in {"primary": pair.primary.port, "proxy": proxy.port}.items():
+        on_primary(pair, "UPDATE r10c_r SET v = 1 WHERE k = 1")
+        time.sleep(0.3)
+        if name == "proxy":
+            with session(proxy.dsn()) as w:
+                warm(w)
+        c = Client(port)
+        try:
+            for _ in range(20):  # the session's state learnt, its reads on the standby (warm)
+                c.send(query("SELECT 1"))
+                c.answers(1)
+            c.send(_pbe("BEGIN"), _pbe("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"), SYNC)
+            opened = c.answers(1)
+            assert not [m for m in opened if m[0] in ("E", "HANG")], opened
+            c.send(query(READ_R))
+            first = _values(c.answers(1))
+            with session(pair.primary.dsn(dbname="app")) as other:
+                other.execute("UPDATE r10c_r SET v = 2 WHERE k = 1")
+            time.sleep(0.7)  # past the standby's 200 ms apply delay and the monitor's sample
+            c.send(query(READ_R))
+            second = _values(c.answers(1))
+            c.send(query("COMMIT"))
+            c.answers(1)
+        finally:
+            c.close()
+        seen[name] = (first, second)
+    assert seen["primary"] == (["1"], ["1"]), seen
+    assert seen["proxy"] == seen["primary"], (
+        f"one REPEATABLE READ block read v twice: the primary alone {seen['primary']}, through the "
+        f"proxy {seen['proxy']}")
