@@ -255,7 +255,26 @@ def _block_isolation(c: Client, pair) -> tuple:
     return first, second
 
 
-@pytest.mark.parametrize("case", ["own_write", "set_transaction"])
+def _block_lock(c: Client, pair) -> tuple:
+    _opening_batch(c, "LOCK TABLE r10c_r IN ACCESS EXCLUSIVE MODE")
+    with session(pair.primary.dsn(dbname="app")) as other:
+        other.execute("UPDATE accounts SET balance = balance WHERE id = 1")  # flushes the WAL
+    time.sleep(0.7)
+    started = time.monotonic()
+    c.send(query(READ_COUNT))
+    in_block = _values(c.answers(1))
+    waited = time.monotonic() - started
+    c.send(query("COMMIT"))
+    c.answers(1)
+    return in_block, waited < 1.0
+
+
+CASES = {"own_write": (_block_own_write, (["2"], ["2"])),
+         "set_transaction": (_block_isolation, (["1"], ["1"])),
+         "lock": (_block_lock, (["1"], True))}
+
+
+@pytest.mark.parametrize("case", list(CASES))
 def test_s1_p5_the_statements_of_the_batch_that_begins_the_block_count_in_the_block(pair, proxy, one_row, case):
     """S-1/P-5/P-6 and S-3: pgjdbc with autocommit off (Spring's and most Java applications'
     default) sends a transaction's `BEGIN` in the same extended batch as its first statement:
@@ -282,8 +301,15 @@ def test_s1_p5_the_statements_of_the_batch_that_begins_the_block_count_in_the_bl
       REPEATABLE READ`, handled only `if in_txn`: the block counts as READ COMMITTED and its
       reads go to the standby, each in a snapshot of its own. The block reads v = 1, another
       session commits v = 2, and once the standby replayed it the block reads 2 through the
-      proxy, 1 on the primary alone (also measured with pgjdbc, `Statement.execute`)."""
-    run = _block_own_write if case == "own_write" else _block_isolation
+      proxy, 1 on the primary alone (also measured with pgjdbc, `Statement.execute`).
+    - `lock`: the block's first statement is `LOCK TABLE … IN ACCESS EXCLUSIVE MODE` (a common
+      way to serialise a job). P-5's prefix rule keeps such a block's reads on the writer; here the
+      LOCK is not seen in the block, so its next read goes to the standby, where the replayed lock
+      — the block's own — blocks it until the block ends, which waits for that read: a
+      self-deadlock, ended only by the session's statement_timeout (3 s here: 57014 where the
+      primary alone answers at once; without a timeout the client hangs for good, R-1b never
+      ends a read on a standby whose monitor answers)."""
+    run, expected = CASES[case]
     seen = {}
     for name, port in {"primary": pair.primary.port, "proxy": proxy.port}.items():
         on_primary(pair, "DELETE FROM r10c_r WHERE k <> 1", "UPDATE r10c_r SET v = 1 WHERE k = 1")
@@ -293,13 +319,14 @@ def test_s1_p5_the_statements_of_the_batch_that_begins_the_block_count_in_the_bl
                 warm(w)
         c = Client(port)
         try:
+            c.send(query("SET statement_timeout = 3000"))
+            c.answers(1)
             for _ in range(20):  # the session's state learnt, its reads on the standby (warm)
                 c.send(query("SELECT 1"))
                 c.answers(1)
             seen[name] = run(c, pair)
         finally:
             c.close()
-    expected = (["2"], ["2"]) if case == "own_write" else (["1"], ["1"])
     assert seen["primary"] == expected, seen
     assert seen["proxy"] == seen["primary"], (
         f"{case}: the primary alone {seen['primary']}, through the proxy {seen['proxy']}")
