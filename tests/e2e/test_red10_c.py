@@ -4,7 +4,68 @@ proxy against the real primary + hot standby (200 ms apply delay), each answer c
 the primary alone shows, or with what the session already saw. Every statement is bounded
 (statement_timeout, connect_timeout, e2e_support.bounded).
 
-FINDINGS_PLACEHOLDER
+Found (each test fails on main at ac6cef3, 3 of 3 runs):
+
+- **S-1/P-5/P-6, S-3: the statements of the extended batch that opens a block are applied as
+  if outside it** (`test_s1_p5_the_statements_of_the_batch_that_begins_the_block_count_in_the_block`).
+  pgjdbc with autocommit off — Spring's and most Java applications' default — sends a
+  transaction's `BEGIN` in one batch with its first statement. `writer_unit_rfq`
+  (src/session/writer.rs) applies each Execute's effects with `was_active` = false, so for that
+  first statement `in_txn` is false in `apply_effects` (src/session/effects.rs): an INSERT
+  leaves `read_only_prefix` true and `may_have_written` false, a writer sample then positions
+  the uncommitted write (`Session::collect`), and the block's reads go to the standby without
+  the block's own row — also after COMMIT, which is not counted as a write (count 1 where the
+  primary alone counts 2; with pgjdbc itself 6 of 6 reads in the block and 6 of 6 after
+  `commit()`). A `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ` there is dropped (the block's
+  reads split, two snapshots), and a `LOCK TABLE … ACCESS EXCLUSIVE` there sends the block's read
+  to the standby, where the block's own replayed lock blocks it: a self-deadlock that only a
+  statement timeout ends (57014 after 3 s; without one, a hang).
+- **S-3/P-5: a BEGIN inside an open block sets the block's isolation, and the engine ignores it**
+  (`test_s3_p5_a_begin_inside_the_block_sets_its_isolation`). PostgreSQL warns "there is
+  already a transaction in progress" and applies the options all the same; psycopg with
+  autocommit off sends its own BEGIN before the application's `BEGIN ISOLATION LEVEL REPEATABLE
+  READ`. The engine takes the isolation only from the BEGIN that opened the block, so the
+  REPEATABLE READ (or SERIALIZABLE) block's reads split to the standby and see two snapshots.
+- **C-1/S-1a: a causal token does not cover what a read the primary served showed**
+  (`test_c1_s1a_a_token_covers_what_a_read_the_primary_served_showed`). On stock servers such a
+  read leaves the session's observed position unknown until a probe or writer sample positions
+  it; `SHOW polarsplit.causal_token` and the reported ParameterStatus answer the older target
+  meanwhile (src/session/tokens.rs, `current_token` refuses only an unknown write position,
+  `probe_for_token` probes only for one; a reporting client's RFQ is held only after a write).
+  Another session presenting the token reads the row as it was before what the first session
+  saw (12 of 12 rounds by ParameterStatus, 10–13 of 20 by SHOW after the adaptive probe backed
+  off).
+- **C-1: the reported token does not cover a write committed by `COMMIT AND CHAIN`**
+  (`test_c1_a_reported_token_covers_a_write_committed_by_commit_and_chain`). The RFQ after it is
+  `T`: no probe, the old block's "may have written" carried into the chain refuses writer
+  samples, and the token reported is the one from before the write (6 of 6 rounds: another
+  session presenting it misses the committed row).
+
+What held (probed once each, primary alone vs through the proxy, not kept as tests): reads after
+an autocommit write, after a block's COMMIT, after `COMMIT AND CHAIN` and `ROLLBACK AND CHAIN`
+(the chained block's reads stay on the writer), after `SAVEPOINT; INSERT; ROLLBACK TO` (the row
+absent), after a failed INSERT in autocommit and in a block, after a DO block whose inner
+exception block wrote and failed, after UPDATE/DELETE/TRUNCATE in and out of blocks, after
+`SELECT … FOR UPDATE` in a block; a DO block and a procedure that COMMIT and then raise, and
+`INSERT …; COMMIT; SELECT 1/0` as one Query (the committed row seen, and covered by both token
+forms); tokens after COPY FROM, a writing function, a `/* route=reader */` writing function the
+standby refused, extended and pipelined writes and block commits (both token forms); a token
+presented inside a block whose pre-write reads were pinned to the standby (the read went to the
+primary); `currval`/`lastval` after `nextval` in and out of blocks, `pg_xact_status` of the
+session's own write, `xmin` after an UPDATE, `setval` then a read of the sequence,
+`pg_sequence_last_value`/`pg_sequences`; simple-Query and psycopg-pipeline reads pipelined behind
+a write inside a block (decided after the write's RFQ, on the primary); pgjdbc-style batches
+`BEGIN, UPDATE / COMMIT / BEGIN, SELECT` pipelined (the row seen); `SET default_transaction_isolation`,
+`SET SESSION CHARACTERISTICS` and `DISCARD ALL` pipelined with the next BEGIN (the block's reads
+stayed on the writer until the capture); `BEGIN; SELECT 1/0; ROLLBACK` and a failed read inside a
+savepoint. Weaker, not kept: a `/* route=reader */` hint on a writing function (or a STABLE
+function that writes through dynamic SQL) that runs on the primary because the read also names
+`now()` is not counted as a write — the block's next read and the reads after COMMIT miss its
+row once another commit flushed the WAL — where README promises, for the same statements when
+a standby refuses them, that "the session's next reads see what it wrote"; a user declaration
+that is wrong. `SHOW polarsplit.causal_token` inside a block after a write answers 55000 and
+fails the block (documented: 55000 "before the session's write position is known"), and pgjdbc
+with autocommit off cannot ask for it (its BEGIN shares the batch: 0A000, documented).
 """
 
 from __future__ import annotations
