@@ -19,7 +19,10 @@ Found (each test fails on main at ac6cef3, 3 of 3 runs):
   `commit()`). A `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ` there is dropped (the block's
   reads split, two snapshots), and a `LOCK TABLE … ACCESS EXCLUSIVE` there sends the block's read
   to the standby, where the block's own replayed lock blocks it: a self-deadlock that only a
-  statement timeout ends (57014 after 3 s; without one, a hang).
+  statement timeout ends (57014 after 3 s; without one, a hang). DDL there is not marked again at
+  COMMIT (`ddl_in_block`): a view over `pg_is_in_recovery()` created so is unknown to the engine
+  until the next periodic catalogue load, and read on the standby ('t' where the primary says
+  'f', S-7).
 - **S-3/P-5: a BEGIN inside an open block sets the block's isolation, and the engine ignores it**
   (`test_s3_p5_a_begin_inside_the_block_sets_its_isolation`). PostgreSQL warns "there is
   already a transaction in progress" and applies the options all the same; psycopg with
@@ -206,7 +209,7 @@ def test_c1_a_reported_token_covers_a_write_committed_by_commit_and_chain(pair, 
 
 @pytest.fixture
 def one_row(pair):
-    drop = ["DROP TABLE IF EXISTS r10c_r"]
+    drop = ["DROP TABLE IF EXISTS r10c_r", "DROP VIEW IF EXISTS r10c_v"]
     on_primary(pair, *drop, "CREATE TABLE r10c_r (k int PRIMARY KEY, v int NOT NULL)",
                "INSERT INTO r10c_r VALUES (1, 1)", "GRANT ALL ON r10c_r TO PUBLIC")
     yield
@@ -330,9 +333,23 @@ def _block_lock(c: Client, pair) -> tuple:
     return in_block, waited < 1.0
 
 
+def _block_ddl(c: Client, pair) -> tuple:
+    _opening_batch(c, "CREATE VIEW r10c_v AS SELECT pg_catalog.pg_is_in_recovery() AS r")
+    time.sleep(0.5)  # the proxy reloads the database's catalogue at once (DDL seen)
+    c.send(query("COMMIT"))
+    c.answers(1)
+    got = []
+    for _ in range(4):
+        time.sleep(0.4)  # the standby replays the view
+        c.send(query("SELECT r, inet_server_port() FROM r10c_v"))
+        got += _values(c.answers(1))
+    return tuple(got)
+
+
 CASES = {"own_write": (_block_own_write, (["2"], ["2"])),
          "set_transaction": (_block_isolation, (["1"], ["1"])),
-         "lock": (_block_lock, (["1"], True))}
+         "lock": (_block_lock, (["1"], True)),
+         "ddl": (_block_ddl, ("f", "f", "f", "f"))}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -369,11 +386,19 @@ def test_s1_p5_the_statements_of_the_batch_that_begins_the_block_count_in_the_bl
       — the block's own — blocks it until the block ends, which waits for that read: a
       self-deadlock, ended only by the session's statement_timeout (3 s here: 57014 where the
       primary alone answers at once; without a timeout the client hangs for good, R-1b never
-      ends a read on a standby whose monitor answers)."""
+      ends a read on a standby whose monitor answers).
+    - `ddl`: the block's first statement creates a view over `pg_is_in_recovery()` (S-7: a read
+      of it belongs to the primary). DDL inside a block marks the catalogue changed now and again
+      at the block's end (`ddl_in_block`), since the load the first mark starts cannot see the
+      uncommitted view; with `in_txn` false the second mark is not made, so after COMMIT the
+      database's last report lacks the view until the next periodic load (10 s): the view is
+      read on the standby and answers 't' where the primary alone answers 'f' (4 of 4 reads in
+      the 2 s after COMMIT; the same DDL as simple Queries: 'f', on the primary)."""
     run, expected = CASES[case]
     seen = {}
     for name, port in {"primary": pair.primary.port, "proxy": proxy.port}.items():
-        on_primary(pair, "DELETE FROM r10c_r WHERE k <> 1", "UPDATE r10c_r SET v = 1 WHERE k = 1")
+        on_primary(pair, "DELETE FROM r10c_r WHERE k <> 1", "UPDATE r10c_r SET v = 1 WHERE k = 1",
+                   "DROP VIEW IF EXISTS r10c_v")
         time.sleep(0.3)
         if name == "proxy":
             with session(proxy.dsn()) as w:
