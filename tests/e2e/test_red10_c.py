@@ -43,6 +43,14 @@ Found (each test fails on main at ac6cef3, 3 of 3 runs):
   `T`: no probe, the old block's "may have written" carried into the chain refuses writer
   samples, and the token reported is the one from before the write (6 of 6 rounds: another
   session presenting it misses the committed row).
+- **S-5/W-7: the engine's probe inside a block, when it fails, fails the client's block**
+  (`test_s5_w7_a_hidden_probe_that_fails_inside_a_block_does_not_fail_the_clients_block`).
+  SPEC S-5 keeps hidden writer queries out of blocks because a failing one would abort the
+  client's transaction; the probe that follows a read the primary served inside a READ COMMITTED
+  block (test_p5_block_reads_after_the_writer) runs there unguarded. With EXECUTE on
+  `pg_current_wal_insert_lsn()` revoked from PUBLIC, `BEGIN; SELECT now(); SELECT …; UPDATE …;
+  COMMIT` answers 25P02, 25P02, ROLLBACK through the proxy (the UPDATE lost) where the primary
+  alone commits it.
 
 What held (probed once each, primary alone vs through the proxy, not kept as tests): reads after
 an autocommit write, after a block's COMMIT, after `COMMIT AND CHAIN` and `ROLLBACK AND CHAIN`
@@ -416,3 +424,51 @@ def test_s1_p5_the_statements_of_the_batch_that_begins_the_block_count_in_the_bl
     assert seen["primary"] == expected, seen
     assert seen["proxy"] == seen["primary"], (
         f"{case}: the primary alone {seen['primary']}, through the proxy {seen['proxy']}")
+
+
+@pytest.fixture
+def probe_not_public(pair, one_row):
+    """`pg_current_wal_insert_lsn()` not executable by PUBLIC (a hardening some sites apply to
+    the WAL functions; the proxy's monitors run as a superuser and are not affected)."""
+    on_primary(pair, "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_current_wal_insert_lsn() FROM PUBLIC")
+    try:
+        yield
+    finally:
+        on_primary(pair, "GRANT EXECUTE ON FUNCTION pg_catalog.pg_current_wal_insert_lsn() TO PUBLIC")
+
+
+def test_s5_w7_a_hidden_probe_that_fails_inside_a_block_does_not_fail_the_clients_block(pair, proxy, probe_not_public):
+    """SPEC S-5: "Hidden writer queries run only outside transaction blocks (inside one, a hidden
+    query would … abort the client's transaction if it failed; F-3's deliberate abort is the one
+    exception)". Since test_p5_block_reads_after_the_writer the engine sends its W-7 probe
+    (`SELECT pg_catalog.pg_current_wal_insert_lsn()`, under the portal `polarsplit_probe`) *inside*
+    a READ COMMITTED block, behind a read the primary served (S-1a), and nothing guards its
+    failure: when the session's role may not run the function — here EXECUTE revoked from
+    PUBLIC — the probe's error aborts the client's block on the writer. The client's `SELECT now()`
+    (kept on the primary: SPLIT_TXN_VALUE) is answered, then every statement of its block gets
+    25P02 and its COMMIT answers ROLLBACK — its UPDATE is lost — where the primary alone runs the
+    block and commits it. Outside blocks the same probe fails harmlessly (the session's reads
+    just stay on the primary)."""
+    steps = ["BEGIN", "SELECT now() IS NOT NULL", "SELECT v FROM r10c_r WHERE k = 1",
+             "UPDATE r10c_r SET v = 5 WHERE k = 1", "COMMIT"]
+    seen = {}
+    for name, dsn in {"primary": pair.primary.dsn(user="app_trust", dbname="app"),
+                      "proxy": proxy.dsn()}.items():
+        on_primary(pair, "UPDATE r10c_r SET v = 1 WHERE k = 1")
+        with session(dsn) as c:
+            if name == "proxy":
+                warm(c)
+            got = []
+            for s in steps:
+                try:
+                    with bounded(c, 5, s):
+                        cur = c.execute(s)
+                        got.append(cur.fetchall() if cur.description else cur.statusmessage)
+                except psycopg.Error as e:
+                    got.append(e.sqlstate)
+        with session(pair.primary.dsn(dbname="app")) as admin:
+            got.append(admin.execute("SELECT v FROM r10c_r WHERE k = 1").fetchone()[0])
+        seen[name] = got
+    assert seen["primary"] == ["BEGIN", [(True,)], [(1,)], "UPDATE 1", "COMMIT", 5], seen
+    assert seen["proxy"] == seen["primary"], (
+        f"the primary alone {seen['primary']}, through the proxy {seen['proxy']}")
