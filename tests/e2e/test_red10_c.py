@@ -22,7 +22,8 @@ Found (each test fails on main at ac6cef3, 3 of 3 runs):
   statement timeout ends (57014 after 3 s; without one, a hang). DDL there is not marked again at
   COMMIT (`ddl_in_block`): a view over `pg_is_in_recovery()` created so is unknown to the engine
   until the next periodic catalogue load, and read on the standby ('t' where the primary says
-  'f', S-7).
+  'f', S-7). The same holds for a simple Query `INSERT …; BEGIN`, whose BEGIN turns the Query's
+  implicit transaction, INSERT included, into the block.
 - **S-3/P-5: a BEGIN inside an open block sets the block's isolation, and the engine ignores it**
   (`test_s3_p5_a_begin_inside_the_block_sets_its_isolation`). PostgreSQL warns "there is
   already a transaction in progress" and applies the options all the same; psycopg with
@@ -296,8 +297,14 @@ def _opening_batch(c: Client, statement: str) -> None:
     assert not [m for m in opened if m[0] in ("E", "HANG")], opened
 
 
-def _block_own_write(c: Client, pair) -> tuple:
-    _opening_batch(c, "INSERT INTO r10c_r VALUES (2, 2)")
+def _block_own_write(c: Client, pair, one_query: bool = False) -> tuple:
+    if one_query:
+        # A simple Query whose implicit transaction the BEGIN turns into the block.
+        c.send(query("INSERT INTO r10c_r VALUES (2, 2); BEGIN"))
+        opened = c.answers(1)
+        assert not [m for m in opened if m[0] in ("E", "HANG")], opened
+    else:
+        _opening_batch(c, "INSERT INTO r10c_r VALUES (2, 2)")
     with session(pair.primary.dsn(dbname="app")) as other:
         # Any other commit (a busy primary has them all the time) flushes the block's WAL, which
         # the standby then replays; its own commit record is delayed, the block's INSERT is not.
@@ -354,6 +361,7 @@ def _block_ddl(c: Client, pair) -> tuple:
 
 
 CASES = {"own_write": (_block_own_write, (["2"], ["2"])),
+         "own_write_then_begin_in_one_query": (lambda c, p: _block_own_write(c, p, True), (["2"], ["2"])),
          "set_transaction": (_block_isolation, (["1"], ["1"])),
          "lock": (_block_lock, (["1"], True)),
          "ddl": (_block_ddl, ("f", "f", "f", "f"))}
@@ -382,6 +390,10 @@ def test_s1_p5_the_statements_of_the_batch_that_begins_the_block_count_in_the_bl
       (`setAutoCommit(false)`, `executeUpdate("INSERT …")`, then reads): 6 of 6 reads in the
       block and 6 of 6 after `commit()` counted 1 row on the standby where the primary alone
       counts 2, in 2 of 2 runs. Here: count 1 instead of 2 in the block and after COMMIT.
+    - `own_write_then_begin_in_one_query`: the same with a simple Query `INSERT …; BEGIN`: the
+      BEGIN turns the Query's implicit transaction into the block, so the INSERT is the block's
+      (uncommitted until COMMIT), but `apply_effects` follows `in_txn` statement by statement and
+      the INSERT comes before the BEGIN: same answers (1 where the primary alone counts 2).
     - `set_transaction`: the block's first statement is `SET TRANSACTION ISOLATION LEVEL
       REPEATABLE READ`, handled only `if in_txn`: the block counts as READ COMMITTED and its
       reads go to the standby, each in a snapshot of its own. The block reads v = 1, another
