@@ -68,8 +68,16 @@ session's own write, `xmin` after an UPDATE, `setval` then a read of the sequenc
 a write inside a block (decided after the write's RFQ, on the primary); pgjdbc-style batches
 `BEGIN, UPDATE / COMMIT / BEGIN, SELECT` pipelined (the row seen); `SET default_transaction_isolation`,
 `SET SESSION CHARACTERISTICS` and `DISCARD ALL` pipelined with the next BEGIN (the block's reads
-stayed on the writer until the capture); `BEGIN; SELECT 1/0; ROLLBACK` and a failed read inside a
-savepoint. Weaker, not kept: a `/* route=reader */` hint on a writing function (or a STABLE
+stayed on the writer until the capture); a default isolation from `ALTER ROLE … SET` and from
+`options` (`-c`, `--name-with-dashes`, upper case, given twice); `COMMIT; BEGIN ISOLATION LEVEL
+REPEATABLE READ` and `ROLLBACK; START TRANSACTION …` as one Query inside a block (its reads
+stayed on the writer); `SET LOCAL search_path`, `set_config(…, true)` and `SET` in the batch that
+opens a block (reads on the writer until the block's end); the pgjdbc-style `BEGIN, SELECT`
+batch then `SET TRANSACTION ISOLATION LEVEL` (25001, as the primary: the writer's block was
+touched); `BEGIN; SELECT 1/0; ROLLBACK` and a failed read inside a savepoint. A token of another
+history (from a proxy that reports no writer identity) is taken at the writer's latest sampled
+position, so a write committed just before it may be missed (documented: "as `global` mode
+would"; with `--no-writer-samples` no position is known and no wait is made at all). Weaker, not kept: a `/* route=reader */` hint on a writing function (or a STABLE
 function that writes through dynamic SQL) that runs on the primary because the read also names
 `now()` is not counted as a write — the block's next read and the reads after COMMIT miss its
 row once another commit flushed the WAL — where README promises, for the same statements when
