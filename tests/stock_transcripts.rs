@@ -1769,3 +1769,101 @@ fn w7_a_clients_sql_prepare_of_a_reserved_name_is_refused_with_42p05() {
     assert_eq!(tags(&h.take_client()), "CZ");
     assert!(h.streams.balanced());
 }
+
+/// S-3/P-5 (red10-c): the statements of one Query run in one implicit transaction, and a
+/// `BEGIN` among them makes it the block, with what ran before it: `INSERT …; BEGIN` leaves the
+/// INSERT uncommitted in the block. The block's reads are then past its first write — none on a
+/// reader's pre-write path (a standby lacks the row the primary alone shows the block).
+#[test]
+fn s3_p5_a_write_before_the_begin_of_its_query_counts_in_the_block() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    h.engine.reader_sample(2, Lsn(0x100), h.now);
+    h.client(&query("INSERT INTO t VALUES (1); BEGIN"));
+    let mut b = be::command_complete("INSERT 0 1");
+    b.extend(be::command_complete("BEGIN"));
+    b.extend(rfq(b'T', None, None));
+    h.backend(WRITER, &b);
+    h.take_client();
+    h.take_sent(WRITER);
+    let acts = h.client(&query("SELECT count(*) FROM t"));
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(h.last_decision().outcome, Outcome::ForcePrimary);
+    assert_ne!(h.last_decision().reason, Reason::SplitPreWrite);
+    h.writer_answers("SELECT 1", b'T', None, None);
+    h.take_client();
+    // Its COMMIT commits a write: probed.
+    h.take_sent(WRITER);
+    h.client(&query("COMMIT"));
+    h.writer_answers("COMMIT", b'I', None, None);
+    assert_eq!(tags(&h.take_sent(WRITER)), "QCPBCES");
+}
+
+/// S-3/P-5 (red10-c): a `BEGIN` inside an open block is answered with a warning, and PostgreSQL
+/// still applies its options (psycopg's own BEGIN, then the application's `BEGIN ISOLATION
+/// LEVEL REPEATABLE READ`): the block is no longer READ COMMITTED, so no read leaves the writer.
+#[test]
+fn s3_p5_a_begin_inside_the_block_sets_its_isolation() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    h.engine.reader_sample(2, Lsn(0x100), h.now);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.client(&query("BEGIN ISOLATION LEVEL REPEATABLE READ"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_client();
+    let acts = h.client(&query("SELECT 1"));
+    assert!(
+        !acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(h.last_decision().reason, Reason::SplitIsolation);
+}
+
+/// C-1 (red10-c): `COMMIT AND CHAIN` commits the block's write and opens the next block (RFQ
+/// `T`), where no probe may run. For a client that has tokens reported, the RFQ waits for a
+/// writer sample that positions the commit, so the token it sees covers the write; the new
+/// block has written nothing, so the sample may position it.
+#[test]
+fn c1_a_write_committed_by_commit_and_chain_is_covered_by_the_reported_token() {
+    let mut h = stock_as(
+        &[],
+        &[
+            ("user", "app"),
+            ("database", "db"),
+            ("options", "-c polarsplit.report_token=on"),
+        ],
+    );
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'T', None, None);
+    h.take_client();
+    h.client(&query("COMMIT AND CHAIN"));
+    h.writer_answers("COMMIT", b'T', None, None);
+    let out = h.take_client();
+    assert!(
+        !tags(&out).contains('Z'),
+        "the RFQ waits for the write's position: {:?}",
+        tags(&out)
+    );
+    assert!(h.session.next_deadline().is_some(), "it looks again soon");
+    // A sample sent in the same millisecond may predate the commit: not used.
+    h.engine.writer_sample(0, Lsn(0x6000), h.now);
+    h.timeout();
+    assert!(!tags(&h.take_client()).contains('Z'));
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x6100), h.now);
+    h.timeout();
+    let out = h.take_client();
+    assert_eq!(tags(&out), "SZ", "the token, then the RFQ");
+    assert!(
+        String::from_utf8_lossy(&out).contains("0/6100"),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
+    assert_eq!(client_rfq_statuses(&out), vec![b'T']);
+}

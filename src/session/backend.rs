@@ -336,6 +336,7 @@ impl Session {
     pub fn on_timeout(&mut self, now_ms: u64) -> Result<(), SessionError> {
         self.check_input(now_ms)?;
         self.keep_writer_alive();
+        self.release_rfq_held_for_a_sample();
         let timeout = self.config.reader_response_timeout_ms;
         if timeout == 0 {
             self.settle();

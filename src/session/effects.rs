@@ -2,7 +2,7 @@
 //! (S-3), hazards (S-4), whether the writer's session state must be captured again (S-5), and
 //! the client's prepared statements (E-2).
 
-use super::state::{Hazards, HeldNames, MAX_CUSTOM_NAMES};
+use super::state::{Hazards, HeldNames, TxnState, MAX_CUSTOM_NAMES};
 use super::*;
 use crate::classify::{DiscardWhat, Effects, Kind, StatementInfo, Var};
 
@@ -365,10 +365,11 @@ impl Session {
         (settled, alone): (bool, bool),
     ) {
         let text = sql.and_then(|b| std::str::from_utf8(b).ok());
-        let mut in_txn = was_active;
+        let statements = class.statements();
+        let mut in_txn = was_active || opens_block_ahead(statements);
         let mut failed_block = was_active && self.txn.failed;
         let ran = success || !(alone && class.count() == 1);
-        for s in class.statements() {
+        for (i, s) in statements.iter().enumerate() {
             let outcome = (success, ran, success && settled);
             self.held_effects(s, in_txn, outcome, &mut failed_block);
             let e = s.effects;
@@ -430,8 +431,30 @@ impl Session {
                 }
             }
             match s.kind {
-                Kind::Begin(_) => in_txn = true,
-                Kind::Commit { chain } | Kind::Rollback { chain } => in_txn = chain,
+                Kind::Begin(o) => {
+                    // A BEGIN inside the block is answered with a warning, and its options
+                    // still apply (PostgreSQL sets them after the warning): psycopg's own BEGIN
+                    // followed by the application's `BEGIN ISOLATION LEVEL …` (red10-c).
+                    if in_txn && success {
+                        if let Some(i) = o.isolation {
+                            self.txn.isolation = Some(i);
+                        }
+                    }
+                    in_txn = true;
+                }
+                Kind::Commit { chain } | Kind::Rollback { chain } => {
+                    if chain && in_txn && success && self.txn.active {
+                        // `… AND CHAIN` ends the block and begins the next with its
+                        // characteristics (the writer's RFQ stays `T`): what the block wrote
+                        // is committed or gone, so the new one has not written, and a writer
+                        // sample may position the commit (red10-c: a token reported after
+                        // it did not cover the write).
+                        let isolation = self.txn.isolation;
+                        self.end_txn(matches!(s.kind, Kind::Commit { .. }));
+                        self.txn = TxnState::begin(isolation);
+                    }
+                    in_txn = chain || opens_block_ahead(&statements[i + 1..]);
+                }
                 Kind::SetTransaction(o) if in_txn => {
                     if let Some(i) = o.isolation {
                         self.txn.isolation = Some(i);
@@ -565,6 +588,69 @@ impl Session {
         self.catalog_changing();
         self.engine.conns().ddl_ran();
     }
+}
+
+/// S-3: whether the statements from here to the end of their transaction include a `BEGIN`.
+/// The statements of one Query, and the Executes of one batch before its Sync, run in one
+/// implicit transaction; a `BEGIN` among them makes it the block, with what ran before it
+/// (`INSERT …; BEGIN` leaves the INSERT uncommitted in the block; a driver's `BEGIN` batched
+/// with the block's first statement puts that statement in the block: red10-c, pgjdbc with
+/// autocommit off read its own uncommitted INSERT from a standby as missing).
+pub(super) fn opens_block_ahead<'a>(
+    statements: impl IntoIterator<Item = &'a StatementInfo>,
+) -> bool {
+    for s in statements {
+        match s.kind {
+            Kind::Begin(_) => return true,
+            Kind::Commit { .. } | Kind::Rollback { .. } => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// S-3: whether the batch's Execute `j` runs in a block, given whether the one before it ended
+/// in one (`in_txn`): the session's block, or the one a `BEGIN` further on in the batch makes of
+/// the implicit transaction it runs in ([`opens_block_ahead`]). `clear`: Executes before it are
+/// known to have no `BEGIN` ahead in their transaction (the walk stays linear in the batch).
+pub(super) fn exec_in_block(
+    execs: &[Option<Classification>],
+    j: usize,
+    in_txn: bool,
+    clear: &mut usize,
+) -> bool {
+    if in_txn {
+        return true;
+    }
+    if j < *clear {
+        return false;
+    }
+    for (k, c) in execs.iter().enumerate().skip(j) {
+        for s in c.iter().flat_map(|c| c.statements()) {
+            match s.kind {
+                Kind::Begin(_) => return true,
+                Kind::Commit { .. } | Kind::Rollback { .. } => {
+                    *clear = k + 1;
+                    return false;
+                }
+                _ => {}
+            }
+        }
+    }
+    *clear = execs.len();
+    false
+}
+
+/// S-3: whether a block is open after `c` ran, given whether one was before it.
+pub(super) fn block_after(c: &Classification, mut in_txn: bool) -> bool {
+    for s in c.statements() {
+        match s.kind {
+            Kind::Begin(_) => in_txn = true,
+            Kind::Commit { chain } | Kind::Rollback { chain } => in_txn = chain,
+            _ => {}
+        }
+    }
+    in_txn
 }
 
 /// Whether `c` runs DDL that may change what the host's catalogue reports (S-6, S-7).

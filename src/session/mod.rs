@@ -85,6 +85,10 @@ const STREAM_WHOLE_MAX: usize = 64 << 10;
 /// this long ago (ms) or never: often enough for any sensible idle_in_transaction_session_timeout,
 /// once per block for one that reads in a burst.
 const TOUCH_INTERVAL_MS: u64 = 100;
+/// C-1: how long a token-reporting client's RFQ waits for a writer sample to position a write
+/// committed where no probe may follow it (a block left open), and how often it looks.
+const HELD_RFQ_SAMPLE_WAIT_MS: u64 = 1000;
+const HELD_RFQ_SAMPLE_POLL_MS: u64 = 2;
 
 /// An input the host reports about a backend connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -953,10 +957,16 @@ impl Session {
                 })
                 .min()
         };
-        match (readers, self.writer_touch_due()) {
+        let due = match (readers, self.writer_touch_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        };
+        // C-1: an RFQ held for a writer sample looks again every few milliseconds.
+        if self.held_rfq.is_some() && !self.learning() {
+            let again = self.now.saturating_add(HELD_RFQ_SAMPLE_POLL_MS);
+            return Some(due.map_or(again, |d| d.min(again)));
         }
+        due
     }
 
     /// When the writer must be touched next: half its session's idle timeout after it went

@@ -464,8 +464,13 @@ impl Session {
             }
             // Not settled: the Query behind it runs in the same implicit transaction.
             let alone = execs.0.len() == 1;
-            for c in execs.0.iter().flatten() {
-                self.apply_effects(c, None, !execs.1, was_active, (false, alone));
+            let (mut in_txn, mut clear) = (was_active, 0);
+            for (j, c) in execs.0.iter().enumerate() {
+                in_txn = super::effects::exec_in_block(&execs.0, j, in_txn, &mut clear);
+                if let Some(c) = c {
+                    self.apply_effects(c, None, !execs.1, in_txn, (false, alone));
+                    in_txn = super::effects::block_after(c, in_txn);
+                }
             }
             if !was_active && !execs.1 {
                 // A BEGIN in it opened the block the Query behind it runs in (pgjdbc with
@@ -1013,14 +1018,19 @@ impl Session {
                     .iter()
                     .flatten()
                     .any(|c| super::effects::txn_block_edge(c).is_some());
-            for c in execs.iter() {
+            // Whether the Execute runs in the block: the session's, or one a `BEGIN` further on
+            // in the batch makes of the implicit transaction it runs in (S-3).
+            let (mut in_txn, mut clear) = (was_active, 0);
+            for (j, c) in execs.iter().enumerate() {
+                in_txn = super::effects::exec_in_block(&execs, j, in_txn, &mut clear);
                 match c {
                     Some(c) => {
                         committed |= c
                             .statements()
                             .iter()
                             .any(|s| matches!(s.kind, Kind::Commit { .. }));
-                        self.apply_effects(c, None, !errored, was_active, (settled, alone));
+                        self.apply_effects(c, None, !errored, in_txn, (settled, alone));
+                        in_txn = super::effects::block_after(c, in_txn);
                     }
                     // Something the engine could not classify: as an unknown statement, it
                     // may have changed the session's state too (S-3, S-5).
@@ -1047,7 +1057,7 @@ impl Session {
         if now_in_txn {
             self.txn.failed = rfq.status == TxStatus::Failed;
             self.update_txn_marker(&rfq);
-        } else if self.txn.active || was_active || self.txn.set_ran {
+        } else if self.txn.active || was_active || self.txn.set_ran || self.txn.may_have_written {
             // Also a block that began and ended inside this unit (`BEGIN; SET ROLE r; COMMIT`
             // as one Query): its SET was seen inside the block, so its capture waits for the
             // block's end, which is this RFQ.
@@ -1122,10 +1132,12 @@ impl Session {
             self.skip_to_sync |= errored;
         } else if self.startup.as_ref().is_some_and(|s| s.report_token)
             && self.lsn.write_unknown
-            && probe_in_flight
+            && (probe_in_flight || committed && now_in_txn)
         {
             // C-1: the token reported with this RFQ must cover the write: the RFQ waits for
-            // the probe's answer.
+            // the probe's answer — or, for a write committed in a unit that leaves a block open
+            // (`COMMIT AND CHAIN`, `…; COMMIT; BEGIN`), where no probe may run, for a writer
+            // sample that positions it (`on_timeout`, bounded by `HELD_RFQ_SAMPLE_WAIT_MS`).
             self.out.discard_backend(conn, body.len() + 5);
             self.held_rfq = Some(rfq.status);
         } else {
@@ -1133,6 +1145,24 @@ impl Session {
         }
         self.keep_spare_execs(execs);
         self.finish_unit(id);
+    }
+
+    /// C-1: an RFQ held for a writer sample (no probe in flight: see the end of
+    /// `writer_unit_rfq`) goes to the client once a sample positions the write, or after
+    /// [`HELD_RFQ_SAMPLE_WAIT_MS`] without one (a host that feeds no writer samples: the token
+    /// is then not reported, and SHOW answers 55000 until the position is known).
+    pub(super) fn release_rfq_held_for_a_sample(&mut self) {
+        if self.held_rfq.is_none() || self.learning() {
+            return;
+        }
+        self.collect();
+        if !self.lsn.write_unknown
+            || self.now.saturating_sub(self.write_ack_ms) >= HELD_RFQ_SAMPLE_WAIT_MS
+        {
+            if let Some(status) = self.held_rfq.take() {
+                self.client_rfq(status);
+            }
+        }
     }
 
     /// The transaction ended (writer RFQ `I`): a SET inside it (or code the engine cannot see
