@@ -1,0 +1,159 @@
+"""Examiner round 10, area d (red10-d): real client drivers through the example proxy — psycopg 3,
+asyncpg, node-postgres and pgjdbc, driven the way applications drive them — each answer compared
+with the same driver against the primary alone (the oracle); where a read ran is told by
+inet_server_port() (replica-safe on purpose, S-7). Every statement is bounded (statement_timeout,
+connect_timeout, asyncio.wait_for, e2e_support.run_program).
+
+Found (E-2): a client's prepared statement that lives only on readers is lost for the rest of
+the session once a statement that may change the parse rules (`SET LOCAL app.tenant = …`,
+`RESET ALL`, `SET TimeZone …`, `SET app.x …`) is sent inside a transaction block that has
+already failed. Before such a statement runs on the writer, `Session::mirror_before_rules_change`
+(src/session/route.rs) prepares every reader-only statement whose text has a literal
+(`statements::rules_may_matter`: any `'`, `$$`, `null` or non-ASCII byte — most statements) on
+the writer by hidden Parses (`mirror_statements`), marks them prepared there
+(`set_on_writer`) and counts a change of the parse rules, so they run on the writer from then
+on. In a failed block the server refuses any Parse (25P02): the hidden Parses fail, nothing is
+prepared on the writer (the writer's `pg_prepared_statements` stays empty), and the statement
+is gone from the client's view too. Measured, statement prepared on the standby by an ordinary
+read in autocommit (asyncpg's statement cache, a node-postgres `name:` query), then
+`BEGIN; INSERT` (23505), the refused `SET LOCAL app.tenant = 't1'` (25P02 on both), the
+statement again, `ROLLBACK`, the statement twice more:
+- the primary alone: 25P02 inside the block, then the rows of k = 3 and k = 4;
+- through the proxy: 26000 `prepared statement "__asyncpg_stmt_N__" does not exist` inside the
+  block (asyncpg's InvalidSQLStatementNameError with its pgbouncer hint), and 26000 for every
+  later use of the statement after the ROLLBACK — for the connection's life, as drivers and
+  pools keep their statements (asyncpg, node-postgres 8.23 `name:` queries; libpq
+  `PQprepare`/`PQexecPrepared` through psycopg's pgconn the same, pg_prepared_statements empty
+  where the primary lists the statement). `RESET ALL` in the failed block does the same;
+  `SET statement_timeout`, `set_config(…, true)` and `SELECT 1` there do not (not parse rules).
+  psycopg's own prepared statements (prepare_threshold) get the 26000 inside the block, then
+  psycopg prepares them again. 3 of 3 runs. A fix: skip the mirror (and the count of a rules
+  change) while the writer's block has failed — the refused statement changes nothing there,
+  and the statement stays on its readers — or undo `set_on_writer` when a hidden Parse fails.
+
+What held (probes run once each, primary alone vs through the proxy, not kept as tests):
+asyncpg — executemany of writes (and with a duplicate key), transaction(readonly, isolation,
+deferrable) in every combination (SERIALIZABLE READ ONLY DEFERRABLE included), server_settings
+default_transaction_isolation=serializable, PreparedStatement.explain(analyze=True) of an UPDATE
+(rolled back as on the primary), cursor() fetch/forward in read-only and REPEATABLE READ blocks,
+executemany of set_config/SET (reads after it answered with the new values), executemany with
+timeout= mid-batch (TimeoutError, nothing inserted, inside and outside a block), SCRAM/md5/
+password logins (and wrong passwords: 28P01), a type change of a column by another session
+(ALTER TABLE … TYPE bigint/text/numeric) between two reads: every read answered in the new
+type; a self-notification's pid equal to get_server_pid(); a random differential of 55 sessions
+(statement_cache_size 0, 2 and 100: fetch/execute/executemany/prepare/cursor, SET/set_config/
+RESET, errors, transactions) — all equal. psycopg — 60 random pipeline sessions and 60 random
+non-pipeline sessions (prepare None/True/False, binary, reads/writes/SET/set_config/errors/
+BEGIN/SAVEPOINT/ROLLBACK TO, autocommit on and off) equal up to the documented error timing in
+pipelines; 125 random sessions of SET/RESET ALL/DISCARD ALL/SET ROLE/SET SESSION AUTHORIZATION/
+SET LOCAL/set_config in and out of blocks, AND CHAIN, temp shadowing, LISTEN, SQL PREPARE,
+advisory locks, with reads of the state (only seed 53 differed: the finding); the libpq trace
+of every backend message for SET LOCAL/ROLLBACK of reported settings in read-only blocks (the
+ParameterStatus messages equal); isolation_level × read_only × deferrable on fresh sessions;
+target_session_attrs read-only/standby/prefer-standby/any/read-write; sslmode require/prefer
+with gssencmode (the same refusal); COPY (…) TO STDOUT of set_config/current_setting/a volatile
+function (all on the primary); a slow consumer pausing 12 s in a 300,000-row standby stream;
+the unnamed statement of libpq's PQprepare across simple Queries (26000 as the primary);
+backend_pid equal to pg_backend_pid(); statement_timeout = 1 ms/2 ms (no error, reads then stay
+on the primary: offload only). pgjdbc — readOnlyMode=always (25006 on writes, as the primary),
+getGeneratedKeys (single and batch), CallableStatement ({? = call}, {call}, CALL with INOUT),
+CopyManager copyOut/copyIn (a duplicate key, in a rolled-back block), getNotifications(timeout)
+while reading, 35 random sessions of prepareThreshold 1/-1, preparedStatementCacheQueries 1/2
+(evictions, Close), autosave=always, binaryTransfer, fetchSize portals and commits/rollbacks —
+all equal. node-postgres — binary: true results, rowMode 'array', 30 queued queries with
+errors, notifications while reading, `rows:` portals (Execute with a row limit + Flush) in and
+out of blocks, a client-side Bind failure (Parse, Close, Sync), COPY without a stream (57014) —
+all equal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import asyncpg
+import pytest
+
+from e2e_support import DRIVERS, STANDBY_PORTS, driver_built, on_primary, ran_on, run_program
+
+pytestmark = pytest.mark.timeout(60)
+
+TABLE = "r10d_t"
+# A read with a literal in its text (E-2's `rules_may_matter`: most statements have one).
+READ = f"SELECT v, inet_server_port() FROM {TABLE} WHERE k = $1 AND v <> 'gone'"
+# What the application sends next in the block that failed (its server refuses it: 25P02).
+REFUSED = {"set_local_placeholder": "SET LOCAL app.tenant = 't1'", "reset_all": "RESET ALL"}
+
+
+@pytest.fixture(scope="module")
+def table(pair):
+    on_primary(pair, f"DROP TABLE IF EXISTS {TABLE}", f"CREATE TABLE {TABLE} (k int PRIMARY KEY, v text)",
+               f"INSERT INTO {TABLE} SELECT g, 'v' || g FROM generate_series(1, 5) g", f"GRANT ALL ON {TABLE} TO PUBLIC")
+    yield
+    on_primary(pair, f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def asyncpg_target(pair, proxy, via: str) -> dict:
+    port = pair.primary.port if via == "primary" else proxy.port
+    return dict(host="127.0.0.1", port=port, user="app_trust", database="app", ssl=False, timeout=5,
+                server_settings={"statement_timeout": "5000"})
+
+
+async def statement_after_a_failed_block(target: dict, refused: str) -> tuple[list, list]:
+    """A read asyncpg prepares (its statement cache) in autocommit; then a block that fails, the
+    refused statement, the read, ROLLBACK, the read twice. Returns (outcomes, where the first
+    read ran)."""
+    c = await asyncpg.connect(**target)
+    try:
+        async def step(coro):
+            try:
+                return ("ok", await asyncio.wait_for(coro, 5))
+            except asyncpg.PostgresError as e:
+                return ("error", e.sqlstate)
+
+        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
+            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
+                break
+            await asyncio.sleep(0.05)
+        first = await c.fetchrow(READ, 1)
+        out = [("ok", first[0])]
+        tx = c.transaction()
+        await tx.start()
+        out.append(await step(c.execute(f"INSERT INTO {TABLE} VALUES (1, 'duplicate')")))
+        out.append(await step(c.execute(refused)))
+        out.append(await step(c.fetchval(READ, 2)))
+        await tx.rollback()
+        for k in (3, 4):
+            out.append(await step(c.fetchval(READ, k)))
+        return out, [ran_on(first[1])]
+    finally:
+        await c.close()
+
+
+@pytest.mark.parametrize("refused", sorted(REFUSED))
+def test_e2_asyncpg_statement_survives_a_statement_refused_in_a_failed_block(pair, proxy, table, refused):
+    """The primary alone: 23505, 25P02, 25P02, then v3 and v4 after the ROLLBACK. Through the proxy
+    (measured): 26000 `prepared statement "__asyncpg_stmt_N__" does not exist` for the read in
+    the block and for every use after the ROLLBACK — the statement is lost for the session."""
+    sql = REFUSED[refused]
+    primary, _ = asyncio.run(statement_after_a_failed_block(asyncpg_target(pair, proxy, "primary"), sql))
+    via_proxy, where = asyncio.run(statement_after_a_failed_block(asyncpg_target(pair, proxy, "proxy"), sql))
+    assert primary == [("ok", "v1"), ("error", "23505"), ("error", "25P02"), ("error", "25P02"), ("ok", "v3"), ("ok", "v4")]
+    assert where == ["standby"], "precondition: the statement was first prepared on the standby"
+    assert via_proxy == primary
+
+
+def test_e2_node_named_statement_survives_a_set_refused_in_a_failed_block(pair, proxy, table):
+    """node-postgres keeps a `name:` statement for the connection's life and sends only Bind
+    after its first use. The primary alone: 25P02 in the failed block, then the rows after the
+    ROLLBACK. Through the proxy (measured): 26000 in the block and for both reads after it."""
+    script = DRIVERS / "node" / "red10d.js"
+    driver_built(DRIVERS / "node" / "node_modules" / "pg")
+    out = {}
+    for via, port in (("primary", pair.primary.port), ("proxy", proxy.port)):
+        out[via] = run_program(["node", script, "127.0.0.1", port, pair.primary.port, TABLE, REFUSED["set_local_placeholder"]],
+                               30, f"node-postgres red10d via {via}", cwd=DRIVERS / "node")
+    assert out["proxy"]["warmed"], "precondition: a plain read of the session reached the standby"
+    strip = lambda o: [s.replace('"standby"', '"primary"') for s in o["out"]]  # noqa: E731 - where a read ran may differ
+    assert out["primary"]["out"][-2:] == ['ok:[["v3","primary"]]', 'ok:[["v4","primary"]]']
+    assert strip(out["proxy"]) == strip(out["primary"]), json.dumps(out)
