@@ -26,10 +26,23 @@ statement again, `ROLLBACK`, the statement twice more:
   `PQprepare`/`PQexecPrepared` through psycopg's pgconn the same, pg_prepared_statements empty
   where the primary lists the statement). `RESET ALL` in the failed block does the same;
   `SET statement_timeout`, `set_config(…, true)` and `SELECT 1` there do not (not parse rules).
+  A plain read of `pg_prepared_statements` (or `EXECUTE nothere`) refused in the failed block does
+  the same through the other mirror path (`Session::mirror_named`, route.rs: every reader-only
+  statement is parsed on the writer before a text that may name it).
   psycopg's own prepared statements (prepare_threshold) get the 26000 inside the block, then
   psycopg prepares them again. 3 of 3 runs. A fix: skip the mirror (and the count of a rules
   change) while the writer's block has failed — the refused statement changes nothing there,
   and the statement stays on its readers — or undo `set_on_writer` when a hidden Parse fails.
+
+Found (E-2, the same mechanism outside a failed block): `mirror_statements` marks each statement
+prepared on the writer whatever the server answers its hidden Parse, and the answers are
+swallowed. A hidden Parse the writer refuses for another reason loses the statement too: a
+table an asyncpg-cached read uses (prepared on the standby) is renamed away by another session
+(a migration; dropped and re-created the same), the session runs `SET TimeZone = 'UTC'`: the
+primary alone answers the read 42P01 while the table is away and its row again once it is back;
+through the proxy 26000 from the SET on, for good (libpq `PQexecPrepared` the same, 3 of 3
+runs). A fix: mark a statement prepared on the writer only once its hidden ParseComplete
+arrives (the `ParseNote` of a `Who::Mirror` Parse), keeping it on its readers otherwise.
 
 What held (probes run once each, primary alone vs through the proxy, not kept as tests):
 asyncpg — executemany of writes (and with a duplicate key), transaction(readonly, isolation,
@@ -82,7 +95,8 @@ TABLE = "r10d_t"
 # A read with a literal in its text (E-2's `rules_may_matter`: most statements have one).
 READ = f"SELECT v, inet_server_port() FROM {TABLE} WHERE k = $1 AND v <> 'gone'"
 # What the application sends next in the block that failed (its server refuses it: 25P02).
-REFUSED = {"set_local_placeholder": "SET LOCAL app.tenant = 't1'", "reset_all": "RESET ALL"}
+REFUSED = {"set_local_placeholder": "SET LOCAL app.tenant = 't1'", "reset_all": "RESET ALL",
+           "read_of_pg_prepared_statements": "SELECT count(*) FROM pg_prepared_statements"}
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +171,54 @@ def test_e2_node_named_statement_survives_a_set_refused_in_a_failed_block(pair, 
     strip = lambda o: [s.replace('"standby"', '"primary"') for s in o["out"]]  # noqa: E731 - where a read ran may differ
     assert out["primary"]["out"][-2:] == ['ok:[["v3","primary"]]', 'ok:[["v4","primary"]]']
     assert strip(out["proxy"]) == strip(out["primary"]), json.dumps(out)
+
+
+# -- Finding 2: a statement whose hidden Parse the writer refuses is lost all the same (E-2) ------
+
+MOVED = "r10d_moved"
+MOVED_READ = f"SELECT v, inet_server_port() FROM {MOVED} WHERE k = $1 AND v <> 'gone'"
+
+
+async def statement_across_a_rename(pair, target: dict) -> tuple[list, list]:
+    """asyncpg's cached read of MOVED (prepared on the standby in autocommit); another session
+    renames the table away; the session sets TimeZone (a parse rule: E-2's mirror of its
+    reader-only statements to the writer); the read; the table renamed back; the read twice."""
+    on_primary(pair, f"DROP TABLE IF EXISTS {MOVED}, {MOVED}_old", f"CREATE TABLE {MOVED} (k int, v text)",
+               f"INSERT INTO {MOVED} VALUES (1, 'a')", f"GRANT ALL ON {MOVED} TO PUBLIC")
+    c = await asyncpg.connect(**target)
+    try:
+        async def step(coro):
+            try:
+                return ("ok", await asyncio.wait_for(coro, 5))
+            except asyncpg.PostgresError as e:
+                return ("error", e.sqlstate)
+
+        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
+            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
+                break
+            await asyncio.sleep(0.05)
+        first = await c.fetchrow(MOVED_READ, 1)
+        out = [("ok", first[0])]
+        on_primary(pair, f"ALTER TABLE {MOVED} RENAME TO {MOVED}_old")
+        out.append(await step(c.execute("SET TimeZone = 'UTC'")))
+        out.append(await step(c.fetchval(MOVED_READ, 1)))
+        on_primary(pair, f"ALTER TABLE {MOVED}_old RENAME TO {MOVED}")
+        for _ in range(2):
+            out.append(await step(c.fetchval(MOVED_READ, 1)))
+        return out, [ran_on(first[1])]
+    finally:
+        await c.close()
+        on_primary(pair, f"DROP TABLE IF EXISTS {MOVED}, {MOVED}_old")
+
+
+def test_e2_asyncpg_statement_survives_a_hidden_parse_the_writer_refuses(pair, proxy):
+    """A table a cached statement reads is renamed away by another session (a migration) and
+    back. The primary alone keeps the statement: 42P01 while the table is away, its row again
+    after. Through the proxy (measured): the session's `SET TimeZone` mirrors the reader-only
+    statement to the writer by a hidden Parse, which fails there (42P01, swallowed), yet the
+    statement counts as prepared on the writer: 26000 from then on, also once the table is back."""
+    primary, _ = asyncio.run(statement_across_a_rename(pair, asyncpg_target(pair, proxy, "primary")))
+    via_proxy, where = asyncio.run(statement_across_a_rename(pair, asyncpg_target(pair, proxy, "proxy")))
+    assert primary == [("ok", "a"), ("ok", "SET"), ("error", "42P01"), ("ok", "a"), ("ok", "a")]
+    assert where == ["standby"], "precondition: the statement was first prepared on the standby"
+    assert via_proxy == primary
