@@ -29,8 +29,8 @@ statement again, `ROLLBACK`, the statement twice more:
   A plain read of `pg_prepared_statements` (or `EXECUTE nothere`) refused in the failed block does
   the same through the other mirror path (`Session::mirror_named`, route.rs: every reader-only
   statement is parsed on the writer before a text that may name it).
-  psycopg's own prepared statements (prepare_threshold) get the 26000 inside the block, then
-  psycopg prepares them again. 3 of 3 runs. A fix: skip the mirror (and the count of a rules
+  psycopg's own prepared statements (prepare_threshold) and pgjdbc's (prepareThreshold=1) get
+  the 26000 inside the block where the primary says 25P02, then the driver prepares them again. 3 of 3 runs. A fix: skip the mirror (and the count of a rules
   change) while the writer's block has failed — the refused statement changes nothing there,
   and the statement stays on its readers — or undo `set_on_writer` when a hidden Parse fails.
 
@@ -40,8 +40,8 @@ swallowed. A hidden Parse the writer refuses for another reason loses the statem
 table an asyncpg-cached read uses (prepared on the standby) is renamed away by another session
 (a migration; dropped and re-created the same), the session runs `SET TimeZone = 'UTC'`: the
 primary alone answers the read 42P01 while the table is away and its row again once it is back;
-through the proxy 26000 from the SET on, for good (libpq `PQexecPrepared` the same, 3 of 3
-runs). A fix: mark a statement prepared on the writer only once its hidden ParseComplete
+through the proxy 26000 from the SET on, for good (3 of 3 runs; libpq `PQexecPrepared` the same,
+measured once). A fix: mark a statement prepared on the writer only once its hidden ParseComplete
 arrives (the `ParseNote` of a `Who::Mirror` Parse), keeping it on its readers otherwise.
 
 What held (probes run once each, primary alone vs through the proxy, not kept as tests):
