@@ -44,6 +44,16 @@ through the proxy 26000 from the SET on, for good (3 of 3 runs; libpq `PQexecPre
 measured once). A fix: mark a statement prepared on the writer only once its hidden ParseComplete
 arrives (the `ParseNote` of a `Who::Mirror` Parse), keeping it on its readers otherwise.
 
+Found (E-2, the same mirror, a hang): a Parse takes ACCESS SHARE on each relation its text names,
+so the mirror's hidden Parses make a session's `SET TimeZone` (any parse-rules change) wait
+behind another session's ACCESS EXCLUSIVE lock — a migration's `ALTER TABLE`, `VACUUM FULL`,
+`LOCK TABLE` — on any table a statement it prepared on readers reads. The primary alone answers
+the SET in 0.00 s; through the proxy it took the whole 3 s hold (3.0 s, 3 of 3 runs; 2.7 s in a
+probe that took the lock 0.3 s before the SET), and with the
+session's `lock_timeout = '500ms'` the SET took 0.5 s and the statement was lost (26000, finding
+2). A fix: prepare those statements on the writer without waiting (or lazily, at their next Bind
+there), never ahead of a statement that takes no lock.
+
 What held (probes run once each, primary alone vs through the proxy, not kept as tests):
 asyncpg — executemany of writes (and with a duplicate key), transaction(readonly, isolation,
 deferrable) in every combination (SERIALIZABLE READ ONLY DEFERRABLE included), server_settings
@@ -83,8 +93,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 
 import asyncpg
+import psycopg
 import pytest
 
 from e2e_support import DRIVERS, STANDBY_PORTS, driver_built, on_primary, ran_on, run_program
@@ -222,3 +235,65 @@ def test_e2_asyncpg_statement_survives_a_hidden_parse_the_writer_refuses(pair, p
     assert primary == [("ok", "a"), ("ok", "SET"), ("error", "42P01"), ("ok", "a"), ("ok", "a")]
     assert where == ["standby"], "precondition: the statement was first prepared on the standby"
     assert via_proxy == primary
+
+
+# -- Finding 3: a session's SET waits for another session's lock on a table it once read (E-2) ---
+
+LOCKED = "r10d_locked"
+LOCKED_READ = f"SELECT v, inet_server_port() FROM {LOCKED} WHERE k = $1 AND v <> 'gone'"
+HOLD_S = 3.0
+
+
+async def set_while_another_session_locks(pair, target: dict) -> tuple[list, float, list]:
+    """asyncpg's cached read of LOCKED (prepared on the standby in autocommit); another session
+    takes LOCKED in ACCESS EXCLUSIVE mode for HOLD_S (a migration's ALTER TABLE, VACUUM FULL,
+    LOCK TABLE); the session runs `SET TimeZone = 'UTC'` meanwhile. Returns (outcomes, the SET's
+    seconds, where the first read ran)."""
+    on_primary(pair, f"DROP TABLE IF EXISTS {LOCKED}", f"CREATE TABLE {LOCKED} (k int, v text)",
+               f"INSERT INTO {LOCKED} VALUES (1, 'a')", f"GRANT ALL ON {LOCKED} TO PUBLIC")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold():
+        with psycopg.connect(pair.primary.dsn(dbname="app"), connect_timeout=5) as a:
+            a.execute(f"LOCK TABLE {LOCKED} IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            release.wait(HOLD_S)
+            a.rollback()
+
+    c = await asyncpg.connect(**target)
+    holder = threading.Thread(target=hold, daemon=True)
+    try:
+        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
+            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
+                break
+            await asyncio.sleep(0.05)
+        first = await c.fetchrow(LOCKED_READ, 1)
+        holder.start()
+        assert locked.wait(5), "the other session did not get its lock"
+        t0 = time.monotonic()
+        out = [await asyncio.wait_for(c.execute("SET TimeZone = 'UTC'"), HOLD_S + 5)]
+        took = time.monotonic() - t0
+        release.set()
+        holder.join(5)
+        out.append(await asyncio.wait_for(c.fetchval(LOCKED_READ, 1), 5))
+        return out, took, [ran_on(first[1])]
+    finally:
+        release.set()
+        await c.close()
+        holder.join(5) if holder.is_alive() else None
+        on_primary(pair, f"DROP TABLE IF EXISTS {LOCKED}")
+
+
+def test_e2_a_set_does_not_wait_for_another_sessions_lock_on_a_table_once_read(pair, proxy):
+    """The primary alone answers the SET at once (0.00 s) — a SET takes no table lock. Through the
+    proxy (measured): 3.0 s, the whole hold. Before the SET runs, `mirror_before_rules_change`
+    parses the session's reader-only statements on the writer, and a Parse takes ACCESS SHARE
+    on every relation its text names: the SET waits behind the other session's lock, for as long
+    as the migration holds it (with the session's `lock_timeout` the hidden Parse fails instead
+    and the statement is lost: finding 2)."""
+    primary, took_primary, _ = asyncio.run(set_while_another_session_locks(pair, asyncpg_target(pair, proxy, "primary")))
+    via_proxy, took_proxy, where = asyncio.run(set_while_another_session_locks(pair, asyncpg_target(pair, proxy, "proxy")))
+    assert primary == ["SET", "a"] and took_primary < 0.5
+    assert where == ["standby"], "precondition: the statement was first prepared on the standby"
+    assert via_proxy == primary
+    assert took_proxy < 1.0, f"SET took {took_proxy:.2f} s through the proxy, {took_primary:.2f} s on the primary alone"
