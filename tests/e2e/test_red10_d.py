@@ -54,6 +54,18 @@ session's `lock_timeout = '500ms'` the SET took 0.5 s and the statement was lost
 2). A fix: prepare those statements on the writer without waiting (or lazily, at their next Bind
 there), never ahead of a statement that takes no lock.
 
+Found (E-2, F-3, the same mirror inside a block: a committed transaction rolled back): inside a
+transaction block the mirror's hidden Parse runs in the client's block, so when it fails it
+aborts the block. A session's asyncpg-cached read of a column (prepared on the standby in
+autocommit) that a migration then drops (another session's `ALTER TABLE … DROP COLUMN`, the
+application no longer reading it; a table renamed away the same, measured once), then `BEGIN; INSERT; SET LOCAL app.tenant = 't1'; INSERT;
+COMMIT`: the primary alone commits both rows; through the proxy the SET LOCAL gets 25P02 with no
+error before it, the second INSERT 25P02, COMMIT answers ROLLBACK and 0 of 2 rows are written
+(3 of 3 runs). A fix: never send the mirror's Parses inside the client's
+block where their failure is the client's (prepare them at the block's start or outside it,
+under a savepoint, or lazily at the statement's next Bind on the writer, where a failure is that
+Bind's own), and check their answers (finding 2).
+
 What held (probes run once each, primary alone vs through the proxy, not kept as tests):
 asyncpg — executemany of writes (and with a duplicate key), transaction(readonly, isolation,
 deferrable) in every combination (SERIALIZABLE READ ONLY DEFERRABLE included), server_settings
@@ -297,3 +309,55 @@ def test_e2_a_set_does_not_wait_for_another_sessions_lock_on_a_table_once_read(p
     assert where == ["standby"], "precondition: the statement was first prepared on the standby"
     assert via_proxy == primary
     assert took_proxy < 1.0, f"SET took {took_proxy:.2f} s through the proxy, {took_primary:.2f} s on the primary alone"
+
+
+# -- Finding 4: the mirror's hidden Parse that fails inside a block aborts the client's block (E-2) ----
+
+MIGRATED = "r10d_migrated"
+WRITES = "r10d_writes"
+OLD_READ = f"SELECT old, inet_server_port() FROM {MIGRATED} WHERE k = $1 AND v <> 'gone'"
+
+
+async def block_after_a_dropped_column(pair, target: dict) -> tuple[list, list]:
+    """asyncpg's cached read of column `old` (prepared on the standby in autocommit); a migration
+    drops the column (another session; the application no longer reads it); then the session's
+    transaction: BEGIN, INSERT, `SET LOCAL app.tenant`, INSERT, COMMIT; the rows it wrote."""
+    on_primary(pair, f"DROP TABLE IF EXISTS {MIGRATED}, {WRITES}", f"CREATE TABLE {MIGRATED} (k int, v text, old text)",
+               f"INSERT INTO {MIGRATED} VALUES (1, 'a', 'o')", f"CREATE TABLE {WRITES} (x int)",
+               f"GRANT ALL ON {MIGRATED}, {WRITES} TO PUBLIC")
+    c = await asyncpg.connect(**target)
+    try:
+        async def step(coro):
+            try:
+                return await asyncio.wait_for(coro, 5)
+            except asyncpg.PostgresError as e:
+                return ("error", e.sqlstate)
+
+        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
+            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
+                break
+            await asyncio.sleep(0.05)
+        first = await c.fetchrow(OLD_READ, 1)
+        out = [first[0]]
+        on_primary(pair, f"ALTER TABLE {MIGRATED} DROP COLUMN old")
+        for sql in ("BEGIN", f"INSERT INTO {WRITES} VALUES (1)", "SET LOCAL app.tenant = 't1'",
+                    f"INSERT INTO {WRITES} VALUES (2)", "COMMIT"):
+            out.append(await step(c.execute(sql)))
+        out.append(await step(c.fetchval(f"SELECT count(*) FROM {WRITES}")))
+        return out, [ran_on(first[1])]
+    finally:
+        await c.close()
+        on_primary(pair, f"DROP TABLE IF EXISTS {MIGRATED}, {WRITES}")
+
+
+def test_e2_a_block_commits_after_a_migration_dropped_a_column_a_cached_read_named(pair, proxy):
+    """The primary alone: BEGIN, INSERT 0 1, SET, INSERT 0 1, COMMIT, and both rows. Through the
+    proxy (measured): the `SET LOCAL` gets 25P02 though nothing the client sent failed, the
+    second INSERT 25P02, the COMMIT answers ROLLBACK, and no row is written (0 of 2): the hidden
+    Parse of the statement that reads the dropped column, sent on the writer inside the block
+    ahead of the SET (`mirror_before_rules_change`), failed there (the column is gone) and aborted the block."""
+    primary, _ = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "primary")))
+    via_proxy, where = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "proxy")))
+    assert primary == ["o", "BEGIN", "INSERT 0 1", "SET", "INSERT 0 1", "COMMIT", 2]
+    assert where == ["standby"], "precondition: the statement was first prepared on the standby"
+    assert via_proxy == primary
