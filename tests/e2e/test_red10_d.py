@@ -66,6 +66,14 @@ block where their failure is the client's (prepare them at the block's start or 
 under a savepoint, or lazily at the statement's next Bind on the writer, where a failure is that
 Bind's own), and check their answers (finding 2).
 
+Found (P-1, E-2, the same mirror inside a block: locks the client never took): the hidden Parses
+take ACCESS SHARE on every relation their statements name, inside the client's block, held to
+its end. `BEGIN; SET LOCAL app.tenant = 't1'` with a cached read of a table (prepared on the
+standby) and nothing else: the primary alone holds no lock on that table and another session's
+`ALTER TABLE … ADD COLUMN` (lock_timeout 1 s) runs at once; through the proxy it fails with 55P03
+and pg_locks shows the client's lock on the table (3 of 3 runs). A migration waits for such a
+block, and every statement queued behind the migration's lock waits with it.
+
 What held (probes run once each, primary alone vs through the proxy, not kept as tests):
 asyncpg — executemany of writes (and with a duplicate key), transaction(readonly, isolation,
 deferrable) in every combination (SERIALIZABLE READ ONLY DEFERRABLE included), server_settings
@@ -138,6 +146,16 @@ def asyncpg_target(pair, proxy, via: str) -> dict:
                 server_settings={"statement_timeout": "5000"})
 
 
+async def warm_asyncpg(c, target: dict) -> None:
+    """A session's first reads may stay on the writer (S-5, P-4): waits (3 s at most) until a
+    plain read reaches the standby; at once on a direct connection to the primary."""
+    for _ in range(60):
+        port = await c.fetchval("SELECT inet_server_port()")
+        if port in STANDBY_PORTS or port == target["port"]:
+            return
+        await asyncio.sleep(0.05)
+
+
 async def statement_after_a_failed_block(target: dict, refused: str) -> tuple[list, list]:
     """A read asyncpg prepares (its statement cache) in autocommit; then a block that fails, the
     refused statement, the read, ROLLBACK, the read twice. Returns (outcomes, where the first
@@ -150,10 +168,7 @@ async def statement_after_a_failed_block(target: dict, refused: str) -> tuple[li
             except asyncpg.PostgresError as e:
                 return ("error", e.sqlstate)
 
-        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
-            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
-                break
-            await asyncio.sleep(0.05)
+        await warm_asyncpg(c, target)
         first = await c.fetchrow(READ, 1)
         out = [("ok", first[0])]
         tx = c.transaction()
@@ -218,10 +233,7 @@ async def statement_across_a_rename(pair, target: dict) -> tuple[list, list]:
             except asyncpg.PostgresError as e:
                 return ("error", e.sqlstate)
 
-        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
-            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
-                break
-            await asyncio.sleep(0.05)
+        await warm_asyncpg(c, target)
         first = await c.fetchrow(MOVED_READ, 1)
         out = [("ok", first[0])]
         on_primary(pair, f"ALTER TABLE {MOVED} RENAME TO {MOVED}_old")
@@ -275,10 +287,7 @@ async def set_while_another_session_locks(pair, target: dict) -> tuple[list, flo
     c = await asyncpg.connect(**target)
     holder = threading.Thread(target=hold, daemon=True)
     try:
-        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
-            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
-                break
-            await asyncio.sleep(0.05)
+        await warm_asyncpg(c, target)
         first = await c.fetchrow(LOCKED_READ, 1)
         holder.start()
         assert locked.wait(5), "the other session did not get its lock"
@@ -333,10 +342,7 @@ async def block_after_a_dropped_column(pair, target: dict) -> tuple[list, list]:
             except asyncpg.PostgresError as e:
                 return ("error", e.sqlstate)
 
-        for _ in range(60):  # a session's first reads may stay on the writer (S-5, P-4)
-            if await c.fetchval("SELECT inet_server_port()") in STANDBY_PORTS:
-                break
-            await asyncio.sleep(0.05)
+        await warm_asyncpg(c, target)
         first = await c.fetchrow(OLD_READ, 1)
         out = [first[0]]
         on_primary(pair, f"ALTER TABLE {MIGRATED} DROP COLUMN old")
@@ -359,5 +365,53 @@ def test_e2_a_block_commits_after_a_migration_dropped_a_column_a_cached_read_nam
     primary, _ = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "primary")))
     via_proxy, where = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "proxy")))
     assert primary == ["o", "BEGIN", "INSERT 0 1", "SET", "INSERT 0 1", "COMMIT", 2]
+    assert where == ["standby"], "precondition: the statement was first prepared on the standby"
+    assert via_proxy == primary
+
+
+# -- Finding 5: inside a block the mirror's Parses hold locks the client never took (E-2, P-1) ----
+
+HELD = "r10d_held"
+HELD_READ = f"SELECT v, inet_server_port() FROM {HELD} WHERE k = $1 AND v <> 'gone'"
+
+
+async def ddl_during_a_block_with_set_local(pair, target: dict) -> tuple[list, list]:
+    """asyncpg's cached read of HELD (prepared on the standby in autocommit); then BEGIN and
+    `SET LOCAL app.tenant` (nothing that touches HELD), the block left open while another
+    session runs `ALTER TABLE HELD ADD COLUMN` under lock_timeout 1 s; what it got, and the
+    locks on HELD it saw."""
+    on_primary(pair, f"DROP TABLE IF EXISTS {HELD}", f"CREATE TABLE {HELD} (k int, v text)",
+               f"INSERT INTO {HELD} VALUES (1, 'a')", f"GRANT ALL ON {HELD} TO PUBLIC")
+    c = await asyncpg.connect(**target)
+    try:
+        await warm_asyncpg(c, target)
+        first = await c.fetchrow(HELD_READ, 1)
+        await asyncio.wait_for(c.execute("BEGIN"), 5)
+        await asyncio.wait_for(c.execute("SET LOCAL app.tenant = 't1'"), 5)
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True, connect_timeout=5) as a:
+            a.execute("SET lock_timeout = '1s'")
+            try:
+                a.execute(f"ALTER TABLE {HELD} ADD COLUMN z int")
+                out = ["ALTER TABLE"]
+            except psycopg.Error as e:
+                out = [e.sqlstate]
+            out.append(a.execute("SELECT count(*) FROM pg_locks l JOIN pg_class r ON r.oid = l.relation "
+                                 "WHERE r.relname = %s AND l.pid <> pg_backend_pid()", (HELD,)).fetchone()[0])
+        await asyncio.wait_for(c.execute("COMMIT"), 5)
+        return out, [ran_on(first[1])]
+    finally:
+        await c.close()
+        on_primary(pair, f"DROP TABLE IF EXISTS {HELD}")
+
+
+def test_p1_a_block_holds_no_lock_on_a_table_it_did_not_touch(pair, proxy):
+    """The primary alone: the other session's ALTER TABLE runs at once, no lock on the table. Through
+    the proxy (measured): 55P03 (lock timeout) and one lock on the table held by the client's
+    block — the hidden Parse that `mirror_before_rules_change` sent inside the block ahead of the
+    SET LOCAL took ACCESS SHARE on the table its cached statement reads, held to the block's end
+    (a migration's DDL, and every statement queued behind it, waits for the client's block)."""
+    primary, _ = asyncio.run(ddl_during_a_block_with_set_local(pair, asyncpg_target(pair, proxy, "primary")))
+    via_proxy, where = asyncio.run(ddl_during_a_block_with_set_local(pair, asyncpg_target(pair, proxy, "proxy")))
+    assert primary == ["ALTER TABLE", 0]
     assert where == ["standby"], "precondition: the statement was first prepared on the standby"
     assert via_proxy == primary
