@@ -61,7 +61,9 @@ autocommit) that a migration then drops (another session's `ALTER TABLE … DROP
 application no longer reading it; a table renamed away the same, measured once), then `BEGIN; INSERT; SET LOCAL app.tenant = 't1'; INSERT;
 COMMIT`: the primary alone commits both rows; through the proxy the SET LOCAL gets 25P02 with no
 error before it, the second INSERT 25P02, COMMIT answers ROLLBACK and 0 of 2 rows are written
-(3 of 3 runs). A fix: never send the mirror's Parses inside the client's
+(3 of 3 runs). The same with `DO $$ BEGIN PERFORM 1; END $$` or a call of a user plpgsql
+function in place of the SET LOCAL (code the engine cannot see into counts as a possible
+change of the parse rules). A fix: never send the mirror's Parses inside the client's
 block where their failure is the client's (prepare them at the block's start or outside it,
 under a savepoint, or lazily at the statement's next Bind on the writer, where a failure is that
 Bind's own), and check their answers (finding 2).
@@ -327,7 +329,11 @@ WRITES = "r10d_writes"
 OLD_READ = f"SELECT old, inet_server_port() FROM {MIGRATED} WHERE k = $1 AND v <> 'gone'"
 
 
-async def block_after_a_dropped_column(pair, target: dict) -> tuple[list, list]:
+# What the block runs after its first write: a parse-rules change, or code the engine cannot see into.
+MID_BLOCK = {"set_local_placeholder": "SET LOCAL app.tenant = 't1'", "do_block": "DO $$ BEGIN PERFORM 1; END $$"}
+
+
+async def block_after_a_dropped_column(pair, target: dict, mid: str) -> tuple[list, list]:
     """asyncpg's cached read of column `old` (prepared on the standby in autocommit); a migration
     drops the column (another session; the application no longer reads it); then the session's
     transaction: BEGIN, INSERT, `SET LOCAL app.tenant`, INSERT, COMMIT; the rows it wrote."""
@@ -346,7 +352,7 @@ async def block_after_a_dropped_column(pair, target: dict) -> tuple[list, list]:
         first = await c.fetchrow(OLD_READ, 1)
         out = [first[0]]
         on_primary(pair, f"ALTER TABLE {MIGRATED} DROP COLUMN old")
-        for sql in ("BEGIN", f"INSERT INTO {WRITES} VALUES (1)", "SET LOCAL app.tenant = 't1'",
+        for sql in ("BEGIN", f"INSERT INTO {WRITES} VALUES (1)", mid,
                     f"INSERT INTO {WRITES} VALUES (2)", "COMMIT"):
             out.append(await step(c.execute(sql)))
         out.append(await step(c.fetchval(f"SELECT count(*) FROM {WRITES}")))
@@ -356,15 +362,16 @@ async def block_after_a_dropped_column(pair, target: dict) -> tuple[list, list]:
         on_primary(pair, f"DROP TABLE IF EXISTS {MIGRATED}, {WRITES}")
 
 
-def test_e2_a_block_commits_after_a_migration_dropped_a_column_a_cached_read_named(pair, proxy):
+@pytest.mark.parametrize("mid", sorted(MID_BLOCK))
+def test_e2_a_block_commits_after_a_migration_dropped_a_column_a_cached_read_named(pair, proxy, mid):
     """The primary alone: BEGIN, INSERT 0 1, SET, INSERT 0 1, COMMIT, and both rows. Through the
     proxy (measured): the `SET LOCAL` gets 25P02 though nothing the client sent failed, the
     second INSERT 25P02, the COMMIT answers ROLLBACK, and no row is written (0 of 2): the hidden
     Parse of the statement that reads the dropped column, sent on the writer inside the block
     ahead of the SET (`mirror_before_rules_change`), failed there (the column is gone) and aborted the block."""
-    primary, _ = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "primary")))
-    via_proxy, where = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "proxy")))
-    assert primary == ["o", "BEGIN", "INSERT 0 1", "SET", "INSERT 0 1", "COMMIT", 2]
+    primary, _ = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "primary"), MID_BLOCK[mid]))
+    via_proxy, where = asyncio.run(block_after_a_dropped_column(pair, asyncpg_target(pair, proxy, "proxy"), MID_BLOCK[mid]))
+    assert primary == ["o", "BEGIN", "INSERT 0 1", "DO" if mid == "do_block" else "SET", "INSERT 0 1", "COMMIT", 2]
     assert where == ["standby"], "precondition: the statement was first prepared on the standby"
     assert via_proxy == primary
 
