@@ -61,3 +61,34 @@ def test_e1_sync_inside_copy_in_after_a_set_keeps_the_copy_and_the_session(pair,
         ([query(f"SELECT count(*) FROM {copy_table}; TRUNCATE {copy_table}")], 1),
     ]
     same_answers(pair, proxy, steps, times=2)
+
+
+# -- Finding 2: a Parse declaring more than 32767 parameter types ends the session (E-1, E-2) -----
+# PostgreSQL reads a Parse's parameter type count as an unsigned 16-bit integer (postgres.c,
+# `pq_getmsgint(…, 2)`): up to 65535 parameters, libpq's own limit, and what bulk statements of
+# ORMs and drivers use. psycopg 3 (like libpq's PQprepare/PQexecParams with types, and pgjdbc)
+# declares a type for every parameter. A read `… WHERE id IN (%s, …)` with 40,000 values: the
+# primary alone answers it; through the proxy the client gets FATAL 08P01 "polarsplit: protocol
+# violation by the client: message 'P' is malformed: negative parameter type count" and its
+# connection is closed (src/protocol/frontend.rs `parse_here` and `read_at` read the count as i16
+# and refuse a negative one; `any_bind_value` reads a Bind's format and value counts as i16 too).
+def test_e1_a_read_with_40000_typed_parameters_is_answered_as_on_the_primary(pair, proxy):
+    import psycopg
+
+    from e2e_support import connect, run
+
+    n = 40_000
+    sql = "SELECT count(*) FROM accounts WHERE id IN (" + ", ".join(["%s"] * n) + ")"
+    params = list(range(n))
+
+    def ask(dsn):
+        with connect(dsn) as c:
+            run(c, "SELECT 1")
+            try:
+                return ("ok", run(c, sql, params))
+            except psycopg.Error as e:
+                return ("error", e.sqlstate, str(e).splitlines()[0], "closed" if c.closed else "open")
+
+    want = ask(pair.primary.dsn(user="app_trust", dbname="app"))
+    assert want == ("ok", [(100,)]), want
+    assert ask(proxy.dsn()) == want
