@@ -3,7 +3,69 @@ against the real primary + hot standby — the same client bytes sent to the pri
 through the proxy over a raw v3 socket (test_red2_findings.RawConn), every message compared.
 Every read is bounded (a missing answer is ('HANG',) within a few seconds).
 
-FINDINGS_PLACEHOLDER
+Found (2026-12-07, main at ac6cef3):
+
+Finding 1 (E-1, S-5): **the capture is sent into a COPY IN behind a Sync the server ignores.**
+A simple Query whose statements change session state and end in `COPY … FROM STDIN` (`SET
+application_name = …; COPY t FROM STDIN`, also `SELECT set_config(…); COPY …`), with its
+CopyData, a Sync (which PostgreSQL ignores in COPY IN mode, E-1's own rule) and CopyDone sent
+before the CopyInResponse came: the primary alone answers `COPY 2`, the ParameterStatus,
+ReadyForQuery. Through the proxy the Sync is decided as a batch of its own
+(`BATCH_NO_STATEMENT`, src/session/batch.rs `start_writer_batch` → `after_writer_send(id, …,
+!shape.copy)`), which judges only that batch's own shape pipelinable, and the capture the SET
+made due (route.rs: the COPY Query itself was not pipelinable, so it stayed due) is sent right
+behind it — into the COPY: the server refuses the capture's Close (`08P01 unexpected message type
+0x43 during COPY from stdin`), the COPY's rows are lost and the session ends (FATAL 08P01, EOF).
+6 of 6 for the Sync between the data, before the data, and with a CopyFail instead of CopyDone
+(3 of 3); with a temporary table's hazard making the capture due by its back-off instead of a
+SET, 2 of 10 (timing). Without a capture due (`INSERT …; COPY`, a plain COPY, a SET in an
+earlier Query) the same bytes held. A fix: no hidden work behind a unit while an earlier unit on
+the writer may still be in (or about to enter) COPY IN.
+
+Finding 2 (E-1, E-2): **a Parse declaring more than 32767 parameter types ends the session.**
+PostgreSQL reads the count as unsigned 16 bits (up to 65535, libpq's limit, and what bulk
+statements use); psycopg 3 declares a type for each parameter, so `SELECT count(*) FROM accounts
+WHERE id IN (%s, …)` with 40,000 values is answered by the primary alone (100) and through the
+proxy ends with FATAL 08P01 `polarsplit: protocol violation by the client: message 'P' is
+malformed: negative parameter type count` and a closed connection (a bulk `INSERT … unnest(
+ARRAY[%s, …])` the same). src/protocol/frontend.rs `FrontendMessage::parse_here` and `read_at`
+(and the second reader at line ~477) read it with `i16` and refuse `n < 0`; `any_bind_value`
+reads a Bind's format and value counts as `i16` too (harmless today: a Bind that large exceeds
+`max_batch_bytes` and goes to the writer, measured; an untyped Parse with 40,000 parameters,
+Describe and Bind with 40,000 values and format codes held).
+
+What held (probed once each, primary alone vs through the proxy, raw v3 client unless named):
+several Syncs in one packet with reads on the standby; row-limited Executes of unnamed and named
+portals with PortalSuspended, then Close, Execute again, Describe portal; Parse/Describe/Flush
+and Bind/Execute/Flush answered before any Sync (also after a SET, a set_config, an INSERT or
+BEGIN in an earlier Flush part, and a temporary table); an error in the middle of a pipeline
+(what is skipped to the Sync, a FunctionCall and a Query among skipped messages); Describe of a
+failed portal; empty Query, `;;`, empty Parse; FunctionCall alone, in a batch, after an error,
+and of set_config (its state kept: reads stay on the writer); Bind errors (wrong count, bad
+binary, format count mismatch, bad result format) for statements prepared on the standby; rows of
+2.2 MB (simple, row-limited across Flushes, pipelined), 65,535 Bind values, 3 MB Query and Bind
+texts, 1,600-column RowDescriptions; a read batch split by a Flush whose next part is 100 kB;
+messages trickled 3 bytes at a time; NOTICEs of standby reads (to_tsquery's stop-word notice),
+also from a hinted read the standby refuses (F-2 retry: the notice once); ParameterStatus of
+application_name, DateStyle, client_encoding, TimeZone, IntervalStyle,
+standard_conforming_strings, SET ROLE (is_superuser), SET SESSION AUTHORIZATION and RESET, in
+one Query with reads, in extended batches, behind a Flush, SET LOCAL rolled back; 32 other SETs
+then reads (superuser too); log_statement = all with client_min_messages = log (no hidden
+statement logged to the client); LISTEN/NOTIFY while idle, in a block, between a Flush and its
+Sync, after a rolled-back LISTEN, UNLISTEN * and DISCARD ALL; CancelRequest of a standby read
+(simple, pipelined behind and ahead of other reads, behind a Flush, in a block: 57014, session
+usable) and of another client's idle key (the other client's read on the same pooled reader
+was not cancelled); cancel of a COPY IN (57014; the line it names depends on timing);
+idle_session_timeout during a slow COPY IN after standby reads; COPY TO STDOUT of a read
+(simple, row-limited, behind a Flush); CopyData/CopyDone/CopyFail outside COPY; a failed COPY
+with pipelined data; Sync/Flush inside COPY IN without a capture due; startup packets with
+protocol 3.1/3.2/3.99 and `_pq_.` options, bad database/user/values, 300 placeholders, a
+9,000-byte application_name; an SSLRequest before the startup. Not findings: a CopyData or
+CopyDone between a read's Bind and Execute (the primary ignores it; through the proxy the Execute
+gets 34000, and a write behind it in the batch is not run) — no client sends CopyData inside a
+batch; a GSSENCRequest answered 'N' (the primary accepts it; the client falls back); a startup
+packet over 10,000 bytes and malformed messages refused with another text; psycopg/ libpq
+differences of error text for protocol violations.
 """
 
 from __future__ import annotations
