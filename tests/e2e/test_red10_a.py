@@ -70,10 +70,11 @@ differences of error text for protocol violations.
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
-from e2e_support import on_primary
-from test_red2_findings import FLUSH, SYNC, _msg, _z, bind, describe, exchange, execute, parse, query
+from e2e_support import connect, on_primary, run
+from test_red2_findings import SYNC, _msg, exchange, query
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -135,10 +136,6 @@ def test_e1_sync_inside_copy_in_after_a_set_keeps_the_copy_and_the_session(pair,
 # connection is closed (src/protocol/frontend.rs `parse_here` and `read_at` read the count as i16
 # and refuse a negative one; `any_bind_value` reads a Bind's format and value counts as i16 too).
 def test_e1_a_read_with_40000_typed_parameters_is_answered_as_on_the_primary(pair, proxy):
-    import psycopg
-
-    from e2e_support import connect, run
-
     n = 40_000
     sql = "SELECT count(*) FROM accounts WHERE id IN (" + ", ".join(["%s"] * n) + ")"
     params = list(range(n))
