@@ -28,7 +28,8 @@ statements use); psycopg 3 declares a type for each parameter, so `SELECT count(
 WHERE id IN (%s, …)` with 40,000 values is answered by the primary alone (100) and through the
 proxy ends with FATAL 08P01 `polarsplit: protocol violation by the client: message 'P' is
 malformed: negative parameter type count` and a closed connection (a bulk `INSERT … unnest(
-ARRAY[%s, …])` the same). src/protocol/frontend.rs `FrontendMessage::parse_here` and `read_at`
+ARRAY[%s, …])` the same; pgjdbc's PreparedStatement with 40,000 `setInt`s: 100 from the primary,
+through the proxy 08006 "An I/O error occurred while sending to the backend", connection closed). src/protocol/frontend.rs `FrontendMessage::parse_here` and `read_at`
 (and the second reader at line ~477) read it with `i16` and refuse `n < 0`; `any_bind_value`
 reads a Bind's format and value counts as `i16` too (harmless today: a Bind that large exceeds
 `max_batch_bytes` and goes to the writer, measured; an untyped Parse with 40,000 parameters,
