@@ -71,11 +71,13 @@ differences of error text for protocol violations.
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
-from e2e_support import connect, on_primary, run
-from test_red2_findings import SYNC, _msg, exchange, query
+from e2e_support import STANDBY_PORTS, connect, on_primary, run
+from test_red2_findings import FLUSH, SYNC, Client, _msg, bind, exchange, execute, parse, query
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -152,3 +154,62 @@ def test_e1_a_read_with_40000_typed_parameters_is_answered_as_on_the_primary(pai
     want = ask(pair.primary.dsn(user="app_trust", dbname="app"))
     assert want == ("ok", [(100,)]), want
     assert ask(proxy.dsn()) == want
+
+
+# -- Finding 3: the mirror's Sync commits extended work a failing Query rolls back (E-1, E-2, P-1) -
+# Extended messages sent without a Sync (an INSERT's Parse/Bind/Execute, then a Flush) and then a
+# simple Query run in one implicit transaction: when the Query fails, PostgreSQL rolls the INSERT
+# back. Through the proxy, when the session has a statement prepared only on readers and the
+# Query changes how statements parse (`SET TimeZone …`) or names that statement (`DEALLOCATE s`),
+# the engine first parses the statement on the writer with a Sync of its own
+# (src/session/route.rs `mirror_statements`, from `mirror_before_rules_change` and
+# `mirror_named`; it checks `writer_skipping()` but not that the writer is inside the client's
+# unsynced batch, `writer_mid_batch()`), and that Sync commits the INSERT before the Query runs:
+# the client sees the same messages, but the row the primary alone rolled back stays committed.
+READ_TS = "SELECT '2020-01-01 00:00'::timestamptz::text, inet_server_port() > 0"
+
+
+def _rows_of(pair, table: str) -> int:
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
+        return c.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def _reads_on_the_standby(c: Client) -> bool:
+    """Waits until a plain read of this raw session runs on the standby (warm-up, S-5/P-4)."""
+    for _ in range(60):
+        c.send(query("SELECT inet_server_port()"))
+        got = c.answers(1)
+        rows = [m for m in got if m[0] == "D"]
+        if rows and int(rows[0][1][6:].decode()) in STANDBY_PORTS:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("query_text", ["SET TimeZone = 'Asia/Kolkata'; SELECT 1/0", "DEALLOCATE s; SELECT 1/0"])
+def test_e1_a_failing_query_behind_unsynced_extended_messages_rolls_them_back(pair, proxy, copy_table, query_text):
+    steps = [
+        ([parse("s", READ_TS), bind("", "s"), execute(), SYNC], 1),
+        ([parse("", f"INSERT INTO {copy_table} VALUES (1)"), bind("", ""), execute(), FLUSH], 0),
+        ([query(query_text)], 1),
+        ([SYNC], 1),
+    ]
+    outcome = {}
+    for where, port in (("primary", pair.primary.port), ("proxy", proxy.port)):
+        on_primary(pair, f"TRUNCATE {copy_table}")
+        c = Client(port)
+        try:
+            warm = where == "primary" or _reads_on_the_standby(c)
+            assert warm, "no read of the session reached the standby"
+            got = []
+            for parts, rfqs in steps:
+                c.send(*parts)
+                got += c.answers(rfqs)
+        finally:
+            c.close()
+        outcome[where] = (got, _rows_of(pair, copy_table))
+    on_primary(pair, f"TRUNCATE {copy_table}")
+    assert outcome["primary"][1] == 0, outcome["primary"]
+    assert outcome["proxy"] == outcome["primary"], (
+        f"through the proxy: {outcome['proxy'][1]} row(s) committed, the primary alone: "
+        f"{outcome['primary'][1]}\n{outcome['proxy'][0]}\n{outcome['primary'][0]}")
