@@ -35,11 +35,30 @@ reads a Bind's format and value counts as `i16` too (harmless today: a Bind that
 `max_batch_bytes` and goes to the writer, measured; an untyped Parse with 40,000 parameters,
 Describe and Bind with 40,000 values and format codes held).
 
+Finding 3 (E-1, E-2, P-1): **the mirror's Sync commits extended work that a failing Query
+rolls back.** An INSERT's Parse/Bind/Execute sent without a Sync (then a Flush, as a driver
+waiting for its answer does) and a simple Query after it run in one implicit transaction: when
+the Query fails (`SET TimeZone = …; SELECT 1/0`, `DEALLOCATE s; SELECT 1/0`) the primary alone
+rolls the INSERT back (0 rows). Through the proxy, when the session has a statement prepared
+only on readers (`s`, a read run on the standby) and the Query changes how text parses (TimeZone,
+DateStyle, … : `mirror_before_rules_change`) or names a reader-only statement (`DEALLOCATE s`,
+`EXECUTE s`: `mirror_named` → `reader_only_named_in`), src/session/route.rs `mirror_statements`
+first sends a hidden Parse of it with a Sync of its own; it skips only while the writer skips to
+a Sync (`writer_skipping()`), not while the client's unsynced batch is open there
+(`writer_mid_batch()` / `writer_continuation`), so that Sync commits the INSERT before the Query:
+every message the client sees is the primary's, but the row stays committed (1 row), 3 of 3 runs,
+both spellings. Without a reader-only statement, with the SET in a Query of its own before the
+failing statement, or with the failure in a later extended batch, it held.
+
 What held (probed once each, primary alone vs through the proxy, raw v3 client unless named):
 several Syncs in one packet with reads on the standby; row-limited Executes of unnamed and named
 portals with PortalSuspended, then Close, Execute again, Describe portal; Parse/Describe/Flush
 and Bind/Execute/Flush answered before any Sync (also after a SET, a set_config, an INSERT or
-BEGIN in an earlier Flush part, and a temporary table); an error in the middle of a pipeline
+BEGIN in an earlier Flush part, and a temporary table); an INSERT or SET behind a Flush and an
+error later in the same batch (rolled back as on the primary); asyncpg's Parse/Describe/Flush
+followed by a simple-Query SET, COPY or read; 300 named statements (past
+max_prepared_statements) bound again, described and bound in a block; 5,000 and 20,000
+pipelined Bind/Execute/Sync batches with writes among them; an error in the middle of a pipeline
 (what is skipped to the Sync, a FunctionCall and a Query among skipped messages); Describe of a
 failed portal; empty Query, `;;`, empty Parse; FunctionCall alone, in a batch, after an error,
 and of set_config (its state kept: reads stay on the writer); Bind errors (wrong count, bad
