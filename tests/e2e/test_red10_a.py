@@ -47,7 +47,9 @@ first sends a hidden Parse of it with a Sync of its own; it skips only while the
 a Sync (`writer_skipping()`), not while the client's unsynced batch is open there
 (`writer_mid_batch()` / `writer_continuation`), so that Sync commits the INSERT before the Query:
 every message the client sees is the primary's, but the row stays committed (1 row), 3 of 3 runs,
-both spellings. Without a reader-only statement, with the SET in a Query of its own before the
+both spellings, also with the Query in the INSERT's own packet (no Flush), `EXECUTE s`, `SET
+client_encoding` / `standard_conforming_strings`, and with a failing FunctionCall instead of the
+Query (`int4div(1, 0)`: the FunctionCall path mirrors as for a rules change). Without a reader-only statement, with the SET in a Query of its own before the
 failing statement, or with the failure in a later extended batch, it held.
 
 What held (probed once each, primary alone vs through the proxy, raw v3 client unless named):
@@ -90,6 +92,7 @@ differences of error text for protocol violations.
 
 from __future__ import annotations
 
+import struct
 import time
 
 import psycopg
@@ -185,6 +188,8 @@ def test_e1_a_read_with_40000_typed_parameters_is_answered_as_on_the_primary(pai
 # `mirror_named`; it checks `writer_skipping()` but not that the writer is inside the client's
 # unsynced batch, `writer_mid_batch()`), and that Sync commits the INSERT before the Query runs:
 # the client sees the same messages, but the row the primary alone rolled back stays committed.
+# The same with the Query in the INSERT's packet (no Flush) and with a failing FunctionCall, which
+# `mirror_before_rules_change` treats as a rules change (unseen code).
 READ_TS = "SELECT '2020-01-01 00:00'::timestamptz::text, inet_server_port() > 0"
 
 
@@ -205,14 +210,32 @@ def _reads_on_the_standby(c: Client) -> bool:
     return False
 
 
-@pytest.mark.parametrize("query_text", ["SET TimeZone = 'Asia/Kolkata'; SELECT 1/0", "DEALLOCATE s; SELECT 1/0"])
-def test_e1_a_failing_query_behind_unsynced_extended_messages_rolls_them_back(pair, proxy, copy_table, query_text):
-    steps = [
-        ([parse("s", READ_TS), bind("", "s"), execute(), SYNC], 1),
-        ([parse("", f"INSERT INTO {copy_table} VALUES (1)"), bind("", ""), execute(), FLUSH], 0),
-        ([query(query_text)], 1),
-        ([SYNC], 1),
-    ]
+def _function_call(pair, name: str, *args: bytes) -> bytes:
+    """A FunctionCall message (text arguments, text result) of the built-in `name`."""
+    with psycopg.connect(pair.primary.dsn(dbname="app")) as c:
+        oid = c.execute("SELECT %s::regprocedure::oid", (name,)).fetchone()[0]
+    body = struct.pack(">IH", oid, 0) + struct.pack(">H", len(args))
+    for a in args:
+        body += struct.pack(">i", len(a)) + a
+    return _msg(b"F", body + struct.pack(">h", 0))
+
+
+INSERT_UNSYNCED = "INSERT INTO {t} VALUES (1)"
+AFTER_THE_INSERT = {
+    # (what follows the INSERT's Parse/Bind/Execute; ReadyForQuerys it answers)
+    "flush_then_set_timezone_and_an_error": lambda pair: [([FLUSH], 0), ([query("SET TimeZone = 'Asia/Kolkata'; SELECT 1/0")], 1), ([SYNC], 1)],
+    "flush_then_deallocate_and_an_error": lambda pair: [([FLUSH], 0), ([query("DEALLOCATE s; SELECT 1/0")], 1), ([SYNC], 1)],
+    "same_packet_set_timezone_and_an_error": lambda pair: [([query("SET TimeZone = 'Asia/Kolkata'; SELECT 1/0"), SYNC], 2)],
+    "flush_then_a_failing_function_call": lambda pair: [([FLUSH], 0), ([_function_call(pair, "int4div(int4,int4)", b"1", b"0")], 1), ([SYNC], 1)],
+}
+
+
+@pytest.mark.parametrize("after", sorted(AFTER_THE_INSERT))
+def test_e1_a_failure_behind_unsynced_extended_messages_rolls_them_back(pair, proxy, copy_table, after):
+    tail = AFTER_THE_INSERT[after](pair)
+    insert = [parse("", INSERT_UNSYNCED.format(t=copy_table)), bind("", ""), execute()]
+    steps = [([parse("s", READ_TS), bind("", "s"), execute(), SYNC], 1),
+             ([*insert, *tail[0][0]], tail[0][1]), *tail[1:]]
     outcome = {}
     for where, port in (("primary", pair.primary.port), ("proxy", proxy.port)):
         on_primary(pair, f"TRUNCATE {copy_table}")
