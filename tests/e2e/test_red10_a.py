@@ -52,6 +52,17 @@ client_encoding` / `standard_conforming_strings`, and with a failing FunctionCal
 Query (`int4div(1, 0)`: the FunctionCall path mirrors as for a rules change). Without a reader-only statement, with the SET in a Query of its own before the
 failing statement, or with the failure in a later extended batch, it held.
 
+Finding 4 (E-2): **a mirror refused in a failed block leaves a reader-only statement missing on
+the writer for good.** Same path, in a failed transaction block: a Query that changes parse
+rules (`SET TimeZone …`) or names the statement (`DEALLOCATE s`, `EXECUTE s`) is refused with
+25P02 on both sides; before it `mirror_statements` marks the statement prepared on the writer
+(`statements.set_on_writer`) and sends its hidden Parse, which the failed block refuses as well
+(its 25P02 swallowed) — the mark stays. After the ROLLBACK, Bind/Execute of `s` (and `EXECUTE s`)
+go to the writer and get 26000 `prepared statement "s" does not exist` where the primary alone
+answers the row (3 of 3 spellings; every later use of the statement fails the same way).
+A fix for 3 and 4: no mirror while the writer is mid-batch or in a failed block (or mark the
+statement only once its ParseComplete came).
+
 What held (probed once each, primary alone vs through the proxy, raw v3 client unless named):
 several Syncs in one packet with reads on the standby; row-limited Executes of unnamed and named
 portals with PortalSuspended, then Close, Execute again, Describe portal; Parse/Describe/Flush
@@ -255,3 +266,43 @@ def test_e1_a_failure_behind_unsynced_extended_messages_rolls_them_back(pair, pr
     assert outcome["proxy"] == outcome["primary"], (
         f"through the proxy: {outcome['proxy'][1]} row(s) committed, the primary alone: "
         f"{outcome['primary'][1]}\n{outcome['proxy'][0]}\n{outcome['primary'][0]}")
+
+
+# -- Finding 4: a mirror refused in a failed block leaves the statement missing on the writer (E-2)
+# In a failed transaction block, a Query that changes how text parses (`SET TimeZone …`) or names
+# a statement the client prepared only on readers (`DEALLOCATE s`, `EXECUTE s`) is refused with
+# 25P02, on the primary alone as through the proxy. Before it, `mirror_statements` marks the
+# reader-only statement as prepared on the writer (`statements.set_on_writer`) and sends its
+# hidden Parse — which the failed block refuses too (25P02, swallowed). Nothing undoes the mark:
+# after the ROLLBACK the statement is sent to the writer (whose parse rules it follows now) and
+# every use of it is refused there, 26000 `prepared statement "s" does not exist`, where the
+# primary alone answers it — for the rest of the session (drivers keep such statements cached).
+@pytest.mark.parametrize("refused", ["SET TimeZone = 'Asia/Kolkata'", "DEALLOCATE s", "EXECUTE s"])
+def test_e2_a_statement_prepared_on_readers_survives_a_refused_query_in_a_failed_block(pair, proxy, refused):
+    steps = [
+        ([parse("s", READ_TS), bind("", "s"), execute(), SYNC], 1),
+        ([query("BEGIN")], 1),
+        ([query("SELECT 1/0")], 1),
+        ([query(refused)], 1),
+        ([query("ROLLBACK")], 1),
+        ([bind("", "s"), execute(), SYNC], 1),
+        ([query("EXECUTE s")], 1),
+    ]
+    outcome = {}
+    for where, port in (("primary", pair.primary.port), ("proxy", proxy.port)):
+        c = Client(port)
+        try:
+            warm = where == "primary" or _reads_on_the_standby(c)
+            assert warm, "no read of the session reached the standby"
+            got = []
+            for parts, rfqs in steps:
+                c.send(*parts)
+                got += c.answers(rfqs)
+        finally:
+            c.close()
+        outcome[where] = got
+    assert [m for m in outcome["primary"] if m[0] == "E"] == [
+        ("E", "ERROR", "22012", "division by zero"),
+        ("E", "ERROR", "25P02", "current transaction is aborted, commands ignored until end of transaction block"),
+    ], outcome["primary"]
+    assert outcome["proxy"] == outcome["primary"]
