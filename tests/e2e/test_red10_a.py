@@ -59,7 +59,10 @@ rules (`SET TimeZone …`) or names the statement (`DEALLOCATE s`, `EXECUTE s`) 
 (`statements.set_on_writer`) and sends its hidden Parse, which the failed block refuses as well
 (its 25P02 swallowed) — the mark stays. After the ROLLBACK, Bind/Execute of `s` (and `EXECUTE s`)
 go to the writer and get 26000 `prepared statement "s" does not exist` where the primary alone
-answers the row (3 of 3 spellings; every later use of the statement fails the same way).
+answers the row (3 of 3 spellings, and a read of `pg_prepared_statements`, which mirrors them
+all; every later use of the statement fails the same way). The engine's other hidden Parses of
+a reader-only statement (`ensure_on_writer` inside a batch, the shape check) held in a failed
+block.
 A fix for 3 and 4: no mirror while the writer is mid-batch or in a failed block (or mark the
 statement only once its ParseComplete came).
 
