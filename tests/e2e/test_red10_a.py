@@ -42,9 +42,9 @@ waiting for its answer does) and a simple Query after it run in one implicit tra
 the Query fails (`SET TimeZone = …; SELECT 1/0`, `DEALLOCATE s; SELECT 1/0`) the primary alone
 rolls the INSERT back (0 rows). Through the proxy, when the session has a statement prepared
 only on readers (`s`, a read run on the standby) and the Query changes how text parses (TimeZone,
-client_encoding, standard_conforming_strings: `mirror_before_rules_change`) or names a reader-only statement (`DEALLOCATE s`,
-`EXECUTE s`: `mirror_named` → `reader_only_named_in`), src/session/route.rs `mirror_statements`
-first sends a hidden Parse of it with a Sync of its own; it skips only while the writer skips to
+client_encoding, standard_conforming_strings: `mirror_before_rules_change`) or names a
+reader-only statement (`DEALLOCATE s`, `EXECUTE s`: `mirror_named` → `reader_only_named_in`),
+src/session/route.rs `mirror_statements` first sends a hidden Parse of it with a Sync of its own; it skips only while the writer skips to
 a Sync (`writer_skipping()`), not while the client's unsynced batch is open there
 (`writer_mid_batch()` / `writer_continuation`), so that Sync commits the INSERT before the Query:
 every message the client sees is the primary's, but the row stays committed (1 row), 3 of 3 runs,
@@ -239,12 +239,17 @@ def _function_call(pair, name: str, *args: bytes) -> bytes:
 
 
 INSERT_UNSYNCED = "INSERT INTO {t} VALUES (1)"
+SET_TZ_AND_FAIL = "SET TimeZone = 'Asia/Kolkata'; SELECT 1/0"
+# What follows the INSERT's Parse/Bind/Execute: (messages, ReadyForQuerys they answer) per packet.
 AFTER_THE_INSERT = {
-    # (what follows the INSERT's Parse/Bind/Execute; ReadyForQuerys it answers)
-    "flush_then_set_timezone_and_an_error": lambda pair: [([FLUSH], 0), ([query("SET TimeZone = 'Asia/Kolkata'; SELECT 1/0")], 1), ([SYNC], 1)],
-    "flush_then_deallocate_and_an_error": lambda pair: [([FLUSH], 0), ([query("DEALLOCATE s; SELECT 1/0")], 1), ([SYNC], 1)],
-    "same_packet_set_timezone_and_an_error": lambda pair: [([query("SET TimeZone = 'Asia/Kolkata'; SELECT 1/0"), SYNC], 2)],
-    "flush_then_a_failing_function_call": lambda pair: [([FLUSH], 0), ([_function_call(pair, "int4div(int4,int4)", b"1", b"0")], 1), ([SYNC], 1)],
+    "flush_then_set_timezone_and_an_error": lambda pair: [
+        ([FLUSH], 0), ([query(SET_TZ_AND_FAIL)], 1), ([SYNC], 1)],
+    "flush_then_deallocate_and_an_error": lambda pair: [
+        ([FLUSH], 0), ([query("DEALLOCATE s; SELECT 1/0")], 1), ([SYNC], 1)],
+    "same_packet_set_timezone_and_an_error": lambda pair: [
+        ([query(SET_TZ_AND_FAIL), SYNC], 2)],
+    "flush_then_a_failing_function_call": lambda pair: [
+        ([FLUSH], 0), ([_function_call(pair, "int4div(int4,int4)", b"1", b"0")], 1), ([SYNC], 1)],
 }
 
 
