@@ -375,16 +375,25 @@ mod tests {
             assert_eq!(FrontendMessage::reread(b'P', &p, names), Ok(parsed));
             // One type short of the count: still refused.
             assert!(FrontendMessage::parse(b'P', &p[..p.len() - 4]).is_err());
-            assert_eq!(FrontendMessage::read_at(b'P', &p[..p.len() - 4], names), None);
+            assert_eq!(
+                FrontendMessage::read_at(b'P', &p[..p.len() - 4], names),
+                None
+            );
 
             let is_now = |v: &[u8]| v == b"now";
             let mut values = vec![Some(&b"7"[..]); usize::from(n) - 1];
             values.push(Some(b"now"));
             let formats = vec![0i16; usize::from(n)];
-            assert_eq!(any_bind_value(&bind_rest(&formats, &values), is_now), Some(true));
+            assert_eq!(
+                any_bind_value(&bind_rest(&formats, &values), is_now),
+                Some(true)
+            );
             values.pop();
             values.push(None);
-            assert_eq!(any_bind_value(&bind_rest(&[], &values), is_now), Some(false));
+            assert_eq!(
+                any_bind_value(&bind_rest(&[], &values), is_now),
+                Some(false)
+            );
         }
     }
 
