@@ -1133,3 +1133,54 @@ fn e2_a_statement_on_readers_only_is_not_taken_for_prepared_on_the_writer_by_a_r
         assert!(!h.session.is_closed(), "{}", h.session.last_error());
     }
 }
+
+/// E-1, E-2: the hidden Parse that joins the client's unsynced batch ahead of its Query fails
+/// there (its table dropped since): its error is the batch's — the server skips the Query to the
+/// client's Sync, as after an error of the client's own — and the statement is not taken for
+/// prepared on the writer.
+#[test]
+fn e1_e2_a_hidden_parse_failing_inside_the_clients_unsynced_batch_is_the_batchs_error() {
+    let mut h = host();
+    put_s1_on_r1(&mut h, "SELECT v FROM t WHERE k = '2020-01-01'", false);
+    let mut b = parse("", "INSERT INTO t VALUES (1)");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(flush());
+    h.client(&b);
+    h.take_sent(WRITER);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("INSERT 0 1"));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12C");
+    h.client(&query("EXECUTE s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "PQ");
+    h.backend(
+        WRITER,
+        &error(
+            "ERROR",
+            "42P01",
+            "relation \"t\" does not exist",
+            None,
+            None,
+        ),
+    );
+    assert_eq!(
+        tags(&h.take_client()),
+        "E",
+        "the batch's error; the Query skipped"
+    );
+    h.client(&sync());
+    assert_eq!(tags(&h.take_sent(WRITER)), "S");
+    h.backend(WRITER, &rfq(b'I', Some(0x1000), None));
+    assert_eq!(tags(&h.take_client()), "Z");
+    assert!(!h.session.is_closed(), "{}", h.session.last_error());
+    // s1 was not made on the writer: named there again, it is parsed there first.
+    h.client(&query("EXECUTE s1"));
+    let sent = h.take_sent(WRITER);
+    assert!(
+        tags(&sent).ends_with("PSQ") && named(&sent).contains(&('P', "s1".to_string())),
+        "{}",
+        tags(&sent)
+    );
+}

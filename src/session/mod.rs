@@ -1010,33 +1010,22 @@ impl Session {
             && !self.writer_may_copy_in()
     }
 
-    /// Whether a unit the writer still owes an answer may be in COPY IN or may enter it: one the
-    /// writer put in COPY IN, a Query the engine could not read or with a `COPY`, a batch with
-    /// an Execute of one or of something unknown. Judged on every unit queued there, not only
-    /// the one just sent: a lone Sync the client sent inside its COPY (which the server
-    /// ignores) is a unit of its own, sent before the CopyInResponse came.
+    /// Whether a unit the writer still owes an answer may be in COPY IN or may enter it
+    /// ([`units::may_copy_in`]). Judged on every unit queued there, not only the one just sent:
+    /// a lone Sync the client sent inside its COPY (which the server ignores) is a unit of its
+    /// own, sent before the CopyInResponse came. Counted, not scanned: a client may pipeline
+    /// thousands of units (`tests/pipeline_scaling.rs`).
     pub(super) fn writer_may_copy_in(&self) -> bool {
-        let copies = |c: &Option<Classification>| {
-            c.as_ref().is_none_or(|c| {
-                c.statements()
-                    .iter()
-                    .any(|s| s.kind == crate::classify::Kind::Copy)
-            })
-        };
-        let Some(w) = self.writer.as_ref() else {
+        let n = self.units.count_may_copy_in();
+        if n == 0 {
             return false;
-        };
-        // A unit whose ReadyForQuery came (the writer owes it nothing) is out of its COPY.
-        self.units.iter().any(|u| {
-            u.attempt == Attempt::Writer
-                && w.resp.has_unit(u.id)
-                && (u.copy_in
-                    || match u.kind {
-                        UnitKind::Query => copies(&u.class),
-                        UnitKind::Batch => u.execs.iter().any(copies),
-                        UnitKind::FunctionCall => false,
-                    })
-        })
+        }
+        // The front unit may be one whose ReadyForQuery is being handled (it leaves the queue
+        // after): out of its COPY, the writer owes it nothing.
+        let answered_front = self.units.front().is_some_and(|u| {
+            units::may_copy_in(u) && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(u.id))
+        });
+        n > usize::from(answered_front)
     }
 
     /// The writer went idle now: it answered a request or was touched.

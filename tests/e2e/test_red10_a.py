@@ -68,6 +68,36 @@ block.
 A fix for 3 and 4: no mirror while the writer is mid-batch or in a failed block (or mark the
 statement only once its ParseComplete came).
 
+Fixed (fixA, 2026-12-07), finding 1: every piece of hidden work that goes to the writer with a
+Sync of its own (probe, capture, mirror, reservation of the engine's names, touch of a block,
+keep-alive) asks one guard, src/session/mod.rs `writer_takes_hidden_sync`, which refuses while
+any unit the writer still owes an answer may be in or enter COPY IN (`writer_may_copy_in`: a
+unit in COPY IN, a Query unread or with a COPY, a batch with an Execute of one or of something
+unknown) — not only the unit just sent; `after_writer_send` asks it too, so the capture follows
+the COPY's ReadyForQuery (transcript: tests/extended_copy_in_transcripts.rs
+`e1_s5_no_hidden_work_goes_behind_a_sync_read_in_copy_in_mode_after_a_set`).
+
+Fixed, finding 2: src/protocol `Reader::u16` reads every 16-bit count of a frontend message
+unsigned, as `pq_getmsgint(msg, 2)` does: a Parse's parameter type count (`parse_here`,
+`read_at`) and a Bind's format and value counts (`any_bind_value`); no signed count reader is
+left (unit test: `e1_e2_counts_past_32767_are_read_unsigned_as_the_server_reads_them`).
+
+Fixed, finding 3: the same guard refuses inside something only the client closes
+(`writer_mid_batch`: an error's skip, or extended messages not yet synced with a Query behind
+them); there route.rs `mirror_statements` sends its Parses without a Sync, joining the client's
+batch and counted with its unit (as `ensure_on_writer`'s): an error of theirs is the batch's,
+and a skip undoes them with the batch's Parses (transcripts: tests/extended_red2_transcripts.rs
+`e1_e2_no_hidden_sync_ends_unsynced_extended_messages_before_the_query_behind_them`,
+`e1_e2_a_hidden_parse_failing_inside_the_clients_unsynced_batch_is_the_batchs_error`).
+
+Fixed, finding 4: the guard refuses in a failed block, so no mirror is sent into one (the
+statement stays reader-only, and is parsed on the writer when a message names it there after
+the block); and a mirror's Parse the server refuses (sent before the failure was known) undoes
+its mark: its Parses carry notes (`Who::Mirror`), writer.rs `writer_mirror_message` confirms
+them on ParseComplete and `undo_parse`s the refused one and those skipped behind it (transcript:
+`e2_a_statement_on_readers_only_is_not_taken_for_prepared_on_the_writer_by_a_refused_mirror`,
+both with the block's failure known and pipelined).
+
 What held (probed once each, primary alone vs through the proxy, raw v3 client unless named):
 several Syncs in one packet with reads on the standby; row-limited Executes of unnamed and named
 portals with PortalSuspended, then Close, Execute again, Describe portal; Parse/Describe/Flush
