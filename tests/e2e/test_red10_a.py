@@ -75,7 +75,9 @@ any unit the writer still owes an answer may be in or enter COPY IN (`writer_may
 unit in COPY IN, a Query unread or with a COPY, a batch with an Execute of one or of something
 unknown) — not only the unit just sent; `after_writer_send` asks it too, so the capture follows
 the COPY's ReadyForQuery (transcript: tests/extended_copy_in_transcripts.rs
-`e1_s5_no_hidden_work_goes_behind_a_sync_read_in_copy_in_mode_after_a_set`).
+`e1_s5_no_hidden_work_goes_behind_a_sync_read_in_copy_in_mode_after_a_set`). The mark is one
+of the unit queue's counted marks (src/session/units.rs `may_copy_in`), so a long pipeline pays
+nothing for it; and C-1's `probe_for_token` asks the guard before it waits for a probe.
 
 Fixed, finding 2: src/protocol `Reader::u16` reads every 16-bit count of a frontend message
 unsigned, as `pq_getmsgint(msg, 2)` does: a Parse's parameter type count (`parse_here`,
