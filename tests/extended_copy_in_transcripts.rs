@@ -422,3 +422,69 @@ fn e1_a_message_other_than_copy_traffic_in_copy_in_mode_reaches_the_server() {
         );
     }
 }
+
+#[test]
+fn e1_s5_no_hidden_work_goes_behind_a_sync_read_in_copy_in_mode_after_a_set() {
+    // A Query that changes the session's state and starts a COPY (`SET …; COPY t FROM STDIN`),
+    // its data, a Sync (ignored by the server in COPY IN mode) and the end of the COPY, all in
+    // one write: the Sync, read before the CopyInResponse came, is a unit of its own, and the
+    // capture the SET made due was pipelined right behind it — looking only at the Sync's own
+    // shape — into the COPY, where the server refuses it and ends the session (an examiner's
+    // finding of 2026-12-07). Nothing of the engine's goes to the writer while a unit queued
+    // there may be in COPY IN; the capture follows the COPY's ReadyForQuery.
+    let set_then_copy = "SET application_name = 'red10a'; COPY t FROM STDIN";
+    let cases: [(&str, Vec<u8>, Vec<u8>, &str); 3] = [
+        (
+            "sync between the data",
+            cat(&[copy_data(b"1\n"), sync(), copy_data(b"2\n"), copy_done()]),
+            command_complete("COPY 2"),
+            "CGCZ",
+        ),
+        (
+            "sync before the data",
+            cat(&[sync(), copy_data(b"1\n"), copy_data(b"2\n"), copy_done()]),
+            command_complete("COPY 2"),
+            "CGCZ",
+        ),
+        (
+            "sync before a CopyFail",
+            cat(&[copy_data(b"1\n"), sync(), copy_fail("no")]),
+            error("ERROR", "57014", "COPY from stdin failed: no", None, None),
+            "CGEZ",
+        ),
+    ];
+    for (case, data, end, answered) in cases {
+        let mut h = host();
+        let client = cat(&[query(set_then_copy), data]);
+        h.client(&client);
+        assert_eq!(
+            tags(&h.take_sent(WRITER)),
+            tags(&client),
+            "{case}: nothing of the engine's among the COPY's messages"
+        );
+        h.backend(
+            WRITER,
+            &cat(&[
+                command_complete("SET"),
+                copy_in(),
+                end,
+                rfq(b'I', Some(0x2000), None),
+            ]),
+        );
+        assert_eq!(tags(&h.take_client()), answered, "{case}");
+        assert!(
+            !h.session.is_closed(),
+            "{case}: closed: {}",
+            h.session.last_error()
+        );
+        assert!(
+            sends_capture(&h.take_sent(WRITER)),
+            "{case}: the capture follows the COPY's ReadyForQuery"
+        );
+        h.backend(
+            WRITER,
+            &capture_answer(&[("application_name", "red10a")], None),
+        );
+        session_goes_on(&mut h);
+    }
+}

@@ -1011,3 +1011,176 @@ fn e2_a_bind_pipelined_behind_a_deallocate_all_query_meets_the_dropped_statement
         "the Bind reaches the writer with no Parse of s1 in front"
     );
 }
+
+/// E-1, E-2 (examiners' finding of 2026-12-07): extended messages sent without a Sync and a
+/// simple Query behind them run in one implicit transaction, which a failure of the Query rolls
+/// back whole. A statement that lives only on readers is prepared on the writer before a Query
+/// that names it (`DEALLOCATE s1`) or changes how text parses (`SET TimeZone`): there, without
+/// a Sync of its own — that Sync committed the INSERT before the Query failed, where the primary
+/// alone rolls it back.
+#[test]
+fn e1_e2_no_hidden_sync_ends_unsynced_extended_messages_before_the_query_behind_them() {
+    for (sql, first) in [
+        ("DEALLOCATE s1; SELECT 1/0", "DEALLOCATE"),
+        ("SET TimeZone = 'Asia/Kolkata'; SELECT 1/0", "SET"),
+    ] {
+        let mut h = host();
+        put_s1_on_r1(&mut h, "SELECT '2020-01-01 00:00'::timestamptz", false);
+        let mut b = parse("", "INSERT INTO t VALUES (1)");
+        b.extend(bind("", ""));
+        b.extend(execute(""));
+        b.extend(flush());
+        h.client(&b);
+        assert_eq!(tags(&h.take_sent(WRITER)), "PBEH", "{sql}");
+        let mut ans = msg(b'1', b"");
+        ans.extend(msg(b'2', b""));
+        ans.extend(command_complete("INSERT 0 1"));
+        h.backend(WRITER, &ans);
+        assert_eq!(tags(&h.take_client()), "12C", "{sql}");
+        h.client(&query(sql));
+        let sent = h.take_sent(WRITER);
+        assert_eq!(
+            tags(&sent),
+            "PQ",
+            "{sql}: s1 joins the client's batch, no Sync ends it early"
+        );
+        assert_eq!(named(&sent)[0], ('P', "s1".to_string()), "{sql}");
+        let mut ans = msg(b'1', b"");
+        ans.extend(command_complete(first));
+        ans.extend(error("ERROR", "22012", "division by zero", None, None));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+        assert_eq!(
+            tags(&h.take_client()),
+            "CEZ",
+            "{sql}: the hidden answer swallowed"
+        );
+        // The Query's RFQ ended the implicit transaction: a capture the SET made due may follow.
+        if sends_capture(&h.take_sent(WRITER)) {
+            h.backend(WRITER, &capture_answer(&[], None));
+        }
+        h.client(&sync());
+        assert_eq!(tags(&h.take_sent(WRITER)), "S", "{sql}");
+        h.backend(WRITER, &rfq(b'I', Some(0x1000), None));
+        assert_eq!(tags(&h.take_client()), "Z", "{sql}");
+        assert!(h.streams.balanced(), "{sql}");
+        assert!(!h.session.is_closed(), "{sql}: {}", h.session.last_error());
+    }
+}
+
+/// E-2 (examiners' finding of 2026-12-07): in a failed transaction block a Query that changes
+/// how text parses is refused (25P02), and so is any Parse: the statement that lives only on
+/// readers is not prepared on the writer ahead of it — and when that Parse went before the
+/// engine knew the block had failed (pipelined behind the failing statement), its refusal undoes
+/// the mark that it is there. Before, the mark stayed: after the ROLLBACK every use of the
+/// statement went to the writer without it and got 26000, where the primary alone answers.
+#[test]
+fn e2_a_statement_on_readers_only_is_not_taken_for_prepared_on_the_writer_by_a_refused_mirror() {
+    for pipelined in [false, true] {
+        let mut h = host();
+        put_s1_on_r1(&mut h, "SELECT '2020-01-01 00:00'::timestamptz", false);
+        h.client(&query("BEGIN"));
+        assert_eq!(tags(&h.take_sent(WRITER)), "Q");
+        h.writer_answers("BEGIN", b'T', None, None);
+        assert_eq!(tags(&h.take_client()), "CZ");
+        let fails = query("INSERT INTO t VALUES (1/0)");
+        let set = query("SET TimeZone = 'Asia/Kolkata'");
+        let mut failed = error("ERROR", "22012", "division by zero", None, None);
+        failed.extend(rfq(b'E', None, None));
+        let mut refused = error(
+            "ERROR",
+            "25P02",
+            "current transaction is aborted, commands ignored until end of transaction block",
+            None,
+            None,
+        );
+        refused.extend(rfq(b'E', None, None));
+        if pipelined {
+            // The SET arrives before the INSERT's error: the mirror goes ahead of it, with its
+            // Sync, and the failed block refuses its Parse.
+            h.client(&[fails, set].concat());
+            let sent = h.take_sent(WRITER);
+            assert_eq!(tags(&sent), "QPSQ");
+            h.backend(WRITER, &[failed.clone(), refused.clone(), refused].concat());
+            assert_eq!(tags(&h.take_client()), "EZEZ");
+        } else {
+            h.client(&fails);
+            assert_eq!(tags(&h.take_sent(WRITER)), "Q");
+            h.backend(WRITER, &failed);
+            assert_eq!(tags(&h.take_client()), "EZ");
+            h.client(&set);
+            assert_eq!(
+                tags(&h.take_sent(WRITER)),
+                "Q",
+                "no hidden Parse in a failed block"
+            );
+            h.backend(WRITER, &refused);
+            assert_eq!(tags(&h.take_client()), "EZ");
+        }
+        h.client(&query("ROLLBACK"));
+        assert_eq!(tags(&h.take_sent(WRITER)), "Q", "pipelined {pipelined}");
+        h.writer_answers("ROLLBACK", b'I', Some(0x1000), None);
+        assert_eq!(tags(&h.take_client()), "CZ");
+        // s1 runs on the writer now (the parse rules may have changed): the writer gets it
+        // first, under the client's name (behind the capture the block's SET made due).
+        h.client(&named_execute("s1"));
+        let sent = h.take_sent(WRITER);
+        assert!(
+            tags(&sent).ends_with("PBDES") && named(&sent).contains(&('P', "s1".to_string())),
+            "pipelined {pipelined}: s1 is prepared on the writer before its Bind ({})",
+            tags(&sent)
+        );
+        assert!(!h.session.is_closed(), "{}", h.session.last_error());
+    }
+}
+
+/// E-1, E-2: the hidden Parse that joins the client's unsynced batch ahead of its Query fails
+/// there (its table dropped since): its error is the batch's — the server skips the Query to the
+/// client's Sync, as after an error of the client's own — and the statement is not taken for
+/// prepared on the writer.
+#[test]
+fn e1_e2_a_hidden_parse_failing_inside_the_clients_unsynced_batch_is_the_batchs_error() {
+    let mut h = host();
+    put_s1_on_r1(&mut h, "SELECT v FROM t WHERE k = '2020-01-01'", false);
+    let mut b = parse("", "INSERT INTO t VALUES (1)");
+    b.extend(bind("", ""));
+    b.extend(execute(""));
+    b.extend(flush());
+    h.client(&b);
+    h.take_sent(WRITER);
+    let mut ans = msg(b'1', b"");
+    ans.extend(msg(b'2', b""));
+    ans.extend(command_complete("INSERT 0 1"));
+    h.backend(WRITER, &ans);
+    assert_eq!(tags(&h.take_client()), "12C");
+    h.client(&query("EXECUTE s1"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "PQ");
+    h.backend(
+        WRITER,
+        &error(
+            "ERROR",
+            "42P01",
+            "relation \"t\" does not exist",
+            None,
+            None,
+        ),
+    );
+    assert_eq!(
+        tags(&h.take_client()),
+        "E",
+        "the batch's error; the Query skipped"
+    );
+    h.client(&sync());
+    assert_eq!(tags(&h.take_sent(WRITER)), "S");
+    h.backend(WRITER, &rfq(b'I', Some(0x1000), None));
+    assert_eq!(tags(&h.take_client()), "Z");
+    assert!(!h.session.is_closed(), "{}", h.session.last_error());
+    // s1 was not made on the writer: named there again, it is parsed there first.
+    h.client(&query("EXECUTE s1"));
+    let sent = h.take_sent(WRITER);
+    assert!(
+        tags(&sent).ends_with("PSQ") && named(&sent).contains(&('P', "s1".to_string())),
+        "{}",
+        tags(&sent)
+    );
+}

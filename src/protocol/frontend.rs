@@ -100,19 +100,16 @@ impl<'a> FrontendMessage<'a> {
             tag::PARSE => {
                 let statement = r.name("statement name")?;
                 let sql = r.cstr("query string")?;
-                let n = r.i16("parameter type count")?;
-                if n < 0 {
-                    return Err(ProtocolError::Malformed {
-                        tag: t,
-                        what: "negative parameter type count",
-                    });
-                }
-                let types = r.bytes(n as usize * 4, "parameter type list")?;
+                // Unsigned, as the server reads it (`pq_getmsgint(…, 2)`): up to 65535
+                // parameters, which bulk statements of drivers declare (an examiner's finding
+                // of 2026-12-07: a count past 32767 was refused as negative, the session ended).
+                let n = r.u16("parameter type count")?;
+                let types = r.bytes(usize::from(n) * 4, "parameter type list")?;
                 r.expect_end("bytes after the parameter types")?;
                 FrontendMessage::Parse {
                     statement,
                     sql,
-                    param_types: n as u16,
+                    param_types: n,
                     types,
                 }
             }
@@ -199,14 +196,14 @@ impl<'a> FrontendMessage<'a> {
             tag::PARSE => {
                 let a = first(b)?;
                 let n = body.get(b + 1..b + 3)?;
-                let n = i16::from_be_bytes([n[0], n[1]]);
-                if n < 0 || body.len() != b + 3 + 4 * n as usize {
+                let n = u16::from_be_bytes([n[0], n[1]]);
+                if body.len() != b + 3 + 4 * usize::from(n) {
                     return None;
                 }
                 FrontendMessage::Parse {
                     statement: &body[..a],
                     sql: &body[a + 1..b],
-                    param_types: n as u16,
+                    param_types: n,
                     types: &body[b + 3..],
                 }
             }
@@ -278,9 +275,10 @@ impl<'a> FrontendMessage<'a> {
 /// SQL NULLs are skipped. `None`: the body does not hold the values it announces.
 pub(crate) fn any_bind_value(rest: &[u8], mut f: impl FnMut(&[u8]) -> bool) -> Option<bool> {
     let mut r = Reader::new(tag::BIND, rest);
-    let formats = usize::try_from(r.i16("formats").ok()?).ok()?;
+    // Both counts unsigned, as the server reads them (`pq_getmsgint(…, 2)`).
+    let formats = usize::from(r.u16("formats").ok()?);
     r.bytes(2 * formats, "formats").ok()?;
-    let values = r.i16("values").ok()?;
+    let values = r.u16("values").ok()?;
     for _ in 0..values {
         let len = r.i32("value").ok()?;
         if let Ok(len) = usize::try_from(len) {
@@ -321,11 +319,11 @@ mod tests {
 
     /// A Bind body after its names: `formats`, then `values` (`None`: NULL), no result formats.
     fn bind_rest(formats: &[i16], values: &[Option<&[u8]>]) -> Vec<u8> {
-        let mut b = (formats.len() as i16).to_be_bytes().to_vec();
+        let mut b = (formats.len() as u16).to_be_bytes().to_vec();
         formats
             .iter()
             .for_each(|f| b.extend_from_slice(&f.to_be_bytes()));
-        b.extend_from_slice(&(values.len() as i16).to_be_bytes());
+        b.extend_from_slice(&(values.len() as u16).to_be_bytes());
         for v in values {
             match v {
                 Some(v) => {
@@ -354,6 +352,49 @@ mod tests {
         assert_eq!(any_bind_value(&rest[..rest.len() - 4], is_now), None);
         assert_eq!(any_bind_value(&[0, 2], is_now), None);
         assert_eq!(any_bind_value(&[], is_now), None);
+    }
+
+    /// E-1, E-2: the 16-bit counts of a Parse (parameter types) and of a Bind (formats,
+    /// values) are read unsigned, as the server reads them (`pq_getmsgint(…, 2)`): a bulk
+    /// statement's 40,000 parameters are a Parse the session reads, parses again and classifies
+    /// (an examiner's finding of 2026-12-07: refused as a negative count, the session ended).
+    #[test]
+    fn e1_e2_counts_past_32767_are_read_unsigned_as_the_server_reads_them() {
+        for n in [32_768u16, 40_000, 65_535] {
+            let mut p = b"s\0select $1\0".to_vec();
+            p.extend_from_slice(&n.to_be_bytes());
+            (0..n).for_each(|_| p.extend_from_slice(&23i32.to_be_bytes()));
+            let parsed = FrontendMessage::parse(b'P', &p).unwrap();
+            assert!(matches!(
+                parsed,
+                FrontendMessage::Parse { param_types, types, .. }
+                    if param_types == n && types.len() == 4 * usize::from(n)
+            ));
+            let names = Names::of(&parsed);
+            assert_eq!(FrontendMessage::read_at(b'P', &p, names), Some(parsed));
+            assert_eq!(FrontendMessage::reread(b'P', &p, names), Ok(parsed));
+            // One type short of the count: still refused.
+            assert!(FrontendMessage::parse(b'P', &p[..p.len() - 4]).is_err());
+            assert_eq!(
+                FrontendMessage::read_at(b'P', &p[..p.len() - 4], names),
+                None
+            );
+
+            let is_now = |v: &[u8]| v == b"now";
+            let mut values = vec![Some(&b"7"[..]); usize::from(n) - 1];
+            values.push(Some(b"now"));
+            let formats = vec![0i16; usize::from(n)];
+            assert_eq!(
+                any_bind_value(&bind_rest(&formats, &values), is_now),
+                Some(true)
+            );
+            values.pop();
+            values.push(None);
+            assert_eq!(
+                any_bind_value(&bind_rest(&[], &values), is_now),
+                Some(false)
+            );
+        }
     }
 
     #[test]
@@ -474,11 +515,11 @@ mod tests {
             b'P' => {
                 let statement = cstr(&mut b)?;
                 let sql = cstr(&mut b)?;
-                let n = i16::from_be_bytes([*b.first()?, *b.get(1)?]);
-                (n >= 0 && b.len() == 2 + 4 * n as usize).then_some(FrontendMessage::Parse {
+                let n = u16::from_be_bytes([*b.first()?, *b.get(1)?]);
+                (b.len() == 2 + 4 * usize::from(n)).then_some(FrontendMessage::Parse {
                     statement,
                     sql,
-                    param_types: n as u16,
+                    param_types: n,
                     types: &b[2..],
                 })?
             }
@@ -547,6 +588,7 @@ mod tests {
     fn malformed_frontend_messages() {
         assert!(FrontendMessage::parse(b'Q', b"select 1").is_err());
         assert!(FrontendMessage::parse(b'Q', b"select 1\0x").is_err());
+        // 65535 parameter types announced, none there.
         assert!(FrontendMessage::parse(b'P', b"s\0q\0\xff\xff").is_err());
         assert!(FrontendMessage::parse(b'P', b"s\0q\0\0\x02\0\0\0\x17").is_err());
         assert!(FrontendMessage::parse(b'D', b"Xname\0").is_err());

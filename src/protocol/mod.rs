@@ -225,9 +225,11 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
-    pub(crate) fn i16(&mut self, what: &'static str) -> Result<i16, ProtocolError> {
+    /// A 16-bit count, unsigned as the server reads it (`pq_getmsgint(msg, 2)`: a Parse's
+    /// parameter types, a Bind's formats and values, a FunctionCall's arguments, up to 65535).
+    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, ProtocolError> {
         let b = self.bytes(2, what)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
+        Ok(u16::from_be_bytes([b[0], b[1]]))
     }
 
     pub(crate) fn i32(&mut self, what: &'static str) -> Result<i32, ProtocolError> {

@@ -1003,6 +1003,41 @@ impl Session {
         self.writer_skipping() || self.writer_continuation
     }
 
+    /// The one guard of all hidden work that goes to the writer with a Sync of its own (the
+    /// probe and the capture, the mirror of reader-only statements, the reservation of the
+    /// engine's names, the touch of a block, the keep-alive): the writer's server must be
+    /// somewhere such a batch runs as if the client had sent nothing — not inside something
+    /// only the client closes ([`Self::writer_mid_batch`]: the Sync would commit an implicit
+    /// transaction a later failure must roll back, or end a skip early), not in a failed block
+    /// (every hidden statement is refused there, and what it was to make is not made), and not
+    /// behind a unit that may be in, or about to enter, COPY IN ([`Self::writer_may_copy_in`]:
+    /// the server reads the hidden messages as the client's COPY data and ends the session —
+    /// examiners' finding of 2026-12-07, a capture pipelined behind a Sync the client sent
+    /// inside its COPY). What it skips follows the writer's next ReadyForQuery, or is not needed.
+    pub(super) fn writer_takes_hidden_sync(&self) -> bool {
+        !self.writer_mid_batch()
+            && self.writer_status != TxStatus::Failed
+            && !self.writer_may_copy_in()
+    }
+
+    /// Whether a unit the writer still owes an answer may be in COPY IN or may enter it
+    /// ([`units::may_copy_in`]). Judged on every unit queued there, not only the one just sent:
+    /// a lone Sync the client sent inside its COPY (which the server ignores) is a unit of its
+    /// own, sent before the CopyInResponse came. Counted, not scanned: a client may pipeline
+    /// thousands of units (`tests/pipeline_scaling.rs`).
+    pub(super) fn writer_may_copy_in(&self) -> bool {
+        let n = self.units.count_may_copy_in();
+        if n == 0 {
+            return false;
+        }
+        // The front unit may be one whose ReadyForQuery is being handled (it leaves the queue
+        // after): out of its COPY, the writer owes it nothing.
+        let answered_front = self.units.front().is_some_and(|u| {
+            units::may_copy_in(u) && !self.writer.as_ref().is_some_and(|w| w.resp.has_unit(u.id))
+        });
+        n > usize::from(answered_front)
+    }
+
     /// The writer went idle now: it answered a request or was touched.
     pub(super) fn writer_went_idle(&mut self) {
         self.writer_idle_at = self.now;
@@ -1026,7 +1061,7 @@ impl Session {
         let Some(due) = self.writer_touch_due() else {
             return;
         };
-        if self.now < due {
+        if self.now < due || !self.writer_takes_hidden_sync() {
             return;
         }
         let Some(w) = self.writer.as_mut() else {

@@ -520,7 +520,7 @@ impl Session {
     /// a failed block, where the server refuses any Parse (25P02) and ours would fail in the
     /// client's place.
     pub(super) fn reserve_names(&mut self, w: ConnId, sync: bool) {
-        if self.writer_status == TxStatus::Failed {
+        if self.writer_status == TxStatus::Failed || (sync && !self.writer_takes_hidden_sync()) {
             return;
         }
         self.out.send_backend_with(w, |o| {
@@ -565,12 +565,48 @@ impl Session {
         self.mirror_statements(w, &todo);
     }
 
-    /// Sends hidden Parses of `todo` (name, Parse body after the name) and one Sync to the
-    /// writer, their answers swallowed, and marks them prepared there.
+    /// Sends hidden Parses of `todo` (name, Parse body after the name) to the writer, their
+    /// answers swallowed, and marks them prepared there — a mark undone when the server refuses
+    /// or skips a Parse (`writer_mirror_message`, `undo_skipped`), so a statement the writer
+    /// never had is not sent there (an examiner's finding of 2026-12-07: a mirror refused in a
+    /// failed block, then 26000 for every later use).
+    ///
+    /// Where the writer takes hidden work with a Sync of its own
+    /// (`writer_takes_hidden_sync`), with one. Inside extended messages the client has not
+    /// synced (`writer_continuation`), without: the Sync would commit them ahead of the Query
+    /// behind them, which the primary alone rolls back with them when it fails (an examiner's
+    /// finding of 2026-12-07). There the Parses join the client's batch as the hidden Parse of
+    /// a statement a batch names does (`ensure_on_writer`), counted with the batch's unit: an
+    /// error of theirs is the batch's (the server skips to the client's Sync, as after an error
+    /// of the client's own), and skipped after an earlier error they are undone with the batch's
+    /// skipped Parses. Not at all in a failed block (refused there) or while the server skips
+    /// to a Sync or may be in COPY IN: the statement stays where it is known, on readers, and
+    /// is parsed on the writer when a message names it there.
     fn mirror_statements(&mut self, w: ConnId, todo: &[super::state::Setting]) {
-        if todo.is_empty() || self.writer_skipping() {
+        if todo.is_empty() {
             return;
         }
+        let synced = self.writer_takes_hidden_sync();
+        let in_batch = !synced
+            && self.writer_continuation
+            && !self.writer_skipping()
+            && self.writer_status != TxStatus::Failed
+            && !self.writer_may_copy_in();
+        if !synced && !in_batch {
+            return;
+        }
+        // The unit of the client's unsynced batch (none left: its answers all came, so the
+        // server skips nothing of it).
+        let (who, unit) = if synced {
+            (Who::Mirror, 0)
+        } else {
+            let batch = self
+                .units
+                .iter()
+                .rev()
+                .find(|u| u.kind == UnitKind::Batch && u.attempt == Attempt::Writer);
+            (Who::Prepare, batch.map_or(0, |u| u.id))
+        };
         for (name, _) in todo {
             self.statements.set_on_writer(name);
             let epoch = self.ddl_epoch();
@@ -580,13 +616,19 @@ impl Session {
             for (name, rest) in todo {
                 hidden::parse_as(o, name, rest);
             }
-            hidden::sync(o);
+            if synced {
+                hidden::sync(o);
+            }
         });
         if let Some(wb) = self.writer.as_mut() {
-            for _ in todo {
-                wb.resp.push(Req::Parse, Who::Mirror, 0);
+            for (name, _) in todo {
+                wb.resp.push(Req::Parse, who, unit);
+                wb.parses
+                    .push_back(super::statements::ParseNote::parse(unit, name, who));
             }
-            wb.resp.push(Req::Sync, Who::Mirror, 0);
+            if synced {
+                wb.resp.push(Req::Sync, Who::Mirror, 0);
+            }
         }
     }
 
@@ -605,10 +647,14 @@ impl Session {
         // among them the server discards everything up to the client's Sync, and the hidden
         // work's own Sync would end that early — the Query, and what the client sends before
         // its Sync, would run where the primary alone runs nothing (E-1).
+        // Nor while an earlier unit on the writer may be in (or about to enter) COPY IN, not
+        // only this one (`pipelinable`): the hidden batch would be read as COPY data
+        // (`writer_takes_hidden_sync`).
         if !pipelinable
             || self.writer_continuation
             || self.unit_drops_statements(id)
             || self.statements_cleared_ahead(id)
+            || !self.writer_takes_hidden_sync()
         {
             return;
         }
@@ -721,6 +767,9 @@ impl Session {
         let Some(w) = self.writer.as_ref().map(|w| w.conn) else {
             return;
         };
+        if !self.writer_takes_hidden_sync() {
+            return;
+        }
         self.txn.touched_at = Some(now);
         self.out.send_backend_with(w, hidden::touch);
         if let Some(wb) = self.writer.as_mut() {
@@ -777,7 +826,7 @@ impl Session {
 
     /// Sends the hidden probe and/or capture as one batch on the writer (W-7, S-5).
     pub(super) fn send_learning(&mut self, probe: bool, capture: bool) {
-        if self.never_routed() || self.writer_skipping() {
+        if self.never_routed() || !self.writer_takes_hidden_sync() {
             return;
         }
         let Some(w) = self.writer.as_mut() else {

@@ -56,14 +56,20 @@ impl Session {
     /// C-1 with `lsn_probe = adaptive`: the session's last committed write went unprobed, so a
     /// token could not cover it; the probe is sent now, on the idle writer outside a transaction
     /// block, and the token statement waits for its answer (returns true). Once per unprobed
-    /// write: a probe that fails leaves the position unknown, and SHOW answers 55000.
+    /// write: a probe that fails leaves the position unknown, and SHOW answers 55000. Not
+    /// where the writer takes no hidden work with a Sync of its own
+    /// (`writer_takes_hidden_sync`: after extended messages the client has not synced, the
+    /// probe's Sync would commit them early): no probe is waited for that cannot be sent — the
+    /// token statement, which never reaches the writer, would wait for ever (a simulator
+    /// scenario, seed 394 of the E-6 families, once the probe obeyed that guard).
     fn probe_for_token(&mut self) -> bool {
         let probe = self.lsn.write_unknown
             && self.probe_credit.has_skipped()
             && self.probe_enabled()
             && !self.txn.active
             && self.writer_status == TxStatus::Idle
-            && self.writer.as_ref().is_some_and(|w| w.resp.is_empty());
+            && self.writer.as_ref().is_some_and(|w| w.resp.is_empty())
+            && self.writer_takes_hidden_sync();
         if probe {
             self.send_learning(true, false);
         }

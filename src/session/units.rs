@@ -32,6 +32,8 @@ struct Marks {
     /// A Query that may drop every prepared statement (`DEALLOCATE ALL`, `DISCARD ALL`, or
     /// text the engine could not classify).
     clears_statements: bool,
+    /// A writer unit that may be in COPY IN or enter it ([`may_copy_in`]).
+    may_copy_in: bool,
 }
 
 fn blocks(u: &Unit) -> bool {
@@ -44,6 +46,24 @@ fn blocks(u: &Unit) -> bool {
 
 fn may_open_txn(u: &Unit) -> bool {
     u.may_open_txn
+}
+
+/// A writer unit that may be in COPY IN or enter it: one the writer put in COPY IN, a Query
+/// the engine could not read or with a `COPY`, a batch with an Execute of one or of something
+/// unknown. Hidden work with a Sync of its own must not reach the server behind it: the server
+/// would read it as COPY data (`Session::writer_takes_hidden_sync`).
+pub(super) fn may_copy_in(u: &Unit) -> bool {
+    let copies = |c: &Option<Classification>| {
+        c.as_ref()
+            .is_none_or(|c| c.statements().iter().any(|s| s.kind == Kind::Copy))
+    };
+    u.attempt == Attempt::Writer
+        && (u.copy_in
+            || match u.kind {
+                UnitKind::Query => copies(&u.class),
+                UnitKind::Batch => u.execs.iter().any(copies),
+                UnitKind::FunctionCall => false,
+            })
 }
 
 fn on_reader(u: &Unit) -> bool {
@@ -77,6 +97,7 @@ impl Marks {
             may_open_txn: may_open_txn(u),
             on_reader: on_reader(u),
             clears_statements: clears_statements(u),
+            may_copy_in: may_copy_in(u),
         }
     }
 }
@@ -87,6 +108,7 @@ struct Counts {
     may_open_txn: usize,
     on_reader: usize,
     clears_statements: usize,
+    may_copy_in: usize,
 }
 
 impl Counts {
@@ -95,6 +117,7 @@ impl Counts {
         self.may_open_txn += usize::from(m.may_open_txn);
         self.on_reader += usize::from(m.on_reader);
         self.clears_statements += usize::from(m.clears_statements);
+        self.may_copy_in += usize::from(m.may_copy_in);
     }
 
     fn sub(&mut self, m: Marks) {
@@ -102,6 +125,7 @@ impl Counts {
         self.may_open_txn -= usize::from(m.may_open_txn);
         self.on_reader -= usize::from(m.on_reader);
         self.clears_statements -= usize::from(m.clears_statements);
+        self.may_copy_in -= usize::from(m.may_copy_in);
     }
 }
 
@@ -321,6 +345,14 @@ impl Units {
     /// Whether some unit runs on a reader or waits for one.
     pub(super) fn any_on_reader(&self) -> bool {
         self.any(|c| c.on_reader, on_reader)
+    }
+
+    /// How many writer units may be in COPY IN or enter it ([`may_copy_in`]).
+    pub(super) fn count_may_copy_in(&self) -> usize {
+        match self.counted.as_deref() {
+            Some(c) => c.now(&self.q).may_copy_in,
+            None => self.q.iter().filter(|u| may_copy_in(u)).count(),
+        }
     }
 
     /// Whether some unit is a Query that may drop every prepared statement.

@@ -221,6 +221,11 @@ impl Session {
                 self.writer_check_message(conn, t, body, msg, a.req);
                 Ok(())
             }
+            Who::Mirror => {
+                self.writer_mirror_message(&msg, a);
+                self.apply_disp(conn, t, body, Disp::Discard);
+                Ok(())
+            }
             Who::Refuse => {
                 self.writer_refuse_message(conn, t, body, msg, a.unit);
                 Ok(())
@@ -630,6 +635,45 @@ impl Session {
                 self.statements.clear_on_writer(&n.name);
             }
             (_, _) => self.backend_mut(i).prepared.forget(n.hash),
+        }
+    }
+
+    /// An answer to the mirror of reader-only statements (E-2, `mirror_statements`), which
+    /// marked them prepared on the writer when it sent their Parses: a ParseComplete confirms
+    /// the oldest; an error undoes the mark of the Parse it answers and of those the server
+    /// skipped behind it up to the mirror's Sync — the statement exists only on readers still
+    /// and is parsed on the writer when a message names it there. Kept, the mark sent every
+    /// later use of the statement to a writer that never had it (an examiner's finding of
+    /// 2026-12-07: a mirror refused in a failed block, then 26000 for good).
+    fn writer_mirror_message(&mut self, msg: &BackendMessage<'_>, a: Answer) {
+        match (a.kind, msg) {
+            (AKind::Done, BackendMessage::ParseComplete) => {
+                if let Some(w) = self.writer.as_mut() {
+                    statements::pop_parse(&mut w.parses);
+                }
+            }
+            (AKind::Error { skipped, .. }, BackendMessage::ErrorResponse(_))
+                if a.req == Some(Req::Parse) =>
+            {
+                for _ in 0..=skipped {
+                    let note = self
+                        .writer
+                        .as_mut()
+                        .and_then(|w| statements::pop_parse(&mut w.parses));
+                    match note {
+                        Some(n) if n.who == Who::Mirror => self.undo_parse(0, &n),
+                        Some(n) => {
+                            // Not the mirror's (none left of it): put back where it was.
+                            if let Some(w) = self.writer.as_mut() {
+                                w.parses.push_front(n);
+                            }
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
