@@ -579,11 +579,22 @@ impl Session {
     /// a statement a batch names does (`ensure_on_writer`), counted with the batch's unit: an
     /// error of theirs is the batch's (the server skips to the client's Sync, as after an error
     /// of the client's own), and skipped after an earlier error they are undone with the batch's
-    /// skipped Parses. Not at all in a failed block (refused there) or while the server skips
-    /// to a Sync or may be in COPY IN: the statement stays where it is known, on readers, and
-    /// is parsed on the writer when a message names it there.
+    /// skipped Parses. Not at all in a transaction block (a failed one refuses it; in an open
+    /// one its locks and its failure would be the client's), or while the server skips to a
+    /// Sync or may be in COPY IN: the statement stays where it is known, on readers, and is
+    /// parsed on the writer when a message names it there — under the settings of that time,
+    /// where the primary alone keeps the first parse (a setting that changes how a literal
+    /// parses, set inside a block, then a statement prepared on readers before it: README).
     fn mirror_statements(&mut self, w: ConnId, todo: &[super::state::Setting]) {
-        if todo.is_empty() {
+        // Nor inside the client's transaction block: a Parse there takes its relations' locks
+        // until the block ends (another session's ALTER TABLE then waits for a block that never
+        // touched the table), and one the server refuses (a column a migration dropped) aborts
+        // the block the client did nothing to fail (examiners' findings of 2026-12-07, red10-d).
+        if todo.is_empty()
+            || self.txn.active
+            || self.writer_status != TxStatus::Idle
+            || self.units.any_may_open_txn()
+        {
             return;
         }
         let synced = self.writer_takes_hidden_sync();
