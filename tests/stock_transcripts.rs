@@ -888,6 +888,121 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     assert_eq!(tags(&h.take_client()), "EZ");
 }
 
+/// Reads the application asks of the primary (`/* route=primary */`), each answered, a probe
+/// behind one answered at a new position nothing reads at, until the adaptive rule leaves one
+/// unprobed: what that read showed is then unpositioned (S-1a).
+fn until_a_read_the_writer_served_goes_unprobed(h: &mut Host) {
+    let mut at = 0x5000;
+    for _ in 0..200 {
+        at += 0x100;
+        let q = query("/* route=primary */ SELECT v FROM t");
+        h.client(&q);
+        let sent = h.take_sent(WRITER);
+        assert!(sent.starts_with(&q), "{}", tags(&sent));
+        let probed = sent.len() > q.len();
+        h.writer_answers("SELECT 1", b'I', None, None);
+        if probed {
+            h.backend(WRITER, &probe_answer(&format!("0/{at:X}")));
+        }
+        h.take_client();
+        if !probed {
+            let l = h.session.lsn_state();
+            assert!(l.observed_unknown && !l.write_unknown, "{l:?}");
+            return;
+        }
+    }
+    panic!("200 reads, every one probed");
+}
+
+/// C-1 with S-1a: the token is the session's target, and the target counts what a read the
+/// writer served showed. Once the adaptive probe left such a read unprobed, SHOW answered the
+/// older target: another session presenting it read data older than this one had seen (an
+/// examiner's finding, 2026-12-07: 6–9 of 10 rounds). Now SHOW probes the idle writer once and
+/// answers the position it learns.
+#[test]
+fn c1_s1a_show_token_after_a_read_the_writer_served_unprobed_probes_then_covers_it() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    writer_samples_arrive(&mut h);
+    until_a_read_the_writer_served_goes_unprobed(&mut h);
+    let probes = h.engine.stats().get(Counter::ProbesSent);
+    h.client(&query("SHOW polarsplit.causal_token"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBCES", "an on-demand probe");
+    assert!(h.take_client().is_empty(), "SHOW waits for the position");
+    assert_eq!(h.engine.stats().get(Counter::ProbesSent), probes + 1);
+    h.backend(WRITER, &probe_answer("0/9000"));
+    let got = h.take_client();
+    assert_eq!(tags(&got), "TDCZ");
+    assert!(
+        messages(&got)
+            .iter()
+            .any(|(t, b)| *t == b'D' && String::from_utf8_lossy(b).ends_with(":0/9000")),
+        "a token at the probed position: {got:?}"
+    );
+    assert_eq!(h.session.lsn_state().observed_lsn, Lsn(0x9000));
+    assert!(h.streams.balanced());
+}
+
+/// C-1 with S-1a: when the on-demand probe fails, the position of what the read showed stays
+/// unknown: SHOW answers 55000 naming the read (not a write), and does not probe again for the
+/// same read — no loop of failing probes.
+#[test]
+fn c1_s1a_show_token_after_a_failed_probe_for_a_read_answers_55000_and_probes_once() {
+    let mut h = stock(&[]);
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    writer_samples_arrive(&mut h);
+    until_a_read_the_writer_served_goes_unprobed(&mut h);
+    h.client(&query("SHOW polarsplit.causal_token"));
+    assert_eq!(tags(&h.take_sent(WRITER)), "CPBCES");
+    let mut b = steps_answer();
+    b.extend(cancelled_error());
+    b.extend(rfq(b'I', None, None));
+    h.backend(WRITER, &b);
+    let got = h.take_client();
+    assert_eq!(tags(&got), "EZ");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(text.contains("55000"), "{text}");
+    assert!(
+        text.contains("what the session last read") && !text.contains("write"),
+        "{text}"
+    );
+    h.client(&query("SHOW polarsplit.causal_token"));
+    assert!(h.take_sent(WRITER).is_empty(), "no second probe");
+    assert_eq!(tags(&h.take_client()), "EZ");
+}
+
+/// C-1 with S-1a for a client that has tokens reported: the RFQ of a read the writer served
+/// waits for the probe behind it, so the token reported with it covers what the read showed.
+/// Before, it was held only after a write: the client took the token it had, which did not
+/// cover the read (an examiner's finding, 2026-12-07: 10 of 10 rounds).
+#[test]
+fn c1_s1a_a_reported_token_covers_a_read_the_writer_served_the_rfq_waits_for_the_probe() {
+    let mut h = stock_as(
+        &[],
+        &[
+            ("user", "app"),
+            ("database", "db"),
+            ("options", "-c polarsplit.report_token=on"),
+        ],
+    );
+    h.engine.reader_sample(1, Lsn(0x100), h.now);
+    let q = query("/* route=primary */ SELECT v FROM t");
+    h.client(&q);
+    assert_eq!(probe_sent(&h.take_sent(WRITER), &q), "CPBCES probe");
+    h.writer_answers("SELECT 1", b'I', None, None);
+    assert_eq!(tags(&h.take_client()), "C", "the RFQ waits for the probe");
+    h.backend(WRITER, &probe_answer("0/5000"));
+    let got = h.take_client();
+    assert_eq!(tags(&got), "SZ");
+    let ps = messages(&got).remove(0).1;
+    assert!(
+        String::from_utf8_lossy(&ps).ends_with(":0/5000\0"),
+        "{:?}",
+        String::from_utf8_lossy(&ps)
+    );
+    assert!(h.streams.balanced());
+}
+
 #[test]
 fn w7_a_write_that_fails_still_has_its_pipelined_probe_answered() {
     let mut h = stock(&[]);

@@ -1121,11 +1121,11 @@ impl Session {
             self.out.discard_backend(conn, body.len() + 5);
             self.skip_to_sync |= errored;
         } else if self.startup.as_ref().is_some_and(|s| s.report_token)
-            && self.lsn.write_unknown
+            && (self.lsn.write_unknown || self.lsn.observed_unknown)
             && probe_in_flight
         {
-            // C-1: the token reported with this RFQ must cover the write: the RFQ waits for
-            // the probe's answer.
+            // C-1: the token reported with this RFQ must cover the write, or what a read the
+            // writer served showed (S-1a): the RFQ waits for the probe's answer.
             self.out.discard_backend(conn, body.len() + 5);
             self.held_rfq = Some(rfq.status);
         } else {
