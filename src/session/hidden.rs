@@ -405,27 +405,16 @@ fn execute_portal(out: &mut Vec<u8>, name: &[u8]) {
 /// stays prepared on the writer, where the client's `pg_prepared_statements` would list it (pg8000's
 /// own tests through the example proxy, 2026-12-06), and a statement of the name left by a batch
 /// that failed before its Close, or by the engine's answer to a client's Parse of the name
-/// ([`reserve`]), is gone before the Parse. Inside a transaction block (`in_block`) under a
-/// portal of its own, closed at once (a portal outlives its Sync in a block): never the unnamed
-/// portal there, which may be the client's — a row-limited read suspended in the block, which the
-/// writer serves and the probe follows (P-5): bound over, the client's next Execute of it was
-/// answered `SELECT 0` where the primary alone returns the rest of its rows (found 2026-12-06).
-/// Outside a block the unnamed portal is free: the client's ended with its Sync's implicit
-/// transaction. Answers: CloseComplete, ParseComplete, BindComplete, CloseComplete, the row,
-/// CommandComplete, and CloseComplete in a block.
-pub(super) fn probe(out: &mut Vec<u8>, in_block: bool) {
+/// ([`reserve`]), is gone before the Parse. Only outside a transaction block (S-5: it calls a
+/// function, which can fail, and would abort the client's block), where the unnamed portal is
+/// free: the client's ended with its Sync's implicit transaction. Answers: CloseComplete,
+/// ParseComplete, BindComplete, CloseComplete, the row, CommandComplete.
+pub(super) fn probe(out: &mut Vec<u8>) {
     close_statement(out, PROBE_NAME);
     parse_fixed(out, PROBE_NAME, PROBE_STATEMENT, &[]);
-    if in_block {
-        bind(out, PROBE_NAME, PROBE_NAME, &[]);
-        close_statement(out, PROBE_NAME);
-        execute_portal(out, PROBE_NAME);
-        close(out, b'P', PROBE_NAME);
-    } else {
-        bind(out, b"", PROBE_NAME, &[]);
-        close_statement(out, PROBE_NAME);
-        execute(out);
-    }
+    bind(out, b"", PROBE_NAME, &[]);
+    close_statement(out, PROBE_NAME);
+    execute(out);
 }
 
 /// The capture (S-5), as the probe: closed, parsed, bound (the placeholder names as a text

@@ -670,21 +670,14 @@ impl Session {
             return;
         }
         if !outside {
-            // Inside a block whose next reads may still be split off (P-5), a read the writer
-            // serves on a server that reports no positions gets a probe behind it as outside
-            // one (never a capture: the block's own state is not the session's). Without it,
-            // only a writer sample sent after the read positions what it saw, and reads one
-            // behind the other never leave room for one: every later read of the block stayed
-            // on the writer (an examiner's finding, 2026-12-05).
-            if no_edge && !may_write && self.block_reads_may_split() && self.unit_observes(id) {
-                self.probe_credit.new_write();
-                if self.wants_probe() {
-                    self.send_learning(true, false);
-                    if let Some(u) = self.unit_mut(id) {
-                        u.probe_after = true;
-                    }
-                }
-            }
+            // No probe inside a transaction block (S-5): it calls a function, which can fail —
+            // EXECUTE on `pg_current_wal_insert_lsn()` revoked from PUBLIC, a cancel, a
+            // statement timeout — and its error would abort the client's block (an examiner's
+            // finding, 2026-12-07: the block's UPDATE lost, 25P02 then ROLLBACK, where the
+            // primary alone commits it). A read the writer serves inside a block so leaves the
+            // session's position unknown until the block's end, whose RFQ gets the probe
+            // (`writer_unit_rfq`), or a writer sample sent after the read: the block's later
+            // reads stay on the writer meanwhile — the safe side.
             return;
         }
         let capture = self.settings.known == Known::Due;
@@ -709,24 +702,6 @@ impl Session {
                 u.probe_after = true;
             }
         }
-    }
-
-    /// Whether the open block's later reads may still be split off to a reader before its
-    /// first write (P-5 on a server that reports no positions): READ COMMITTED, not failed, no
-    /// state change, no write and no reader failure in it. A probe's position is of use to
-    /// such a block's reads only; after a write in it, nothing positions its commit but the
-    /// commit's own RFQ.
-    fn block_reads_may_split(&self) -> bool {
-        let t = &self.txn;
-        t.active
-            && self.writer_status == TxStatus::InTransaction
-            && self.config.txn_split
-            && !t.failed
-            && !t.set_ran
-            && !t.may_have_written
-            && !t.reader_failed
-            && t.isolation.map(crate::classify::Isolation::effective)
-                == Some(crate::classify::Isolation::ReadCommitted)
     }
 
     /// Whether unit `id` reads data (a SELECT, however routed): on the writer of a server that
@@ -844,15 +819,18 @@ impl Session {
             return;
         };
         let conn = w.conn;
-        // A probe inside a transaction block (P-5) runs under a portal of its own
-        // (`hidden::probe`); so does one sent while the engine is unsure of it.
+        // S-5: no hidden statement that can fail runs inside the client's transaction block —
+        // nor while the engine is unsure whether one is open: its error would abort the
+        // client's block. The probe calls a function (which can fail: EXECUTE revoked, a
+        // cancel); the capture runs only outside blocks by its callers.
         let in_block = self.txn.active || self.writer_status != TxStatus::Idle;
+        let probe = probe && !in_block;
+        if !probe && !capture {
+            return;
+        }
         if probe {
             w.resp.push(Req::Steps(4), Who::Probe, 0);
             w.resp.push(Req::Execute, Who::Probe, 0);
-            if in_block {
-                w.resp.push(Req::Close, Who::Probe, 0);
-            }
         }
         if capture {
             w.resp.push(Req::Steps(4), Who::Capture, 0);
@@ -865,7 +843,7 @@ impl Session {
         let advisory = capture && self.hazards.has(Hazards::ADVISORY_LOCK);
         self.out.send_backend_with(conn, |o| {
             if probe {
-                hidden::probe(o, in_block);
+                hidden::probe(o);
             }
             if capture {
                 hidden::capture(o, names, advisory);

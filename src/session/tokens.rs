@@ -36,9 +36,12 @@ fn text_command(sql: &[u8]) -> Option<TokenCommand> {
 
 impl Session {
     /// The session's token now: its target in the writer's history. `None` while the position
-    /// of a write is unknown (it could not cover it).
+    /// of a write, or of what a read showed, is unknown: S-1a counts what the session observed
+    /// in its target, and a token below it let another session read older data than this one
+    /// had seen (an examiner's finding, 2026-12-07: a read the primary served, then a token
+    /// that did not cover it, 10 of 10 rounds).
     fn current_token(&self, view: &WriterView) -> Option<Token> {
-        if self.lsn.write_unknown {
+        if self.lsn.write_unknown || self.lsn.observed_unknown {
             return None;
         }
         let mut lsn = self.lsn.target();
@@ -53,17 +56,18 @@ impl Session {
         })
     }
 
-    /// C-1 with `lsn_probe = adaptive`: the session's last committed write went unprobed, so a
-    /// token could not cover it; the probe is sent now, on the idle writer outside a transaction
-    /// block, and the token statement waits for its answer (returns true). Once per unprobed
-    /// write: a probe that fails leaves the position unknown, and SHOW answers 55000. Not
-    /// where the writer takes no hidden work with a Sync of its own
+    /// C-1 with `lsn_probe = adaptive`: the session's last committed write, or a read the writer
+    /// served, went unprobed, so a token could not cover it; the probe is sent now, on the idle
+    /// writer outside a transaction block, and the token statement waits for its answer (returns
+    /// true). Once per unprobed statement (`has_skipped`, cleared by the probe sent): a probe
+    /// that fails leaves the position unknown, and SHOW answers 55000. Only a token asked for
+    /// pays this round trip. Not where the writer takes no hidden work with a Sync of its own
     /// (`writer_takes_hidden_sync`: after extended messages the client has not synced, the
     /// probe's Sync would commit them early): no probe is waited for that cannot be sent — the
     /// token statement, which never reaches the writer, would wait for ever (a simulator
     /// scenario, seed 394 of the E-6 families, once the probe obeyed that guard).
     fn probe_for_token(&mut self) -> bool {
-        let probe = self.lsn.write_unknown
+        let probe = (self.lsn.write_unknown || self.lsn.observed_unknown)
             && self.probe_credit.has_skipped()
             && self.probe_enabled()
             && !self.txn.active
@@ -139,13 +143,13 @@ impl Session {
         match cmd {
             TokenCommand::Show => {
                 let Some(t) = self.current_token(&view) else {
+                    let msg: &[u8] = if self.lsn.write_unknown {
+                        b"polarsplit: the session's last write position is unknown: no causal token covers it"
+                    } else {
+                        b"polarsplit: the position of what the session last read is unknown: no causal token covers it"
+                    };
                     self.out.send_client_with(|o| {
-                        encode::error_response(
-                            o,
-                            b"55000",
-                            b"polarsplit: the session's last write position is unknown: no causal token covers it",
-                            None,
-                        );
+                        encode::error_response(o, b"55000", msg, None);
                     });
                     return Err(());
                 };

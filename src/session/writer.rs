@@ -1175,13 +1175,14 @@ impl Session {
             self.out.discard_backend(conn, body.len() + 5);
             self.skip_to_sync |= errored;
         } else if self.startup.as_ref().is_some_and(|s| s.report_token)
-            && self.lsn.write_unknown
-            && (probe_in_flight || committed && now_in_txn)
+            && (self.lsn.write_unknown || self.lsn.observed_unknown)
+            && (probe_in_flight || self.lsn.write_unknown && committed && now_in_txn)
         {
-            // C-1: the token reported with this RFQ must cover the write: the RFQ waits for
-            // the probe's answer — or, for a write committed in a unit that leaves a block open
-            // (`COMMIT AND CHAIN`, `…; COMMIT; BEGIN`), where no probe may run, for a writer
-            // sample that positions it (`on_timeout`, bounded by `HELD_RFQ_SAMPLE_WAIT_MS`).
+            // C-1: the token reported with this RFQ must cover the write, or what a read the
+            // writer served showed (S-1a): the RFQ waits for the probe's answer — or, for a
+            // write committed in a unit that leaves a block open (`COMMIT AND CHAIN`, `…;
+            // COMMIT; BEGIN`), where no probe may run, for a writer sample that positions it
+            // (`on_timeout`, bounded by `HELD_RFQ_SAMPLE_WAIT_MS`).
             self.out.discard_backend(conn, body.len() + 5);
             self.held_rfq = Some(rfq.status);
         } else {

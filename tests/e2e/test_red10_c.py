@@ -52,6 +52,29 @@ Found (each test fails on main at ac6cef3, 3 of 3 runs):
   COMMIT` answers 25P02, 25P02, ROLLBACK through the proxy (the UPDATE lost) where the primary
   alone commits it.
 
+Fixed: **C-1/S-1a, a token covers what a read the primary served showed** (finding 3). The
+mechanism: the session's position counted as unknown for tokens only after a write
+(`write_unknown`), so an unpositioned read (`observed_unknown`) let `current_token` answer the
+older target. Now `Session::current_token` (src/session/tokens.rs) gives no token while either
+is unknown; `probe_for_token` probes the idle writer once on demand for an unprobed read as for
+an unprobed write (`ProbeCredit::has_skipped`, cleared by the probe sent: a failing probe is not
+retried, SHOW answers 55000 naming the read); and a reporting client's RFQ after a read the writer
+served waits for the probe behind it, as after a write (`writer_unit_rfq`, src/session/writer.rs).
+Transcripts: `c1_s1a_*` in tests/stock_transcripts.rs (each fails without the fix).
+
+Fixed: **S-5/W-7, no hidden statement that can fail runs inside the client's block** (finding
+5). The mechanism: `after_writer_send` (src/session/route.rs) pipelined the probe, a function
+call, behind a read the writer served inside a READ COMMITTED block, and `send_learning` sent it
+in a block under a portal of its own. Now `send_learning` never sends a probe while a block is
+(or may be) open, and `after_writer_send` no longer asks for one; the block's end gets the probe
+(as it already did for blocks whose reads could not split). The engine's only other hidden
+statement inside a block, P-5's touch, is `SELECT 1`, which cannot fail (F-3's abort fails on
+purpose). Cost: a block's reads after one the primary served stay on the primary until the
+block ends or a writer sample sent after that read arrives (test_p5_block_reads_after_the_writer
+now counts the session's next block). Transcripts: `s5_w7_no_probe_runs_inside_a_block_*` and
+`e4_p5_s5_no_probe_follows_a_suspended_read_in_a_block` (both fail without the fix); the
+simulator's hidden-statement test requires every probe to succeed again.
+
 What held (probed once each, primary alone vs through the proxy, not kept as tests): reads after
 an autocommit write, after a block's COMMIT, after `COMMIT AND CHAIN` and `ROLLBACK AND CHAIN`
 (the chained block's reads stay on the writer), after `SAVEPOINT; INSERT; ROLLBACK TO` (the row

@@ -556,13 +556,17 @@ UNNAMED_IN_A_BLOCK = {
         ([bind("", "", ("16",)), execute(), SYNC], 1),
         ([query("COMMIT")], 1),
     ],
-    # Deterministic: the unnamed statement reads a value of the block (its start time: the
-    # writer's), then a read in the extended protocol (a simple Query would drop the unnamed
-    # statement on the primary too) is split off the block and touches it, then the statement
-    # is bound again.
+    # Deterministic: the unnamed statement is parsed and run on the writer (the application
+    # asks for the primary), then a block begins in the extended protocol and a read in it (a
+    # simple Query would drop the unnamed statement on the primary too) is split off the block
+    # and touches it, then the statement is bound again. (Until 2026-12-07 the statement read
+    # the block's `now()` inside the block; a read the writer serves in a block now leaves what
+    # it saw unpositioned until the block's end — no probe runs inside a block, S-5 — and the
+    # next read stayed on the writer, untouched. Outside the block the probe behind it runs.)
     "parsed_on_the_writer": [
-        ([query("BEGIN")], 1),
-        ([parse("", "SELECT $1::int + 1, now() IS NOT NULL"), bind("", "", ("1",)), execute(), SYNC], 1),
+        ([parse("", "/* route=primary */ SELECT $1::int + 1, now() IS NOT NULL"),
+          bind("", "", ("1",)), execute(), SYNC], 1),
+        ([parse("red2_b", "BEGIN"), bind("", "red2_b"), execute(), SYNC], 1),
         ([parse("red2_t", "SELECT 41 + 1"), bind("", "red2_t"), execute(), SYNC], 1),
         ([bind("", "", ("2",)), execute(), SYNC], 1),
         ([query("COMMIT")], 1),
