@@ -1070,9 +1070,9 @@ fn e1_e2_no_hidden_sync_ends_unsynced_extended_messages_before_the_query_behind_
 
 /// E-2 (examiners' finding of 2026-12-07): in a failed transaction block a Query that changes
 /// how text parses is refused (25P02), and so is any Parse: the statement that lives only on
-/// readers is not prepared on the writer ahead of it — and when that Parse went before the
-/// engine knew the block had failed (pipelined behind the failing statement), its refusal undoes
-/// the mark that it is there. Before, the mark stayed: after the ROLLBACK every use of the
+/// readers is not prepared on the writer ahead of it — nor in any block (red10-d), so neither
+/// when the SET went before the engine knew the block had failed (pipelined behind the failing
+/// statement). Before, the mark stayed: after the ROLLBACK every use of the
 /// statement went to the writer without it and got 26000, where the primary alone answers.
 #[test]
 fn e2_a_statement_on_readers_only_is_not_taken_for_prepared_on_the_writer_by_a_refused_mirror() {
@@ -1096,12 +1096,12 @@ fn e2_a_statement_on_readers_only_is_not_taken_for_prepared_on_the_writer_by_a_r
         );
         refused.extend(rfq(b'E', None, None));
         if pipelined {
-            // The SET arrives before the INSERT's error: the mirror goes ahead of it, with its
-            // Sync, and the failed block refuses its Parse.
+            // The SET arrives before the INSERT's error: inside the client's block no mirror
+            // goes ahead of it either (red10-d: its locks and its failure would be the block's).
             h.client(&[fails, set].concat());
             let sent = h.take_sent(WRITER);
-            assert_eq!(tags(&sent), "QPSQ");
-            h.backend(WRITER, &[failed.clone(), refused.clone(), refused].concat());
+            assert_eq!(tags(&sent), "QQ");
+            h.backend(WRITER, &[failed.clone(), refused].concat());
             assert_eq!(tags(&h.take_client()), "EZEZ");
         } else {
             h.client(&fails);

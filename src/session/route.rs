@@ -590,11 +590,7 @@ impl Session {
         // until the block ends (another session's ALTER TABLE then waits for a block that never
         // touched the table), and one the server refuses (a column a migration dropped) aborts
         // the block the client did nothing to fail (examiners' findings of 2026-12-07, red10-d).
-        if todo.is_empty()
-            || self.txn.active
-            || self.writer_status != TxStatus::Idle
-            || self.units.any_may_open_txn()
-        {
+        if todo.is_empty() || self.txn.active || self.writer_status != TxStatus::Idle {
             return;
         }
         let synced = self.writer_takes_hidden_sync();

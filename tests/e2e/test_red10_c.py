@@ -52,6 +52,21 @@ Found (each test fails on main at ac6cef3, 3 of 3 runs):
   COMMIT` answers 25P02, 25P02, ROLLBACK through the proxy (the UPDATE lost) where the primary
   alone commits it.
 
+Fixed: **S-3/P-5, the statements of a unit that opens the block count in it** (finding 1). The
+mechanism: each Execute of a batch was applied as if the batch began where the session was, and a
+Query's statements before its BEGIN as outside the block. PostgreSQL runs them in one implicit
+transaction that a BEGIN among them makes the block. Now `effects::opens_block_ahead` (with
+`exec_in_block`, linear in the batch) decides for `apply_effects` and `writer_unit_rfq`.
+Transcript: `s3_p5_a_write_before_the_begin_of_its_query_counts_in_the_block`.
+
+Fixed: **S-3, a BEGIN inside the block sets its isolation** (finding 2): `apply_effects` takes a
+nested BEGIN's options as the block's. Transcript: `s3_p5_a_begin_inside_the_block_sets_its_isolation`.
+
+Fixed: **C-1, COMMIT AND CHAIN ends the block** (finding 4): the chained block no longer carries
+the old block's writes, so a writer sample may position the commit, and a reporting client's RFQ
+waits (up to 1 s) for that sample where no probe may run. Transcript:
+`c1_a_write_committed_by_commit_and_chain_is_covered_by_the_reported_token`.
+
 Fixed: **C-1/S-1a, a token covers what a read the primary served showed** (finding 3). The
 mechanism: the session's position counted as unknown for tokens only after a write
 (`write_unknown`), so an unpositioned read (`observed_unknown`) let `current_token` answer the
