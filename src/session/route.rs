@@ -475,7 +475,7 @@ impl Session {
             return;
         }
         let todo = self.statements.reader_only_rule_bound();
-        self.mirror_statements(w, &todo);
+        self.mirror_statements(w, &todo, false);
         self.statements.rules_changed();
         self.statements.rules_in_txn =
             !ends && (self.txn.active || self.writer_status != TxStatus::Idle);
@@ -562,7 +562,7 @@ impl Session {
             .iter()
             .filter_map(|n| Some((n.clone(), self.statements.peek(n)?.rest.clone())))
             .collect();
-        self.mirror_statements(w, &todo);
+        self.mirror_statements(w, &todo, true);
     }
 
     /// Sends hidden Parses of `todo` (name, Parse body after the name) to the writer, their
@@ -579,18 +579,23 @@ impl Session {
     /// a statement a batch names does (`ensure_on_writer`), counted with the batch's unit: an
     /// error of theirs is the batch's (the server skips to the client's Sync, as after an error
     /// of the client's own), and skipped after an earlier error they are undone with the batch's
-    /// skipped Parses. Not at all in a transaction block (a failed one refuses it; in an open
-    /// one its locks and its failure would be the client's), or while the server skips to a
+    /// skipped Parses. Not at all in a failed block (refused there), nor in an open one ahead
+    /// of a change of the parse rules (its locks and its failure would be the client's), or
+    /// while the server skips to a
     /// Sync or may be in COPY IN: the statement stays where it is known, on readers, and is
     /// parsed on the writer when a message names it there — under the settings of that time,
     /// where the primary alone keeps the first parse (a setting that changes how a literal
     /// parses, set inside a block, then a statement prepared on readers before it: README).
-    fn mirror_statements(&mut self, w: ConnId, todo: &[super::state::Setting]) {
-        // Nor inside the client's transaction block: a Parse there takes its relations' locks
-        // until the block ends (another session's ALTER TABLE then waits for a block that never
-        // touched the table), and one the server refuses (a column a migration dropped) aborts
-        // the block the client did nothing to fail (examiners' findings of 2026-12-07, red10-d).
-        if todo.is_empty() || self.txn.active || self.writer_status != TxStatus::Idle {
+    fn mirror_statements(&mut self, w: ConnId, todo: &[super::state::Setting], named: bool) {
+        // Nor inside the client's transaction block ahead of a change of the parse rules: a
+        // Parse there takes its relations' locks until the block ends (another session's ALTER
+        // TABLE then waits for a block that never touched the table), and one the server
+        // refuses (a column a migration dropped) aborts a block the client did nothing to fail
+        // (examiners' findings of 2026-12-07, red10-d). Statements the client's own text names
+        // (`named`: `EXECUTE s`) are still prepared there: that text runs them, with their
+        // locks and their failure, on one server too.
+        let in_block = self.txn.active || self.writer_status != TxStatus::Idle;
+        if todo.is_empty() || in_block && !named {
             return;
         }
         let synced = self.writer_takes_hidden_sync();
