@@ -1,0 +1,112 @@
+"""Examiner round 11, area r (red11-r): an adversarial review of the 2026-12-07 morning fixes —
+which statements of a Query or batch count in a transaction block, a BEGIN inside a block,
+`COMMIT/ROLLBACK AND CHAIN` and the token-reporting client's RFQ held for a writer sample,
+causal tokens that cover a read the primary served, no LSN probe inside a block (SPEC S-3, S-5,
+P-5, W-7, §11 C-1) — through the example proxy against a real primary + hot standby, compared
+with the primary alone. Every statement is bounded (statement_timeout, connect_timeout,
+e2e_support.bounded).
+
+DRAFT
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from e2e_support import bounded, own_pair_with_row, start_proxy, stop_proxy, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+OPTS = "-c statement_timeout=5000"
+REPORT = OPTS + " -c polarsplit.report_token=on"
+
+
+def session(dsn: str, options: str = OPTS) -> psycopg.Connection:
+    return psycopg.connect(dsn, autocommit=True, connect_timeout=5, options=options)
+
+
+def present(c, token: str) -> None:
+    with bounded(c, 5, "SET polarsplit.causal_token"):
+        c.execute(sql.SQL("SET polarsplit.causal_token = {}").format(sql.Literal(token)))
+
+
+@pytest.fixture(scope="module")
+def paused_pair():
+    """A pair of the module's own: its tests pause the standby's replay (never the shared pair)."""
+    yield from own_pair_with_row("r11r", 0)
+
+
+@pytest.fixture
+def own_proxy(paused_pair, tmp_path):
+    proxy = start_proxy(paused_pair, tmp_path)
+    try:
+        wait_until(lambda: (proxy.stats()["proxy"].get("writer_identities", 0) > 0, None),
+                   "the writer's identity reported", timeout=10, pause=0.05)
+        yield proxy
+    finally:
+        stop_proxy(proxy)
+
+
+def caught_up(pair) -> None:
+    """Until the standby replayed what the primary flushed (an open block's records may stay
+    unflushed: `PgPair.wait_replayed` waits for the insert position)."""
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True, connect_timeout=5) as p, \
+            psycopg.connect(pair.standby.dsn(dbname="app"), autocommit=True, connect_timeout=5) as s:
+        target = p.execute("SELECT pg_current_wal_flush_lsn()").fetchone()[0]
+        wait_until(lambda: (s.execute("SELECT pg_last_wal_replay_lsn() >= %s", (target,)).fetchone()[0], None),
+                   "the standby replayed what the primary flushed", timeout=10, pause=0.02)
+
+
+def replay(pair, action: str) -> None:
+    with psycopg.connect(pair.standby.dsn(dbname="app"), autocommit=True, connect_timeout=5) as c:
+        c.execute(f"SELECT pg_wal_replay_{action}()")
+
+
+READ = "SELECT v, inet_server_port() FROM r11r WHERE k = 1"
+
+
+@pytest.mark.parametrize("end", ["COMMIT; BEGIN", "END; START TRANSACTION"])
+def test_c1_a_reported_token_covers_a_write_committed_by_commit_then_begin_in_one_query(
+        paused_pair, own_proxy, end):
+    """C-1 (README "Read-your-writes across connections"): "A write committed where no probe may
+    follow it — `COMMIT AND CHAIN`, or `…; COMMIT; BEGIN` in one Query, which leave a block open —
+    holds that ReadyForQuery until a writer sample taken after the commit positions it".
+
+    Session A (`polarsplit.report_token=on`) updates the row in a block and ends it with
+    `COMMIT; BEGIN` as one Query; the standby's replay is paused just before (it stands for a
+    standby a second behind); session B presents the token A was reported and reads the row.
+    B must see A's committed write (on the primary, or on a standby that replayed it)."""
+    pair, proxy = paused_pair, own_proxy
+    missed, slow = [], []
+    with session(proxy.dsn(), REPORT) as a, session(proxy.dsn()) as b:
+        for i in range(1, 4):
+            with bounded(a, 5, "A's block"):
+                a.execute("BEGIN")
+                a.execute("UPDATE r11r SET v = %s WHERE k = 1", (i,))
+            caught_up(pair)
+            replay(pair, "pause")
+            try:
+                t0 = time.monotonic()
+                with bounded(a, 5, f"A's {end}"):
+                    a.execute(end)
+                took = time.monotonic() - t0
+                token = a.info.parameter_status("polarsplit.causal_token")
+                present(b, token)
+                with bounded(b, 5, "B's read with A's token"):
+                    seen, port = b.execute(READ).fetchone()
+            finally:
+                replay(pair, "resume")
+            with bounded(a, 5, "A ends the new block"):
+                a.execute("COMMIT")
+            if seen != i:
+                missed.append((i, seen, "standby" if port == pair.standby.port else "primary", token))
+            if took > 0.5:
+                slow.append(round(took, 3))
+    assert not missed and not slow, (
+        f"B, presenting the token A was reported after `{end}`, missed A's committed write in "
+        f"{len(missed)} of 3 rounds (round, B's value, where, token): {missed}; A's `{end}` "
+        f"took (s): {slow}")
