@@ -1,12 +1,61 @@
 """Examiner round 11, area r (red11-r): an adversarial review of the 2026-12-07 morning fixes —
 which statements of a Query or batch count in a transaction block, a BEGIN inside a block,
-`COMMIT/ROLLBACK AND CHAIN` and the token-reporting client's RFQ held for a writer sample,
-causal tokens that cover a read the primary served, no LSN probe inside a block (SPEC S-3, S-5,
-P-5, W-7, §11 C-1) — through the example proxy against a real primary + hot standby, compared
-with the primary alone. Every statement is bounded (statement_timeout, connect_timeout,
-e2e_support.bounded).
+`COMMIT/ROLLBACK AND CHAIN` and the token-reporting client's ReadyForQuery held for a writer
+sample, causal tokens that cover a read the primary served, no LSN probe inside a block (SPEC
+S-3, S-5, P-5, W-7, §11 C-1) — through the example proxy against a real primary + hot standby,
+compared with the primary alone. Every statement is bounded (statement_timeout, connect_timeout,
+e2e_support.bounded). The tests pause the standby's replay (`pg_wal_replay_pause()`, a standby a
+second behind), so they run on a pair of the module's own, never the shared one.
 
-DRAFT
+Found (each test fails on main at 4b8cdea, 3 of 3 runs):
+
+- **C-1: a write committed by `COMMIT; BEGIN` in one Query is not covered by the reported token,
+  and the Query's ReadyForQuery is held for the full second**
+  (`test_c1_a_reported_token_covers_a_write_committed_by_commit_then_begin_in_one_query`). README
+  ("Read-your-writes across connections") promises that a write committed where no probe may
+  follow it — "`COMMIT AND CHAIN`, or `…; COMMIT; BEGIN` in one Query" — holds that RFQ until a
+  writer sample taken after the commit positions it; the example proxy samples the writer every
+  10 ms, and `COMMIT AND CHAIN` is released in ~10 ms with a token that covers the commit. For
+  `COMMIT; BEGIN` (also `END; START TRANSACTION`, and `BEGIN; UPDATE …; COMMIT; BEGIN` as one
+  Query from autocommit) the RFQ is held 1.00 s every time, then released without a new token:
+  the `polarsplit.causal_token` ParameterStatus the client holds is the one from before the write
+  (0/0 in the first round, then the previous round's). Session B presenting it reads the row on
+  a standby that has not replayed the commit: 3 of 3 rounds B sees v = i - 1 where A committed
+  v = i (the primary alone, and A itself, show i). Cause: `apply_effects`
+  (src/session/effects.rs) ends the engine's block and begins the next only for `… AND CHAIN`;
+  for a plain COMMIT followed by a BEGIN in the same unit `in_txn` stays true
+  (`opens_block_ahead`) but `self.txn` is the old block's, so the new block "may have written",
+  `Session::collect` (src/session/route.rs) refuses every writer sample for it
+  (`self.txn.active && self.txn.may_have_written`), and `release_rfq_held_for_a_sample`
+  (src/session/writer.rs) gives up after `HELD_RFQ_SAMPLE_WAIT_MS` with `write_unknown` set.
+- **C-1: the same for `…; COMMIT AND CHAIN; <write>` in one Query**
+  (`test_c1_a_reported_token_covers_a_write_committed_by_commit_and_chain_with_a_write_behind_it`).
+  The chain ends the engine's block, but the chained block's own write in the same Query sets
+  `may_have_written` again before the RFQ, so the committed write — which shares one
+  `write_unknown`/`write_ack_ms` with the new block's uncommitted one — is never positioned by a
+  sample: RFQ held 1.00 s, token from before the commit, B misses the committed row 3 of 3
+  rounds. Once a write committed in the unit and a block is left open, the committed write needs
+  a position of its own (a sample sent after the commit's acknowledgement bounds it, whatever
+  the new block does later).
+
+What held (probed once each, not kept as tests): `COMMIT AND CHAIN` alone with
+`polarsplit.report_token=on` and the replay paused (RFQ in ~10 ms, token covers the commit, B
+reads the row on the primary); `UPDATE …; COMMIT; BEGIN` as one autocommit Query (the UPDATE's
+implicit transaction committed: token covers it); psycopg pipeline mode with autocommit off
+(UPDATE, `commit()`, SELECT, `sync()`: no stall, token covers each round); a session whose default
+isolation is REPEATABLE READ (`-c default_transaction_isolation`) ending a `BEGIN ISOLATION LEVEL
+READ COMMITTED` block with `COMMIT; BEGIN`, `ROLLBACK; BEGIN` or `COMMIT; START TRANSACTION READ
+ONLY` (the new block's reads stayed on the primary, one snapshot: another session's commit unseen
+as on the primary alone); `BEGIN; SET search_path …` then `COMMIT AND CHAIN` or `COMMIT; BEGIN`
+(in the same Query as the SET and apart: the chained block's and the next reads used the new
+search_path, on the primary until the capture). `SHOW polarsplit.causal_token` inside the block
+`COMMIT; BEGIN` opens answers 55000 and fails that block (documented: 55000 before the position is
+known). Read in the code, not run: `exec_in_block`/`block_after` on batches interleaving COMMIT
+and BEGIN (linear, each Execute decided right), `ROLLBACK TO SAVEPOINT` classified apart from
+ROLLBACK (no block edge), a nested BEGIN's isolation taken only when the unit succeeded (after a
+query the server refuses it, 25001), a COMMIT AND CHAIN that fails at commit (RFQ `I`: probe as
+after an autocommit write), `SHOW`/`SET` of the token waiting behind a held RFQ (`token_idle`), and
+the held RFQ's poll (`next_deadline`, 2 ms) and release bound (`write_ack_ms` set at the commit).
 """
 
 from __future__ import annotations
