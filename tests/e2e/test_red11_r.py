@@ -48,7 +48,7 @@ READ COMMITTED` block with `COMMIT; BEGIN`, `ROLLBACK; BEGIN` or `COMMIT; START 
 ONLY` (the new block's reads stayed on the primary, one snapshot: another session's commit unseen
 as on the primary alone); `BEGIN; SET search_path …` then `COMMIT AND CHAIN` or `COMMIT; BEGIN`
 (in the same Query as the SET and apart: the chained block's and the next reads used the new
-search_path, on the primary until the capture). `SHOW polarsplit.causal_token` inside the block
+search_path, on the primary until the capture); the E-2 mirror since its block guard no longer counts pending units (4b8cdea): a psycopg-prepared read cached on the standby, its column then dropped by another session, then `BEGIN`, `SET LOCAL app.tenant`, INSERT, COMMIT in psycopg pipeline mode, with and without a `sync()` after the BEGIN (the block committed, as on the primary alone). `SHOW polarsplit.causal_token` inside the block
 `COMMIT; BEGIN` opens answers 55000 and fails that block (documented: 55000 before the position is
 known). Read in the code, not run: `exec_in_block`/`block_after` on batches interleaving COMMIT
 and BEGIN (linear, each Execute decided right), `ROLLBACK TO SAVEPOINT` classified apart from
