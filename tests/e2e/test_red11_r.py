@@ -7,7 +7,8 @@ compared with the primary alone. Every statement is bounded (statement_timeout, 
 e2e_support.bounded). The tests pause the standby's replay (`pg_wal_replay_pause()`, a standby a
 second behind), so they run on a pair of the module's own, never the shared one.
 
-Found (each test fails on main at 4b8cdea, 3 of 3 runs):
+Found (each test fails on main at 4b8cdea, 3 of 3 runs; the first two on a pair of the module's
+own, the third on the shared pair):
 
 - **C-1: a write committed by `COMMIT; BEGIN` in one Query is not covered by the reported token,
   and the Query's ReadyForQuery is held for the full second**
@@ -37,6 +38,21 @@ Found (each test fails on main at 4b8cdea, 3 of 3 runs):
   rounds. Once a write committed in the unit and a block is left open, the committed write needs
   a position of its own (a sample sent after the commit's acknowledgement bounds it, whatever
   the new block does later).
+- **C-1: `SHOW polarsplit.causal_token` in psycopg's default mode answers 55000 and aborts the
+  transaction after a committed statement the adaptive probe skipped**
+  (`test_c1_show_token_in_the_transaction_after_a_committed_statement_answers_a_token`). psycopg
+  with autocommit off (its default) opens every transaction with BEGIN, the SHOW's too. After the
+  adaptive probe backed off (README W-7), a `/* route=primary */` read (or a write), `commit()`,
+  then SHOW: 55000 "the position of what the session last read is unknown" (or "… last write
+  position …") in 6–8 of 10 rounds, and psycopg's transaction is aborted; in autocommit the same
+  session gets a token 10 of 10 (`probe_for_token`, src/session/tokens.rs, probes only with
+  `!self.txn.active`; `current_token` refuses while `observed_unknown`/`write_unknown`). The
+  position is of a statement committed before the block began: a writer sample (10 ms) or a probe
+  at the COMMIT's RFQ would give it, as `release_rfq_held_for_a_sample` waits for one. The read
+  case is new with 81fcde0 (before it the SHOW answered a token that did not cover the read,
+  red10-c finding 3); the write case is older. README enumerates the 55000 cases ("the probe
+  still in flight or failed, or the read inside a block that has not ended") — this is none of
+  them: the read's block has ended and no probe was sent.
 
 What held (probed once each, not kept as tests): `COMMIT AND CHAIN` alone with
 `polarsplit.report_token=on` and the replay paused (RFQ in ~10 ms, token covers the commit, B
@@ -48,7 +64,7 @@ READ COMMITTED` block with `COMMIT; BEGIN`, `ROLLBACK; BEGIN` or `COMMIT; START 
 ONLY` (the new block's reads stayed on the primary, one snapshot: another session's commit unseen
 as on the primary alone); `BEGIN; SET search_path …` then `COMMIT AND CHAIN` or `COMMIT; BEGIN`
 (in the same Query as the SET and apart: the chained block's and the next reads used the new
-search_path, on the primary until the capture); the E-2 mirror since its block guard no longer counts pending units (4b8cdea): a psycopg-prepared read cached on the standby, its column then dropped by another session, then `BEGIN`, `SET LOCAL app.tenant`, INSERT, COMMIT in psycopg pipeline mode, with and without a `sync()` after the BEGIN (the block committed, as on the primary alone). `SHOW polarsplit.causal_token` inside the block
+search_path, on the primary until the capture); the E-2 mirror since its block guard no longer counts pending units (4b8cdea): a psycopg-prepared read cached on the standby, its column then dropped by another session, then `BEGIN`, `SET LOCAL app.tenant`, INSERT, COMMIT in psycopg pipeline mode, with and without a `sync()` after the BEGIN (the block committed, as on the primary alone); psycopg's default mode, `/* route=primary */` read, `commit()`, SHOW before the adaptive probe backed off (a token 10 of 10). `SHOW polarsplit.causal_token` inside the block
 `COMMIT; BEGIN` opens answers 55000 and fails that block (documented: 55000 before the position is
 known). Read in the code, not run: `exec_in_block`/`block_after` on batches interleaving COMMIT
 and BEGIN (linear, each Execute decided right), `ROLLBACK TO SAVEPOINT` classified apart from
@@ -66,7 +82,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from e2e_support import bounded, own_pair_with_row, start_proxy, stop_proxy, wait_until
+from e2e_support import bounded, on_primary, own_pair_with_row, start_proxy, stop_proxy, wait_until, warm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -192,3 +208,53 @@ def test_c1_a_reported_token_covers_a_write_committed_by_commit_and_chain_with_a
         f"B, presenting the token A was reported after `{end}`, missed A's committed write in "
         f"{len(missed)} of 3 rounds (round, B's value, where, token position): {missed}; "
         f"A's Query took (s): {took}")
+
+
+@pytest.fixture
+def probed_row(pair):
+    drop = ["DROP TABLE IF EXISTS r11r_p"]
+    on_primary(pair, *drop, "CREATE TABLE r11r_p (k int PRIMARY KEY, v int NOT NULL)",
+               "INSERT INTO r11r_p VALUES (1, 0), (2, 0), (3, 0)", "GRANT ALL ON r11r_p TO PUBLIC")
+    yield
+    on_primary(pair, *drop)
+
+
+STATEMENT = {"read_the_primary_served": "/* route=primary */ SELECT v FROM r11r_p WHERE k = 1",
+             "write": "UPDATE r11r_p SET v = v + 1 WHERE k = 3"}
+
+
+@pytest.mark.parametrize("what", list(STATEMENT))
+def test_c1_show_token_in_the_transaction_after_a_committed_statement_answers_a_token(
+        pair, proxy, probed_row, what):
+    """C-1 (README: take the token after the write — "`SHOW polarsplit.causal_token` after an
+    unprobed write or an unprobed read the writer served first probes the idle writer"). psycopg
+    in its default mode (autocommit off — the most common Python use) runs every statement in a
+    transaction it opens with BEGIN, SHOW included: the application reads a row with
+    `/* route=primary */` (or writes), `commit()`s, then asks for its token. Once the adaptive
+    probe has backed off (eight writes whose probes no read used, README W-7), the COMMIT's RFQ
+    gets no probe, and the SHOW, inside psycopg's next block, may not probe (no probe in a block):
+    it answers 55000 and aborts that transaction, 6–9 of 10 rounds, for a statement committed
+    before the block began, whose position a writer sample (every 10 ms here) gives at once. The
+    same session in autocommit: a token 10 of 10. Before 81fcde0 the read's case answered a
+    token (one that did not cover the read, red10-c); the write's case is older."""
+    errors = []
+    with psycopg.connect(proxy.dsn(), connect_timeout=5, options=OPTS) as c:
+        warm(c)
+        c.rollback()
+        for _ in range(8):  # probes that no read uses: the adaptive probe backs off
+            with bounded(c, 5, "a write"):
+                c.execute("UPDATE r11r_p SET v = v + 1 WHERE k = 2")
+                c.commit()
+        time.sleep(0.4)
+        for _ in range(10):
+            with bounded(c, 5, what):
+                c.execute(STATEMENT[what])
+                c.commit()
+            try:
+                with bounded(c, 5, "SHOW polarsplit.causal_token"):
+                    c.execute("SHOW polarsplit.causal_token").fetchone()
+            except psycopg.Error as e:
+                errors.append(e.sqlstate)
+            c.rollback()
+    assert not errors, (f"SHOW polarsplit.causal_token in the transaction after a committed {what} "
+                        f"failed (and aborted that transaction) in {len(errors)} of 10 rounds: {errors}")
