@@ -4,8 +4,9 @@ which statements of a Query or batch count in a transaction block, a BEGIN insid
 sample, causal tokens that cover a read the primary served, no LSN probe inside a block (SPEC
 S-3, S-5, P-5, W-7, §11 C-1) — through the example proxy against a real primary + hot standby,
 compared with the primary alone. Every statement is bounded (statement_timeout, connect_timeout,
-e2e_support.bounded). The tests pause the standby's replay (`pg_wal_replay_pause()`, a standby a
-second behind), so they run on a pair of the module's own, never the shared one.
+e2e_support.bounded). The tests of the held RFQ pause the standby's replay
+(`pg_wal_replay_pause()`, a standby a second behind), so they run on a pair of the module's own,
+never the shared one.
 
 Found (each test fails on main at 4b8cdea, 3 of 3 runs; the first two on a pair of the module's
 own, the third on the shared pair):
