@@ -1962,3 +1962,62 @@ fn c1_a_write_committed_by_commit_and_chain_is_covered_by_the_reported_token() {
     );
     assert_eq!(client_rfq_statuses(&out), vec![b'T']);
 }
+
+/// C-1 (red11-r): `COMMIT; BEGIN` in one Query ends the block and begins the next, as `COMMIT
+/// AND CHAIN` does: the new block has not written, so a writer sample positions the commit, and
+/// a token-reporting client's RFQ waits for it — the token it sees covers the write.
+#[test]
+fn c1_a_write_committed_by_commit_then_begin_in_one_query_is_covered_by_the_reported_token() {
+    let mut h = stock_as(
+        &[],
+        &[
+            ("user", "app"),
+            ("database", "db"),
+            ("options", "-c polarsplit.report_token=on"),
+        ],
+    );
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'T', None, None);
+    h.take_client();
+    h.client(&query("COMMIT; BEGIN"));
+    let mut b = be::command_complete("COMMIT");
+    b.extend(be::command_complete("BEGIN"));
+    b.extend(rfq(b'T', None, None));
+    h.backend(WRITER, &b);
+    assert!(!tags(&h.take_client()).contains('Z'), "the RFQ waits");
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x6100), h.now);
+    h.timeout();
+    let out = h.take_client();
+    assert_eq!(tags(&out), "SZ", "the token, then the RFQ");
+    assert!(String::from_utf8_lossy(&out).contains("0/6100"));
+}
+
+/// C-1 (red11-r): psycopg wraps a `SHOW polarsplit.causal_token` after `commit()` in a BEGIN of
+/// its own; no probe runs in a block, so a write committed before it whose position the probe
+/// left unknown was answered 55000. The SHOW now waits (bounded) for a writer sample sent after
+/// the write, which positions it.
+#[test]
+fn c1_show_token_in_a_block_after_an_unpositioned_commit_waits_for_a_writer_sample() {
+    let mut h = stock(&[("lsn_probe", "off")]);
+    h.engine.writer_sample(0, Lsn(0x5000), h.now);
+    h.client(&query("INSERT INTO t VALUES (1)"));
+    h.writer_answers("INSERT 0 1", b'I', None, None);
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.take_client();
+    h.take_sent(WRITER);
+    h.client(&query("SHOW polarsplit.causal_token"));
+    assert!(h.take_client().is_empty(), "the SHOW waits for a sample");
+    assert!(h.take_sent(WRITER).is_empty(), "nothing goes to the writer");
+    assert!(h.session.next_deadline().is_some(), "it looks again soon");
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x6100), h.now);
+    h.timeout();
+    let out = h.take_client();
+    assert_eq!(tags(&out), "TDCZ");
+    assert!(String::from_utf8_lossy(&out).contains("0/6100"));
+    assert_eq!(client_rfq_statuses(&out), vec![b'T']);
+}

@@ -443,17 +443,26 @@ impl Session {
                     in_txn = true;
                 }
                 Kind::Commit { chain } | Kind::Rollback { chain } => {
-                    if chain && in_txn && success && self.txn.active {
-                        // `… AND CHAIN` ends the block and begins the next with its
-                        // characteristics (the writer's RFQ stays `T`): what the block wrote
-                        // is committed or gone, so the new one has not written, and a writer
-                        // sample may position the commit (red10-c: a token reported after
-                        // it did not cover the write).
-                        let isolation = self.txn.isolation;
+                    let next = chain || opens_block_ahead(&statements[i + 1..]);
+                    if next && in_txn && success && self.txn.active {
+                        // The block ends and the next begins in the same unit (the writer's
+                        // RFQ stays `T`): `… AND CHAIN`, with the block's characteristics, or
+                        // `COMMIT; BEGIN`, with its BEGIN's (below) or the session's. What the
+                        // block wrote is committed or gone, so the new one has not written, and
+                        // a writer sample may position the commit (red10-c, red11-r: a token
+                        // reported after it did not cover the write).
+                        let isolation = if chain {
+                            self.txn.isolation
+                        } else {
+                            Some(
+                                self.session_isolation
+                                    .unwrap_or(self.config.server_default_isolation),
+                            )
+                        };
                         self.end_txn(matches!(s.kind, Kind::Commit { .. }));
                         self.txn = TxnState::begin(isolation);
                     }
-                    in_txn = chain || opens_block_ahead(&statements[i + 1..]);
+                    in_txn = next;
                 }
                 Kind::SetTransaction(o) if in_txn => {
                     if let Some(i) = o.isolation {

@@ -961,8 +961,15 @@ impl Session {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        // C-1: an RFQ held for a writer sample looks again every few milliseconds.
-        if self.held_rfq.is_some() && !self.learning() {
+        // C-1: an RFQ held for a writer sample, or a token statement waiting for one (queued
+        // while the session's position is unknown), looks again every few milliseconds.
+        let unknown = self.lsn.write_unknown || self.lsn.observed_unknown;
+        let token_waits = unknown
+            && !self.queue.is_empty()
+            && self.units.is_empty()
+            && self.write_ack_ms != u64::MAX
+            && self.now.saturating_sub(self.write_ack_ms) < HELD_RFQ_SAMPLE_WAIT_MS;
+        if self.held_rfq.is_some() && !self.learning() || token_waits {
             let again = self.now.saturating_add(HELD_RFQ_SAMPLE_POLL_MS);
             return Some(due.map_or(again, |d| d.min(again)));
         }

@@ -804,7 +804,7 @@ impl Session {
     /// patch samples only its standbys) would otherwise keep such a session's reads on the
     /// primary for good — an examiner's finding, 2026-12-05; without samples `adaptive` probes
     /// every write, as `on` does.
-    fn writer_samples_arrive(&self) -> bool {
+    pub(super) fn writer_samples_arrive(&self) -> bool {
         self.engine
             .view_of(self.writer_group.as_deref())
             .writer_sample

@@ -80,6 +80,26 @@ impl Session {
         probe
     }
 
+    /// C-1: whether a token statement waits for a writer sample: the session's position is
+    /// unknown, no probe can bound it now (inside a block — psycopg wraps the SHOW after a
+    /// `commit()` in its own BEGIN —, or the adaptive probe's credit spent), and what is unknown
+    /// was committed before the block began (a block's own write has no position to give until
+    /// its COMMIT). A writer sample sent after the statement's acknowledgement positions it (an
+    /// examiner's probe, 2026-12-07: 55000 in 6–8 of 10 rounds). At most
+    /// [`HELD_RFQ_SAMPLE_WAIT_MS`] after it, while the host feeds writer samples; then the
+    /// statement is answered as before (55000).
+    fn token_waits_for_sample(&mut self) -> bool {
+        if !(self.lsn.write_unknown || self.lsn.observed_unknown) {
+            return false;
+        }
+        self.collect();
+        (self.lsn.write_unknown || self.lsn.observed_unknown)
+            && !(self.txn.active && self.txn.may_have_written)
+            && self.write_ack_ms != u64::MAX
+            && self.now.saturating_sub(self.write_ack_ms) < HELD_RFQ_SAMPLE_WAIT_MS
+            && self.writer_samples_arrive()
+    }
+
     /// Whether the engine may answer a token statement now: everything before it has answered
     /// and nothing the target depends on is in flight.
     pub(super) fn token_idle(&self) -> bool {
@@ -88,7 +108,7 @@ impl Session {
 
     /// A token statement as a simple Query. Returns false when it must wait.
     pub(super) fn start_token_query(&mut self, cmd: TokenCommand) -> bool {
-        if !self.token_idle() || self.probe_for_token() {
+        if !self.token_idle() || self.probe_for_token() || self.token_waits_for_sample() {
             return false;
         }
         if let Some(m) = self.queue.front() {
@@ -320,7 +340,7 @@ impl Session {
     /// (its Flushes need nothing: every answer is sent at once). Returns whether the pump may
     /// go on.
     pub(super) fn continue_local_batch(&mut self) -> bool {
-        if !self.token_idle() || self.probe_for_token() {
+        if !self.token_idle() || self.probe_for_token() || self.token_waits_for_sample() {
             return false;
         }
         let Some(head) = self.queue.front() else {

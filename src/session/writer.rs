@@ -1176,13 +1176,19 @@ impl Session {
             self.skip_to_sync |= errored;
         } else if self.startup.as_ref().is_some_and(|s| s.report_token)
             && (self.lsn.write_unknown || self.lsn.observed_unknown)
-            && (probe_in_flight || self.lsn.write_unknown && committed && now_in_txn)
+            && (probe_in_flight
+                || self.lsn.write_unknown
+                    && committed
+                    && now_in_txn
+                    && !self.txn.may_have_written)
         {
             // C-1: the token reported with this RFQ must cover the write, or what a read the
             // writer served showed (S-1a): the RFQ waits for the probe's answer — or, for a
             // write committed in a unit that leaves a block open (`COMMIT AND CHAIN`, `…;
             // COMMIT; BEGIN`), where no probe may run, for a writer sample that positions it
-            // (`on_timeout`, bounded by `HELD_RFQ_SAMPLE_WAIT_MS`).
+            // (`on_timeout`, bounded by `HELD_RFQ_SAMPLE_WAIT_MS`) — unless the new block wrote
+            // too (`UPDATE; COMMIT AND CHAIN; UPDATE` as one Query): the two writes share one
+            // unknown position, which no sample gives while the block is open (README).
             self.out.discard_backend(conn, body.len() + 5);
             self.held_rfq = Some(rfq.status);
         } else {

@@ -196,6 +196,11 @@ def test_c1_a_reported_token_covers_a_write_committed_by_commit_then_begin_in_on
         f"A's `{end}` took (s): {took}")
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "known limit (README, 'Read-your-writes across connections'): a write committed by COMMIT AND "
+    "CHAIN with another write behind it in the same Query shares one unknown position with the "
+    "open block's write; no writer sample positions it while the block is open, so the token "
+    "reported with that Query's RFQ does not cover it"))
 def test_c1_a_reported_token_covers_a_write_committed_by_commit_and_chain_with_a_write_behind_it(
         paused_pair, own_proxy):
     """C-1, as above: `… ; COMMIT AND CHAIN; <write>` as one Query — the block's last write, its
