@@ -404,6 +404,27 @@ fn s6_ddl_that_may_change_the_catalogues_is_marked() {
     }
 }
 
+/// E-2 (a review of red10-b's fix): a DO block whose words say no CREATE, ALTER or DROP keeps
+/// the epoch of names (it still changes the catalogue); one that says so — behind a dollar
+/// quote too — moves it.
+#[test]
+fn e2_a_do_block_moves_names_only_when_its_words_say_ddl() {
+    let e = engine();
+    for (sql, moves) in [
+        ("DO $$BEGIN PERFORM mk(); END$$", false),
+        ("DO $$BEGIN UPDATE t SET a = 1; END$$", false),
+        (
+            "DO $d$BEGIN EXECUTE $e$CREATE TABLE x (a int)$e$; END$d$",
+            true,
+        ),
+        ("DO $$ BEGIN EXECUTE 'drop view v'; END $$", true),
+    ] {
+        let fx = e.classifier().classify_in(b"app", sql).first().effects;
+        assert!(fx.contains(Effects::CHANGES_CATALOG), "{sql}: {fx:?}");
+        assert_eq!(!fx.contains(Effects::KEEPS_NAMES), moves, "{sql}: {fx:?}");
+    }
+}
+
 /// S-7 (red10-b): the catalogue links a table to the functions of its indexes' predicates and
 /// expressions (a planner folds an IMMUTABLE predicate and answers from the index), so CREATE
 /// INDEX with either changes the verdicts of the table's reads; it moves no name (E-2).

@@ -26,6 +26,7 @@ const TMP: Effects = Effects::CREATES_TEMP;
 const TV: Effects = Effects::TXN_VALUE;
 /// S-6/S-7/F-policy: DDL that may change what the host's catalogues report.
 const DDL: Effects = Effects::CHANGES_CATALOG;
+const KN: Effects = Effects::KEEPS_NAMES;
 
 const R: Kind = Kind::Read;
 const RN: Kind = Kind::ReadNotSafe;
@@ -371,10 +372,11 @@ const TABLE: &[Row] = &[
     ("REFRESH MATERIALIZED VIEW mv", W, Ns::NotARead, N, false),
     // DO and CALL run code the engine cannot see into (S-5: a capture follows them).
     ("CALL p()", W, Ns::NotARead, CODE, false),
-    // Every DO block may run DDL (red10-b): its code is not the engine's to read.
-    ("DO $$BEGIN PERFORM 1; END$$", W, Ns::NotARead, Effects(CODE.0 | DDL.0), false),
-    ("DO $$BEGIN PERFORM pg_advisory_lock(1); PERFORM set_config('a.b', 'c', false); END$$", W, Ns::NotARead, Effects(AL.0 | SC.0 | CODE.0 | DDL.0), false),
-    ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, Effects(AL.0 | CODE.0 | DDL.0), false),
+    // Every DO block may run DDL (red10-b): its code is not the engine's to read. One whose
+    // words say no DDL keeps E-2's names (a review, 2026-12-07).
+    ("DO $$BEGIN PERFORM 1; END$$", W, Ns::NotARead, Effects(CODE.0 | DDL.0 | KN.0), false),
+    ("DO $$BEGIN PERFORM pg_advisory_lock(1); PERFORM set_config('a.b', 'c', false); END$$", W, Ns::NotARead, Effects(AL.0 | SC.0 | CODE.0 | DDL.0 | KN.0), false),
+    ("DO LANGUAGE plpgsql 'BEGIN PERFORM PG_TRY_ADVISORY_LOCK_SHARED(1); PERFORM pg_advisory_unlock_all(); END'", W, Ns::NotARead, Effects(AL.0 | CODE.0 | DDL.0 | KN.0), false),
     ("CHECKPOINT", W, Ns::NotARead, N, false),
     ("NOTIFY ch, 'x'", W, Ns::NotARead, N, false),
     // S-1a: the session never learns when its prepared transaction commits.

@@ -282,6 +282,19 @@ fn info(kind: Kind, not_safe: NotSafe, effects: Effects, span: Span) -> Statemen
     }
 }
 
+/// Whether a DO body says CREATE, ALTER or DROP anywhere, between bytes that end a word — `$`
+/// among them, so `$e$CREATE …$e$` counts (over-reporting only moves E-2's epoch of names).
+fn says_ddl(text: &[u8]) -> bool {
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    [&b"create"[..], b"alter", b"drop"].iter().any(|w| {
+        text.windows(w.len()).enumerate().any(|(i, win)| {
+            win.eq_ignore_ascii_case(w)
+                && (i == 0 || !ident(text[i - 1]))
+                && text.get(i + w.len()).is_none_or(|&b| !ident(b))
+        })
+    })
+}
+
 /// The verdict for a statement whose first word (or EXPLAIN's inner first word) starts a read,
 /// as far as the text tells (the database's catalogue may still make it not safe).
 pub(super) fn read_verdict(scan: &Scan, first_kw: Kw) -> (Kind, NotSafe) {
@@ -342,8 +355,14 @@ fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> State
         // examiner's probe, 2026-12-07: `DO $$BEGIN PERFORM mk(); END$$` replaced a function
         // that the standby then ran for every new session until the next periodic report).
         // The engine cannot see into it, so it counts as DDL: the database's reads stay on the
-        // writer until the host reports the catalogue again.
+        // writer until the host reports the catalogue again. It moves E-2's epoch of names only
+        // when its words say CREATE, ALTER or DROP: moving it for every DO kept every session's
+        // writer-parsed statements on the primary for good after a DO that ran only DML (a
+        // review's probe, 2026-12-07: 0 of 60 reads offloaded).
         fx |= Effects::CHANGES_CATALOG;
+        if !says_ddl(src.get(scan.start..scan.end).unwrap_or(&[])) {
+            fx |= Effects::KEEPS_NAMES;
+        }
     }
     // S-5/S-6: code the engine cannot see into (EXECUTE runs a prepared statement whose calls
     // are not tracked).

@@ -1177,10 +1177,7 @@ impl Session {
         } else if self.startup.as_ref().is_some_and(|s| s.report_token)
             && (self.lsn.write_unknown || self.lsn.observed_unknown)
             && (probe_in_flight
-                || self.lsn.write_unknown
-                    && committed
-                    && now_in_txn
-                    && !self.txn.may_have_written)
+                || self.lsn.write_unknown && committed && now_in_txn && !self.txn.may_have_written)
         {
             // C-1: the token reported with this RFQ must cover the write, or what a read the
             // writer served showed (S-1a): the RFQ waits for the probe's answer — or, for a
