@@ -1,0 +1,170 @@
+"""Examiner round 11, area q (red11-q): adversarial review of the 2026-12-07 morning fixes —
+every DO block and CREATE INDEX with a predicate or an expression as DDL, one guard for hidden
+writer work with a Sync of its own (`writer_takes_hidden_sync`, `writer_may_copy_in`), the E-2
+mirror of reader-only statements (no mirror in a block, inside an unsynced batch without a Sync,
+a refused mirror undone), unsigned 16-bit Parse/Bind counts — against the real primary + hot
+standby through the example proxy, each answer compared with a twin session on the primary
+alone. A statement prepared by libpq's PQprepare (Parse/Sync, psycopg's `pgconn.prepare`) and
+executed once reads on the standby: it then lives on readers only (E-2). Every statement is
+bounded (statement_timeout 5 s, connect_timeout, e2e_support.bounded via `run`).
+
+Found (2026-12-07, main at 4b8cdea):
+
+Finding 1 (E-2, P-1): **inside a transaction block, SQL that names a reader-only statement runs
+on a writer that does not have it.** `Session::mirror_statements` (src/session/route.rs) now
+returns at once while `self.txn.active` (5dbc887, red10-d): its callers `mirror_named` (SQL that
+may name a prepared statement: `EXECUTE s`, `DEALLOCATE s`, `pg_prepared_statements`, reached from
+`route_query_to_writer` via `reader_only_named_in`) get nothing prepared on the writer, yet the
+text still goes there. Measured, statement `s1` prepared and executed on the standby in
+autocommit, then `BEGIN; INSERT …;` and:
+- `DEALLOCATE s1`: the primary alone answers DEALLOCATE and COMMIT commits the row (1 row, no
+  statement left); through the proxy 26000 `prepared statement "s1" does not exist`, the block is
+  aborted, COMMIT rolls back (0 rows), and `s1` is still listed afterwards. psycopg 3 linked to a
+  libpq before 17 (Debian 12's python3-psycopg), Rails' PostgreSQL adapter and pgx v4 evict a
+  cached statement with `DEALLOCATE name`, inside the application's transaction;
+- `EXECUTE s1`: the row on the primary alone, 26000 and the lost INSERT through the proxy;
+- `SELECT name FROM pg_prepared_statements`: `s1` on the primary alone, nothing through the proxy.
+3 of 3 runs. (A protocol Close of `s1` in the block held: the engine answers it.) The README's
+"no mirror inside a block" names only the parse-settings case (a statement parsed on the writer
+later, under that time's settings); here the statement is never parsed on the writer at all. A
+fix: for text that names a reader-only statement inside a block, run that text where the
+statement is, or answer DEALLOCATE by the engine as a Close, or mirror at the block's start.
+
+Finding 2 (E-2): **a parse-settings change after the block's end, in the Query that ends it,
+is not mirrored.** `COMMIT; SET DateStyle = 'ISO, DMY'` (also `ROLLBACK; SET …` and `COMMIT; SELECT
+set_config('DateStyle', …, false)`) as one Query: the SET runs outside any block, but
+`mirror_statements` judges by `self.txn.active` at routing time — the block is still open — and
+sends nothing; `mirror_before_rules_change` still counts a change of the parse rules, so the
+reader-only statement `SELECT '03/04/2020'::date::text` is lexed otherwise, goes to the writer and
+is parsed there under DMY: 2020-04-03 through the proxy, 2020-03-04 on the primary alone (which
+keeps the first parse). 3 of 3. Not the README's documented case (a SET *inside* a block): this
+SET runs after the block. With the same statements pipelined as extended messages (psycopg
+pipeline, one Sync or two) it held. A fix: judge `opens/ends a block` along the Query's
+statements (as `opens_block_ahead` does) and mirror when the rules change after the block's end.
+
+What held (probes run once each, primary alone vs through the proxy, not kept as tests): a
+protocol Close of a reader-only statement inside a block after a write; psycopg pipelines of
+`BEGIN; INSERT; COMMIT; SET DateStyle` with one Sync and with a Sync after the COMMIT (the
+statement's answer equal); the offload after DDL: a CREATE FUNCTION through the proxy kept reads
+on the primary 0.22 s (immediate catalogue reload by the example proxy), other sessions too; a
+DO block keeps its own session on the primary for good, which is the README's documented
+unseen-code hazard (other sessions read on the standby again after the reload).
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from e2e_support import BOUND_S, bounded, connect, on_primary, ran_on, run, warm
+
+pytestmark = pytest.mark.timeout(60)
+
+TABLE = "r11q_t"
+# A statement with a literal whose parse depends on DateStyle (E-2 `rules_may_matter`).
+STMT = b"SELECT '03/04/2020'::date::text, inet_server_port()"
+
+
+@pytest.fixture(scope="module")
+def table(pair):
+    on_primary(pair, f"DROP TABLE IF EXISTS {TABLE}", f"CREATE TABLE {TABLE} (k int)",
+               f"GRANT ALL ON {TABLE} TO PUBLIC")
+    pair.wait_replayed()
+    yield
+    on_primary(pair, f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def _primary_dsn(pair):
+    return pair.primary.dsn(dbname="app", user="app_trust")
+
+
+def _q(conn, sql: str):
+    """A simple Query through libpq: (status, SQLSTATE, rows as text)."""
+    with bounded(conn, BOUND_S, sql[:60]):
+        r = conn.pgconn.exec_(sql.encode())
+    state = r.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+    rows = [[r.get_value(i, j) for j in range(r.nfields)] for i in range(r.ntuples)]
+    return (state.decode() if state else "ok", rows)
+
+
+def _prepared_on_a_reader(conn, through: bool):
+    """Prepares `s1` by protocol (PQprepare) and executes it once: through the proxy it runs on
+    the standby, so it lives on readers only. Returns its answer and where it ran."""
+    if through:
+        warm(conn)
+    with bounded(conn, BOUND_S, "prepare s1"):
+        assert conn.pgconn.prepare(b"s1", STMT).status == psycopg.pq.ExecStatus.COMMAND_OK
+        r = conn.pgconn.exec_prepared(b"s1", [])
+    return r.get_value(0, 0), ran_on(int(r.get_value(0, 1)))
+
+
+def _exec_s1(conn):
+    with bounded(conn, BOUND_S, "execute s1"):
+        r = conn.pgconn.exec_prepared(b"s1", [])
+    state = r.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+    return state.decode() if state else r.get_value(0, 0).decode()
+
+
+NAMING = {
+    "deallocate": "DEALLOCATE s1",
+    "execute": "EXECUTE s1",
+    "pg_prepared_statements": "SELECT name FROM pg_prepared_statements",
+}
+
+
+@pytest.mark.parametrize("text", list(NAMING))
+def test_e2_p1_text_naming_a_reader_only_statement_inside_a_block(pair, proxy, table, text):
+    """E-2 / P-1: inside a block, `DEALLOCATE s1`, `EXECUTE s1` or a read of
+    pg_prepared_statements must answer as on the primary alone, and the block's INSERT must
+    commit; through the proxy the writer never got `s1` (no mirror in a block) and the text
+    fails with 26000 there, aborting the block."""
+
+    def session(dsn, through):
+        with connect(dsn) as c:
+            first = _prepared_on_a_reader(c, through)
+            seen = [_q(c, "BEGIN"), _q(c, f"INSERT INTO {TABLE} VALUES (1)"), _q(c, NAMING[text]),
+                    _q(c, "COMMIT"), _q(c, f"SELECT count(*) FROM {TABLE}"),
+                    _q(c, "SELECT name FROM pg_prepared_statements")]
+            _q(c, f"DELETE FROM {TABLE}")
+            return first, seen
+
+    alone_first, alone = session(_primary_dsn(pair), False)
+    through_first, through = session(proxy.dsn(), True)
+    assert through_first == (b"2020-03-04", "standby"), f"control: s1 did not run on the standby: {through_first}"
+    assert alone[4] == ("ok", [[b"1"]]), f"control: the primary alone committed the row: {alone}"
+    assert through == alone, (
+        f"`BEGIN; INSERT; {NAMING[text]}; COMMIT` with s1 prepared on the standby: through the proxy "
+        f"{through}, the primary alone {alone}")
+
+
+ENDS_THEN_SETS = {
+    "commit_set": "COMMIT; SET DateStyle = 'ISO, DMY'",
+    "rollback_set": "ROLLBACK; SET DateStyle = 'ISO, DMY'",
+    "commit_set_config": "COMMIT; SELECT set_config('DateStyle', 'ISO, DMY', false)",
+}
+
+
+@pytest.mark.parametrize("text", list(ENDS_THEN_SETS))
+def test_e2_a_statement_keeps_its_parse_after_a_set_behind_the_block_end(pair, proxy, table, text):
+    """E-2: a server keeps a prepared statement's parse; `s1` prepared under DateStyle ISO, MDY
+    answers 2020-03-04 after a later SET DateStyle = DMY. The SET runs after the block's end in the
+    same Query; through the proxy no mirror was sent (the block was still open at routing), the
+    statement is lexed otherwise, parsed on the writer under DMY, and answers 2020-04-03."""
+
+    def session(dsn, through):
+        with connect(dsn) as c:
+            first = _prepared_on_a_reader(c, through)
+            _q(c, "BEGIN")
+            _q(c, f"INSERT INTO {TABLE} VALUES (1)")
+            ended = _q(c, ENDS_THEN_SETS[text])
+            after = [_exec_s1(c) for _ in range(2)]
+            _q(c, f"DELETE FROM {TABLE}")
+            return first, ended, after
+
+    alone_first, alone_ended, alone = session(_primary_dsn(pair), False)
+    through_first, through_ended, through = session(proxy.dsn(), True)
+    assert through_first == (b"2020-03-04", "standby"), f"control: s1 did not run on the standby: {through_first}"
+    assert alone == ["2020-03-04"] * 2 and through_ended == alone_ended
+    assert through == alone, (
+        f"after `{ENDS_THEN_SETS[text]}`, s1 ({STMT.decode()}) answered {through} through the proxy; "
+        f"the primary alone {alone}")
