@@ -42,13 +42,32 @@ SET runs after the block. With the same statements pipelined as extended message
 pipeline, one Sync or two) it held. A fix: judge `opens/ends a block` along the Query's
 statements (as `opens_block_ahead` does) and mirror when the rules change after the block's end.
 
+Finding 3 (E-1, E-2): **the mirror's hidden Parse, joined to the client's unsynced batch, fails
+in the client's place.** New this morning (b25974b): inside extended messages the client has
+not synced, `mirror_statements` (route.rs, `in_batch`) sends the reader-only statements' Parses
+without a Sync, "counted with the batch's unit: an error of theirs is the batch's". A Parse the
+writer refuses — a reader-only statement reading a column another session's migration dropped
+(red10-d's case), which the primary alone never parses again — is then the client's error:
+after an INSERT's Parse/Bind/Execute + Flush, a simple `SET TimeZone = 'UTC'` (or `DEALLOCATE s`)
+and a Sync, the primary alone answers INSERT 0 1, SET (ParameterStatus), ReadyForQuery,
+ReadyForQuery and keeps the row; through the proxy INSERT 0 1, ErrorResponse 42703 `column "c"
+does not exist` for a SET that cannot fail, **no ReadyForQuery for the Query** (the server skipped
+it to the Sync: a client waiting for the Query's answer before it sends the Sync hangs), and the
+INSERT is rolled back (1 row of 2). 3 of 3. A fix: never let a hidden Parse's failure be the
+client's — mirror only where the mirror's own Sync is allowed, and otherwise leave the statement
+on readers (parse it on the writer when a message names it there).
+
 What held (probes run once each, primary alone vs through the proxy, not kept as tests): a
 protocol Close of a reader-only statement inside a block after a write; psycopg pipelines of
 `BEGIN; INSERT; COMMIT; SET DateStyle` with one Sync and with a Sync after the COMMIT (the
 statement's answer equal); the offload after DDL: a CREATE FUNCTION through the proxy kept reads
 on the primary 0.22 s (immediate catalogue reload by the example proxy), other sessions too; a
 DO block keeps its own session on the primary for good, which is the README's documented
-unseen-code hazard (other sessions read on the standby again after the reload).
+unseen-code hazard (other sessions read on the standby again after the reload). COPY with the
+new guard: `SET TimeZone …; SET application_name …; COPY (SELECT 1) TO STDOUT` and `… COPY t FROM
+STDIN` as one Query, COPY FROM STDIN in the extended protocol after a SET, a set_config then a
+`SET …; COPY … TO STDOUT` Query: every answer equal, the settings replayed and reads back on
+the standby within 0.1–0.4 s (no capture left due for good).
 """
 
 from __future__ import annotations
@@ -168,3 +187,59 @@ def test_e2_a_statement_keeps_its_parse_after_a_set_behind_the_block_end(pair, p
     assert through == alone, (
         f"after `{ENDS_THEN_SETS[text]}`, s1 ({STMT.decode()}) answered {through} through the proxy; "
         f"the primary alone {alone}")
+
+
+# -- Finding 3: the mirror's Parse inside the client's unsynced batch fails in the client's place -
+MIGRATED = "r11q_m"
+# A read of a column another session's migration drops later (E-2: it lives on readers only).
+READ_C = f"SELECT c, inet_server_port() > 0 FROM {MIGRATED} WHERE c <> 'x'"
+AFTER_UNSYNCED_INSERT = {
+    "set_timezone": "SET TimeZone = 'UTC'",
+    "deallocate": "DEALLOCATE s",
+}
+
+
+@pytest.mark.parametrize("text", list(AFTER_UNSYNCED_INSERT))
+def test_e1_e2_a_query_behind_unsynced_messages_is_answered_as_on_the_primary(pair, proxy, text):
+    """E-1 / E-2: an INSERT's Parse/Bind/Execute and a Flush, then a simple Query (`SET TimeZone`,
+    `DEALLOCATE s`), then Sync. The primary alone answers the INSERT, the Query (CommandComplete,
+    ReadyForQuery), the Sync (ReadyForQuery) and keeps the row. Through the proxy the mirror of
+    the reader-only statement `s` joins the client's batch without a Sync (route.rs
+    `mirror_statements`, `in_batch`); its Parse fails (the column `s` reads was dropped by
+    another session, which the primary alone never notices: it does not parse `s` again), the
+    client gets that 42703 for its Query, no ReadyForQuery for the Query (the server skips it
+    to the Sync), and the INSERT is rolled back."""
+    from test_red10_a import _reads_on_the_standby, _rows_of
+    from test_red2_findings import FLUSH, SYNC, Client, bind, execute, parse, query
+
+    outcome = {}
+    try:
+        for where, port in (("primary", pair.primary.port), ("proxy", proxy.port)):
+            on_primary(pair, f"DROP TABLE IF EXISTS {MIGRATED}", f"CREATE TABLE {MIGRATED} (k int, c text)",
+                       f"INSERT INTO {MIGRATED} VALUES (0, 'a')", f"GRANT ALL ON {MIGRATED} TO PUBLIC")
+            pair.wait_replayed()
+            c = Client(port)
+            try:
+                if where == "proxy":
+                    assert _reads_on_the_standby(c), "no read of the session reached the standby"
+                got = []
+                c.send(parse("s", READ_C), bind("", "s"), execute(), SYNC)
+                got += c.answers(1)
+                # Another session's migration: the column `s` reads goes away.
+                on_primary(pair, f"ALTER TABLE {MIGRATED} DROP COLUMN c")
+                pair.wait_replayed()
+                c.send(parse("", f"INSERT INTO {MIGRATED} VALUES (1)"), bind("", ""), execute(), FLUSH)
+                got += c.answers(0)
+                c.send(query(AFTER_UNSYNCED_INSERT[text]))
+                got += c.answers(1)
+                c.send(SYNC)
+                got += c.answers(1)
+            finally:
+                c.close()
+            outcome[where] = (got, _rows_of(pair, MIGRATED))
+    finally:
+        on_primary(pair, f"DROP TABLE IF EXISTS {MIGRATED}")
+    assert outcome["primary"][1] == 2, f"control: the primary alone kept the INSERT: {outcome['primary']}"
+    assert outcome["proxy"] == outcome["primary"], (
+        f"through the proxy ({outcome['proxy'][1]} row(s)):\n{outcome['proxy'][0][5:]}\n"
+        f"the primary alone ({outcome['primary'][1]} row(s)):\n{outcome['primary'][0][5:]}")
