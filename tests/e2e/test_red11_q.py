@@ -57,6 +57,24 @@ INSERT is rolled back (1 row of 2). 3 of 3. A fix: never let a hidden Parse's fa
 client's — mirror only where the mirror's own Sync is allowed, and otherwise leave the statement
 on readers (parse it on the writer when a message names it there).
 
+Finding 4 (offload, SPEC §10, E-2): **every DO block now pins, for good, the prepared reads the
+writer parsed — in every session of the engine.** Since bfbc71f every DO block counts as DDL
+that moves E-2's epoch of names (`finish_into` sets CHANGES_CATALOG without KEEPS_NAMES;
+src/session/effects.rs `apply_effects` → `names_moved()`, engine-wide), so a statement a client
+prepared on the writer before it — a psycopg/JDBC statement prepared inside a block after a
+write, as every non-autocommit application does — is judged `STATEMENT_RESOLVED_BEFORE_DDL` and
+stays on the primary for the rest of the connection, though the DO changed no name (`DO $$BEGIN
+PERFORM 1; END$$`, or a DML-only DO, the common "upsert if not exists" idiom). Measured: 0 of
+~60 reads of the prepared statement on the standby in 3 s after another session's DO; before
+the DO it read on the standby, and a third session's unprepared reads came back within ~0.1 s
+(the example proxy reloads the catalogue at once). Before bfbc71f such a DO moved nothing (its
+words said no CREATE/ALTER/DROP). Statements prepared during the short CATALOG_CHANGED window
+every DO opens land on the writer too (measured in a probe: a psycopg statement prepared at its
+6th execution in that window, then pinned by the next DO: 241 of 241 reads
+STATEMENT_RESOLVED_BEFORE_DDL). No wrong answer: offload only. A fix: let a DO block move the
+epoch of names only when the catalogue report that follows shows the relations' fingerprint (or
+the functions) changed, as for DDL from elsewhere.
+
 What held (probes run once each, primary alone vs through the proxy, not kept as tests): a
 protocol Close of a reader-only statement inside a block after a write; psycopg pipelines of
 `BEGIN; INSERT; COMMIT; SET DateStyle` with one Sync and with a Sync after the COMMIT (the
@@ -243,3 +261,50 @@ def test_e1_e2_a_query_behind_unsynced_messages_is_answered_as_on_the_primary(pa
     assert outcome["proxy"] == outcome["primary"], (
         f"through the proxy ({outcome['proxy'][1]} row(s)):\n{outcome['proxy'][0][5:]}\n"
         f"the primary alone ({outcome['primary'][1]} row(s)):\n{outcome['primary'][0][5:]}")
+
+
+# -- Finding 4 (offload, SPEC §10): a DO block that changes no name pins prepared reads for good --
+OWN_READ = f"SELECT count(*), inet_server_port() FROM {TABLE} WHERE k > %s"
+DDL_BY_ANOTHER_SESSION = {
+    "do_block_without_ddl": "DO $$BEGIN PERFORM 1; END$$",
+    "do_block_with_dml": f"DO $$BEGIN UPDATE {TABLE} SET k = k WHERE false; END$$",
+}
+
+
+@pytest.mark.parametrize("ddl", list(DDL_BY_ANOTHER_SESSION))
+def test_e2_prepared_reads_come_back_to_the_standby_after_a_do_block(pair, proxy, table, ddl):
+    """SPEC §10 (offload must work for prepared statements as for a simple Query), S-7: a psycopg
+    statement prepared on the writer (inside a block, as every statement of a non-autocommit
+    psycopg/JDBC application is) reads on the standby afterwards; another session's DO block that
+    changes no name (every DO counts as DDL since bfbc71f, and moves E-2's epoch of names) keeps
+    it on the primary for the rest of the session (`STATEMENT_RESOLVED_BEFORE_DDL`) — the
+    catalogue reload that follows at once ends only the `CATALOG_CHANGED` window. Measured: 0 of
+    ~60 reads on the standby in 3 s, while a third session's unprepared reads came back at once;
+    before the DO the prepared read reached the standby."""
+    import time
+
+    from e2e_support import STANDBY_PORTS
+
+    def on_standby_within(c, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if run(c, OWN_READ, (0,))[0][1] in STANDBY_PORTS:
+                return True
+            time.sleep(0.05)
+        return False
+
+    with connect(proxy.dsn(), prepare_threshold=0) as c, connect(proxy.dsn()) as other, \
+            connect(proxy.dsn(), prepare_threshold=None) as third:
+        warm(c)
+        warm(third)
+        with c.transaction():
+            # A block that writes, then reads (the read and its Parse run on the writer).
+            run(c, f"UPDATE {TABLE} SET k = k WHERE false")
+            run(c, OWN_READ, (0,))
+        assert on_standby_within(c, 3), "control: the prepared read did not reach the standby"
+        run(other, DDL_BY_ANOTHER_SESSION[ddl])
+        # (The DO's own session stays on the primary: the README's unseen-code hazard.)
+        assert on_standby_within(third, 3), "control: a third session's unprepared reads came back"
+        assert on_standby_within(c, 3), (
+            f"after another session's `{DDL_BY_ANOTHER_SESSION[ddl]}`, the prepared read stayed on "
+            f"the primary for 3 s (STATEMENT_RESOLVED_BEFORE_DDL): offload lost for the session")
