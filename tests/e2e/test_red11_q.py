@@ -79,16 +79,29 @@ epoch of names only when the catalogue report that follows shows the relations' 
 the functions) changed, as for DDL from elsewhere.
 
 What held (probes run once each, primary alone vs through the proxy, not kept as tests): a
-protocol Close of a reader-only statement inside a block after a write; psycopg pipelines of
-`BEGIN; INSERT; COMMIT; SET DateStyle` with one Sync and with a Sync after the COMMIT (the
-statement's answer equal); the offload after DDL: a CREATE FUNCTION through the proxy kept reads
-on the primary 0.22 s (immediate catalogue reload by the example proxy), other sessions too; a
-DO block keeps its own session on the primary for good, which is the README's documented
-unseen-code hazard (other sessions read on the standby again after the reload). COPY with the
-new guard: `SET TimeZone …; SET application_name …; COPY (SELECT 1) TO STDOUT` and `… COPY t FROM
-STDIN` as one Query, COPY FROM STDIN in the extended protocol after a SET, a set_config then a
-`SET …; COPY … TO STDOUT` Query: every answer equal, the settings replayed and reads back on
-the standby within 0.1–0.4 s (no capture left due for good).
+protocol Close, Describe and Bind/Execute of a reader-only statement inside a block after a
+write (and after a SET LOCAL DateStyle there: parsed on the writer at its first use in the
+block, before the SET); psycopg pipelines of `BEGIN; INSERT; COMMIT; SET DateStyle` with one
+Sync and with a Sync after the COMMIT, and a psycopg pipeline `INSERT; SET TimeZone` with a
+reader-only statement whose column a migration dropped (the statement's answer, the row and the
+setting equal); `SET DateStyle …; BEGIN` / `SET IntervalStyle …; BEGIN` then ROLLBACK, and
+`BEGIN; SET LOCAL DateStyle; COMMIT`, then statements prepared afresh on the standby (parsed
+under the reverted MDY, as on the primary, and the old one unchanged); `COMMIT AND CHAIN` /
+`ROLLBACK AND CHAIN` after a REPEATABLE READ (read-only or not) or READ ONLY block: the chained
+block's snapshot, isolation and read-only flag equal. DDL counted: a procedure created and
+CALLed at once, a function created and called at once, a SQL-body procedure, each replacing an
+IMMUTABLE function by a server-dependent one — new sessions' calls all answered by the primary
+('false'), none from the standby. COPY with the new guard: `SET TimeZone …; SET application_name
+…; COPY (SELECT 1) TO STDOUT` and `… COPY t FROM STDIN` as one Query, COPY FROM STDIN in the
+extended protocol after a SET, a set_config then a `SET …; COPY … TO STDOUT` Query: every answer
+equal, the settings replayed and reads back on the standby within 0.1–0.4 s (no capture left
+due for good). Offload after DDL: a CREATE FUNCTION through the proxy kept other sessions' reads
+on the primary 0.22 s (the example proxy reloads the catalogue at once), a DO block 0.09 s, and
+a DO inside an open block cost other sessions 4 of 58 reads; a DO block keeps its own session on
+the primary for good, which is the README's documented unseen-code hazard. Observed, not
+counted (a lock, as for all DDL in a block): `CREATE INDEX … ((k + 1))` inside an open block keeps
+every session of the database on the primary until the block ends (0 of 59 reads in 3 s), the
+catalogue load failing on the index's lock; back 0.21 s after COMMIT.
 """
 
 from __future__ import annotations
