@@ -14,14 +14,15 @@ Finding 1 (E-2, P-1): **inside a transaction block, SQL that names a reader-only
 on a writer that does not have it.** `Session::mirror_statements` (src/session/route.rs) now
 returns at once while `self.txn.active` (5dbc887, red10-d): its callers `mirror_named` (SQL that
 may name a prepared statement: `EXECUTE s`, `DEALLOCATE s`, `pg_prepared_statements`, reached from
-`route_query_to_writer` via `reader_only_named_in`) get nothing prepared on the writer, yet the
+`start_writer_query` via `reader_only_named_in`) get nothing prepared on the writer, yet the
 text still goes there. Measured, statement `s1` prepared and executed on the standby in
 autocommit, then `BEGIN; INSERT …;` and:
 - `DEALLOCATE s1`: the primary alone answers DEALLOCATE and COMMIT commits the row (1 row, no
   statement left); through the proxy 26000 `prepared statement "s1" does not exist`, the block is
-  aborted, COMMIT rolls back (0 rows), and `s1` is still listed afterwards. psycopg 3 linked to a
-  libpq before 17 (Debian 12's python3-psycopg), Rails' PostgreSQL adapter and pgx v4 evict a
-  cached statement with `DEALLOCATE name`, inside the application's transaction;
+  aborted, COMMIT rolls back (0 rows), and `s1` is still listed afterwards. psycopg 3 evicts a
+  cached statement with `DEALLOCATE name` inside the application's transaction when its libpq
+  is older than 17 (`_deallocate`, read in psycopg's source here; Debian 12's python3-psycopg is
+  linked to libpq 15), as other drivers' statement caches do (not measured);
 - `EXECUTE s1`: the row on the primary alone, 26000 and the lost INSERT through the proxy;
 - `SELECT name FROM pg_prepared_statements`: `s1` on the primary alone, nothing through the proxy;
 - `EXPLAIN (COSTS OFF) EXECUTE s1`: `Result` on the primary alone, 26000 and the lost INSERT;
