@@ -28,7 +28,10 @@ autocommit, then `BEGIN; INSERT …;` and:
 - `EXPLAIN (COSTS OFF) EXECUTE s1`: `Result` on the primary alone, 26000 and the lost INSERT;
 - `PREPARE s1 AS SELECT 2`: the primary alone refuses it (42P05, the block rolls back, 0 rows);
   through the proxy it succeeds, the block commits its row, and the session holds two `s1`.
-3 of 3 runs. (A protocol Close of `s1` in the block held: the engine answers it.) The README's
+3 of 3 runs. Through psycopg itself (autocommit off, `prepared_max = 2`, prepare at first use,
+DEALLOCATE evictions as with libpq < 17): the primary alone commits every transaction and the
+row; through the proxy `26000 prepared statement "_pg3_0" does not exist` in the application's
+transaction and 0 rows (3 of 3). (A protocol Close of `s1` in the block held: the engine answers it.) The README's
 "no mirror inside a block" names only the parse-settings case (a statement parsed on the writer
 later, under that time's settings); here the statement is never parsed on the writer at all. A
 fix: for text that names a reader-only statement inside a block, run that text where the
@@ -328,3 +331,45 @@ def test_e2_prepared_reads_come_back_to_the_standby_after_a_do_block(pair, proxy
         assert on_standby_within(c, 3), (
             f"after another session's `{DDL_BY_ANOTHER_SESSION[ddl]}`, the prepared read stayed on "
             f"the primary for 3 s (STATEMENT_RESOLVED_BEFORE_DDL): offload lost for the session")
+
+
+def test_e2_p1_psycopg_statement_cache_eviction_in_a_transaction(pair, proxy, table, monkeypatch):
+    """Finding 1 through a driver: psycopg 3 in its default mode (autocommit off: every statement
+    in a block) with a small statement cache (`prepared_max = 2`, prepare at first use) evicts
+    with `DEALLOCATE name` as it does when linked to a libpq older than 17 (emulated here by its
+    module flag `_HAS_SEND_CLOSE`; this venv's wheel bundles libpq 18). The primary alone commits
+    every transaction and the row; through the proxy the eviction of a statement prepared on the
+    standby fails with 26000 inside the application's transaction, which is lost."""
+    from psycopg import _connection_base
+
+    monkeypatch.setattr(_connection_base, "_HAS_SEND_CLOSE", False)
+
+    def session(dsn, through):
+        with psycopg.connect(dsn, connect_timeout=5, options="-c statement_timeout=5000",
+                             prepare_threshold=0) as c:
+            c.prepared_max = 2
+            if through:
+                c.autocommit = True
+                warm(c)
+                c.autocommit = False
+            try:
+                with bounded(c, BOUND_S * 2, "transactions"):
+                    for i in range(1, 4):
+                        c.execute(f"SELECT {i}, inet_server_port()").fetchone()
+                        c.commit()
+                    c.execute(f"INSERT INTO {TABLE} VALUES (1)")
+                    c.execute("SELECT 4, inet_server_port()").fetchone()
+                    c.commit()
+                outcome = "committed"
+            except psycopg.Error as e:
+                outcome = f"{e.sqlstate}: {e}"
+                c.rollback()
+            c.autocommit = True
+            rows = c.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
+            c.execute(f"DELETE FROM {TABLE}")
+            return outcome, rows
+
+    alone = session(_primary_dsn(pair), False)
+    assert alone == ("committed", 1), f"control: {alone}"
+    through = session(proxy.dsn(), True)
+    assert through == alone, f"psycopg with DEALLOCATE evictions: through the proxy {through}, the primary alone {alone}"
