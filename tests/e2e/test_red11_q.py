@@ -95,7 +95,10 @@ under the reverted MDY, as on the primary, and the old one unchanged); `COMMIT A
 block's snapshot, isolation and read-only flag equal. DDL counted: a procedure created and
 CALLed at once, a function created and called at once, a SQL-body procedure, each replacing an
 IMMUTABLE function by a server-dependent one — new sessions' calls all answered by the primary
-('false'), none from the standby. COPY with the new guard: `SET TimeZone …; SET application_name
+('false'), none from the standby. KEEPS_NAMES: with search_path `b, a`, a statement prepared on
+the writer (in a block after a write) reading `a.tt`, then `CREATE INDEX tt ON b.other ((k + 1))`
+through the proxy (an index shadowing the table's name for a fresh parse): the statement kept
+running on the primary (5 rows, as the primary alone), not parsed afresh on the standby. COPY with the new guard: `SET TimeZone …; SET application_name
 …; COPY (SELECT 1) TO STDOUT` and `… COPY t FROM STDIN` as one Query, COPY FROM STDIN in the
 extended protocol after a SET, a set_config then a `SET …; COPY … TO STDOUT` Query: every answer
 equal, the settings replayed and reads back on the standby within 0.1–0.4 s (no capture left
