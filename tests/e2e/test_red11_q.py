@@ -36,6 +36,17 @@ transaction and 0 rows (3 of 3). (A protocol Close of `s1` in the block held: th
 later, under that time's settings); here the statement is never parsed on the writer at all. A
 fix: for text that names a reader-only statement inside a block, run that text where the
 statement is, or answer DEALLOCATE by the engine as a Close, or mirror at the block's start.
+The six tests above failed 3 of 3 on builds of 4b8cdea. At 09:53 UTC the build in
+/work/main/c-examples/build was replaced by one with an uncommitted change of route.rs
+(`mirror_statements(…, named)`: statements the client's text names are mirrored inside a block
+too); they pass on it. Its residual (`test_e2_p1_naming_a_reader_only_statement_after_a_
+migration_inside_a_block`, failing on both builds): the mirror's Parse now runs inside the
+client's block and fails there when the statement reads a column another session's migration
+dropped — `DEALLOCATE s1` and a read of pg_prepared_statements, which the primary alone answers
+(it never parses `s1` again), get 25P02 with no error before them (the hidden 42703 swallowed),
+and COMMIT rolls the block's INSERT back (0 rows of 1; on 4b8cdea 26000, same loss). 3 of 3. A
+fix for both: DEALLOCATE of a reader-only statement needs no Parse (close it where it lives, answer
+as the server would), and pg_prepared_statements should not need the statements' plans either.
 
 Finding 2 (E-2): **a parse-settings change after the block's end, in the Query that ends it,
 is not mirrored.** `COMMIT; SET DateStyle = 'ISO, DMY'` (also `ROLLBACK; SET …` and `COMMIT; SELECT
@@ -376,3 +387,51 @@ def test_e2_p1_psycopg_statement_cache_eviction_in_a_transaction(pair, proxy, ta
     assert alone == ("committed", 1), f"control: {alone}"
     through = session(proxy.dsn(), True)
     assert through == alone, f"psycopg with DEALLOCATE evictions: through the proxy {through}, the primary alone {alone}"
+
+
+MIGRATED_IN_BLOCK = "r11q_mb"
+NAMING_AFTER_MIGRATION = {
+    "deallocate": "DEALLOCATE s1",
+    "pg_prepared_statements": "SELECT name FROM pg_prepared_statements",
+}
+
+
+@pytest.mark.parametrize("text", list(NAMING_AFTER_MIGRATION))
+def test_e2_p1_naming_a_reader_only_statement_after_a_migration_inside_a_block(pair, proxy, table, text):
+    """Finding 1 when the mirror does run in the block (the fix being built in /work/main at
+    09:53 UTC mirrors statements the text names, `named`): `s1` reads a column another session's
+    migration then drops. The primary alone never parses `s1` again: `DEALLOCATE s1` (or a read of
+    pg_prepared_statements) succeeds in the block and COMMIT keeps the block's row. A hidden
+    Parse of `s1` in the block fails (42703) and aborts the client's block: the row is lost."""
+
+    def session(dsn, through):
+        on_primary(pair, f"DROP TABLE IF EXISTS {MIGRATED_IN_BLOCK}",
+                   f"CREATE TABLE {MIGRATED_IN_BLOCK} (k int, c text)",
+                   f"INSERT INTO {MIGRATED_IN_BLOCK} VALUES (0, 'a')",
+                   f"GRANT ALL ON {MIGRATED_IN_BLOCK} TO PUBLIC")
+        pair.wait_replayed()
+        with connect(dsn) as c:
+            if through:
+                warm(c)
+            with bounded(c, BOUND_S, "prepare s1"):
+                c.pgconn.prepare(b"s1", f"SELECT c, inet_server_port() FROM {MIGRATED_IN_BLOCK} WHERE c <> 'x'".encode())
+                r = c.pgconn.exec_prepared(b"s1", [])
+            first = ran_on(int(r.get_value(0, 1)))
+            on_primary(pair, f"ALTER TABLE {MIGRATED_IN_BLOCK} DROP COLUMN c")
+            pair.wait_replayed()
+            seen = [_q(c, "BEGIN"), _q(c, f"INSERT INTO {TABLE} VALUES (1)"),
+                    _q(c, NAMING_AFTER_MIGRATION[text]), _q(c, "COMMIT"),
+                    _q(c, f"SELECT count(*) FROM {TABLE}")]
+            _q(c, f"DELETE FROM {TABLE}")
+            return first, seen
+
+    try:
+        _, alone = session(_primary_dsn(pair), False)
+        first, through = session(proxy.dsn(), True)
+    finally:
+        on_primary(pair, f"DROP TABLE IF EXISTS {MIGRATED_IN_BLOCK}")
+    assert first == "standby", "control: s1 did not run on the standby"
+    assert alone[4] == ("ok", [[b"1"]]), f"control: the primary alone committed the row: {alone}"
+    assert through == alone, (
+        f"`BEGIN; INSERT; {NAMING_AFTER_MIGRATION[text]}; COMMIT` after a migration dropped the "
+        f"column s1 reads: through the proxy {through}, the primary alone {alone}")
