@@ -44,8 +44,14 @@ migration_inside_a_block`, failing on both builds): the mirror's Parse now runs 
 client's block and fails there when the statement reads a column another session's migration
 dropped — `DEALLOCATE s1` and a read of pg_prepared_statements, which the primary alone answers
 (it never parses `s1` again), get 25P02 with no error before them (the hidden 42703 swallowed),
-and COMMIT rolls the block's INSERT back (0 rows of 1; on 4b8cdea 26000, same loss). 3 of 3. A
-fix for both: DEALLOCATE of a reader-only statement needs no Parse (close it where it lives, answer
+and COMMIT rolls the block's INSERT back (0 rows of 1; on 4b8cdea 26000, same loss). 3 of 3. And the
+in-block mirror's locks (`test_p1_naming_a_reader_only_statement_in_a_block_takes_no_lock_on_
+its_table`, red10-d's lock finding by the named path): with `BEGIN; INSERT; DEALLOCATE s1` (or
+the pg_prepared_statements read) held open, another session's `ALTER TABLE … ADD COLUMN` on the
+table `s1` reads (lock_timeout 1 s) runs at once beside the primary alone and fails with 55P03
+through the in-progress build (the hidden Parse's ACCESS SHARE lasts to the block's end); on
+4b8cdea the same test fails on the 26000 instead. 3 of 3. A fix for both: DEALLOCATE of a
+reader-only statement needs no Parse (close it where it lives, answer
 as the server would), and pg_prepared_statements should not need the statements' plans either.
 
 Finding 2 (E-2): **a parse-settings change after the block's end, in the Query that ends it,
@@ -435,3 +441,49 @@ def test_e2_p1_naming_a_reader_only_statement_after_a_migration_inside_a_block(p
     assert through == alone, (
         f"`BEGIN; INSERT; {NAMING_AFTER_MIGRATION[text]}; COMMIT` after a migration dropped the "
         f"column s1 reads: through the proxy {through}, the primary alone {alone}")
+
+
+LOCKED = "r11q_l"
+
+
+@pytest.mark.parametrize("text", list(NAMING_AFTER_MIGRATION))
+def test_p1_naming_a_reader_only_statement_in_a_block_takes_no_lock_on_its_table(pair, proxy, table, text):
+    """P-1 (red10-d's lock finding, by the named path): inside a block, `DEALLOCATE s1` or a read
+    of pg_prepared_statements takes no lock on the table `s1` reads on the primary alone: another
+    session's `ALTER TABLE … ADD COLUMN` (lock_timeout 1 s) runs at once while the block stays
+    open. A hidden Parse of `s1` inside the block (the in-progress named mirror) takes ACCESS
+    SHARE on it until the block ends: the migration fails with 55P03."""
+
+    def session(dsn, through):
+        on_primary(pair, f"DROP TABLE IF EXISTS {LOCKED}", f"CREATE TABLE {LOCKED} (k int)",
+                   f"GRANT ALL ON {LOCKED} TO PUBLIC")
+        pair.wait_replayed()
+        with connect(dsn) as c:
+            if through:
+                warm(c)
+            with bounded(c, BOUND_S, "prepare s1"):
+                c.pgconn.prepare(b"s1", f"SELECT count(*), inet_server_port() FROM {LOCKED} WHERE k <> -1".encode())
+                r = c.pgconn.exec_prepared(b"s1", [])
+            first = ran_on(int(r.get_value(0, 1)))
+            seen = [_q(c, "BEGIN"), _q(c, f"INSERT INTO {TABLE} VALUES (1)"), _q(c, NAMING_AFTER_MIGRATION[text])]
+            with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True, connect_timeout=5) as admin:
+                admin.execute("SET lock_timeout = '1s'")
+                try:
+                    admin.execute(f"ALTER TABLE {LOCKED} ADD COLUMN v int")
+                    migration = "ok"
+                except psycopg.Error as e:
+                    migration = e.sqlstate
+            seen += [_q(c, "COMMIT"), migration]
+            _q(c, f"DELETE FROM {TABLE}")
+            return first, seen
+
+    try:
+        _, alone = session(_primary_dsn(pair), False)
+        first, through = session(proxy.dsn(), True)
+    finally:
+        on_primary(pair, f"DROP TABLE IF EXISTS {LOCKED}")
+    assert first == "standby", "control: s1 did not run on the standby"
+    assert alone[-1] == "ok", f"control: the migration ran at once beside the primary alone's block: {alone}"
+    assert through == alone, (
+        f"`BEGIN; INSERT; {NAMING_AFTER_MIGRATION[text]}` held open, another session's ALTER TABLE "
+        f"(lock_timeout 1 s): through the proxy {through}, the primary alone {alone}")
