@@ -875,6 +875,11 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     b.extend(cancelled_error());
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
+    // It waits, at most a second, for a writer sample that would position the write; none
+    // comes.
+    assert!(h.take_client().is_empty(), "the SHOW waits for a writer sample");
+    h.now += 1_000;
+    h.timeout();
     let got = h.take_client();
     assert_eq!(
         tags(&got),
@@ -944,8 +949,8 @@ fn c1_s1a_show_token_after_a_read_the_writer_served_unprobed_probes_then_covers_
 }
 
 /// C-1 with S-1a: when the on-demand probe fails, the position of what the read showed stays
-/// unknown: SHOW answers 55000 naming the read (not a write), and does not probe again for the
-/// same read — no loop of failing probes.
+/// unknown: SHOW waits (at most a second) for a writer sample, then answers 55000 naming the
+/// read (not a write), and does not probe again for the same read — no loop of failing probes.
 #[test]
 fn c1_s1a_show_token_after_a_failed_probe_for_a_read_answers_55000_and_probes_once() {
     let mut h = stock(&[]);
@@ -958,6 +963,9 @@ fn c1_s1a_show_token_after_a_failed_probe_for_a_read_answers_55000_and_probes_on
     b.extend(cancelled_error());
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
+    assert!(h.take_client().is_empty(), "the SHOW waits for a writer sample");
+    h.now += 1_000;
+    h.timeout();
     let got = h.take_client();
     assert_eq!(tags(&got), "EZ");
     let text = String::from_utf8_lossy(&got).into_owned();
