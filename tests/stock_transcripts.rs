@@ -877,7 +877,10 @@ fn c1_show_token_after_a_failed_on_demand_probe_answers_55000_and_probes_once() 
     h.backend(WRITER, &b);
     // It waits, at most a second, for a writer sample that would position the write; none
     // comes.
-    assert!(h.take_client().is_empty(), "the SHOW waits for a writer sample");
+    assert!(
+        h.take_client().is_empty(),
+        "the SHOW waits for a writer sample"
+    );
     h.now += 1_000;
     h.timeout();
     let got = h.take_client();
@@ -963,7 +966,10 @@ fn c1_s1a_show_token_after_a_failed_probe_for_a_read_answers_55000_and_probes_on
     b.extend(cancelled_error());
     b.extend(rfq(b'I', None, None));
     h.backend(WRITER, &b);
-    assert!(h.take_client().is_empty(), "the SHOW waits for a writer sample");
+    assert!(
+        h.take_client().is_empty(),
+        "the SHOW waits for a writer sample"
+    );
     h.now += 1_000;
     h.timeout();
     let got = h.take_client();
@@ -1940,6 +1946,8 @@ fn c1_a_write_committed_by_commit_and_chain_is_covered_by_the_reported_token() {
             ("options", "-c polarsplit.report_token=on"),
         ],
     );
+    // The host feeds writer samples (without them the RFQ would wait for nothing).
+    writer_samples_arrive(&mut h);
     h.client(&query("BEGIN"));
     h.writer_answers("BEGIN", b'T', None, None);
     h.client(&query("UPDATE t SET v = 1"));
@@ -1984,6 +1992,8 @@ fn c1_a_write_committed_by_commit_then_begin_in_one_query_is_covered_by_the_repo
             ("options", "-c polarsplit.report_token=on"),
         ],
     );
+    // The host feeds writer samples (without them the RFQ would wait for nothing).
+    writer_samples_arrive(&mut h);
     h.client(&query("BEGIN"));
     h.writer_answers("BEGIN", b'T', None, None);
     h.client(&query("UPDATE t SET v = 1"));
@@ -2028,4 +2038,27 @@ fn c1_show_token_in_a_block_after_an_unpositioned_commit_waits_for_a_writer_samp
     assert_eq!(tags(&out), "TDCZ");
     assert!(String::from_utf8_lossy(&out).contains("0/6100"));
     assert_eq!(client_rfq_statuses(&out), vec![b'T']);
+}
+
+/// C-1: a host that feeds no writer samples (the Pgpool-II patch samples only standbys) has no
+/// sample to wait for: the RFQ of a `COMMIT AND CHAIN` that committed a write goes at once (the
+/// token is reported once the position is known), never a second's wait for nothing.
+#[test]
+fn c1_without_writer_samples_the_rfq_after_commit_and_chain_is_not_held() {
+    let mut h = stock_as(
+        &[],
+        &[
+            ("user", "app"),
+            ("database", "db"),
+            ("options", "-c polarsplit.report_token=on"),
+        ],
+    );
+    h.client(&query("BEGIN"));
+    h.writer_answers("BEGIN", b'T', None, None);
+    h.client(&query("UPDATE t SET v = 1"));
+    h.writer_answers("UPDATE 1", b'T', None, None);
+    h.take_client();
+    h.client(&query("COMMIT AND CHAIN"));
+    h.writer_answers("COMMIT", b'T', None, None);
+    assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'T']);
 }

@@ -1177,7 +1177,11 @@ impl Session {
         } else if self.startup.as_ref().is_some_and(|s| s.report_token)
             && (self.lsn.write_unknown || self.lsn.observed_unknown)
             && (probe_in_flight
-                || self.lsn.write_unknown && committed && now_in_txn && !self.txn.may_have_written)
+                || self.lsn.write_unknown
+                    && committed
+                    && now_in_txn
+                    && !self.txn.may_have_written
+                    && self.writer_samples_arrive())
         {
             // C-1: the token reported with this RFQ must cover the write, or what a read the
             // writer served showed (S-1a): the RFQ waits for the probe's answer — or, for a
@@ -1185,7 +1189,8 @@ impl Session {
             // COMMIT; BEGIN`), where no probe may run, for a writer sample that positions it
             // (`on_timeout`, bounded by `HELD_RFQ_SAMPLE_WAIT_MS`) — unless the new block wrote
             // too (`UPDATE; COMMIT AND CHAIN; UPDATE` as one Query): the two writes share one
-            // unknown position, which no sample gives while the block is open (README).
+            // unknown position, which no sample gives while the block is open (README) — or
+            // the host feeds no writer samples (the Pgpool-II patch samples only standbys).
             self.out.discard_backend(conn, body.len() + 5);
             self.held_rfq = Some(rfq.status);
         } else {
