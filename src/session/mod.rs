@@ -967,8 +967,7 @@ impl Session {
         let token_waits = unknown
             && !self.queue.is_empty()
             && self.units.is_empty()
-            && self.write_ack_ms != u64::MAX
-            && self.now.saturating_sub(self.write_ack_ms) < HELD_RFQ_SAMPLE_WAIT_MS;
+            && self.sample_may_still_come();
         if self.held_rfq.is_some() && !self.learning() || token_waits {
             let again = self.now.saturating_add(HELD_RFQ_SAMPLE_POLL_MS);
             return Some(due.map_or(again, |d| d.min(again)));
@@ -1008,6 +1007,13 @@ impl Session {
     /// unsynced `SET` ran between it and the Query behind it). It follows the Query's answer.
     pub(super) fn writer_mid_batch(&self) -> bool {
         self.writer_skipping() || self.writer_continuation
+    }
+
+    /// C-1: whether a writer sample that positions the session's last acknowledged statement
+    /// is still waited for: at most [`HELD_RFQ_SAMPLE_WAIT_MS`] after its acknowledgement.
+    pub(super) fn sample_may_still_come(&self) -> bool {
+        self.write_ack_ms != u64::MAX
+            && self.now.saturating_sub(self.write_ack_ms) < HELD_RFQ_SAMPLE_WAIT_MS
     }
 
     /// The one guard of all hidden work that goes to the writer with a Sync of its own (the

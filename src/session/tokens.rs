@@ -95,8 +95,7 @@ impl Session {
         self.collect();
         (self.lsn.write_unknown || self.lsn.observed_unknown)
             && !(self.txn.active && self.txn.may_have_written)
-            && self.write_ack_ms != u64::MAX
-            && self.now.saturating_sub(self.write_ack_ms) < HELD_RFQ_SAMPLE_WAIT_MS
+            && self.sample_may_still_come()
             && self.writer_samples_arrive()
     }
 

@@ -1202,16 +1202,14 @@ impl Session {
 
     /// C-1: an RFQ held for a writer sample (no probe in flight: see the end of
     /// `writer_unit_rfq`) goes to the client once a sample positions the write, or after
-    /// [`HELD_RFQ_SAMPLE_WAIT_MS`] without one (a host that feeds no writer samples: the token
-    /// is then not reported, and SHOW answers 55000 until the position is known).
+    /// [`HELD_RFQ_SAMPLE_WAIT_MS`] without one ([`Self::sample_may_still_come`]; the token is
+    /// then not reported, and SHOW answers 55000 until the position is known).
     pub(super) fn release_rfq_held_for_a_sample(&mut self) {
         if self.held_rfq.is_none() || self.learning() {
             return;
         }
         self.collect();
-        if !self.lsn.write_unknown
-            || self.now.saturating_sub(self.write_ack_ms) >= HELD_RFQ_SAMPLE_WAIT_MS
-        {
+        if !self.lsn.write_unknown || !self.sample_may_still_come() {
             if let Some(status) = self.held_rfq.take() {
                 self.client_rfq(status);
             }
