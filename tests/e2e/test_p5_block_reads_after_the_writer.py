@@ -166,17 +166,28 @@ def test_w7_p5_a_blocks_reads_return_to_the_standby_after_other_clients_wal_kept
             stop.set()
             writer.join()
         assert on_primary >= 30, "the other client's WAL never kept the standby behind"
-        # The same reads one behind the other for 2 s, the primary quiet now (the standby
-        # replays the burst within a few hundred milliseconds). No probe runs inside the block
-        # (S-5, since 2026-12-07): what the reads on the primary saw is positioned by a writer
-        # sample sent between two of them, which the 2 s leave room for.
-        ports, until = [], time.monotonic() + 2
-        while len(ports) < READS or time.monotonic() < until:
-            ports.append(c.execute(ROWS, (len(ports) % 50 + 1,)).fetchone()[2])
+        # No probe runs inside the block (S-5, since 2026-12-07): what a read on the primary saw
+        # is positioned by a writer sample sent after its ReadyForQuery (README, `lsn_probe`).
+        # Reads back to back leave no room for one — each read on the primary sees the latest
+        # state again, and the host's samples, in milliseconds, come every 10 ms — so they stay
+        # on the primary (CI, 2026-12-07: 0 of the last 100 in one run of several). With 20 ms
+        # between reads a sample fits, and once the standby has replayed the burst (a few
+        # hundred milliseconds) a read is the standby's.
+        pauses, deadline = 0, time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            pauses += 1
+            if c.execute(ROWS, (1,)).fetchone()[2] == pair.standby.port:
+                break
+        else:
+            pytest.fail(f"no read of the block reached the standby in 10 s: {proxy.stats()['reason']}")
+        # From there on the reads are the standby's, back to back: what each showed is bounded
+        # by the standby's own position (S-1a), so none reopens the session's position.
+        ports = [c.execute(ROWS, (i % 50 + 1,)).fetchone()[2] for i in range(READS)]
         c.commit()
-    # Once a writer sample positions what the session saw, the block's reads are the standby's.
     last = ports[-100:]
     assert sum(p == pair.standby.port for p in last) >= 90, (
+        pauses,
         sum(p == pair.standby.port for p in ports),
         proxy.stats()["reason"],
     )
