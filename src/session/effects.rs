@@ -97,15 +97,34 @@ pub(super) fn may_change_parse_rules(c: &Classification) -> bool {
     })
 }
 
+/// S-3: what a statement does to a transaction block.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Edge {
+    /// `BEGIN` / `START TRANSACTION` (inside a block: a warning, and its options apply).
+    Begin,
+    /// `COMMIT` or `ROLLBACK`; `chain`: `AND CHAIN`, which begins the next block at once.
+    End { chain: bool },
+}
+
+/// The [`Edge`] statement `s` is, if any: the one match of the statements that begin or end a
+/// block, which every rule about which statements a block holds reads.
+pub(super) fn edge(s: &StatementInfo) -> Option<Edge> {
+    match s.kind {
+        Kind::Begin(_) => Some(Edge::Begin),
+        Kind::Commit { chain } | Kind::Rollback { chain } => Some(Edge::End { chain }),
+        _ => None,
+    }
+}
+
 /// What the last statement of `c` that begins or ends a transaction block does: `Some(true)`
 /// it ends one (COMMIT, ROLLBACK, with or without AND CHAIN: the settings of a SET LOCAL made
 /// inside are reverted from then on), `Some(false)` it begins one, `None` there is none.
 pub(super) fn txn_block_edge(c: &Classification) -> Option<bool> {
-    c.statements().iter().rev().find_map(|s| match s.kind {
-        Kind::Commit { .. } | Kind::Rollback { .. } => Some(true),
-        Kind::Begin(_) => Some(false),
-        _ => None,
-    })
+    c.statements()
+        .iter()
+        .rev()
+        .find_map(edge)
+        .map(|e| matches!(e, Edge::End { .. }))
 }
 
 /// Whether the statements end a transaction block or roll part of one back: the settings a
@@ -608,14 +627,7 @@ impl Session {
 pub(super) fn opens_block_ahead<'a>(
     statements: impl IntoIterator<Item = &'a StatementInfo>,
 ) -> bool {
-    for s in statements {
-        match s.kind {
-            Kind::Begin(_) => return true,
-            Kind::Commit { .. } | Kind::Rollback { .. } => return false,
-            _ => {}
-        }
-    }
-    false
+    statements.into_iter().find_map(edge) == Some(Edge::Begin)
 }
 
 /// S-3: whether the batch's Execute `j` runs in a block, given whether the one before it ended
@@ -635,15 +647,13 @@ pub(super) fn exec_in_block(
         return false;
     }
     for (k, c) in execs.iter().enumerate().skip(j) {
-        for s in c.iter().flat_map(|c| c.statements()) {
-            match s.kind {
-                Kind::Begin(_) => return true,
-                Kind::Commit { .. } | Kind::Rollback { .. } => {
-                    *clear = k + 1;
-                    return false;
-                }
-                _ => {}
+        match c.iter().flat_map(|c| c.statements()).find_map(edge) {
+            Some(Edge::Begin) => return true,
+            Some(Edge::End { .. }) => {
+                *clear = k + 1;
+                return false;
             }
+            None => {}
         }
     }
     *clear = execs.len();
@@ -651,15 +661,12 @@ pub(super) fn exec_in_block(
 }
 
 /// S-3: whether a block is open after `c` ran, given whether one was before it.
-pub(super) fn block_after(c: &Classification, mut in_txn: bool) -> bool {
-    for s in c.statements() {
-        match s.kind {
-            Kind::Begin(_) => in_txn = true,
-            Kind::Commit { chain } | Kind::Rollback { chain } => in_txn = chain,
-            _ => {}
-        }
+pub(super) fn block_after(c: &Classification, in_txn: bool) -> bool {
+    match c.statements().iter().filter_map(edge).next_back() {
+        Some(Edge::Begin) => true,
+        Some(Edge::End { chain }) => chain,
+        None => in_txn,
     }
-    in_txn
 }
 
 /// Whether `c` runs DDL that may change what the host's catalogue reports (S-6, S-7).
