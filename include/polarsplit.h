@@ -1031,6 +1031,10 @@ typedef struct {
 // (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
 #define POLARSPLIT_REASON_STATEMENT_RESOLVED_BEFORE_DDL 84
 
+// A prepared statement with a literal the server reads as the clock when it parses it ('now'::timestamptz, 'today'): the statement holds the time of the client's own Parse, which only the writer's parse has; a reader's would be of another time, or another client's (E-2).
+// (Extended protocol (E-1…E-5), session state (S-5), deadlines (R-1b))
+#define POLARSPLIT_REASON_PREPARED_CLOCK_LITERAL 85
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

@@ -176,6 +176,7 @@ reasons! {
     BatchPortalOutlivesPart = 82, "BATCH_PORTAL_OUTLIVES_PART", "Outside a transaction block, a batch part a Flush routes binds a named portal or runs a row-limited Execute: the portal lives on in the implicit transaction, past a later part the reader cannot take (E-4).";
     ReaderSaidTooMuch = 83, "READER_SAID_TOO_MUCH", "What a reader answered before its result began (notices) outgrew what the engine holds so that a failure can be retried (64 KiB): the statement runs again on the writer, whose answer the client sees (F-3).";
     StatementResolvedBeforeDdl = 84, "STATEMENT_RESOLVED_BEFORE_DDL", "A prepared statement the writer parsed before DDL ran (seen by the engine, or shown by a catalogue report that differs): the writer keeps the names it resolved then, where a reader would resolve them afresh — a table created since earlier on the search_path, a closer overload (E-2).";
+    PreparedClockLiteral = 85, "PREPARED_CLOCK_LITERAL", "A prepared statement with a literal the server reads as the clock when it parses it ('now'::timestamptz, 'today'): the statement holds the time of the client's own Parse, which only the writer's parse has; a reader's would be of another time, or another client's (E-2).";
 }
 
 impl Reason {
@@ -196,6 +197,7 @@ impl Reason {
             N::UnknownFunction => Reason::UnknownFunction,
             N::UserFunction => Reason::UserFunction,
             N::CatalogChanged => Reason::CatalogChanged,
+            N::ClockLiteral => Reason::PreparedClockLiteral,
             #[allow(unreachable_patterns)]
             _ => Reason::NotARead,
         }

@@ -280,3 +280,45 @@ fn f1_a_cancel_with_nothing_held_is_not_taken_and_forwards_nothing() {
     let acts = h.client(&query("INSERT INTO t VALUES (2)"));
     assert!(!asks_to_forward_cancel(&acts), "{acts:?}");
 }
+
+/// A simple-Query read cancelled while its reader connection is being opened is answered by the
+/// engine (57014); when the host then reports the connection failed, the failure is the
+/// reader's and the session goes on. Refused as an event without a request, it left the
+/// request standing and the session answered nothing again (an examiner's finding of
+/// 2026-12-07: the standby's postmaster frozen, a cancel at 0.5 s, then `SELECT 1` unanswered).
+#[test]
+fn f1_a_cancel_of_a_query_waiting_for_its_reader_connection_then_a_failed_connect_leaves_the_session_answering(
+) {
+    let mut h = host();
+    let acts = h.client(&query("SELECT pg_sleep(3)"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    let (taken, _) = cancel(&mut h);
+    assert!(taken);
+    assert_eq!(tags(&h.take_client()), "EZ");
+    h.event(0, Event::ReaderConnectFailed { starting_up: false });
+    assert_eq!(
+        h.engine
+            .stats()
+            .get(polarsplit::Counter::ReaderConnectFailures),
+        1
+    );
+    // The next statement runs: on a reader connection the host opens now.
+    let acts = h.client(&query("SELECT 1"));
+    assert!(
+        acts.iter().any(|a| matches!(a, A::Acquire { .. })),
+        "{acts:?}"
+    );
+    h.attach(R1);
+    let sent = h.take_sent(R1);
+    assert!(sent.ends_with(&query("SELECT 1")), "{:?}", tags(&sent));
+    h.backend(R1, &{
+        let mut b = select_result(&["1"]);
+        b.extend(rfq(b'I', Some(0x5000), None));
+        b
+    });
+    assert_eq!(tags(&h.take_client()), "TDCZ");
+    assert!(h.streams.balanced());
+}

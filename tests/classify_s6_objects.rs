@@ -568,3 +568,35 @@ fn s4_load_is_a_write_that_loads_a_library() {
     assert_eq!(why, NotSafe::NotARead);
     assert!(fx.contains(Effects::LOADS_LIBRARY));
 }
+
+/// A prepared statement holds what its parse read: a literal the server reads as the clock at
+/// parse time (`'now'::timestamptz`) is the time of the client's own Parse, which only the
+/// writer's statement has — a reader's kept statement of the same text is another client's
+/// parse (an examiner's finding, 2026-12-07). A simple Query parses afresh where it runs and
+/// keeps its reads; words inside a run of letters (`'unknown'`) are no date/time input.
+#[test]
+fn e2_a_prepared_statement_with_a_clock_literal_is_no_replica_read() {
+    let e = engine();
+    for sql in [
+        "SELECT 'now'::timestamptz",
+        "SELECT * FROM t WHERE ts > 'today'",
+        "SELECT timestamptz 'tomorrow', $1::int",
+        "SELECT E'n\\x6fw'::timestamptz",
+    ] {
+        let c = e.classifier().classify_in(b"app", sql);
+        assert!(c.is_replica_safe(), "{sql}: as a simple Query");
+        assert!(c.effects().contains(Effects::CLOCK_LITERAL), "{sql}");
+        let c = c.as_prepared();
+        assert!(!c.is_replica_safe(), "{sql}: prepared");
+        assert_eq!(c.first().not_safe, NotSafe::ClockLiteral, "{sql}");
+    }
+    for sql in [
+        "SELECT * FROM t WHERE status = 'unknown'",
+        "SELECT 'nowhere', 'a\\_b'",
+        "SELECT now(), $1::timestamptz",
+    ] {
+        let c = e.classifier().classify_in(b"app", sql).as_prepared();
+        assert!(c.is_replica_safe(), "{sql}");
+        assert!(!c.effects().contains(Effects::CLOCK_LITERAL), "{sql}");
+    }
+}

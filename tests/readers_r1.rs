@@ -238,6 +238,37 @@ fn r1b_a_long_read_on_a_reader_whose_monitor_answers_is_not_killed() {
     assert_eq!(h.engine.readers().snapshot(1).unwrap().failures, 0);
 }
 
+/// A report still streaming its rows is never killed, even while its monitor answers nothing
+/// (its postmaster frozen, the monitor's backend too): the deadline counts from the reader's
+/// last bytes. Counted from when the statement was sent, a 40 MB report was cut at 30,000 of
+/// 40,000 rows (an examiner's finding of 2026-12-07).
+#[test]
+fn r1b_a_read_still_streaming_rows_is_not_killed_while_its_monitor_is_silent() {
+    let mut h = one_reader(ServerDialect::Awide, 0x5000);
+    h.engine.reader_sample(1, Lsn(0x6000), h.now);
+    let t0 = h.now;
+    h.client(&query(SQL));
+    h.attach(R1);
+    h.take_sent(R1);
+    assert_eq!(h.session.next_deadline(), Some(t0 + 10_000));
+    h.now = t0 + 6_000;
+    let mut rows = row_description(1);
+    rows.extend(data_row(&["1"]));
+    h.backend(R1, &rows);
+    assert_eq!(h.session.next_deadline(), Some(t0 + 16_000));
+    h.now = t0 + 12_000;
+    h.backend(R1, &data_row(&["2"]));
+    h.now = t0 + 21_999;
+    assert!(h.timeout().is_empty(), "it answered 10 s ago");
+    h.now = t0 + 22_000;
+    let acts = h.timeout();
+    assert!(
+        acts.contains(&A::CloseBackend(R1)),
+        "silent for 10 s: {acts:?}"
+    );
+    assert_eq!(h.engine.stats().get(Counter::ReaderDeadlines), 1);
+}
+
 /// Sessions of one engine whose only reader fails to connect `reader_failure_threshold` times in
 /// a row: from then on new sessions read on the primary without asking for a connection, until a
 /// monitor sample taken after the latest failure lets it back in.

@@ -115,11 +115,83 @@ pub(crate) fn may_spell_txn_time(raw: &[u8]) -> bool {
 
 /// Whether a value a date/time input may be read from — a literal's bytes, a Bind parameter's
 /// (P-5: `SELECT $1::timestamptz` with `now`) — may be one of those inputs or hold one: any of
-/// the words anywhere in it, in any case, or a backslash (an escape of the literal, of an array
-/// or record element, of a JSON string may spell them).
+/// the words as a word of its own (PostgreSQL's date/time parser reads a run of letters as one
+/// field: `unknown` holds no `now`), in any case, as the bytes are or as backslash escapes
+/// read them (an escape of the literal, of an array or record element, of a JSON string may
+/// spell them: `n\ow`, `\u006eow`).
 pub(crate) fn value_may_spell_txn_time(v: &[u8]) -> bool {
-    let has = |word: &[u8]| v.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word));
-    v.contains(&b'\\') || has(b"now") || has(b"today") || has(b"tomorrow") || has(b"yesterday")
+    spells_txn_time(v) || v.contains(&b'\\') && spells_txn_time(&unescaped(v))
+}
+
+/// Whether one of the words `now`, `today`, `tomorrow`, `yesterday` stands in `v` with no ASCII
+/// letter right before or after it.
+fn spells_txn_time(v: &[u8]) -> bool {
+    const WORDS: [&[u8]; 4] = [b"now", b"today", b"tomorrow", b"yesterday"];
+    let letter = |i: usize| v.get(i).is_some_and(u8::is_ascii_alphabetic);
+    (0..v.len()).any(|i| {
+        (i == 0 || !letter(i - 1))
+            && WORDS.iter().any(|w| {
+                v.get(i..i + w.len())
+                    .is_some_and(|s| s.eq_ignore_ascii_case(w))
+                    && !letter(i + w.len())
+            })
+    })
+}
+
+/// `v` with backslash escapes read as an escape string, an array or record element, or a JSON
+/// string reads them: `\xHH`, octal `\ooo`, `\uXXXX`, `\UXXXXXXXX` (a code point beyond ASCII
+/// becomes a byte that is no letter), `\b \f \n \r \t` (white space), any other byte after a
+/// backslash itself.
+fn unescaped(v: &[u8]) -> Vec<u8> {
+    let hex = |s: &[u8], max: usize| -> (u32, usize) {
+        let n = s
+            .iter()
+            .take(max)
+            .take_while(|b| b.is_ascii_hexdigit())
+            .count();
+        let value = s[..n].iter().fold(0u32, |a, &b| {
+            a.wrapping_mul(16)
+                .wrapping_add((b as char).to_digit(16).unwrap_or(0))
+        });
+        (value, n)
+    };
+    let byte = |c: u32| if c < 0x80 { c as u8 } else { 0x80 };
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        let (b, rest) = (v[i], &v[(i + 1).min(v.len())..]);
+        if b != b'\\' || rest.is_empty() {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        let (c, used) = match rest[0] {
+            b'x' => {
+                let (c, n) = hex(&rest[1..], 2);
+                (byte(c), 1 + n)
+            }
+            b'u' | b'U' => {
+                let (c, n) = hex(&rest[1..], if rest[0] == b'u' { 4 } else { 8 });
+                (byte(c), 1 + n)
+            }
+            b'0'..=b'7' => {
+                let n = rest
+                    .iter()
+                    .take(3)
+                    .take_while(|b| matches!(b, b'0'..=b'7'))
+                    .count();
+                let c = rest[..n]
+                    .iter()
+                    .fold(0u32, |a, &b| a * 8 + u32::from(b - b'0'));
+                (byte(c), n)
+            }
+            b'b' | b'f' | b'n' | b'r' | b't' => (b' ', 1),
+            c => (c, 1),
+        };
+        out.push(c);
+        i += 1 + used;
+    }
+    out
 }
 
 #[inline]
@@ -589,6 +661,12 @@ mod tests {
             b"{yesterday}",
             b"{\"t\": \"\\u006eow\"}",
             b"n\\ow",
+            b"'now1'",
+            b"(Now)",
+            b"n\\x6fw",
+            b"\\156ow",
+            b"\\U0000006Eow",
+            b"E'to\\day'",
         ] {
             assert!(
                 value_may_spell_txn_time(v),
@@ -596,7 +674,21 @@ mod tests {
                 String::from_utf8_lossy(v)
             );
         }
-        for v in [&b""[..], b"7", b"2026-12-07 10:00", b"no", b"w", b"epoch"] {
+        for v in [
+            &b""[..],
+            b"7",
+            b"2026-12-07 10:00",
+            b"no",
+            b"w",
+            b"epoch",
+            // A run of letters is one field to the date/time parser.
+            b"unknown",
+            b"nowhere",
+            b"'known issues'",
+            b"Todays",
+            b"a\\_b%",
+            b"\\x41",
+        ] {
             assert!(
                 !value_may_spell_txn_time(v),
                 "{:?}",

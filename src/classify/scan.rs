@@ -606,7 +606,7 @@ impl Scan {
                 }
             }
             Tok::String | Tok::DollarString if lexer::may_spell_txn_time(bytes(src, t)) => {
-                self.effects |= Effects::TXN_VALUE;
+                self.effects |= Effects::TXN_VALUE | Effects::CLOCK_LITERAL;
             }
             _ => {}
         }

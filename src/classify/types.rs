@@ -348,6 +348,10 @@ pub enum NotSafe {
     /// A session ran DDL in the database since the host last reported its catalogue: the
     /// catalogue may be stale (a new view, a function shadowing a built-in, a sequence).
     CatalogChanged,
+    /// A prepared statement with a literal the server reads as the clock when it parses the
+    /// statement (`'now'::timestamptz`, `'today'`): the statement holds the time of the
+    /// client's own Parse, which only the writer's parse has (E-2).
+    ClockLiteral,
 }
 
 /// Side effects on session state the engine tracks (SPEC S-3, S-4), as bit flags.
@@ -432,6 +436,14 @@ impl Effects {
     /// reports of a table does change (the functions of its indexes' predicates and
     /// expressions).
     pub const KEEPS_NAMES: Effects = Effects(1 << 16);
+    /// A string literal that may be a date/time input the server reads as the clock while it
+    /// parses the statement (`'now'`, `'today'`, `'tomorrow'`, `'yesterday'`, see
+    /// [`may_spell_txn_time`](super::lexer::may_spell_txn_time)): with
+    /// [`Effects::TXN_VALUE`]. A prepared statement keeps the value of its parse — the time of
+    /// the client's Parse on the primary alone; a reader's statement of the same text would
+    /// hold the time of another parse, another client's too (E-2,
+    /// [`Classification::as_prepared`]).
+    pub const CLOCK_LITERAL: Effects = Effects(1 << 17);
 
     /// What only a text read one way is believed to do: a lock release, settings named in it.
     pub const UNAMBIGUOUS_ONLY: Effects = Effects(
@@ -577,6 +589,20 @@ impl Classification {
             }
         }
         self
+    }
+
+    /// The classification of the text of a Parse: a prepared statement. Its reads are not
+    /// replica-safe when a literal is read as the clock at parse time
+    /// ([`Effects::CLOCK_LITERAL`]): the statement holds the time of the client's own Parse,
+    /// which a reader's parse of it — later, or another client's kept on a pooled connection —
+    /// does not (an examiner's finding of 2026-12-07: `'now'::timestamptz = now()` false for
+    /// every later client). A simple Query parses afresh where it runs, and keeps its reads.
+    pub fn as_prepared(self) -> Classification {
+        if self.effects().contains(Effects::CLOCK_LITERAL) {
+            super::functions::keep_reads_off_replicas(self, NotSafe::ClockLiteral)
+        } else {
+            self
+        }
     }
 
     /// All statements, in order. Empty statements (`;;`, trailing `;`) are not listed unless the

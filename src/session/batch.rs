@@ -1175,11 +1175,16 @@ impl Session {
                     .map(|s| self.classify_parse(s, types));
                 self.statements
                     .insert_hashed(statement, rest, hash, class, false, limit);
+                // A text whose parse may send a message is parsed again, as the primary alone
+                // does at each Parse ([`statements::parse_may_speak`]).
+                let speaks = statements::parse_may_speak(rest);
                 let b = self.backend_mut(i);
-                let local = b.prepared.has(hash);
+                let had = b.prepared.has(hash);
+                let local = had && !speaks;
                 b.parses.push_back(statements::ParseNote {
                     hash,
                     local,
+                    again: had && speaks,
                     ..statements::ParseNote::parse(id, statement, Who::Client)
                 });
                 if local {
@@ -1306,7 +1311,9 @@ impl Session {
         who: Who,
     ) {
         let b = self.backend_mut(i);
-        let complete = b.prepared.complete;
+        // Closed first when the list may not say what the connection has, or says it has it
+        // (a client's Parse of it again, `parse_may_speak`).
+        let close_first = !b.prepared.complete || b.prepared.contains(hash);
         let victim = b.prepared.add(hash);
         let mut name = Vec::with_capacity(32);
         let mut victim_name = Vec::new();
@@ -1315,7 +1322,7 @@ impl Session {
             engine_name(v, &mut victim_name);
             b.resp.push(Req::Close, Who::Prepare, id);
         }
-        if !complete {
+        if close_first {
             b.resp.push(Req::Close, Who::Prepare, id);
         }
         b.resp.push(Req::Parse, who, id);
@@ -1323,7 +1330,7 @@ impl Session {
             if !victim_name.is_empty() {
                 hidden::close_statement(o, &victim_name);
             }
-            if !complete {
+            if close_first {
                 hidden::close_statement(o, &name);
             }
             hidden::parse_as(o, &name, rest);

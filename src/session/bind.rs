@@ -337,6 +337,7 @@ impl Session {
         b.cancelled = false;
         b.ran_code = false;
         b.stale_plans = false;
+        b.answered(self.now);
         // E-2: what the connection has prepared travels with it; a fresh one has nothing.
         let known = if fresh {
             self.engine.conns().forget(conn);
@@ -367,6 +368,18 @@ impl Session {
     /// the reader (R-1a, R-1b); the writer answers, as when no connection can be had.
     pub(super) fn reader_connect_failed(&mut self, starting_up: bool) -> Result<(), SessionError> {
         let Some((_, server, since)) = self.awaiting_reader_since() else {
+            if let Some(server) = self.abandoned_acquire {
+                // F-1: the connection was asked for a statement the client cancelled (the
+                // engine answered 57014): its failure is the reader's all the same, and the
+                // session, which queued nothing behind the request, goes on. Refused, the
+                // event left the request standing and the session answered nothing again
+                // (an examiner's finding of 2026-12-07: a cancel while the standby's
+                // postmaster was frozen, then `SELECT 1` unanswered for good). When it was
+                // asked is not kept: the failure counts as one seen now.
+                self.engine
+                    .reader_connect_failed_since(server, None, self.now, starting_up);
+                return self.reader_unavailable(false);
+            }
             return Err(SessionError::UnexpectedEvent(
                 "ReaderConnectFailed without AcquireReader",
             ));

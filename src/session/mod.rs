@@ -81,6 +81,8 @@ const MAX_HELD: usize = 64 << 10;
 /// buffer until the message is complete), so a backend that breaks mid-message never leaves the
 /// client with half a message. Larger ones are forwarded as they arrive.
 const STREAM_WHOLE_MAX: usize = 64 << 10;
+// `Backend::held_fwd` holds fewer bytes than this in a `u16`.
+const _: () = assert!(STREAM_WHOLE_MAX <= 1 << 16);
 /// P-5: a read split off a transaction block touches the writer's block when it was last touched
 /// this long ago (ms) or never: often enough for any sensible idle_in_transaction_session_timeout,
 /// once per block for one that reads in a burst.
@@ -408,9 +410,9 @@ struct Backend {
     streaming: Option<bool>,
     /// Bytes of the streamed message in progress to forward, not yet covered by an action:
     /// a message reaches the client whole unless it is larger than `STREAM_WHOLE_MAX`. (Fewer
-    /// than that, forwarded once there are more: a `u32`, in the padding beside the flags, pays
-    /// for `Responses`' counts of a long queue, issue 20.)
-    held_fwd: u32,
+    /// than that, forwarded once there are more: a `u16`, in the padding beside the flags, pays
+    /// for `Responses`' counts of a long queue and for `answered_ms`, issue 20.)
+    held_fwd: u16,
     /// Part of the message in progress already went to the client: if the connection breaks
     /// now, the client's stream is cut mid-message and can only be closed.
     partial_out: bool,
@@ -433,6 +435,11 @@ struct Backend {
     /// there keeps a plan whose result type changed since (E-2), and every session would meet
     /// it again. Closed, not pooled.
     stale_plans: bool,
+    /// The low 32 bits of the host time of the connection's last bytes (or of its attach):
+    /// R-1b's deadline counts from it — a reader that keeps answering (a long report
+    /// streaming) is never treated as lost ([`Backend::answered_at`]). 32 bits: it shares the
+    /// padding after the flags (a `u64` made the idle session 8 bytes larger, issue 20).
+    answered_ms: u32,
     /// `server`'s entry in the engine's reader registry, held across this connection's
     /// statements (and kept with a spare backend): its load count and evidence are updated
     /// without a topology lookup while the topology is unchanged.
@@ -440,6 +447,17 @@ struct Backend {
 }
 
 impl Backend {
+    /// The host time of the connection's last bytes, given the time `now`: read back from its
+    /// low 32 bits (exact for anything in the last 49 days).
+    fn answered_at(&self, now: u64) -> u64 {
+        now.saturating_sub(u64::from((now as u32).wrapping_sub(self.answered_ms)))
+    }
+
+    /// Notes bytes of the connection at host time `now`.
+    fn answered(&mut self, now: u64) {
+        self.answered_ms = now as u32;
+    }
+
     fn new(conn: ConnId, server: Option<ServerId>, ext: RfqExtensions, config: &Config) -> Backend {
         Backend {
             conn,
@@ -458,6 +476,7 @@ impl Backend {
             cancelled: false,
             ran_code: false,
             stale_plans: false,
+            answered_ms: 0,
             reader_ref: ReaderRef::default(),
         }
     }
@@ -950,8 +969,8 @@ impl Session {
             self.units
                 .iter()
                 .filter_map(|u| match u.attempt {
-                    Attempt::Reader { server, .. } => {
-                        Some(self.reader_deadline(u.sent_at, server, timeout))
+                    Attempt::Reader { conn, server } => {
+                        Some(self.reader_deadline(u.sent_at, conn, server, timeout))
                     }
                     _ => None,
                 })
@@ -1276,7 +1295,8 @@ fn reserve_one<T>(q: &mut VecDeque<T>) {
 
 /// A statement's text classified for database `db` — a Parse's with what its parameter types
 /// add (`user_types`: one names a user type, whose input or `CHECK` the server runs as it reads
-/// the parameters; [`Classification::with_user_typed_parameters`]). The one place the rule is
+/// the parameters; [`Classification::with_user_typed_parameters`]) and what a prepared statement
+/// holds from its parse ([`Classification::as_prepared`]). The one place the rules are
 /// applied: at a Parse, and when kept verdicts are finished again after the catalogue moved.
 fn classify_parse_in(
     classifier: &crate::classify::Classifier,
@@ -1284,7 +1304,7 @@ fn classify_parse_in(
     sql: &str,
     user_types: bool,
 ) -> Classification {
-    let c = classifier.classify_in(db, sql);
+    let c = classifier.classify_in(db, sql).as_prepared();
     if user_types {
         c.with_user_typed_parameters()
     } else {

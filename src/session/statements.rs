@@ -81,6 +81,34 @@ pub(crate) fn rules_may_matter(rest: &[u8]) -> bool {
     })
 }
 
+/// Whether a server may send a message while it parses the statement (the Parse body after
+/// the name): `NOTICE 42622` for an identifier longer than [`NAME_SIGNIFICANT`] bytes, which it
+/// truncates, and `WARNING 22P06` for a backslash in a string literal under
+/// `standard_conforming_strings = off`. On the primary alone each Parse of such a text sends it;
+/// a reader's statement kept from an earlier parse sends nothing, so a client's Parse of it is
+/// parsed there again (an examiner's finding of 2026-12-07: the NOTICE on 1 of 4 reads, the
+/// WARNING on 2 of 4). Over-approximates: any backslash, and any run of more than 63 bytes
+/// that are not white space or punctuation outside double quotes (a quoted name counts whole,
+/// `""` in it included; a `"` in a string or a comment only makes more count) — such a text
+/// is only parsed once more.
+pub(crate) fn parse_may_speak(rest: &[u8]) -> bool {
+    let text = rest.split(|&b| b == 0).next().unwrap_or_default();
+    let (mut run, mut quoted) = (0usize, false);
+    for &b in text {
+        if b == b'\\' {
+            return true;
+        }
+        quoted ^= b == b'"';
+        let part =
+            quoted || b.is_ascii_alphanumeric() || matches!(b, b'_' | b'$' | b'"') || !b.is_ascii();
+        run = if part { run + 1 } else { 0 };
+        if run > NAME_SIGNIFICANT {
+            return true;
+        }
+    }
+    false
+}
+
 /// A Parse in flight on a backend connection (the client's, or a hidden one), in wire order:
 /// if the server refuses or skips it, what it was to create is undone.
 #[derive(Clone, Debug)]
@@ -94,6 +122,10 @@ pub(crate) struct ParseNote {
     /// The connection had the statement already (the engine answered the ParseComplete): a
     /// Parse the server skipped leaves it prepared there.
     pub local: bool,
+    /// The connection had the statement already and it is parsed again (the client's Parse of
+    /// a text whose parse may send a message, [`parse_may_speak`]), behind a Close of it: if the
+    /// server refuses the Parse the statement is gone; if it skips both, it stays.
+    pub again: bool,
     /// The client's name was in use: the server refuses the Parse (42P05) or skips it, and the
     /// statement that has the name stays — nothing to undo.
     pub kept: bool,
@@ -117,6 +149,7 @@ impl ParseNote {
             hash: 0,
             who,
             local: false,
+            again: false,
             kept: false,
             close: false,
             closed: None,
@@ -665,6 +698,28 @@ impl ClientStatements {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// E-2, P-8: a text whose parse may send a NOTICE or WARNING is parsed again at each
+    /// client Parse on a reader (an examiner's finding, 2026-12-07).
+    #[test]
+    fn e2_a_text_whose_parse_may_speak_is_parsed_again() {
+        let long = format!("SELECT 1 AS {}\0", "a".repeat(64));
+        let quoted = format!("SELECT 1 AS \"{}\"\0", "a b".repeat(22));
+        let doubled = format!("SELECT 1 AS \"{}\"\"{}\"\0", "a".repeat(40), "b".repeat(40));
+        for t in [
+            long.as_bytes(),
+            quoted.as_bytes(),
+            doubled.as_bytes(),
+            b"SELECT 'a\\b'\0",
+            b"SELECT E'\\n'\0",
+        ] {
+            assert!(parse_may_speak(t), "{}", String::from_utf8_lossy(t));
+        }
+        let fits = format!("SELECT 1 AS {}\0", "a".repeat(63));
+        for t in [fits.as_bytes(), b"SELECT $1::int, 'x'\0\0\x01\\\\"] {
+            assert!(!parse_may_speak(t), "{}", String::from_utf8_lossy(t));
+        }
+    }
 
     proptest! {
         /// C-1, C-2, E-2: the count of tracked statements that may be token statements follows

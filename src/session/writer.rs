@@ -513,6 +513,10 @@ impl Session {
         let failed = statements::pop_parse(&mut self.backend_mut(i).parses);
         if let Some(n) = &failed {
             self.undo_parse(i, n);
+            if i > 0 && n.again {
+                // The Close ahead of it ran: the statement the connection had is gone too.
+                self.backend_mut(i).prepared.forget(n.hash);
+            }
         }
         self.undo_skipped(i, id, failed.as_ref());
     }
@@ -622,7 +626,9 @@ impl Session {
         match (i, n.who) {
             (0, Who::Client) | (_, Who::Client) => {
                 self.statements.remove(&n.name);
-                if i > 0 && !n.local {
+                // A Parse skipped behind the Close of a statement the connection had (`again`)
+                // leaves it, as one the engine answered (`local`) does.
+                if i > 0 && !n.local && !n.again {
                     self.backend_mut(i).prepared.forget(n.hash);
                 }
                 if let Some(old) = n.closed.as_deref() {
