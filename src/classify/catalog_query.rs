@@ -160,7 +160,9 @@ macro_rules! catalog_query_text {
         r#"UNION SELECT c.oid, op.oprcode::pg_catalog.oid FROM pg_catalog.pg_opclass c "#,
         r#"JOIN pg_catalog.pg_amop am ON am.amopfamily = c.opcfamily JOIN pg_catalog.pg_operator op ON op.oid = am.amopopr "#,
         r#"WHERE op.oprcode::pg_catalog.oid >= 16384), "#,
-        // `om`: the user functions a use of an operator may run — its own, and every operator's
+        // `om`: the user functions a use of an operator may run — its own, its negator's and
+        // commutator's (the planner rewrites `NOT (a <<< b)` with the negator and estimates
+        // `7 <<< x` with the commutator, over the column's statistics), and every operator's
         // of the btree families it belongs to: to prove a CHECK false (constraint exclusion) or
         // a partial index's predicate true from a clause, the planner's predicate prover
         // evaluates a *test operator* of the btree family the two operators share on their
@@ -168,6 +170,9 @@ macro_rules! catalog_query_text {
         // and 5), and selectivity estimation compares with the family's `<` and `>`.
         r#"om(opr, fid) AS (SELECT o.oid, o.oprcode::pg_catalog.oid FROM pg_catalog.pg_operator o "#,
         r#"WHERE o.oprcode::pg_catalog.oid >= 16384 "#,
+        r#"UNION SELECT o.oid, no.oprcode::pg_catalog.oid FROM pg_catalog.pg_operator o "#,
+        r#"JOIN pg_catalog.pg_operator no ON no.oid IN (o.oprnegate, o.oprcom) "#,
+        r#"WHERE no.oprcode::pg_catalog.oid >= 16384 "#,
         r#"UNION SELECT am.amopopr, mo.oprcode::pg_catalog.oid FROM pg_catalog.pg_amop am "#,
         r#"JOIN pg_catalog.pg_amop fm ON fm.amopfamily = am.amopfamily "#,
         r#"JOIN pg_catalog.pg_operator mo ON mo.oid = fm.amopopr "#,
@@ -259,16 +264,24 @@ macro_rules! catalog_query_text {
         r#"JOIN pg_catalog.pg_type t ON t.oid = x.typ JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace "#,
         r#"WHERE k.oid >= 16384 "#,
         r#"UNION ALL "#,
-        // A user operator runs its function, a sort or an index scan by it runs its operator
-        // families' support functions (`ORDER BY x USING <<<` compares with the btree family's
+        // A user operator runs its function (called with as many arguments as it takes: a
+        // prefix operator over `pg_catalog.age` is `age(xid)`, server-dependent, not the
+        // two-argument overload), the planner its negator's and commutator's (an examiner's
+        // finding of 2026-12-07: `NOT (x <<< 2)` ran the negator's function on the standby), a
+        // sort or an index scan by it — or by those — runs its operator families' support
+        // functions (`ORDER BY x USING <<<` compares with the btree family's
         // FUNCTION 1, not the operator's own function), and planning a clause with it may run
         // the other operators of its btree families (`om`: the predicate prover's test operator
         // against a CHECK or a partial index's predicate, selectivity estimation's `<` and `>`).
         r#"SELECT n.nspname, o.oprname, 'SELECT ' || pg_catalog.quote_ident(pn.nspname) || '.' "#,
-        r#"|| pg_catalog.quote_ident(f.proname) || '(NULL, NULL)' || COALESCE((SELECT pg_catalog.string_agg("#,
+        r#"|| pg_catalog.quote_ident(f.proname) || '(' || pg_catalog.array_to_string(pg_catalog.array_fill("#,
+        r#"'NULL'::pg_catalog.text, ARRAY[f.pronargs::pg_catalog.int4]), ', ') || ')' "#,
+        r#"|| COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || fc.call, '') FROM pg_catalog.pg_operator no "#,
+        r#"JOIN fc ON fc.fid = no.oprcode::pg_catalog.oid WHERE no.oid IN (o.oprnegate, o.oprcom)), '') "#,
+        r#"|| COALESCE((SELECT pg_catalog.string_agg("#,
         r#"DISTINCT ', ' || "#, callable!("sp"), r#", '') FROM pg_catalog.pg_amop am "#,
         r#"JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = am.amopfamily JOIN pg_catalog.pg_proc sp ON sp.oid = ap.amproc "#,
-        r#"WHERE am.amopopr = o.oid AND sp.oid >= 16384), '') "#,
+        r#"WHERE am.amopopr IN (o.oid, o.oprnegate, o.oprcom) AND sp.oid >= 16384), '') "#,
         // The btree families' operators are `om`'s, looked up here through the catalogue's
         // indexes (a scan of `om` per operator cost 0.6 s in a database with ten contrib
         // extensions, isn among them: 331 user operators, 20,000 `om` rows), each call spelled
@@ -276,7 +289,7 @@ macro_rules! catalog_query_text {
         // added 13 s there).
         r#"|| COALESCE((SELECT pg_catalog.string_agg(DISTINCT ', ' || fc.call, '') FROM pg_catalog.pg_amop am "#,
         r#"JOIN pg_catalog.pg_amop fm ON fm.amopfamily = am.amopfamily JOIN pg_catalog.pg_operator mo ON mo.oid = fm.amopopr "#,
-        r#"JOIN fc ON fc.fid = mo.oprcode::pg_catalog.oid WHERE am.amopopr = o.oid "#,
+        r#"JOIN fc ON fc.fid = mo.oprcode::pg_catalog.oid WHERE am.amopopr IN (o.oid, o.oprnegate, o.oprcom) "#,
         r#"AND am.amopmethod = (SELECT a.oid FROM pg_catalog.pg_am a WHERE a.amname = 'btree') "#,
         r#"AND mo.oprcode <> o.oprcode), ''), 'o' "#,
         r#"FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode "#,
@@ -343,6 +356,15 @@ macro_rules! catalog_query_text {
         r#"|| CASE WHEN b.src ~* '\m(current_timestamp|current_time|current_date|localtimestamp|localtime"#,
         r#"|now|today|tomorrow|yesterday)\M' OR b.src ~ '\|\||\\|''[[:space:]]*\n[[:space:]]*''' "#,
         r#"THEN ', now()' ELSE '' END "#,
+        // A procedural language's body keeps its statements' plans for the session (plpgsql
+        // prepares each at its first run): a date/time input of the transaction's start in a
+        // literal (`'now'::timestamptz`, not the call `now()`) is read at that first run and
+        // then answers the session's first call's time — which only the writer's session has
+        // (an examiner's finding of 2026-12-07: every call on a fresh reader connection
+        // answered the current time). As a call of a server-dependent function: never a
+        // reader's.
+        r#"|| CASE WHEN l.lanname <> 'sql' AND (b.src ~* '\m(now|today|tomorrow|yesterday)\M(?![[:space:]]*\()' "#,
+        r#"OR b.src ~ '\\') THEN ', pg_catalog.pg_backend_pid()' ELSE '' END "#,
         from_words!(), r#" END AS def "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"JOIN pg_catalog.pg_language l ON l.oid = p.prolang "#,
@@ -385,16 +407,25 @@ macro_rules! catalog_query_text {
         // dot) defines it in the session for good (PostgreSQL restores the value when the call
         // ends, the placeholder stays): a change of the session's state, as set_config. Any
         // other built-in setting (`SET search_path = …` of a SECURITY DEFINER function) is
-        // restored and runs alike on a standby: no row.
+        // restored and runs alike on a standby: no row — but `seed`, which PostgreSQL applies
+        // by reseeding the session's random sequence and never undoes: a call of `setseed` (the
+        // session's `random()` is then the writer's alone; an examiner's finding of
+        // 2026-12-07). The three kinds of setting are statements of one text, `;` between.
         r#"UNION ALL "#,
         r#"SELECT n.nspname, p.proname, CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
+        r#"WHERE pg_catalog.split_part(g.c, '=', 1) ~* '^seed$') "#,
+        r#"THEN 'SELECT pg_catalog.setseed(NULL)' ELSE '' END "#,
+        r#"|| CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
         r#"WHERE pg_catalog.strpos(pg_catalog.split_part(g.c, '=', 1), '.') > 0) "#,
-        r#"THEN 'SELECT pg_catalog.set_config(NULL, NULL, NULL)' "#,
-        r#"ELSE 'polarsplit: the function has a SET clause' END, 'f' "#,
+        r#"THEN '; SELECT pg_catalog.set_config(NULL, NULL, NULL)' ELSE '' END "#,
+        r#"|| CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
+        r#"WHERE pg_catalog.split_part(g.c, '=', 1) ~* '^(default_)?transaction_') "#,
+        r#"THEN '; polarsplit: the function has a SET clause' ELSE '' END, 'f' "#,
         r#"FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "#,
         r#"WHERE p.proconfig IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema') "#,
         r#"AND EXISTS (SELECT 1 FROM pg_catalog.unnest(p.proconfig) AS g(c) "#,
         r#"WHERE pg_catalog.strpos(pg_catalog.split_part(g.c, '=', 1), '.') > 0 "#,
+        r#"OR pg_catalog.split_part(g.c, '=', 1) ~* '^seed$' "#,
         r#"OR pg_catalog.split_part(g.c, '=', 1) ~* '^(default_)?transaction_') "#,
         // A domain's CHECK runs where the text never names the domain: a function's argument or
         // result (OUT and TABLE columns too) of a type that holds it (the domain, an array of it, a
@@ -630,9 +661,12 @@ mod tests {
         assert!(CATALOG_QUERY.contains("WHERE p.proconfig IS NOT NULL"));
         // Only a transaction's settings and placeholders: `SET search_path` is restored.
         assert!(CATALOG_QUERY.contains("~* '^(default_)?transaction_'"));
+        // `seed` is applied by reseeding, never undone: a call of `setseed`.
+        assert!(CATALOG_QUERY.contains("~* '^seed$'"));
         for text in [
             "polarsplit: the function has a SET clause",
             "SELECT pg_catalog.set_config(NULL, NULL, NULL)",
+            "SELECT pg_catalog.setseed(NULL)",
         ] {
             let c = crate::classify::classify(text, &crate::classify::WriteFunctions::defaults());
             assert!(!c.is_replica_safe(), "{text}: {c:?}");

@@ -436,20 +436,27 @@ impl Verdict {
                 continue;
             }
             any = true;
+            // What a definition's own text names is not what the statement that runs it names.
+            let mut effects = s.effects.without(Effects::UNAMBIGUOUS_ONLY);
             let why = match s.kind {
                 Kind::Read => NotSafe::None,
                 Kind::ReadNotSafe => s.not_safe,
-                _ => NotSafe::Unparseable,
+                _ => {
+                    // Not a read, or not read at all (a body that may write, one the scan
+                    // cannot read): code the engine cannot see into, whatever it does to the
+                    // session's state (S-5). Without the mark, a function whose body sets a
+                    // placeholder ran on the writer and left no hazard: the session's next read
+                    // went to a reader without the setting (an examiner's finding of
+                    // 2026-12-07).
+                    effects |= Effects::RUNS_CODE | Effects::UNSEEN_CODE;
+                    NotSafe::Unparseable
+                }
             };
-            v = v.join(Verdict {
-                why,
-                // What a definition's own text names is not what the statement that runs it
-                // names.
-                effects: s.effects.without(Effects::UNAMBIGUOUS_ONLY),
-            });
+            v = v.join(Verdict { why, effects });
         }
         if !any {
             v.why = NotSafe::Unparseable;
+            v.effects |= Effects::RUNS_CODE | Effects::UNSEEN_CODE;
         }
         v
     }
