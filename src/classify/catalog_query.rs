@@ -654,6 +654,35 @@ mod tests {
         assert!(!CATALOG_QUERY.contains("not judged"));
     }
 
+    /// S-6, S-7: a user operator's row calls what the planner may run for it — its negator's
+    /// and commutator's functions and their families' — and its own function with as many
+    /// arguments as it takes (red12-q).
+    #[test]
+    fn s6_s7_an_operators_row_calls_its_negator_and_commutator_with_their_arities() {
+        assert!(CATALOG_QUERY.contains("WHERE no.oid IN (o.oprnegate, o.oprcom)), '')"));
+        assert!(CATALOG_QUERY
+            .contains("JOIN pg_catalog.pg_operator no ON no.oid IN (o.oprnegate, o.oprcom)"));
+        assert_eq!(
+            CATALOG_QUERY
+                .matches("am.amopopr IN (o.oid, o.oprnegate, o.oprcom)")
+                .count(),
+            2
+        );
+        assert!(!CATALOG_QUERY.contains("'(NULL, NULL)'"));
+    }
+
+    /// S-6: a procedural body's date/time literal of the transaction's start is the session's
+    /// first call's (plpgsql keeps its plans): never a reader's.
+    #[test]
+    fn s6_a_procedural_bodys_clock_literal_is_server_dependent() {
+        assert!(CATALOG_QUERY.contains("THEN ', pg_catalog.pg_backend_pid()'"));
+        let c = crate::classify::classify(
+            "SELECT NULL, pg_catalog.pg_backend_pid()",
+            &crate::classify::WriteFunctions::defaults(),
+        );
+        assert!(!c.is_replica_safe(), "{c:?}");
+    }
+
     /// P-1, S-5: a function's SET clause is read: never replica-safe, and a placeholder's is a
     /// session-state change.
     #[test]
