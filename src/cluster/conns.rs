@@ -51,11 +51,6 @@ impl ConnStatements {
         }
     }
 
-    /// Whether the statement is prepared on the connection (its use not counted).
-    pub(crate) fn contains(&self, hash: u64) -> bool {
-        self.names.iter().any(|(h, _)| *h == hash)
-    }
-
     /// Records a statement prepared; returns the one to close first when the connection is
     /// full.
     pub(crate) fn add(&mut self, hash: u64) -> Option<u64> {

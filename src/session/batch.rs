@@ -1180,11 +1180,11 @@ impl Session {
                 let speaks = statements::parse_may_speak(rest);
                 let b = self.backend_mut(i);
                 let had = b.prepared.has(hash);
-                let local = had && !speaks;
+                let (local, again) = (had && !speaks, had && speaks);
                 b.parses.push_back(statements::ParseNote {
                     hash,
                     local,
-                    again: had && speaks,
+                    again,
                     ..statements::ParseNote::parse(id, statement, Who::Client)
                 });
                 if local {
@@ -1311,9 +1311,11 @@ impl Session {
         who: Who,
     ) {
         let b = self.backend_mut(i);
-        // Closed first when the list may not say what the connection has, or says it has it
-        // (a client's Parse of it again, `parse_may_speak`).
-        let close_first = !b.prepared.complete || b.prepared.contains(hash);
+        // Closed first when the list may not say what the connection has, or when the
+        // connection has it and the client's Parse is parsed again (the note of this Parse,
+        // pushed by the caller, says so: `ParseNote::again`, `parse_may_speak`).
+        let again = b.parses.back().is_some_and(|n| n.again);
+        let close_first = !b.prepared.complete || again;
         let victim = b.prepared.add(hash);
         let mut name = Vec::with_capacity(32);
         let mut victim_name = Vec::new();
