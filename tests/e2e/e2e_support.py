@@ -18,6 +18,12 @@ BUILD = Path(os.environ.get("POLARSPLIT_EXAMPLES_BUILD", ROOT / "c-examples" / "
 PROXY = BUILD / "polarsplit-proxy"
 PROXY_ASAN = BUILD / "polarsplit-proxy-asan"
 APPLY_DELAY_MS = 200
+# The pause between a session's reads that wait for one to run on the standby. A read the primary
+# serves makes the session's next reads wait for the writer's position sampled after it (S-1a);
+# while any session commits (autovacuum late in a suite, another test's pair), that position stays
+# about the apply delay ahead of the standby, so reads closer together than the delay stay on the
+# primary for good (CI, 2026-12-07: 40 of 40 reads 100 ms apart, READ_NO_BOUNDED_WAIT).
+STANDBY_PAUSE_S = APPLY_DELAY_MS / 1000 + 0.05
 
 
 def start_proxy(pair: PgPair, tmp: Path, asan: bool = False, mode: str = "library", **kw) -> Proxy:
@@ -242,7 +248,7 @@ def warm(conn, seconds: float = 3.0) -> None:
     while time.monotonic() < deadline:
         if run(conn, "SELECT inet_server_port()")[0][0] in STANDBY_PORTS:
             return
-        time.sleep(0.05)
+        time.sleep(STANDBY_PAUSE_S)
     pytest.fail(f"no plain read of the session reached the standby within {seconds:g} s")
 
 

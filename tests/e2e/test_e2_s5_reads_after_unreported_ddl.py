@@ -25,7 +25,7 @@ import time
 import asyncpg
 import pytest
 
-from e2e_support import STANDBY_PORTS, report
+from e2e_support import STANDBY_PORTS, report, STANDBY_PAUSE_S
 
 DB = "e2r"
 # Calls citext's `replace` (reported immutable): code the catalogue judged read-safe.
@@ -73,7 +73,7 @@ async def session(port: int, in_block: bool, table: str) -> tuple[list, list]:
                 later.append(await read(CODE))
             if len(later) >= 6 and all(p in STANDBY_PORTS for p, _ in later[-6:]):
                 break
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(STANDBY_PAUSE_S)
         return first, later
     finally:
         await c.close()

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import pq
 
-from e2e_support import DRIVERS_BUILD, STANDBY_PORTS, Hang, bounded, driver_built, report, run_program, start_proxy, stop_proxy
+from e2e_support import DRIVERS_BUILD, STANDBY_PORTS, Hang, bounded, driver_built, report, run_program, start_proxy, stop_proxy, STANDBY_PAUSE_S
 
 # A healthy answer takes milliseconds; this is the bound for one driver call that must not hang.
 ANSWER_S = 5.0
@@ -288,7 +288,7 @@ def s7_checks(i17, proxy, protocol):
             while ran_on not in STANDBY_PORTS and time.time() < deadline:
                 ran_on = c.execute("SELECT 1, inet_server_port()", **binary).fetchone()[-1]
                 if ran_on not in STANDBY_PORTS:
-                    time.sleep(0.1)
+                    time.sleep(STANDBY_PAUSE_S)
         assert ran_on in STANDBY_PORTS, f"no plain read reached the standby in 4 s: {proxy.stats()['reason']}"
         seen = f"pg_backend_pid() {pid} (ran on port {port}), client's backend {c.info.backend_pid}; " \
                f"pg_is_in_recovery() {in_recovery}; transaction_read_only {read_only}"

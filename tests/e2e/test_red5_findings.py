@@ -13,7 +13,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded, connect, run, warm
+from e2e_support import STANDBY_PORTS, bounded, connect, run, warm, STANDBY_PAUSE_S
 
 BOUND_S = 5.0
 
@@ -211,7 +211,7 @@ def test_s4_a_temp_table_created_by_a_function_keeps_reads_of_its_name_on_the_wr
                     answers.append(tuple(run(c, "SELECT count(*), inet_server_port() FROM accounts")[0]))
                     if answers[-1][1] in STANDBY_PORTS:
                         break
-                    time.sleep(0.1)
+                    time.sleep(STANDBY_PAUSE_S)
         finally:
             admin.execute("DROP FUNCTION IF EXISTS red5_make_temp()")
     assert on_primary == 0
@@ -372,7 +372,7 @@ def test_s6_a_function_shadowing_a_built_in_reaches_no_other_client(pair, probe,
                     ran = run(a, "SELECT initcap('a'), inet_server_port()")[0]
                     if ran[-1] in STANDBY_PORTS:
                         break
-                    time.sleep(0.1)
+                    time.sleep(STANDBY_PAUSE_S)
                 seen = []
                 for _ in range(3):
                     with psycopg.connect(p.dsn(), autocommit=True, connect_timeout=5, options=path) as b:

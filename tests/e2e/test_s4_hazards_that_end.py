@@ -15,7 +15,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded
+from e2e_support import STANDBY_PORTS, bounded, STANDBY_PAUSE_S
 
 WHERE = "SELECT inet_server_port()"
 
@@ -26,7 +26,7 @@ def where(c: psycopg.Connection, tries: int = 10) -> str:
     for _ in range(tries):
         if c.execute(WHERE).fetchone()[0] in STANDBY_PORTS:
             return "standby"
-        time.sleep(0.1)
+        time.sleep(STANDBY_PAUSE_S)
     return "primary"
 
 

@@ -16,7 +16,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded
+from e2e_support import STANDBY_PAUSE_S, STANDBY_PORTS, bounded
 
 READ = "SELECT '1 day 2 hours'::interval::text, inet_server_port()"
 
@@ -37,14 +37,16 @@ def run(dsn: str, primary_dsn: str, standby: set | None = None, setting: str = "
                     # A statement on the writer: its backend applies the reload and reports it.
                     c.execute("UPDATE kv SET v = v WHERE k = -1")
                     time.sleep(0.6)  # the standby replays past the write (200 ms apply delay)
-                # Three reads, then more until one ran on the standby (bounded): on a loaded
-                # machine the standby may lag more than the pause, and a read the primary serves
-                # makes the next ones wait for a position past it (S-1a).
-                for i in range(40):
+                # Three reads, then more until one ran on the standby (bounded). On a loaded
+                # machine the standby may lag more than the pause above, and a read the primary
+                # serves makes the next ones wait for a position past it (S-1a), so the reads
+                # pause longer than the apply delay (STANDBY_PAUSE_S; reproduced with a session
+                # committing every 50 ms: reads 100 ms apart all stayed on the primary).
+                for i in range(30):
                     out.append(c.execute(read).fetchone())
                     if i >= 2 and (standby is None or out[-1][1] in standby):
                         break
-                    time.sleep(0.1)
+                    time.sleep(STANDBY_PAUSE_S)
             finally:
                 admin.execute(f"ALTER SYSTEM RESET {setting}")
                 admin.execute("SELECT pg_reload_conf()")
@@ -59,9 +61,13 @@ def check(pair, proxy, before: str, after: str, **setting) -> None:
     direct = run(pair.primary.dsn(user="app_trust", dbname="app"), primary_admin, **setting)
     assert [v for v, _ in direct] == [before] + [after] * 3, direct
     time.sleep(0.3)
+    before_reasons = proxy.stats()["reason"]
     proxied = run(proxy.dsn(), primary_admin, STANDBY_PORTS, **setting)
-    assert proxied[0][1] in STANDBY_PORTS, f"the first read did not run on the standby: {proxied}"
-    assert any(p in STANDBY_PORTS for _, p in proxied[1:]), f"no read after the reload on the standby: {proxied}"
+    reasons = {k: v - before_reasons.get(k, 0) for k, v in proxy.stats()["reason"].items()
+               if v != before_reasons.get(k, 0)}
+    assert proxied[0][1] in STANDBY_PORTS, f"the first read did not run on the standby: {proxied}, {reasons}"
+    assert any(p in STANDBY_PORTS for _, p in proxied[1:]), \
+        f"no read after the reload on the standby: {proxied}, the engine's reasons {reasons}"
     # Every read after the reload shows the new value, wherever it ran.
     assert [v for v, _ in proxied] == [before] + [after] * (len(proxied) - 1), \
         f"through the proxy {proxied}, the primary {direct}"

@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 
-from e2e_support import STANDBY_PORTS, bounded, on_primary, proxy_with_catalogue
+from e2e_support import STANDBY_PORTS, bounded, on_primary, proxy_with_catalogue, STANDBY_PAUSE_S
 
 BODIES = {
     "ub_mixed()": "RETURNS bigint STABLE LANGUAGE plpgsql AS $f$ BEGIN RETURN (SELECT last_value FROM \"Ub_Seq\"); END $f$",
@@ -71,7 +71,7 @@ def test_s7_a_quoted_name_the_scan_cannot_spell_answers_as_the_primary(pair, ub_
         deadline = time.monotonic() + 5
         plain = run(c, "SELECT ub_plain(-0), inet_server_port()")
         while plain[1] not in STANDBY_PORTS and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(STANDBY_PAUSE_S)
             plain = run(c, "SELECT ub_plain(-0), inet_server_port()")
     assert on_primary_ == (3, 3)
     assert {k: v[0] for k, v in through.items()} == {"ub_mixed()": 3, "ub_space()": 3}, through
