@@ -460,7 +460,7 @@ const TABLE: &[Row] = &[
     ("SET SESSION AUTHORIZATION 'bob'", set(Var::SessionAuthorization, false), Ns::NotARead, N, false),
     ("SET NAMES 'UTF8'", set(Var::ClientEncoding, false), Ns::NotARead, N, false),
     ("SET SCHEMA 'app'", set(Var::SearchPath, false), Ns::NotARead, N, false),
-    ("SET myapp.user_id = 42", set(Var::Other, false), Ns::NotARead, N, false),
+    ("SET myapp.user_id = 42", set(Var::Placeholder, false), Ns::NotARead, N, false),
     ("SET polar_consistency_mode = 'strict'", set(Var::Polar, false), Ns::NotARead, N, false),
     // `seed` is setseed() (S-4 SEEDED), in any case, quoted or not; `seedx` is any other name.
     ("SET seed = 0.5", set(Var::Other, false), Ns::NotARead, Effects::SEEDS_RANDOM, false),
@@ -470,7 +470,7 @@ const TABLE: &[Row] = &[
     ("SET x", U, Ns::Unparseable, N, false),
     ("SET x =", U, Ns::Unparseable, N, false),
     ("SET search_path = $$s2$$, public", set(Var::SearchPath, false), Ns::NotARead, N, false),
-    ("SET myapp.tenant = $t$a'b$t$", set(Var::Other, false), Ns::NotARead, N, false),
+    ("SET myapp.tenant = $t$a'b$t$", set(Var::Placeholder, false), Ns::NotARead, N, false),
     ("SET TIME ZONE $$Asia/Tokyo$$", set(Var::TimeZone, false), Ns::NotARead, N, false),
     ("SET x = (1)", U, Ns::Unparseable, N, false),
     ("SET x = 1 2", U, Ns::Unparseable, N, false),
@@ -479,7 +479,7 @@ const TABLE: &[Row] = &[
     ("RESET TIME ZONE", reset(Var::TimeZone), Ns::NotARead, N, false),
     ("RESET SESSION AUTHORIZATION", reset(Var::SessionAuthorization), Ns::NotARead, N, false),
     ("RESET ROLE", reset(Var::Role), Ns::NotARead, N, false),
-    ("RESET myapp.x", reset(Var::Other), Ns::NotARead, N, false),
+    ("RESET myapp.x", reset(Var::Placeholder), Ns::NotARead, N, false),
     ("RESET seed", reset(Var::Other), Ns::NotARead, Effects::SEEDS_RANDOM, false),
     ("RESET TRANSACTION ISOLATION LEVEL", reset(Var::TransactionIsolation), Ns::NotARead, N, false),
     ("RESET", U, Ns::Unparseable, N, false),
@@ -693,7 +693,7 @@ fn s7_multi_statement_strings() {
         ),
         ("SELECT 'a; DELETE FROM t", &[Unknown], &["SELECT 'a; DELETE FROM t"]),
         ("SELECT 1; SELECT 'unterminated", &[Read, Unknown], &["SELECT 1", "SELECT 'unterminated"]),
-        ("SET x.y = 1; SELECT 1", &[set(Var::Other, false), Read], &["SET x.y = 1", "SELECT 1"]),
+        ("SET x.y = 1; SELECT 1", &[set(Var::Placeholder, false), Read], &["SET x.y = 1", "SELECT 1"]),
         ("SELECT pg_advisory_lock(1); SELECT 1", &[ReadNotSafe, Read], &["SELECT pg_advisory_lock(1)", "SELECT 1"]),
     ];
     for &(sql, kinds, texts) in cases {
@@ -865,14 +865,14 @@ fn s3_set_variants_name_and_value_text() {
         ),
         (
             "SET myapp.user_id = 42",
-            Var::Other,
+            Var::Placeholder,
             false,
             "myapp.user_id",
             "42",
         ),
         (
             "SET \"myapp\".\"x\" = 'y'",
-            Var::Other,
+            Var::Placeholder,
             false,
             "\"myapp\".\"x\"",
             "'y'",
@@ -962,7 +962,7 @@ fn s3_set_variants_name_and_value_text() {
             "SESSION AUTHORIZATION",
         ),
         ("RESET role", Var::Role, "role"),
-        ("RESET myapp.x", Var::Other, "myapp.x"),
+        ("RESET myapp.x", Var::Placeholder, "myapp.x"),
         (
             "RESET TRANSACTION ISOLATION LEVEL",
             Var::TransactionIsolation,

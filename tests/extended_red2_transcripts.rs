@@ -1121,9 +1121,22 @@ fn e2_a_statement_on_readers_only_is_not_taken_for_prepared_on_the_writer_by_a_r
         assert_eq!(tags(&h.take_sent(WRITER)), "Q", "pipelined {pipelined}");
         h.writer_answers("ROLLBACK", b'I', Some(0x1000), None);
         assert_eq!(tags(&h.take_client()), "CZ");
-        // s1 runs on the writer now (the parse rules may have changed): the writer gets it
-        // first, under the client's name (behind the capture the block's SET made due).
+        // s1 waits for the capture the block's SET made due, sent now.
         h.client(&named_execute("s1"));
+        let sent = h.take_sent(WRITER);
+        assert!(
+            sends_capture(&sent) && !named(&sent).iter().any(|(_, n)| n == "s1"),
+            "pipelined {pipelined}: s1 waits for the capture ({})",
+            tags(&sent)
+        );
+        // A capture that finds other settings than those s1 was parsed under (one that finds
+        // them the same sends it to a reader: extended_transcripts.rs,
+        // e2_s5_a_prepared_read_sent_before_the_capture_answers_waits_for_it): s1 runs on the
+        // writer, which gets it first, under the client's name.
+        h.backend(
+            WRITER,
+            &capture_answer(&[("TimeZone", "Asia/Kolkata")], None),
+        );
         let sent = h.take_sent(WRITER);
         assert!(
             tags(&sent).ends_with("PBDES") && named(&sent).contains(&('P', "s1".to_string())),

@@ -1993,3 +1993,123 @@ fn e2_s5_a_capture_finding_the_state_unchanged_after_unseen_code_makes_earlier_p
         }
     }
 }
+
+#[test]
+fn e2_a_set_of_a_placeholder_leaves_earlier_parses_current() {
+    // A placeholder (`app.tenant`) is read by no parse of a statement text, as `set_config` of
+    // such a name already counted: a SET of one is no change of the parse rules, so no mirror
+    // runs ahead of it and a statement with a literal prepared before it still runs on a reader
+    // after its capture (found by the red13 examiners: psycopg with prepare_threshold=0, two
+    // sessions switching `SET app.tenant` between reads, 2 of 16 reads on the standby). The
+    // capture asks for the placeholder by name, also when the SET came prepared (psycopg's
+    // prepare_threshold=0 prepares it).
+    for prepared in [false, true] {
+        let mut h = host();
+        prepared_on_r1(
+            &mut h,
+            "lit",
+            "SELECT current_setting('app.tenant', true)",
+            "a",
+        );
+        let set = "SET app.tenant = 'b'";
+        let mut ans = Vec::new();
+        if prepared {
+            let mut b = parse("", set);
+            b.extend(named_execute(""));
+            h.client(&b);
+            ans.extend(msg(b'1', b""));
+            ans.extend(msg(b'2', b""));
+            ans.extend(msg(b'n', b""));
+        } else {
+            h.client(&query(set));
+        }
+        let sent = h.take_sent(WRITER);
+        assert!(
+            !named(&sent).iter().any(|(t, n)| *t == 'P' && n == "lit"),
+            "prepared {prepared}: no mirror of the statement ahead of the SET: {:?}",
+            named(&sent)
+        );
+        assert!(
+            String::from_utf8_lossy(&sent).contains("{\"app.tenant\"}"),
+            "prepared {prepared}: the capture asks for the placeholder by name"
+        );
+        ans.extend(command_complete("SET"));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        ans.extend(capture_answer(&[("app.tenant", "b")], None));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        h.take_sent(WRITER);
+        h.client(&named_execute("lit"));
+        assert!(
+            acquired(&h.log[h.log.len().saturating_sub(3)..]),
+            "prepared {prepared}: a reader is asked for: {:?}",
+            h.last_decision()
+        );
+        assert!(
+            h.take_sent(WRITER).is_empty(),
+            "prepared {prepared}: nothing of it on the writer"
+        );
+    }
+}
+
+#[test]
+fn e2_s5_a_prepared_read_sent_before_the_capture_answers_waits_for_it() {
+    // `RESET ALL` may change the rules a statement was parsed under; the capture behind it
+    // finds out. A prepared read that arrives before that capture answers waits for it, as
+    // any read does, and is then decided against what it found: the state unchanged, a
+    // reader; a change, the writer (found by the red13 examiners: asyncpg's pool sends
+    // `RESET ALL` when a connection is released, and the next user's prepared reads, sent at
+    // once, went to the primary: 4 of 40 on the standby).
+    for (captured, back) in [(None, true), (Some(("transform_null_equals", "on")), false)] {
+        let mut h = host();
+        prepared_on_r1(&mut h, "lit", "SELECT (NULL = NULL)::text", "x");
+        h.client(&query("RESET ALL"));
+        let sent = h.take_sent(WRITER);
+        assert!(
+            tags(&sent).contains('Q'),
+            "the RESET ALL: {:?}",
+            tags(&sent)
+        );
+        let mirrored = named(&sent).iter().any(|(t, n)| *t == 'P' && n == "lit");
+        // The writer answers the RESET ALL; its capture is still out when the read arrives.
+        let mut ans = Vec::new();
+        if mirrored {
+            ans.extend(msg(b'1', b""));
+            ans.extend(rfq(b'I', Some(0x1000), None));
+        }
+        ans.extend(command_complete("RESET"));
+        ans.extend(rfq(b'I', Some(0x1000), None));
+        h.backend(WRITER, &ans);
+        h.take_client();
+        let after = h.take_sent(WRITER);
+        assert!(
+            sends_capture(&sent) || sends_capture(&after),
+            "a capture follows the RESET ALL"
+        );
+        h.client(&named_execute("lit"));
+        assert!(
+            h.take_sent(WRITER).is_empty(),
+            "the read waits for the capture: {:?}",
+            h.last_decision()
+        );
+        h.backend(WRITER, &capture_answer(captured.as_slice(), None));
+        if back {
+            assert!(
+                acquired(&h.log[h.log.len().saturating_sub(3)..]),
+                "a reader is asked for: {:?}",
+                h.last_decision()
+            );
+            assert!(
+                h.take_sent(WRITER).is_empty(),
+                "nothing of it on the writer"
+            );
+        } else {
+            assert_eq!(h.last_decision().reason, Reason::StatementLexedOtherwise);
+            assert_eq!(
+                tags(&h.take_sent(WRITER)),
+                "BDES",
+                "the writer holds its parse"
+            );
+        }
+    }
+}

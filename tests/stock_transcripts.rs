@@ -1115,6 +1115,50 @@ fn s1a_a_read_the_writer_served_bounds_the_sessions_next_reads_on_a_reader() {
     );
 }
 
+/// S-1a: a notification tells the client of a commit on the primary; what that transaction wrote
+/// the client may read next. After `UNLISTEN` (the LISTEN hazard kept its reads on the writer
+/// until then) the next read stays on the writer until a writer sample sent after the
+/// notification bounds it, as after a read the writer served; then a reader that replayed the
+/// sample serves (found by the red13 examiners: the read ran on the lagging standby and showed
+/// the row as before the notifying commit, 3 of 3).
+#[test]
+fn s1a_a_read_after_a_notification_waits_for_a_position_past_it() {
+    let mut h = stock(&[("lsn_probe", "off")]);
+    h.engine.reader_sample(1, Lsn(0x4000), h.now);
+    h.engine.reader_sample(2, Lsn(0x4000), h.now);
+    h.engine.writer_sample(0, Lsn(0x4000), h.now);
+    h.client(&query("LISTEN ch"));
+    h.writer_answers("LISTEN", b'I', None, None);
+    h.take_client();
+    h.now += 5;
+    // Another session's commit at 0x4800 notified; no reader has it.
+    h.backend(WRITER, &be::notification(77, "ch", "row 7 changed"));
+    assert_eq!(
+        tags(&h.take_client()),
+        "A",
+        "the notification reaches the client"
+    );
+    h.client(&query("UNLISTEN ch"));
+    h.writer_answers("UNLISTEN", b'I', None, None);
+    h.take_client();
+    h.client(&query("SELECT v FROM t WHERE k = 7"));
+    assert_eq!(
+        (h.last_decision().outcome, h.last_decision().reason),
+        (Outcome::ForcePrimary, Reason::MissingLsnPrimary)
+    );
+    h.writer_answers("SELECT 1", b'I', None, None);
+    h.take_client();
+    h.now += 5;
+    h.engine.writer_sample(0, Lsn(0x4800), h.now);
+    h.engine.reader_sample(1, Lsn(0x4800), h.now);
+    let acts = h.client(&query("SELECT v FROM t WHERE k = 7"));
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+        "{acts:?}"
+    );
+}
+
 /// S-1a with two-phase commit: after `PREPARE TRANSACTION` the session's writes commit whenever
 /// some session runs `COMMIT PREPARED`, which this session never sees. A reader that replayed
 /// every position the session knows may still lack them, so its reads stay on the writer.

@@ -540,16 +540,14 @@ fn var_name(c: &mut Cursor) -> Option<(Var, Span)> {
         }
     };
     let var = if dotted {
-        // Placeholder settings (`myapp.x`): never one of ours, unless a `polar_*` prefix.
+        // Placeholder and extension settings (`myapp.x`): never one of ours, unless a `polar_*`
+        // prefix.
         let raw = c.src.get(first.start..last.end).unwrap_or(&[]);
         let s: String = String::from_utf8_lossy(raw)
             .chars()
             .filter(|&ch| ch != '"')
             .collect();
-        match Var::from_name(&s) {
-            Var::Polar => Var::Polar,
-            _ => Var::Other,
-        }
+        Var::from_name(&s)
     } else if first.kind == Tok::UnicodeIdent {
         Var::Other
     } else {

@@ -119,6 +119,10 @@ pub enum Var {
     TransactionReadOnly,
     /// Any `polar_*` setting a client sets itself. Never replayed on readers; see SPEC P-5.
     Polar,
+    /// A dotted name (`app.tenant`, an extension's `pg_trgm.similarity_threshold`): a
+    /// placeholder or an extension's setting, which the capture asks for by name (S-5) and which
+    /// no parse of a statement text reads (E-2), as `set_config` of such a name counts.
+    Placeholder,
     /// Not recognised: a session hazard when set at session level.
     Other,
 }
@@ -148,6 +152,7 @@ impl Var {
             "transaction_isolation" => Var::TransactionIsolation,
             "transaction_read_only" => Var::TransactionReadOnly,
             l if l.starts_with("polar_") || l.starts_with("_polar_") => Var::Polar,
+            l if l.contains('.') => Var::Placeholder,
             _ => Var::Other,
         }
     }
@@ -177,13 +182,14 @@ impl Var {
                 | Var::TransactionIsolation
                 | Var::TransactionReadOnly
                 | Var::Polar
+                | Var::Placeholder
         )
     }
 
     /// Whether a session-level SET of this variable is tracked (replayable on readers) rather
     /// than a hazard.
     pub fn is_tracked(self) -> bool {
-        !matches!(self, Var::Other | Var::Polar)
+        !matches!(self, Var::Other | Var::Polar | Var::Placeholder)
     }
 }
 

@@ -661,7 +661,17 @@ impl Session {
             // the writer can answer it as the primary alone would (E-1).
             d = Decision::primary(Reason::ExtendedInProgress);
         }
-        if self.must_wait(&d, stmt.replica_safe && !self.writer_skipping()) {
+        // A statement parsed under rules a possible change has left behind waits, as a read
+        // does, for a capture due or in flight: one that finds the state it was parsed under
+        // settles the rules (`settle_parse_rules`) and the batch is decided again. (Found by
+        // the red13 examiners: asyncpg's pool resets each connection with `RESET ALL` on
+        // release, and the next user's prepared reads, sent before the capture answered, all
+        // went to the primary.)
+        let settles = shape.not_safe == Some(Reason::StatementLexedOtherwise);
+        if self.must_wait(
+            &d,
+            (stmt.replica_safe || settles) && !self.writer_skipping(),
+        ) {
             self.keep_spare_execs(shape.execs);
             return false;
         }

@@ -172,12 +172,12 @@ impl Session {
             }
             let name = match s.kind {
                 Kind::Set {
-                    var: Var::Other,
+                    var: Var::Other | Var::Placeholder,
                     name,
                     ..
                 }
                 | Kind::Reset {
-                    var: Var::Other,
+                    var: Var::Other | Var::Placeholder,
                     name,
                 } => name.of(text),
                 _ => continue,
@@ -503,7 +503,7 @@ impl Session {
                 Kind::Set {
                     var, name, local, ..
                 } => {
-                    if var == Var::Other {
+                    if matches!(var, Var::Other | Var::Placeholder) {
                         if let Some(n) = text.map(|t| name.of(t)) {
                             self.note_placeholder_name(n);
                         }

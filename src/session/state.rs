@@ -563,6 +563,26 @@ impl SessionSettings {
         u64::from(self.version)
     }
 
+    /// The captured settings as one number (never 0): equal settings, equal numbers (E-2's
+    /// parse rules, [`ClientStatements::rules_now`](super::statements::ClientStatements)). The
+    /// digest of every setting a statement can see when the capture gave one: the entries
+    /// list settings by where their values came from, and a `RESET ALL` can leave the values
+    /// the same and the sources not (asyncpg's pool: `jit` turned off, then reset, is listed
+    /// from then on).
+    pub(crate) fn state_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        match self.digest() {
+            Some(d) => d.hash(&mut h),
+            None => {
+                self.entries.hash(&mut h);
+                self.authorization.hash(&mut h);
+                self.role.hash(&mut h);
+            }
+        }
+        h.finish() | 1
+    }
+
     /// Settings in name order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.entries

@@ -182,6 +182,12 @@ pub(crate) struct ClientStmt {
     /// server keeps a prepared statement's parse, so its literals mean what they meant then, and
     /// a text they may change runs on a reader only while those rules still hold.
     pub rules: u16,
+    /// The writer session's settings (a capture's [`state_hash`](super::state::SessionSettings::state_hash))
+    /// under which `rules` held, once a capture told it; 0: not known. A later capture that
+    /// finds the same settings again proves the statement parsed as it would be now, whatever
+    /// changes came and went in between (E-2: asyncpg's pool turns `jit` off and `RESET ALL`
+    /// back at each release).
+    pub state: u64,
     /// The row shape the client was shown for it ([`row_shape`]): from the first RowDescription
     /// or NoData answering its Describe (of the statement, or of a portal bound from it in the
     /// same batch). 0: not known yet. A server refuses to run a prepared statement whose
@@ -409,20 +415,33 @@ impl ClientStatements {
         self.rules
     }
 
-    /// The parse rules `to` (in force now) are proven to be those of `from`: statements
-    /// parsed under `from` are parsed as they would be now.
-    pub(super) fn rules_same_as(&mut self, from: u16, to: u16) {
-        if from == to {
-            return;
+    /// A capture proved that the rules `at` were those of the writer's settings `state`
+    /// (S-5, E-2): the statements parsed under them are marked with it.
+    pub(super) fn rules_were(&mut self, at: u16, state: u64) {
+        let all = self
+            .unnamed
+            .as_deref_mut()
+            .into_iter()
+            .chain(self.map.values_mut());
+        for s in all.filter(|s| s.rules == at) {
+            s.state = state;
         }
-        if let Some(s) = self.unnamed.as_deref_mut() {
-            if s.rules == from {
-                s.rules = to;
-            }
-        }
-        for s in self.map.values_mut() {
-            if s.rules == from {
-                s.rules = to;
+    }
+
+    /// A capture proved the rules in force now (`now`) to be those of the writer's settings
+    /// `state`: the statements parsed now are marked with it, and those parsed under the same
+    /// settings at another time are parsed as they would be now.
+    pub(super) fn rules_now(&mut self, now: u16, state: u64) {
+        let all = self
+            .unnamed
+            .as_deref_mut()
+            .into_iter()
+            .chain(self.map.values_mut());
+        for s in all {
+            if s.rules == now {
+                s.state = state;
+            } else if s.state == state {
+                s.rules = now;
             }
         }
     }
@@ -516,6 +535,7 @@ impl ClientStatements {
             class,
             on_writer,
             rules,
+            state: 0,
             shape: 0,
             shape_unit: 0,
             check: WriterCheck::None,
@@ -960,14 +980,33 @@ mod tests {
         s.rules_changed(); // the end of its block
         let now = s.rules();
         assert!(s.lexed_otherwise(b"before") && s.lexed_otherwise(b"between"));
-        // A capture found the state of `first` again: what was parsed then is parsed as now;
-        // what was parsed in between (under rules no capture saw) still is not.
-        s.rules_same_as(first, now);
+        // A capture at `first` found the settings A; one now finds A again: what was parsed
+        // then is parsed as now; what was parsed in between (under rules no capture saw) still
+        // is not.
+        s.rules_were(first, 0xA);
+        s.rules_now(now, 0xA);
         assert_eq!(s.rules(), now, "the count never goes back");
         assert!(!s.lexed_otherwise(b"before"));
         assert!(s.lexed_otherwise(b"between"));
         s.rules_changed();
         assert!(s.lexed_otherwise(b"before"), "a later change counts again");
+        // Settings B now, with `between` parsed under them; then A again, then B again (a pool
+        // that sets and resets): each statement is current whenever its own settings are.
+        let b_at = s.rules();
+        s.rules_now(b_at, 0xB);
+        assert!(s.lexed_otherwise(b"before") && s.lexed_otherwise(b"between"));
+        // Parsed after that capture, under the same rules; the next capture's answer first
+        // marks what the last one proved, then settles.
+        s.insert(b"under_b", b"SELECT 'c'\0\0\0", None, true, 8);
+        s.rules_changed();
+        let a_again = s.rules();
+        s.rules_were(b_at, 0xB);
+        s.rules_now(a_again, 0xA);
+        assert!(!s.lexed_otherwise(b"before") && s.lexed_otherwise(b"under_b"));
+        s.rules_changed();
+        let b_again = s.rules();
+        s.rules_now(b_again, 0xB);
+        assert!(s.lexed_otherwise(b"before") && !s.lexed_otherwise(b"under_b"));
     }
 
     #[test]
