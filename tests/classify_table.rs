@@ -299,6 +299,12 @@ const TABLE: &[Row] = &[
     // ... and those that read a relation named by a string: the relation (a server-dependent
     // view, a view that runs code) is invisible to the classifier (red5).
     ("SELECT table_to_xml('pg_catalog.pg_locks', true, false, '')", RN, Ns::WriteFunction, CODE, false),
+    // A type's input code for a type given by OID: a domain's CHECK (red14-d).
+    ("SELECT array_in('{42}', 'd'::regtype, -1)", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT pg_catalog.record_in('(1)', 16416, -1)", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT domain_in('5', to_regtype('s.d'), -1)", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT range_in('[1,2)', 'r'::regtype, -1), multirange_in('{}', 'm'::regtype, -1)", RN, Ns::WriteFunction, CODE, false),
+    ("SELECT enum_in('a', 'e'::regtype)", R, Ns::None, N, true),
     ("SELECT pg_catalog.table_to_xml_and_xmlschema('v', true, false, '')", RN, Ns::WriteFunction, CODE, false),
     ("SELECT schema_to_xml('pg_catalog', true, false, '')", RN, Ns::WriteFunction, CODE, false),
     ("SELECT \"schema_to_xml_and_xmlschema\"('public', true, false, '')", RN, Ns::WriteFunction, CODE, false),

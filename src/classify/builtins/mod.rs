@@ -271,8 +271,9 @@ pub const NEVER_SAFE: &[&str] = &[
 ];
 
 /// Built-ins that run SQL given as text (verified on PostgreSQL 15: `query_to_xml('select
-/// pg_advisory_lock(1)', …)` takes the lock; `ts_rewrite(q, 'select …')` runs its query too).
-/// What they run cannot be seen: never read-safe, and code the engine cannot see into (S-5).
+/// pg_advisory_lock(1)', …)` takes the lock; `ts_rewrite(q, 'select …')` runs its query too), or
+/// code of objects named by a value. What they run cannot be seen: never read-safe, and code the
+/// engine cannot see into (S-5).
 pub const RUNS_SQL_TEXT: &[&str] = &[
     "query_to_xml",
     "query_to_xml_and_xmlschema",
@@ -291,6 +292,18 @@ pub const RUNS_SQL_TEXT: &[&str] = &[
     "schema_to_xml_and_xmlschema",
     "database_to_xml",
     "database_to_xml_and_xmlschema",
+    // A type's input code, for a type given by OID (`array_in('{42}', 'd'::regtype, -1)`, a
+    // number, `to_regtype(…)`): for a domain, an array of one or a composite with one, the
+    // domain's CHECK runs, and it may be any code. The classifier never sees the type's name
+    // (an examiner's finding of 2026-12-07, red14-d: a CHECK calling `set_config` left its
+    // setting on a pooled reader for 3 of 3 later clients; one calling `nextval` failed with
+    // 25006 on the standby after rows had reached the client; `pg_is_in_recovery()` in a CHECK
+    // answered otherwise). `enum_in` reads only the enum's labels.
+    "array_in",
+    "record_in",
+    "domain_in",
+    "range_in",
+    "multirange_in",
 ];
 
 /// S-7: functions whose answer depends on the server that answers (some are stable in
