@@ -288,3 +288,28 @@ def test_f_policy_reviewed_read_safe_builtins_run_on_the_standby(pair, classify_
         assert c.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
         for sql in reads:
             c.execute(sql).fetchall()
+
+
+
+# Reviewed: shared type-input built-ins whose input runs no code of the type's owner (an enum's
+# labels are data).
+TYPE_INPUT_NO_CODE = {"enum_in"}
+
+
+def test_s6_s7_type_input_builtins_taking_a_type_oid_run_unseen_code(live, classify_bin, pair):
+    """A type-input built-in that serves several types (every array, composite, domain, range)
+    is told the type by an `oid` argument and runs that type's input code: for a domain (an array
+    of one, a composite or range with one) the domain's CHECK, which may be any code, while the
+    statement never names the type (red14-d, 2026-12-07: `array_in('{42}', 'd'::regtype, -1)`
+    ran a CHECK's `set_config` on a pooled reader). Each such built-in the live server has is on
+    the engine's list of code it cannot see into, or reviewed above."""
+    with psycopg.connect(pair.primary.dsn(dbname="postgres"), autocommit=True) as c:
+        names = sorted(r[0] for r in c.execute(
+            "SELECT p.proname FROM pg_catalog.pg_type t JOIN pg_catalog.pg_proc p ON p.oid = t.typinput"
+            " WHERE p.pronargs >= 2 GROUP BY p.proname HAVING pg_catalog.count(*) > 1").fetchall())
+    lists = engine_lists(classify_bin)
+    assert {"array_in", "record_in", "domain_in", "range_in"} <= set(names), names
+    missing = [n for n in names if n not in lists["runs_sql_text"] and n not in TYPE_INPUT_NO_CODE]
+    assert not missing, f"type-input built-ins the engine judges as plain reads: {missing} (of {names})"
+    got = run(classify_bin, [f"SELECT {n}('x', 'd'::regtype, -1)" for n in names if n not in TYPE_INPUT_NO_CODE])
+    assert all(place == "primary" and fx == "unseen" for place, _, fx in got), got
