@@ -1945,6 +1945,30 @@ fn e2_a_readers_error_names_the_statement_the_batch_used_when_texts_are_equal() 
     );
 }
 
+/// After a capture answered, the last Bind/Describe/Execute/Sync of a statement with a literal:
+/// `back` (the capture found the settings it was parsed under), on a reader and nothing of it on
+/// the writer; otherwise on the writer, which holds its parse (E-2).
+fn runs_where_the_capture_says(h: &mut Host, back: bool) {
+    if back {
+        assert!(
+            acquired(&h.log[h.log.len().saturating_sub(3)..]),
+            "a reader is asked for: {:?}",
+            h.last_decision()
+        );
+        assert!(
+            h.take_sent(WRITER).is_empty(),
+            "nothing of it on the writer"
+        );
+    } else {
+        assert_eq!(h.last_decision().reason, Reason::StatementLexedOtherwise);
+        assert_eq!(
+            tags(&h.take_sent(WRITER)),
+            "BDES",
+            "the writer holds its parse"
+        );
+    }
+}
+
 #[test]
 fn e2_s5_a_capture_finding_the_state_unchanged_after_unseen_code_makes_earlier_parses_current() {
     // Code the engine cannot see into may change the settings a statement is parsed under: a
@@ -1973,24 +1997,7 @@ fn e2_s5_a_capture_finding_the_state_unchanged_after_unseen_code_makes_earlier_p
         h.take_client();
         h.take_sent(WRITER);
         h.client(&named_execute("lit"));
-        if back {
-            assert!(
-                acquired(&h.log[h.log.len().saturating_sub(3)..]),
-                "a reader is asked for: {:?}",
-                h.last_decision()
-            );
-            assert!(
-                h.take_sent(WRITER).is_empty(),
-                "nothing of it on the writer"
-            );
-        } else {
-            assert_eq!(h.last_decision().reason, Reason::StatementLexedOtherwise);
-            assert_eq!(
-                tags(&h.take_sent(WRITER)),
-                "BDES",
-                "the writer holds its parse"
-            );
-        }
+        runs_where_the_capture_says(&mut h, back);
     }
 }
 
@@ -2093,23 +2100,6 @@ fn e2_s5_a_prepared_read_sent_before_the_capture_answers_waits_for_it() {
             h.last_decision()
         );
         h.backend(WRITER, &capture_answer(captured.as_slice(), None));
-        if back {
-            assert!(
-                acquired(&h.log[h.log.len().saturating_sub(3)..]),
-                "a reader is asked for: {:?}",
-                h.last_decision()
-            );
-            assert!(
-                h.take_sent(WRITER).is_empty(),
-                "nothing of it on the writer"
-            );
-        } else {
-            assert_eq!(h.last_decision().reason, Reason::StatementLexedOtherwise);
-            assert_eq!(
-                tags(&h.take_sent(WRITER)),
-                "BDES",
-                "the writer holds its parse"
-            );
-        }
+        runs_where_the_capture_says(&mut h, back);
     }
 }

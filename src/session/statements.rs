@@ -311,6 +311,14 @@ impl ClientStatements {
             .chain(self.map.iter().map(|(n, s)| (&n[..], s)))
     }
 
+    /// Every statement tracked, to change what the engine knows of each.
+    fn stmts_mut(&mut self) -> impl Iterator<Item = &mut ClientStmt> {
+        self.unnamed
+            .as_deref_mut()
+            .into_iter()
+            .chain(self.map.values_mut())
+    }
+
     /// The client's name of the statement a reader knows by engine name `hash`. Equal texts
     /// under several names share one engine name: the first of `used` (the names the failing
     /// unit's messages use) that has it, else the first tracked.
@@ -418,12 +426,7 @@ impl ClientStatements {
     /// A capture proved that the rules `at` were those of the writer's settings `state`
     /// (S-5, E-2): the statements parsed under them are marked with it.
     pub(super) fn rules_were(&mut self, at: u16, state: u64) {
-        let all = self
-            .unnamed
-            .as_deref_mut()
-            .into_iter()
-            .chain(self.map.values_mut());
-        for s in all.filter(|s| s.rules == at) {
+        for s in self.stmts_mut().filter(|s| s.rules == at) {
             s.state = state;
         }
     }
@@ -432,12 +435,7 @@ impl ClientStatements {
     /// `state`: the statements parsed now are marked with it, and those parsed under the same
     /// settings at another time are parsed as they would be now.
     pub(super) fn rules_now(&mut self, now: u16, state: u64) {
-        let all = self
-            .unnamed
-            .as_deref_mut()
-            .into_iter()
-            .chain(self.map.values_mut());
-        for s in all {
+        for s in self.stmts_mut() {
             if s.rules == now {
                 s.state = state;
             } else if s.state == state {
@@ -592,15 +590,8 @@ impl ClientStatements {
 
     /// Unit `unit` is attempted again: the shapes its answers taught were never shown.
     pub(super) fn forget_shapes_of(&mut self, unit: u32) {
-        if let Some(s) = self.unnamed.as_deref_mut() {
-            if s.shape_unit == unit {
-                s.shape = 0;
-            }
-        }
-        for s in self.map.values_mut() {
-            if s.shape_unit == unit {
-                s.shape = 0;
-            }
+        for s in self.stmts_mut().filter(|s| s.shape_unit == unit) {
+            s.shape = 0;
         }
     }
 

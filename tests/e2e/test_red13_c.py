@@ -80,6 +80,12 @@ def read(c, k):
 def notified_then_read(pair, c, k, unlisten: str):
     """The listener `c` LISTENs, another session commits `UPDATE … v = 2; NOTIFY`, `c` receives
     the notification, UNLISTENs and reads the row at once."""
+    notified(pair, c, k, unlisten)
+    return read(c, k)
+
+
+def notified(pair, c, k, unlisten: str) -> None:
+    """`notified_then_read` up to the UNLISTEN."""
     run(c, "LISTEN r13c_ch")
     with connect(pair.primary.dsn(dbname="app")) as other:
         other.execute(f"UPDATE {T} SET v = 2 WHERE k = {int(k)}; NOTIFY r13c_ch, '{int(k)}'")
@@ -87,7 +93,6 @@ def notified_then_read(pair, c, k, unlisten: str):
         got = [n.payload for n in c.notifies(timeout=3, stop_after=1)]
     assert got == [str(k)], f"the notification did not arrive: {got}"
     run(c, unlisten)
-    return read(c, k)
 
 
 @pytest.mark.parametrize("unlisten", ["UNLISTEN r13c_ch", "UNLISTEN *"])
@@ -123,13 +128,7 @@ def test_c1_s1a_a_token_taken_after_a_notification_covers_the_notifying_commit(p
             k = fresh_row(pair, p)
         with connect(proxy.dsn()) as c:
             warm(c)
-            run(c, "LISTEN r13c_ch")
-            with connect(pair.primary.dsn(dbname="app")) as other:
-                other.execute(f"UPDATE {T} SET v = 2 WHERE k = {int(k)}; NOTIFY r13c_ch, '{int(k)}'")
-            with bounded(c, 5, "waiting for the notification"):
-                got = [n.payload for n in c.notifies(timeout=3, stop_after=1)]
-            assert got == [str(k)], f"the notification did not arrive: {got}"
-            run(c, "UNLISTEN *")
+            notified(pair, c, k, "UNLISTEN *")
             with bounded(c, 10, "the causal token"):
                 token = c.execute("SHOW polarsplit.causal_token").fetchone()[0]
         with connect(proxy.dsn()) as b:
