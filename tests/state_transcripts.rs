@@ -1570,3 +1570,40 @@ fn s5_a_placeholder_the_capture_cannot_name_keeps_the_sessions_reads_on_the_writ
         assert_eq!(acquired(&h.client(&query("SELECT 1"))), offloaded, "{set}");
     }
 }
+
+/// S-5, S-4: the capture right behind the writer's startup RFQ leaves out the hazard kinds
+/// only where nothing runs SQL at login — a writer that reported a `server_version` before 17
+/// (17 has login event triggers, which can create a temporary table or `LISTEN`); any later
+/// capture asks for them all.
+#[test]
+fn s5_the_login_capture_leaves_out_hazard_kinds_only_before_17() {
+    let hazards = |sent: &[u8]| {
+        let text = String::from_utf8_lossy(sent).into_owned();
+        assert!(text.contains("polarsplit_capture"), "a capture: {text}");
+        text.contains("SELECT 4, 'temp'")
+    };
+    for (version, login) in [
+        (Some("15.8"), true),
+        (Some("16.4 (Debian 16.4-1.pgdg120+1)"), true),
+        (Some("17.2"), false),
+        (Some("devel"), false),
+        (None, false),
+    ] {
+        let mut h = Host::new(config(&[
+            ("server_dialect", ServerDialect::Stock.as_str()),
+            ("startup_profile", StartupProfile::Off.as_str()),
+        ]));
+        h.client(&startup(&[("user", "app"), ("database", "db")]));
+        h.event(WRITER, Event::WriterConnected);
+        let mut auth = auth_ok();
+        if let Some(v) = version {
+            auth.extend(be::param_status("server_version", v));
+        }
+        auth.extend(rfq(b'I', None, None));
+        h.backend(WRITER, &auth);
+        assert_eq!(hazards(&h.take_sent(WRITER)), !login, "{version:?}");
+        h.backend(WRITER, &capture_answer(&[], None));
+        h.client(&query("SET work_mem = '5MB'"));
+        assert!(hazards(&h.take_sent(WRITER)), "{version:?}: after a SET");
+    }
+}

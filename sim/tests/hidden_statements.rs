@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use polarsplit_sim::client::{self, Msg};
 use polarsplit_sim::harness::{run_families, Families};
-use polarsplit_sim::sql::CAPTURE_TEXT;
+use polarsplit_sim::sql::{CAPTURE_LOGIN_TEXT, CAPTURE_TEXT};
 use polarsplit_sim::{Cluster, Dialect, Event, ServerRef};
 
 const PROBE: &str = "SELECT pg_catalog.pg_current_wal_insert_lsn()";
@@ -152,6 +152,39 @@ fn s5_capture_returns_session_settings_placeholders_and_users_as_postgresql_15()
         &[Some("{a")],
     );
     assert_eq!(code(&m).as_deref(), Some("22P02"), "{m:?}");
+}
+
+/// S-5: the capture behind a writer's startup RFQ (servers before 17) answers the full
+/// capture's rows without those of the hazard kinds — here a session that has them, which a
+/// session that has just logged in cannot.
+#[test]
+fn s5_the_login_capture_is_the_capture_without_hazard_kinds() {
+    let mut c = cluster(Dialect::Stock);
+    let mut w = plain(&mut c, ServerRef::Primary);
+    w.ok(&mut c, "SET app.tenant = 'a'; CREATE TEMP TABLE t (a int)");
+    let full = capture(&mut c, &mut w, "{app.tenant,\"\"}");
+    assert!(full.iter().any(|(k, _, _)| k == "4"), "{full:?}");
+    let m = run_named(
+        &mut c,
+        &mut w,
+        "polarsplit_capture",
+        CAPTURE_LOGIN_TEXT,
+        &[Some("{app.tenant,\"\"}")],
+    );
+    assert!(error(&m).is_none(), "{m:?}");
+    let login: Vec<_> = rows(&m)
+        .into_iter()
+        .map(|r| {
+            let s = |i: usize| r[i].clone().unwrap();
+            (s(0), unhex(&s(1)), unhex(&s(2)))
+        })
+        .collect();
+    let expected: Vec<_> = full
+        .into_iter()
+        .filter(|(k, _, _)| ["1", "2", "3", "5"].contains(&k.as_str()))
+        .collect();
+    assert_eq!(login, expected);
+    assert!(login.iter().any(|(_, n, v)| n == "app.tenant" && v == "a"));
 }
 
 #[test]

@@ -664,6 +664,10 @@ pub struct Session {
     /// The capture that follows the writer's startup is in flight (S-5): once it answers, the
     /// action arena gives back the room its Parse took (an idle session keeps none of it).
     startup_capture: bool,
+    /// Until the writer's startup RFQ is handled: the writer reported a `server_version` before
+    /// 17, where nothing runs SQL at login, so the capture sent right behind that RFQ leaves out
+    /// the hazard kinds (S-4, S-5; `hidden::CAPTURE_LOGIN_STATEMENT`).
+    login_capture: bool,
     out: ActionQueue,
     last_error: Box<str>,
     salt: u64,
@@ -749,6 +753,7 @@ impl Session {
             hazard_check: state::Backoff::default(),
             capture_asked_advisory: false,
             startup_capture: false,
+            login_capture: false,
             out: ActionQueue::default(),
             last_error: Box::default(),
             // Deterministic: the configured seed, mixed per statement.

@@ -842,12 +842,15 @@ impl Session {
         let names = &self.settings.custom_names;
         // S-4: while the session may hold an advisory lock, the capture asks the writer.
         let advisory = capture && self.hazards.has(Hazards::ADVISORY_LOCK);
+        // The capture behind the writer's startup RFQ, with nothing of the client's run or in
+        // flight, on a server where nothing runs SQL at login: no hazard kind to ask for.
+        let login = capture && std::mem::take(&mut self.login_capture) && self.units.is_empty();
         self.out.send_backend_with(conn, |o| {
             if probe {
                 hidden::probe(o);
             }
             if capture {
-                hidden::capture(o, names, advisory);
+                hidden::capture(o, names, advisory, login);
             }
             hidden::sync(o);
         });

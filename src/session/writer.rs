@@ -349,6 +349,8 @@ impl Session {
                 }
                 self.writer_rfq_to_client(conn, body, rfq);
                 self.pump(None);
+                // Only the capture `pump` sent first, behind this RFQ, may be the login one.
+                self.login_capture = false;
             }
             BackendMessage::BackendKeyData { pid, secret } => {
                 self.backend_key = Some((pid, secret.into()));
@@ -357,6 +359,13 @@ impl Session {
             BackendMessage::ParameterStatus { name, value } => {
                 if name == b"session_authorization" {
                     self.settings.login_authorization = Some(value.into());
+                }
+                if name == b"server_version" {
+                    // `15.8`, `16.4 (Debian …)`: the major version's digits. Unreadable, or 17
+                    // and later (login event triggers): the full capture.
+                    let major = value.iter().take_while(|b| b.is_ascii_digit()).take(4);
+                    let major = major.fold(0u32, |m, b| m * 10 + u32::from(b - b'0'));
+                    self.login_capture = (1..17).contains(&major);
                 }
                 self.apply_disp(conn, t, body, Disp::Forward);
             }

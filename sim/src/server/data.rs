@@ -26,7 +26,7 @@ pub(super) fn columns_of(stmt: &Stmt) -> Option<Vec<Column>> {
         }
         Stmt::Show(name) => vec![Column::new(&display_name(name), oid::TEXT)],
         Stmt::LoginCheck(_) => vec![Column::new("int4", oid::INT4)],
-        Stmt::Capture(_) => vec![
+        Stmt::Capture(_) | Stmt::CaptureLogin(_) => vec![
             Column::new("k", oid::INT4),
             Column::new("encode", oid::TEXT),
             Column::new("encode", oid::TEXT),

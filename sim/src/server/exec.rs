@@ -83,6 +83,13 @@ impl Cluster {
                 let rows = self.capture(c, arg)?;
                 Ok(Self::emit_rows(c, r, &p.stmt, rows, info))
             }
+            Stmt::CaptureLogin(arg) => {
+                self.select_prelude(c, r, info)?;
+                // Its text has no row of a hazard kind (4, 6, 7, 8, 9).
+                let mut rows = self.capture(c, arg)?;
+                rows.retain(|row| matches!(row[0].as_deref(), Some("1" | "2" | "3" | "5")));
+                Ok(Self::emit_rows(c, r, &p.stmt, rows, info))
+            }
             Stmt::SelectFunc(f) => {
                 self.select_prelude(c, r, info)?;
                 let value = self.func(c, f)?;
