@@ -21,6 +21,15 @@ fn host() -> Host {
 }
 
 fn stock() -> Host {
+    let mut h = stock_logged_in(None);
+    h.writer_answers_startup_capture(&[]);
+    h.take_client();
+    h
+}
+
+/// A stock session up to the writer's startup RFQ (its capture sent, not answered), the writer
+/// reporting `server_version` when given.
+fn stock_logged_in(server_version: Option<&str>) -> Host {
     let mut h = Host::new(config(&[
         ("server_dialect", ServerDialect::Stock.as_str()),
         ("startup_profile", StartupProfile::Off.as_str()),
@@ -29,10 +38,11 @@ fn stock() -> Host {
     h.client(&startup(&[("user", "app"), ("database", "db")]));
     h.event(WRITER, Event::WriterConnected);
     let mut auth = auth_ok();
+    if let Some(v) = server_version {
+        auth.extend(be::param_status("server_version", v));
+    }
     auth.extend(rfq(b'I', None, None));
     h.backend(WRITER, &auth);
-    h.writer_answers_startup_capture(&[]);
-    h.take_client();
     h
 }
 
@@ -1589,18 +1599,7 @@ fn s5_the_login_capture_leaves_out_hazard_kinds_only_before_17() {
         (Some("devel"), false),
         (None, false),
     ] {
-        let mut h = Host::new(config(&[
-            ("server_dialect", ServerDialect::Stock.as_str()),
-            ("startup_profile", StartupProfile::Off.as_str()),
-        ]));
-        h.client(&startup(&[("user", "app"), ("database", "db")]));
-        h.event(WRITER, Event::WriterConnected);
-        let mut auth = auth_ok();
-        if let Some(v) = version {
-            auth.extend(be::param_status("server_version", v));
-        }
-        auth.extend(rfq(b'I', None, None));
-        h.backend(WRITER, &auth);
+        let mut h = stock_logged_in(version);
         assert_eq!(hazards(&h.take_sent(WRITER)), !login, "{version:?}");
         h.backend(WRITER, &capture_answer(&[], None));
         h.client(&query("SET work_mem = '5MB'"));

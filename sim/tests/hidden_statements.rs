@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use polarsplit_sim::client::{self, Msg};
 use polarsplit_sim::harness::{run_families, Families};
-use polarsplit_sim::sql::{CAPTURE_LOGIN_TEXT, CAPTURE_TEXT};
+use polarsplit_sim::sql::{capture_login_text, CAPTURE_TEXT};
 use polarsplit_sim::{Cluster, Dialect, Event, ServerRef};
 
 const PROBE: &str = "SELECT pg_catalog.pg_current_wal_insert_lsn()";
@@ -47,7 +47,17 @@ fn run_named(
 
 /// The capture's rows, decoded: (kind, name, value).
 fn capture(c: &mut Cluster, conn: &mut Conn, names: &str) -> Vec<(String, String, String)> {
-    let m = run_named(c, conn, "polarsplit_capture", CAPTURE_TEXT, &[Some(names)]);
+    capture_as(c, conn, CAPTURE_TEXT, names)
+}
+
+/// [`capture`] with the capture's text `sql` (the full one or the login one).
+fn capture_as(
+    c: &mut Cluster,
+    conn: &mut Conn,
+    sql: &str,
+    names: &str,
+) -> Vec<(String, String, String)> {
+    let m = run_named(c, conn, "polarsplit_capture", sql, &[Some(names)]);
     assert!(error(&m).is_none(), "{m:?}");
     rows(&m)
         .into_iter()
@@ -164,21 +174,7 @@ fn s5_the_login_capture_is_the_capture_without_hazard_kinds() {
     w.ok(&mut c, "SET app.tenant = 'a'; CREATE TEMP TABLE t (a int)");
     let full = capture(&mut c, &mut w, "{app.tenant,\"\"}");
     assert!(full.iter().any(|(k, _, _)| k == "4"), "{full:?}");
-    let m = run_named(
-        &mut c,
-        &mut w,
-        "polarsplit_capture",
-        CAPTURE_LOGIN_TEXT,
-        &[Some("{app.tenant,\"\"}")],
-    );
-    assert!(error(&m).is_none(), "{m:?}");
-    let login: Vec<_> = rows(&m)
-        .into_iter()
-        .map(|r| {
-            let s = |i: usize| r[i].clone().unwrap();
-            (s(0), unhex(&s(1)), unhex(&s(2)))
-        })
-        .collect();
+    let login = capture_as(&mut c, &mut w, capture_login_text(), "{app.tenant,\"\"}");
     let expected: Vec<_> = full
         .into_iter()
         .filter(|(k, _, _)| ["1", "2", "3", "5"].contains(&k.as_str()))

@@ -844,7 +844,7 @@ impl Session {
         let advisory = capture && self.hazards.has(Hazards::ADVISORY_LOCK);
         // The capture behind the writer's startup RFQ, with nothing of the client's run or in
         // flight, on a server where nothing runs SQL at login: no hazard kind to ask for.
-        let login = capture && std::mem::take(&mut self.login_capture) && self.units.is_empty();
+        let login = capture && self.login_capture && self.units.is_empty();
         self.out.send_backend_with(conn, |o| {
             if probe {
                 hidden::probe(o);
