@@ -188,7 +188,9 @@ impl Reason {
             N::LockingClause => Reason::LockingClause,
             N::DataModifyingCte => Reason::DataModifyingCte,
             N::SelectInto => Reason::SelectInto,
-            N::WriteFunction => Reason::WriteFunction,
+            // A session-only call is a call on the write list (it runs on the writer); only
+            // P-6 tells them apart.
+            N::WriteFunction | N::SessionFunction => Reason::WriteFunction,
             N::ExplainAnalyze => Reason::ExplainAnalyze,
             N::Unparseable => Reason::Unparseable,
             N::TooComplex => Reason::TooComplex,

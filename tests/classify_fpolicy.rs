@@ -160,15 +160,28 @@ fn s7_every_spelling_of_every_never_safe_builtin_is_not_replica_safe() {
         };
         let schema = "pg_catalog";
         for sql in spellings(name, schema) {
+            // P-6: a plain SELECT of one call of a session-only built-in, however spelt, is
+            // the writer's but writes nothing; every other form of it may write.
+            let want = if want == NotSafe::WriteFunction
+                && builtins::SESSION_ONLY.contains(&name)
+                && sql.starts_with("SELECT ")
+                && !sql.starts_with("SELECT (")
+                && !sql.contains("FROM")
+            {
+                NotSafe::SessionFunction
+            } else {
+                want
+            };
             for p in &policies {
                 let c = with(p, &sql);
                 assert!(!c.is_replica_safe(), "{sql:?} judged replica-safe");
                 assert_eq!(why(&c), want, "{sql:?}");
+                assert_eq!(c.may_write(), want != NotSafe::SessionFunction, "{sql:?}");
             }
             // The reader hint declares functions read-safe, never the never-safe ones.
             let hinted = with(&lenient(), &format!("/* route=reader */ {sql}"));
-            if want == NotSafe::WriteFunction {
-                assert_eq!(why(&hinted), NotSafe::WriteFunction, "{sql:?}");
+            if matches!(want, NotSafe::WriteFunction | NotSafe::SessionFunction) {
+                assert_eq!(why(&hinted), want, "{sql:?}");
             }
             checked.0 += 1;
         }
@@ -191,8 +204,14 @@ fn s7_the_issue_16_uescape_spellings_are_write_functions() {
         "SELECT \"pg_catalog\".\"set_config\"('a.b','1',false)",
         "SELECT u&\"pg_catalog\".u&\"set\\005Fconfig\"('a.b','1',false)",
     ] {
-        assert_eq!(default_why(sql), NotSafe::WriteFunction, "{sql}");
-        assert_eq!(why(&with(&lenient(), sql)), NotSafe::WriteFunction, "{sql}");
+        // set_config's spellings: the writer's, but no write (P-6); the lock's: a write.
+        let want = if sql.contains("lock") {
+            NotSafe::WriteFunction
+        } else {
+            NotSafe::SessionFunction
+        };
+        assert_eq!(default_why(sql), want, "{sql}");
+        assert_eq!(why(&with(&lenient(), sql)), want, "{sql}");
     }
     // The session effects follow the normalised name too.
     let c = classify(
@@ -408,7 +427,8 @@ fn f_policy_builtins_follow_volatility_and_the_reviewed_lists() {
         ),
         ("SELECT pg_cancel_backend(1)", NotSafe::WriteFunction),
         ("SELECT lo_get(1)", NotSafe::WriteFunction),
-        ("SELECT setseed(0.5)", NotSafe::WriteFunction),
+        ("SELECT setseed(0.5)", NotSafe::SessionFunction),
+        ("SELECT setseed(0.5) FROM t", NotSafe::WriteFunction),
     ] {
         assert_eq!(default_why(sql), want, "{sql}");
     }
@@ -845,7 +865,7 @@ fn f_policy_configured_lists_and_the_reader_hint() {
     assert!(hinted("SELECT my_fn(1)").hint_reader);
     assert_eq!(
         why(&hinted("SELECT set_config('a', 'b', false)")),
-        NotSafe::WriteFunction
+        NotSafe::SessionFunction
     );
     assert_eq!(
         why(&hinted("SELECT my_fn(1) FROM t FOR UPDATE")),

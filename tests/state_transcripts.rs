@@ -384,7 +384,8 @@ fn s5_a_probe_batch_answered_while_a_later_capture_is_in_flight_does_not_end_the
     // behind it — then a write at once, which carried the capture now due. The probe batch's
     // ReadyForQuery was taken for the capture's: the session's state became the capture rows read
     // so far (none), the capture's own answer was ignored, and reads ran on readers with none of
-    // the session's settings (3 of 10).
+    // the session's settings (3 of 10). (With a FROM, so that it may still write: a bare
+    // `SELECT set_config(…)` writes nothing and gets no probe, P-6.)
     let mut h = stock();
     h.client(&query("SET app.other = 'o'"));
     assert!(sends_capture(&h.take_sent(WRITER)));
@@ -392,7 +393,9 @@ fn s5_a_probe_batch_answered_while_a_later_capture_is_in_flight_does_not_end_the
     a.extend(rfq(b'I', None, None));
     h.backend(WRITER, &a);
     h.take_client();
-    h.client(&query("SELECT set_config('app.t', 'x', false)"));
+    h.client(&query(
+        "SELECT set_config('app.t', 'x', false) FROM kv LIMIT 1",
+    ));
     let sent = h.take_sent(WRITER);
     assert!(!sends_capture(&sent), "one capture at a time");
     h.backend(WRITER, &capture_answer(&[("app.other", "o")], None));

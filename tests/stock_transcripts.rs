@@ -2109,3 +2109,65 @@ fn c1_without_writer_samples_the_rfq_after_commit_and_chain_is_not_held() {
     h.writer_answers("COMMIT", b'T', None, None);
     assert_eq!(client_rfq_statuses(&h.take_client()), vec![b'T']);
 }
+
+/// SPEC P-6: a SELECT of nothing but session-only built-ins with constant arguments (asyncpg's
+/// Pool reset, a tenant's `set_config`, a lock release) is the writer's but writes nothing: no
+/// probe rides behind it, the session's write position stays where its last write left it, and
+/// its next read goes at once to a reader that replayed that write. Before (CI, 2026-12-07),
+/// each was probed at the writer's insert position — other clients' WAL included — and, on a
+/// busy primary, the reads after it stayed on the writer. An advisory lock's acquire, or the same
+/// calls over a table, are still probed: they may write, or order the session after others.
+#[test]
+fn p6_session_only_calls_get_no_probe_and_keep_the_sessions_target() {
+    for (sql, tag, probed) in [
+        ("SELECT pg_advisory_unlock_all()", "SELECT 1", false),
+        (
+            "SELECT pg_catalog.pg_advisory_unlock(1), pg_advisory_unlock_shared(2, 3)",
+            "SELECT 1",
+            false,
+        ),
+        (
+            "SELECT pg_advisory_unlock($$k$$::text::bigint)",
+            "SELECT 1",
+            true,
+        ),
+        ("SELECT pg_advisory_lock(1)", "SELECT 1", true),
+        ("SELECT pg_advisory_unlock(k) FROM t", "SELECT 1", true),
+        ("SELECT myschema.pg_advisory_unlock_all()", "SELECT 1", true),
+    ] {
+        let mut h = stock(&[]);
+        h.engine.reader_sample(1, Lsn(0x5000), h.now);
+        h.client(&query("INSERT INTO t VALUES (1)"));
+        h.take_sent(WRITER);
+        h.writer_answers("INSERT 0 1", b'I', None, None);
+        h.backend(WRITER, &probe_answer("0/5000"));
+        h.take_client();
+        assert_eq!(h.session.lsn_state().write_lsn, Lsn(0x5000));
+        let q = query(sql);
+        h.client(&q);
+        let sent = probe_sent(&h.take_sent(WRITER), &q);
+        assert_eq!(sent.ends_with(" probe"), probed, "{sql}: {sent}");
+        assert_eq!(h.last_decision().reason, Reason::WriteFunction, "{sql}");
+        h.writer_answers(tag, b'I', None, None);
+        h.take_client();
+        let l = h.session.lsn_state();
+        assert_eq!(l.write_unknown, probed, "{sql}");
+        if probed {
+            h.backend(WRITER, &probe_answer("0/9000"));
+            h.take_client();
+        }
+        // The next read: a reader at 0/5000 serves it at once — unless the statement was
+        // probed, at a position that reader has not replayed.
+        let acts = h.client(&query("SELECT v FROM t"));
+        assert_eq!(
+            acts.iter()
+                .any(|a| matches!(a, A::Acquire { server: 1, .. })),
+            !probed,
+            "{sql}: {acts:?}"
+        );
+        if !probed {
+            h.attach(R1);
+            assert_eq!(h.last_decision().reason, Reason::ReadCaughtUp, "{sql}");
+        }
+    }
+}

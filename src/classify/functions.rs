@@ -264,10 +264,13 @@ impl<'a> Rules<'a> {
                 s.effects = s.effects.without(Effects::UNAMBIGUOUS_ONLY);
             }
             s.effects |= v.effects;
-            if v.why != NotSafe::None && s.kind == Kind::Read && s.not_safe == NotSafe::None {
-                s.kind = Kind::ReadNotSafe;
-                s.not_safe = v.why;
+            if s.not_safe == NotSafe::SessionFunction && v.why == NotSafe::None {
+                // The catalogue has something of a name the statement calls or mentions (a
+                // user function sharing a session-only built-in's name, any reported object):
+                // no longer known to call only the built-ins.
+                s.not_safe_for(NotSafe::UserFunction);
             }
+            s.not_safe_for(v.why);
         };
         match &mut c.statements {
             Statements::One(s) => {
@@ -440,6 +443,11 @@ impl Verdict {
             let mut effects = s.effects.without(Effects::UNAMBIGUOUS_ONLY);
             let why = match s.kind {
                 Kind::Read => NotSafe::None,
+                // Session-only calls inside code a statement runs hidden are that statement's
+                // write functions: only a statement's own text can show it writes nothing.
+                Kind::ReadNotSafe if s.not_safe == NotSafe::SessionFunction => {
+                    NotSafe::WriteFunction
+                }
                 Kind::ReadNotSafe => s.not_safe,
                 _ => {
                     // Not a read, or not read at all (a body that may write, one the scan
@@ -474,10 +482,7 @@ fn join_opt(a: Option<Verdict>, b: Option<Verdict>) -> Option<Verdict> {
 /// DDL may have outdated ([`Effects::CODE_JUDGED_BEFORE_DDL`]).
 pub(crate) fn keep_reads_off_replicas(mut c: Classification, why: NotSafe) -> Classification {
     let mark = |s: &mut super::StatementInfo| {
-        if s.kind == Kind::Read && s.not_safe == NotSafe::None {
-            s.kind = Kind::ReadNotSafe;
-            s.not_safe = why;
-        }
+        s.not_safe_for(why);
         if why == NotSafe::CatalogChanged && s.effects.contains(Effects::RUNS_CODE) {
             s.effects |= Effects::CODE_JUDGED_BEFORE_DDL;
         }

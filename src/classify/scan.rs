@@ -959,6 +959,18 @@ impl Scan {
         match verdict {
             Builtin::NeverSafe => {
                 self.write_fn = true;
+                if call && builtins::SESSION_ONLY.contains(&s) {
+                    // A user function of the name may be the one called (another schema's
+                    // ahead of `pg_catalog` on the search_path, an overload): the catalogue
+                    // decides whether the statement calls only the built-in (P-6: it writes
+                    // nothing; `NotSafe::SessionFunction`).
+                    self.push(Call::Attr {
+                        stmt,
+                        hash: name_hash(s),
+                        hint,
+                        never_safe: true,
+                    });
+                }
                 if executes_sql_text(s) {
                     self.executes_sql = true;
                     self.unseen = true;

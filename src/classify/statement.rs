@@ -12,8 +12,10 @@
 
 use std::sync::Arc;
 
+use super::builtins;
 use super::functions::{Call, Rules};
 use super::head::{head, Cursor};
+use super::ident::normalise;
 use super::keywords::{is_read_start, kw_of, Kw};
 use super::lexer::{Lexer, Tok};
 use super::scan::{bytes, hint_of, text_effects, Hint, Scan};
@@ -248,9 +250,7 @@ fn merge_ambiguous(on: Classification, off: &Classification, runs_code: bool) ->
     }
     let mut v: Vec<StatementInfo> = on.statements().to_vec();
     for (i, s) in v.iter_mut().enumerate() {
-        if s.kind == Kind::Read {
-            s.kind = Kind::ReadNotSafe;
-        }
+        s.not_safe_for(NotSafe::Unparseable);
         if s.not_safe == NotSafe::None {
             s.not_safe = NotSafe::Unparseable;
         }
@@ -329,6 +329,87 @@ pub(super) fn read_verdict(scan: &Scan, first_kw: Kw) -> (Kind, NotSafe) {
     (Kind::ReadNotSafe, why)
 }
 
+/// Whether `sql[start..end]` is `SELECT` of one or more calls, each of a
+/// [`builtins::SESSION_ONLY`] built-in — unqualified or `pg_catalog.`-qualified, spelt as the
+/// server folds it — with constant arguments only: strings, numbers (a leading `-` the server's
+/// grammar folds into the constant), parameters, `TRUE`, `FALSE`, `NULL`. Nothing else: no
+/// FROM, no clause, no alias, no cast (a user type's input code), no nested call, no operator —
+/// the statement then reads no data and runs no code but the built-ins' (SPEC P-6,
+/// [`NotSafe::SessionFunction`]).
+fn only_session_calls(sql: &str, start: usize, end: usize, bq: bool) -> bool {
+    let src = sql.as_bytes();
+    let mut lx = Lexer::range(sql, start, end, bq);
+    let mut next = move || loop {
+        match lx.next_token() {
+            Some(t) if t.is_comment() => continue,
+            t => return t,
+        }
+    };
+    let word = |t: Option<super::lexer::Token>, w: &[u8]| matches!(t, Some(t) if t.kind == Tok::Ident && bytes(src, t).eq_ignore_ascii_case(w));
+    let name = |t: super::lexer::Token| {
+        matches!(t.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent)
+            .then(|| normalise(sql, t))
+            .flatten()
+    };
+    if !word(next(), b"select") {
+        return false;
+    }
+    loop {
+        // [pg_catalog .] name (
+        let Some(mut t) = next() else { return false };
+        if name(t).is_some_and(|n| n.as_str() == "pg_catalog") {
+            if !matches!(next(), Some(d) if d.kind == Tok::Dot) {
+                return false;
+            }
+            let Some(after) = next() else { return false };
+            t = after;
+        }
+        if !name(t).is_some_and(|n| builtins::SESSION_ONLY.contains(&n.as_str())) {
+            return false;
+        }
+        if !matches!(next(), Some(p) if p.kind == Tok::LParen) {
+            return false;
+        }
+        // [constant {, constant}] )
+        let mut t = next();
+        if !matches!(t, Some(p) if p.kind == Tok::RParen) {
+            loop {
+                if matches!(t, Some(o) if o.kind == Tok::Operator && bytes(src, o) == b"-") {
+                    t = next();
+                    if !matches!(t, Some(n) if n.kind == Tok::Number) {
+                        return false;
+                    }
+                }
+                let constant = match t {
+                    Some(c) => {
+                        matches!(
+                            c.kind,
+                            Tok::String | Tok::DollarString | Tok::Number | Tok::Param
+                        ) || [&b"true"[..], b"false", b"null"]
+                            .iter()
+                            .any(|w| word(Some(c), w))
+                    }
+                    None => false,
+                };
+                if !constant {
+                    return false;
+                }
+                match next() {
+                    Some(c) if c.kind == Tok::Comma => t = next(),
+                    Some(p) if p.kind == Tok::RParen => break,
+                    _ => return false,
+                }
+            }
+        }
+        // , another call — or the end
+        match next() {
+            None => return true,
+            Some(c) if c.kind == Tok::Comma => {}
+            Some(_) => return false,
+        }
+    }
+}
+
 /// A statement's classification, and whether it read the statement's raw text.
 fn finish(scan: &Scan, sql: &str, bq: bool) -> (StatementInfo, bool) {
     let mut reads_text = false;
@@ -399,7 +480,13 @@ fn finish_into(scan: &Scan, sql: &str, bq: bool, reads_text: &mut bool) -> State
         Kw::Other
     };
     if is_read_start(first_kw) {
-        let (kind, why) = read_verdict(scan, first_kw);
+        let (kind, mut why) = read_verdict(scan, first_kw);
+        if why == NotSafe::WriteFunction
+            && first_kw == Kw::Select
+            && only_session_calls(sql, scan.start, scan.end, bq)
+        {
+            why = NotSafe::SessionFunction;
+        }
         if kind != Kind::Write {
             // SELECT … INTO creates a table: a temporary one (S-4), or one in the database's
             // catalogue, which may shadow a name other statements resolved (S-6, E-2).

@@ -358,6 +358,14 @@ pub enum NotSafe {
     /// statement (`'now'::timestamptz`, `'today'`): the statement holds the time of the
     /// client's own Parse, which only the writer's parse has (E-2).
     ClockLiteral,
+    /// A SELECT of nothing but calls of [`crate::classify::builtins::SESSION_ONLY`] built-ins with
+    /// constant arguments (`SELECT set_config('app.tenant', $1, false)`, asyncpg's `SELECT
+    /// pg_advisory_unlock_all()`): the writer's alone, as any call on the write list (reported
+    /// as `WRITE_FUNCTION`), but it writes nothing and reads no data, so it is no write of SPEC
+    /// P-6 — no position is probed behind it. Given by the statement's own text only; any reason
+    /// found later (the catalogue, an ambiguous lexing, user-typed parameters) replaces it
+    /// ([`StatementInfo::not_safe_for`]), and code that runs it hidden is a write function.
+    SessionFunction,
 }
 
 /// Side effects on session state the engine tracks (SPEC S-3, S-4), as bit flags.
@@ -511,9 +519,29 @@ impl StatementInfo {
         self.kind == Kind::Read && self.not_safe == NotSafe::None
     }
 
+    /// A reason the statement is not replica-safe, found after its text was scanned (the
+    /// database's catalogue, a second lexing, the types of a Parse's parameters): a replica-safe
+    /// read is so no longer, and a statement of session-only calls is no longer known to be only
+    /// that. Any other reason already given stands.
+    pub(crate) fn not_safe_for(&mut self, why: NotSafe) {
+        if why == NotSafe::None {
+            return;
+        }
+        if self.kind == Kind::Read && self.not_safe == NotSafe::None {
+            self.kind = Kind::ReadNotSafe;
+            self.not_safe = why;
+        } else if self.not_safe == NotSafe::SessionFunction {
+            self.not_safe = why;
+        }
+    }
+
     /// SPEC P-6: a statement "may have written" unless it is proven not to. COMMIT/ROLLBACK are
-    /// reported here as possibly writing; the session knows whether the transaction wrote.
+    /// reported here as possibly writing; the session knows whether the transaction wrote. A
+    /// statement of session-only calls ([`NotSafe::SessionFunction`]) writes nothing.
     pub fn may_write(&self) -> bool {
+        if self.not_safe == NotSafe::SessionFunction {
+            return false;
+        }
         match self.kind {
             Kind::Read
             | Kind::Show
@@ -578,10 +606,7 @@ impl Classification {
     /// into (S-5, S-6).
     pub fn with_user_typed_parameters(mut self) -> Classification {
         let mark = |s: &mut StatementInfo| {
-            if s.kind == Kind::Read {
-                s.kind = Kind::ReadNotSafe;
-                s.not_safe = NotSafe::UserFunction;
-            }
+            s.not_safe_for(NotSafe::UserFunction);
             if s.kind != Kind::Empty {
                 s.effects |= Effects::RUNS_CODE | Effects::UNSEEN_CODE;
             }

@@ -272,3 +272,29 @@ def own_pair_with_row(table: str, value: int):
         yield p
     finally:
         p.stop()
+
+
+@contextmanager
+def others_commit(pair: PgPair, table: str = "e2e_others_wal"):
+    """Another client commits on the primary, back to back, while the block runs: WAL the standby
+    replays the apply delay later, so the writer's insert position stays ahead of the standby's
+    (a busy primary). Every position the engine probes then is one the standby has not reached."""
+    assert pair.apply_delay_ms >= 100, "the standby must lag for the other client's WAL to matter"
+    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True, connect_timeout=5) as c:
+        c.execute(f"CREATE TABLE IF NOT EXISTS {table} (v int)")
+    pair.wait_replayed()
+    stop = threading.Event()
+
+    def write():
+        with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True, connect_timeout=5) as c:
+            while not stop.is_set():
+                c.execute(f"INSERT INTO {table} (v) VALUES (1)")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        time.sleep(0.1)
+        yield
+    finally:
+        stop.set()
+        writer.join(10)

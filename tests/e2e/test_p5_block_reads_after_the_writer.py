@@ -24,11 +24,12 @@ left unprobed now count towards the next probe as writes do."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import psycopg
 import pytest
+
+from e2e_support import others_commit
 
 READS = 200
 ROWS = "SELECT k, v, inet_server_port() FROM p5_rows WHERE k = %s"
@@ -133,26 +134,12 @@ def test_p5_s1a_a_blocks_reads_reach_the_standby_after_a_read_the_primary_served
         sum(on_standby), on_standby.index(True) if True in on_standby else None, proxy.stats()["reason"])
 
 
-def another_client_writes(pair, stop: threading.Event) -> None:
-    """Autocommit inserts on the primary until `stop`: WAL the standby replays a little later."""
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
-        while not stop.is_set():
-            c.execute("INSERT INTO p5_wal (v) VALUES (1)")
-
-
 @pytest.mark.timeout(60)
 def test_w7_p5_a_blocks_reads_return_to_the_standby_after_other_clients_wal_kept_it_behind(pair, proxy, rows):
     # The apply delay keeps the standby 200 ms behind the other client's commits.
     assert pair.apply_delay_ms == 200
-    with psycopg.connect(pair.primary.dsn(dbname="app"), autocommit=True) as c:
-        c.execute("CREATE TABLE IF NOT EXISTS p5_wal (v int)")
-    pair.wait_replayed()
-    stop = threading.Event()
-    writer = threading.Thread(target=another_client_writes, args=(pair, stop))
     with psycopg.connect(proxy.dsn()) as c:
-        writer.start()
-        try:
-            time.sleep(0.1)
+        with others_commit(pair):
             # The primary serves it (S-7); the probe behind it is at a position the standby
             # has not replayed yet.
             c.execute("SELECT k, now() FROM p5_rows WHERE k = 1").fetchone()
@@ -162,9 +149,6 @@ def test_w7_p5_a_blocks_reads_return_to_the_standby_after_other_clients_wal_kept
             while on_primary < 30 and time.monotonic() < deadline:
                 _, _, port = c.execute(ROWS, (1,)).fetchone()
                 on_primary += port != pair.standby.port
-        finally:
-            stop.set()
-            writer.join()
         assert on_primary >= 30, "the other client's WAL never kept the standby behind"
         # No probe runs inside the block (S-5, since 2026-12-07): what a read on the primary saw
         # is positioned by a writer sample sent after its ReadyForQuery (README, `lsn_probe`).
