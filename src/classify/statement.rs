@@ -17,7 +17,7 @@ use super::functions::{Call, Rules};
 use super::head::{head, Cursor};
 use super::ident::normalise;
 use super::keywords::{is_read_start, kw_of, Kw};
-use super::lexer::{Lexer, Tok};
+use super::lexer::{Lexer, Tok, Token};
 use super::scan::{bytes, hint_of, text_effects, Hint, Scan};
 use super::{Classification, Effects, Kind, Limits, NotSafe, Span, StatementInfo, Statements};
 
@@ -345,8 +345,10 @@ fn only_session_calls(sql: &str, start: usize, end: usize, bq: bool) -> bool {
             t => return t,
         }
     };
-    let word = |t: Option<super::lexer::Token>, w: &[u8]| matches!(t, Some(t) if t.kind == Tok::Ident && bytes(src, t).eq_ignore_ascii_case(w));
-    let name = |t: super::lexer::Token| {
+    let word = |t: Option<Token>, w: &[u8]| {
+        t.is_some_and(|t| t.kind == Tok::Ident && bytes(src, t).eq_ignore_ascii_case(w))
+    };
+    let name = |t: Token| {
         matches!(t.kind, Tok::Ident | Tok::QuotedIdent | Tok::UnicodeIdent)
             .then(|| normalise(sql, t))
             .flatten()

@@ -298,3 +298,41 @@ def others_commit(pair: PgPair, table: str = "e2e_others_wal"):
     finally:
         stop.set()
         writer.join(10)
+
+
+def reasons_since(proxy: Proxy, before: dict) -> dict:
+    """The proxy's decision reasons counted since `before` (an earlier `proxy.stats()["reason"]`)."""
+    after = proxy.stats()["reason"]
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
+def asyncpg_pool_reads(port: int, read: str, rounds: int = 10) -> list[tuple]:
+    """Two workers sharing an asyncpg Pool of two connections (its reset query at every release),
+    as `app_trust` on `app`; each acquire runs the prepared `read` twice, with `$1` = 0. `read`'s
+    last column is `inet_server_port()`: (the other columns, arrays as tuples; the port) per read."""
+    import asyncio
+
+    import asyncpg
+
+    async def go():
+        pool = await asyncpg.create_pool(host="127.0.0.1", port=port, user="app_trust", database="app", ssl=False,
+                                         min_size=2, max_size=2, timeout=10,
+                                         server_settings={"statement_timeout": "5000"})
+        out = []
+
+        async def worker():
+            for _ in range(rounds):
+                async with pool.acquire(timeout=10) as c:
+                    for _ in range(2):
+                        r = await asyncio.wait_for(c.fetchrow(read, 0), 5)
+                        answer = tuple(tuple(v) if isinstance(v, list) else v for v in list(r)[:-1])
+                        out.append((answer, r[-1]))
+                    await asyncio.sleep(0.02)
+
+        try:
+            await asyncio.wait_for(asyncio.gather(worker(), worker()), 60)
+        finally:
+            await asyncio.wait_for(pool.close(), 10)
+        return out
+
+    return asyncio.run(go())

@@ -24,13 +24,12 @@ throughout (`others_commit`); answers compared with the same workload on the pri
 
 from __future__ import annotations
 
-import asyncio
 import time
 
-import asyncpg
 import pytest
 
-from e2e_support import STANDBY_PORTS, connect, on_primary, others_commit, ran_on, run, warm
+from e2e_support import (STANDBY_PORTS, asyncpg_pool_reads, connect, on_primary, others_commit, ran_on,
+                          reasons_since, run, warm)
 
 TABLE = "p6_session_fn"
 SETUP = [f"DROP TABLE IF EXISTS {TABLE}", f"CREATE TABLE {TABLE} (k int PRIMARY KEY, v int)",
@@ -48,43 +47,14 @@ def objects(pair):
         on_primary(pair, f"DROP TABLE IF EXISTS {TABLE}")
 
 
-def reasons_since(proxy, before: dict) -> dict:
-    after = proxy.stats()["reason"]
-    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-
-
-def pool_workload(port: int, rounds: int = 10) -> list[tuple]:
-    """Two workers sharing an asyncpg Pool of two connections (its reset query at every
-    release); each acquire runs two prepared reads: (answer, port) per read."""
-    async def go():
-        pool = await asyncpg.create_pool(host="127.0.0.1", port=port, user="app_trust", database="app", ssl=False,
-                                         min_size=2, max_size=2, timeout=10,
-                                         server_settings={"statement_timeout": "5000"})
-        out = []
-
-        async def worker():
-            for _ in range(rounds):
-                async with pool.acquire(timeout=10) as c:
-                    for _ in range(2):
-                        r = await asyncio.wait_for(c.fetchrow(READ, 0), 5)
-                        out.append(((r[0], r[1]), r[2]))
-                    await asyncio.sleep(0.02)
-
-        try:
-            await asyncio.wait_for(asyncio.gather(worker(), worker()), 60)
-        finally:
-            await asyncio.wait_for(pool.close(), 10)
-        return out
-
-    return asyncio.run(go())
 
 
 @pytest.mark.timeout(120)
 def test_p6_an_asyncpg_pool_reset_is_no_write_while_other_clients_commit(objects, proxy):
-    twin = pool_workload(objects.primary.port)
+    twin = asyncpg_pool_reads(objects.primary.port, READ)
     before = proxy.stats()["reason"]
     with others_commit(objects):
-        out = pool_workload(proxy.port)
+        out = asyncpg_pool_reads(proxy.port, READ)
     reasons = reasons_since(proxy, before)
     assert sorted(a for a, _ in out) == sorted(a for a, _ in twin), (out, twin)
     on_standby = sum(p in STANDBY_PORTS for _, p in out)

@@ -60,13 +60,11 @@ then the same name re-prepared (84 steps, all equal to the twin's answers and SQ
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
-import asyncpg
 import pytest
 
-from e2e_support import STANDBY_PORTS, connect, on_primary, ran_on, run, warm
+from e2e_support import STANDBY_PORTS, asyncpg_pool_reads, connect, on_primary, ran_on, reasons_since, run, warm
 
 SETUP = [
     "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'red13b_a') THEN CREATE ROLE red13b_a; END IF;"
@@ -91,10 +89,6 @@ def objects(pair):
     finally:
         on_primary(pair, *DROP)
 
-
-def reasons_since(proxy, before: dict) -> dict:
-    after = proxy.stats()["reason"]
-    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
 
 
 # -- Finding 1: SET of a placeholder strands the session's prepared statements on the primary ------
@@ -163,36 +157,12 @@ APG_READ = ("SELECT current_user::text, current_setting('app.tenant', true),"
             " (SELECT array_agg(v ORDER BY v) FROM red13b_rls WHERE v > $1), inet_server_port()")
 
 
-def pool_workload(port: int, rounds: int = 10) -> list[tuple]:
-    """Two workers sharing a Pool of two connections; each acquire runs two prepared reads."""
-    async def go():
-        pool = await asyncpg.create_pool(host="127.0.0.1", port=port, user="app_trust", database="app", ssl=False,
-                                         min_size=2, max_size=2, timeout=10,
-                                         server_settings={"statement_timeout": "5000"})
-        out = []
-
-        async def worker():
-            for _ in range(rounds):
-                async with pool.acquire(timeout=10) as c:
-                    for _ in range(2):
-                        r = await asyncio.wait_for(c.fetchrow(APG_READ, 0), 5)
-                        out.append(((r[0], r[1], tuple(r[2])), r[3]))
-                    await asyncio.sleep(0.02)
-
-        try:
-            await asyncio.wait_for(asyncio.gather(worker(), worker()), 60)
-        finally:
-            await asyncio.wait_for(pool.close(), 10)
-        return out
-
-    return asyncio.run(go())
-
 
 @pytest.mark.timeout(120)
 def test_e2_s5_asyncpg_pool_reads_after_its_reset_reach_the_standby(objects, proxy):
-    twin = pool_workload(objects.primary.port)
+    twin = asyncpg_pool_reads(objects.primary.port, APG_READ)
     before = proxy.stats()["reason"]
-    out = pool_workload(proxy.port)
+    out = asyncpg_pool_reads(proxy.port, APG_READ)
     reasons = reasons_since(proxy, before)
     assert sorted(a for a, _ in out) == sorted(a for a, _ in twin), (out, twin)
     on_standby = sum(p in STANDBY_PORTS for _, p in out)
